@@ -1,0 +1,168 @@
+//! Identities: task ids, the scope a task belongs to, and the principal that created it.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A task id: 128 random bits, written as 32 lowercase hex digits.
+///
+/// Task ids may act as bearer capabilities on the wire, so they come from the operating
+/// system's CSPRNG and cannot be enumerated. The hex alphabet is header-safe, so the id
+/// travels in `Mcp-Name` without the base64 escape form.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TaskId([u8; 16]);
+
+impl TaskId {
+    /// A fresh random id.
+    ///
+    /// # Panics
+    /// If the operating system has no randomness source; nothing safe can be done without one.
+    pub fn generate() -> Self {
+        let mut bytes = [0u8; 16];
+        #[allow(clippy::expect_used)]
+        getrandom::fill(&mut bytes).expect("the OS randomness source is unavailable");
+        Self(bytes)
+    }
+
+    /// Parses the wire form. Anything that is not exactly 32 lowercase hex digits is `None`,
+    /// which callers report exactly like an unknown id.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.as_bytes();
+        if s.len() != 32 {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, pair) in s.chunks_exact(2).enumerate() {
+            out[i] = (hex_val(pair[0])? << 4) | hex_val(pair[1])?;
+        }
+        Some(Self(out))
+    }
+
+    /// The raw bytes, used as a fixed-width storage key.
+    pub fn as_bytes(&self) -> &[u8; 16] {
+        &self.0
+    }
+
+    /// The id from its raw storage bytes.
+    pub fn from_bytes(bytes: [u8; 16]) -> Self {
+        Self(bytes)
+    }
+}
+
+fn hex_val(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TaskId({self})")
+    }
+}
+
+impl Serialize for TaskId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for TaskId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        TaskId::parse(&s)
+            .ok_or_else(|| serde::de::Error::custom("a task id is 32 lowercase hex digits"))
+    }
+}
+
+/// The isolation boundary a task lives in. A request can only reach tasks of its own scope;
+/// a task of another scope is reported exactly like an unknown one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Scope(String);
+
+impl Scope {
+    /// The scope named `name`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The scope's name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The stable identity a request was authenticated as: never a credential, only who.
+///
+/// The tenant is the store scope; the subject is recorded with the work for audit and for
+/// tools that act on someone's behalf.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Principal {
+    /// The tenant, which is the store scope.
+    pub tenant: String,
+    /// Who inside the tenant.
+    pub subject: String,
+}
+
+impl Principal {
+    /// A principal.
+    pub fn new(tenant: impl Into<String>, subject: impl Into<String>) -> Self {
+        Self {
+            tenant: tenant.into(),
+            subject: subject.into(),
+        }
+    }
+
+    /// The store scope this principal's tasks live in.
+    pub fn scope(&self) -> Scope {
+        Scope::new(self.tenant.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_round_trip_and_are_distinct() {
+        let a = TaskId::generate();
+        let b = TaskId::generate();
+        assert_ne!(a, b);
+        let s = a.to_string();
+        assert_eq!(s.len(), 32);
+        assert!(
+            s.bytes()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+        );
+        assert_eq!(TaskId::parse(&s), Some(a));
+        let json = serde_json::to_string(&a).unwrap_or_default();
+        assert_eq!(json, format!("\"{s}\""));
+    }
+
+    #[test]
+    fn malformed_ids_do_not_parse() {
+        for bad in [
+            "",
+            "tasks-conformance-nonexistent-12345",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789abcdef0123456789abcdeg",
+            "é123456789abcdef0123456789abcde",
+        ] {
+            assert_eq!(TaskId::parse(bad), None, "{bad:?}");
+        }
+    }
+}

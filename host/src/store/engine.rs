@@ -1,0 +1,648 @@
+//! The store's rules, written once over a small key-value transaction interface.
+//!
+//! The embedded adapters (memory, redb) are a record table plus three ordered indexes; each
+//! implements [`Txn`] and runs these functions inside its own atomic write. Every rule of the
+//! [`super::Store`] contract lives here, so the adapters differ only in how bytes are kept.
+//!
+//! Every operation validates and decides before it writes: an operation that returns an
+//! error has written nothing, so an adapter may batch several operations in one commit.
+
+use serde_json::Value;
+
+use crate::model::{
+    AppliedEvent, Claim, EventKind, InputEntry, Outcome, Principal, Task, TaskEvent, TaskId,
+    TaskStatus, Timestamp, Work,
+};
+
+use super::types::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, InputReply, Lease,
+    MAX_LEASE_MS, MAX_TTL_MS, NewTask,
+};
+use super::{StoreError, StoreResult};
+
+const MAX_POLL_INTERVAL_MS: u64 = 24 * 60 * 60 * 1000;
+const MAX_OWNER_LEN: usize = 128;
+const MAX_STATUS_MESSAGE_LEN: usize = 4 * 1024;
+/// How many due-index entries one `claim_next` looks at past expired tasks.
+const CLAIM_SCAN: usize = 64;
+
+/// A task and its work descriptor: the unit every adapter stores.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub(crate) task: Task,
+    pub(crate) work: Work,
+}
+
+/// The ordered secondary indexes. Each maps `(key, task id)` to nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Index {
+    /// Key: when a runner may claim the task ([`Task::due_at`]).
+    Due,
+    /// Key: when the TTL runs out ([`Task::expires_at`]).
+    Expiry,
+    /// Key: the boot epoch of the task's claim, to fence a previous process's claims.
+    Claimed,
+}
+
+impl Index {
+    pub(crate) const ALL: [Index; 3] = [Index::Due, Index::Expiry, Index::Claimed];
+
+    fn key(self, task: &Task) -> Option<u64> {
+        match self {
+            Index::Due => task.due_at().map(Timestamp::as_millis),
+            Index::Expiry => task.expires_at().map(Timestamp::as_millis),
+            Index::Claimed => task.claim.as_ref().map(|c| c.epoch),
+        }
+    }
+}
+
+/// Read access to records.
+pub(crate) trait View {
+    /// The record, if stored (expired or not).
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>>;
+    /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
+}
+
+/// Write access: records and index entries, inside one atomic write.
+pub(crate) trait Txn: View {
+    fn put(&mut self, record: &Record) -> StoreResult<()>;
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()>;
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
+
+    /// Stores `after` and moves its index entries from where `before` had them.
+    fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
+        for index in Index::ALL {
+            let old = before.and_then(|t| index.key(t));
+            let new = index.key(&after.task);
+            if old != new {
+                if let Some(k) = old {
+                    self.index_del(index, k, &after.task.id)?;
+                }
+                if let Some(k) = new {
+                    self.index_put(index, k, &after.task.id)?;
+                }
+            }
+        }
+        self.put(after)
+    }
+
+    /// Removes the record and all its index entries.
+    fn delete(&mut self, task: &Task) -> StoreResult<()> {
+        for index in Index::ALL {
+            if let Some(k) = index.key(task) {
+                self.index_del(index, k, &task.id)?;
+            }
+        }
+        self.remove(&task.id)
+    }
+}
+
+/// What every operation is evaluated against: the commit time, the store's boot epoch and
+/// the identity of the store instance (for access values).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) now: Timestamp,
+    pub(crate) epoch: u64,
+    pub(crate) issuer: u64,
+}
+
+pub(crate) fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    #[allow(clippy::expect_used)]
+    getrandom::fill(&mut b).expect("the OS randomness source is unavailable");
+    u64::from_le_bytes(b)
+}
+
+/// The record if it exists and its TTL has not run out.
+fn load_live(view: &dyn View, id: &TaskId, now: Timestamp) -> StoreResult<Record> {
+    match view.load(id)? {
+        Some(r) if !r.task.is_expired(now) => Ok(r),
+        _ => Err(StoreError::NotFound),
+    }
+}
+
+fn check_access(access: &Access, ctx: &Ctx, wanted: Action) -> StoreResult<()> {
+    if access.issuer != ctx.issuer || access.action != wanted {
+        return Err(StoreError::WrongAction {
+            granted: access.action,
+        });
+    }
+    Ok(())
+}
+
+/// The record behind an access value, re-checking its scope (the task may be gone).
+fn load_for_access(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Record> {
+    let rec = load_live(view, &access.task_id, ctx.now)?;
+    if rec.task.scope != access.scope {
+        return Err(StoreError::NotFound);
+    }
+    Ok(rec)
+}
+
+fn check_lease(task: &Task, lease: &Lease, ctx: &Ctx) -> StoreResult<()> {
+    if task.status.is_terminal() {
+        return Err(StoreError::Terminal {
+            status: task.status,
+        });
+    }
+    match task.live_claim(ctx.now, ctx.epoch) {
+        Some(c) if c.generation == lease.generation && c.token == lease.token => Ok(()),
+        _ => Err(StoreError::LeaseLost),
+    }
+}
+
+fn check_message(m: Option<&str>) -> StoreResult<()> {
+    match m {
+        Some(m) if m.len() > MAX_STATUS_MESSAGE_LEN => Err(StoreError::invalid(format!(
+            "a status message is at most {MAX_STATUS_MESSAGE_LEN} bytes"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<Task> {
+    new.work
+        .validate()
+        .map_err(|e| StoreError::invalid(e.to_string()))?;
+    if let Some(ttl) = new.ttl_ms
+        && !(1..=MAX_TTL_MS).contains(&ttl)
+    {
+        return Err(StoreError::invalid(format!(
+            "ttlMs must be 1..={MAX_TTL_MS} or unlimited, got {ttl}"
+        )));
+    }
+    if let Some(p) = new.poll_interval_ms
+        && !(1..=MAX_POLL_INTERVAL_MS).contains(&p)
+    {
+        return Err(StoreError::invalid(format!(
+            "pollIntervalMs must be 1..={MAX_POLL_INTERVAL_MS}, got {p}"
+        )));
+    }
+    check_message(new.status_message.as_deref())?;
+    let client_capabilities = match new.client_capabilities {
+        Value::Null => Value::Object(Default::default()),
+        v @ Value::Object(_) => v,
+        _ => {
+            return Err(StoreError::invalid(
+                "client capabilities must be a JSON object",
+            ));
+        }
+    };
+    if txn.load(&new.id)?.is_some() {
+        return Err(StoreError::AlreadyExists);
+    }
+    let task = Task {
+        id: new.id,
+        scope: new.scope,
+        status: TaskStatus::Working,
+        status_message: new.status_message,
+        created_at: ctx.now,
+        last_updated_at: ctx.now,
+        ttl_ms: new.ttl_ms,
+        poll_interval_ms: new.poll_interval_ms,
+        revision: 0,
+        attempt: 0,
+        retry_count: 0,
+        retry_at: None,
+        inputs: Default::default(),
+        outcome: None,
+        generation: 0,
+        claim: None,
+        client_capabilities,
+        events: Vec::new(),
+    };
+    let rec = Record {
+        task,
+        work: new.work,
+    };
+    txn.save(None, &rec)?;
+    Ok(rec.task)
+}
+
+pub(crate) fn authorize(
+    view: &dyn View,
+    ctx: &Ctx,
+    principal: &Principal,
+    action: Action,
+    task_id: &str,
+) -> StoreResult<Access> {
+    let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+    let rec = load_live(view, &id, ctx.now)?;
+    if rec.task.scope.as_str() != principal.tenant {
+        return Err(StoreError::NotFound);
+    }
+    Ok(Access {
+        task_id: id,
+        scope: rec.task.scope,
+        action,
+        issuer: ctx.issuer,
+    })
+}
+
+pub(crate) fn get(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Task> {
+    check_access(access, ctx, Action::Read)?;
+    Ok(load_for_access(view, ctx, access)?.task)
+}
+
+pub(crate) fn transition(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    by: Authority<'_>,
+    event: TaskEvent,
+    expected_revision: Option<u64>,
+) -> StoreResult<Committed> {
+    event.validate()?;
+    let rec = match by {
+        Authority::Worker(lease) => {
+            if !event.kind.is_worker_event() {
+                return Err(StoreError::invalid(format!(
+                    "`{}` comes from a request, not from a worker",
+                    event.kind.name()
+                )));
+            }
+            load_live(txn, &lease.task_id, ctx.now)?
+        }
+        Authority::Request(access) => {
+            let wanted = match event.kind {
+                EventKind::InputAccepted { .. } => Action::Update,
+                EventKind::Cancelled { .. } => Action::Cancel,
+                _ => {
+                    return Err(StoreError::WrongAction {
+                        granted: access.action,
+                    });
+                }
+            };
+            check_access(access, ctx, wanted)?;
+            load_for_access(txn, ctx, access)?
+        }
+    };
+    let generation = match by {
+        Authority::Worker(lease) => Some(lease.generation),
+        Authority::Request(_) => None,
+    };
+
+    let digest = event.digest();
+    if let Some(applied) = rec.task.events.iter().find(|e| e.id == event.id.as_str()) {
+        if applied.digest != digest || applied.generation != generation {
+            return Err(StoreError::EventIdReused {
+                id: applied.id.clone(),
+            });
+        }
+        let effect = match &event.kind {
+            EventKind::InputRequested { key, .. } => Effect::Input(input_reply(&rec.task, key)),
+            _ => Effect::Applied,
+        };
+        return Ok(Committed {
+            revision: applied.revision,
+            task: rec.task,
+            replayed: true,
+            effect,
+        });
+    }
+
+    if rec.task.status.is_terminal() {
+        return Err(StoreError::Terminal {
+            status: rec.task.status,
+        });
+    }
+    if let Authority::Worker(lease) = by {
+        check_lease(&rec.task, lease, ctx)?;
+    }
+    if let Some(expected) = expected_revision
+        && expected != rec.task.revision
+    {
+        return Err(StoreError::Conflict {
+            current: rec.task.revision,
+        });
+    }
+
+    let before = rec.task.clone();
+    let mut after = rec;
+    let t = &mut after.task;
+    let effect = match event.kind {
+        EventKind::Started => {
+            t.attempt = t.attempt.saturating_add(1);
+            t.status = if t.has_outstanding_inputs() {
+                TaskStatus::InputRequired
+            } else {
+                TaskStatus::Working
+            };
+            Effect::Applied
+        }
+        EventKind::StatusMessage { message } => {
+            t.status_message = Some(message);
+            Effect::Applied
+        }
+        EventKind::InputRequested { key, request } => {
+            if let Some(existing) = t.inputs.get(&key) {
+                if existing.request != request {
+                    return Err(StoreError::InputConflict { key });
+                }
+                // Same key, same request: a replayed guest reattaching. Nothing to commit.
+                let reply = input_reply(&before, &key);
+                return Ok(Committed {
+                    revision: before.revision,
+                    task: before,
+                    replayed: false,
+                    effect: Effect::Input(reply),
+                });
+            }
+            t.inputs.insert(
+                key,
+                InputEntry {
+                    request,
+                    response: None,
+                },
+            );
+            t.status = TaskStatus::InputRequired;
+            Effect::Input(InputReply::Pending)
+        }
+        EventKind::InputAccepted { responses } => {
+            let mut keys = Vec::new();
+            for (key, response) in responses {
+                if let Some(entry) = t.inputs.get_mut(&key)
+                    && entry.response.is_none()
+                {
+                    entry.response = Some(response);
+                    keys.push(key);
+                }
+            }
+            let complete = !t.has_outstanding_inputs();
+            if keys.is_empty() {
+                // Unknown and answered keys are ignored; nothing changed, nothing commits.
+                return Ok(Committed {
+                    revision: before.revision,
+                    task: before,
+                    replayed: false,
+                    effect: Effect::Accepted { keys, complete },
+                });
+            }
+            if complete {
+                t.status = TaskStatus::Working;
+            }
+            Effect::Accepted { keys, complete }
+        }
+        EventKind::RetryRequested {
+            error,
+            status_message,
+        } => match after.work.retry_policy.delay_for(t.retry_count) {
+            Some(delay) => {
+                let retry_at = ctx.now.plus_ms(delay);
+                t.retry_count += 1;
+                t.retry_at = Some(retry_at);
+                t.claim = None;
+                t.status = TaskStatus::Working;
+                if status_message.is_some() {
+                    t.status_message = status_message;
+                }
+                Effect::RetryScheduled {
+                    retry_at,
+                    retry_count: t.retry_count,
+                }
+            }
+            None => {
+                finish(
+                    t,
+                    TaskStatus::Failed,
+                    Some(Outcome::Error(error)),
+                    status_message,
+                );
+                Effect::RetryExhausted
+            }
+        },
+        EventKind::Completed { result } => {
+            finish(
+                t,
+                TaskStatus::Completed,
+                Some(Outcome::Result(result)),
+                None,
+            );
+            Effect::Applied
+        }
+        EventKind::Failed {
+            error,
+            status_message,
+        } => {
+            let message = status_message.or_else(|| Some(error.message.clone()));
+            finish(t, TaskStatus::Failed, Some(Outcome::Error(error)), message);
+            Effect::Applied
+        }
+        EventKind::Cancelled { status_message } => {
+            finish(t, TaskStatus::Cancelled, None, status_message);
+            Effect::Applied
+        }
+    };
+    t.revision += 1;
+    t.last_updated_at = ctx.now;
+    t.events.push(AppliedEvent {
+        id: event.id.as_str().to_owned(),
+        revision: t.revision,
+        digest,
+        generation,
+    });
+    txn.save(Some(&before), &after)?;
+    Ok(Committed {
+        revision: after.task.revision,
+        task: after.task,
+        replayed: false,
+        effect,
+    })
+}
+
+fn finish(t: &mut Task, status: TaskStatus, outcome: Option<Outcome>, message: Option<String>) {
+    t.status = status;
+    t.outcome = outcome;
+    t.claim = None;
+    t.retry_at = None;
+    if message.is_some() {
+        t.status_message = message;
+    }
+}
+
+fn input_reply(task: &Task, key: &str) -> InputReply {
+    match task.inputs.get(key).and_then(|e| e.response.clone()) {
+        Some(answer) => InputReply::Answered(answer),
+        None => InputReply::Pending,
+    }
+}
+
+fn check_claim_request(req: &ClaimRequest) -> StoreResult<()> {
+    if !(1..=MAX_LEASE_MS).contains(&req.lease_ms) {
+        return Err(StoreError::invalid(format!(
+            "a lease is 1..={MAX_LEASE_MS} ms, got {}",
+            req.lease_ms
+        )));
+    }
+    if req.owner.len() > MAX_OWNER_LEN {
+        return Err(StoreError::invalid(format!(
+            "a claim owner is at most {MAX_OWNER_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Takes a claim on `rec`, whose claimability the caller has checked.
+fn take_claim(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    rec: Record,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    let before = rec.task.clone();
+    let mut after = rec;
+    let generation = after.task.generation + 1;
+    let claim = Claim {
+        generation,
+        token: random_u64(),
+        epoch: ctx.epoch,
+        expires_at: ctx.now.plus_ms(req.lease_ms),
+        owner: req.owner.clone(),
+    };
+    let lease = Lease {
+        task_id: after.task.id,
+        generation,
+        token: claim.token,
+        epoch: claim.epoch,
+        expires_at: claim.expires_at,
+    };
+    after.task.generation = generation;
+    after.task.claim = Some(claim);
+    // The backoff, if any, is over: this claim is the retry.
+    after.task.retry_at = None;
+    txn.save(Some(&before), &after)?;
+    Ok(Claimed {
+        lease,
+        task: after.task,
+        work: after.work,
+    })
+}
+
+pub(crate) fn claim(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    id: &TaskId,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    check_claim_request(req)?;
+    let rec = load_live(txn, id, ctx.now)?;
+    let t = &rec.task;
+    if t.status.is_terminal() {
+        return Err(StoreError::Terminal { status: t.status });
+    }
+    if let Some(c) = t.live_claim(ctx.now, ctx.epoch) {
+        return Err(StoreError::Busy {
+            until: c.expires_at,
+        });
+    }
+    if let Some(at) = t.retry_at
+        && at > ctx.now
+    {
+        return Err(StoreError::NotDue { retry_at: at });
+    }
+    take_claim(txn, ctx, rec, req)
+}
+
+pub(crate) fn claim_next(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    req: &ClaimRequest,
+) -> StoreResult<Option<Claimed>> {
+    check_claim_request(req)?;
+    for id in txn.index_upto(Index::Due, ctx.now.as_millis(), CLAIM_SCAN)? {
+        let Some(rec) = txn.load(&id)? else {
+            return Err(StoreError::corrupt(format!(
+                "the due index names task {id}, which is not stored"
+            )));
+        };
+        if rec.task.is_expired(ctx.now) {
+            // Past its TTL: nobody may run it. Remove it now rather than let it block the
+            // head of the queue until the next reap.
+            txn.delete(&rec.task)?;
+            continue;
+        }
+        return take_claim(txn, ctx, rec, req).map(Some);
+    }
+    Ok(None)
+}
+
+pub(crate) fn renew(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    lease: &Lease,
+    lease_ms: u64,
+) -> StoreResult<Lease> {
+    check_claim_request(&ClaimRequest::new(lease_ms, ""))?;
+    let rec = load_live(txn, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    let before = rec.task.clone();
+    let mut after = rec;
+    let expires_at = ctx.now.plus_ms(lease_ms);
+    if let Some(c) = after.task.claim.as_mut() {
+        c.expires_at = expires_at;
+    }
+    txn.save(Some(&before), &after)?;
+    Ok(Lease {
+        expires_at,
+        ..lease.clone()
+    })
+}
+
+pub(crate) fn release(txn: &mut dyn Txn, ctx: &Ctx, lease: &Lease) -> StoreResult<()> {
+    let rec = load_live(txn, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    let before = rec.task.clone();
+    let mut after = rec;
+    after.task.claim = None;
+    txn.save(Some(&before), &after)
+}
+
+pub(crate) fn worker_snapshot(
+    view: &dyn View,
+    ctx: &Ctx,
+    lease: &Lease,
+) -> StoreResult<(Task, Work)> {
+    let rec = load_live(view, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    Ok((rec.task, rec.work))
+}
+
+pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<TaskId>> {
+    let ids = txn.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
+    for id in &ids {
+        if let Some(rec) = txn.load(id)? {
+            txn.delete(&rec.task)?;
+        }
+    }
+    Ok(ids)
+}
+
+pub(crate) fn inspect(view: &dyn View, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+    Ok(view.load(id)?.map(|r| (r.task, r.work)))
+}
+
+/// Releases every claim made in a boot epoch before `ctx.epoch`: the process that held it
+/// is gone (the store is exclusively ours), so its work is due again at once. Returns how
+/// many claims were released.
+pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult<usize> {
+    let mut released = 0;
+    loop {
+        let ids = txn.index_upto(Index::Claimed, ctx.epoch.saturating_sub(1), 256)?;
+        if ids.is_empty() {
+            return Ok(released);
+        }
+        for id in ids {
+            let Some(rec) = txn.load(&id)? else {
+                return Err(StoreError::corrupt(format!(
+                    "the claim index names task {id}, which is not stored"
+                )));
+            };
+            let before = rec.task.clone();
+            let mut after = rec;
+            after.task.claim = None;
+            txn.save(Some(&before), &after)?;
+            released += 1;
+        }
+    }
+}

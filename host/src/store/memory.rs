@@ -1,0 +1,152 @@
+//! MemoryStore: the volatile adapter. A mutex over a hash map and three ordered indexes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+use crate::model::{Clock, SystemClock, TaskId};
+
+use super::engine::{self, Ctx, Index, Record, Txn, View};
+use super::{StoreError, StoreResult};
+
+/// A fast, volatile store: everything is lost when it is dropped.
+///
+/// Operations are atomic (one mutex, held only for the synchronous rule evaluation, never
+/// across an await). There is one boot epoch for its whole life.
+pub struct MemoryStore {
+    inner: Mutex<Tables>,
+    clock: Arc<dyn Clock>,
+    issuer: u64,
+}
+
+#[derive(Default)]
+struct Tables {
+    records: HashMap<TaskId, Record>,
+    indexes: [BTreeSet<(u64, TaskId)>; 3],
+}
+
+fn slot(index: Index) -> usize {
+    match index {
+        Index::Due => 0,
+        Index::Expiry => 1,
+        Index::Claimed => 2,
+    }
+}
+
+impl View for Tables {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        Ok(self.records.get(id).cloned())
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let hi = (upto, TaskId::from_bytes([0xff; 16]));
+        Ok(self.indexes[slot(index)]
+            .range(..=hi)
+            .take(limit)
+            .map(|(_, id)| *id)
+            .collect())
+    }
+}
+
+impl Txn for Tables {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        self.records.insert(record.task.id, record.clone());
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.records.remove(id);
+        Ok(())
+    }
+
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)].insert((key, *id));
+        Ok(())
+    }
+
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)].remove(&(key, *id));
+        Ok(())
+    }
+}
+
+impl MemoryStore {
+    /// An empty store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock::new()))
+    }
+
+    /// An empty store on `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            inner: Mutex::new(Tables::default()),
+            clock,
+            issuer: engine::random_u64(),
+        }
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            now: self.clock.now(),
+            epoch: 1,
+            issuer: self.issuer,
+        }
+    }
+
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let mut tables = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::unavailable("a store operation panicked earlier"))?;
+        let ctx = self.ctx();
+        f(&mut *tables, &ctx)
+    }
+
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let tables = self
+            .inner
+            .lock()
+            .map_err(|_| StoreError::unavailable("a store operation panicked earlier"))?;
+        let ctx = self.ctx();
+        f(&*tables, &ctx)
+    }
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+embedded_store!(MemoryStore);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::model::ManualClock;
+    use crate::store::contract::Backend;
+    use crate::store::{MemoryStore, Store};
+
+    struct Memory;
+
+    #[async_trait::async_trait]
+    impl Backend for Memory {
+        fn durable(&self) -> bool {
+            false
+        }
+
+        async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+            Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())))
+        }
+    }
+
+    crate::store::contract::suite!(|| Memory);
+}

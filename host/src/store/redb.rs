@@ -1,0 +1,605 @@
+//! RedbStore: the embedded durable adapter, on a single redb file.
+//!
+//! Layout: `tasks` maps the 16 id bytes to the versioned JSON record; `due`, `expiry` and
+//! `claimed` are ordered indexes keyed by an 8-byte big-endian key followed by the id;
+//! `meta` holds the file's schema version and boot epoch.
+//!
+//! All writes go through one writer thread that commits them with group commit: the
+//! operations queued while a commit is in flight are applied in the next write transaction
+//! and made durable with one fsync, and no caller hears back before that fsync returned.
+//! Reads run on the blocking pool against MVCC snapshots and never wait for the writer.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
+    TableDefinition, WriteTransaction,
+};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+use crate::model::{Clock, SystemClock, Task, TaskId, Work};
+
+use super::engine::{self, Ctx, Index, Record, Txn, View};
+use super::{StoreError, StoreResult};
+
+/// The file layout version this build writes. A file with a higher version is refused.
+pub const REDB_SCHEMA_VERSION: u64 = 1;
+/// The record layout version this build writes.
+const RECORD_VERSION: u32 = 1;
+/// The most operations one group commit applies.
+const MAX_BATCH: usize = 512;
+
+const TASKS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("tasks");
+const DUE: TableDefinition<'_, &[u8], ()> = TableDefinition::new("due");
+const EXPIRY: TableDefinition<'_, &[u8], ()> = TableDefinition::new("expiry");
+const CLAIMED: TableDefinition<'_, &[u8], ()> = TableDefinition::new("claimed");
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+
+/// The durable embedded store.
+///
+/// Only one process may open a file at a time; opening it advances the file's boot epoch,
+/// which releases every claim the previous process held, so its tasks are due again at once.
+pub struct RedbStore {
+    db: Arc<Database>,
+    /// `None` only while dropping.
+    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    clock: Arc<dyn Clock>,
+    epoch: u64,
+    issuer: u64,
+    path: PathBuf,
+    fenced: usize,
+}
+
+impl Drop for RedbStore {
+    /// Closing the queue lets the writer finish every write already queued (their callers
+    /// are still owed an answer); joining it means the file is closed when drop returns, so
+    /// the same process can reopen it at once.
+    fn drop(&mut self) {
+        self.writer.take();
+        if let Some(t) = self.writer_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.path)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+// ---- encoding ----
+
+#[derive(Serialize)]
+struct RecordOut<'a> {
+    v: u32,
+    task: &'a Task,
+    work: &'a Work,
+}
+
+#[derive(Deserialize)]
+struct RecordIn {
+    task: Task,
+    work: Work,
+}
+
+#[derive(Deserialize)]
+struct VersionProbe {
+    v: u32,
+}
+
+fn encode(record: &Record) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(&RecordOut {
+        v: RECORD_VERSION,
+        task: &record.task,
+        work: &record.work,
+    })
+    .map_err(|e| StoreError::invalid(format!("the task cannot be encoded: {e}")))
+}
+
+fn decode(bytes: &[u8]) -> StoreResult<Record> {
+    match serde_json::from_slice::<VersionProbe>(bytes) {
+        Ok(p) if p.v == RECORD_VERSION => {}
+        Ok(p) => {
+            return Err(StoreError::IncompatibleSchema(
+                format!(
+                    "a task record has layout version {}; this build reads version {RECORD_VERSION}",
+                    p.v
+                )
+                .into(),
+            ));
+        }
+        Err(e) => return Err(StoreError::corrupt(format!("unreadable task record: {e}"))),
+    }
+    let r: RecordIn = serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::corrupt(format!("unreadable task record: {e}")))?;
+    Ok(Record {
+        task: r.task,
+        work: r.work,
+    })
+}
+
+fn index_key(key: u64, id: &TaskId) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..8].copy_from_slice(&key.to_be_bytes());
+    k[8..].copy_from_slice(id.as_bytes());
+    k
+}
+
+fn id_of_index_key(k: &[u8]) -> StoreResult<TaskId> {
+    let bytes: [u8; 16] = k
+        .get(8..24)
+        .and_then(|s| s.try_into().ok())
+        .ok_or_else(|| StoreError::corrupt("an index key has the wrong length"))?;
+    Ok(TaskId::from_bytes(bytes))
+}
+
+/// Maps a redb error into the contract's terms.
+fn backend(e: impl Into<redb::Error>) -> StoreError {
+    let e: redb::Error = e.into();
+    match &e {
+        redb::Error::Corrupted(_) => StoreError::corrupt(&e),
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
+            StoreError::corrupt(format!("not a readable snodo store: {e}"))
+        }
+        redb::Error::UpgradeRequired(v) => StoreError::IncompatibleSchema(
+            format!("the file uses redb format {v}, which this build cannot read").into(),
+        ),
+        redb::Error::DatabaseAlreadyOpen => {
+            StoreError::unavailable("the store file is already open in another process")
+        }
+        _ => StoreError::unavailable(&e),
+    }
+}
+
+// ---- tables ----
+
+/// The four data tables, opened in one transaction.
+struct Tables<T, I> {
+    tasks: T,
+    indexes: [I; 3],
+}
+
+fn slot(index: Index) -> usize {
+    match index {
+        Index::Due => 0,
+        Index::Expiry => 1,
+        Index::Claimed => 2,
+    }
+}
+
+impl<T, I> View for Tables<T, I>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+    I: ReadableTable<&'static [u8], ()>,
+{
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let hi = index_key(upto, &TaskId::from_bytes([0xff; 16]));
+        let mut out = Vec::new();
+        for entry in self.indexes[slot(index)]
+            .range::<&[u8]>(..=hi.as_slice())
+            .map_err(backend)?
+            .take(limit)
+        {
+            let (k, _) = entry.map_err(backend)?;
+            out.push(id_of_index_key(k.value())?);
+        }
+        Ok(out)
+    }
+}
+
+type WriteTables<'t> =
+    Tables<Table<'t, &'static [u8], &'static [u8]>, Table<'t, &'static [u8], ()>>;
+
+impl<'t> WriteTables<'t> {
+    fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
+        Ok(Tables {
+            tasks: txn.open_table(TASKS).map_err(backend)?,
+            indexes: [
+                txn.open_table(DUE).map_err(backend)?,
+                txn.open_table(EXPIRY).map_err(backend)?,
+                txn.open_table(CLAIMED).map_err(backend)?,
+            ],
+        })
+    }
+}
+
+impl Txn for WriteTables<'_> {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        let bytes = encode(record)?;
+        self.tasks
+            .insert(record.task.id.as_bytes().as_slice(), bytes.as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.tasks
+            .remove(id.as_bytes().as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)]
+            .insert(index_key(key, id).as_slice(), ())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)]
+            .remove(index_key(key, id).as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+}
+
+// ---- the writer ----
+
+/// One queued write: run inside the batch's transaction, then told whether it committed.
+trait WriteJob: Send {
+    /// Applies the operation. Returns whether it failed in the backend (which poisons the
+    /// whole batch) and the continuation that delivers its answer after the commit.
+    fn run(self: Box<Self>, tables: &mut WriteTables<'_>, ctx: &Ctx) -> (bool, Box<dyn Reply>);
+    /// The batch failed before this job ran.
+    fn fail(self: Box<Self>, err: StoreError);
+}
+
+trait Reply: Send {
+    fn deliver(self: Box<Self>, commit: Result<(), StoreError>);
+}
+
+struct Job<F, T> {
+    f: F,
+    tx: oneshot::Sender<StoreResult<T>>,
+}
+
+struct Pending<T> {
+    result: StoreResult<T>,
+    tx: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<T: Send> Reply for Pending<T> {
+    fn deliver(self: Box<Self>, commit: Result<(), StoreError>) {
+        let answer = match commit {
+            Ok(()) => self.result,
+            Err(e) => Err(e),
+        };
+        // The caller may have stopped waiting; the write stands either way.
+        let _ = self.tx.send(answer);
+    }
+}
+
+impl<F, T> WriteJob for Job<F, T>
+where
+    F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send,
+    T: Send + 'static,
+{
+    fn run(self: Box<Self>, tables: &mut WriteTables<'_>, ctx: &Ctx) -> (bool, Box<dyn Reply>) {
+        let result = (self.f)(tables, ctx);
+        let backend_failure = matches!(
+            result,
+            Err(StoreError::Unavailable(_)
+                | StoreError::Corrupt(_)
+                | StoreError::IncompatibleSchema(_))
+        );
+        (
+            backend_failure,
+            Box::new(Pending {
+                result,
+                tx: self.tx,
+            }),
+        )
+    }
+
+    fn fail(self: Box<Self>, err: StoreError) {
+        let _ = self.tx.send(Err(err));
+    }
+}
+
+struct Writer {
+    db: Arc<Database>,
+    clock: Arc<dyn Clock>,
+    epoch: u64,
+    issuer: u64,
+}
+
+impl Writer {
+    fn run(self, rx: mpsc::Receiver<Box<dyn WriteJob>>) {
+        while let Ok(first) = rx.recv() {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => batch.push(job),
+                    Err(_) => break,
+                }
+            }
+            self.commit_batch(batch);
+        }
+    }
+
+    /// Applies `batch` in one write transaction and answers every job after the commit.
+    /// A backend failure or a panic in any job aborts the whole transaction: every job
+    /// then gets the error and nothing of the batch is written.
+    fn commit_batch(&self, batch: Vec<Box<dyn WriteJob>>) {
+        let ctx = Ctx {
+            now: self.clock.now(),
+            epoch: self.epoch,
+            issuer: self.issuer,
+        };
+        let mut txn = match self.db.begin_write() {
+            Ok(t) => t,
+            Err(e) => return fail_all(batch, backend(e)),
+        };
+        if let Err(e) = txn.set_durability(Durability::Immediate) {
+            return fail_all(batch, backend(e));
+        }
+        let mut replies: Vec<Box<dyn Reply>> = Vec::with_capacity(batch.len());
+        let mut failure = None;
+        {
+            let mut tables = match WriteTables::open(&txn) {
+                Ok(t) => t,
+                Err(e) => return fail_all(batch, e),
+            };
+            let mut jobs = batch.into_iter();
+            for job in jobs.by_ref() {
+                match catch_unwind(AssertUnwindSafe(|| job.run(&mut tables, &ctx))) {
+                    Ok((false, reply)) => replies.push(reply),
+                    Ok((true, reply)) => {
+                        failure = Some(StoreError::unavailable(
+                            "a write in the same commit failed in the backend; nothing was written",
+                        ));
+                        replies.push(reply);
+                        break;
+                    }
+                    Err(_) => {
+                        failure = Some(StoreError::unavailable(
+                            "a store operation panicked; its commit was abandoned",
+                        ));
+                        break;
+                    }
+                }
+            }
+            if let Some(err) = &failure {
+                fail_all(jobs.collect(), err.clone());
+            }
+        }
+        let outcome = match failure {
+            Some(err) => {
+                let _ = txn.abort();
+                Err(err)
+            }
+            None => txn.commit().map_err(backend),
+        };
+        for reply in replies {
+            reply.deliver(outcome.clone());
+        }
+    }
+}
+
+fn fail_all(batch: Vec<Box<dyn WriteJob>>, err: StoreError) {
+    for job in batch {
+        job.fail(err.clone());
+    }
+}
+
+// ---- opening ----
+
+impl RedbStore {
+    /// Opens the store at `path` (creating it if missing) on the system clock.
+    pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
+        Self::open_with_clock(path, Arc::new(SystemClock::new()))
+    }
+
+    /// Opens the store at `path` on `clock`.
+    ///
+    /// Refuses a file written by a newer schema ([`StoreError::IncompatibleSchema`]) and
+    /// reports a damaged or truncated one ([`StoreError::Corrupt`]); never resets data.
+    /// Advances the boot epoch and releases the previous process's claims before returning.
+    pub fn open_with_clock(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
+        let path = path.as_ref().to_path_buf();
+        let db = Database::builder().create(&path).map_err(|e| {
+            let err = backend(e);
+            match err {
+                StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
+                other => other,
+            }
+        })?;
+        let db = Arc::new(db);
+        let issuer = engine::random_u64();
+        let (epoch, fenced) = Self::boot(&db, clock.as_ref(), issuer)?;
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            db: db.clone(),
+            clock: clock.clone(),
+            epoch,
+            issuer,
+        };
+        let writer_thread = std::thread::Builder::new()
+            .name("snodo-redb-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            db,
+            writer: Some(tx),
+            writer_thread: Some(writer_thread),
+            clock,
+            epoch,
+            issuer,
+            path,
+            fenced,
+        })
+    }
+
+    /// Checks the schema version, advances the boot epoch and fences old claims, in one
+    /// durable commit.
+    fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize)> {
+        let mut txn = db.begin_write().map_err(backend)?;
+        txn.set_durability(Durability::Immediate).map_err(backend)?;
+        let (epoch, fenced) = {
+            let mut meta = txn.open_table(META).map_err(backend)?;
+            let version = meta
+                .get("schema_version")
+                .map_err(backend)?
+                .map(|v| v.value());
+            match version {
+                Some(v) if v > REDB_SCHEMA_VERSION => {
+                    return Err(StoreError::IncompatibleSchema(
+                        format!(
+                            "the store was written by a newer snodo (schema {v}); this build reads schema {REDB_SCHEMA_VERSION}. Upgrade snodo or point it at another data path"
+                        )
+                        .into(),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    let tasks = txn.open_table(TASKS).map_err(backend)?;
+                    if !tasks.is_empty().map_err(backend)? {
+                        return Err(StoreError::corrupt(
+                            "the file holds tasks but no schema version",
+                        ));
+                    }
+                    drop(tasks);
+                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
+                        .map_err(backend)?;
+                }
+            }
+            let prev = meta.get("boot_epoch").map_err(backend)?.map(|v| v.value());
+            let epoch = prev.unwrap_or(0) + 1;
+            meta.insert("boot_epoch", epoch).map_err(backend)?;
+            drop(meta);
+            let mut tables = WriteTables::open(&txn)?;
+            let ctx = Ctx {
+                now: clock.now(),
+                epoch,
+                issuer,
+            };
+            let fenced = engine::fence_previous_epochs(&mut tables, &ctx)?;
+            (epoch, fenced)
+        };
+        txn.commit().map_err(backend)?;
+        Ok((epoch, fenced))
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This process's boot epoch (1 for a new file).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// How many claims of earlier processes were released when this one opened the file:
+    /// the tasks that will be recovered.
+    pub fn fenced_claims(&self) -> usize {
+        self.fenced
+    }
+
+    /// Runs a full integrity check of the file (every page's checksum). Slow on big files:
+    /// an operator tool, not a startup step.
+    pub fn verify(path: impl AsRef<Path>) -> StoreResult<bool> {
+        let mut db = Database::builder().create(path.as_ref()).map_err(backend)?;
+        db.check_integrity().map_err(backend)
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            now: self.clock.now(),
+            epoch: self.epoch,
+            issuer: self.issuer,
+        }
+    }
+
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.writer
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("the store is closing"))?
+            .send(Box::new(Job { f, tx }))
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
+        rx.await
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+    }
+
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let db = self.db.clone();
+        let ctx = self.ctx();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_read().map_err(backend)?;
+            let tables = Tables {
+                tasks: txn.open_table(TASKS).map_err(backend)?,
+                indexes: [
+                    txn.open_table(DUE).map_err(backend)?,
+                    txn.open_table(EXPIRY).map_err(backend)?,
+                    txn.open_table(CLAIMED).map_err(backend)?,
+                ],
+            };
+            f(&tables, &ctx)
+        })
+        .await
+        .map_err(|e| StoreError::unavailable(format!("a store read failed: {e}")))?
+    }
+}
+
+embedded_store!(RedbStore);
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::model::ManualClock;
+    use crate::store::contract::Backend;
+    use crate::store::{RedbStore, Store};
+
+    struct Redb {
+        dir: tempfile::TempDir,
+    }
+
+    #[async_trait::async_trait]
+    impl Backend for Redb {
+        fn durable(&self) -> bool {
+            true
+        }
+
+        async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+            let path = self.dir.path().join("tasks.redb");
+            let clock = Arc::new(clock.clone());
+            let store =
+                tokio::task::spawn_blocking(move || RedbStore::open_with_clock(&path, clock))
+                    .await
+                    .expect("open task panicked")
+                    .expect("open the redb store");
+            Arc::new(store)
+        }
+    }
+
+    crate::store::contract::suite!(|| Redb {
+        dir: tempfile::tempdir().expect("temp dir"),
+    });
+}

@@ -1,0 +1,198 @@
+//! The values that cross the store boundary: creation requests, access values, leases and
+//! commit reports.
+
+use serde_json::Value;
+
+use crate::model::{Scope, Task, TaskId, Timestamp, Work};
+
+/// The longest lease a claim may ask for: one hour. Leases are renewed by heartbeats; a
+/// long lease only delays recovery after a crash.
+pub const MAX_LEASE_MS: u64 = 60 * 60 * 1000;
+
+/// The longest TTL a task may have: one year.
+pub const MAX_TTL_MS: u64 = 366 * 24 * 60 * 60 * 1000;
+
+/// What [`crate::store::Store::create`] needs.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// The new task's id (see [`TaskId::generate`]).
+    pub id: TaskId,
+    /// The scope it belongs to.
+    pub scope: Scope,
+    /// What it does.
+    pub work: Work,
+    /// Lifetime from creation; `None` is unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: Option<u64>,
+    /// The first status message.
+    pub status_message: Option<String>,
+    /// The creating request's declared client capabilities (the capability set only).
+    pub client_capabilities: Value,
+}
+
+impl NewTask {
+    /// A task in `scope` doing `work`, with no TTL, no poll interval and no capabilities.
+    pub fn new(id: TaskId, scope: Scope, work: Work) -> Self {
+        Self {
+            id,
+            scope,
+            work,
+            ttl_ms: None,
+            poll_interval_ms: None,
+            status_message: None,
+            client_capabilities: Value::Object(Default::default()),
+        }
+    }
+}
+
+/// What a request wants to do with a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Read it (`tasks/get`, subscriptions).
+    Read,
+    /// Answer its input requests (`tasks/update`).
+    Update,
+    /// Cancel it (`tasks/cancel`).
+    Cancel,
+}
+
+/// An opaque permission for one action on one task, from [`crate::store::Store::authorize`].
+///
+/// It cannot be built outside the store, names no credential, and is only accepted by the
+/// store instance that issued it for the action it was issued for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    pub(crate) task_id: TaskId,
+    pub(crate) scope: Scope,
+    pub(crate) action: Action,
+    pub(crate) issuer: u64,
+}
+
+impl Access {
+    /// The task this access is for.
+    pub fn task_id(&self) -> &TaskId {
+        &self.task_id
+    }
+
+    /// The action it permits.
+    pub fn action(&self) -> Action {
+        self.action
+    }
+}
+
+/// A worker's lease on one claim of one task. Lifecycle events, renewals and releases need
+/// it; it stops working the moment a newer claim exists, the lease runs out, or the store
+/// reboots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    pub(crate) task_id: TaskId,
+    pub(crate) generation: u64,
+    pub(crate) token: u64,
+    pub(crate) epoch: u64,
+    pub(crate) expires_at: Timestamp,
+}
+
+impl Lease {
+    /// The claimed task.
+    pub fn task_id(&self) -> &TaskId {
+        &self.task_id
+    }
+
+    /// The claim's generation (the fencing token).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// When the lease runs out (store clock).
+    pub fn expires_at(&self) -> Timestamp {
+        self.expires_at
+    }
+}
+
+/// Who is asking for a transition.
+#[derive(Debug, Clone, Copy)]
+pub enum Authority<'a> {
+    /// A worker holding the task's live claim.
+    Worker(&'a Lease),
+    /// A request holding an access value.
+    Request(&'a Access),
+}
+
+/// Parameters of a claim.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest {
+    /// Lease length, 1..=[`MAX_LEASE_MS`].
+    pub lease_ms: u64,
+    /// Who claims, for operators (e.g. `node-a/runner-1`).
+    pub owner: String,
+}
+
+impl ClaimRequest {
+    /// A claim for `lease_ms` by `owner`.
+    pub fn new(lease_ms: u64, owner: impl Into<String>) -> Self {
+        Self {
+            lease_ms,
+            owner: owner.into(),
+        }
+    }
+}
+
+/// A successful claim: the lease and what the worker needs to run the task.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The lease.
+    pub lease: Lease,
+    /// The task as claimed.
+    pub task: Task,
+    /// Its work descriptor.
+    pub work: Work,
+}
+
+/// The state of one input request after `input_requested`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputReply {
+    /// No answer yet: wait for one.
+    Pending,
+    /// The store already holds the accepted answer.
+    Answered(Value),
+}
+
+/// What a committed transition did, beyond the new snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    /// The event was applied as described by its kind.
+    Applied,
+    /// `input_requested`: whether the request is answered.
+    Input(InputReply),
+    /// `input_accepted`: the keys accepted (possibly none) and whether that left no input
+    /// outstanding.
+    Accepted {
+        /// Keys taken into the inbox, in key order.
+        keys: Vec<String>,
+        /// No input is outstanding any more.
+        complete: bool,
+    },
+    /// `retry_requested` with an entry left.
+    RetryScheduled {
+        /// When the retry may run.
+        retry_at: Timestamp,
+        /// Retries consumed so far, this one included.
+        retry_count: u32,
+    },
+    /// `retry_requested` with no entry left: the task failed.
+    RetryExhausted,
+}
+
+/// The report of a transition.
+#[derive(Debug, Clone)]
+pub struct Committed {
+    /// The task after the transition.
+    pub task: Task,
+    /// The revision the event committed (for a replay, the original revision).
+    pub revision: u64,
+    /// The event id had been committed before; nothing changed now.
+    pub replayed: bool,
+    /// What happened.
+    pub effect: Effect,
+}
