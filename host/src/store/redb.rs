@@ -150,6 +150,9 @@ fn backend(e: impl Into<redb::Error>) -> StoreError {
         redb::Error::Io(io) if io.kind() == std::io::ErrorKind::InvalidData => {
             StoreError::corrupt(format!("not a readable snodo store: {e}"))
         }
+        redb::Error::Io(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            StoreError::corrupt(format!("the file is truncated: {e}"))
+        }
         redb::Error::UpgradeRequired(v) => StoreError::IncompatibleSchema(
             format!("the file uses redb format {v}, which this build cannot read").into(),
         ),
@@ -414,16 +417,30 @@ impl RedbStore {
     /// Advances the boot epoch and releases the previous process's claims before returning.
     pub fn open_with_clock(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         let path = path.as_ref().to_path_buf();
-        let db = Database::builder().create(&path).map_err(|e| {
-            let err = backend(e);
-            match err {
-                StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
-                other => other,
+        let in_file = |err: StoreError| match err {
+            StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
+            StoreError::IncompatibleSchema(m) => {
+                StoreError::IncompatibleSchema(format!("{}: {m}", path.display()).into())
             }
-        })?;
-        let db = Arc::new(db);
+            other => other,
+        };
         let issuer = engine::random_u64();
-        let (epoch, fenced) = Self::boot(&db, clock.as_ref(), issuer)?;
+        // redb reports most damage as errors but can panic on some malformed pages; a
+        // damaged file must be reported, never take the process down.
+        let opened = catch_unwind(AssertUnwindSafe(|| {
+            let db = Database::builder().create(&path).map_err(backend)?;
+            let (epoch, fenced) = Self::boot(&db, clock.as_ref(), issuer)?;
+            Ok::<_, StoreError>((db, epoch, fenced))
+        }));
+        let (db, epoch, fenced) = match opened {
+            Ok(r) => r.map_err(in_file)?,
+            Err(_) => {
+                return Err(in_file(StoreError::corrupt(
+                    "the file is damaged (reading it failed a consistency check)",
+                )));
+            }
+        };
+        let db = Arc::new(db);
         let (tx, rx) = mpsc::channel();
         let writer = Writer {
             db: db.clone(),
@@ -563,7 +580,16 @@ impl RedbStore {
             f(&tables, &ctx)
         })
         .await
-        .map_err(|e| StoreError::unavailable(format!("a store read failed: {e}")))?
+        .map_err(|e| {
+            if e.is_panic() {
+                // Reads run only redb and our decoder; a panic there means a damaged page.
+                StoreError::corrupt(
+                    "reading the store failed a consistency check; the file is likely damaged",
+                )
+            } else {
+                StoreError::unavailable(format!("a store read was abandoned: {e}"))
+            }
+        })?
     }
 }
 
@@ -602,4 +628,188 @@ mod tests {
     crate::store::contract::suite!(|| Redb {
         dir: tempfile::tempdir().expect("temp dir"),
     });
+
+    mod file {
+        use std::io::{Seek, SeekFrom, Write};
+
+        use serde_json::json;
+
+        use super::super::{META, REDB_SCHEMA_VERSION, TASKS};
+        use crate::model::{Scope, TaskId, Work};
+        use crate::store::{NewTask, RedbStore, Store, StoreError};
+
+        fn new_task() -> NewTask {
+            let id = TaskId::generate();
+            NewTask::new(
+                id,
+                Scope::new("t"),
+                Work::new("w", json!({}), id.to_string()),
+            )
+        }
+
+        async fn populated(path: &std::path::Path, n: usize) -> Vec<TaskId> {
+            let store = RedbStore::open(path).expect("open");
+            let mut ids = Vec::new();
+            for _ in 0..n {
+                ids.push(store.create(new_task()).await.expect("create").id);
+            }
+            ids
+        }
+
+        #[tokio::test]
+        async fn every_open_advances_the_boot_epoch() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            for expected in 1..=3 {
+                let store = RedbStore::open(&path).expect("open");
+                assert_eq!(store.epoch(), expected);
+                assert_eq!(store.path(), path);
+            }
+        }
+
+        #[tokio::test]
+        async fn a_second_open_in_the_same_moment_is_refused() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            let _first = RedbStore::open(&path).expect("open");
+            let err = RedbStore::open(&path).expect_err("second open");
+            assert!(
+                matches!(&err, StoreError::Unavailable(m) if m.contains("already open")),
+                "{err}"
+            );
+        }
+
+        #[tokio::test]
+        async fn a_file_from_a_newer_schema_is_refused() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            populated(&path, 1).await;
+            {
+                let db = redb::Database::create(&path).expect("raw open");
+                let txn = db.begin_write().expect("txn");
+                txn.open_table(META)
+                    .expect("meta")
+                    .insert("schema_version", REDB_SCHEMA_VERSION + 1)
+                    .expect("insert");
+                txn.commit().expect("commit");
+            }
+            let err = RedbStore::open(&path).expect_err("newer schema");
+            assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+            assert!(err.to_string().contains("newer snodo"), "{err}");
+        }
+
+        #[tokio::test]
+        async fn a_record_from_a_newer_layout_is_refused_on_read() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            let id = populated(&path, 1).await[0];
+            {
+                let db = redb::Database::create(&path).expect("raw open");
+                let txn = db.begin_write().expect("txn");
+                txn.open_table(TASKS)
+                    .expect("tasks")
+                    .insert(
+                        id.as_bytes().as_slice(),
+                        br#"{"v":2,"future":true}"#.as_slice(),
+                    )
+                    .expect("insert");
+                txn.commit().expect("commit");
+            }
+            let store = RedbStore::open(&path).expect("open");
+            let err = store.inspect(&id).await.expect_err("newer record");
+            assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+        }
+
+        #[tokio::test]
+        async fn a_damaged_record_is_reported_not_skipped() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            let id = populated(&path, 1).await[0];
+            {
+                let db = redb::Database::create(&path).expect("raw open");
+                let txn = db.begin_write().expect("txn");
+                txn.open_table(TASKS)
+                    .expect("tasks")
+                    .insert(id.as_bytes().as_slice(), b"{\"v\":1,\"task\":".as_slice())
+                    .expect("insert");
+                txn.commit().expect("commit");
+            }
+            let store = RedbStore::open(&path).expect("open");
+            let err = store.inspect(&id).await.expect_err("damaged record");
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        }
+
+        #[tokio::test]
+        async fn a_file_that_is_not_a_store_is_reported() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
+            let err = RedbStore::open(&path).expect_err("garbage");
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+            assert!(err.to_string().contains("s.redb"), "names the file: {err}");
+            // Nothing was reset: the bytes are as they were.
+            assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
+        }
+
+        #[tokio::test]
+        async fn a_truncated_file_is_reported_never_reset() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            populated(&path, 50).await;
+            let len = std::fs::metadata(&path).expect("meta").len();
+            for keep in [len / 2, 4096, 100] {
+                let copy = dir.path().join(format!("cut-{keep}.redb"));
+                std::fs::copy(&path, &copy).expect("copy");
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&copy)
+                    .expect("open copy")
+                    .set_len(keep)
+                    .expect("truncate");
+                let res = RedbStore::open(&copy);
+                let err = res.expect_err("a truncated file must not open as an empty store");
+                assert!(
+                    matches!(err, StoreError::Corrupt(_)),
+                    "truncated to {keep} bytes: {err}"
+                );
+            }
+        }
+
+        #[tokio::test]
+        async fn damaged_pages_are_reported() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.redb");
+            let ids = populated(&path, 200).await;
+            let len = std::fs::metadata(&path).expect("meta").len();
+            {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .expect("open");
+                // Overwrite everything past the header region with garbage.
+                f.seek(SeekFrom::Start(8192)).expect("seek");
+                f.write_all(&vec![0xa5; (len - 8192) as usize])
+                    .expect("write");
+            }
+            let opened = RedbStore::open(&path);
+            let store = match opened {
+                Err(e) => {
+                    assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
+                    return;
+                }
+                Ok(s) => s,
+            };
+            // If the header survived, every read of a damaged page must fail loudly.
+            let mut failures = 0;
+            for id in &ids {
+                match store.inspect(id).await {
+                    Err(StoreError::Corrupt(_)) => failures += 1,
+                    Err(other) => panic!("unexpected error {other}"),
+                    Ok(Some(_)) => panic!("a damaged page was read as valid data"),
+                    Ok(None) => panic!("a damaged page made a task vanish silently"),
+                }
+            }
+            assert_eq!(failures, ids.len());
+        }
+    }
 }
