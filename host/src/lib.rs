@@ -4,6 +4,7 @@
 //!
 //! - [`model`]: the domain model (Task, Work, RetryPolicy, events); pure data and rules.
 //! - [`store`]: the [`store::Store`] contract and its adapters (memory, redb).
+//! - [`wasm`]: the WebAssembly host: engine, components, sandboxed executions.
 //! - [`bench`]: measurements the `snodo bench` command prints.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
@@ -11,3 +12,4 @@
 pub mod bench;
 pub mod model;
 pub mod store;
+pub mod wasm;

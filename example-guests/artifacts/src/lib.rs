@@ -1,0 +1,3 @@
+//! Paths of the example guest components, built by this crate's build script.
+
+include!(concat!(env!("OUT_DIR"), "/guests.rs"));

@@ -1,0 +1,146 @@
+//! Tools to copy: a quick report that runs inline or as a task, a durable export that asks
+//! for confirmation and deduplicates its effect by idempotency key, and a flaky tool that
+//! asks for retries.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use snodo_guest::{Context, Form, LogLevel, Mode, Outcome, RpcError, Tool, ToolResult, ToolSpec};
+
+/// `quick_report`: sums a synthetic table. Small tables run inline; large ones (more than
+/// 100,000 rows) become a task when the client supports tasks.
+pub struct QuickReport;
+
+#[derive(Deserialize)]
+pub struct ReportArgs {
+    rows: u64,
+}
+
+impl Tool for QuickReport {
+    const NAME: &'static str = "quick_report";
+    type Args = ReportArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new(json!({
+            "type": "object",
+            "properties": {"rows": {"type": "integer", "minimum": 0, "maximum": 100000000u64}},
+            "required": ["rows"]
+        }))
+        .title("Quick report")
+        .description("Sums a synthetic table of the given size")
+        .output_schema(json!({
+            "type": "object",
+            "properties": {"rows": {"type": "integer"}, "sum": {"type": "integer"}}
+        }))
+        .mode(Mode::Optional)
+        .with_mode_rule()
+    }
+
+    fn choose_mode(args: &Value) -> Mode {
+        if args["rows"].as_u64().unwrap_or(0) > 100_000 { Mode::Optional } else { Mode::Sync }
+    }
+
+    fn run(cx: &Context, args: ReportArgs) -> Outcome {
+        let rows = args.rows.min(100_000_000);
+        let mut sum: u64 = 0;
+        for i in 0..rows {
+            sum = sum.wrapping_add(i % 97);
+            if i % 1_000_000 == 0 && i > 0 {
+                if cx.is_cancelled() {
+                    return ToolResult::error("the report was cancelled").into();
+                }
+                cx.set_status(&format!("summed {i} of {rows} rows"));
+            }
+        }
+        ToolResult::structured(json!({"rows": rows, "sum": sum})).into()
+    }
+}
+
+/// `durable_export`: asks for confirmation, then "exports" under the idempotency key, so a
+/// recovered or retried execution repeats the same export instead of making a second one.
+pub struct DurableExport;
+
+#[derive(Deserialize)]
+pub struct ExportArgs {
+    dataset: String,
+}
+
+impl Tool for DurableExport {
+    const NAME: &'static str = "durable_export";
+    type Args = ExportArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new(json!({
+            "type": "object",
+            "properties": {"dataset": {"type": "string"}},
+            "required": ["dataset"]
+        }))
+        .title("Durable export")
+        .description("Exports a dataset after the user confirms")
+        .mode(Mode::Required)
+    }
+
+    fn run(cx: &Context, args: ExportArgs) -> Outcome {
+        let form = Form::new(format!("Export {} now?", args.dataset))
+            .boolean("confirm", "Export")
+            .require("confirm");
+        let answer = match cx.elicit("export-confirmation", form) {
+            Ok(a) => a,
+            Err(e) => return ToolResult::error(e.to_string()).into(),
+        };
+        if !answer.accepted() || answer.bool("confirm") != Some(true) {
+            return ToolResult::text(format!("Export of {} was not confirmed", args.dataset)).into();
+        }
+        cx.set_status(&format!("exporting {}", args.dataset));
+        cx.log(LogLevel::Info, &format!("export {} keyed {}", args.dataset, cx.idempotency_key()));
+        // A real tool would send the key with its request (e.g. an Idempotency-Key header),
+        // so the remote side performs the export once however often this runs.
+        ToolResult::structured(json!({
+            "dataset": args.dataset,
+            "exportId": format!("export-{}", cx.idempotency_key()),
+            "attempt": cx.attempt(),
+        }))
+        .into()
+    }
+}
+
+/// `flaky`: fails with a retry request until the given attempt, then succeeds. Shows the
+/// retry policy at work (each retry waits the next delay of the task's policy).
+pub struct Flaky;
+
+#[derive(Deserialize)]
+pub struct FlakyArgs {
+    #[serde(default = "default_succeed_on")]
+    succeed_on_attempt: u32,
+}
+
+fn default_succeed_on() -> u32 {
+    3
+}
+
+impl Tool for Flaky {
+    const NAME: &'static str = "flaky";
+    type Args = FlakyArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new(json!({
+            "type": "object",
+            "properties": {"succeed_on_attempt": {"type": "integer", "minimum": 1}}
+        }))
+        .title("Flaky")
+        .description("Asks for retries until the given attempt")
+        .mode(Mode::Required)
+    }
+
+    fn run(cx: &Context, args: FlakyArgs) -> Outcome {
+        if cx.attempt() < args.succeed_on_attempt {
+            return Outcome::retry(
+                RpcError::new(-32000, "the upstream service is unavailable")
+                    .with_data(json!({"attempt": cx.attempt()})),
+                format!("attempt {} failed; retrying", cx.attempt()),
+            );
+        }
+        ToolResult::text(format!("succeeded on attempt {}", cx.attempt())).into()
+    }
+}
+
+snodo_guest::export_tools!(QuickReport, DurableExport, Flaky);

@@ -1,0 +1,133 @@
+//! Hostile guests for the host's containment tests. Implemented on the raw bindings, so
+//! they can return what the SDK would never produce.
+
+use snodo_guest::bindings::exports::snodo::tasks::tools::Guest;
+use snodo_guest::bindings::snodo::tasks::context;
+use snodo_guest::bindings::snodo::tasks::types::{
+    ContentBlock, EmbeddedResource, Outcome, RpcError, TaskMode, Tool, ToolResult, Work,
+};
+
+struct Hostile;
+
+const TOOLS: [&str; 9] = [
+    "counter",
+    "probe",
+    "spin",
+    "memory_bomb",
+    "trap",
+    "invalid_outcome",
+    "ignore_cancel",
+    "chatty",
+    "reserved_code",
+];
+
+fn text(t: &str) -> Outcome {
+    Outcome::Completed(ToolResult {
+        content: vec![ContentBlock::Text(t.into())],
+        structured_content: None,
+        is_error: false,
+    })
+}
+
+impl Guest for Hostile {
+    fn describe() -> Vec<Tool> {
+        TOOLS
+            .iter()
+            .map(|name| Tool {
+                name: (*name).into(),
+                title: None,
+                description: Some("hostile".into()),
+                input_schema: r#"{"type":"object"}"#.into(),
+                output_schema: None,
+                mode: TaskMode::Optional,
+                required_capabilities: None,
+                has_prepare: false,
+                has_mode_rule: false,
+            })
+            .collect()
+    }
+
+    fn choose_mode(_tool: String, _arguments: String) -> TaskMode {
+        TaskMode::Optional
+    }
+
+    fn prepare(_tool: String, arguments: String) -> Result<String, RpcError> {
+        Ok(arguments)
+    }
+
+    fn execute(work: Work) -> Outcome {
+        match work.tool.as_str() {
+            // Counts its own executions: a reused instance would answer more than 1.
+            "counter" => {
+                static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                text(&n.to_string())
+            }
+            // Reports what ambient authority it can find.
+            "probe" => {
+                let env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+                let root = std::fs::read_dir("/").map(|d| d.count()).map_err(|e| e.to_string());
+                let granted = std::fs::read_to_string("/granted/hello.txt").map_err(|e| e.to_string());
+                let report = format!("env={}\nroot={root:?}\ngranted={granted:?}", env.join(","));
+                Outcome::Completed(ToolResult {
+                    content: vec![ContentBlock::Text(report)],
+                    structured_content: None,
+                    is_error: false,
+                })
+            }
+            // Computes forever and never looks at the cancellation token.
+            "spin" => {
+                let mut x: u64 = 0;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+            // Grows memory until the host's cap stops it.
+            "memory_bomb" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    let mut chunk = vec![0u8; 1 << 20];
+                    chunk[0] = hoard.len() as u8;
+                    hoard.push(std::hint::black_box(chunk));
+                }
+            }
+            "trap" => panic!("this guest traps on purpose"),
+            "invalid_outcome" => Outcome::Completed(ToolResult {
+                content: vec![ContentBlock::EmbeddedResource(EmbeddedResource {
+                    uri: "test://x".into(),
+                    mime_type: None,
+                    text: None,
+                    blob: None,
+                })],
+                structured_content: Some("{not json".into()),
+                is_error: false,
+            }),
+            // Sleeps in a blocking host call, ignoring cancellation.
+            "ignore_cancel" => loop {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            },
+            // Floods stdout and the log import.
+            "chatty" => {
+                let line = "x".repeat(1024);
+                for _ in 0..4096 {
+                    println!("{line}");
+                    context::log(snodo_guest::bindings::snodo::tasks::types::LogLevel::Info, &line);
+                }
+                text("done talking")
+            }
+            // Fails with a code from the range MCP reserves.
+            "reserved_code" => Outcome::Failed(RpcError {
+                code: -32042,
+                message: "pretending to be the protocol".into(),
+                data: None,
+            }),
+            other => Outcome::Failed(RpcError {
+                code: -32602,
+                message: format!("unknown tool {other}"),
+                data: None,
+            }),
+        }
+    }
+}
+
+snodo_guest::bindings::__export_executor!(Hostile with_types_in snodo_guest::bindings);

@@ -1,0 +1,338 @@
+//! Loading components: compile once per content digest, cache on disk, validate the world
+//! and what `describe` returns, and keep an `InstancePre` for fast instantiation.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wasmtime::component::Linker;
+
+use crate::model::ExecutionLimits;
+
+use super::bindings::{Executor, ExecutorPre, types};
+use super::exec::{self, Call, Env, Returned};
+use super::host::HostState;
+use super::io::SyncIo;
+use super::{
+    AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
+};
+
+/// A component that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct LoadError {
+    /// The file.
+    pub path: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// How a load went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadInfo {
+    /// SHA-256 of the file, hex.
+    pub digest: String,
+    /// Found precompiled in the on-disk cache (no compilation happened).
+    pub cache_hit: bool,
+    /// Time to compile or deserialize.
+    pub prepare_time: Duration,
+}
+
+/// A loaded component: its tools and what it takes to instantiate it.
+pub struct Component {
+    path: PathBuf,
+    engine: WasmEngine,
+    pre: ExecutorPre<HostState>,
+    tools: Vec<ToolInfo>,
+    info: LoadInfo,
+}
+
+impl std::fmt::Debug for Component {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Component")
+            .field("path", &self.path)
+            .field("info", &self.info)
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads components into one engine, sharing compiled code by content digest.
+pub struct ComponentLoader {
+    engine: WasmEngine,
+    linker: Arc<Linker<HostState>>,
+    cache_dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<String, wasmtime::component::Component>>,
+}
+
+impl ComponentLoader {
+    /// A loader on `engine`, keeping precompiled code in `cache_dir` when given.
+    pub fn new(engine: WasmEngine, cache_dir: Option<PathBuf>) -> Result<Self, String> {
+        let mut linker = Linker::<HostState>::new(&engine.engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+        Executor::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache_dir,
+            loaded: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    fn cache_path(&self, digest: &str) -> Option<PathBuf> {
+        self.cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{}.cwasm", self.engine.fingerprint())))
+    }
+
+    /// Loads the component at `path`: compiles it (or finds it in the cache), checks that it
+    /// is an executor of `snodo:tasks@0.1.0`, and validates the tools it describes.
+    pub async fn load(&self, path: impl AsRef<Path>) -> Result<Arc<Component>, LoadError> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |reason: String| LoadError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let started = Instant::now();
+        let (component, cache_hit) = self.compile(&digest, bytes).await.map_err(fail)?;
+        let prepare_time = started.elapsed();
+        let pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2 and snodo:tasks/context are provided): {e:#}")))?;
+        let pre = ExecutorPre::new(pre).map_err(|e| {
+            fail(format!(
+                "it is not a snodo:tasks@0.1.0 executor (build it with the snodo-guest SDK): {e:#}"
+            ))
+        })?;
+        let env = Env {
+            limits: ExecutionLimits {
+                deadline_ms: Some(5_000),
+                ..ExecutionLimits::default()
+            },
+            io: Arc::new(SyncIo::new(Default::default(), Value::Null, None)),
+            cancel: CancelToken::new(),
+            cancel_grace: Duration::ZERO,
+            grants: Default::default(),
+        };
+        let described = exec::run(&self.engine, &pre, env, Call::Describe).await;
+        let tools = match described.result {
+            Ok(Returned::Tools(t)) => convert::tools(t).map_err(fail)?,
+            Ok(_) => return Err(fail("describe() returned the wrong type".into())),
+            Err(e) => return Err(fail(format!("describe() failed: {e}"))),
+        };
+        Ok(Arc::new(Component {
+            path: path.clone(),
+            engine: self.engine.clone(),
+            pre,
+            tools,
+            info: LoadInfo {
+                digest,
+                cache_hit,
+                prepare_time,
+            },
+        }))
+    }
+
+    /// The compiled component for `digest`: from memory, from the disk cache, or compiled
+    /// now (and written to the cache).
+    async fn compile(
+        &self,
+        digest: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(wasmtime::component::Component, bool), String> {
+        if let Some(c) = self
+            .loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(digest)
+        {
+            return Ok((c.clone(), true));
+        }
+        let engine = self.engine.engine.clone();
+        let cache = self.cache_path(digest);
+        let (component, hit) = tokio::task::spawn_blocking(move || {
+            // Read, not mmap: a mapped cache file truncated underneath us (by an operator
+            // or a concurrent writer) would kill the process with SIGBUS.
+            if let Some(cached) = cache.as_ref().and_then(|p| std::fs::read(p).ok()) {
+                // SAFETY: the bytes are our own cache entry: written by this loader from
+                // `Component::serialize`, named by the SHA-256 of the source and the
+                // engine's compatibility fingerprint, and wasmtime checks the engine
+                // header again. The cache directory must be as trusted as the binary.
+                #[allow(unsafe_code)]
+                let loaded = unsafe { wasmtime::component::Component::deserialize(&engine, &cached) };
+                if let Ok(c) = loaded {
+                    return Ok::<_, String>((c, true));
+                }
+                // Incompatible or damaged: recompile and overwrite below.
+            }
+            let c = wasmtime::component::Component::new(&engine, &bytes).map_err(|e| {
+                let msg = format!("{e:#}");
+                if msg.contains("component") && msg.contains("module") {
+                    format!("it is a core WebAssembly module, not a component (build for wasm32-wasip2): {msg}")
+                } else {
+                    format!("it is not a valid WebAssembly component: {msg}")
+                }
+            })?;
+            if let Some(path) = cache {
+                if let Ok(serialized) = c.serialize() {
+                    // Write then rename, so a crash never leaves a torn cache entry.
+                    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+                    let written = path
+                        .parent()
+                        .map_or(Ok(()), std::fs::create_dir_all)
+                        .and_then(|()| std::fs::write(&tmp, &serialized))
+                        .and_then(|()| std::fs::rename(&tmp, &path));
+                    if written.is_err() {
+                        let _ = std::fs::remove_file(&tmp);
+                    }
+                }
+            }
+            Ok((c, false))
+        })
+        .await
+        .map_err(|e| format!("compilation was abandoned: {e}"))??;
+        self.loaded
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(digest.to_owned(), component.clone());
+        Ok((component, hit))
+    }
+}
+
+impl Component {
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The tools it provides.
+    pub fn tools(&self) -> &[ToolInfo] {
+        &self.tools
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// How the load went.
+    pub fn info(&self) -> &LoadInfo {
+        &self.info
+    }
+
+    fn env(exec: &Execution) -> Env {
+        Env {
+            limits: exec.limits,
+            io: exec.io.clone(),
+            cancel: exec.cancel.clone(),
+            cancel_grace: exec.cancel_grace,
+            grants: exec.grants.clone(),
+        }
+    }
+
+    /// Runs one execution in a fresh instance.
+    pub async fn execute(&self, exec: Execution) -> ExecutionReport {
+        let work = types::Work {
+            task_id: exec.task_id.clone(),
+            tool: exec.tool.clone(),
+            arguments: exec.arguments.to_string(),
+            idempotency_key: exec.idempotency_key.clone(),
+            attempt: exec.attempt,
+        };
+        let ran = exec::run(
+            &self.engine,
+            &self.pre,
+            Self::env(&exec),
+            Call::Execute(work),
+        )
+        .await;
+        let outcome = match ran.result {
+            Ok(Returned::Outcome(o)) => convert::outcome(o).map_err(AttemptError::InvalidOutcome),
+            Ok(_) => Err(AttemptError::InvalidOutcome(
+                "execute returned the wrong type".into(),
+            )),
+            Err(e) => Err(e),
+        };
+        ExecutionReport {
+            outcome,
+            logs: ran.logs,
+            dropped_logs: ran.dropped_logs,
+            instantiate: ran.instantiate,
+            run: ran.run,
+        }
+    }
+
+    /// Runs the tool's `prepare` phase (inside the request, before a task exists). The
+    /// execution's IO answers input requests (MRTR); `Err(NeedInput)` lists what to ask.
+    pub async fn prepare(
+        &self,
+        exec: Execution,
+    ) -> Result<Result<Value, crate::model::JsonRpcError>, AttemptError> {
+        let call = Call::Prepare {
+            tool: exec.tool.clone(),
+            arguments: exec.arguments.to_string(),
+        };
+        let ran = exec::run(&self.engine, &self.pre, Self::env(&exec), call).await;
+        match ran.result? {
+            Returned::Prepared(Ok(args)) => serde_json::from_str(&args).map(Ok).map_err(|e| {
+                AttemptError::InvalidOutcome(format!(
+                    "prepare returned arguments that are not JSON: {e}"
+                ))
+            }),
+            Returned::Prepared(Err(e)) => convert::rpc_error(e)
+                .map(Err)
+                .map_err(AttemptError::InvalidOutcome),
+            _ => Err(AttemptError::InvalidOutcome(
+                "prepare returned the wrong type".into(),
+            )),
+        }
+    }
+
+    /// Asks the tool whether this call of an optional tool should be a task.
+    pub async fn choose_mode(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<TaskMode, AttemptError> {
+        let env = Env {
+            limits: ExecutionLimits {
+                deadline_ms: Some(1_000),
+                ..ExecutionLimits::default()
+            },
+            io: Arc::new(SyncIo::new(Default::default(), Value::Null, None)),
+            cancel: CancelToken::new(),
+            cancel_grace: Duration::ZERO,
+            grants: Default::default(),
+        };
+        let call = Call::ChooseMode {
+            tool: tool.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        match exec::run(&self.engine, &self.pre, env, call).await.result? {
+            Returned::Mode(m) => Ok(convert::mode(m)),
+            _ => Err(AttemptError::InvalidOutcome(
+                "choose-mode returned the wrong type".into(),
+            )),
+        }
+    }
+}

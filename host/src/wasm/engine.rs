@@ -1,0 +1,155 @@
+//! The wasmtime Engine: one per host, configured once, with its epoch ticker.
+//!
+//! Sizing lives here with its reasons. The pooling allocator pre-reserves virtual memory for
+//! every slot, so slots are sized to the memory cap rather than wasmtime's 4 GiB default:
+//! `max_instances` slots of `max_memory_bytes` each, plus guards.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+/// How instances are allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocation {
+    /// Pre-reserved slots: instantiation is cheap (about half the on-demand cost here) and
+    /// memory returns to the pool when an execution ends. The slot count bounds how many
+    /// guests can be live at once.
+    Pooling,
+    /// mmap per instance: no upper bound on live guests, slower instantiation.
+    OnDemand,
+}
+
+/// Engine settings. Per-execution limits come from the work descriptor, capped by these.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Allocation strategy.
+    pub allocation: Allocation,
+    /// Most live guests at once (pooling slots).
+    pub max_instances: u32,
+    /// The hard ceiling for one guest's linear memory.
+    pub max_memory_bytes: usize,
+    /// The hard ceiling for one table's elements.
+    pub max_table_elements: usize,
+    /// Epoch tick: the granularity of deadlines and of yielding to other tasks.
+    pub epoch_tick: Duration,
+    /// Instrument code for fuel (costs throughput; needed for fuel limits).
+    pub fuel: bool,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            allocation: Allocation::Pooling,
+            max_instances: 256,
+            max_memory_bytes: 256 << 20,
+            max_table_elements: 100_000,
+            epoch_tick: Duration::from_millis(10),
+            fuel: false,
+        }
+    }
+}
+
+/// Cores instances and memories a wasm32-wasip2 component built by rustc instantiates
+/// (its module, the WASI adapter and shims), with room to spare.
+const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
+const MEMORIES_PER_COMPONENT: u32 = 4;
+const TABLES_PER_COMPONENT: u32 = 8;
+
+/// The engine and its epoch ticker. Cloning shares both.
+#[derive(Clone)]
+pub struct WasmEngine {
+    pub(crate) engine: Engine,
+    pub(crate) config: Arc<EngineConfig>,
+    _ticker: Arc<Ticker>,
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for WasmEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmEngine")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmEngine {
+    /// Builds the engine and starts its epoch ticker.
+    pub fn new(config: EngineConfig) -> Result<Self, String> {
+        let mut c = Config::new();
+        c.wasm_component_model(true);
+        c.epoch_interruption(true);
+        c.consume_fuel(config.fuel);
+        // Memories are bounded by our limiter and the pool's slot size; reserving only that
+        // much virtual memory keeps many slots affordable.
+        c.memory_reservation(config.max_memory_bytes as u64);
+        c.memory_guard_size(64 << 10);
+        c.memory_reservation_for_growth(0);
+        if config.allocation == Allocation::Pooling {
+            let n = config.max_instances.max(1);
+            let mut pool = PoolingAllocationConfig::default();
+            pool.total_component_instances(n)
+                .total_core_instances(n * CORE_INSTANCES_PER_COMPONENT)
+                .total_memories(n * MEMORIES_PER_COMPONENT)
+                .total_tables(n * TABLES_PER_COMPONENT)
+                .total_stacks(n)
+                .max_core_instances_per_component(CORE_INSTANCES_PER_COMPONENT)
+                .max_memories_per_component(MEMORIES_PER_COMPONENT)
+                .max_tables_per_component(TABLES_PER_COMPONENT)
+                .max_memory_size(config.max_memory_bytes)
+                .table_elements(config.max_table_elements);
+            c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        }
+        let engine = Engine::new(&c).map_err(|e| format!("cannot configure wasmtime: {e:#}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker_engine = engine.weak();
+        let tick = config.epoch_tick;
+        let ticker_stop = stop.clone();
+        std::thread::Builder::new()
+            .name("snodo-epoch".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Acquire) {
+                    std::thread::sleep(tick);
+                    match ticker_engine.upgrade() {
+                        Some(e) => e.increment_epoch(),
+                        None => return,
+                    }
+                }
+            })
+            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        Ok(Self {
+            engine,
+            config: Arc::new(config),
+            _ticker: Arc::new(Ticker { stop }),
+        })
+    }
+
+    /// The settings it was built with.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Ticks in `d`, at least one.
+    pub(crate) fn ticks(&self, d: Duration) -> u64 {
+        let tick = self.config.epoch_tick.as_millis().max(1);
+        (d.as_millis() / tick).max(1) as u64
+    }
+
+    /// A fingerprint of everything that makes precompiled code compatible with this engine.
+    pub(crate) fn fingerprint(&self) -> String {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.engine.precompile_compatibility_hash().hash(&mut h);
+        format!("{:016x}", h.finish())
+    }
+}

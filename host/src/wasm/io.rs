@@ -1,0 +1,310 @@
+//! What an execution's imports talk to: [`ExecutionIo`], with the two implementations the
+//! host needs: [`SyncIo`] for a synchronous `tools/call` (input through MRTR round trips)
+//! and [`TaskIo`] for a task attempt (input recorded in the store, answered by
+//! `tasks/update`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, mpsc};
+
+use crate::model::{EventId, EventKind, TaskEvent, TaskId};
+use crate::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
+
+use super::CancelToken;
+
+/// Why an input request did not produce answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputFailure {
+    /// The execution is being cancelled (the guest sees `input-error::cancelled`).
+    Cancelled,
+    /// The client did not declare the capability the request needs.
+    Unsupported(String),
+    /// The key was used before with a different request.
+    KeyConflict(String),
+    /// The request is malformed.
+    Invalid(String),
+    /// The answers must come from the client first: stop the guest, the host answers the
+    /// request with `input_required` and the listed questions.
+    Suspend(Vec<(String, Value)>),
+    /// The attempt lost its right to continue (lease lost, task finished or gone).
+    Stop(String),
+}
+
+/// A progress report from a guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Progress so far.
+    pub progress: f64,
+    /// The total, if known.
+    pub total: Option<f64>,
+    /// A message.
+    pub message: Option<String>,
+}
+
+/// The host side of an execution's imports.
+#[async_trait]
+pub trait ExecutionIo: Send + Sync {
+    /// Obtains answers to `requests` (key, MCP input request JSON), in order.
+    async fn await_inputs(
+        &self,
+        requests: Vec<(String, Value)>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<Value>, InputFailure>;
+
+    /// Sets the status message. An error stops the attempt.
+    async fn set_status(&self, message: String) -> Result<(), String>;
+
+    /// Reports progress.
+    async fn progress(&self, progress: Progress);
+}
+
+/// The client capability an input request needs, as a path into `ClientCapabilities`.
+fn required_capability(request: &Value) -> (&'static str, Option<&'static str>) {
+    match request.get("method").and_then(Value::as_str) {
+        Some("sampling/createMessage") => ("sampling", None),
+        Some("roots/list") => ("roots", None),
+        _ => {
+            let url = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
+            ("elicitation", if url { Some("url") } else { None })
+        }
+    }
+}
+
+/// Checks `requests` against the client's declared capabilities.
+///
+/// An elicitation capability of `{}` means form mode only (the MCP compatibility rule); URL
+/// mode needs `elicitation.url`.
+pub fn check_capabilities(
+    capabilities: &Value,
+    requests: &[(String, Value)],
+) -> Result<(), InputFailure> {
+    for (key, request) in requests {
+        let (cap, sub) = required_capability(request);
+        let declared = capabilities.get(cap);
+        let ok = match (declared, sub) {
+            (None, _) => false,
+            (Some(_), None) => true,
+            (Some(d), Some(sub)) => d.get(sub).is_some(),
+        };
+        if !ok {
+            let what = sub.map_or_else(|| cap.to_owned(), |s| format!("{cap}.{s}"));
+            return Err(InputFailure::Unsupported(format!(
+                "input {key:?} needs the client capability `{what}`, which the request did not declare"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Input for a synchronous call: answers come from the request's `inputResponses`; any
+/// question without one suspends the guest so the host can answer `input_required`.
+pub struct SyncIo {
+    responses: Map<String, Value>,
+    capabilities: Value,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+}
+
+impl SyncIo {
+    /// IO for a request that carried `responses` and declared `capabilities`, sending
+    /// progress to `progress` when the request asked for it.
+    pub fn new(
+        responses: Map<String, Value>,
+        capabilities: Value,
+        progress: Option<mpsc::UnboundedSender<Progress>>,
+    ) -> Self {
+        Self {
+            responses,
+            capabilities,
+            progress,
+        }
+    }
+}
+
+#[async_trait]
+impl ExecutionIo for SyncIo {
+    async fn await_inputs(
+        &self,
+        requests: Vec<(String, Value)>,
+        _cancel: &CancelToken,
+    ) -> Result<Vec<Value>, InputFailure> {
+        check_capabilities(&self.capabilities, &requests)?;
+        let missing: Vec<(String, Value)> = requests
+            .iter()
+            .filter(|(k, _)| !self.responses.contains_key(k))
+            .cloned()
+            .collect();
+        if !missing.is_empty() {
+            return Err(InputFailure::Suspend(missing));
+        }
+        Ok(requests
+            .iter()
+            .map(|(k, _)| self.responses.get(k).cloned().unwrap_or(Value::Null))
+            .collect())
+    }
+
+    async fn set_status(&self, _message: String) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn progress(&self, progress: Progress) {
+        if let Some(tx) = &self.progress {
+            // The request may have ended; progress is best effort.
+            let _ = tx.send(progress);
+        }
+    }
+}
+
+/// Wakes attempts parked in `await-input` when their task's inputs change.
+///
+/// The store is the authority: a waiter woken here re-reads the task, so a spurious or
+/// early wake is harmless, and a wake that comes before the waiter parks is kept
+/// (`Notify` stores one permit).
+#[derive(Default)]
+pub struct InputWaiters {
+    waiters: Mutex<HashMap<TaskId, Arc<Notify>>>,
+}
+
+impl InputWaiters {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn subscribe(&self, task: TaskId) -> Arc<Notify> {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        w.entry(task).or_default().clone()
+    }
+
+    fn unsubscribe(&self, task: &TaskId) {
+        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        w.remove(task);
+    }
+
+    /// Tells the attempt running `task` (if any, on this node) that its inputs changed.
+    pub fn notify(&self, task: &TaskId) {
+        let w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = w.get(task) {
+            n.notify_one();
+        }
+    }
+
+    /// How many attempts are registered.
+    pub fn len(&self) -> usize {
+        self.waiters.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Input for a task attempt: questions are recorded in the store under the attempt's lease
+/// before it waits; answers are what the store accepted.
+pub struct TaskIo {
+    store: Arc<dyn Store>,
+    lease: Lease,
+    capabilities: Value,
+    waiters: Arc<InputWaiters>,
+}
+
+impl TaskIo {
+    /// IO for the attempt holding `lease`. `capabilities` are those the creating request
+    /// declared (stored with the task).
+    pub fn new(
+        store: Arc<dyn Store>,
+        lease: Lease,
+        capabilities: Value,
+        waiters: Arc<InputWaiters>,
+    ) -> Self {
+        Self {
+            store,
+            lease,
+            capabilities,
+            waiters,
+        }
+    }
+}
+
+fn stop(e: StoreError) -> InputFailure {
+    match e {
+        StoreError::InputConflict { key } => InputFailure::KeyConflict(key),
+        StoreError::Invalid(m) => InputFailure::Invalid(m.to_string()),
+        other => InputFailure::Stop(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl ExecutionIo for TaskIo {
+    async fn await_inputs(
+        &self,
+        requests: Vec<(String, Value)>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<Value>, InputFailure> {
+        check_capabilities(&self.capabilities, &requests)?;
+        let task = *self.lease.task_id();
+        // Subscribe before recording, so an answer that lands in between still wakes us.
+        let notify = self.waiters.subscribe(task);
+        let _unsubscribe = Unsubscribe {
+            waiters: &self.waiters,
+            task,
+        };
+        let mut answers: Vec<Option<Value>> = vec![None; requests.len()];
+        for (i, (key, request)) in requests.iter().enumerate() {
+            let committed = self
+                .store
+                .request_input(&self.lease, EventId::random(), key, request.clone())
+                .await
+                .map_err(stop)?;
+            if let Effect::Input(InputReply::Answered(v)) = committed.effect {
+                answers[i] = Some(v);
+            }
+        }
+        loop {
+            if answers.iter().all(Option::is_some) {
+                return Ok(answers.into_iter().flatten().collect());
+            }
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = cancel.cancelled() => return Err(InputFailure::Cancelled),
+            }
+            let (t, _) = self
+                .store
+                .worker_snapshot(&self.lease)
+                .await
+                .map_err(stop)?;
+            for (i, (key, _)) in requests.iter().enumerate() {
+                if answers[i].is_none() {
+                    answers[i] = t.inputs.get(key).and_then(|e| e.response.clone());
+                }
+            }
+        }
+    }
+
+    async fn set_status(&self, message: String) -> Result<(), String> {
+        let event = TaskEvent::random(EventKind::StatusMessage { message });
+        self.store
+            .transition(Authority::Worker(&self.lease), event, None)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    async fn progress(&self, _progress: Progress) {
+        // Progress notifications are not part of tasks; the status message is the channel.
+    }
+}
+
+struct Unsubscribe<'a> {
+    waiters: &'a InputWaiters,
+    task: TaskId,
+}
+
+impl Drop for Unsubscribe<'_> {
+    fn drop(&mut self) {
+        self.waiters.unsubscribe(&self.task);
+    }
+}

@@ -1,0 +1,707 @@
+//! Every example guest, run by the real wasm host: fixtures, examples and hostile guests,
+//! plus the load-time checks. Components come from `snodo-test-guests`, which builds them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use snodo::model::{ExecutionLimits, JsonRpcError};
+use snodo::wasm::{
+    AttemptError, CancelToken, Component, ComponentLoader, EngineConfig, Execution, ExecutionIo,
+    GuestOutcome, Limit, SyncIo, TaskMode, WasmEngine,
+};
+use tokio::sync::OnceCell;
+
+struct Guests {
+    loader: ComponentLoader,
+    fixtures: Arc<Component>,
+    examples: Arc<Component>,
+    hostile: Arc<Component>,
+}
+
+static GUESTS: OnceCell<Guests> = OnceCell::const_new();
+
+async fn guests() -> &'static Guests {
+    GUESTS
+        .get_or_init(|| async {
+            let engine = WasmEngine::new(EngineConfig {
+                max_instances: 32,
+                max_memory_bytes: 64 << 20,
+                ..EngineConfig::default()
+            })
+            .expect("engine");
+            let loader = ComponentLoader::new(engine, None).expect("loader");
+            let fixtures = loader
+                .load(snodo_test_guests::FIXTURES)
+                .await
+                .expect("fixtures");
+            let examples = loader
+                .load(snodo_test_guests::EXAMPLES)
+                .await
+                .expect("examples");
+            let hostile = loader
+                .load(snodo_test_guests::HOSTILE)
+                .await
+                .expect("hostile");
+            Guests {
+                loader,
+                fixtures,
+                examples,
+                hostile,
+            }
+        })
+        .await
+}
+
+fn io_with(responses: Value, capabilities: Value) -> Arc<dyn ExecutionIo> {
+    let responses: Map<String, Value> = responses.as_object().cloned().unwrap_or_default();
+    Arc::new(SyncIo::new(responses, capabilities, None))
+}
+
+fn io() -> Arc<dyn ExecutionIo> {
+    io_with(json!({}), json!({"elicitation": {}, "sampling": {}}))
+}
+
+async fn run(c: &Component, tool: &str, args: Value) -> Result<GuestOutcome, AttemptError> {
+    c.execute(Execution::new(tool, args, io())).await.outcome
+}
+
+fn text(outcome: &GuestOutcome) -> String {
+    match outcome {
+        GuestOutcome::Completed(r) => r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+fn is_error(outcome: &GuestOutcome) -> bool {
+    match outcome {
+        GuestOutcome::Completed(r) => r["isError"] == json!(true),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+// ---- fixtures ----
+
+#[tokio::test]
+async fn fixtures_describe_the_conformance_tools() {
+    let g = guests().await;
+    let modes: Vec<(&str, TaskMode)> = g
+        .fixtures
+        .tools()
+        .iter()
+        .map(|t| (t.name.as_str(), t.mode))
+        .collect();
+    for (name, mode) in [
+        ("greet", TaskMode::Sync),
+        ("slow_compute", TaskMode::Optional),
+        ("failing_job", TaskMode::Required),
+        ("protocol_error_job", TaskMode::Required),
+        ("confirm_delete", TaskMode::Required),
+        ("multi_input", TaskMode::Required),
+        ("test_tool_with_task", TaskMode::Required),
+        ("test_simple_text", TaskMode::Sync),
+    ] {
+        assert!(
+            modes.contains(&(name, mode)),
+            "{name} as {mode:?} in {modes:?}"
+        );
+    }
+    let with_task = g.fixtures.tool("test_tool_with_task").expect("tool");
+    assert!(with_task.has_prepare);
+    assert_eq!(with_task.input_schema["type"], "object");
+    let missing = g.fixtures.tool("test_missing_capability").expect("tool");
+    assert_eq!(missing.required_capabilities, Some(json!({"sampling": {}})));
+    assert!(!g.fixtures.info().digest.is_empty());
+}
+
+#[tokio::test]
+async fn greet_says_hello_exactly() {
+    let g = guests().await;
+    let out = run(&g.fixtures, "greet", json!({"name": "sep-2243"}))
+        .await
+        .expect("greet");
+    assert_eq!(text(&out), "Hello, sep-2243!");
+    assert!(!is_error(&out));
+    // Missing arguments are the tool's invalid params, not a trap.
+    let out = run(&g.fixtures, "greet", json!({})).await.expect("greet");
+    assert!(
+        matches!(out, GuestOutcome::Failed(JsonRpcError { code: -32602, .. })),
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn slow_compute_chooses_its_mode_per_call_and_honours_cancellation() {
+    let g = guests().await;
+    assert_eq!(
+        g.fixtures
+            .choose_mode("slow_compute", &json!({"seconds": 0}))
+            .await,
+        Ok(TaskMode::Sync)
+    );
+    assert_eq!(
+        g.fixtures
+            .choose_mode("slow_compute", &json!({"seconds": 2}))
+            .await,
+        Ok(TaskMode::Optional)
+    );
+    let out = run(
+        &g.fixtures,
+        "slow_compute",
+        json!({"seconds": 0, "label": "x"}),
+    )
+    .await
+    .expect("run");
+    assert!(text(&out).contains("x"));
+
+    // Cancelled mid-sleep: the guest notices through its token and returns.
+    let cancel = CancelToken::new();
+    let mut exec = Execution::new("slow_compute", json!({"seconds": 60}), io());
+    exec.cancel = cancel.clone();
+    exec.cancel_grace = Duration::from_secs(30);
+    let fixtures = g.fixtures.clone();
+    let running = tokio::spawn(async move { fixtures.execute(exec).await });
+    cancel.cancel();
+    let report = tokio::time::timeout(Duration::from_secs(20), running)
+        .await
+        .expect("a cancelled guest stops")
+        .expect("join");
+    let out = report.outcome.expect("cooperative stop returns an outcome");
+    assert!(is_error(&out));
+    assert!(text(&out).contains("cancelled"));
+}
+
+#[tokio::test]
+async fn failing_and_protocol_error_jobs() {
+    let g = guests().await;
+    let out = run(&g.fixtures, "failing_job", json!({}))
+        .await
+        .expect("run");
+    assert!(is_error(&out), "a tool error completes with isError");
+    let out = run(&g.fixtures, "protocol_error_job", json!({}))
+        .await
+        .expect("run");
+    match out {
+        GuestOutcome::Failed(e) => {
+            assert_eq!(e.code, -32603);
+            assert!(!e.message.is_empty());
+        }
+        other => panic!("expected a protocol failure, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn confirm_delete_asks_then_deletes() {
+    let g = guests().await;
+    let err = run(&g.fixtures, "confirm_delete", json!({"filename": "a.txt"}))
+        .await
+        .expect_err("needs input");
+    let AttemptError::NeedInput(questions) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(questions.len(), 1);
+    assert_eq!(questions[0].0, "confirm");
+    assert_eq!(questions[0].1["method"], "elicitation/create");
+    assert_eq!(
+        questions[0].1["params"]["requestedSchema"]["properties"]["confirm"]["type"],
+        "boolean"
+    );
+
+    let answered = io_with(
+        json!({"confirm": {"action": "accept", "content": {"confirm": true}}}),
+        json!({"elicitation": {}}),
+    );
+    let out = g
+        .fixtures
+        .execute(Execution::new(
+            "confirm_delete",
+            json!({"filename": "a.txt"}),
+            answered,
+        ))
+        .await
+        .outcome
+        .expect("answered");
+    assert_eq!(text(&out), "Deleted a.txt");
+
+    // Without the elicitation capability the tool is told, and reports it as a tool error.
+    let no_caps = io_with(json!({}), json!({}));
+    let out = g
+        .fixtures
+        .execute(Execution::new(
+            "confirm_delete",
+            json!({"filename": "a.txt"}),
+            no_caps,
+        ))
+        .await
+        .outcome
+        .expect("outcome");
+    assert!(is_error(&out));
+    assert!(text(&out).contains("elicitation"), "{}", text(&out));
+}
+
+#[tokio::test]
+async fn multi_input_asks_two_questions_at_once() {
+    let g = guests().await;
+    let err = run(&g.fixtures, "multi_input", json!({}))
+        .await
+        .expect_err("needs input");
+    let AttemptError::NeedInput(questions) = err else {
+        panic!("{err:?}")
+    };
+    let keys: Vec<&str> = questions.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, vec!["input-a", "input-b"]);
+    // The harness answers with content that does not match the schema; that is fine.
+    let both = io_with(
+        json!({"input-a": {"action": "accept", "content": {"name": "p", "confirm": true}},
+               "input-b": {"action": "accept", "content": {"name": "p", "confirm": true}}}),
+        json!({"elicitation": {}}),
+    );
+    let out = g
+        .fixtures
+        .execute(Execution::new("multi_input", json!({}), both))
+        .await
+        .outcome
+        .expect("ok");
+    assert!(text(&out).starts_with("Received both answers"));
+}
+
+#[tokio::test]
+async fn test_tool_with_task_prepares_then_greets() {
+    let g = guests().await;
+    let err = g
+        .fixtures
+        .prepare(Execution::new("test_tool_with_task", json!({}), io()))
+        .await
+        .expect_err("asks first");
+    let AttemptError::NeedInput(questions) = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(questions[0].0, "user_name");
+    let answered = io_with(
+        json!({"user_name": {"action": "accept", "content": {"name": "Alice"}}}),
+        json!({"elicitation": {}}),
+    );
+    let args = g
+        .fixtures
+        .prepare(Execution::new("test_tool_with_task", json!({}), answered))
+        .await
+        .expect("prepared")
+        .expect("no error");
+    assert_eq!(args["name"], "Alice");
+    let out = run(&g.fixtures, "test_tool_with_task", args)
+        .await
+        .expect("run");
+    assert_eq!(text(&out), "Hello, Alice! (async)");
+}
+
+#[tokio::test]
+async fn core_fixtures_return_their_content() {
+    let g = guests().await;
+    let out = run(&g.fixtures, "test_simple_text", json!({}))
+        .await
+        .expect("run");
+    assert_eq!(text(&out), "This is a simple text response for testing.");
+    let GuestOutcome::Completed(r) = run(&g.fixtures, "test_image_content", json!({}))
+        .await
+        .expect("run")
+    else {
+        panic!()
+    };
+    assert_eq!(r["content"][0]["type"], "image");
+    assert_eq!(r["content"][0]["mimeType"], "image/png");
+    let GuestOutcome::Completed(r) = run(&g.fixtures, "test_embedded_resource", json!({}))
+        .await
+        .expect("run")
+    else {
+        panic!()
+    };
+    assert_eq!(
+        r["content"][0]["resource"],
+        json!({"uri": "test://embedded-resource", "mimeType": "text/plain", "text": "This is an embedded resource content."})
+    );
+    let GuestOutcome::Completed(r) = run(&g.fixtures, "test_multiple_content_types", json!({}))
+        .await
+        .expect("run")
+    else {
+        panic!()
+    };
+    let kinds: Vec<&str> = r["content"]
+        .as_array()
+        .expect("content")
+        .iter()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
+    assert_eq!(kinds, vec!["text", "image", "resource"]);
+    let out = run(&g.fixtures, "test_error_handling", json!({}))
+        .await
+        .expect("run");
+    assert!(is_error(&out));
+
+    // Progress reaches the request's channel.
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let with_progress: Arc<dyn ExecutionIo> =
+        Arc::new(SyncIo::new(Map::new(), json!({}), Some(tx)));
+    g.fixtures
+        .execute(Execution::new(
+            "test_tool_with_progress",
+            json!({}),
+            with_progress,
+        ))
+        .await
+        .outcome
+        .expect("run");
+    let mut seen = Vec::new();
+    while let Ok(p) = rx.try_recv() {
+        seen.push((p.progress, p.total));
+    }
+    assert_eq!(
+        seen,
+        vec![
+            (0.0, Some(100.0)),
+            (50.0, Some(100.0)),
+            (100.0, Some(100.0))
+        ]
+    );
+}
+
+// ---- examples ----
+
+#[tokio::test]
+async fn examples_quick_report_durable_export_and_flaky() {
+    let g = guests().await;
+    assert_eq!(
+        g.examples
+            .choose_mode("quick_report", &json!({"rows": 10}))
+            .await,
+        Ok(TaskMode::Sync)
+    );
+    assert_eq!(
+        g.examples
+            .choose_mode("quick_report", &json!({"rows": 5_000_000}))
+            .await,
+        Ok(TaskMode::Optional)
+    );
+    let GuestOutcome::Completed(r) = run(&g.examples, "quick_report", json!({"rows": 10}))
+        .await
+        .expect("run")
+    else {
+        panic!()
+    };
+    assert_eq!(r["structuredContent"], json!({"rows": 10, "sum": 45}));
+
+    let answered = io_with(
+        json!({"export-confirmation": {"action": "accept", "content": {"confirm": true}}}),
+        json!({"elicitation": {}}),
+    );
+    let mut exec = Execution::new("durable_export", json!({"dataset": "sales"}), answered);
+    exec.idempotency_key = "task-123".into();
+    exec.attempt = 2;
+    let GuestOutcome::Completed(r) = g.examples.execute(exec).await.outcome.expect("run") else {
+        panic!()
+    };
+    assert_eq!(
+        r["structuredContent"],
+        json!({"dataset": "sales", "exportId": "export-task-123", "attempt": 2})
+    );
+
+    let declined = io_with(
+        json!({"export-confirmation": {"action": "decline"}}),
+        json!({"elicitation": {}}),
+    );
+    let out = g
+        .examples
+        .execute(Execution::new(
+            "durable_export",
+            json!({"dataset": "sales"}),
+            declined,
+        ))
+        .await
+        .outcome
+        .expect("run");
+    assert!(text(&out).contains("not confirmed"));
+
+    let mut exec = Execution::new("flaky", json!({"succeed_on_attempt": 3}), io());
+    exec.attempt = 1;
+    let out = g.examples.execute(exec).await.outcome.expect("run");
+    match out {
+        GuestOutcome::Retry {
+            error,
+            status_message,
+        } => {
+            assert_eq!(error.code, -32000);
+            assert!(status_message.contains("attempt 1"));
+        }
+        other => panic!("expected a retry, got {other:?}"),
+    }
+    let mut exec = Execution::new("flaky", json!({"succeed_on_attempt": 3}), io());
+    exec.attempt = 3;
+    let out = g.examples.execute(exec).await.outcome.expect("run");
+    assert_eq!(text(&out), "succeeded on attempt 3");
+}
+
+// ---- hostile guests ----
+
+#[tokio::test]
+async fn every_execution_gets_a_fresh_instance() {
+    let g = guests().await;
+    for _ in 0..3 {
+        let out = run(&g.hostile, "counter", json!({})).await.expect("run");
+        assert_eq!(text(&out), "1");
+    }
+}
+
+#[tokio::test]
+async fn guests_have_no_ambient_authority() {
+    let g = guests().await;
+    let out = run(&g.hostile, "probe", json!({})).await.expect("run");
+    let report = text(&out);
+    assert!(report.contains("env=\n"), "no environment: {report}");
+    assert!(report.contains("root=Err"), "no filesystem: {report}");
+    assert!(report.contains("granted=Err"), "{report}");
+
+    // Grants open exactly what they name.
+    let dir = tempfile::tempdir().expect("tmp");
+    std::fs::write(dir.path().join("hello.txt"), "hi there").expect("write");
+    let mut exec = Execution::new("probe", json!({}), io());
+    exec.grants.env.push(("REGION".into(), "eu".into()));
+    exec.grants.dirs.push(snodo::wasm::DirGrant {
+        host: dir.path().to_path_buf(),
+        guest: "/granted".into(),
+        writable: false,
+    });
+    let out = g.hostile.execute(exec).await.outcome.expect("run");
+    let report = text(&out);
+    assert!(report.contains("env=REGION"), "{report}");
+    assert!(report.contains("hi there"), "{report}");
+}
+
+#[tokio::test]
+async fn a_runaway_loop_hits_its_deadline_and_the_host_keeps_serving() {
+    let g = guests().await;
+    let mut exec = Execution::new("spin", json!({}), io());
+    exec.limits = ExecutionLimits {
+        deadline_ms: Some(200),
+        ..ExecutionLimits::default()
+    };
+    let report = g.hostile.execute(exec).await;
+    assert_eq!(
+        report.outcome,
+        Err(AttemptError::Limit(Limit::Deadline { ms: 200 }))
+    );
+    let e = report.outcome.expect_err("limit").to_rpc_error();
+    assert_eq!(e.code, -32603);
+    assert_eq!(
+        e.data.as_ref().map(|d| d["kind"].clone()),
+        Some(json!("limit"))
+    );
+    assert_eq!(
+        e.data.as_ref().map(|d| d["limit"].clone()),
+        Some(json!("deadline"))
+    );
+    let out = run(&g.fixtures, "greet", json!({"name": "still here"}))
+        .await
+        .expect("run");
+    assert_eq!(text(&out), "Hello, still here!");
+}
+
+#[tokio::test]
+async fn a_memory_bomb_hits_its_cap_and_memory_returns() {
+    let g = guests().await;
+    for _ in 0..3 {
+        let mut exec = Execution::new("memory_bomb", json!({}), io());
+        exec.limits = ExecutionLimits {
+            memory_bytes: Some(16 << 20),
+            ..ExecutionLimits::default()
+        };
+        let report = g.hostile.execute(exec).await;
+        assert_eq!(
+            report.outcome,
+            Err(AttemptError::Limit(Limit::Memory { bytes: 16 << 20 }))
+        );
+    }
+    // The engine's own cap applies when the work names none.
+    let report = g
+        .hostile
+        .execute(Execution::new("memory_bomb", json!({}), io()))
+        .await;
+    assert_eq!(
+        report.outcome,
+        Err(AttemptError::Limit(Limit::Memory { bytes: 64 << 20 }))
+    );
+    let out = run(&g.fixtures, "greet", json!({"name": "after"}))
+        .await
+        .expect("run");
+    assert_eq!(text(&out), "Hello, after!");
+}
+
+#[tokio::test]
+async fn a_trap_is_reported_with_the_guests_message() {
+    let g = guests().await;
+    let report = g
+        .hostile
+        .execute(Execution::new("trap", json!({}), io()))
+        .await;
+    let Err(AttemptError::Trap(detail)) = &report.outcome else {
+        panic!("{:?}", report.outcome)
+    };
+    assert!(detail.contains("unreachable"), "{detail}");
+    assert!(
+        report
+            .logs
+            .iter()
+            .any(|l| l.level == "stderr" && l.message.contains("traps on purpose")),
+        "the panic message is captured: {:?}",
+        report.logs
+    );
+    assert_eq!(report.outcome.expect_err("trap").kind(), "trap");
+}
+
+#[tokio::test]
+async fn invalid_outcomes_and_reserved_codes_are_caught() {
+    let g = guests().await;
+    let out = run(&g.hostile, "invalid_outcome", json!({})).await;
+    assert!(
+        matches!(out, Err(AttemptError::InvalidOutcome(_))),
+        "{out:?}"
+    );
+    let out = run(&g.hostile, "reserved_code", json!({}))
+        .await
+        .expect("run");
+    match out {
+        GuestOutcome::Failed(e) => {
+            assert_eq!(e.code, -32603);
+            assert_eq!(e.data.expect("data")["guestCode"], -32042);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn guests_that_ignore_cancellation_are_stopped_after_the_grace_period() {
+    let g = guests().await;
+    for tool in ["ignore_cancel", "spin"] {
+        let cancel = CancelToken::new();
+        let mut exec = Execution::new(tool, json!({}), io());
+        exec.cancel = cancel.clone();
+        exec.cancel_grace = Duration::from_millis(100);
+        let hostile = g.hostile.clone();
+        let running = tokio::spawn(async move { hostile.execute(exec).await });
+        cancel.cancel();
+        let report = tokio::time::timeout(Duration::from_secs(20), running)
+            .await
+            .unwrap_or_else(|_| panic!("{tool} was not stopped"))
+            .expect("join");
+        assert_eq!(report.outcome, Err(AttemptError::Cancelled), "{tool}");
+    }
+}
+
+#[tokio::test]
+async fn floods_of_output_are_bounded() {
+    let g = guests().await;
+    let report = g
+        .hostile
+        .execute(Execution::new("chatty", json!({}), io()))
+        .await;
+    assert_eq!(text(&report.outcome.expect("run")), "done talking");
+    assert!(
+        report.logs.len() <= 1_000 + 64 + 64,
+        "{} lines kept",
+        report.logs.len()
+    );
+    assert!(report.dropped_logs > 0);
+}
+
+// ---- loading ----
+
+#[tokio::test]
+async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
+    let g = guests().await;
+    let err = g
+        .loader
+        .load(snodo_test_guests::BAD_DESCRIBE)
+        .await
+        .expect_err("bad describe");
+    assert!(err.path.ends_with("bad_describe.wasm"));
+    assert!(
+        err.reason.contains("described twice") || err.reason.contains("not valid JSON"),
+        "{err}"
+    );
+
+    let err = g
+        .loader
+        .load(snodo_test_guests::NOT_AN_EXECUTOR)
+        .await
+        .expect_err("wrong world");
+    assert!(
+        err.reason.contains("not a snodo:tasks@0.1.0 executor"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().expect("tmp");
+    let module = dir.path().join("module.wasm");
+    std::fs::write(&module, b"\0asm\x01\0\0\0").expect("write");
+    let err = g.loader.load(&module).await.expect_err("core module");
+    assert!(err.reason.contains("core WebAssembly module"), "{err}");
+
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"definitely not wasm").expect("write");
+    let err = g.loader.load(&garbage).await.expect_err("garbage");
+    assert!(
+        err.reason.contains("not a valid WebAssembly component"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("garbage.wasm"), "{err}");
+
+    let err = g
+        .loader
+        .load(dir.path().join("missing.wasm"))
+        .await
+        .expect_err("missing");
+    assert!(err.reason.contains("cannot read"), "{err}");
+}
+
+#[tokio::test]
+async fn a_restart_finds_compiled_components_in_the_disk_cache() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let engine = WasmEngine::new(EngineConfig {
+        allocation: snodo::wasm::Allocation::OnDemand,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let first =
+        ComponentLoader::new(engine.clone(), Some(cache.path().to_path_buf())).expect("loader");
+    let c = first.load(snodo_test_guests::EXAMPLES).await.expect("load");
+    assert!(!c.info().cache_hit, "the first load compiles");
+    let entries = std::fs::read_dir(cache.path()).expect("cache dir").count();
+    assert_eq!(entries, 1, "one precompiled entry");
+
+    // A new loader (as after a restart) deserializes instead of compiling.
+    let second = ComponentLoader::new(engine, Some(cache.path().to_path_buf())).expect("loader");
+    let c = second
+        .load(snodo_test_guests::EXAMPLES)
+        .await
+        .expect("load");
+    assert!(c.info().cache_hit, "the restart found the cached code");
+    let out = c
+        .execute(Execution::new("quick_report", json!({"rows": 3}), io()))
+        .await
+        .outcome
+        .expect("run");
+    assert!(matches!(out, GuestOutcome::Completed(_)));
+
+    // A damaged cache entry is recompiled, not trusted.
+    for e in std::fs::read_dir(cache.path()).expect("dir") {
+        std::fs::write(e.expect("entry").path(), b"damaged").expect("damage");
+    }
+    let engine = WasmEngine::new(EngineConfig {
+        allocation: snodo::wasm::Allocation::OnDemand,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let third = ComponentLoader::new(engine, Some(cache.path().to_path_buf())).expect("loader");
+    let c = third.load(snodo_test_guests::EXAMPLES).await.expect("load");
+    assert!(!c.info().cache_hit);
+}
