@@ -196,3 +196,133 @@ fn rate(n: usize, since: Instant) -> f64 {
     let secs = since.elapsed().as_secs_f64();
     if secs > 0.0 { n as f64 / secs } else { 0.0 }
 }
+
+/// Parameters of the wasm benchmark.
+#[derive(Debug, Clone)]
+pub struct WasmBenchOptions {
+    /// The component to measure.
+    pub component: PathBuf,
+    /// A tool of it that does (nearly) nothing.
+    pub tool: String,
+    /// Warm executions per allocator.
+    pub iterations: usize,
+    /// Cold compilations.
+    pub compiles: usize,
+}
+
+/// One measured wasm figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct WasmFigure {
+    /// What was measured.
+    pub what: String,
+    /// Median in microseconds.
+    pub median_us: f64,
+    /// 99th percentile in microseconds.
+    pub p99_us: f64,
+    /// Samples taken.
+    pub samples: usize,
+}
+
+fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> WasmFigure {
+    samples.sort();
+    let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
+    let n = samples.len();
+    WasmFigure {
+        what: what.into(),
+        median_us: if n == 0 { 0.0 } else { us(samples[n / 2]) },
+        p99_us: if n == 0 {
+            0.0
+        } else {
+            us(samples[(n * 99 / 100).min(n - 1)])
+        },
+        samples: n,
+    }
+}
+
+/// Runs the wasm benchmark: cold compile, cache load, and warm instantiate + trivial
+/// execute + drop with both allocators.
+pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<WasmFigure>, String> {
+    use crate::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, SyncIo, WasmEngine};
+
+    let bytes =
+        std::fs::read(&opts.component).map_err(|e| format!("{}: {e}", opts.component.display()))?;
+    let mut figures = Vec::new();
+
+    let engine = WasmEngine::new(EngineConfig::default())?;
+    let mut compiles = Vec::new();
+    for _ in 0..opts.compiles.max(1) {
+        let e = engine.engine.clone();
+        let b = bytes.clone();
+        let t = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            wasmtime::component::Component::new(&e, &b).map(|_| started.elapsed())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e:#}"))?;
+        compiles.push(t);
+    }
+    figures.push(figure("cold compile (Component::new)", compiles));
+
+    let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
+    let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+    warm_loader
+        .load(&opts.component)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut loads = Vec::new();
+    for _ in 0..opts.compiles.max(1) {
+        let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+        let c = loader
+            .load(&opts.component)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !c.info().cache_hit {
+            return Err("the disk cache was not used".into());
+        }
+        loads.push(c.info().prepare_time);
+    }
+    figures.push(figure("load from disk cache (deserialize)", loads));
+    let _ = std::fs::remove_dir_all(&cache);
+
+    for (name, allocation) in [
+        ("pooling", Allocation::Pooling),
+        ("on-demand", Allocation::OnDemand),
+    ] {
+        let engine = WasmEngine::new(EngineConfig {
+            allocation,
+            ..EngineConfig::default()
+        })?;
+        let loader = ComponentLoader::new(engine, None)?;
+        let component = loader
+            .load(&opts.component)
+            .await
+            .map_err(|e| e.to_string())?;
+        let io: Arc<dyn crate::wasm::ExecutionIo> =
+            Arc::new(SyncIo::new(Default::default(), json!({}), None));
+        for _ in 0..opts.iterations.min(100) {
+            let _ = component
+                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
+                .await;
+        }
+        let mut total = Vec::with_capacity(opts.iterations);
+        let mut instantiate = Vec::with_capacity(opts.iterations);
+        for _ in 0..opts.iterations.max(1) {
+            let started = Instant::now();
+            let report = component
+                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
+                .await;
+            total.push(started.elapsed());
+            instantiate.push(report.instantiate);
+            if let Err(e) = report.outcome {
+                return Err(format!("{} failed: {e}", opts.tool));
+            }
+        }
+        figures.push(figure(format!("{name}: instantiate"), instantiate));
+        figures.push(figure(
+            format!("{name}: instantiate + execute + drop"),
+            total,
+        ));
+    }
+    Ok(figures)
+}

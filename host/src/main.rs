@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use snodo::bench::{self, BenchBackend, StoreBenchOptions};
+use snodo::bench::{self, BenchBackend, StoreBenchOptions, WasmBenchOptions};
 
 #[derive(Parser)]
 #[command(name = "snodo", version, about = "A durable task host for MCP")]
@@ -45,6 +45,37 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Cold compile, cache load, and warm instantiate + trivial execute of a component.
+    Wasm {
+        /// The component (e.g. target/guests/wasm32-wasip2/release/fixtures.wasm).
+        #[arg(long)]
+        component: PathBuf,
+        /// A tool of it that does almost nothing.
+        #[arg(long, default_value = "test_simple_text")]
+        tool: String,
+        /// Warm executions per allocator.
+        #[arg(long, default_value_t = 5_000)]
+        iterations: usize,
+        /// Cold compilations.
+        #[arg(long, default_value_t = 5)]
+        compiles: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("snodo: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -79,16 +110,7 @@ fn main() -> ExitCode {
                 dir,
             };
             match runtime.block_on(bench::store(&opts)) {
-                Ok(figures) if json => {
-                    match serde_json::to_string_pretty(&figures) {
-                        Ok(s) => println!("{s}"),
-                        Err(e) => {
-                            eprintln!("snodo: {e}");
-                            return ExitCode::FAILURE;
-                        }
-                    }
-                    ExitCode::SUCCESS
-                }
+                Ok(figures) if json => print_json(&figures),
                 Ok(figures) => {
                     println!(
                         "store benchmark: {} tasks per round, median of {} rounds",
@@ -108,6 +130,44 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("snodo: store benchmark failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Wasm {
+                    component,
+                    tool,
+                    iterations,
+                    compiles,
+                    json,
+                },
+        } => {
+            let opts = WasmBenchOptions {
+                component,
+                tool,
+                iterations,
+                compiles,
+            };
+            match runtime.block_on(bench::wasm(&opts)) {
+                Ok(figures) if json => print_json(&figures),
+                Ok(figures) => {
+                    println!("wasm benchmark: {}", opts.component.display());
+                    println!(
+                        "{:<44} {:>12} {:>12} {:>8}",
+                        "what", "median (us)", "p99 (us)", "samples"
+                    );
+                    for f in figures {
+                        println!(
+                            "{:<44} {:>12.1} {:>12.1} {:>8}",
+                            f.what, f.median_us, f.p99_us, f.samples
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("snodo: wasm benchmark failed: {e}");
                     ExitCode::FAILURE
                 }
             }
