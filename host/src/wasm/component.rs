@@ -193,8 +193,9 @@ impl ComponentLoader {
                     format!("it is not a valid WebAssembly component: {msg}")
                 }
             })?;
-            if let Some(path) = cache {
-                if let Ok(serialized) = c.serialize() {
+            if let Some(path) = cache
+                && let Ok(serialized) = c.serialize()
+            {
                     // Write then rename, so a crash never leaves a torn cache entry.
                     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
                     let written = path
@@ -205,7 +206,6 @@ impl ComponentLoader {
                     if written.is_err() {
                         let _ = std::fs::remove_file(&tmp);
                     }
-                }
             }
             Ok((c, false))
         })

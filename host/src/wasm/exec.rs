@@ -165,6 +165,7 @@ fn classify(err: &wasmtime::Error, stop: Option<&HostStop>) -> AttemptError {
         return match stop {
             HostStop::NeedInput(q) => AttemptError::NeedInput(q.clone()),
             HostStop::Lost(m) => AttemptError::Stopped(m.clone()),
+            HostStop::Parked => AttemptError::Parked,
             HostStop::Limit(l) => AttemptError::Limit(l.clone()),
         };
     }

@@ -291,6 +291,10 @@ impl HostState {
                 self.stop = Some(HostStop::NeedInput(questions.clone()));
                 Err(wasmtime::Error::new(HostStop::NeedInput(questions)))
             }
+            Err(InputFailure::Park) => {
+                self.stop = Some(HostStop::Parked);
+                Err(wasmtime::Error::new(HostStop::Parked))
+            }
             Err(InputFailure::Stop(reason)) => {
                 self.stop = Some(HostStop::Lost(reason.clone()));
                 Err(wasmtime::Error::new(HostStop::Lost(reason)))

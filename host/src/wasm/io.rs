@@ -31,6 +31,9 @@ pub enum InputFailure {
     Suspend(Vec<(String, Value)>),
     /// The attempt lost its right to continue (lease lost, task finished or gone).
     Stop(String),
+    /// The guest has waited longer than the park limit: release it (the store keeps the
+    /// questions and will keep the answers).
+    Park,
 }
 
 /// A progress report from a guest.
@@ -209,6 +212,7 @@ pub struct TaskIo {
     lease: Lease,
     capabilities: Value,
     waiters: Arc<InputWaiters>,
+    park_after: Option<std::time::Duration>,
 }
 
 impl TaskIo {
@@ -225,7 +229,15 @@ impl TaskIo {
             lease,
             capabilities,
             waiters,
+            park_after: None,
         }
+    }
+
+    /// Releases the guest (with [`InputFailure::Park`]) once it has waited `idle` for
+    /// answers, so parked tasks hold no live instance.
+    pub fn park_after(mut self, idle: std::time::Duration) -> Self {
+        self.park_after = Some(idle);
+        self
     }
 }
 
@@ -263,6 +275,14 @@ impl ExecutionIo for TaskIo {
                 answers[i] = Some(v);
             }
         }
+        let park = async {
+            match self.park_after {
+                // A real-time idle allowance: how long a live guest may sit waiting.
+                Some(idle) => tokio::time::sleep(idle).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(park);
         loop {
             if answers.iter().all(Option::is_some) {
                 return Ok(answers.into_iter().flatten().collect());
@@ -270,6 +290,7 @@ impl ExecutionIo for TaskIo {
             tokio::select! {
                 _ = notify.notified() => {}
                 _ = cancel.cancelled() => return Err(InputFailure::Cancelled),
+                () = &mut park => return Err(InputFailure::Park),
             }
             let (t, _) = self
                 .store

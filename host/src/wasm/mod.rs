@@ -149,6 +149,9 @@ pub enum AttemptError {
     /// The attempt lost its right to continue (lease lost, task gone); not a failure of
     /// the task.
     Stopped(String),
+    /// The guest waited for input longer than the park limit and was released; its answers
+    /// are in the store and a fresh guest replays them when the last one arrives.
+    Parked,
     /// The host could not run it now (e.g. every instance slot is busy); try again.
     Unavailable(String),
 }
@@ -163,6 +166,7 @@ impl AttemptError {
             AttemptError::Cancelled => "cancelled",
             AttemptError::NeedInput(_) => "input_required",
             AttemptError::Stopped(_) => "stopped",
+            AttemptError::Parked => "parked",
             AttemptError::Unavailable(_) => "unavailable",
         }
     }
@@ -188,6 +192,7 @@ impl fmt::Display for AttemptError {
             AttemptError::Cancelled => write!(f, "cancelled"),
             AttemptError::NeedInput(q) => write!(f, "{} input request(s) need answers", q.len()),
             AttemptError::Stopped(m) => write!(f, "stopped: {m}"),
+            AttemptError::Parked => write!(f, "released while waiting for input"),
             AttemptError::Unavailable(m) => write!(f, "unavailable: {m}"),
         }
     }
@@ -199,6 +204,7 @@ impl fmt::Display for AttemptError {
 pub(crate) enum HostStop {
     NeedInput(Vec<(String, Value)>),
     Lost(String),
+    Parked,
     Limit(Limit),
 }
 
@@ -207,6 +213,7 @@ impl fmt::Display for HostStop {
         match self {
             HostStop::NeedInput(_) => write!(f, "suspended for client input"),
             HostStop::Lost(m) => write!(f, "stopped by the host: {m}"),
+            HostStop::Parked => write!(f, "released while waiting for input"),
             HostStop::Limit(l) => write!(f, "{l}"),
         }
     }

@@ -1,0 +1,269 @@
+//! One attempt: start, heartbeat, execute, commit the outcome with the lease's generation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::model::{EventId, EventKind, TaskEvent, TaskStatus};
+use crate::store::{Authority, Claimed, Committed, Effect, Lease, StoreError};
+use crate::wasm::{AttemptError, CancelToken, Execution, GuestOutcome, TaskIo};
+
+use super::{Inner, JobOutcome, RunnerEvent, submit_inner, timed};
+
+/// Decrements the active count however the attempt ends (including abort).
+struct Active<'a>(&'a Inner);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.stats.active.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+fn event_id(generation: u64, what: &str) -> EventId {
+    // Deterministic per claim generation: a commit retried after an unknown reply is a
+    // replay of the same event, never a second one.
+    EventId::new(format!("g{generation}-{what}")).unwrap_or_else(|_| EventId::random())
+}
+
+async fn commit(
+    inner: &Inner,
+    lease: &Lease,
+    what: &str,
+    kind: EventKind,
+) -> Result<Committed, StoreError> {
+    let event = TaskEvent::new(event_id(lease.generation(), what), kind);
+    timed(
+        inner,
+        "transition",
+        inner
+            .store
+            .transition(Authority::Worker(lease), event, None),
+    )
+    .await
+}
+
+/// What a refused commit means for the job.
+fn refused(e: &StoreError) -> JobOutcome {
+    match e {
+        StoreError::Terminal {
+            status: TaskStatus::Cancelled,
+        } => JobOutcome::Cancelled,
+        _ => JobOutcome::LeaseLost,
+    }
+}
+
+pub(super) async fn run(
+    inner: &Arc<Inner>,
+    claimed: Claimed,
+    cancel: CancelToken,
+    lease_cell: Arc<Mutex<Lease>>,
+) {
+    let started = Instant::now();
+    inner.stats.active.fetch_add(1, Ordering::Relaxed);
+    let _active = Active(inner);
+    inner.stats.started.fetch_add(1, Ordering::Relaxed);
+    let lease = claimed.lease.clone();
+    let task_id = *lease.task_id();
+    let generation = lease.generation();
+    let stop = |outcome: JobOutcome| {
+        inner.stats.finished.fetch_add(1, Ordering::Relaxed);
+        inner.instr.event(&RunnerEvent::JobStopped {
+            task: task_id,
+            generation,
+            outcome,
+            elapsed: started.elapsed(),
+        });
+    };
+
+    let task = match commit(inner, &lease, "started", EventKind::Started).await {
+        Ok(c) => c.task,
+        Err(e) => return stop(refused(&e)),
+    };
+    let recovered = task.attempt > 1;
+    if recovered {
+        inner.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+    }
+    inner.instr.event(&RunnerEvent::JobStarted {
+        task: task_id,
+        generation,
+        attempt: task.attempt,
+        recovered,
+    });
+
+    let resolved = match inner.executors.resolve(&claimed.work) {
+        Ok(r) => r,
+        Err(reason) => {
+            let error = AttemptError::Trap(String::new()).to_rpc_error();
+            let error = crate::model::JsonRpcError::new(
+                error.code,
+                format!("the tool cannot run: {reason}"),
+            )
+            .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
+            let kind = EventKind::Failed {
+                error,
+                status_message: Some("the tool is not deployed".into()),
+            };
+            return stop(match commit(inner, &lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            });
+        }
+    };
+
+    let lost = AtomicBool::new(false);
+    let io = TaskIo::new(
+        inner.store.clone(),
+        lease.clone(),
+        task.client_capabilities.clone(),
+        inner.waiters.clone(),
+    )
+    .park_after(inner.opts.park_after);
+    let exec = Execution {
+        task_id: Some(task_id.to_string()),
+        tool: resolved.tool,
+        arguments: resolved.arguments,
+        idempotency_key: claimed.work.idempotency_key.clone(),
+        attempt: task.attempt,
+        limits: claimed.work.limits,
+        io: Arc::new(io),
+        cancel: cancel.clone(),
+        cancel_grace: inner.opts.cancel_grace,
+        grants: resolved.grants,
+    };
+    // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
+    // nothing keeps renewing a lease nobody uses.
+    let beat = async {
+        heartbeat(inner, &lease_cell, &cancel, &lost).await;
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let report = tokio::select! {
+        report = resolved.component.execute(exec) => report,
+        never = beat => match never {},
+    };
+    for line in &report.logs {
+        tracing::debug!(task = %task_id, generation, level = line.level, "guest: {}", line.message);
+    }
+    let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+
+    let outcome = match report.outcome {
+        Ok(GuestOutcome::Completed(result)) => {
+            match commit(inner, &lease, "outcome", EventKind::Completed { result }).await {
+                Ok(_) => JobOutcome::Completed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Failed(error)) => {
+            let kind = EventKind::Failed {
+                error,
+                status_message: None,
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Retry {
+            error,
+            status_message,
+        }) => {
+            let kind = EventKind::RetryRequested {
+                error,
+                status_message: Some(status_message),
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(Committed {
+                    effect: Effect::RetryScheduled { retry_at, .. },
+                    ..
+                }) => {
+                    inner.stats.retries.fetch_add(1, Ordering::Relaxed);
+                    schedule_retry(inner.clone(), task_id, retry_at);
+                    JobOutcome::RetryScheduled
+                }
+                Ok(_) => JobOutcome::RetryExhausted,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(
+            e @ (AttemptError::Trap(_)
+            | AttemptError::Limit(_)
+            | AttemptError::InvalidOutcome(_)
+            | AttemptError::NeedInput(_)),
+        ) => {
+            // Not the tool's own answer: fail without consuming retries.
+            let kind = EventKind::Failed {
+                error: e.to_rpc_error(),
+                status_message: Some(e.to_string()),
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(AttemptError::Parked) => {
+            inner.stats.parked_released.fetch_add(1, Ordering::Relaxed);
+            let _ = timed(inner, "release", inner.store.release(&lease)).await;
+            JobOutcome::Parked
+        }
+        Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
+            if lost.load(Ordering::Acquire) {
+                JobOutcome::LeaseLost
+            } else {
+                // Cancelled in the store, or stopped for another reason with the lease
+                // still ours: give it back so the task is due again at once.
+                match timed(inner, "release", inner.store.release(&lease)).await {
+                    Ok(()) => JobOutcome::Released,
+                    Err(e) => refused(&e),
+                }
+            }
+        }
+    };
+    stop(outcome);
+}
+
+/// Renews the lease every heartbeat; on refusal (lease lost, task cancelled, reaped) flips
+/// the attempt's token so the guest stops.
+async fn heartbeat(
+    inner: &Inner,
+    lease_cell: &Mutex<Lease>,
+    cancel: &CancelToken,
+    lost: &AtomicBool,
+) {
+    let lease_ms = inner.opts.lease.as_millis() as u64;
+    loop {
+        tokio::time::sleep(inner.opts.heartbeat).await;
+        let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match timed(inner, "renew", inner.store.renew(&lease, lease_ms)).await {
+            Ok(renewed) => *lease_cell.lock().unwrap_or_else(|p| p.into_inner()) = renewed,
+            // A slow store is not a lost lease; try again at the next beat.
+            Err(StoreError::Unavailable(_)) => {}
+            Err(e) => {
+                if !matches!(e, StoreError::Terminal { .. }) {
+                    lost.store(true, Ordering::Release);
+                }
+                cancel.cancel();
+                return;
+            }
+        }
+    }
+}
+
+/// Looks again when the retry is due. The persisted `retry_at` decides: an early claim is
+/// refused by the store, so this timer can only make the retry prompt, never early.
+fn schedule_retry(
+    inner: Arc<Inner>,
+    task: crate::model::TaskId,
+    retry_at: crate::model::Timestamp,
+) {
+    let timer_inner = inner.clone();
+    let handle = tokio::spawn(async move {
+        let now = inner.store.now().await.map(|n| n.as_millis()).unwrap_or(0);
+        let wait = retry_at.as_millis().saturating_sub(now);
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        if inner.opts.recover {
+            inner.wake.notify_one();
+        } else {
+            let _ = submit_inner(&inner, &task).await;
+        }
+    });
+    timer_inner.track_timer(handle);
+}

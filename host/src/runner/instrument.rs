@@ -1,0 +1,130 @@
+//! Runner instrumentation: bounded job and store-operation events, and a `tracing` bridge.
+//!
+//! Events carry identities, kinds and durations only: never work input, results, errors
+//! or input responses.
+
+use std::time::Duration;
+
+use crate::model::TaskId;
+
+/// How a job (one attempt) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome {
+    /// Completed (a result was committed).
+    Completed,
+    /// Failed (an error was committed).
+    Failed,
+    /// A retry was scheduled.
+    RetryScheduled,
+    /// The retry policy was used up; the task failed.
+    RetryExhausted,
+    /// The task was cancelled.
+    Cancelled,
+    /// The lease was lost; another attempt will recover the task.
+    LeaseLost,
+    /// Released while waiting for input.
+    Parked,
+    /// Released at shutdown or because the host was busy.
+    Released,
+}
+
+impl JobOutcome {
+    /// A stable name for metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobOutcome::Completed => "completed",
+            JobOutcome::Failed => "failed",
+            JobOutcome::RetryScheduled => "retry_scheduled",
+            JobOutcome::RetryExhausted => "retry_exhausted",
+            JobOutcome::Cancelled => "cancelled",
+            JobOutcome::LeaseLost => "lease_lost",
+            JobOutcome::Parked => "parked",
+            JobOutcome::Released => "released",
+        }
+    }
+}
+
+/// One instrumentation event.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunnerEvent {
+    /// An attempt started.
+    JobStarted {
+        /// The task.
+        task: TaskId,
+        /// The claim generation.
+        generation: u64,
+        /// The attempt number.
+        attempt: u32,
+        /// The task had been claimed before (a recovery or a retry).
+        recovered: bool,
+    },
+    /// An attempt ended.
+    JobStopped {
+        /// The task.
+        task: TaskId,
+        /// The claim generation.
+        generation: u64,
+        /// How it ended.
+        outcome: JobOutcome,
+        /// How long it ran.
+        elapsed: Duration,
+    },
+    /// A store operation the runner made.
+    StoreOp {
+        /// `claim`, `claim_next`, `renew`, `release`, `transition`, `reap`.
+        op: &'static str,
+        /// How long it took.
+        elapsed: Duration,
+        /// Whether it succeeded.
+        ok: bool,
+    },
+}
+
+/// Receives runner events. Called inline: keep it cheap and non-blocking.
+pub trait Instrumentation: Send + Sync + 'static {
+    /// One event.
+    fn event(&self, event: &RunnerEvent);
+}
+
+/// Discards events.
+pub struct NoInstrumentation;
+
+impl Instrumentation for NoInstrumentation {
+    fn event(&self, _event: &RunnerEvent) {}
+}
+
+/// Forwards events to `tracing`, with the task id and generation as fields.
+pub struct TracingInstrumentation;
+
+impl Instrumentation for TracingInstrumentation {
+    fn event(&self, event: &RunnerEvent) {
+        match event {
+            RunnerEvent::JobStarted {
+                task,
+                generation,
+                attempt,
+                recovered,
+            } => tracing::info!(task = %task, generation, attempt, recovered, "job started"),
+            RunnerEvent::JobStopped {
+                task,
+                generation,
+                outcome,
+                elapsed,
+            } => tracing::info!(
+                task = %task,
+                generation,
+                outcome = outcome.as_str(),
+                elapsed_ms = elapsed.as_millis() as u64,
+                "job stopped"
+            ),
+            RunnerEvent::StoreOp { op, elapsed, ok } => {
+                tracing::debug!(
+                    op,
+                    elapsed_us = elapsed.as_micros() as u64,
+                    ok,
+                    "store operation"
+                )
+            }
+        }
+    }
+}

@@ -1,0 +1,494 @@
+//! The runner: turns stored tasks into executions of fresh guests, and keeps the store's
+//! promises under crashes.
+//!
+//! A [`Runner`] is started explicitly and runs beside (never inside) any request. It claims
+//! tasks (exactly, on [`Runner::submit`]; or whatever is due, when `recover` is on), renews
+//! their leases while the guest runs, commits outcomes with the lease's generation, parks
+//! guests that wait too long for input, stops attempts whose task was cancelled or reaped,
+//! and drains on shutdown. Store time decides when retries are due; local timers only make
+//! the runner look sooner.
+
+mod attempt;
+mod instrument;
+mod registry;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore, watch};
+use tokio::task::JoinHandle;
+
+use crate::model::TaskId;
+use crate::store::{ClaimRequest, Claimed, Lease, Store, StoreError};
+use crate::wasm::{CancelToken, InputWaiters};
+
+pub use instrument::{
+    Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent, TracingInstrumentation,
+};
+pub use registry::{Executors, Resolved, TOOL_CALL, ToolRegistry, tool_call_work};
+
+/// Runner settings.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// Who claims, for operators (e.g. the host name).
+    pub owner: String,
+    /// Pick up unclaimed work, expired leases and due retries with `claim_next`.
+    pub recover: bool,
+    /// Lease length.
+    pub lease: Duration,
+    /// How often a running attempt renews its lease (well under `lease`).
+    pub heartbeat: Duration,
+    /// How often expired tasks are reaped; `None` never.
+    pub reap_interval: Option<Duration>,
+    /// Most attempts running at once.
+    pub max_concurrent: usize,
+    /// How long a guest may wait for input before it is released.
+    pub park_after: Duration,
+    /// How long a cancelled guest may keep running before it is stopped.
+    pub cancel_grace: Duration,
+    /// How often the recovery loop looks for due work when nothing woke it.
+    pub poll_interval: Duration,
+    /// How long shutdown lets attempts finish before releasing them.
+    pub drain_timeout: Duration,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        Self {
+            owner: "snodo".into(),
+            recover: true,
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(10),
+            reap_interval: Some(Duration::from_secs(60)),
+            max_concurrent: 64,
+            park_after: Duration::from_secs(30),
+            cancel_grace: crate::wasm::DEFAULT_CANCEL_GRACE,
+            poll_interval: Duration::from_millis(500),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What [`Runner::submit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// An attempt started.
+    Started,
+    /// Another live lease holds the task.
+    Busy,
+    /// A retry backoff runs; the task is due then.
+    NotDue,
+    /// The task has finished.
+    Terminal,
+    /// No such task (or it expired).
+    NotFound,
+}
+
+/// A running attempt on this node.
+struct Local {
+    id: u64,
+    generation: u64,
+    cancel: CancelToken,
+    lease: Arc<Mutex<Lease>>,
+    handle: Option<JoinHandle<()>>,
+}
+
+/// Counters an operator can read.
+#[derive(Debug, Default)]
+pub struct RunnerStats {
+    /// Attempts started.
+    pub started: AtomicU64,
+    /// Attempts that ended, by any outcome.
+    pub finished: AtomicU64,
+    /// Retries scheduled.
+    pub retries: AtomicU64,
+    /// Attempts of tasks that had been claimed before.
+    pub recoveries: AtomicU64,
+    /// Guests released while parked on input.
+    pub parked_released: AtomicU64,
+    /// Attempts running now.
+    pub active: AtomicUsize,
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) executors: Arc<dyn Executors>,
+    pub(crate) opts: RunnerOptions,
+    pub(crate) instr: Arc<dyn Instrumentation>,
+    pub(crate) waiters: Arc<InputWaiters>,
+    pub(crate) stats: RunnerStats,
+    permits: Arc<Semaphore>,
+    attempts: Mutex<HashMap<TaskId, Local>>,
+    attempts_changed: Notify,
+    next_id: AtomicU64,
+    wake: Notify,
+    stopping: watch::Sender<bool>,
+    timers: Mutex<Vec<JoinHandle<()>>>,
+    /// Every attempt's task, so shutdown can wait until none holds the store.
+    spawned: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Inner {
+    /// Keeps a retry timer so shutdown can stop it.
+    pub(crate) fn track_timer(&self, handle: JoinHandle<()>) {
+        track(&self.timers, handle);
+    }
+}
+
+fn track(list: &Mutex<Vec<JoinHandle<()>>>, handle: JoinHandle<()>) {
+    let mut l = list.lock().unwrap_or_else(|p| p.into_inner());
+    l.retain(|t| !t.is_finished());
+    l.push(handle);
+}
+
+/// The runner. Cloning shares it.
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+    loops: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Runner {
+    /// Starts a runner over `store`, resolving work with `executors`.
+    pub fn start(
+        store: Arc<dyn Store>,
+        executors: Arc<dyn Executors>,
+        opts: RunnerOptions,
+        instr: Arc<dyn Instrumentation>,
+    ) -> Self {
+        let (stopping, _) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            store,
+            executors,
+            permits: Arc::new(Semaphore::new(opts.max_concurrent.max(1))),
+            opts,
+            instr,
+            waiters: Arc::new(InputWaiters::new()),
+            stats: RunnerStats::default(),
+            attempts: Mutex::new(HashMap::new()),
+            attempts_changed: Notify::new(),
+            next_id: AtomicU64::new(1),
+            wake: Notify::new(),
+            stopping,
+            timers: Mutex::new(Vec::new()),
+            spawned: Mutex::new(Vec::new()),
+        });
+        let mut loops = Vec::new();
+        if inner.opts.recover {
+            loops.push(tokio::spawn(recover_loop(inner.clone())));
+        }
+        if let Some(every) = inner.opts.reap_interval {
+            loops.push(tokio::spawn(reap_loop(inner.clone(), every)));
+        }
+        Self {
+            inner,
+            loops: Arc::new(Mutex::new(loops)),
+        }
+    }
+
+    /// The registry parked attempts wait on; the request path notifies it after the store
+    /// accepted input (see [`Runner::input_accepted`]).
+    pub fn waiters(&self) -> &Arc<InputWaiters> {
+        &self.inner.waiters
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &RunnerStats {
+        &self.inner.stats
+    }
+
+    /// Attempts running on this node now.
+    pub fn active(&self) -> usize {
+        self.lock_attempts().len()
+    }
+
+    fn lock_attempts(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Local>> {
+        self.inner
+            .attempts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Claims exactly `task` and runs it (waiting for a free execution slot).
+    pub async fn submit(&self, task: &TaskId) -> Result<Submitted, StoreError> {
+        submit_inner(&self.inner, task).await
+    }
+
+    /// Tells the runner that the store committed a cancellation of `task`: the attempt's
+    /// token flips now and its guest is stopped after the grace period. (Runners on other
+    /// nodes learn it from their next lease renewal.)
+    pub fn cancel(&self, task: &TaskId) {
+        if let Some(a) = self.lock_attempts().get(task) {
+            a.cancel.cancel();
+        }
+    }
+
+    /// Tells the runner that the store accepted input for `task`. A live waiting guest is
+    /// woken; a parked task whose last question was answered is started again.
+    pub async fn input_accepted(&self, task: &TaskId, complete: bool) {
+        self.inner.waiters.notify(task);
+        let live = self.lock_attempts().contains_key(task);
+        if complete && !live {
+            // Best effort: the recovery loop (here or on another node) finds it otherwise.
+            let _ = self.submit(task).await;
+        }
+    }
+
+    /// Wakes the recovery loop (e.g. after creating tasks).
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Stops claiming, lets running attempts finish within the drain timeout, then stops
+    /// the rest and releases their leases so another runner can take them at once.
+    /// Returns how many attempts were released.
+    pub async fn shutdown(&self) -> usize {
+        self.inner.stopping.send_replace(true);
+        self.inner.wake.notify_waiters();
+        let loops: Vec<JoinHandle<()>> =
+            std::mem::take(&mut *self.loops.lock().unwrap_or_else(|p| p.into_inner()));
+        for l in loops {
+            let _ = l.await;
+        }
+        let timers =
+            std::mem::take(&mut *self.inner.timers.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in timers {
+            t.abort();
+            let _ = t.await;
+        }
+        let drained = tokio::time::timeout(self.inner.opts.drain_timeout, async {
+            loop {
+                let changed = self.inner.attempts_changed.notified();
+                if self.lock_attempts().is_empty() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
+        let mut released = 0;
+        if drained.is_err() {
+            released = self.release_rest().await;
+        }
+        // Wait until no attempt task holds the store any more.
+        let spawned =
+            std::mem::take(&mut *self.inner.spawned.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in spawned {
+            let _ = t.await;
+        }
+        released
+    }
+
+    async fn release_rest(&self) -> usize {
+        let rest: Vec<Local> = self.lock_attempts().drain().map(|(_, a)| a).collect();
+        let mut released = 0;
+        for mut a in rest {
+            stop_local(&mut a).await;
+            let lease = a.lease.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if timed(&self.inner, "release", self.inner.store.release(&lease))
+                .await
+                .is_ok()
+            {
+                released += 1;
+            }
+            self.inner.instr.event(&RunnerEvent::JobStopped {
+                task: *lease.task_id(),
+                generation: a.generation,
+                outcome: JobOutcome::Released,
+                elapsed: Duration::ZERO,
+            });
+        }
+        self.inner.attempts_changed.notify_waiters();
+        released
+    }
+}
+
+pub(crate) async fn submit_inner(
+    inner: &Arc<Inner>,
+    task: &TaskId,
+) -> Result<Submitted, StoreError> {
+    if *inner.stopping.borrow() {
+        return Err(StoreError::unavailable("the runner is shutting down"));
+    }
+    let permit = inner
+        .permits
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| StoreError::unavailable("the runner is shutting down"))?;
+    let req = ClaimRequest::new(
+        inner.opts.lease.as_millis() as u64,
+        inner.opts.owner.clone(),
+    );
+    match timed(inner, "claim", inner.store.claim(task, &req)).await {
+        Ok(c) => {
+            spawn_attempt(inner.clone(), c, permit).await;
+            Ok(Submitted::Started)
+        }
+        Err(StoreError::Busy { .. }) => Ok(Submitted::Busy),
+        Err(StoreError::NotDue { .. }) => Ok(Submitted::NotDue),
+        Err(StoreError::Terminal { .. }) => Ok(Submitted::Terminal),
+        Err(StoreError::NotFound) => Ok(Submitted::NotFound),
+        Err(e) => Err(e),
+    }
+}
+
+/// Flips the token, aborts the attempt's future (dropping its guest) and waits for it.
+async fn stop_local(a: &mut Local) {
+    a.cancel.cancel();
+    if let Some(h) = a.handle.take() {
+        h.abort();
+        let _ = h.await;
+    }
+}
+
+/// Runs a store call, reporting its duration.
+pub(crate) async fn timed<T>(
+    inner: &Inner,
+    op: &'static str,
+    fut: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = std::time::Instant::now();
+    let r = fut.await;
+    inner.instr.event(&RunnerEvent::StoreOp {
+        op,
+        elapsed: started.elapsed(),
+        ok: r.is_ok(),
+    });
+    r
+}
+
+/// Starts an attempt for a fresh claim. A previous local attempt of the same task is
+/// stopped first (its token flips, its guest is dropped, and we wait for it to end), so a
+/// late result or input request of the old attempt can never overlap the new one.
+async fn spawn_attempt(
+    inner: Arc<Inner>,
+    claimed: Claimed,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let task = *claimed.lease.task_id();
+    let old = inner
+        .attempts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&task);
+    if let Some(mut old) = old {
+        stop_local(&mut old).await;
+    }
+    let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+    let cancel = CancelToken::new();
+    let lease = Arc::new(Mutex::new(claimed.lease.clone()));
+    let generation = claimed.lease.generation();
+    let (go, ready) = tokio::sync::oneshot::channel::<()>();
+    let handle = {
+        let inner = inner.clone();
+        let cancel = cancel.clone();
+        let lease = lease.clone();
+        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+        // A watcher that finishes when the attempt's future is gone (finished or aborted),
+        // so shutdown can wait for every attempt to let go of the store.
+        track(
+            &inner.spawned,
+            tokio::spawn(async move {
+                let _ = done_rx.await;
+            }),
+        );
+        tokio::spawn(async move {
+            let _done = done_tx;
+            if ready.await.is_err() {
+                return;
+            }
+            attempt::run(&inner, claimed, cancel, lease).await;
+            drop(permit);
+            let mut attempts = inner.attempts.lock().unwrap_or_else(|p| p.into_inner());
+            if attempts.get(&task).is_some_and(|a| a.id == id) {
+                attempts.remove(&task);
+            }
+            drop(attempts);
+            inner.attempts_changed.notify_waiters();
+        })
+    };
+    inner
+        .attempts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(
+            task,
+            Local {
+                id,
+                generation,
+                cancel,
+                lease,
+                handle: Some(handle),
+            },
+        );
+    let _ = go.send(());
+}
+
+async fn recover_loop(inner: Arc<Inner>) {
+    let mut stopping = inner.stopping.subscribe();
+    let req = ClaimRequest::new(
+        inner.opts.lease.as_millis() as u64,
+        inner.opts.owner.clone(),
+    );
+    loop {
+        if *stopping.borrow() {
+            return;
+        }
+        let permit = tokio::select! {
+            p = inner.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stopping.changed() => return,
+        };
+        match timed(&inner, "claim_next", inner.store.claim_next(&req)).await {
+            Ok(Some(claimed)) => {
+                spawn_attempt(inner.clone(), claimed, permit).await;
+                continue;
+            }
+            Ok(None) => drop(permit),
+            Err(e) => {
+                drop(permit);
+                tracing::warn!(error = %e, "claim_next failed");
+            }
+        }
+        tokio::select! {
+            () = inner.wake.notified() => {}
+            () = tokio::time::sleep(inner.opts.poll_interval) => {}
+            _ = stopping.changed() => return,
+        }
+    }
+}
+
+async fn reap_loop(inner: Arc<Inner>, every: Duration) {
+    let mut stopping = inner.stopping.subscribe();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stopping.changed() => return,
+        }
+        loop {
+            let reaped = match timed(&inner, "reap", inner.store.reap(1_000)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reap failed");
+                    break;
+                }
+            };
+            for task in &reaped {
+                let local = inner
+                    .attempts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(task);
+                if let Some(mut a) = local {
+                    stop_local(&mut a).await;
+                    inner.attempts_changed.notify_waiters();
+                }
+            }
+            if reaped.len() < 1_000 {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,667 @@
+//! The runner with real guests and real stores: exact retries across a restart, exhaustion,
+//! failures that consume no retries, cancellation of a guest that ignores its token, fencing
+//! of a reclaimed task's old attempt, parking many tasks without live guests, reaping and
+//! graceful shutdown. Time is the store's ManualClock; state is awaited, never slept for.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use snodo::model::{
+    EventId, ManualClock, Principal, RetryPolicy, Scope, Task, TaskEvent, TaskId, TaskStatus,
+    Timestamp,
+};
+use snodo::runner::{
+    Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted, ToolRegistry,
+    tool_call_work,
+};
+use snodo::store::{Action, Authority, MemoryStore, NewTask, RedbStore, Store};
+use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
+use tokio::sync::OnceCell;
+
+const T0: u64 = 1_700_000_000_000;
+
+struct Components {
+    fixtures: Arc<Component>,
+    examples: Arc<Component>,
+    hostile: Arc<Component>,
+}
+
+static COMPONENTS: OnceCell<Components> = OnceCell::const_new();
+
+async fn registry() -> Arc<ToolRegistry> {
+    let c = COMPONENTS
+        .get_or_init(|| async {
+            let engine = WasmEngine::new(EngineConfig {
+                max_instances: 128,
+                max_memory_bytes: 32 << 20,
+                ..EngineConfig::default()
+            })
+            .expect("engine");
+            let loader = ComponentLoader::new(engine, None).expect("loader");
+            Components {
+                fixtures: loader
+                    .load(snodo_test_guests::FIXTURES)
+                    .await
+                    .expect("fixtures"),
+                examples: loader
+                    .load(snodo_test_guests::EXAMPLES)
+                    .await
+                    .expect("examples"),
+                hostile: loader
+                    .load(snodo_test_guests::HOSTILE)
+                    .await
+                    .expect("hostile"),
+            }
+        })
+        .await;
+    let mut r = ToolRegistry::new();
+    r.add_component(c.fixtures.clone(), Default::default());
+    r.add_component(c.examples.clone(), Default::default());
+    r.add_component(c.hostile.clone(), Default::default());
+    Arc::new(r)
+}
+
+/// Records every event, and wakes waiters when one arrives.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<RunnerEvent>>,
+    notify: tokio::sync::Notify,
+}
+
+impl Instrumentation for Recorder {
+    fn event(&self, event: &RunnerEvent) {
+        self.events.lock().expect("lock").push(event.clone());
+        self.notify.notify_waiters();
+    }
+}
+
+impl Recorder {
+    async fn until(&self, what: &str, pred: impl Fn(&[RunnerEvent]) -> bool) {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let notified = self.notify.notified();
+                if pred(&self.events.lock().expect("lock")) {
+                    return;
+                }
+                // Some conditions (the runner's own bookkeeping) change without an event.
+                tokio::select! {
+                    () = notified => {}
+                    () = tokio::task::yield_now() => {}
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+    }
+
+    fn stopped(&self, task: &TaskId) -> Vec<JobOutcome> {
+        self.events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(|e| match e {
+                RunnerEvent::JobStopped {
+                    task: t, outcome, ..
+                } if t == task => Some(*outcome),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn claim_nexts(&self) -> usize {
+        self.events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    RunnerEvent::StoreOp {
+                        op: "claim_next",
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+}
+
+fn opts(recover: bool) -> RunnerOptions {
+    RunnerOptions {
+        owner: "test".into(),
+        recover,
+        poll_interval: Duration::from_millis(5),
+        reap_interval: None,
+        heartbeat: Duration::from_millis(200),
+        lease: Duration::from_secs(30),
+        cancel_grace: Duration::from_millis(200),
+        park_after: Duration::from_secs(60),
+        drain_timeout: Duration::from_secs(10),
+        max_concurrent: 64,
+    }
+}
+
+async fn create(store: &dyn Store, tool: &str, args: Value, policy: RetryPolicy) -> TaskId {
+    let id = TaskId::generate();
+    let mut new = NewTask::new(
+        id,
+        Scope::new("acme"),
+        tool_call_work(&id, tool, args).with_retry_policy(policy),
+    );
+    new.client_capabilities = json!({"elicitation": {}});
+    store.create(new).await.expect("create").id
+}
+
+async fn task(store: &dyn Store, id: &TaskId) -> Task {
+    store
+        .inspect(id)
+        .await
+        .expect("inspect")
+        .expect("present")
+        .0
+}
+
+/// Waits until the task satisfies `pred`, re-reading whenever the runner reports anything.
+async fn await_task(
+    store: &dyn Store,
+    rec: &Recorder,
+    id: &TaskId,
+    pred: impl Fn(&Task) -> bool,
+) -> Task {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let notified = rec.notify.notified();
+            let t = task(store, id).await;
+            if pred(&t) {
+                return t;
+            }
+            // Events arrive with every store operation the runner makes.
+            tokio::select! {
+                () = notified => {}
+                () = tokio::task::yield_now() => {}
+            }
+        }
+    })
+    .await
+    .expect("the task reached the expected state")
+}
+
+fn result_text(t: &Task) -> String {
+    match &t.outcome {
+        Some(snodo::model::Outcome::Result(r)) => r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_task_runs_and_completes() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let id = create(
+        &*store,
+        "greet",
+        json!({"name": "runner"}),
+        RetryPolicy::none(),
+    )
+    .await;
+    assert_eq!(
+        runner.submit(&id).await.expect("submit"),
+        Submitted::Started
+    );
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Completed);
+    assert_eq!(result_text(&t), "Hello, runner!");
+    assert_eq!(t.attempt, 1);
+    assert!(t.claim.is_none());
+    assert_eq!(
+        runner.submit(&id).await.expect("submit"),
+        Submitted::Terminal
+    );
+    assert_eq!(
+        runner.submit(&TaskId::generate()).await.expect("submit"),
+        Submitted::NotFound
+    );
+    rec.until("job stopped", |e| {
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::JobStopped { .. }))
+    })
+    .await;
+    assert_eq!(rec.stopped(&id), vec![JobOutcome::Completed]);
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("tasks.redb");
+    let clock = ManualClock::new(Timestamp(T0));
+    let open = |clock: &ManualClock| {
+        RedbStore::open_with_clock(&path, Arc::new(clock.clone())).expect("open")
+    };
+    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    let policy = RetryPolicy::new([1_000u32, 2_000]).expect("policy");
+    let id = create(&*store, "flaky", json!({"succeed_on_attempt": 3}), policy).await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| {
+        t.retry_count == 1 && t.claim.is_none()
+    })
+    .await;
+    assert_eq!(t.retry_at, Some(Timestamp(T0 + 1_000)));
+    assert_eq!(
+        t.status_message.as_deref(),
+        Some("attempt 1 failed; retrying")
+    );
+
+    // Restart between attempts.
+    runner.shutdown().await;
+    drop(runner);
+    drop(store);
+    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    // Many looks at the queue, none of them early.
+    rec.until("claim_next polls", |_| true).await;
+    let polls = rec.claim_nexts();
+    rec.until("more polls", |e| {
+        e.iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    RunnerEvent::StoreOp {
+                        op: "claim_next",
+                        ..
+                    }
+                )
+            })
+            .count()
+            >= polls + 10
+    })
+    .await;
+    assert_eq!(
+        task(&*store, &id).await.attempt,
+        1,
+        "not run before retry_at"
+    );
+    clock.advance(999);
+    let polls = rec.claim_nexts();
+    rec.until("more polls", |e| {
+        e.iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    RunnerEvent::StoreOp {
+                        op: "claim_next",
+                        ..
+                    }
+                )
+            })
+            .count()
+            >= polls + 10
+    })
+    .await;
+    assert_eq!(
+        task(&*store, &id).await.attempt,
+        1,
+        "1 ms early is still early"
+    );
+    clock.advance(1);
+    let t = await_task(&*store, &rec, &id, |t| {
+        t.retry_count == 2 && t.claim.is_none()
+    })
+    .await;
+    assert_eq!(t.attempt, 2);
+    assert_eq!(t.retry_at, Some(Timestamp(T0 + 1_000 + 2_000)));
+    clock.advance(2_000);
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Completed);
+    assert_eq!(result_text(&t), "succeeded on attempt 3");
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    let id = create(
+        &*store,
+        "flaky",
+        json!({"succeed_on_attempt": 10}),
+        RetryPolicy::fixed(0, 2).expect("p"),
+    )
+    .await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Failed);
+    assert_eq!(t.attempt, 3);
+    assert_eq!(t.retry_count, 2);
+    match &t.outcome {
+        Some(snodo::model::Outcome::Error(e)) => {
+            assert_eq!(e.code, -32000);
+            assert_eq!(e.message, "the upstream service is unavailable");
+            assert_eq!(e.data, Some(json!({"attempt": 3})));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let id = create(
+        &*store,
+        "trap",
+        json!({}),
+        RetryPolicy::fixed(0, 3).expect("p"),
+    )
+    .await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Failed);
+    assert_eq!(
+        t.retry_count, 0,
+        "a trap is not the tool asking for a retry"
+    );
+    match &t.outcome {
+        Some(snodo::model::Outcome::Error(e)) => {
+            assert_eq!(e.code, -32603);
+            assert_eq!(
+                e.data.as_ref().map(|d| d["kind"].clone()),
+                Some(json!("trap"))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let id = create(&*store, "invalid_outcome", json!({}), RetryPolicy::none()).await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert!(
+        matches!(&t.outcome, Some(snodo::model::Outcome::Error(e)) if e.data.as_ref().map(|d| d["kind"].clone()) == Some(json!("invalid_outcome")))
+    );
+
+    // A tool that is not deployed fails as component_missing.
+    let id = create(&*store, "no_such_tool", json!({}), RetryPolicy::none()).await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert!(
+        matches!(&t.outcome, Some(snodo::model::Outcome::Error(e)) if e.data.as_ref().map(|d| d["kind"].clone()) == Some(json!("component_missing")))
+    );
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancellation_stops_a_guest_that_ignores_its_token() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    for tool in ["ignore_cancel", "spin"] {
+        let id = create(&*store, tool, json!({}), RetryPolicy::none()).await;
+        runner.submit(&id).await.expect("submit");
+        rec.until("job started", |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == id))
+        })
+        .await;
+        let access = store
+            .authorize(
+                &Principal::new("acme", "u"),
+                Action::Cancel,
+                &id.to_string(),
+            )
+            .await
+            .expect("authorize");
+        let kind = snodo::model::EventKind::Cancelled {
+            status_message: None,
+        };
+        store
+            .transition(Authority::Request(&access), TaskEvent::random(kind), None)
+            .await
+            .expect("cancel");
+        let asked = std::time::Instant::now();
+        runner.cancel(&id);
+        rec.until("job stopped", |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStopped { task, .. } if *task == id))
+        })
+        .await;
+        eprintln!("{tool}: cancel to stopped guest in {:?}", asked.elapsed());
+        assert_eq!(rec.stopped(&id), vec![JobOutcome::Cancelled]);
+        assert_eq!(task(&*store, &id).await.status, TaskStatus::Cancelled);
+    }
+    assert_eq!(runner.active(), 0);
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
+    let clock = ManualClock::new(Timestamp(T0));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+    let rec_a = Arc::new(Recorder::default());
+    let rec_b = Arc::new(Recorder::default());
+    // A never renews in time; B recovers what A loses.
+    let a = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            heartbeat: Duration::from_secs(3_600),
+            ..opts(false)
+        },
+        rec_a.clone(),
+    );
+    let id = create(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 1}),
+        RetryPolicy::none(),
+    )
+    .await;
+    a.submit(&id).await.expect("submit");
+    rec_a
+        .until("a started", |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
+        })
+        .await;
+    clock.advance(30_000);
+    let b = Runner::start(store.clone(), registry().await, opts(true), rec_b.clone());
+    rec_b
+        .until("b started", |e| {
+            e.iter().any(|e| {
+                matches!(
+                    e,
+                    RunnerEvent::JobStarted {
+                        generation: 2,
+                        recovered: true,
+                        ..
+                    }
+                )
+            })
+        })
+        .await;
+    rec_a
+        .until("a stopped", |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStopped { .. }))
+        })
+        .await;
+    assert_eq!(
+        rec_a.stopped(&id),
+        vec![JobOutcome::LeaseLost],
+        "the old generation could not commit"
+    );
+    let t = await_task(&*store, &rec_b, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Completed);
+    let outcomes = t
+        .events
+        .iter()
+        .filter(|e| e.id.ends_with("-outcome"))
+        .count();
+    assert_eq!(outcomes, 1, "one terminal commit");
+    assert_eq!(
+        t.events
+            .iter()
+            .find(|e| e.id.ends_with("-outcome"))
+            .and_then(|e| e.generation),
+        Some(2)
+    );
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() {
+    const N: usize = 1_000;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            park_after: Duration::from_millis(1),
+            ..opts(true)
+        },
+        rec.clone(),
+    );
+    let mut ids = Vec::with_capacity(N);
+    for i in 0..N {
+        ids.push(
+            create(
+                &*store,
+                "confirm_delete",
+                json!({"filename": format!("f{i}")}),
+                RetryPolicy::none(),
+            )
+            .await,
+        );
+    }
+    runner.wake();
+    rec.until("every guest parked and released", |_| {
+        runner
+            .stats()
+            .parked_released
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= N as u64
+            && runner.active() == 0
+    })
+    .await;
+    assert_eq!(runner.active(), 0, "no live guest");
+    assert!(runner.waiters().is_empty());
+    for id in &ids {
+        let t = task(&*store, id).await;
+        assert_eq!(t.status, TaskStatus::InputRequired);
+        assert!(t.claim.is_none());
+    }
+    let principal = Principal::new("acme", "u");
+    for id in &ids {
+        let access = store
+            .authorize(&principal, Action::Update, &id.to_string())
+            .await
+            .expect("authorize");
+        let answer: Map<String, Value> = [(
+            "confirm".to_owned(),
+            json!({"action": "accept", "content": {"confirm": true}}),
+        )]
+        .into_iter()
+        .collect();
+        let c = store
+            .accept_input(&access, EventId::random(), answer)
+            .await
+            .expect("accept");
+        assert_eq!(c.task.status, TaskStatus::Working);
+    }
+    runner.wake();
+    for (i, id) in ids.iter().enumerate() {
+        let t = await_task(&*store, &rec, id, |t| t.status.is_terminal()).await;
+        assert_eq!(result_text(&t), format!("Deleted f{i}"));
+        let keys: Vec<&String> = t.inputs.keys().collect();
+        assert_eq!(keys, vec!["confirm"], "asked once");
+    }
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
+    let clock = ManualClock::new(Timestamp(T0));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            reap_interval: Some(Duration::from_millis(5)),
+            ..opts(false)
+        },
+        rec.clone(),
+    );
+    let id = TaskId::generate();
+    let mut new = NewTask::new(
+        id,
+        Scope::new("acme"),
+        tool_call_work(&id, "slow_compute", json!({"seconds": 60})),
+    );
+    new.ttl_ms = Some(10_000);
+    store.create(new).await.expect("create");
+    runner.submit(&id).await.expect("submit");
+    rec.until("started", |e| {
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
+    })
+    .await;
+    assert_eq!(runner.active(), 1);
+    clock.advance(10_000);
+    rec.until("reaped", |e| {
+        e.iter().any(|e| {
+            matches!(
+                e,
+                RunnerEvent::StoreOp {
+                    op: "reap",
+                    ok: true,
+                    ..
+                }
+            )
+        }) && runner.active() == 0
+    })
+    .await;
+    assert!(store.inspect(&id).await.expect("inspect").is_none());
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_what_did_not_drain() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            drain_timeout: Duration::from_millis(50),
+            ..opts(false)
+        },
+        rec.clone(),
+    );
+    let id = create(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 60}),
+        RetryPolicy::none(),
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    rec.until("started", |e| {
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
+    })
+    .await;
+    assert_eq!(runner.shutdown().await, 1);
+    let t = task(&*store, &id).await;
+    assert_eq!(t.status, TaskStatus::Working);
+    assert!(t.claim.is_none(), "released for another runner at once");
+    assert!(
+        runner.submit(&id).await.is_err(),
+        "a stopped runner claims nothing"
+    );
+}
