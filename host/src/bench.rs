@@ -326,3 +326,202 @@ pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<WasmFigure>, String> {
     }
     Ok(figures)
 }
+
+/// Parameters of the runner benchmark.
+#[derive(Debug, Clone)]
+pub struct RunnerBenchOptions {
+    /// The fixtures component (provides `confirm_delete` and `slow_compute`).
+    pub fixtures: PathBuf,
+    /// The hostile component (provides `ignore_cancel`).
+    pub hostile: PathBuf,
+    /// Parked-task counts to measure resident memory at.
+    pub parked: Vec<usize>,
+    /// Live-guest counts to measure resident memory at (for comparison).
+    pub live: Vec<usize>,
+    /// Cancellations to time.
+    pub cancels: usize,
+    /// The cancel grace period.
+    pub grace_ms: u64,
+}
+
+/// One runner figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunnerFigure {
+    /// What was measured.
+    pub what: String,
+    /// The figure.
+    pub value: f64,
+    /// Its unit.
+    pub unit: &'static str,
+}
+
+fn resident_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+struct Events(tokio::sync::mpsc::UnboundedSender<crate::runner::RunnerEvent>);
+
+impl crate::runner::Instrumentation for Events {
+    fn event(&self, event: &crate::runner::RunnerEvent) {
+        let _ = self.0.send(event.clone());
+    }
+}
+
+/// Runs the runner benchmark: resident memory of parked (released) tasks and of live
+/// suspended guests, and the time from a cancel to a stopped guest.
+pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
+    use crate::runner::{Runner, RunnerEvent, RunnerOptions, ToolRegistry, tool_call_work};
+    use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+    use std::time::Duration;
+
+    let mut figures = Vec::new();
+    let sizes: Vec<(usize, bool)> = opts
+        .parked
+        .iter()
+        .map(|n| (*n, false))
+        .chain(opts.live.iter().map(|n| (*n, true)))
+        .collect();
+    for (n, live) in sizes {
+        let engine = WasmEngine::new(EngineConfig {
+            max_instances: if live { n as u32 + 16 } else { 64 },
+            max_memory_bytes: 16 << 20,
+            ..EngineConfig::default()
+        })?;
+        let loader = ComponentLoader::new(engine, None)?;
+        let fixtures = loader.load(&opts.fixtures).await.map_err(|e| e.to_string())?;
+        let mut registry = ToolRegistry::new();
+        registry.add_component(fixtures, Default::default());
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let runner = Runner::start(
+            store.clone(),
+            Arc::new(registry),
+            RunnerOptions {
+                park_after: if live { Duration::from_secs(3_600) } else { Duration::from_millis(1) },
+                max_concurrent: if live { n + 8 } else { 64 },
+                poll_interval: Duration::from_millis(5),
+                reap_interval: None,
+                ..RunnerOptions::default()
+            },
+            Arc::new(crate::runner::NoInstrumentation),
+        );
+        let before = resident_bytes();
+        for i in 0..n {
+            let id = TaskId::generate();
+            let mut new = NewTask::new(
+                id,
+                Scope::new("bench"),
+                tool_call_work(&id, "confirm_delete", json!({"filename": format!("f{i}")})),
+            );
+            new.client_capabilities = json!({"elicitation": {}});
+            store.create(new).await.map_err(|e| e.to_string())?;
+        }
+        runner.wake();
+        // Bench code may poll: it measures, it does not assert.
+        let started = Instant::now();
+        loop {
+            let done = if live {
+                runner.waiters().len() >= n
+            } else {
+                runner.stats().parked_released.load(std::sync::atomic::Ordering::Relaxed) >= n as u64
+                    && runner.active() == 0
+            };
+            if done {
+                break;
+            }
+            if started.elapsed() > Duration::from_secs(600) {
+                return Err(format!("{n} tasks did not park in time"));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let after = resident_bytes();
+        let per = after.saturating_sub(before) as f64 / n as f64;
+        let label = if live { "live suspended guests" } else { "parked tasks (guest released)" };
+        figures.push(RunnerFigure {
+            what: format!("{n} {label}: resident memory added"),
+            value: after.saturating_sub(before) as f64 / (1024.0 * 1024.0),
+            unit: "MiB",
+        });
+        figures.push(RunnerFigure {
+            what: format!("{n} {label}: per task"),
+            value: per / 1024.0,
+            unit: "KiB",
+        });
+        runner.shutdown().await;
+    }
+
+    // Cancel to stopped guest, for a guest that ignores its token and one that honours it.
+    let engine = WasmEngine::new(EngineConfig::default())?;
+    let loader = ComponentLoader::new(engine, None)?;
+    let mut registry = ToolRegistry::new();
+    registry.add_component(loader.load(&opts.fixtures).await.map_err(|e| e.to_string())?, Default::default());
+    registry.add_component(loader.load(&opts.hostile).await.map_err(|e| e.to_string())?, Default::default());
+    for (tool, args) in [("ignore_cancel", json!({})), ("slow_compute", json!({"seconds": 600}))] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let runner = Runner::start(
+            store.clone(),
+            Arc::new(registry.clone()),
+            RunnerOptions {
+                recover: false,
+                cancel_grace: Duration::from_millis(opts.grace_ms),
+                reap_interval: None,
+                ..RunnerOptions::default()
+            },
+            Arc::new(Events(tx)),
+        );
+        let mut samples = Vec::new();
+        for _ in 0..opts.cancels.max(1) {
+            let id = TaskId::generate();
+            store
+                .create(NewTask::new(id, Scope::new("bench"), tool_call_work(&id, tool, args.clone())))
+                .await
+                .map_err(|e| e.to_string())?;
+            runner.submit(&id).await.map_err(|e| e.to_string())?;
+            while let Some(e) = rx.recv().await {
+                if matches!(e, RunnerEvent::JobStarted { task, .. } if task == id) {
+                    break;
+                }
+            }
+            let access = store
+                .authorize(&crate::model::Principal::new("bench", "b"), crate::store::Action::Cancel, &id.to_string())
+                .await
+                .map_err(|e| e.to_string())?;
+            let started = Instant::now();
+            store
+                .transition(
+                    Authority::Request(&access),
+                    TaskEvent::random(EventKind::Cancelled { status_message: None }),
+                    None,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            runner.cancel(&id);
+            while let Some(e) = rx.recv().await {
+                if matches!(e, RunnerEvent::JobStopped { task, .. } if task == id) {
+                    break;
+                }
+            }
+            samples.push(started.elapsed());
+        }
+        runner.shutdown().await;
+        let f = figure(format!("cancel to stopped guest: {tool} (grace {} ms)", opts.grace_ms), samples);
+        figures.push(RunnerFigure {
+            what: format!("{} median", f.what),
+            value: f.median_us / 1000.0,
+            unit: "ms",
+        });
+        figures.push(RunnerFigure {
+            what: format!("{} p99", f.what),
+            value: f.p99_us / 1000.0,
+            unit: "ms",
+        });
+    }
+    Ok(figures)
+}

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use snodo::bench::{self, BenchBackend, StoreBenchOptions, WasmBenchOptions};
+use snodo::bench::{self, BenchBackend, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions};
 
 #[derive(Parser)]
 #[command(name = "snodo", version, about = "A durable task host for MCP")]
@@ -45,6 +45,30 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Resident memory of parked tasks and live guests; time from cancel to a stopped guest.
+    Runner {
+        /// The fixtures component.
+        #[arg(long, default_value_t = format!("{GUESTS_DIR}/fixtures.wasm"))]
+        fixtures: String,
+        /// The hostile component.
+        #[arg(long, default_value_t = format!("{GUESTS_DIR}/hostile.wasm"))]
+        hostile: String,
+        /// Parked-task counts.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        parked: Vec<usize>,
+        /// Live-guest counts, for comparison.
+        #[arg(long, value_delimiter = ',', default_value = "1000")]
+        live: Vec<usize>,
+        /// Cancellations to time.
+        #[arg(long, default_value_t = 20)]
+        cancels: usize,
+        /// Cancel grace period in ms.
+        #[arg(long, default_value_t = 100)]
+        grace_ms: u64,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Cold compile, cache load, and warm instantiate + trivial execute of a component.
     Wasm {
         /// The component (e.g. target/guests/wasm32-wasip2/release/fixtures.wasm).
@@ -64,6 +88,9 @@ enum BenchCommand {
         json: bool,
     },
 }
+
+/// Where `cargo build -p snodo-test-guests` puts the example guests.
+const GUESTS_DIR: &str = "target/guests/wasm32-wasip2/release";
 
 fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
@@ -130,6 +157,41 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("snodo: store benchmark failed: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Bench {
+            what:
+                BenchCommand::Runner {
+                    fixtures,
+                    hostile,
+                    parked,
+                    live,
+                    cancels,
+                    grace_ms,
+                    json,
+                },
+        } => {
+            let opts = RunnerBenchOptions {
+                fixtures: fixtures.into(),
+                hostile: hostile.into(),
+                parked,
+                live,
+                cancels,
+                grace_ms,
+            };
+            match runtime.block_on(bench::runner(&opts)) {
+                Ok(figures) if json => print_json(&figures),
+                Ok(figures) => {
+                    println!("runner benchmark");
+                    for f in figures {
+                        println!("{:<72} {:>10.2} {}", f.what, f.value, f.unit);
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("snodo: runner benchmark failed: {e}");
                     ExitCode::FAILURE
                 }
             }
