@@ -359,9 +359,11 @@ fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|kb| kb.parse::<u64>().ok())
+            })
         })
         .map_or(0, |kb| kb * 1024)
 }
@@ -395,7 +397,10 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             ..EngineConfig::default()
         })?;
         let loader = ComponentLoader::new(engine, None)?;
-        let fixtures = loader.load(&opts.fixtures).await.map_err(|e| e.to_string())?;
+        let fixtures = loader
+            .load(&opts.fixtures)
+            .await
+            .map_err(|e| e.to_string())?;
         let mut registry = ToolRegistry::new();
         registry.add_component(fixtures, Default::default());
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
@@ -403,7 +408,11 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             store.clone(),
             Arc::new(registry),
             RunnerOptions {
-                park_after: if live { Duration::from_secs(3_600) } else { Duration::from_millis(1) },
+                park_after: if live {
+                    Duration::from_secs(3_600)
+                } else {
+                    Duration::from_millis(1)
+                },
                 max_concurrent: if live { n + 8 } else { 64 },
                 poll_interval: Duration::from_millis(5),
                 reap_interval: None,
@@ -429,7 +438,11 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             let done = if live {
                 runner.waiters().len() >= n
             } else {
-                runner.stats().parked_released.load(std::sync::atomic::Ordering::Relaxed) >= n as u64
+                runner
+                    .stats()
+                    .parked_released
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    >= n as u64
                     && runner.active() == 0
             };
             if done {
@@ -442,7 +455,11 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
         }
         let after = resident_bytes();
         let per = after.saturating_sub(before) as f64 / n as f64;
-        let label = if live { "live suspended guests" } else { "parked tasks (guest released)" };
+        let label = if live {
+            "live suspended guests"
+        } else {
+            "parked tasks (guest released)"
+        };
         figures.push(RunnerFigure {
             what: format!("{n} {label}: resident memory added"),
             value: after.saturating_sub(before) as f64 / (1024.0 * 1024.0),
@@ -460,9 +477,24 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
     let engine = WasmEngine::new(EngineConfig::default())?;
     let loader = ComponentLoader::new(engine, None)?;
     let mut registry = ToolRegistry::new();
-    registry.add_component(loader.load(&opts.fixtures).await.map_err(|e| e.to_string())?, Default::default());
-    registry.add_component(loader.load(&opts.hostile).await.map_err(|e| e.to_string())?, Default::default());
-    for (tool, args) in [("ignore_cancel", json!({})), ("slow_compute", json!({"seconds": 600}))] {
+    registry.add_component(
+        loader
+            .load(&opts.fixtures)
+            .await
+            .map_err(|e| e.to_string())?,
+        Default::default(),
+    );
+    registry.add_component(
+        loader
+            .load(&opts.hostile)
+            .await
+            .map_err(|e| e.to_string())?,
+        Default::default(),
+    );
+    for (tool, args) in [
+        ("ignore_cancel", json!({})),
+        ("slow_compute", json!({"seconds": 600})),
+    ] {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let runner = Runner::start(
@@ -480,7 +512,11 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
         for _ in 0..opts.cancels.max(1) {
             let id = TaskId::generate();
             store
-                .create(NewTask::new(id, Scope::new("bench"), tool_call_work(&id, tool, args.clone())))
+                .create(NewTask::new(
+                    id,
+                    Scope::new("bench"),
+                    tool_call_work(&id, tool, args.clone()),
+                ))
                 .await
                 .map_err(|e| e.to_string())?;
             runner.submit(&id).await.map_err(|e| e.to_string())?;
@@ -490,14 +526,20 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
                 }
             }
             let access = store
-                .authorize(&crate::model::Principal::new("bench", "b"), crate::store::Action::Cancel, &id.to_string())
+                .authorize(
+                    &crate::model::Principal::new("bench", "b"),
+                    crate::store::Action::Cancel,
+                    &id.to_string(),
+                )
                 .await
                 .map_err(|e| e.to_string())?;
             let started = Instant::now();
             store
                 .transition(
                     Authority::Request(&access),
-                    TaskEvent::random(EventKind::Cancelled { status_message: None }),
+                    TaskEvent::random(EventKind::Cancelled {
+                        status_message: None,
+                    }),
                     None,
                 )
                 .await
@@ -511,7 +553,13 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             samples.push(started.elapsed());
         }
         runner.shutdown().await;
-        let f = figure(format!("cancel to stopped guest: {tool} (grace {} ms)", opts.grace_ms), samples);
+        let f = figure(
+            format!(
+                "cancel to stopped guest: {tool} (grace {} ms)",
+                opts.grace_ms
+            ),
+            samples,
+        );
         figures.push(RunnerFigure {
             what: format!("{} median", f.what),
             value: f.median_us / 1000.0,

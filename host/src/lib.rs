@@ -6,12 +6,20 @@
 //! - [`store`]: the [`store::Store`] contract and its adapters (memory, redb).
 //! - [`wasm`]: the WebAssembly host: engine, components, sandboxed executions.
 //! - [`runner`]: claims, leases, heartbeats, retries, recovery, parking and reaping.
+//! - [`protocol`]: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O).
+//! - [`mcp`]: the MCP server: method dispatch, tools, the tasks extension.
+//! - [`http`]: Streamable HTTP with axum: headers, limits, auth, SSE.
+//! - [`serve`]: `snodo serve`: the store, the wasm host, the runner and HTTP wired together.
 //! - [`bench`]: measurements the `snodo bench` command prints.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
 pub mod bench;
+pub mod http;
+pub mod mcp;
 pub mod model;
+pub mod protocol;
 pub mod runner;
+pub mod serve;
 pub mod store;
 pub mod wasm;

@@ -15,6 +15,30 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Serve MCP over Streamable HTTP with durable tasks.
+    Serve {
+        /// Address to listen on (MCP_PORT overrides the port).
+        #[arg(long, default_value = "127.0.0.1:3001")]
+        listen: std::net::SocketAddr,
+        /// Task store: `redb` (durable, in --data) or `memory` (volatile).
+        #[arg(long, default_value = "redb")]
+        store: String,
+        /// Data directory for the redb store and the compiled-component cache.
+        #[arg(long, default_value = ".snodo")]
+        data: PathBuf,
+        /// Component files to serve (default: the example guests under target/guests).
+        #[arg(long = "component")]
+        components: Vec<PathBuf>,
+        /// Bearer token and principal, as TOKEN=TENANT:SUBJECT (repeatable).
+        #[arg(long = "token")]
+        tokens: Vec<String>,
+        /// Retry policy for a tool, as TOOL=DELAY_MS,DELAY_MS,... (repeatable).
+        #[arg(long = "retry")]
+        retries: Vec<String>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
     /// Measure performance; prints figures (medians over rounds).
     Bench {
         #[command(subcommand)]
@@ -105,6 +129,119 @@ fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     }
 }
 
+fn parse_token(s: &str) -> Result<(String, snodo::model::Principal), String> {
+    let (token, who) = s.split_once('=').ok_or("a token is TOKEN=TENANT:SUBJECT")?;
+    let (tenant, subject) = who
+        .split_once(':')
+        .ok_or("a token is TOKEN=TENANT:SUBJECT")?;
+    if token.len() < 16 {
+        return Err("a bearer token must be at least 16 characters".into());
+    }
+    Ok((
+        token.to_owned(),
+        snodo::model::Principal::new(tenant, subject),
+    ))
+}
+
+fn parse_retry(s: &str) -> Result<(String, snodo::model::RetryPolicy), String> {
+    let (tool, delays) = s
+        .split_once('=')
+        .ok_or("a retry policy is TOOL=DELAY_MS,DELAY_MS,...")?;
+    let delays: Result<Vec<i64>, _> = delays
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(str::parse)
+        .collect();
+    let delays = delays.map_err(|e| format!("retry delays for {tool}: {e}"))?;
+    let policy = snodo::model::RetryPolicy::new(delays)
+        .map_err(|e| format!("retry policy for {tool}: {e}"))?;
+    Ok((tool.to_owned(), policy))
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_serve(
+    runtime: &tokio::runtime::Runtime,
+    mut listen: std::net::SocketAddr,
+    store: String,
+    data: PathBuf,
+    mut components: Vec<PathBuf>,
+    tokens: Vec<String>,
+    retries: Vec<String>,
+    log_json: bool,
+) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if log_json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+    let fail = |m: String| {
+        eprintln!("snodo serve: {m}");
+        ExitCode::FAILURE
+    };
+    if let Ok(port) = std::env::var("MCP_PORT") {
+        match port.parse::<u16>() {
+            Ok(p) => listen.set_port(p),
+            Err(_) => return fail(format!("MCP_PORT={port:?} is not a port number")),
+        }
+    }
+    if components.is_empty() {
+        for name in ["fixtures.wasm", "examples.wasm"] {
+            let p = PathBuf::from(GUESTS_DIR).join(name);
+            if p.exists() {
+                components.push(p);
+            }
+        }
+        if components.is_empty() {
+            return fail(format!(
+                "no components: pass --component, or build the example guests (cargo build -p snodo-test-guests puts them in {GUESTS_DIR})"
+            ));
+        }
+    }
+    let mut opts = snodo::serve::ServeOptions::new(data, components);
+    opts.listen = listen;
+    opts.store = match store.as_str() {
+        "memory" => snodo::serve::StoreChoice::Memory,
+        "redb" => opts.store,
+        other => return fail(format!("--store {other:?}: use redb or memory")),
+    };
+    for t in &tokens {
+        match parse_token(t) {
+            Ok(t) => opts.tokens.push(t),
+            Err(e) => return fail(e),
+        }
+    }
+    for r in &retries {
+        match parse_retry(r) {
+            Ok(r) => opts.retry_policies.push(r),
+            Err(e) => return fail(e),
+        }
+    }
+    match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(e),
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -118,6 +255,17 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Serve {
+            listen,
+            store,
+            data,
+            components,
+            tokens,
+            retries,
+            log_json,
+        } => run_serve(
+            &runtime, listen, store, data, components, tokens, retries, log_json,
+        ),
         Command::Bench {
             what:
                 BenchCommand::Store {

@@ -136,6 +136,10 @@ macro_rules! embedded_store {
                     .await
             }
 
+            async fn server_key(&self) -> $crate::store::StoreResult<[u8; 32]> {
+                Ok(self.key)
+            }
+
             async fn inspect(
                 &self,
                 task_id: &$crate::model::TaskId,

@@ -115,6 +115,13 @@ pub(crate) fn random_u64() -> u64 {
     u64::from_le_bytes(b)
 }
 
+pub(crate) fn random_key() -> [u8; 32] {
+    let mut k = [0u8; 32];
+    #[allow(clippy::expect_used)]
+    getrandom::fill(&mut k).expect("the OS randomness source is unavailable");
+    k
+}
+
 /// The record if it exists and its TTL has not run out.
 fn load_live(view: &dyn View, id: &TaskId, now: Timestamp) -> StoreResult<Record> {
     match view.load(id)? {

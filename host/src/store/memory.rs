@@ -16,6 +16,7 @@ pub struct MemoryStore {
     inner: Mutex<Tables>,
     clock: Arc<dyn Clock>,
     issuer: u64,
+    key: [u8; 32],
 }
 
 #[derive(Default)]
@@ -81,6 +82,7 @@ impl MemoryStore {
             inner: Mutex::new(Tables::default()),
             clock,
             issuer: engine::random_u64(),
+            key: engine::random_key(),
         }
     }
 

@@ -160,6 +160,11 @@ pub trait Store: Send + Sync + 'static {
     /// Operator read of any task, bypassing scopes. Never reachable from a request.
     async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>>;
 
+    /// A 256-bit secret created once per store and kept with it, for integrity tags the
+    /// server hands to clients (MRTR `requestState`): they verify after restarts and on
+    /// every node sharing the store.
+    async fn server_key(&self) -> StoreResult<[u8; 32]>;
+
     /// Records an input request under `lease` (an `input_requested` transition) and says
     /// whether it is answered yet.
     async fn request_input(

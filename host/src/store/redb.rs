@@ -38,6 +38,7 @@ const DUE: TableDefinition<'_, &[u8], ()> = TableDefinition::new("due");
 const EXPIRY: TableDefinition<'_, &[u8], ()> = TableDefinition::new("expiry");
 const CLAIMED: TableDefinition<'_, &[u8], ()> = TableDefinition::new("claimed");
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
 
 /// The durable embedded store.
 ///
@@ -53,6 +54,7 @@ pub struct RedbStore {
     issuer: u64,
     path: PathBuf,
     fenced: usize,
+    key: [u8; 32],
 }
 
 impl Drop for RedbStore {
@@ -429,10 +431,10 @@ impl RedbStore {
         // damaged file must be reported, never take the process down.
         let opened = catch_unwind(AssertUnwindSafe(|| {
             let db = Database::builder().create(&path).map_err(backend)?;
-            let (epoch, fenced) = Self::boot(&db, clock.as_ref(), issuer)?;
-            Ok::<_, StoreError>((db, epoch, fenced))
+            let (epoch, fenced, key) = Self::boot(&db, clock.as_ref(), issuer)?;
+            Ok::<_, StoreError>((db, epoch, fenced, key))
         }));
-        let (db, epoch, fenced) = match opened {
+        let (db, epoch, fenced, key) = match opened {
             Ok(r) => r.map_err(in_file)?,
             Err(_) => {
                 return Err(in_file(StoreError::corrupt(
@@ -461,15 +463,16 @@ impl RedbStore {
             issuer,
             path,
             fenced,
+            key,
         })
     }
 
     /// Checks the schema version, advances the boot epoch and fences old claims, in one
     /// durable commit.
-    fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize)> {
+    fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize, [u8; 32])> {
         let mut txn = db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
-        let (epoch, fenced) = {
+        let (epoch, fenced, key) = {
             let mut meta = txn.open_table(META).map_err(backend)?;
             let version = meta
                 .get("schema_version")
@@ -508,10 +511,29 @@ impl RedbStore {
                 issuer,
             };
             let fenced = engine::fence_previous_epochs(&mut tables, &ctx)?;
-            (epoch, fenced)
+            drop(tables);
+            let mut secrets = txn.open_table(SECRETS).map_err(backend)?;
+            let stored = secrets
+                .get("server_key")
+                .map_err(backend)?
+                .map(|v| <[u8; 32]>::try_from(v.value()));
+            let key = match stored {
+                Some(Ok(k)) => k,
+                Some(Err(_)) => {
+                    return Err(StoreError::corrupt("the server key has the wrong length"));
+                }
+                None => {
+                    let k = engine::random_key();
+                    secrets
+                        .insert("server_key", k.as_slice())
+                        .map_err(backend)?;
+                    k
+                }
+            };
+            (epoch, fenced, key)
         };
         txn.commit().map_err(backend)?;
-        Ok((epoch, fenced))
+        Ok((epoch, fenced, key))
     }
 
     /// The file this store lives in.
@@ -657,13 +679,16 @@ mod tests {
         }
 
         #[tokio::test]
-        async fn every_open_advances_the_boot_epoch() {
+        async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("s.redb");
+            let mut key = None;
             for expected in 1..=3 {
                 let store = RedbStore::open(&path).expect("open");
                 assert_eq!(store.epoch(), expected);
                 assert_eq!(store.path(), path);
+                let k = store.server_key().await.expect("key");
+                assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
             }
         }
 

@@ -1,0 +1,332 @@
+//! The MCP server: method dispatch for protocol 2026-07-28 with the tasks extension.
+//!
+//! [`McpServer::handle`] takes one POST (its routing headers, the authenticated principal
+//! and the body) and returns a [`Reply`]. It applies the rules in the order the spec
+//! implies: envelope, routing headers, `_meta`, method, tasks gate, lookup. The transport
+//! (`http/`) owns sockets, limits and authentication; this module owns meaning.
+
+mod state;
+mod tasks;
+mod tools;
+mod wire;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::model::{Principal, RetryPolicy};
+use crate::protocol::{self, Incoming, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION};
+use crate::runner::Runner;
+use crate::store::Store;
+use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
+
+/// How one tool is served.
+#[derive(Clone)]
+pub struct ServedTool {
+    /// The component providing it.
+    pub component: Arc<Component>,
+    /// What it described.
+    pub info: ToolInfo,
+    /// A task mode pinned by configuration (overrides the tool's own and its rule).
+    pub mode: Option<TaskMode>,
+    /// Retry policy for tasks of this tool.
+    pub retry_policy: RetryPolicy,
+    /// Task TTL; `None` unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// What it may reach.
+    pub grants: WasiGrants,
+}
+
+/// Server identity and tools.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// The tools, in `tools/list` order.
+    pub tools: Vec<ServedTool>,
+}
+
+/// The headers the dispatcher checks, already read from the transport.
+#[derive(Debug, Clone, Default)]
+pub struct RoutingHeaders {
+    /// `Mcp-Method`, decoded; `Err` if present but unreadable.
+    pub method: Option<Result<String, ()>>,
+    /// `Mcp-Name`, decoded; `Err` if present but unreadable.
+    pub name: Option<Result<String, ()>>,
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<Result<String, ()>>,
+}
+
+/// What to send back.
+pub enum Reply {
+    /// One JSON body with an HTTP status.
+    Json {
+        /// The HTTP status.
+        status: u16,
+        /// The JSON-RPC message.
+        body: Value,
+    },
+    /// A notification or response was received: 202, no body.
+    Accepted,
+    /// An SSE stream: notifications, then the response (or, for subscriptions, until the
+    /// client goes away).
+    Stream(mpsc::UnboundedReceiver<Value>),
+}
+
+impl Reply {
+    fn result(id: &Value, result: Value) -> Self {
+        Reply::Json {
+            status: 200,
+            body: protocol::result_response(id, result),
+        }
+    }
+
+    fn error(id: &Value, e: &RpcError) -> Self {
+        Reply::Json {
+            status: e.http_status(),
+            body: protocol::error_response(id, e),
+        }
+    }
+}
+
+/// The MCP server over a store and a runner.
+pub struct McpServer {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) runner: Runner,
+    pub(crate) config: ServerConfig,
+}
+
+/// Methods MCP removed or never had on this version: -32601 (HTTP 404).
+const REMOVED: [&str; 6] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "tasks/list",
+    "tasks/result",
+    "resources/subscribe",
+];
+
+impl McpServer {
+    /// A server over `store`, running tasks with `runner`.
+    pub fn new(store: Arc<dyn Store>, runner: Runner, config: ServerConfig) -> Self {
+        Self {
+            store,
+            runner,
+            config,
+        }
+    }
+
+    /// The served tools.
+    pub fn tools(&self) -> &[ServedTool] {
+        &self.config.tools
+    }
+
+    /// Whether the store answers (for readiness checks).
+    pub async fn store_ready(&self) -> Result<(), crate::store::StoreError> {
+        self.store.now().await.map(|_| ())
+    }
+
+    /// Handles one POST body.
+    pub async fn handle(
+        &self,
+        headers: &RoutingHeaders,
+        principal: &Principal,
+        body: &[u8],
+    ) -> Reply {
+        let req = match protocol::parse(body) {
+            Ok(Incoming::Request(r)) => r,
+            Ok(Incoming::Notification { .. } | Incoming::Response) => return Reply::Accepted,
+            Err((id, e)) => return Reply::error(&id, &e),
+        };
+        let id = req.id.clone();
+        match self.dispatch(headers, principal, req).await {
+            Ok(reply) => reply,
+            Err(e) => Reply::error(&id, &e),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        headers: &RoutingHeaders,
+        principal: &Principal,
+        req: protocol::Request,
+    ) -> Result<Reply, RpcError> {
+        // 1. Routing headers against the body.
+        match &headers.method {
+            None => {
+                return Err(RpcError::header_mismatch(
+                    "the Mcp-Method header is required",
+                ));
+            }
+            Some(Err(())) => {
+                return Err(RpcError::header_mismatch(
+                    "the Mcp-Method header is not readable",
+                ));
+            }
+            Some(Ok(m)) if *m != req.method => {
+                return Err(RpcError::header_mismatch(format!(
+                    "Mcp-Method {m:?} does not match the body's method {:?}",
+                    req.method
+                )));
+            }
+            Some(Ok(_)) => {}
+        }
+        match protocol::name_source(&req.method, &req.params) {
+            Ok(Some(body_name)) => match &headers.name {
+                None => {
+                    return Err(RpcError::header_mismatch(
+                        "the Mcp-Name header is required for this method",
+                    ));
+                }
+                Some(Err(())) => {
+                    return Err(RpcError::header_mismatch(
+                        "the Mcp-Name header is not readable",
+                    ));
+                }
+                Some(Ok(n)) if n != body_name => {
+                    return Err(RpcError::header_mismatch(
+                        "Mcp-Name does not match the body",
+                    ));
+                }
+                Some(Ok(_)) => {}
+            },
+            Ok(None) => {}
+            Err(()) if REMOVED.contains(&req.method.as_str()) => {}
+            Err(()) => {
+                let field = if req.method.starts_with("tasks/") {
+                    "taskId"
+                } else {
+                    "name"
+                };
+                return Err(RpcError::invalid_params(format!(
+                    "params.{field} must be a string"
+                )));
+            }
+        }
+        // 2. Removed and unknown methods, before anything else is asked of the body.
+        let known = matches!(
+            req.method.as_str(),
+            "server/discover"
+                | "tools/list"
+                | "tools/call"
+                | "tasks/get"
+                | "tasks/update"
+                | "tasks/cancel"
+                | "subscriptions/listen"
+        );
+        if !known {
+            return Err(RpcError::method_not_found(&req.method));
+        }
+        // 3. Per-request _meta, then the version header against it.
+        let meta = RequestMeta::parse(&req.params)?;
+        match &headers.protocol_version {
+            Some(Ok(v)) if *v != meta.protocol_version => {
+                return Err(RpcError::header_mismatch(format!(
+                    "MCP-Protocol-Version {v:?} does not match _meta protocolVersion {:?}",
+                    meta.protocol_version
+                )));
+            }
+            Some(Err(())) => {
+                return Err(RpcError::header_mismatch(
+                    "the MCP-Protocol-Version header is not readable",
+                ));
+            }
+            _ => {}
+        }
+        let id = &req.id;
+        match req.method.as_str() {
+            "server/discover" => Ok(Reply::result(id, self.discover())),
+            "tools/list" => Ok(Reply::result(id, self.tools_list())),
+            "tools/call" => self.tools_call(&req, &meta, principal).await,
+            "tasks/get" | "tasks/update" | "tasks/cancel" => {
+                if !meta.declares_tasks() {
+                    return Err(RpcError::tasks_required());
+                }
+                let result = match req.method.as_str() {
+                    "tasks/get" => self.tasks_get(&req.params, principal).await?,
+                    "tasks/update" => self.tasks_update(&req.params, principal).await?,
+                    _ => self.tasks_cancel(&req.params, principal).await?,
+                };
+                Ok(Reply::result(id, result))
+            }
+            _ => self.subscriptions_listen(&req, &meta, principal).await,
+        }
+    }
+
+    fn discover(&self) -> Value {
+        json!({
+            "resultType": "complete",
+            "supportedVersions": [PROTOCOL_VERSION],
+            "capabilities": {
+                "tools": {"listChanged": false},
+                "extensions": {TASKS_EXTENSION: {}},
+            },
+            "serverInfo": {"name": self.config.name, "version": self.config.version},
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": self.config.name, "version": self.config.version}},
+        })
+    }
+
+    /// `subscriptions/listen`: acknowledges the notification types this server can send for
+    /// the caller (task ids it can see), then keeps the stream open. Task status changes are
+    /// delivered by polling (`tasks/get`); the acknowledgement tells the client which ids
+    /// were accepted.
+    async fn subscriptions_listen(
+        &self,
+        req: &protocol::Request,
+        meta: &RequestMeta,
+        principal: &Principal,
+    ) -> Result<Reply, RpcError> {
+        let filter = req
+            .params
+            .get("notifications")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if !filter.is_object() {
+            return Err(RpcError::invalid_params(
+                "params.notifications must be an object",
+            ));
+        }
+        let mut ack = serde_json::Map::new();
+        if let Some(ids) = filter.get("taskIds") {
+            if !meta.declares_tasks() {
+                return Err(RpcError::tasks_required());
+            }
+            let ids = ids
+                .as_array()
+                .ok_or_else(|| RpcError::invalid_params("taskIds must be an array"))?;
+            let mut accepted = Vec::new();
+            for id in ids.iter().filter_map(Value::as_str) {
+                if self
+                    .store
+                    .authorize(principal, crate::store::Action::Read, id)
+                    .await
+                    .is_ok()
+                {
+                    accepted.push(json!(id));
+                }
+            }
+            ack.insert("taskIds".into(), Value::Array(accepted));
+        }
+        if filter.get("toolsListChanged") == Some(&json!(true)) {
+            ack.insert("toolsListChanged".into(), json!(true));
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
+        let _ = tx.send(protocol::notification(
+            "notifications/subscriptions/acknowledged",
+            json!({"notifications": ack, "_meta": sub}),
+        ));
+        // The stream stays open until the client closes it; nothing more is sent yet.
+        tokio::spawn(async move {
+            tx.closed().await;
+        });
+        Ok(Reply::Stream(rx))
+    }
+}

@@ -1,0 +1,236 @@
+//! `tools/list` and `tools/call`: the sync path, MRTR, and task creation.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use crate::model::{Principal, TaskId};
+use crate::protocol::{self, RequestMeta, RpcError, has_capabilities};
+use crate::runner::tool_call_work;
+use crate::store::NewTask;
+use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, SyncIo, TaskMode};
+
+use super::{McpServer, Reply, ServedTool, state, wire};
+
+fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
+    let requests: Map<String, Value> = questions.into_iter().collect();
+    json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
+}
+
+fn progress_notification(token: &Value, p: crate::wasm::Progress) -> Value {
+    let mut params = json!({"progressToken": token, "progress": p.progress});
+    if let Some(t) = p.total {
+        params["total"] = json!(t);
+    }
+    if let Some(m) = p.message {
+        params["message"] = json!(m);
+    }
+    protocol::notification("notifications/progress", params)
+}
+
+fn attempt_error(e: &AttemptError) -> RpcError {
+    e.to_rpc_error().into()
+}
+
+impl McpServer {
+    pub(super) fn tools_list(&self) -> Value {
+        let tools: Vec<Value> = self
+            .config
+            .tools
+            .iter()
+            .map(|t| {
+                let mut v = json!({"name": t.info.name, "inputSchema": t.info.input_schema});
+                if let Some(title) = &t.info.title {
+                    v["title"] = json!(title);
+                }
+                if let Some(d) = &t.info.description {
+                    v["description"] = json!(d);
+                }
+                if let Some(o) = &t.info.output_schema {
+                    v["outputSchema"] = o.clone();
+                }
+                v
+            })
+            .collect();
+        json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
+    }
+
+    fn tool(&self, name: &str) -> Option<&ServedTool> {
+        self.config.tools.iter().find(|t| t.info.name == name)
+    }
+
+    pub(super) async fn tools_call(
+        &self,
+        req: &protocol::Request,
+        meta: &RequestMeta,
+        principal: &Principal,
+    ) -> Result<Reply, RpcError> {
+        let id = &req.id;
+        let name = req
+            .params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let tool = self
+            .tool(name)
+            .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
+            .clone();
+        let arguments = match req.params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(a @ Value::Object(_)) => a.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "params.arguments must be an object",
+                ));
+            }
+        };
+        let responses = match req.params.get("inputResponses") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(r)) => r.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "params.inputResponses must be an object",
+                ));
+            }
+        };
+        let key = self
+            .store
+            .server_key()
+            .await
+            .map_err(|e| RpcError::internal(e.to_string()))?;
+        if let Some(s) = req.params.get("requestState") {
+            let s = s
+                .as_str()
+                .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
+            state::verify(&key, &tool.info.name, s).map_err(RpcError::invalid_params)?;
+        }
+        // Capabilities the tool needs are checked before it runs.
+        if let Some(required) = &tool.info.required_capabilities
+            && !has_capabilities(&meta.client_capabilities, required)
+        {
+            return Err(RpcError::missing_capability(required.clone()));
+        }
+        let declares = meta.declares_tasks();
+        let mode = match tool.mode {
+            Some(m) => m,
+            None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => tool
+                .component
+                .choose_mode(&tool.info.name, &arguments)
+                .await
+                .map_err(|e| attempt_error(&e))?,
+            None => tool.info.mode,
+        };
+        if mode == TaskMode::Required && !declares {
+            return Err(RpcError::tasks_required());
+        }
+        let as_task = declares && mode != TaskMode::Sync;
+        let caps = meta.client_capabilities.clone();
+
+        // The input phase before a task exists: MRTR round trips, answered synchronously.
+        let mut arguments = arguments;
+        if as_task && tool.info.has_prepare {
+            let io: Arc<dyn ExecutionIo> =
+                Arc::new(SyncIo::new(responses.clone(), caps.clone(), None));
+            let mut exec = Execution::new(&tool.info.name, arguments.clone(), io);
+            exec.grants = tool.grants.clone();
+            match tool.component.prepare(exec).await {
+                Ok(Ok(prepared)) => arguments = prepared,
+                Ok(Err(e)) => return Err(e.into()),
+                Err(AttemptError::NeedInput(q)) => {
+                    let asked: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
+                    let st = state::issue(&key, &tool.info.name, &asked);
+                    return Ok(Reply::result(id, input_required(q, st)));
+                }
+                Err(e) => return Err(attempt_error(&e)),
+            }
+        }
+
+        if as_task {
+            let task_id = TaskId::generate();
+            let work = tool_call_work(&task_id, &tool.info.name, arguments)
+                .with_retry_policy(tool.retry_policy.clone())
+                .with_principal(principal.clone());
+            let mut new = NewTask::new(task_id, principal.scope(), work);
+            new.ttl_ms = tool.ttl_ms;
+            new.poll_interval_ms = Some(tool.poll_interval_ms);
+            // The capability set only: never the request's _meta.
+            new.client_capabilities = caps;
+            let task =
+                self.store.create(new).await.map_err(|e| {
+                    RpcError::internal(format!("the task could not be created: {e}"))
+                })?;
+            // Durable before the reply; the run starts beside it, never blocking it.
+            let runner = self.runner.clone();
+            tokio::spawn(async move {
+                let _ = runner.submit(&task_id).await;
+            });
+            return Ok(Reply::result(id, wire::create_task_result(&task)));
+        }
+
+        // Synchronous: progress goes out on an SSE stream when the request asked for it.
+        let (progress_tx, progress_rx) = match &meta.progress_token {
+            Some(_) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (Some(tx), Some(rx))
+            }
+            None => (None, None),
+        };
+        let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses, caps, progress_tx));
+        let mut exec = Execution::new(&tool.info.name, arguments, io);
+        exec.grants = tool.grants.clone();
+        let component = tool.component.clone();
+        let tool_name = tool.info.name.clone();
+        let to_message =
+            move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
+                match outcome {
+                    Ok(GuestOutcome::Completed(mut r)) => {
+                        r["resultType"] = json!("complete");
+                        (200, protocol::result_response(id, r))
+                    }
+                    Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => {
+                        let e: RpcError = e.into();
+                        (e.http_status(), protocol::error_response(id, &e))
+                    }
+                    Err(AttemptError::NeedInput(q)) => {
+                        let asked: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
+                        let st = state::issue(&key, &tool_name, &asked);
+                        (200, protocol::result_response(id, input_required(q, st)))
+                    }
+                    Err(e) => {
+                        let e = attempt_error(&e);
+                        (e.http_status(), protocol::error_response(id, &e))
+                    }
+                }
+            };
+        match (progress_rx, meta.progress_token.clone()) {
+            (Some(mut progress), Some(token)) => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let id = id.clone();
+                tokio::spawn(async move {
+                    let run = component.execute(exec);
+                    tokio::pin!(run);
+                    let report = loop {
+                        tokio::select! {
+                            report = &mut run => break report,
+                            Some(p) = progress.recv() => {
+                                let _ = tx.send(progress_notification(&token, p));
+                            }
+                        }
+                    };
+                    while let Ok(p) = progress.try_recv() {
+                        let _ = tx.send(progress_notification(&token, p));
+                    }
+                    let (_, message) = to_message(&id, report.outcome);
+                    let _ = tx.send(message);
+                });
+                Ok(Reply::Stream(rx))
+            }
+            _ => {
+                let report = component.execute(exec).await;
+                let (status, body) = to_message(id, report.outcome);
+                Ok(Reply::Json { status, body })
+            }
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Per-request `_meta`: protocol version, client capabilities, progress token.
+
+use serde_json::{Map, Value, json};
+
+use super::{PROTOCOL_VERSION, RpcError, TASKS_EXTENSION, codes};
+
+/// What a request's `_meta` declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestMeta {
+    /// The protocol version.
+    pub protocol_version: String,
+    /// The client's capabilities for this request only.
+    pub client_capabilities: Value,
+    /// The progress token, if progress was asked for.
+    pub progress_token: Option<Value>,
+}
+
+impl RequestMeta {
+    /// Reads and validates `params._meta`: -32602 for missing or malformed required
+    /// fields, -32022 for an unsupported version.
+    pub fn parse(params: &Map<String, Value>) -> Result<Self, RpcError> {
+        let meta = match params.get("_meta") {
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(RpcError::invalid_params("params._meta must be an object")),
+            None => {
+                return Err(RpcError::invalid_params(
+                    "params._meta is required (protocolVersion, clientCapabilities)",
+                ));
+            }
+        };
+        let version = match meta.get("io.modelcontextprotocol/protocolVersion") {
+            Some(Value::String(v)) => v.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "_meta protocolVersion must be a string",
+                ));
+            }
+            None => {
+                return Err(RpcError::invalid_params(
+                    "_meta is missing io.modelcontextprotocol/protocolVersion",
+                ));
+            }
+        };
+        let caps = match meta.get("io.modelcontextprotocol/clientCapabilities") {
+            Some(c @ Value::Object(_)) => c.clone(),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "_meta clientCapabilities must be an object",
+                ));
+            }
+            None => {
+                return Err(RpcError::invalid_params(
+                    "_meta is missing io.modelcontextprotocol/clientCapabilities",
+                ));
+            }
+        };
+        if version != PROTOCOL_VERSION {
+            return Err(
+                RpcError::new(codes::UNSUPPORTED_VERSION, "Unsupported protocol version")
+                    .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": version})),
+            );
+        }
+        let progress_token = match meta.get("progressToken") {
+            None | Some(Value::Null) => None,
+            Some(t @ (Value::String(_) | Value::Number(_))) => Some(t.clone()),
+            Some(_) => {
+                return Err(RpcError::invalid_params(
+                    "progressToken must be a string or a number",
+                ));
+            }
+        };
+        Ok(Self {
+            protocol_version: version,
+            client_capabilities: caps,
+            progress_token,
+        })
+    }
+
+    /// Whether this request declares the tasks extension.
+    pub fn declares_tasks(&self) -> bool {
+        declares_tasks(&self.client_capabilities)
+    }
+}
+
+/// Whether `capabilities` declare the tasks extension (any object under its key).
+pub fn declares_tasks(capabilities: &Value) -> bool {
+    capabilities
+        .get("extensions")
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some_and(Value::is_object)
+}
+
+/// Whether `capabilities` include every top-level capability `required` names (and, for
+/// `extensions`, every named extension).
+pub fn has_capabilities(capabilities: &Value, required: &Value) -> bool {
+    let Some(required) = required.as_object() else {
+        return true;
+    };
+    required
+        .iter()
+        .all(|(k, v)| match (k.as_str(), capabilities.get(k)) {
+            (_, None) => false,
+            ("extensions", Some(have)) => v
+                .as_object()
+                .is_none_or(|exts| exts.keys().all(|e| have.get(e).is_some())),
+            _ => true,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(meta: Value) -> Map<String, Value> {
+        json!({"_meta": meta})
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn meta_rules() {
+        let ok = RequestMeta::parse(&params(json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+            "progressToken": 5
+        })))
+        .unwrap();
+        assert!(ok.declares_tasks());
+        assert_eq!(ok.progress_token, Some(json!(5)));
+        let missing = RequestMeta::parse(&params(
+            json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+        ));
+        assert_eq!(missing.unwrap_err().code, codes::INVALID_PARAMS);
+        let old = RequestMeta::parse(&params(json!({
+            "io.modelcontextprotocol/protocolVersion": "2025-11-25",
+            "io.modelcontextprotocol/clientCapabilities": {}
+        })))
+        .unwrap_err();
+        assert_eq!(old.code, codes::UNSUPPORTED_VERSION);
+        assert_eq!(old.data.unwrap()["requested"], "2025-11-25");
+        assert_eq!(
+            RequestMeta::parse(&Map::new()).unwrap_err().code,
+            codes::INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn capability_checks() {
+        let caps = json!({"sampling": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}});
+        assert!(has_capabilities(&caps, &json!({"sampling": {}})));
+        assert!(!has_capabilities(&caps, &json!({"elicitation": {}})));
+        assert!(has_capabilities(
+            &caps,
+            &json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        ));
+        assert!(!has_capabilities(
+            &json!({}),
+            &json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        ));
+        // The legacy capability does not count.
+        assert!(!declares_tasks(&json!({"tasks": {"requests": {}}})));
+    }
+}

@@ -1,0 +1,152 @@
+//! MCP 2026-07-28 over JSON-RPC: envelopes, per-request `_meta`, routing headers, error
+//! codes and wire shapes. Pure functions of their inputs; no I/O.
+
+mod envelope;
+mod headers;
+mod meta;
+mod time;
+
+pub use envelope::{Incoming, Request, parse};
+pub use headers::{decode_header_value, name_source};
+pub use meta::{RequestMeta, declares_tasks, has_capabilities};
+pub use time::rfc3339;
+
+use serde_json::{Value, json};
+
+/// The protocol version served.
+pub const PROTOCOL_VERSION: &str = "2026-07-28";
+/// The tasks extension's identifier.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// JSON-RPC and MCP error codes.
+pub mod codes {
+    /// Invalid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown or removed method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Bad params (including unknown task ids).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// An HTTP header disagrees with the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request lacks a client capability the server needs.
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// The protocol version is not supported.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+}
+
+/// A JSON-RPC error to send.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    /// The code.
+    pub code: i64,
+    /// The message.
+    pub message: String,
+    /// Optional data.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// With data.
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// -32602.
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(codes::INVALID_PARAMS, message)
+    }
+
+    /// -32020.
+    pub fn header_mismatch(message: impl Into<String>) -> Self {
+        Self::new(codes::HEADER_MISMATCH, message)
+    }
+
+    /// -32601.
+    pub fn method_not_found(method: &str) -> Self {
+        Self::new(
+            codes::METHOD_NOT_FOUND,
+            format!("Method not found: {method}"),
+        )
+    }
+
+    /// -32603.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(codes::INTERNAL_ERROR, message)
+    }
+
+    /// -32021 naming the capabilities required.
+    pub fn missing_capability(required: Value) -> Self {
+        Self::new(
+            codes::MISSING_CAPABILITY,
+            "Missing required client capability",
+        )
+        .with_data(json!({"requiredCapabilities": required}))
+    }
+
+    /// -32021 for the tasks extension.
+    pub fn tasks_required() -> Self {
+        Self::missing_capability(json!({"extensions": {TASKS_EXTENSION: {}}}))
+    }
+
+    /// The HTTP status Streamable HTTP gives this error.
+    pub fn http_status(&self) -> u16 {
+        match self.code {
+            codes::METHOD_NOT_FOUND => 404,
+            codes::PARSE_ERROR
+            | codes::INVALID_REQUEST
+            | codes::INVALID_PARAMS
+            | codes::HEADER_MISMATCH
+            | codes::MISSING_CAPABILITY
+            | codes::UNSUPPORTED_VERSION => 400,
+            _ => 200,
+        }
+    }
+
+    /// The error object.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({"code": self.code, "message": self.message});
+        if let Some(d) = &self.data {
+            v["data"] = d.clone();
+        }
+        v
+    }
+}
+
+impl From<crate::model::JsonRpcError> for RpcError {
+    fn from(e: crate::model::JsonRpcError) -> Self {
+        Self {
+            code: e.code,
+            message: e.message,
+            data: e.data,
+        }
+    }
+}
+
+/// A JSON-RPC error response.
+pub fn error_response(id: &Value, error: &RpcError) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
+}
+
+/// A JSON-RPC result response.
+pub fn result_response(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// A JSON-RPC notification.
+pub fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}

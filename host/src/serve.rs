@@ -1,0 +1,179 @@
+//! `snodo serve`: wiring a store, the wasm host, a runner and the HTTP server together.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::http::{self, HttpConfig};
+use crate::mcp::{McpServer, ServedTool, ServerConfig};
+use crate::model::{Principal, RetryPolicy};
+use crate::runner::{Runner, RunnerOptions, ToolRegistry, TracingInstrumentation};
+use crate::store::{MemoryStore, RedbStore, Store};
+use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+
+/// Which store to serve from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// Volatile.
+    Memory,
+    /// The redb file at this path.
+    Redb(PathBuf),
+}
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// The store.
+    pub store: StoreChoice,
+    /// Where precompiled components are cached.
+    pub cache_dir: Option<PathBuf>,
+    /// Component files to serve.
+    pub components: Vec<PathBuf>,
+    /// Bearer tokens; empty serves loopback only.
+    pub tokens: Vec<(String, Principal)>,
+    /// TTL of created tasks.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// Retry policies by tool name.
+    pub retry_policies: Vec<(String, RetryPolicy)>,
+    /// Runner settings.
+    pub runner: RunnerOptions,
+}
+
+impl ServeOptions {
+    /// Defaults: loopback port 3001, redb at `data/tasks.redb`, the given components.
+    pub fn new(data: PathBuf, components: Vec<PathBuf>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
+            store: StoreChoice::Redb(data.join("tasks.redb")),
+            cache_dir: Some(data.join("cache")),
+            components,
+            tokens: Vec::new(),
+            ttl_ms: Some(3_600_000),
+            poll_interval_ms: 1_000,
+            retry_policies: Vec::new(),
+            runner: RunnerOptions::default(),
+        }
+    }
+}
+
+/// Loads everything, serves until `shutdown` resolves, then drains the runner.
+/// `ready` receives the bound address once the server accepts connections.
+pub async fn serve(
+    opts: ServeOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
+        return Err(format!(
+            "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
+            opts.listen
+        ));
+    }
+    let store: Arc<dyn Store> = match &opts.store {
+        StoreChoice::Memory => {
+            tracing::info!("store: memory (volatile)");
+            Arc::new(MemoryStore::new())
+        }
+        StoreChoice::Redb(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            let s = RedbStore::open(path).map_err(|e| e.to_string())?;
+            tracing::info!(
+                path = %path.display(),
+                epoch = s.epoch(),
+                recovered = s.fenced_claims(),
+                "store: redb"
+            );
+            Arc::new(s)
+        }
+    };
+    let engine = WasmEngine::new(EngineConfig::default())?;
+    let loader = ComponentLoader::new(engine, opts.cache_dir.clone())?;
+    let mut registry = ToolRegistry::new();
+    let mut tools: Vec<ServedTool> = Vec::new();
+    for path in &opts.components {
+        let started = Instant::now();
+        let component = loader.load(path).await.map_err(|e| e.to_string())?;
+        tracing::info!(
+            component = %path.display(),
+            tools = component.tools().len(),
+            cache_hit = component.info().cache_hit,
+            load_ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
+        registry.add_component(component.clone(), Default::default());
+        for info in component.tools() {
+            if tools.iter().any(|t| t.info.name == info.name) {
+                return Err(format!(
+                    "tool {:?} is provided by two components",
+                    info.name
+                ));
+            }
+            let retry_policy = opts
+                .retry_policies
+                .iter()
+                .find(|(n, _)| *n == info.name)
+                .map(|(_, p)| p.clone())
+                .unwrap_or_default();
+            tools.push(ServedTool {
+                component: component.clone(),
+                info: info.clone(),
+                mode: None,
+                retry_policy,
+                ttl_ms: opts.ttl_ms,
+                poll_interval_ms: opts.poll_interval_ms,
+                grants: Default::default(),
+            });
+        }
+    }
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(registry),
+        opts.runner.clone(),
+        Arc::new(TracingInstrumentation),
+    );
+    let server = Arc::new(McpServer::new(
+        store,
+        runner.clone(),
+        ServerConfig {
+            name: "snodo".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            tools,
+        },
+    ));
+    let http_config = HttpConfig {
+        tokens: opts.tokens.clone(),
+        ..HttpConfig::default()
+    };
+    let http_config = if opts.listen.ip().is_loopback() {
+        http_config
+    } else {
+        // A public listener is named by whatever the proxy or client uses; auth guards it.
+        HttpConfig {
+            allowed_hosts: Vec::new(),
+            ..http_config
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    if opts.tokens.is_empty() {
+        tracing::warn!(%addr, "no authentication configured: serving loopback only");
+    }
+    tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
+    ready(addr);
+    http::serve(listener, http::router(server, http_config), shutdown)
+        .await
+        .map_err(|e| e.to_string())?;
+    tracing::info!("shutting down: draining the runner");
+    let released = runner.shutdown().await;
+    tracing::info!(released, "stopped");
+    Ok(())
+}
