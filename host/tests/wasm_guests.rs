@@ -125,12 +125,16 @@ async fn greet_says_hello_exactly() {
         .expect("greet");
     assert_eq!(text(&out), "Hello, sep-2243!");
     assert!(!is_error(&out));
-    // Missing arguments are the tool's invalid params, not a trap.
-    let out = run(&g.fixtures, "greet", json!({})).await.expect("greet");
+    // Arguments of the wrong type are the tool's invalid params, not a trap.
+    let out = run(&g.fixtures, "greet", json!({"name": 42}))
+        .await
+        .expect("greet");
     assert!(
         matches!(out, GuestOutcome::Failed(JsonRpcError { code: -32602, .. })),
         "{out:?}"
     );
+    let out = run(&g.fixtures, "greet", json!({})).await.expect("greet");
+    assert_eq!(text(&out), "Hello, World!");
 }
 
 #[tokio::test]

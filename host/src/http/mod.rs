@@ -160,7 +160,14 @@ fn authenticate(headers: &HeaderMap, tokens: &[(String, Principal)]) -> Option<P
 fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>> {
     headers
         .get(name)
-        .map(|v| v.to_str().ok().and_then(decode_header_value).ok_or(()))
+        // Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
+        .map(|v| {
+            v.to_str()
+                .ok()
+                .map(str::trim)
+                .and_then(decode_header_value)
+                .ok_or(())
+        })
 }
 
 async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {

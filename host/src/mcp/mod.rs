@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::model::{Principal, RetryPolicy};
-use crate::protocol::{self, Incoming, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION};
+use crate::protocol::{
+    self, Incoming, NameSource, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION,
+};
 use crate::runner::Runner;
 use crate::store::Store;
 use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
@@ -101,16 +103,6 @@ pub struct McpServer {
     pub(crate) config: ServerConfig,
 }
 
-/// Methods MCP removed or never had on this version: -32601 (HTTP 404).
-const REMOVED: [&str; 6] = [
-    "initialize",
-    "ping",
-    "logging/setLevel",
-    "tasks/list",
-    "tasks/result",
-    "resources/subscribe",
-];
-
 impl McpServer {
     /// A server over `store`, running tasks with `runner`.
     pub fn new(store: Arc<dyn Store>, runner: Runner, config: ServerConfig) -> Self {
@@ -177,7 +169,7 @@ impl McpServer {
             Some(Ok(_)) => {}
         }
         match protocol::name_source(&req.method, &req.params) {
-            Ok(Some(body_name)) => match &headers.name {
+            NameSource::Body(body_name) => match &headers.name {
                 None => {
                     return Err(RpcError::header_mismatch(
                         "the Mcp-Name header is required for this method",
@@ -195,14 +187,8 @@ impl McpServer {
                 }
                 Some(Ok(_)) => {}
             },
-            Ok(None) => {}
-            Err(()) if REMOVED.contains(&req.method.as_str()) => {}
-            Err(()) => {
-                let field = if req.method.starts_with("tasks/") {
-                    "taskId"
-                } else {
-                    "name"
-                };
+            NameSource::None => {}
+            NameSource::Missing(field) => {
                 return Err(RpcError::invalid_params(format!(
                     "params.{field} must be a string"
                 )));
@@ -218,6 +204,7 @@ impl McpServer {
                 | "tasks/update"
                 | "tasks/cancel"
                 | "subscriptions/listen"
+                | "resources/read"
         );
         if !known {
             return Err(RpcError::method_not_found(&req.method));
@@ -238,11 +225,18 @@ impl McpServer {
             }
             _ => {}
         }
+        meta.check_version()?;
         let id = &req.id;
         match req.method.as_str() {
             "server/discover" => Ok(Reply::result(id, self.discover())),
             "tools/list" => Ok(Reply::result(id, self.tools_list())),
             "tools/call" => self.tools_call(&req, &meta, principal).await,
+            // No resources are served, so every URI is unknown (SEP-2164: -32602 with the
+            // URI, never an empty `contents`).
+            "resources/read" => {
+                let uri = req.params.get("uri").cloned().unwrap_or(Value::Null);
+                Err(RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri})))
+            }
             "tasks/get" | "tasks/update" | "tasks/cancel" => {
                 if !meta.declares_tasks() {
                     return Err(RpcError::tasks_required());

@@ -3,7 +3,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 fn hmac(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
@@ -26,9 +26,10 @@ fn hmac(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
     out
 }
 
-/// A `requestState` binding the round to `tool` and the questions asked.
-pub(crate) fn issue(key: &[u8; 32], tool: &str, asked: &[&str]) -> String {
-    let body = json!({"v": 1, "tool": tool, "asked": asked}).to_string();
+/// A `requestState` binding the round to `tool` and carrying the answers given so far, so
+/// the next round (which may send only the new answers) can replay every earlier one.
+pub(crate) fn issue(key: &[u8; 32], tool: &str, answers: &Map<String, Value>) -> String {
+    let body = json!({"v": 1, "tool": tool, "answers": answers}).to_string();
     let tag = hmac(key, body.as_bytes());
     format!(
         "{}.{}",
@@ -37,8 +38,13 @@ pub(crate) fn issue(key: &[u8; 32], tool: &str, asked: &[&str]) -> String {
     )
 }
 
-/// Checks a `requestState` for `tool`: untampered, issued by this server, for this tool.
-pub(crate) fn verify(key: &[u8; 32], tool: &str, state: &str) -> Result<(), &'static str> {
+/// Checks a `requestState` for `tool` (untampered, issued by this server, for this tool)
+/// and returns the answers it carries.
+pub(crate) fn verify(
+    key: &[u8; 32],
+    tool: &str,
+    state: &str,
+) -> Result<Map<String, Value>, &'static str> {
     let (body, tag) = state.split_once('.').ok_or("malformed requestState")?;
     let body = URL_SAFE_NO_PAD
         .decode(body)
@@ -61,7 +67,7 @@ pub(crate) fn verify(key: &[u8; 32], tool: &str, state: &str) -> Result<(), &'st
     if v["tool"] != tool {
         return Err("requestState was issued for another tool");
     }
-    Ok(())
+    Ok(v["answers"].as_object().cloned().unwrap_or_default())
 }
 
 #[cfg(test)]
@@ -71,8 +77,11 @@ mod tests {
     #[test]
     fn states_verify_and_tampering_is_caught() {
         let key = [7u8; 32];
-        let s = issue(&key, "greet", &["user_name"]);
-        assert_eq!(verify(&key, "greet", &s), Ok(()));
+        let answers: Map<String, Value> = [("user_name".to_owned(), json!({"action": "accept"}))]
+            .into_iter()
+            .collect();
+        let s = issue(&key, "greet", &answers);
+        assert_eq!(verify(&key, "greet", &s), Ok(answers));
         assert!(verify(&key, "other", &s).is_err());
         assert!(verify(&[8u8; 32], "greet", &s).is_err());
         let mut tampered = s.clone().into_bytes();

@@ -85,7 +85,7 @@ impl McpServer {
                 ));
             }
         };
-        let responses = match req.params.get("inputResponses") {
+        let mut responses = match req.params.get("inputResponses") {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(r)) => r.clone(),
             Some(_) => {
@@ -94,6 +94,13 @@ impl McpServer {
                 ));
             }
         };
+        // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
+        // ListRootsResult); anything else is a malformed round, not an answer.
+        if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+            return Err(RpcError::invalid_params(format!(
+                "inputResponses[{k:?}] must be an object (an MCP input result)"
+            )));
+        }
         let key = self
             .store
             .server_key()
@@ -103,7 +110,11 @@ impl McpServer {
             let s = s
                 .as_str()
                 .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
-            state::verify(&key, &tool.info.name, s).map_err(RpcError::invalid_params)?;
+            let earlier =
+                state::verify(&key, &tool.info.name, s).map_err(RpcError::invalid_params)?;
+            for (k, v) in earlier {
+                responses.entry(k).or_insert(v);
+            }
         }
         // Capabilities the tool needs are checked before it runs.
         if let Some(required) = &tool.info.required_capabilities
@@ -138,8 +149,7 @@ impl McpServer {
                 Ok(Ok(prepared)) => arguments = prepared,
                 Ok(Err(e)) => return Err(e.into()),
                 Err(AttemptError::NeedInput(q)) => {
-                    let asked: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
-                    let st = state::issue(&key, &tool.info.name, &asked);
+                    let st = state::issue(&key, &tool.info.name, &responses);
                     return Ok(Reply::result(id, input_required(q, st)));
                 }
                 Err(e) => return Err(attempt_error(&e)),
@@ -176,6 +186,7 @@ impl McpServer {
             }
             None => (None, None),
         };
+        let answered = responses.clone();
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses, caps, progress_tx));
         let mut exec = Execution::new(&tool.info.name, arguments, io);
         exec.grants = tool.grants.clone();
@@ -193,8 +204,7 @@ impl McpServer {
                         (e.http_status(), protocol::error_response(id, &e))
                     }
                     Err(AttemptError::NeedInput(q)) => {
-                        let asked: Vec<&str> = q.iter().map(|(k, _)| k.as_str()).collect();
-                        let st = state::issue(&key, &tool_name, &asked);
+                        let st = state::issue(&key, &tool_name, &answered);
                         (200, protocol::result_response(id, input_required(q, st)))
                     }
                     Err(e) => {

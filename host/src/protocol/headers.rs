@@ -18,21 +18,28 @@ pub fn decode_header_value(raw: &str) -> Option<String> {
     }
 }
 
-/// The body value `Mcp-Name` must equal for `method`, or `None` if the method has no name.
-/// `Err` when the method has a name source but the body does not carry a string there.
-pub fn name_source<'a>(
-    method: &str,
-    params: &'a Map<String, Value>,
-) -> Result<Option<&'a str>, ()> {
+/// Where a method's `Mcp-Name` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameSource<'a> {
+    /// The method has no name: `Mcp-Name` is not checked.
+    None,
+    /// The header must equal this body value.
+    Body(&'a str),
+    /// The method has a name source, but the body lacks a string at this key.
+    Missing(&'static str),
+}
+
+/// The body value `Mcp-Name` must equal for `method`.
+pub fn name_source<'a>(method: &str, params: &'a Map<String, Value>) -> NameSource<'a> {
     let key = match method {
         "tools/call" | "prompts/get" => "name",
         "resources/read" => "uri",
         "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
-        _ => return Ok(None),
+        _ => return NameSource::None,
     };
     match params.get(key) {
-        Some(Value::String(s)) => Ok(Some(s)),
-        _ => Err(()),
+        Some(Value::String(s)) => NameSource::Body(s),
+        _ => NameSource::Missing(key),
     }
 }
 

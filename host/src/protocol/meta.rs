@@ -54,12 +54,6 @@ impl RequestMeta {
                 ));
             }
         };
-        if version != PROTOCOL_VERSION {
-            return Err(
-                RpcError::new(codes::UNSUPPORTED_VERSION, "Unsupported protocol version")
-                    .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": version})),
-            );
-        }
         let progress_token = match meta.get("progressToken") {
             None | Some(Value::Null) => None,
             Some(t @ (Value::String(_) | Value::Number(_))) => Some(t.clone()),
@@ -74,6 +68,16 @@ impl RequestMeta {
             client_capabilities: caps,
             progress_token,
         })
+    }
+
+    /// -32022 unless the version is the one served. Checked after the version header is
+    /// compared with `_meta` (a mismatch between them is -32020 whatever the versions).
+    pub fn check_version(&self) -> Result<(), RpcError> {
+        if self.protocol_version != PROTOCOL_VERSION {
+            return Err(RpcError::new(codes::UNSUPPORTED_VERSION, "Unsupported protocol version")
+                .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": self.protocol_version})));
+        }
+        Ok(())
     }
 
     /// Whether this request declares the tasks extension.
@@ -136,6 +140,8 @@ mod tests {
             "io.modelcontextprotocol/protocolVersion": "2025-11-25",
             "io.modelcontextprotocol/clientCapabilities": {}
         })))
+        .unwrap()
+        .check_version()
         .unwrap_err();
         assert_eq!(old.code, codes::UNSUPPORTED_VERSION);
         assert_eq!(old.data.unwrap()["requested"], "2025-11-25");

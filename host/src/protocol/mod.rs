@@ -7,7 +7,7 @@ mod meta;
 mod time;
 
 pub use envelope::{Incoming, Request, parse};
-pub use headers::{decode_header_value, name_source};
+pub use headers::{NameSource, decode_header_value, name_source};
 pub use meta::{RequestMeta, declares_tasks, has_capabilities};
 pub use time::rfc3339;
 
