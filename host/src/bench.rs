@@ -210,9 +210,9 @@ pub struct WasmBenchOptions {
     pub compiles: usize,
 }
 
-/// One measured wasm figure.
+/// One measured latency figure.
 #[derive(Debug, Clone, Serialize)]
-pub struct WasmFigure {
+pub struct LatencyFigure {
     /// What was measured.
     pub what: String,
     /// Median in microseconds.
@@ -223,11 +223,11 @@ pub struct WasmFigure {
     pub samples: usize,
 }
 
-fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> WasmFigure {
+fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> LatencyFigure {
     samples.sort();
     let us = |d: std::time::Duration| d.as_secs_f64() * 1e6;
     let n = samples.len();
-    WasmFigure {
+    LatencyFigure {
         what: what.into(),
         median_us: if n == 0 { 0.0 } else { us(samples[n / 2]) },
         p99_us: if n == 0 {
@@ -241,7 +241,7 @@ fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> Was
 
 /// Runs the wasm benchmark: cold compile, cache load, and warm instantiate + trivial
 /// execute + drop with both allocators.
-pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<WasmFigure>, String> {
+pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String> {
     use crate::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, SyncIo, WasmEngine};
 
     let bytes =
@@ -571,5 +571,167 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             unit: "ms",
         });
     }
+    Ok(figures)
+}
+
+/// Parameters of the MCP latency benchmark.
+#[derive(Debug, Clone)]
+pub struct McpBenchOptions {
+    /// Components to serve (must include `flaky`, from the examples component).
+    pub components: Vec<PathBuf>,
+    /// `redb` (in a temporary directory) or `memory`.
+    pub store: String,
+    /// Concurrent HTTP clients (keep-alive connections).
+    pub clients: usize,
+    /// Requests per phase, split over the clients.
+    pub requests: usize,
+}
+
+/// Minimal HTTP/1.1 keep-alive client for loopback load: one request at a time.
+struct Conn {
+    stream: tokio::io::BufStream<tokio::net::TcpStream>,
+}
+
+impl Conn {
+    async fn open(addr: std::net::SocketAddr) -> Result<Self, String> {
+        let s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        s.set_nodelay(true).map_err(|e| e.to_string())?;
+        Ok(Self {
+            stream: tokio::io::BufStream::new(s),
+        })
+    }
+
+    async fn post(
+        &mut self,
+        method: &str,
+        name: Option<&str>,
+        body: &str,
+    ) -> Result<serde_json::Value, String> {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+        let name = name
+            .map(|n| format!("Mcp-Name: {n}\r\n"))
+            .unwrap_or_default();
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        self.stream
+            .write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        self.stream.flush().await.map_err(|e| e.to_string())?;
+        let mut len = 0usize;
+        loop {
+            let mut line = String::new();
+            if self
+                .stream
+                .read_line(&mut line)
+                .await
+                .map_err(|e| e.to_string())?
+                == 0
+            {
+                return Err("connection closed".into());
+            }
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().map_err(|_| "bad content-length")?;
+            }
+        }
+        let mut buf = vec![0u8; len];
+        self.stream
+            .read_exact(&mut buf)
+            .await
+            .map_err(|e| e.to_string())?;
+        serde_json::from_slice(&buf).map_err(|e| e.to_string())
+    }
+}
+
+/// Runs the MCP benchmark: `tools/call` → `CreateTaskResult` and `tasks/get` latency over
+/// real loopback HTTP, against a server in this process.
+pub async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
+    use crate::serve::{ServeOptions, StoreChoice};
+    let dir = std::env::temp_dir().join(format!("snodo-bench-mcp-{}", TaskId::generate()));
+    let mut serve_opts = ServeOptions::new(dir.clone(), opts.components.clone());
+    serve_opts.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    if opts.store == "memory" {
+        serve_opts.store = StoreChoice::Memory;
+    }
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(crate::serve::serve(
+        serve_opts,
+        move |addr| {
+            let _ = addr_tx.send(addr);
+        },
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let addr = addr_rx
+        .await
+        .map_err(|_| "the server did not start".to_string())?;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+    });
+    let per = opts.requests.div_ceil(opts.clients.max(1));
+    let mut joins = Vec::new();
+    for c in 0..opts.clients.max(1) {
+        let meta = meta.clone();
+        joins.push(tokio::spawn(async move {
+            let mut conn = Conn::open(addr).await?;
+            let mut create = Vec::with_capacity(per);
+            let mut get = Vec::with_capacity(per);
+            let mut ids = Vec::with_capacity(per);
+            for i in 0..per {
+                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "flaky", "arguments": {"succeed_on_attempt": 1}, "_meta": meta}})
+                .to_string();
+                let started = Instant::now();
+                let v = conn.post("tools/call", Some("flaky"), &body).await?;
+                create.push(started.elapsed());
+                let id = v["result"]["taskId"]
+                    .as_str()
+                    .ok_or_else(|| format!("client {c}: no task created: {v}"))?
+                    .to_owned();
+                ids.push(id);
+            }
+            for (i, id) in ids.iter().enumerate() {
+                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tasks/get", "params": {
+                    "taskId": id, "_meta": meta}})
+                .to_string();
+                let started = Instant::now();
+                let v = conn.post("tasks/get", Some(id), &body).await?;
+                get.push(started.elapsed());
+                if v["result"]["taskId"] != json!(id) {
+                    return Err(format!("client {c}: tasks/get failed: {v}"));
+                }
+            }
+            Ok::<_, String>((create, get))
+        }));
+    }
+    let mut create = Vec::new();
+    let mut get = Vec::new();
+    let started = Instant::now();
+    for j in joins {
+        let (c, g) = j.await.map_err(|e| e.to_string())??;
+        create.extend(c);
+        get.extend(g);
+    }
+    let elapsed = started.elapsed();
+    let _ = stop_tx.send(());
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let label = format!("{} store, {} clients", opts.store, opts.clients);
+    let figures = vec![
+        figure(format!("tools/call -> CreateTaskResult ({label})"), create),
+        figure(format!("tasks/get ({label})"), get),
+        figure(format!("both phases, wall clock ({label})"), vec![elapsed]),
+    ];
     Ok(figures)
 }

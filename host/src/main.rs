@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use snodo::bench::{self, BenchBackend, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions};
+use snodo::bench::{
+    self, BenchBackend, McpBenchOptions, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions,
+};
 
 #[derive(Parser)]
 #[command(name = "snodo", version, about = "A durable task host for MCP")]
@@ -69,6 +71,21 @@ enum BenchCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Latency of tools/call -> CreateTaskResult and of tasks/get over loopback HTTP.
+    Mcp {
+        /// `redb` (in a temporary directory) or `memory`.
+        #[arg(long, default_value = "redb")]
+        store: String,
+        /// Concurrent keep-alive clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Requests per phase.
+        #[arg(long, default_value_t = 4_000)]
+        requests: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Resident memory of parked tasks and live guests; time from cancel to a stopped guest.
     Runner {
         /// The fixtures component.
@@ -115,6 +132,34 @@ enum BenchCommand {
 
 /// Where `cargo build -p snodo-test-guests` puts the example guests.
 const GUESTS_DIR: &str = "target/guests/wasm32-wasip2/release";
+
+fn print_figures(
+    title: &str,
+    figures: Result<Vec<bench::LatencyFigure>, String>,
+    json: bool,
+) -> ExitCode {
+    match figures {
+        Ok(figures) if json => print_json(&figures),
+        Ok(figures) => {
+            println!("{title}");
+            println!(
+                "{:<64} {:>12} {:>12} {:>8}",
+                "what", "median (us)", "p99 (us)", "samples"
+            );
+            for f in figures {
+                println!(
+                    "{:<64} {:>12.1} {:>12.1} {:>8}",
+                    f.what, f.median_us, f.p99_us, f.samples
+                );
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("snodo: {title} failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
     match serde_json::to_string_pretty(value) {
@@ -311,6 +356,23 @@ fn main() -> ExitCode {
         }
         Command::Bench {
             what:
+                BenchCommand::Mcp {
+                    store,
+                    clients,
+                    requests,
+                    json,
+                },
+        } => {
+            let opts = McpBenchOptions {
+                components: vec![PathBuf::from(GUESTS_DIR).join("examples.wasm")],
+                store,
+                clients,
+                requests,
+            };
+            print_figures("mcp benchmark", runtime.block_on(bench::mcp(&opts)), json)
+        }
+        Command::Bench {
+            what:
                 BenchCommand::Runner {
                     fixtures,
                     hostile,
@@ -360,27 +422,11 @@ fn main() -> ExitCode {
                 iterations,
                 compiles,
             };
-            match runtime.block_on(bench::wasm(&opts)) {
-                Ok(figures) if json => print_json(&figures),
-                Ok(figures) => {
-                    println!("wasm benchmark: {}", opts.component.display());
-                    println!(
-                        "{:<44} {:>12} {:>12} {:>8}",
-                        "what", "median (us)", "p99 (us)", "samples"
-                    );
-                    for f in figures {
-                        println!(
-                            "{:<44} {:>12.1} {:>12.1} {:>8}",
-                            f.what, f.median_us, f.p99_us, f.samples
-                        );
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("snodo: wasm benchmark failed: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+            print_figures(
+                &format!("wasm benchmark: {}", opts.component.display()),
+                runtime.block_on(bench::wasm(&opts)),
+                json,
+            )
         }
     }
 }
