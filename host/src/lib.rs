@@ -9,12 +9,14 @@
 //! - [`protocol`]: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O).
 //! - [`mcp`]: the MCP server: method dispatch, tools, the tasks extension.
 //! - [`http`]: Streamable HTTP with axum: headers, limits, auth, SSE.
+//! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`serve`]: `snodo serve`: the store, the wasm host, the runner and HTTP wired together.
 //! - [`bench`]: measurements the `snodo bench` command prints.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
 pub mod bench;
+pub mod config;
 pub mod http;
 pub mod mcp;
 pub mod model;

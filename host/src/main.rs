@@ -19,6 +19,10 @@ struct Cli {
 enum Command {
     /// Serve MCP over Streamable HTTP with durable tasks.
     Serve {
+        /// A configuration file (TOML); when given, the flags below except --log-json are
+        /// ignored. See docs/configuration.md.
+        #[arg(long)]
+        config: Option<PathBuf>,
         /// Address to listen on (MCP_PORT overrides the port).
         #[arg(long, default_value = "127.0.0.1:3001")]
         listen: std::net::SocketAddr,
@@ -41,10 +45,41 @@ enum Command {
         #[arg(long)]
         log_json: bool,
     },
+    /// Configuration files.
+    Config {
+        #[command(subcommand)]
+        what: ConfigCommand,
+    },
+    /// List the tools a configuration (or the given components) serves.
+    Tools {
+        /// A configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Component files (when no configuration is given; default: the example guests).
+        #[arg(long = "component")]
+        components: Vec<PathBuf>,
+    },
+    /// Show a task from a redb store file, without a running server.
+    Inspect {
+        /// The task id.
+        task_id: String,
+        /// The store file.
+        #[arg(long, default_value = ".snodo/tasks.redb")]
+        store: PathBuf,
+    },
     /// Measure performance; prints figures (medians over rounds).
     Bench {
         #[command(subcommand)]
         what: BenchCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Check a configuration file: syntax, values, and that every configured tool exists.
+    Validate {
+        /// The file.
+        file: PathBuf,
     },
 }
 
@@ -203,6 +238,88 @@ fn parse_retry(s: &str) -> Result<(String, snodo::model::RetryPolicy), String> {
     Ok((tool.to_owned(), policy))
 }
 
+fn default_components() -> Result<Vec<PathBuf>, String> {
+    let found: Vec<PathBuf> = ["fixtures.wasm", "examples.wasm"]
+        .iter()
+        .map(|n| PathBuf::from(GUESTS_DIR).join(n))
+        .filter(|p| p.exists())
+        .collect();
+    if found.is_empty() {
+        return Err(format!(
+            "no components: pass --component, or build the example guests (cargo build -p snodo-test-guests puts them in {GUESTS_DIR})"
+        ));
+    }
+    Ok(found)
+}
+
+fn load_config(file: &std::path::Path) -> Result<snodo::serve::ServeOptions, String> {
+    let name = file.display().to_string();
+    let config = snodo::config::Config::load(file).map_err(|e| e.to_string())?;
+    config.to_serve_options(&name).map_err(|e| e.to_string())
+}
+
+/// Loads the tools `opts` describe and prints them.
+fn print_tools(
+    runtime: &tokio::runtime::Runtime,
+    opts: &snodo::serve::ServeOptions,
+) -> Result<(), String> {
+    let (_, tools) = runtime.block_on(snodo::serve::load_tools(opts))?;
+    println!(
+        "{:<44} {:<9} {:<8} {:<8} component",
+        "tool", "mode", "retries", "ttl_ms"
+    );
+    for t in &tools {
+        let mode = match t.mode.unwrap_or(t.info.mode) {
+            snodo::wasm::TaskMode::Sync => "sync",
+            snodo::wasm::TaskMode::Optional if t.info.has_mode_rule && t.mode.is_none() => "rule",
+            snodo::wasm::TaskMode::Optional => "optional",
+            snodo::wasm::TaskMode::Required => "required",
+        };
+        println!(
+            "{:<44} {:<9} {:<8} {:<8} {}",
+            t.info.name,
+            mode,
+            t.retry_policy.delays_ms().len(),
+            t.ttl_ms.map_or("none".to_owned(), |v| v.to_string()),
+            t.component.path().display()
+        );
+    }
+    Ok(())
+}
+
+fn inspect(store: &std::path::Path, task_id: &str) -> Result<(), String> {
+    let id = snodo::model::TaskId::parse(task_id).ok_or("a task id is 32 lowercase hex digits")?;
+    let (task, work) = snodo::store::RedbStore::inspect_file(store, &id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no task {id} in {}", store.display()))?;
+    let view = serde_json::json!({
+        "taskId": id.to_string(),
+        "scope": task.scope,
+        "status": task.status,
+        "statusMessage": task.status_message,
+        "createdAt": snodo::protocol::rfc3339(task.created_at),
+        "lastUpdatedAt": snodo::protocol::rfc3339(task.last_updated_at),
+        "ttlMs": task.ttl_ms,
+        "revision": task.revision,
+        "attempt": task.attempt,
+        "generation": task.generation,
+        "claim": task.claim.as_ref().map(|c| serde_json::json!({
+            "generation": c.generation, "owner": c.owner,
+            "leaseExpiresAt": snodo::protocol::rfc3339(c.expires_at), "bootEpoch": c.epoch})),
+        "retry": {
+            "policyMs": work.retry_policy.delays_ms(),
+            "consumed": task.retry_count,
+            "nextAt": task.retry_at.map(snodo::protocol::rfc3339),
+        },
+        "inputsOutstanding": task.outstanding_inputs().map(|(k, _)| k).collect::<Vec<_>>(),
+        "inputsAnswered": task.inputs.iter().filter(|(_, e)| e.response.is_some()).map(|(k, _)| k).collect::<Vec<_>>(),
+        "work": {"type": work.kind, "tool": work.input.get("tool"), "idempotencyKey": work.idempotency_key},
+    });
+    let text = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())?;
+    println!("{text}");
+    Ok(())
+}
+
 async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -221,6 +338,7 @@ async fn shutdown_signal() {
 #[allow(clippy::too_many_arguments)]
 fn run_serve(
     runtime: &tokio::runtime::Runtime,
+    config: Option<PathBuf>,
     mut listen: std::net::SocketAddr,
     store: String,
     data: PathBuf,
@@ -243,23 +361,33 @@ fn run_serve(
         eprintln!("snodo serve: {m}");
         ExitCode::FAILURE
     };
-    if let Ok(port) = std::env::var("MCP_PORT") {
-        match port.parse::<u16>() {
-            Ok(p) => listen.set_port(p),
+    let port = match std::env::var("MCP_PORT") {
+        Ok(port) => match port.parse::<u16>() {
+            Ok(p) => Some(p),
             Err(_) => return fail(format!("MCP_PORT={port:?} is not a port number")),
+        },
+        Err(_) => None,
+    };
+    if let Some(file) = config {
+        let mut opts = match load_config(&file) {
+            Ok(o) => o,
+            Err(e) => return fail(e),
+        };
+        if let Some(p) = port {
+            opts.listen.set_port(p);
         }
+        return match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(e),
+        };
+    }
+    if let Some(p) = port {
+        listen.set_port(p);
     }
     if components.is_empty() {
-        for name in ["fixtures.wasm", "examples.wasm"] {
-            let p = PathBuf::from(GUESTS_DIR).join(name);
-            if p.exists() {
-                components.push(p);
-            }
-        }
-        if components.is_empty() {
-            return fail(format!(
-                "no components: pass --component, or build the example guests (cargo build -p snodo-test-guests puts them in {GUESTS_DIR})"
-            ));
+        match default_components() {
+            Ok(c) => components = c,
+            Err(e) => return fail(e),
         }
     }
     let mut opts = snodo::serve::ServeOptions::new(data, components);
@@ -277,7 +405,9 @@ fn run_serve(
     }
     for r in &retries {
         match parse_retry(r) {
-            Ok(r) => opts.retry_policies.push(r),
+            Ok((tool, policy)) => {
+                opts.tool_settings.entry(tool).or_default().retry_policy = Some(policy);
+            }
             Err(e) => return fail(e),
         }
     }
@@ -301,6 +431,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve {
+            config,
             listen,
             store,
             data,
@@ -309,8 +440,47 @@ fn main() -> ExitCode {
             retries,
             log_json,
         } => run_serve(
-            &runtime, listen, store, data, components, tokens, retries, log_json,
+            &runtime, config, listen, store, data, components, tokens, retries, log_json,
         ),
+        Command::Config {
+            what: ConfigCommand::Validate { file },
+        } => match load_config(&file).and_then(|opts| {
+            print_tools(&runtime, &opts).map_err(|e| format!("{}: {e}", file.display()))
+        }) {
+            Ok(()) => {
+                println!("{}: valid", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("snodo config validate: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Tools { config, components } => {
+            let opts = match config {
+                Some(file) => load_config(&file),
+                None if components.is_empty() => default_components()
+                    .map(|c| snodo::serve::ServeOptions::new(PathBuf::from(".snodo"), c)),
+                None => Ok(snodo::serve::ServeOptions::new(
+                    PathBuf::from(".snodo"),
+                    components,
+                )),
+            };
+            match opts.and_then(|o| print_tools(&runtime, &o)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("snodo tools: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Command::Inspect { task_id, store } => match inspect(&store, &task_id) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("snodo inspect: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Bench {
             what:
                 BenchCommand::Store {

@@ -21,6 +21,23 @@ pub enum StoreChoice {
     Redb(PathBuf),
 }
 
+/// Settings for one tool (or the defaults for all); `None` keeps what the tool says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSettings {
+    /// A pinned task mode.
+    pub mode: Option<crate::wasm::TaskMode>,
+    /// The retry policy for its tasks.
+    pub retry_policy: Option<RetryPolicy>,
+    /// Task TTL in ms (0 = unlimited).
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval in ms.
+    pub poll_interval_ms: Option<u64>,
+    /// Per-execution limits.
+    pub limits: Option<crate::model::ExecutionLimits>,
+    /// WASI grants.
+    pub grants: Option<crate::wasm::WasiGrants>,
+}
+
 /// Everything `serve` needs.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -38,8 +55,11 @@ pub struct ServeOptions {
     pub ttl_ms: Option<u64>,
     /// Suggested polling interval.
     pub poll_interval_ms: u64,
-    /// Retry policies by tool name.
-    pub retry_policies: Vec<(String, RetryPolicy)>,
+    /// Settings applied to every tool.
+    pub defaults: ToolSettings,
+    /// Settings by tool name (over the defaults); naming a tool no component provides is
+    /// an error at start.
+    pub tool_settings: std::collections::BTreeMap<String, ToolSettings>,
     /// Runner settings.
     pub runner: RunnerOptions,
 }
@@ -55,7 +75,8 @@ impl ServeOptions {
             tokens: Vec::new(),
             ttl_ms: Some(3_600_000),
             poll_interval_ms: 1_000,
-            retry_policies: Vec::new(),
+            defaults: ToolSettings::default(),
+            tool_settings: Default::default(),
             runner: RunnerOptions::default(),
         }
     }
@@ -93,45 +114,7 @@ pub async fn serve(
             Arc::new(s)
         }
     };
-    let engine = WasmEngine::new(EngineConfig::default())?;
-    let loader = ComponentLoader::new(engine, opts.cache_dir.clone())?;
-    let mut registry = ToolRegistry::new();
-    let mut tools: Vec<ServedTool> = Vec::new();
-    for path in &opts.components {
-        let started = Instant::now();
-        let component = loader.load(path).await.map_err(|e| e.to_string())?;
-        tracing::info!(
-            component = %path.display(),
-            tools = component.tools().len(),
-            cache_hit = component.info().cache_hit,
-            load_ms = started.elapsed().as_millis() as u64,
-            "component loaded"
-        );
-        registry.add_component(component.clone(), Default::default());
-        for info in component.tools() {
-            if tools.iter().any(|t| t.info.name == info.name) {
-                return Err(format!(
-                    "tool {:?} is provided by two components",
-                    info.name
-                ));
-            }
-            let retry_policy = opts
-                .retry_policies
-                .iter()
-                .find(|(n, _)| *n == info.name)
-                .map(|(_, p)| p.clone())
-                .unwrap_or_default();
-            tools.push(ServedTool {
-                component: component.clone(),
-                info: info.clone(),
-                mode: None,
-                retry_policy,
-                ttl_ms: opts.ttl_ms,
-                poll_interval_ms: opts.poll_interval_ms,
-                grants: Default::default(),
-            });
-        }
-    }
+    let (registry, tools) = load_tools(&opts).await?;
     let runner = Runner::start(
         store.clone(),
         Arc::new(registry),
@@ -176,4 +159,61 @@ pub async fn serve(
     let released = runner.shutdown().await;
     tracing::info!(released, "stopped");
     Ok(())
+}
+
+/// Loads the configured components and applies the per-tool settings: the tools to serve
+/// and the registry the runner resolves work with. Used by `serve` and by the operator
+/// commands that validate a configuration.
+pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<ServedTool>), String> {
+    let engine = WasmEngine::new(EngineConfig::default())?;
+    let loader = ComponentLoader::new(engine, opts.cache_dir.clone())?;
+    let mut registry = ToolRegistry::new();
+    let mut tools: Vec<ServedTool> = Vec::new();
+    for path in &opts.components {
+        let started = Instant::now();
+        let component = loader.load(path).await.map_err(|e| e.to_string())?;
+        tracing::info!(
+            component = %path.display(),
+            tools = component.tools().len(),
+            cache_hit = component.info().cache_hit,
+            load_ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
+        registry.add_component(component.clone(), Default::default());
+        for info in component.tools() {
+            if tools.iter().any(|t| t.info.name == info.name) {
+                return Err(format!(
+                    "tool {:?} is provided by two components",
+                    info.name
+                ));
+            }
+            let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+            let grants = s.grants.clone().unwrap_or_default();
+            registry.set_grants(&info.name, grants.clone());
+            tools.push(ServedTool {
+                component: component.clone(),
+                info: info.clone(),
+                mode: s.mode,
+                retry_policy: s.retry_policy.clone().unwrap_or_default(),
+                ttl_ms: match s.ttl_ms {
+                    Some(0) => None,
+                    Some(t) => Some(t),
+                    None => opts.ttl_ms,
+                },
+                poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+                limits: s.limits.unwrap_or_default(),
+                grants,
+            });
+        }
+    }
+    if let Some(unknown) = opts
+        .tool_settings
+        .keys()
+        .find(|n| !tools.iter().any(|t| t.info.name == **n))
+    {
+        return Err(format!(
+            "tools.{unknown}: no loaded component provides a tool named {unknown:?}"
+        ));
+    }
+    Ok((registry, tools))
 }

@@ -62,6 +62,7 @@ async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
             ttl_ms: Some(600_000),
             poll_interval_ms: 500,
             grants: Default::default(),
+            limits: Default::default(),
         })
         .collect();
     let server = McpServer::new(

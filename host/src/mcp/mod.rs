@@ -38,6 +38,8 @@ pub struct ServedTool {
     pub ttl_ms: Option<u64>,
     /// Suggested polling interval.
     pub poll_interval_ms: u64,
+    /// Per-execution limits of its tasks and calls.
+    pub limits: crate::model::ExecutionLimits,
     /// What it may reach.
     pub grants: WasiGrants,
 }

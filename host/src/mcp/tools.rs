@@ -160,6 +160,7 @@ impl McpServer {
             let task_id = TaskId::generate();
             let work = tool_call_work(&task_id, &tool.info.name, arguments)
                 .with_retry_policy(tool.retry_policy.clone())
+                .with_limits(tool.limits)
                 .with_principal(principal.clone());
             let mut new = NewTask::new(task_id, principal.scope(), work);
             new.ttl_ms = tool.ttl_ms;
@@ -190,6 +191,7 @@ impl McpServer {
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses, caps, progress_tx));
         let mut exec = Execution::new(&tool.info.name, arguments, io);
         exec.grants = tool.grants.clone();
+        exec.limits = tool.limits;
         let component = tool.component.clone();
         let tool_name = tool.info.name.clone();
         let to_message =

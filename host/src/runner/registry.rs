@@ -62,6 +62,13 @@ impl ToolRegistry {
         }
     }
 
+    /// Sets what `tool` may reach (it keeps its component).
+    pub fn set_grants(&mut self, tool: &str, grants: WasiGrants) {
+        if let Some(entry) = self.tools.get_mut(tool) {
+            entry.1 = grants;
+        }
+    }
+
     /// The component providing `tool`.
     pub fn component(&self, tool: &str) -> Option<&Arc<Component>> {
         self.tools.get(tool).map(|(c, _)| c)

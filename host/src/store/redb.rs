@@ -552,6 +552,27 @@ impl RedbStore {
         self.fenced
     }
 
+    /// Reads one task from the file at `path` without opening it for writing: no boot
+    /// epoch is advanced and no claim is touched, so an operator can look at a store that a
+    /// crashed (or, where the platform's file locks allow it, a running) server left.
+    pub fn inspect_file(path: impl AsRef<Path>, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        let path = path.as_ref();
+        let db = redb::ReadOnlyDatabase::open(path).map_err(|e| match backend(e) {
+            StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
+            other => other,
+        })?;
+        let txn = db.begin_read().map_err(backend)?;
+        let tasks = match txn.open_table(TASKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(backend(e)),
+        };
+        match tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode(v.value()).map(|r| Some((r.task, r.work))),
+            None => Ok(None),
+        }
+    }
+
     /// Runs a full integrity check of the file (every page's checksum). Slow on big files:
     /// an operator tool, not a startup step.
     pub fn verify(path: impl AsRef<Path>) -> StoreResult<bool> {
