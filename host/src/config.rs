@@ -137,9 +137,23 @@ pub struct ToolSection {
     /// Suggested poll interval in ms.
     pub poll_interval_ms: Option<u64>,
     /// Per-execution limits.
-    pub limits: Option<ExecutionLimits>,
+    pub limits: Option<LimitsSection>,
     /// What the tool may reach.
     pub grants: Option<GrantsSection>,
+}
+
+/// `limits = { memory_bytes, table_elements, deadline_ms, fuel }`.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Linear memory cap in bytes.
+    pub memory_bytes: Option<u64>,
+    /// Table elements cap.
+    pub table_elements: Option<u32>,
+    /// Running-time cap in ms.
+    pub deadline_ms: Option<u64>,
+    /// Fuel budget.
+    pub fuel: Option<u64>,
 }
 
 /// `[runner]`, all in milliseconds.
@@ -395,7 +409,12 @@ fn tool_settings(
                 "limits must be positive when set".into(),
             ));
         }
-        out.limits = Some(l);
+        out.limits = Some(ExecutionLimits {
+            memory_bytes: l.memory_bytes,
+            table_elements: l.table_elements,
+            deadline_ms: l.deadline_ms,
+            fuel: l.fuel,
+        });
     }
     if let Some(g) = &s.grants {
         out.grants = Some(WasiGrants {
