@@ -9,7 +9,7 @@ use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServedTool, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
 use crate::runner::{Runner, RunnerOptions, ToolRegistry, TracingInstrumentation};
-use crate::store::{MemoryStore, RedbStore, Store};
+use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
 /// Which store to serve from.
@@ -115,21 +115,27 @@ pub async fn serve(
         }
     };
     let (registry, tools) = load_tools(&opts).await?;
+    // Every commit is announced to subscription streams through this wrapper.
+    let observed = Arc::new(ObservedStore::new(store, 4_096));
+    let store: Arc<dyn Store> = observed.clone();
     let runner = Runner::start(
         store.clone(),
         Arc::new(registry),
         opts.runner.clone(),
         Arc::new(TracingInstrumentation),
     );
-    let server = Arc::new(McpServer::new(
-        store,
-        runner.clone(),
-        ServerConfig {
-            name: "snodo".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            tools,
-        },
-    ));
+    let server = Arc::new(
+        McpServer::new(
+            store,
+            runner.clone(),
+            ServerConfig {
+                name: "snodo".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                tools,
+            },
+        )
+        .with_change_feed(observed),
+    );
     let http_config = HttpConfig {
         tokens: opts.tokens.clone(),
         ..HttpConfig::default()

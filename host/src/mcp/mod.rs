@@ -20,7 +20,7 @@ use crate::protocol::{
     self, Incoming, NameSource, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION,
 };
 use crate::runner::Runner;
-use crate::store::Store;
+use crate::store::{Action, ObservedStore, Store};
 use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
 
 /// How one tool is served.
@@ -103,6 +103,7 @@ pub struct McpServer {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) runner: Runner,
     pub(crate) config: ServerConfig,
+    changes: Option<Arc<ObservedStore>>,
 }
 
 impl McpServer {
@@ -112,7 +113,15 @@ impl McpServer {
             store,
             runner,
             config,
+            changes: None,
         }
+    }
+
+    /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`
+    /// announces (the same store the server and runner use, wrapped).
+    pub fn with_change_feed(mut self, feed: Arc<ObservedStore>) -> Self {
+        self.changes = Some(feed);
+        self
     }
 
     /// The served tools.
@@ -315,13 +324,67 @@ impl McpServer {
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
+        let watched: Vec<String> = ack
+            .get("taskIds")
+            .and_then(Value::as_array)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
         let _ = tx.send(protocol::notification(
             "notifications/subscriptions/acknowledged",
             json!({"notifications": ack, "_meta": sub}),
         ));
-        // The stream stays open until the client closes it; nothing more is sent yet.
+        let feed = self
+            .changes
+            .as_ref()
+            .filter(|_| !watched.is_empty())
+            .map(|f| f.subscribe());
+        let store = self.store.clone();
+        let principal = principal.clone();
+        // The stream stays open until the client closes it.
         tokio::spawn(async move {
-            tx.closed().await;
+            let Some(mut feed) = feed else {
+                tx.closed().await;
+                return;
+            };
+            loop {
+                let changed = tokio::select! {
+                    () = tx.closed() => return,
+                    c = feed.recv() => c,
+                };
+                let ids: Vec<&String> = match &changed {
+                    Ok(id) => watched.iter().filter(|w| **w == id.to_string()).collect(),
+                    // Fell behind: re-send every watched task's current state.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        watched.iter().collect()
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                for id in ids {
+                    // Authorized on every send: a task that expired or was reaped is dropped.
+                    let Ok(access) = store.authorize(&principal, Action::Read, id).await else {
+                        continue;
+                    };
+                    let Ok(task) = store.get(&access).await else {
+                        continue;
+                    };
+                    let mut params = wire::detailed_task(&task);
+                    params.insert("_meta".into(), sub.clone());
+                    if tx
+                        .send(protocol::notification(
+                            "notifications/tasks",
+                            Value::Object(params),
+                        ))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
         });
         Ok(Reply::Stream(rx))
     }

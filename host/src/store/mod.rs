@@ -15,6 +15,7 @@ mod error;
 #[macro_use]
 mod embedded;
 mod memory;
+mod observed;
 mod redb;
 mod types;
 
@@ -26,6 +27,7 @@ use serde_json::{Map, Value};
 
 pub use error::StoreError;
 pub use memory::MemoryStore;
+pub use observed::ObservedStore;
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 pub use types::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, InputReply, Lease,
