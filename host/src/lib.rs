@@ -11,6 +11,7 @@
 //! - [`http`]: Streamable HTTP with axum: headers, limits, auth, SSE.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`serve`]: `snodo serve`: the store, the wasm host, the runner and HTTP wired together.
+//! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - [`bench`]: measurements the `snodo bench` command prints.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
@@ -24,4 +25,5 @@ pub mod protocol;
 pub mod runner;
 pub mod serve;
 pub mod store;
+pub mod telemetry;
 pub mod wasm;

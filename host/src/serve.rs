@@ -8,8 +8,9 @@ use std::time::Instant;
 use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServedTool, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
-use crate::runner::{Runner, RunnerOptions, ToolRegistry, TracingInstrumentation};
+use crate::runner::{Runner, RunnerOptions, ToolRegistry};
 use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
+use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
 /// Which store to serve from.
@@ -118,11 +119,12 @@ pub async fn serve(
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
     let store: Arc<dyn Store> = observed.clone();
+    let metrics = Arc::new(Metrics::new());
     let runner = Runner::start(
         store.clone(),
         Arc::new(registry),
         opts.runner.clone(),
-        Arc::new(TracingInstrumentation),
+        Arc::new(MetricsAndTracing(metrics.clone())),
     );
     let server = Arc::new(
         McpServer::new(
@@ -134,7 +136,8 @@ pub async fn serve(
                 tools,
             },
         )
-        .with_change_feed(observed),
+        .with_change_feed(observed)
+        .with_metrics(metrics),
     );
     let http_config = HttpConfig {
         tokens: opts.tokens.clone(),

@@ -64,6 +64,7 @@ pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
         .route("/mcp", post(post_mcp).get(not_allowed).delete(not_allowed))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
+        .route("/metrics", get(metrics))
         .with_state(state)
 }
 
@@ -96,6 +97,14 @@ async fn not_allowed() -> Response {
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST"));
     r
+}
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.server.metrics_text(),
+    )
+        .into_response()
 }
 
 async fn ready(State(state): State<AppState>) -> Response {

@@ -104,6 +104,7 @@ pub struct McpServer {
     pub(crate) runner: Runner,
     pub(crate) config: ServerConfig,
     changes: Option<Arc<ObservedStore>>,
+    pub(crate) metrics: Arc<crate::telemetry::Metrics>,
 }
 
 impl McpServer {
@@ -114,7 +115,19 @@ impl McpServer {
             runner,
             config,
             changes: None,
+            metrics: Arc::new(crate::telemetry::Metrics::new()),
         }
+    }
+
+    /// Counts into `metrics` (shared with the runner's instrumentation).
+    pub fn with_metrics(mut self, metrics: Arc<crate::telemetry::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The Prometheus text exposition of this server's metrics.
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render(self.runner.active())
     }
 
     /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`

@@ -98,6 +98,7 @@ impl McpServer {
             .await
         {
             Ok(_) => {
+                self.metrics.task_cancelled();
                 self.runner.cancel(access.task_id());
                 Ok(ack())
             }

@@ -176,10 +176,12 @@ impl McpServer {
             tokio::spawn(async move {
                 let _ = runner.submit(&task_id).await;
             });
+            self.metrics.task_created();
             return Ok(Reply::result(id, wire::create_task_result(&task)));
         }
 
         // Synchronous: progress goes out on an SSE stream when the request asked for it.
+        self.metrics.sync_call();
         let (progress_tx, progress_rx) = match &meta.progress_token {
             Some(_) => {
                 let (tx, rx) = mpsc::unbounded_channel();

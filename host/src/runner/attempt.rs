@@ -140,6 +140,11 @@ pub(super) async fn run(
         report = resolved.component.execute(exec) => report,
         never = beat => match never {},
     };
+    inner.instr.event(&RunnerEvent::GuestRan {
+        task: task_id,
+        instantiate: report.instantiate,
+        run: report.run,
+    });
     for line in &report.logs {
         tracing::debug!(task = %task_id, generation, level = line.level, "guest: {}", line.message);
     }

@@ -69,6 +69,15 @@ pub enum RunnerEvent {
         /// How long it ran.
         elapsed: Duration,
     },
+    /// A guest was instantiated and ran.
+    GuestRan {
+        /// The task.
+        task: TaskId,
+        /// Time to instantiate.
+        instantiate: Duration,
+        /// Time in `execute` (parked time included).
+        run: Duration,
+    },
     /// A store operation the runner made.
     StoreOp {
         /// `claim`, `claim_next`, `renew`, `release`, `transition`, `reap`.
@@ -116,6 +125,16 @@ impl Instrumentation for TracingInstrumentation {
                 outcome = outcome.as_str(),
                 elapsed_ms = elapsed.as_millis() as u64,
                 "job stopped"
+            ),
+            RunnerEvent::GuestRan {
+                task,
+                instantiate,
+                run,
+            } => tracing::debug!(
+                task = %task,
+                instantiate_us = instantiate.as_micros() as u64,
+                run_ms = run.as_millis() as u64,
+                "guest ran"
             ),
             RunnerEvent::StoreOp { op, elapsed, ok } => {
                 tracing::debug!(

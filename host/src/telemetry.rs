@@ -1,0 +1,308 @@
+//! Metrics: counters and latency histograms fed by runner instrumentation and the MCP
+//! server, rendered in the Prometheus text format at `GET /metrics`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::runner::{Instrumentation, JobOutcome, RunnerEvent, TracingInstrumentation};
+
+/// Bucket upper bounds in seconds.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A fixed-bucket latency histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; 16],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
+                self.buckets[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {count}");
+    }
+}
+
+/// Process-wide counters and histograms. Cheap to update from hot paths (atomics; a
+/// mutex only on the first sighting of a new label value).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    attempts_started: AtomicU64,
+    attempts_finished: Mutex<BTreeMap<&'static str, u64>>,
+    recoveries: AtomicU64,
+    store_ops: Mutex<BTreeMap<&'static str, std::sync::Arc<Histogram>>>,
+    instantiate: Histogram,
+    execute: Histogram,
+    tasks_created: AtomicU64,
+    tasks_cancelled: AtomicU64,
+    sync_calls: AtomicU64,
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A task was created by a `tools/call`.
+    pub fn task_created(&self) {
+        self.tasks_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A task was cancelled by a `tasks/cancel`.
+    pub fn task_cancelled(&self) {
+        self.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `tools/call` ran synchronously.
+    pub fn sync_call(&self) {
+        self.sync_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Renders the Prometheus text exposition, with `active` guests as a gauge.
+    pub fn render(&self, active: usize) -> String {
+        let mut out = String::new();
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        counter(
+            &mut out,
+            "snodo_tasks_created_total",
+            "Tasks created by tools/call.",
+            self.tasks_created.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "snodo_tasks_cancelled_total",
+            "Tasks cancelled by tasks/cancel.",
+            self.tasks_cancelled.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "snodo_sync_calls_total",
+            "tools/call requests run synchronously.",
+            self.sync_calls.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "snodo_attempts_started_total",
+            "Task attempts started.",
+            self.attempts_started.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "snodo_recoveries_total",
+            "Attempts of tasks that had run before (recovery or retry).",
+            self.recoveries.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_attempts_finished_total Task attempts finished, by outcome.\n# TYPE snodo_attempts_finished_total counter"
+        );
+        let finished = self
+            .attempts_finished
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for outcome in [
+            JobOutcome::Completed,
+            JobOutcome::Failed,
+            JobOutcome::RetryScheduled,
+            JobOutcome::RetryExhausted,
+            JobOutcome::Cancelled,
+            JobOutcome::LeaseLost,
+            JobOutcome::Parked,
+            JobOutcome::Released,
+        ] {
+            let name = outcome.as_str();
+            let v = finished.get(name).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "snodo_attempts_finished_total{{outcome=\"{name}\"}} {v}"
+            );
+        }
+        let retries = finished
+            .get(JobOutcome::RetryScheduled.as_str())
+            .copied()
+            .unwrap_or(0);
+        counter(
+            &mut out,
+            "snodo_retries_scheduled_total",
+            "Retries scheduled from retry policies.",
+            retries,
+        );
+        let parked = finished
+            .get(JobOutcome::Parked.as_str())
+            .copied()
+            .unwrap_or(0);
+        counter(
+            &mut out,
+            "snodo_parked_guests_released_total",
+            "Guests released while waiting for input.",
+            parked,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
+        );
+        let ops = self
+            .store_ops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for (op, h) in ops {
+            h.render(
+                &mut out,
+                "snodo_store_operation_seconds",
+                &format!("op=\"{op}\""),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_instantiation_seconds Time to instantiate a guest.\n# TYPE snodo_instantiation_seconds histogram"
+        );
+        self.instantiate
+            .render(&mut out, "snodo_instantiation_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP snodo_execution_seconds Time guests spent in execute (parked time included).\n# TYPE snodo_execution_seconds histogram"
+        );
+        self.execute.render(&mut out, "snodo_execution_seconds", "");
+        out
+    }
+}
+
+impl Instrumentation for Metrics {
+    fn event(&self, event: &RunnerEvent) {
+        match event {
+            RunnerEvent::JobStarted { recovered, .. } => {
+                self.attempts_started.fetch_add(1, Ordering::Relaxed);
+                if *recovered {
+                    self.recoveries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            RunnerEvent::JobStopped { outcome, .. } => {
+                *self
+                    .attempts_finished
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(outcome.as_str())
+                    .or_default() += 1;
+            }
+            RunnerEvent::StoreOp { op, elapsed, .. } => {
+                let h = self
+                    .store_ops
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(op)
+                    .or_default()
+                    .clone();
+                h.observe(*elapsed);
+            }
+            RunnerEvent::GuestRan {
+                instantiate, run, ..
+            } => {
+                self.instantiate.observe(*instantiate);
+                self.execute.observe(*run);
+            }
+        }
+    }
+}
+
+/// Sends every event to the metrics and to `tracing`.
+pub struct MetricsAndTracing(pub std::sync::Arc<Metrics>);
+
+impl Instrumentation for MetricsAndTracing {
+    fn event(&self, event: &RunnerEvent) {
+        self.0.event(event);
+        TracingInstrumentation.event(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::TaskId;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let m = Metrics::new();
+        let task = TaskId::generate();
+        m.event(&RunnerEvent::JobStarted {
+            task,
+            generation: 2,
+            attempt: 2,
+            recovered: true,
+        });
+        m.event(&RunnerEvent::JobStopped {
+            task,
+            generation: 2,
+            outcome: JobOutcome::Completed,
+            elapsed: Duration::from_millis(3),
+        });
+        m.event(&RunnerEvent::StoreOp {
+            op: "claim",
+            elapsed: Duration::from_micros(300),
+            ok: true,
+        });
+        m.task_created();
+        let text = m.render(4);
+        assert!(text.contains("snodo_attempts_started_total 1"));
+        assert!(text.contains("snodo_recoveries_total 1"));
+        assert!(text.contains("snodo_attempts_finished_total{outcome=\"completed\"} 1"));
+        assert!(text.contains("snodo_active_guests 4"));
+        assert!(
+            text.contains("snodo_store_operation_seconds_bucket{op=\"claim\",le=\"0.0005\"} 1")
+        );
+        assert!(
+            text.contains("snodo_store_operation_seconds_bucket{op=\"claim\",le=\"0.00025\"} 0")
+        );
+        assert!(text.contains("snodo_store_operation_seconds_count{op=\"claim\"} 1"));
+        assert!(text.contains("snodo_tasks_created_total 1"));
+    }
+}
