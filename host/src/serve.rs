@@ -161,9 +161,29 @@ pub async fn serve(
     }
     tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
     ready(addr);
-    http::serve(listener, http::router(server, http_config), shutdown)
-        .await
-        .map_err(|e| e.to_string())?;
+    let drain = opts.runner.drain_timeout;
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let closer = server.clone();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: closing streams, finishing requests");
+        closer.close_streams();
+        let _ = stopping_tx.send(());
+    };
+    let serving = http::serve(listener, http::router(server, http_config), graceful);
+    tokio::pin!(serving);
+    // Requests in flight get the drain timeout to finish; then the server stops anyway.
+    let forced = async {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(drain).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = &mut serving => r.map_err(|e| e.to_string())?,
+        () = forced => tracing::warn!("connections did not close within the drain timeout"),
+    }
     tracing::info!("shutting down: draining the runner");
     let released = runner.shutdown().await;
     tracing::info!(released, "stopped");

@@ -105,6 +105,8 @@ pub struct McpServer {
     pub(crate) config: ServerConfig,
     changes: Option<Arc<ObservedStore>>,
     pub(crate) metrics: Arc<crate::telemetry::Metrics>,
+    /// Flipped at shutdown: open subscription streams end so connections can drain.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl McpServer {
@@ -116,7 +118,14 @@ impl McpServer {
             config,
             changes: None,
             metrics: Arc::new(crate::telemetry::Metrics::new()),
+            closing: tokio::sync::watch::channel(false).0,
         }
+    }
+
+    /// Ends every open subscription stream (at shutdown; the streams would otherwise keep
+    /// their connections open forever).
+    pub fn close_streams(&self) {
+        self.closing.send_replace(true);
     }
 
     /// Counts into `metrics` (shared with the runner's instrumentation).
@@ -358,15 +367,23 @@ impl McpServer {
             .map(|f| f.subscribe());
         let store = self.store.clone();
         let principal = principal.clone();
-        // The stream stays open until the client closes it.
+        let mut closing = self.closing.subscribe();
+        // The stream stays open until the client closes it or the server shuts down.
         tokio::spawn(async move {
+            let closed = async {
+                tokio::select! {
+                    () = tx.closed() => {}
+                    _ = closing.wait_for(|c| *c) => {}
+                }
+            };
+            tokio::pin!(closed);
             let Some(mut feed) = feed else {
-                tx.closed().await;
+                closed.await;
                 return;
             };
             loop {
                 let changed = tokio::select! {
-                    () = tx.closed() => return,
+                    () = &mut closed => return,
                     c = feed.recv() => c,
                 };
                 let ids: Vec<&String> = match &changed {

@@ -17,4 +17,4 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub(crate) use snodo::tasks::types;
+pub(crate) use self::snodo::tasks::types;

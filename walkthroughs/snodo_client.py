@@ -1,0 +1,118 @@
+"""A tiny MCP client and server launcher for the walkthroughs (standard library only)."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SNODO = os.path.join(ROOT, "target", "debug", "snodo")
+GUESTS = os.path.join(ROOT, "target", "guests", "wasm32-wasip2", "release")
+TASKS = "io.modelcontextprotocol/tasks"
+CAPS = {"elicitation": {}, "extensions": {TASKS: {}}}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """Runs `snodo serve` on a free port; data in a temporary directory unless given."""
+
+    def __init__(self, *args, data=None):
+        self.port = free_port()
+        self.data = data or tempfile.mkdtemp(prefix="snodo-walkthrough-")
+        self.args = list(args)
+        self.proc = None
+
+    def start(self):
+        env = dict(os.environ, MCP_PORT=str(self.port), RUST_LOG="warn")
+        self.proc = subprocess.Popen(
+            [SNODO, "serve", "--data", self.data, *self.args],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise SystemExit("the server exited: " + self.proc.stderr.read().decode())
+            try:
+                c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1)
+                c.request("GET", "/healthz")
+                if c.getresponse().status == 200:
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise SystemExit("the server did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+
+    def metrics(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def rpc(self, method, params, caps=CAPS, rid=1):
+        params = dict(params)
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        }
+        headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        name = params.get("name") or params.get("taskId")
+        if name:
+            headers["Mcp-Name"] = name
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params}), headers)
+        body = json.loads(c.getresponse().read())
+        if "error" in body:
+            raise SystemExit(f"{method} failed: {body['error']}")
+        return body["result"]
+
+    def call(self, tool, arguments):
+        return self.rpc("tools/call", {"name": tool, "arguments": arguments})
+
+    def get(self, task_id):
+        return self.rpc("tasks/get", {"taskId": task_id})
+
+    def wait(self, task_id, pred, what, timeout=60, seen=None):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            t = self.get(task_id)
+            if seen is not None and t.get("statusMessage") and t["statusMessage"] not in seen:
+                seen.append(t["statusMessage"])
+            if pred(t):
+                return t
+            time.sleep(0.05)
+        raise SystemExit(f"task {task_id} never became {what}: {self.get(task_id)}")
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit("FAILED: " + what)
+    print("verified:", what)
+
+
+def inspect(store_file, task_id):
+    out = subprocess.run([SNODO, "inspect", task_id, "--store", store_file], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
