@@ -709,3 +709,35 @@ async fn a_restart_finds_compiled_components_in_the_disk_cache() {
     let c = third.load(snodo_test_guests::EXAMPLES).await.expect("load");
     assert!(!c.info().cache_hit);
 }
+
+#[tokio::test]
+async fn fuel_limits_end_a_computing_guest() {
+    let engine = WasmEngine::new(EngineConfig {
+        allocation: snodo::wasm::Allocation::OnDemand,
+        fuel: true,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let loader = ComponentLoader::new(engine, None).expect("loader");
+    let hostile = loader
+        .load(snodo_test_guests::HOSTILE)
+        .await
+        .expect("hostile");
+    let mut exec = Execution::new("spin", json!({}), io());
+    exec.limits = ExecutionLimits {
+        fuel: Some(5_000_000),
+        ..ExecutionLimits::default()
+    };
+    let report = hostile.execute(exec).await;
+    assert_eq!(
+        report.outcome,
+        Err(AttemptError::Limit(Limit::Fuel { units: 5_000_000 }))
+    );
+    // Work without a fuel limit still runs on a fuel-metered engine.
+    let out = hostile
+        .execute(Execution::new("counter", json!({}), io()))
+        .await
+        .outcome
+        .expect("run");
+    assert_eq!(text(&out), "1");
+}

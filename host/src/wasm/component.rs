@@ -170,7 +170,12 @@ impl ComponentLoader {
         }
         let engine = self.engine.engine.clone();
         let cache = self.cache_path(digest);
+        let digest_owned = digest.to_owned();
         let (component, hit) = tokio::task::spawn_blocking(move || {
+            let cached = cache.as_ref().is_some_and(|p| p.exists());
+            if !cached {
+                tracing::info!(digest = %short(&digest_owned), "compiling a component (cached afterwards)");
+            }
             // Read, not mmap: a mapped cache file truncated underneath us (by an operator
             // or a concurrent writer) would kill the process with SIGBUS.
             if let Some(cached) = cache.as_ref().and_then(|p| std::fs::read(p).ok()) {
@@ -335,4 +340,8 @@ impl Component {
             )),
         }
     }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
 }

@@ -159,7 +159,7 @@ fn wasi(
     Ok(b.build())
 }
 
-fn classify(err: &wasmtime::Error, stop: Option<&HostStop>) -> AttemptError {
+fn classify(err: &wasmtime::Error, stop: Option<&HostStop>, fuel: u64) -> AttemptError {
     let stop = err.downcast_ref::<HostStop>().or(stop);
     if let Some(stop) = stop {
         return match stop {
@@ -168,6 +168,9 @@ fn classify(err: &wasmtime::Error, stop: Option<&HostStop>) -> AttemptError {
             HostStop::Parked => AttemptError::Parked,
             HostStop::Limit(l) => AttemptError::Limit(l.clone()),
         };
+    }
+    if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) {
+        return AttemptError::Limit(Limit::Fuel { units: fuel });
     }
     let text: String = format!("{err:?}").chars().take(4_000).collect();
     AttemptError::Trap(text)
@@ -195,6 +198,7 @@ pub(crate) async fn run(
         .map_or(cfg.max_table_elements, |t| {
             (t as usize).min(cfg.max_table_elements)
         });
+    let env_fuel = env.limits.fuel.unwrap_or(u64::MAX);
     let stdout = Captured::new(CAPTURE_BYTES);
     let stderr = Captured::new(CAPTURE_BYTES);
     let failed = |e: AttemptError| Ran {
@@ -296,7 +300,7 @@ pub(crate) async fn run(
     let state = store.data_mut();
     let result = match result {
         Some(Ok(r)) => Ok(r),
-        Some(Err(e)) => Err(classify(&e, state.stop.as_ref())),
+        Some(Err(e)) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
         None => Err(AttemptError::Cancelled),
     };
     let mut logs = std::mem::take(&mut state.logs);
