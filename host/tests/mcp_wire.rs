@@ -14,29 +14,19 @@ use snodo::mcp::{McpServer, ServedTool, ServerConfig};
 use snodo::model::Principal;
 use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry};
 use snodo::store::{MemoryStore, ObservedStore, Store};
-use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
+use snodo::wasm::Component;
 use tokio::sync::OnceCell;
 use tower::ServiceExt;
 
 static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 
+mod common;
+
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 
 async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
     let fixtures = FIXTURES
-        .get_or_init(|| async {
-            let engine = WasmEngine::new(EngineConfig {
-                max_instances: 32,
-                max_memory_bytes: 32 << 20,
-                ..EngineConfig::default()
-            })
-            .expect("engine");
-            let loader = ComponentLoader::new(engine, None).expect("loader");
-            loader
-                .load(snodo_test_guests::FIXTURES)
-                .await
-                .expect("fixtures")
-        })
+        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
         .await
         .clone();
     let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));

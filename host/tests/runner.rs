@@ -16,44 +16,17 @@ use snodo::runner::{
     tool_call_work,
 };
 use snodo::store::{Action, Authority, MemoryStore, NewTask, RedbStore, Store};
-use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
 use tokio::sync::OnceCell;
+
+mod common;
 
 const T0: u64 = 1_700_000_000_000;
 
-struct Components {
-    fixtures: Arc<Component>,
-    examples: Arc<Component>,
-    hostile: Arc<Component>,
-}
-
-static COMPONENTS: OnceCell<Components> = OnceCell::const_new();
+static COMPONENTS: OnceCell<common::Guests> = OnceCell::const_new();
 
 async fn registry() -> Arc<ToolRegistry> {
     let c = COMPONENTS
-        .get_or_init(|| async {
-            let engine = WasmEngine::new(EngineConfig {
-                max_instances: 128,
-                max_memory_bytes: 32 << 20,
-                ..EngineConfig::default()
-            })
-            .expect("engine");
-            let loader = ComponentLoader::new(engine, None).expect("loader");
-            Components {
-                fixtures: loader
-                    .load(snodo_test_guests::FIXTURES)
-                    .await
-                    .expect("fixtures"),
-                examples: loader
-                    .load(snodo_test_guests::EXAMPLES)
-                    .await
-                    .expect("examples"),
-                hostile: loader
-                    .load(snodo_test_guests::HOSTILE)
-                    .await
-                    .expect("hostile"),
-            }
-        })
+        .get_or_init(|| common::load_guests(128, 32 << 20))
         .await;
     let mut r = ToolRegistry::new();
     r.add_component(c.fixtures.clone(), Default::default());
@@ -325,71 +298,62 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     runner.shutdown().await;
 }
 
+/// The error a failed task ended with.
+fn error_of(t: &Task) -> &snodo::model::JsonRpcError {
+    assert_eq!(t.status, TaskStatus::Failed);
+    match &t.outcome {
+        Some(snodo::model::Outcome::Error(e)) => e,
+        other => panic!("a failed task carries its error: {other:?}"),
+    }
+}
+
+fn kind_of(e: &snodo::model::JsonRpcError) -> Value {
+    e.data
+        .as_ref()
+        .map(|d| d["kind"].clone())
+        .unwrap_or(Value::Null)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let rec = Arc::new(Recorder::default());
     let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
-    let id = create(
-        &*store,
-        "flaky",
-        json!({"succeed_on_attempt": 10}),
-        RetryPolicy::fixed(0, 2).expect("p"),
-    )
-    .await;
-    runner.wake();
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Failed);
-    assert_eq!(t.attempt, 3);
-    assert_eq!(t.retry_count, 2);
-    match &t.outcome {
-        Some(snodo::model::Outcome::Error(e)) => {
-            assert_eq!(e.code, -32000);
-            assert_eq!(e.message, "the upstream service is unavailable");
-            assert_eq!(e.data, Some(json!({"attempt": 3})));
+    let run_to_end = |tool: &'static str, args: Value, policy: RetryPolicy| {
+        let (store, rec, runner) = (store.clone(), rec.clone(), runner.clone());
+        async move {
+            let id = create(&*store, tool, args, policy).await;
+            runner.wake();
+            await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await
         }
-        other => panic!("{other:?}"),
-    }
+    };
 
-    let id = create(
-        &*store,
-        "trap",
-        json!({}),
-        RetryPolicy::fixed(0, 3).expect("p"),
-    )
-    .await;
-    runner.wake();
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Failed);
+    let p = RetryPolicy::fixed(0, 2).expect("policy");
+    let t = run_to_end("flaky", json!({"succeed_on_attempt": 10}), p).await;
+    assert_eq!((t.attempt, t.retry_count), (3, 2));
+    let e = error_of(&t);
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (-32000, "the upstream service is unavailable")
+    );
+    assert_eq!(e.data, Some(json!({"attempt": 3})));
+
+    let t = run_to_end("trap", json!({}), RetryPolicy::fixed(0, 3).expect("policy")).await;
     assert_eq!(
         t.retry_count, 0,
         "a trap is not the tool asking for a retry"
     );
-    match &t.outcome {
-        Some(snodo::model::Outcome::Error(e)) => {
-            assert_eq!(e.code, -32603);
-            assert_eq!(
-                e.data.as_ref().map(|d| d["kind"].clone()),
-                Some(json!("trap"))
-            );
-        }
-        other => panic!("{other:?}"),
-    }
-
-    let id = create(&*store, "invalid_outcome", json!({}), RetryPolicy::none()).await;
-    runner.wake();
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert!(
-        matches!(&t.outcome, Some(snodo::model::Outcome::Error(e)) if e.data.as_ref().map(|d| d["kind"].clone()) == Some(json!("invalid_outcome")))
+    assert_eq!(
+        (error_of(&t).code, kind_of(error_of(&t))),
+        (-32603, json!("trap"))
     );
+
+    let t = run_to_end("invalid_outcome", json!({}), RetryPolicy::none()).await;
+    assert_eq!(kind_of(error_of(&t)), json!("invalid_outcome"));
 
     // A tool that is not deployed fails as component_missing.
-    let id = create(&*store, "no_such_tool", json!({}), RetryPolicy::none()).await;
-    runner.wake();
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert!(
-        matches!(&t.outcome, Some(snodo::model::Outcome::Error(e)) if e.data.as_ref().map(|d| d["kind"].clone()) == Some(json!("component_missing")))
-    );
+    let t = run_to_end("no_such_tool", json!({}), RetryPolicy::none()).await;
+    assert_eq!(kind_of(error_of(&t)), json!("component_missing"));
     runner.shutdown().await;
 }
 

@@ -12,45 +12,14 @@ use snodo::wasm::{
 };
 use tokio::sync::OnceCell;
 
-struct Guests {
-    loader: ComponentLoader,
-    fixtures: Arc<Component>,
-    examples: Arc<Component>,
-    hostile: Arc<Component>,
-}
+mod common;
+
+use common::{Guests, load_guests};
 
 static GUESTS: OnceCell<Guests> = OnceCell::const_new();
 
 async fn guests() -> &'static Guests {
-    GUESTS
-        .get_or_init(|| async {
-            let engine = WasmEngine::new(EngineConfig {
-                max_instances: 32,
-                max_memory_bytes: 64 << 20,
-                ..EngineConfig::default()
-            })
-            .expect("engine");
-            let loader = ComponentLoader::new(engine, None).expect("loader");
-            let fixtures = loader
-                .load(snodo_test_guests::FIXTURES)
-                .await
-                .expect("fixtures");
-            let examples = loader
-                .load(snodo_test_guests::EXAMPLES)
-                .await
-                .expect("examples");
-            let hostile = loader
-                .load(snodo_test_guests::HOSTILE)
-                .await
-                .expect("hostile");
-            Guests {
-                loader,
-                fixtures,
-                examples,
-                hostile,
-            }
-        })
-        .await
+    GUESTS.get_or_init(|| load_guests(32, 64 << 20)).await
 }
 
 fn io_with(responses: Value, capabilities: Value) -> Arc<dyn ExecutionIo> {

@@ -11,24 +11,16 @@ use snodo::model::{
 };
 use snodo::store::{Action, ClaimRequest, Lease, MemoryStore, NewTask, Store};
 use snodo::wasm::{
-    AttemptError, CancelToken, Component, ComponentLoader, EngineConfig, Execution,
-    ExecutionReport, GuestOutcome, InputWaiters, TaskIo, WasmEngine,
+    AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome, InputWaiters,
+    TaskIo,
 };
+
+mod common;
 
 const LEASE_MS: u64 = 30_000;
 
 async fn fixtures() -> Arc<Component> {
-    let engine = WasmEngine::new(EngineConfig {
-        max_instances: 8,
-        max_memory_bytes: 64 << 20,
-        ..EngineConfig::default()
-    })
-    .expect("engine");
-    let loader = ComponentLoader::new(engine, None).expect("loader");
-    loader
-        .load(snodo_test_guests::FIXTURES)
-        .await
-        .expect("fixtures")
+    common::load_guests(8, 64 << 20).await.fixtures
 }
 
 async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
@@ -68,17 +60,11 @@ fn attempt(
 
 /// Waits (without sleeping) until the stored task satisfies `pred`.
 async fn await_state(store: &dyn Store, id: &TaskId, pred: impl Fn(&Task) -> bool) -> Task {
-    tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            let (t, _) = store.inspect(id).await.expect("inspect").expect("present");
-            if pred(&t) {
-                return t;
-            }
-            tokio::task::yield_now().await;
-        }
+    common::eventually("the task's state", || async {
+        let (t, _) = store.inspect(id).await.expect("inspect").expect("present");
+        pred(&t).then_some(t)
     })
     .await
-    .expect("the task reached the expected state")
 }
 
 fn text(report: &ExecutionReport) -> String {

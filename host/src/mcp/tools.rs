@@ -30,7 +30,7 @@ fn progress_notification(token: &Value, p: crate::wasm::Progress) -> Value {
 }
 
 fn attempt_error(e: &AttemptError) -> RpcError {
-    e.to_rpc_error().into()
+    e.to_rpc_error()
 }
 
 impl McpServer {
@@ -147,7 +147,7 @@ impl McpServer {
             exec.grants = tool.grants.clone();
             match tool.component.prepare(exec).await {
                 Ok(Ok(prepared)) => arguments = prepared,
-                Ok(Err(e)) => return Err(e.into()),
+                Ok(Err(e)) => return Err(e),
                 Err(AttemptError::NeedInput(q)) => {
                     let st = state::issue(&key, &tool.info.name, &responses);
                     return Ok(Reply::result(id, input_required(q, st)));
@@ -204,7 +204,6 @@ impl McpServer {
                         (200, protocol::result_response(id, r))
                     }
                     Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => {
-                        let e: RpcError = e.into();
                         (e.http_status(), protocol::error_response(id, &e))
                     }
                     Err(AttemptError::NeedInput(q)) => {

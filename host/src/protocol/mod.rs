@@ -38,33 +38,11 @@ pub mod codes {
     pub const UNSUPPORTED_VERSION: i64 = -32022;
 }
 
-/// A JSON-RPC error to send.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RpcError {
-    /// The code.
-    pub code: i64,
-    /// The message.
-    pub message: String,
-    /// Optional data.
-    pub data: Option<Value>,
-}
+/// A JSON-RPC error to send: the domain's error object, with the wire's constructors and
+/// HTTP mapping below.
+pub use crate::model::JsonRpcError as RpcError;
 
 impl RpcError {
-    /// An error.
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            data: None,
-        }
-    }
-
-    /// With data.
-    pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
-        self
-    }
-
     /// -32602.
     pub fn invalid_params(message: impl Into<String>) -> Self {
         Self::new(codes::INVALID_PARAMS, message)
@@ -123,16 +101,6 @@ impl RpcError {
             v["data"] = d.clone();
         }
         v
-    }
-}
-
-impl From<crate::model::JsonRpcError> for RpcError {
-    fn from(e: crate::model::JsonRpcError) -> Self {
-        Self {
-            code: e.code,
-            message: e.message,
-            data: e.data,
-        }
     }
 }
 

@@ -690,6 +690,15 @@ mod tests {
             )
         }
 
+        /// Writes through redb directly, around the store, to fake what another build or
+        /// damage could leave.
+        fn raw_write(path: &std::path::Path, write: impl FnOnce(&redb::WriteTransaction)) {
+            let db = redb::Database::create(path).expect("raw open");
+            let txn = db.begin_write().expect("txn");
+            write(&txn);
+            txn.commit().expect("commit");
+        }
+
         async fn populated(path: &std::path::Path, n: usize) -> Vec<TaskId> {
             let store = RedbStore::open(path).expect("open");
             let mut ids = Vec::new();
@@ -730,15 +739,12 @@ mod tests {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("s.redb");
             populated(&path, 1).await;
-            {
-                let db = redb::Database::create(&path).expect("raw open");
-                let txn = db.begin_write().expect("txn");
+            raw_write(&path, |txn| {
                 txn.open_table(META)
                     .expect("meta")
                     .insert("schema_version", REDB_SCHEMA_VERSION + 1)
                     .expect("insert");
-                txn.commit().expect("commit");
-            }
+            });
             let err = RedbStore::open(&path).expect_err("newer schema");
             assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
             assert!(err.to_string().contains("newer snodo"), "{err}");
@@ -749,9 +755,7 @@ mod tests {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("s.redb");
             let id = populated(&path, 1).await[0];
-            {
-                let db = redb::Database::create(&path).expect("raw open");
-                let txn = db.begin_write().expect("txn");
+            raw_write(&path, |txn| {
                 txn.open_table(TASKS)
                     .expect("tasks")
                     .insert(
@@ -759,8 +763,7 @@ mod tests {
                         br#"{"v":2,"future":true}"#.as_slice(),
                     )
                     .expect("insert");
-                txn.commit().expect("commit");
-            }
+            });
             let store = RedbStore::open(&path).expect("open");
             let err = store.inspect(&id).await.expect_err("newer record");
             assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
@@ -771,15 +774,12 @@ mod tests {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("s.redb");
             let id = populated(&path, 1).await[0];
-            {
-                let db = redb::Database::create(&path).expect("raw open");
-                let txn = db.begin_write().expect("txn");
+            raw_write(&path, |txn| {
                 txn.open_table(TASKS)
                     .expect("tasks")
                     .insert(id.as_bytes().as_slice(), b"{\"v\":1,\"task\":".as_slice())
                     .expect("insert");
-                txn.commit().expect("commit");
-            }
+            });
             let store = RedbStore::open(&path).expect("open");
             let err = store.inspect(&id).await.expect_err("damaged record");
             assert!(matches!(err, StoreError::Corrupt(_)), "{err}");

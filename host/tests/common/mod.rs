@@ -1,0 +1,67 @@
+//! Shared by the host's integration tests: one way to build an engine and load the example
+//! guests, and one way to wait for a state without sleeping.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
+
+/// The example guests, loaded into one engine.
+pub(crate) struct Guests {
+    pub(crate) loader: ComponentLoader,
+    pub(crate) fixtures: Arc<Component>,
+    pub(crate) examples: Arc<Component>,
+    pub(crate) hostile: Arc<Component>,
+}
+
+/// A pooling engine with `max_instances` slots of `max_memory_bytes`, and the guests.
+pub(crate) async fn load_guests(max_instances: u32, max_memory_bytes: usize) -> Guests {
+    let engine = WasmEngine::new(EngineConfig {
+        max_instances,
+        max_memory_bytes,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let loader = ComponentLoader::new(engine, None).expect("loader");
+    let fixtures = loader
+        .load(snodo_test_guests::FIXTURES)
+        .await
+        .expect("fixtures");
+    let examples = loader
+        .load(snodo_test_guests::EXAMPLES)
+        .await
+        .expect("examples");
+    let hostile = loader
+        .load(snodo_test_guests::HOSTILE)
+        .await
+        .expect("hostile");
+    Guests {
+        loader,
+        fixtures,
+        examples,
+        hostile,
+    }
+}
+
+/// Probes until it returns `Some`, yielding between probes (never sleeping); fails the test
+/// after a minute naming `what`.
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let found = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            if let Some(v) = probe().await {
+                return v;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
