@@ -32,6 +32,8 @@ pub struct ConfigError {
 pub struct Config {
     /// Listen address (default 127.0.0.1:3001; MCP_PORT overrides the port).
     pub listen: Option<SocketAddr>,
+    /// The largest accepted request body in bytes (default 4 MiB); larger ones get 413.
+    pub max_body_bytes: Option<usize>,
     /// The task store.
     #[serde(default)]
     pub store: StoreSection,
@@ -256,6 +258,12 @@ impl Config {
         );
         if let Some(l) = self.listen {
             opts.listen = l;
+        }
+        if let Some(b) = self.max_body_bytes {
+            if b < 1024 {
+                return Err(err("max_body_bytes", "at least 1024 bytes".into()));
+            }
+            opts.max_body_bytes = b;
         }
         opts.store = match self.store.kind.as_deref().unwrap_or("redb") {
             "redb" => StoreChoice::Redb(

@@ -52,6 +52,8 @@ pub struct ServeOptions {
     pub components: Vec<PathBuf>,
     /// Bearer tokens; empty serves loopback only.
     pub tokens: Vec<(String, Principal)>,
+    /// The largest accepted request body.
+    pub max_body_bytes: usize,
     /// TTL of created tasks.
     pub ttl_ms: Option<u64>,
     /// Suggested polling interval.
@@ -74,6 +76,7 @@ impl ServeOptions {
             cache_dir: Some(data.join("cache")),
             components,
             tokens: Vec::new(),
+            max_body_bytes: HttpConfig::default().max_body_bytes,
             ttl_ms: Some(3_600_000),
             poll_interval_ms: 1_000,
             defaults: ToolSettings::default(),
@@ -141,6 +144,7 @@ pub async fn serve(
     );
     let http_config = HttpConfig {
         tokens: opts.tokens.clone(),
+        max_body_bytes: opts.max_body_bytes,
         ..HttpConfig::default()
     };
     let http_config = if opts.listen.ip().is_loopback() {
