@@ -7,6 +7,15 @@ use serde_json::{Map, Value, json};
 use crate::bindings::snodo::tasks::{context as host, types};
 
 /// The execution was asked to stop.
+///
+/// ```
+/// use snodo_guest::{Cancelled, Context};
+/// fn step(cx: &Context) -> Result<(), Cancelled> {
+///     cx.check_cancelled()?;
+///     Ok(())
+/// }
+/// # let _ = step;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cancelled;
 
@@ -19,6 +28,18 @@ impl std::fmt::Display for Cancelled {
 impl std::error::Error for Cancelled {}
 
 /// Why input could not be obtained.
+///
+/// ```
+/// use snodo_guest::{Context, Form, InputError, ToolResult};
+/// fn ask(cx: &Context) -> ToolResult {
+///     match cx.elicit("name", Form::new("Name?").string("name", "Name")) {
+///         Ok(a) => ToolResult::text(a.str("name").unwrap_or("?")),
+///         Err(InputError::Unsupported(_)) => ToolResult::text("this client cannot be asked"),
+///         Err(e) => ToolResult::error(e.to_string()),
+///     }
+/// }
+/// # let _ = ask;
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InputError {
     /// The execution is being cancelled; return promptly.
@@ -47,6 +68,12 @@ impl std::fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 /// Log severity.
+///
+/// ```
+/// # fn f(cx: &snodo_guest::Context) {
+/// cx.log(snodo_guest::LogLevel::Warning, "the export is larger than usual");
+/// # }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogLevel {
     /// Detail for debugging.
@@ -146,6 +173,17 @@ impl Form {
 }
 
 /// A question for the client.
+///
+/// ```
+/// use snodo_guest::{Form, InputRequest};
+/// let form = InputRequest::Form(Form::new("Proceed?").boolean("ok", "OK"));
+/// let sampling = InputRequest::Sampling(serde_json::json!({
+///     "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize"}}],
+///     "maxTokens": 100
+/// }));
+/// let roots = InputRequest::Roots;
+/// # let _ = (form, sampling, roots);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputRequest {
     /// An elicitation form.
@@ -166,6 +204,12 @@ pub enum InputRequest {
 }
 
 /// How the user answered an elicitation.
+///
+/// ```
+/// use snodo_guest::{ElicitAction, Elicited};
+/// let a = Elicited::from_json(&serde_json::json!({"action": "decline"}));
+/// assert_eq!(a.action, ElicitAction::Decline);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElicitAction {
     /// Submitted the form.

@@ -3,6 +3,16 @@
 use serde_json::Value;
 
 /// One content block of a result.
+///
+/// ```
+/// use snodo_guest::{Content, ToolResult};
+/// let r = ToolResult::text("see the attached report").with(Content::Resource {
+///     uri: "report://2026/q3".into(),
+///     mime_type: Some("text/csv".into()),
+///     text: "region,total\neu,12\n".into(),
+/// });
+/// # let _ = r;
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum Content {
     /// Plain text.

@@ -6,6 +6,14 @@ use serde_json::Value;
 use crate::{Context, Outcome, RpcError};
 
 /// How a tool runs when called. The host's configuration may pin another mode.
+///
+/// ```
+/// # use serde_json::json;
+/// use snodo_guest::{Mode, ToolSpec};
+/// // Long work: always a durable task.
+/// let spec = ToolSpec::new(json!({"type": "object"})).mode(Mode::Required);
+/// # let _ = spec;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Always synchronously, inside the request; never a task.

@@ -162,6 +162,24 @@ impl Metrics {
                 "snodo_attempts_finished_total{{outcome=\"{name}\"}} {v}"
             );
         }
+        // Tasks by the terminal status they reached in this process (a current-state gauge
+        // would need a store scan per scrape).
+        let _ = writeln!(
+            out,
+            "# HELP snodo_tasks_finished_total Tasks that reached a terminal status, by status.\n# TYPE snodo_tasks_finished_total counter"
+        );
+        let count = |o: JobOutcome| finished.get(o.as_str()).copied().unwrap_or(0);
+        let by_status = [
+            ("completed", count(JobOutcome::Completed)),
+            (
+                "failed",
+                count(JobOutcome::Failed) + count(JobOutcome::RetryExhausted),
+            ),
+            ("cancelled", self.tasks_cancelled.load(Ordering::Relaxed)),
+        ];
+        for (status, v) in by_status {
+            let _ = writeln!(out, "snodo_tasks_finished_total{{status=\"{status}\"}} {v}");
+        }
         let retries = finished
             .get(JobOutcome::RetryScheduled.as_str())
             .copied()
@@ -304,5 +322,6 @@ mod tests {
         );
         assert!(text.contains("snodo_store_operation_seconds_count{op=\"claim\"} 1"));
         assert!(text.contains("snodo_tasks_created_total 1"));
+        assert!(text.contains("snodo_tasks_finished_total{status=\"completed\"} 1"));
     }
 }
