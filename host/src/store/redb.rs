@@ -419,6 +419,27 @@ impl RedbStore {
     /// Advances the boot epoch and releases the previous process's claims before returning.
     pub fn open_with_clock(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         let path = path.as_ref().to_path_buf();
+        let create = path.clone();
+        Self::open_from(path, clock, move || Database::builder().create(&create))
+    }
+
+    /// Opens a store on a custom redb storage backend (`label` names it in errors). Used to
+    /// inject I/O faults in tests; the guarantees are those of the backend.
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        label: impl Into<PathBuf>,
+        clock: Arc<dyn Clock>,
+    ) -> StoreResult<Self> {
+        Self::open_from(label.into(), clock, move || {
+            Database::builder().create_with_backend(backend)
+        })
+    }
+
+    fn open_from(
+        path: PathBuf,
+        clock: Arc<dyn Clock>,
+        create: impl FnOnce() -> Result<Database, redb::DatabaseError>,
+    ) -> StoreResult<Self> {
         let in_file = |err: StoreError| match err {
             StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
             StoreError::IncompatibleSchema(m) => {
@@ -430,7 +451,7 @@ impl RedbStore {
         // redb reports most damage as errors but can panic on some malformed pages; a
         // damaged file must be reported, never take the process down.
         let opened = catch_unwind(AssertUnwindSafe(|| {
-            let db = Database::builder().create(&path).map_err(backend)?;
+            let db = create().map_err(backend)?;
             let (epoch, fenced, key) = Self::boot(&db, clock.as_ref(), issuer)?;
             Ok::<_, StoreError>((db, epoch, fenced, key))
         }));
@@ -818,6 +839,144 @@ mod tests {
                     matches!(err, StoreError::Corrupt(_)),
                     "truncated to {keep} bytes: {err}"
                 );
+            }
+        }
+
+        /// A file backend whose writes, syncs and resizes start failing once a budget of
+        /// them is spent, as a full disk or a failing device would.
+        #[derive(Debug)]
+        struct Faulty {
+            inner: redb::backends::FileBackend,
+            budget: std::sync::Arc<std::sync::atomic::AtomicI64>,
+        }
+
+        impl Faulty {
+            fn spend(&self) -> Result<(), std::io::Error> {
+                if self
+                    .budget
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+                    <= 0
+                {
+                    return Err(std::io::Error::other("injected I/O failure"));
+                }
+                Ok(())
+            }
+        }
+
+        impl redb::StorageBackend for Faulty {
+            fn len(&self) -> Result<u64, std::io::Error> {
+                self.inner.len()
+            }
+            fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+                self.inner.read(offset, out)
+            }
+            fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+                self.spend()?;
+                self.inner.set_len(len)
+            }
+            fn sync_data(&self) -> Result<(), std::io::Error> {
+                self.spend()?;
+                self.inner.sync_data()
+            }
+            fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+                self.spend()?;
+                self.inner.write(offset, data)
+            }
+        }
+
+        /// Against a model: whatever the store acknowledged before the device failed is
+        /// there after a reopen, failures are reported as errors (never a panic, never a
+        /// hang), and the file opens again.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn io_failures_lose_no_acknowledged_write() {
+            use crate::model::{EventKind, TaskEvent, TaskStatus};
+            use crate::store::{Authority, ClaimRequest};
+
+            for budget in [3i64, 10, 25, 60, 120, 250, 500] {
+                let dir = tempfile::tempdir().expect("tmp");
+                let path = dir.path().join("faulty.redb");
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .expect("file");
+                let backend = Faulty {
+                    inner: redb::backends::FileBackend::new(file).expect("backend"),
+                    budget: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(budget)),
+                };
+                let clock = std::sync::Arc::new(crate::model::SystemClock::new());
+                let store = match RedbStore::open_with_backend(backend, &path, clock) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        assert!(
+                            matches!(e, StoreError::Unavailable(_) | StoreError::Corrupt(_)),
+                            "{e}"
+                        );
+                        continue;
+                    }
+                };
+                let mut created = Vec::new();
+                let mut completed = Vec::new();
+                let mut failed_at = None;
+                for i in 0..200 {
+                    let id = match store.create(new_task()).await {
+                        Ok(t) => t.id,
+                        Err(e) => {
+                            assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+                            failed_at = Some(i);
+                            break;
+                        }
+                    };
+                    created.push(id);
+                    if i % 2 == 0 {
+                        let done = async {
+                            let lease = store
+                                .claim(&id, &ClaimRequest::new(60_000, "t"))
+                                .await?
+                                .lease;
+                            let kind = EventKind::Completed {
+                                result: json!({"content": [{"type": "text", "text": "ok"}]}),
+                            };
+                            store
+                                .transition(
+                                    Authority::Worker(&lease),
+                                    TaskEvent::random(kind),
+                                    None,
+                                )
+                                .await
+                        };
+                        match done.await {
+                            Ok(_) => completed.push(id),
+                            Err(e) => {
+                                assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+                                failed_at = Some(i);
+                                break;
+                            }
+                        }
+                    }
+                }
+                assert!(
+                    failed_at.is_some(),
+                    "budget {budget}: the device never failed"
+                );
+                drop(store);
+
+                let reopened = RedbStore::open(&path)
+                    .unwrap_or_else(|e| panic!("budget {budget}: reopen failed: {e}"));
+                for id in &created {
+                    let (t, _) = reopened
+                        .inspect(id)
+                        .await
+                        .expect("read")
+                        .unwrap_or_else(|| {
+                            panic!("budget {budget}: acknowledged task {id} is missing")
+                        });
+                    if completed.contains(id) {
+                        assert_eq!(t.status, TaskStatus::Completed, "budget {budget}: {id}");
+                    }
+                }
             }
         }
 
