@@ -205,9 +205,10 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<Served
     for path in &opts.components {
         let started = Instant::now();
         let component = loader.load(path).await.map_err(|e| e.to_string())?;
+        let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
         tracing::info!(
             component = %path.display(),
-            tools = component.tools().len(),
+            tools = %names.join(", "),
             cache_hit = component.info().cache_hit,
             load_ms = started.elapsed().as_millis() as u64,
             "component loaded"

@@ -231,8 +231,13 @@ impl Runner {
         self.inner.waiters.notify(task);
         let live = self.lock_attempts().contains_key(task);
         if complete && !live {
-            // Best effort: the recovery loop (here or on another node) finds it otherwise.
-            let _ = self.submit(task).await;
+            // Started beside the caller (a tasks/update must not wait for an execution
+            // slot); the recovery loop, here or on another node, finds it otherwise.
+            let runner = self.clone();
+            let task = *task;
+            tokio::spawn(async move {
+                let _ = runner.submit(&task).await;
+            });
         }
     }
 
