@@ -82,22 +82,34 @@ impl Recorder {
             .collect()
     }
 
-    fn claim_nexts(&self) -> usize {
-        self.events
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|e| {
-                matches!(
-                    e,
-                    RunnerEvent::StoreOp {
-                        op: "claim_next",
-                        ..
-                    }
-                )
-            })
-            .count()
+    /// Waits until the recovery loop has looked at the queue `n` more times.
+    async fn more_polls(&self, n: usize) {
+        let from = self.claim_nexts();
+        // The predicate gets the events (the lock is held): count from them, not from self.
+        self.until("more claim_next polls", |e| {
+            count_claim_nexts(e) >= from + n
+        })
+        .await;
     }
+
+    fn claim_nexts(&self) -> usize {
+        count_claim_nexts(&self.events.lock().expect("lock"))
+    }
+}
+
+fn count_claim_nexts(events: &[RunnerEvent]) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                RunnerEvent::StoreOp {
+                    op: "claim_next",
+                    ..
+                }
+            )
+        })
+        .count()
 }
 
 fn opts(recover: bool) -> RunnerOptions {
@@ -241,44 +253,14 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
     // Many looks at the queue, none of them early.
     rec.until("claim_next polls", |_| true).await;
-    let polls = rec.claim_nexts();
-    rec.until("more polls", |e| {
-        e.iter()
-            .filter(|e| {
-                matches!(
-                    e,
-                    RunnerEvent::StoreOp {
-                        op: "claim_next",
-                        ..
-                    }
-                )
-            })
-            .count()
-            >= polls + 10
-    })
-    .await;
+    rec.more_polls(10).await;
     assert_eq!(
         task(&*store, &id).await.attempt,
         1,
         "not run before retry_at"
     );
     clock.advance(999);
-    let polls = rec.claim_nexts();
-    rec.until("more polls", |e| {
-        e.iter()
-            .filter(|e| {
-                matches!(
-                    e,
-                    RunnerEvent::StoreOp {
-                        op: "claim_next",
-                        ..
-                    }
-                )
-            })
-            .count()
-            >= polls + 10
-    })
-    .await;
+    rec.more_polls(10).await;
     assert_eq!(
         task(&*store, &id).await.attempt,
         1,

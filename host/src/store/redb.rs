@@ -771,38 +771,34 @@ mod tests {
             assert!(err.to_string().contains("newer snodo"), "{err}");
         }
 
-        #[tokio::test]
-        async fn a_record_from_a_newer_layout_is_refused_on_read() {
+        /// Stores `bytes` as the record of a new task, around the store, and returns what
+        /// reading it back reports.
+        async fn read_planted(bytes: &'static [u8]) -> StoreError {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("s.redb");
             let id = populated(&path, 1).await[0];
             raw_write(&path, |txn| {
                 txn.open_table(TASKS)
                     .expect("tasks")
-                    .insert(
-                        id.as_bytes().as_slice(),
-                        br#"{"v":2,"future":true}"#.as_slice(),
-                    )
+                    .insert(id.as_bytes().as_slice(), bytes)
                     .expect("insert");
             });
             let store = RedbStore::open(&path).expect("open");
-            let err = store.inspect(&id).await.expect_err("newer record");
+            store
+                .inspect(&id)
+                .await
+                .expect_err("the planted record is refused")
+        }
+
+        #[tokio::test]
+        async fn a_record_from_a_newer_layout_is_refused_on_read() {
+            let err = read_planted(br#"{"v":2,"future":true}"#).await;
             assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
         }
 
         #[tokio::test]
         async fn a_damaged_record_is_reported_not_skipped() {
-            let dir = tempfile::tempdir().expect("tmp");
-            let path = dir.path().join("s.redb");
-            let id = populated(&path, 1).await[0];
-            raw_write(&path, |txn| {
-                txn.open_table(TASKS)
-                    .expect("tasks")
-                    .insert(id.as_bytes().as_slice(), b"{\"v\":1,\"task\":".as_slice())
-                    .expect("insert");
-            });
-            let store = RedbStore::open(&path).expect("open");
-            let err = store.inspect(&id).await.expect_err("damaged record");
+            let err = read_planted(b"{\"v\":1,\"task\":").await;
             assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
         }
 
