@@ -1,5 +1,5 @@
 //! Shared helpers for the end-to-end tests: the workload vocabulary the crash test's child
-//! process speaks.
+//! process speaks, and the runtime the helper processes run on.
 
 /// What the workload does with a task after creating and claiming it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,6 +38,20 @@ impl Plan {
             "input" => Some(Plan::Input),
             "run" => Some(Plan::Run),
             _ => None,
+        }
+    }
+}
+
+/// A multi-threaded runtime for a helper process; exits the process if none can be built.
+pub fn runtime() -> tokio::runtime::Runtime {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("runtime: {e}");
+            std::process::exit(1);
         }
     }
 }

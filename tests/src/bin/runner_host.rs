@@ -26,16 +26,7 @@ fn main() {
         eprintln!("usage: runner-host <store.redb>");
         std::process::exit(2);
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let rt = snodo_tests::runtime();
     if let Err(e) = rt.block_on(serve(path)) {
         eprintln!("runner-host: {e}");
         std::process::exit(1);

@@ -32,16 +32,7 @@ fn main() {
         std::process::exit(2);
     };
     let writers: usize = writers.parse().unwrap_or(4);
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("runtime: {e}");
-            std::process::exit(1);
-        }
-    };
+    let rt = snodo_tests::runtime();
     let result: Result<(), String> = rt.block_on(async move {
         let store: Arc<dyn Store> =
             Arc::new(RedbStore::open(&path).map_err(|e| format!("open: {e}"))?);
