@@ -342,6 +342,8 @@ pub struct RunnerBenchOptions {
     pub cancels: usize,
     /// The cancel grace period.
     pub grace_ms: u64,
+    /// Store for the memory figures: `memory` or `redb` (a temporary file).
+    pub store: String,
 }
 
 /// One runner figure.
@@ -403,7 +405,14 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             .map_err(|e| e.to_string())?;
         let mut registry = ToolRegistry::new();
         registry.add_component(fixtures, Default::default());
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn Store> = if opts.store == "redb" {
+            let dir =
+                std::env::temp_dir().join(format!("snodo-bench-runner-{}", TaskId::generate()));
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            Arc::new(RedbStore::open(dir.join("tasks.redb")).map_err(|e| e.to_string())?)
+        } else {
+            Arc::new(MemoryStore::new())
+        };
         let runner = Runner::start(
             store.clone(),
             Arc::new(registry),
@@ -456,9 +465,9 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
         let after = resident_bytes();
         let per = after.saturating_sub(before) as f64 / n as f64;
         let label = if live {
-            "live suspended guests"
+            format!("live suspended guests, {} store", opts.store)
         } else {
-            "parked tasks (guest released)"
+            format!("parked tasks (guest released), {} store", opts.store)
         };
         figures.push(RunnerFigure {
             what: format!("{n} {label}: resident memory added"),

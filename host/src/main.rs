@@ -141,6 +141,9 @@ enum BenchCommand {
         /// Cancel grace period in ms.
         #[arg(long, default_value_t = 100)]
         grace_ms: u64,
+        /// Store for the memory figures: memory or redb.
+        #[arg(long, default_value = "memory")]
+        store: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -550,6 +553,7 @@ fn main() -> ExitCode {
                     live,
                     cancels,
                     grace_ms,
+                    store,
                     json,
                 },
         } => {
@@ -560,6 +564,7 @@ fn main() -> ExitCode {
                 live,
                 cancels,
                 grace_ms,
+                store,
             };
             match runtime.block_on(bench::runner(&opts)) {
                 Ok(figures) if json => print_json(&figures),
