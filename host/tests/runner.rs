@@ -82,6 +82,15 @@ impl Recorder {
             .collect()
     }
 
+    /// Waits until any attempt has started.
+    async fn started(&self, what: &str) {
+        self.until(what, |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
+        })
+        .await;
+    }
+
     /// Waits until the recovery loop has looked at the queue `n` more times.
     async fn more_polls(&self, n: usize) {
         let from = self.claim_nexts();
@@ -409,12 +418,7 @@ async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
     )
     .await;
     a.submit(&id).await.expect("submit");
-    rec_a
-        .until("a started", |e| {
-            e.iter()
-                .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
-        })
-        .await;
+    rec_a.started("a started").await;
     clock.advance(30_000);
     let b = Runner::start(store.clone(), registry().await, opts(true), rec_b.clone());
     rec_b
@@ -555,11 +559,7 @@ async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
     new.ttl_ms = Some(10_000);
     store.create(new).await.expect("create");
     runner.submit(&id).await.expect("submit");
-    rec.until("started", |e| {
-        e.iter()
-            .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
-    })
-    .await;
+    rec.started("started").await;
     assert_eq!(runner.active(), 1);
     clock.advance(10_000);
     rec.until("reaped", |e| {
@@ -600,11 +600,7 @@ async fn shutdown_releases_what_did_not_drain() {
     )
     .await;
     runner.submit(&id).await.expect("submit");
-    rec.until("started", |e| {
-        e.iter()
-            .any(|e| matches!(e, RunnerEvent::JobStarted { .. }))
-    })
-    .await;
+    rec.started("started").await;
     assert_eq!(runner.shutdown().await, 1);
     let t = task(&*store, &id).await;
     assert_eq!(t.status, TaskStatus::Working);
