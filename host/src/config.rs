@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::budget::TenantLimits;
+use crate::http::{self, TokenError};
 use crate::model::{ExecutionLimits, Principal, RetryPolicy};
 use crate::runner::RunnerOptions;
 use crate::serve::{ServeOptions, StoreChoice, ToolSettings};
@@ -54,6 +56,43 @@ pub struct Config {
     /// Authentication.
     #[serde(default)]
     pub auth: AuthSection,
+    /// HTTP connection limits and timeouts.
+    #[serde(default)]
+    pub http: HttpSection,
+    /// The metrics endpoint.
+    #[serde(default)]
+    pub metrics: MetricsSection,
+    /// Per-tenant and global budgets.
+    #[serde(default)]
+    pub limits: LimitsBudgetSection,
+    /// The directory relative paths in the file are resolved against: the file's own
+    /// directory when loaded with [`Config::load`], the working directory otherwise.
+    #[serde(skip)]
+    pub base_dir: Option<PathBuf>,
+}
+
+/// `[http]`, timeouts in milliseconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSection {
+    /// Time to send a complete request head.
+    pub header_timeout_ms: Option<u64>,
+    /// Time to send a whole request body once the head arrived.
+    pub body_timeout_ms: Option<u64>,
+    /// Time a keep-alive connection may wait for its next request.
+    pub idle_timeout_ms: Option<u64>,
+    /// The most connections open at once.
+    pub max_connections: Option<usize>,
+}
+
+/// `[metrics]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// The bearer token `GET /metrics` requires (prefer `token_env`).
+    pub token: Option<String>,
+    /// An environment variable holding that token.
+    pub token_env: Option<String>,
 }
 
 /// `[store]`.
@@ -172,12 +211,47 @@ pub struct RunnerSection {
     pub reap_interval_ms: Option<u64>,
     /// Most concurrent attempts.
     pub max_concurrent: Option<usize>,
+    /// Most concurrent attempts of one tenant.
+    pub max_running_per_tenant: Option<usize>,
+    /// Recoveries a task may have before it fails.
+    pub max_recoveries: Option<u32>,
     /// Idle time before a parked guest is released.
     pub park_after_ms: Option<u64>,
     /// Grace period after cancellation.
     pub cancel_grace_ms: Option<u64>,
     /// Drain timeout at shutdown.
     pub drain_timeout_ms: Option<u64>,
+}
+
+/// `[limits]`: the budgets that keep one tenant from starving or flooding the others.
+/// Defaults in [`TenantLimits`] and docs/configuration.md.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsBudgetSection {
+    /// Concurrent synchronous guest executions per tenant.
+    pub sync_calls_per_tenant: Option<usize>,
+    /// The same, all tenants together.
+    pub sync_calls: Option<usize>,
+    /// Wall-clock limit of a synchronous call.
+    pub sync_timeout_ms: Option<u64>,
+    /// Live tasks per tenant.
+    pub live_tasks_per_tenant: Option<u64>,
+    /// Task creations per second per tenant.
+    pub task_creates_per_second: Option<u32>,
+    /// Task creations at once before the rate applies.
+    pub task_create_burst: Option<u32>,
+    /// Subscription streams per tenant.
+    pub streams_per_tenant: Option<usize>,
+    /// Subscription streams in total.
+    pub streams: Option<usize>,
+    /// Task ids one stream may watch.
+    pub stream_task_ids: Option<usize>,
+    /// Linear memory all live guests may hold together.
+    pub guest_memory_total_bytes: Option<usize>,
+    /// Linear memory one guest may hold.
+    pub guest_memory_bytes: Option<usize>,
+    /// The largest result a guest may return.
+    pub result_bytes: Option<usize>,
 }
 
 /// `[[auth.tokens]]`.
@@ -221,7 +295,23 @@ impl Config {
             key: "-".into(),
             reason: format!("cannot read: {e}"),
         })?;
-        Self::parse(&file, &text)
+        let mut config = Self::parse(&file, &text)?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        config.base_dir = Some(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
+        Ok(config)
+    }
+
+    /// `path` as written in the file, resolved against [`Config::base_dir`].
+    fn resolve(&self, path: &Path) -> PathBuf {
+        match &self.base_dir {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_path_buf(),
+        }
     }
 
     /// Parses `text` (named `file` in errors).
@@ -254,7 +344,10 @@ impl Config {
         let data = PathBuf::from(".snodo");
         let mut opts = ServeOptions::new(
             data.clone(),
-            self.components.iter().map(|c| c.path.clone()).collect(),
+            self.components
+                .iter()
+                .map(|c| self.resolve(&c.path))
+                .collect(),
         );
         if let Some(l) = self.listen {
             opts.listen = l;
@@ -269,8 +362,8 @@ impl Config {
             "redb" => StoreChoice::Redb(
                 self.store
                     .path
-                    .clone()
-                    .unwrap_or_else(|| data.join("tasks.redb")),
+                    .as_deref()
+                    .map_or_else(|| data.join("tasks.redb"), |p| self.resolve(p)),
             ),
             "memory" => StoreChoice::Memory,
             other => {
@@ -281,10 +374,16 @@ impl Config {
             }
         };
         if let Some(c) = &self.cache_dir {
-            opts.cache_dir = Some(c.clone());
+            opts.cache_dir = Some(self.resolve(c));
         }
-        let defaults = tool_settings(&self.defaults, "defaults", &ToolSettings::default())
-            .map_err(|(k, r)| err(&k, r))?;
+        let resolve = |p: &Path| self.resolve(p);
+        let defaults = tool_settings(
+            &self.defaults,
+            "defaults",
+            &ToolSettings::default(),
+            &resolve,
+        )
+        .map_err(|(k, r)| err(&k, r))?;
         if let Some(ttl) = defaults.ttl_ms {
             opts.ttl_ms = if ttl == 0 { None } else { Some(ttl) };
         }
@@ -293,7 +392,7 @@ impl Config {
         }
         opts.defaults = defaults.clone();
         for (name, section) in &self.tools {
-            let settings = tool_settings(section, &format!("tools.{name}"), &defaults)
+            let settings = tool_settings(section, &format!("tools.{name}"), &defaults, &resolve)
                 .map_err(|(k, r)| err(&k, r))?;
             opts.tool_settings.insert(name.clone(), settings);
         }
@@ -310,6 +409,10 @@ impl Config {
                 None => base.reap_interval,
             },
             max_concurrent: r.max_concurrent.unwrap_or(base.max_concurrent),
+            max_running_per_tenant: r
+                .max_running_per_tenant
+                .unwrap_or(base.max_running_per_tenant),
+            max_recoveries: r.max_recoveries.unwrap_or(base.max_recoveries),
             park_after: r.park_after_ms.map_or(base.park_after, ms),
             cancel_grace: r.cancel_grace_ms.map_or(base.cancel_grace, ms),
             drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),
@@ -331,6 +434,68 @@ impl Config {
                 "at least one attempt must be able to run".into(),
             ));
         }
+        if opts.runner.max_running_per_tenant == 0 {
+            return Err(err(
+                "runner.max_running_per_tenant",
+                "at least one attempt of a tenant must be able to run".into(),
+            ));
+        }
+        let l = &self.limits;
+        let b = TenantLimits::default();
+        let positive = |key: &str, v: Option<u64>| match v {
+            Some(0) => Err(err(&format!("limits.{key}"), "must be at least 1".into())),
+            _ => Ok(()),
+        };
+        positive(
+            "sync_calls_per_tenant",
+            l.sync_calls_per_tenant.map(|v| v as u64),
+        )?;
+        positive("sync_calls", l.sync_calls.map(|v| v as u64))?;
+        positive("sync_timeout_ms", l.sync_timeout_ms)?;
+        positive("live_tasks_per_tenant", l.live_tasks_per_tenant)?;
+        positive(
+            "task_creates_per_second",
+            l.task_creates_per_second.map(u64::from),
+        )?;
+        positive("task_create_burst", l.task_create_burst.map(u64::from))?;
+        positive("streams_per_tenant", l.streams_per_tenant.map(|v| v as u64))?;
+        positive("streams", l.streams.map(|v| v as u64))?;
+        positive("stream_task_ids", l.stream_task_ids.map(|v| v as u64))?;
+        positive("result_bytes", l.result_bytes.map(|v| v as u64))?;
+        opts.limits = TenantLimits {
+            sync_calls_per_tenant: l.sync_calls_per_tenant.unwrap_or(b.sync_calls_per_tenant),
+            sync_calls: l.sync_calls.unwrap_or(b.sync_calls),
+            sync_timeout_ms: l.sync_timeout_ms.unwrap_or(b.sync_timeout_ms),
+            live_tasks_per_tenant: l.live_tasks_per_tenant.unwrap_or(b.live_tasks_per_tenant),
+            task_creates_per_second: l
+                .task_creates_per_second
+                .unwrap_or(b.task_creates_per_second),
+            task_create_burst: l.task_create_burst.unwrap_or(b.task_create_burst),
+            streams_per_tenant: l.streams_per_tenant.unwrap_or(b.streams_per_tenant),
+            streams: l.streams.unwrap_or(b.streams),
+            stream_task_ids: l.stream_task_ids.unwrap_or(b.stream_task_ids),
+        };
+        if let Some(m) = l.guest_memory_bytes {
+            if m < (1 << 20) {
+                return Err(err("limits.guest_memory_bytes", "at least 1 MiB".into()));
+            }
+            opts.engine.max_memory_bytes = m;
+        }
+        if let Some(m) = l.guest_memory_total_bytes {
+            opts.engine.max_total_memory_bytes = m;
+        }
+        if opts.engine.max_total_memory_bytes < opts.engine.max_memory_bytes {
+            return Err(err(
+                "limits.guest_memory_total_bytes",
+                format!(
+                    "smaller than one guest's memory ({} bytes): no guest could use its cap",
+                    opts.engine.max_memory_bytes
+                ),
+            ));
+        }
+        if let Some(r) = l.result_bytes {
+            opts.engine.max_result_bytes = r;
+        }
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
             let token = match (&t.token, &t.token_env) {
@@ -343,17 +508,77 @@ impl Config {
                 })?,
                 _ => return Err(err(&key, "give exactly one of token and token_env".into())),
             };
-            if token.len() < 16 {
+            let principal = Principal::new(&t.tenant, &t.subject);
+            if let Err(e) = http::check_token(&token, &principal, &opts.tokens) {
+                let field = match e {
+                    TokenError::EmptyTenant => "tenant",
+                    TokenError::EmptySubject => "subject",
+                    TokenError::TooShort | TokenError::Duplicate { .. } if t.token.is_some() => {
+                        "token"
+                    }
+                    TokenError::TooShort | TokenError::Duplicate { .. } => "token_env",
+                };
+                let reason = match e {
+                    TokenError::Duplicate { first } => {
+                        format!("the same token as auth.tokens[{first}]; tokens must be unique")
+                    }
+                    other => other.to_string(),
+                };
+                return Err(err(&format!("{key}.{field}"), reason));
+            }
+            opts.tokens.push((token, principal));
+        }
+        let h = &self.http;
+        let base = http::HttpLimits::default();
+        let positive = |key: &str, v: Option<u64>, default: std::time::Duration| match v {
+            Some(0) => Err(err(key, "must be positive".into())),
+            Some(v) => Ok(ms(v)),
+            None => Ok(default),
+        };
+        opts.http_limits = http::HttpLimits {
+            header_timeout: positive(
+                "http.header_timeout_ms",
+                h.header_timeout_ms,
+                base.header_timeout,
+            )?,
+            body_timeout: positive("http.body_timeout_ms", h.body_timeout_ms, base.body_timeout)?,
+            idle_timeout: positive("http.idle_timeout_ms", h.idle_timeout_ms, base.idle_timeout)?,
+            max_connections: match h.max_connections {
+                Some(n) if n == 0 || n > http::MAX_CONNECTIONS_LIMIT => {
+                    return Err(err(
+                        "http.max_connections",
+                        format!("1..={}", http::MAX_CONNECTIONS_LIMIT),
+                    ));
+                }
+                Some(n) => n,
+                None => base.max_connections,
+            },
+        };
+        opts.metrics_token = match (&self.metrics.token, &self.metrics.token_env) {
+            (None, None) => None,
+            (Some(t), None) => Some(t.clone()),
+            (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+                err(
+                    "metrics.token_env",
+                    format!("the environment variable {var} is not set"),
+                )
+            })?),
+            (Some(_), Some(_)) => {
                 return Err(err(
-                    &key,
-                    "a bearer token must be at least 16 characters".into(),
+                    "metrics",
+                    "give at most one of token and token_env".into(),
                 ));
             }
-            if t.tenant.is_empty() {
-                return Err(err(&format!("{key}.tenant"), "must not be empty".into()));
-            }
-            opts.tokens
-                .push((token, Principal::new(&t.tenant, &t.subject)));
+        };
+        if let Some(t) = &opts.metrics_token
+            && t.len() < http::MIN_TOKEN_LEN
+        {
+            let key = if self.metrics.token.is_some() {
+                "metrics.token"
+            } else {
+                "metrics.token_env"
+            };
+            return Err(err(key, TokenError::TooShort.to_string()));
         }
         Ok(opts)
     }
@@ -372,6 +597,7 @@ fn tool_settings(
     s: &ToolSection,
     key: &str,
     base: &ToolSettings,
+    resolve: &dyn Fn(&Path) -> PathBuf,
 ) -> Result<ToolSettings, (String, String)> {
     let mut out = base.clone();
     if let Some(m) = &s.mode {
@@ -431,7 +657,7 @@ fn tool_settings(
                 .dirs
                 .iter()
                 .map(|d| DirGrant {
-                    host: d.host.clone(),
+                    host: resolve(&d.host),
                     guest: d.guest.clone(),
                     writable: d.writable,
                 })
@@ -530,8 +756,124 @@ subject = "alice"
         .unwrap()
         .to_serve_options("s.toml")
         .unwrap_err();
-        assert_eq!(e.key, "auth.tokens[0]");
+        assert_eq!(e.key, "auth.tokens[0].token");
         let e = Config::parse("s.toml", "listen = \"nope\"\n").unwrap_err();
         assert!(e.to_string().starts_with("s.toml: "), "{e}");
+    }
+
+    fn options(text: &str) -> Result<ServeOptions, ConfigError> {
+        Config::parse("s.toml", text)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn tokens_are_unique_and_name_someone() {
+        let entry = |token: &str, tenant: &str, subject: &str| {
+            format!(
+                "[[auth.tokens]]\ntoken = \"{token}\"\ntenant = \"{tenant}\"\nsubject = \"{subject}\"\n"
+            )
+        };
+        let t = "0123456789abcdef-token";
+        let o = options(&(entry(t, "a", "x") + &entry("another-token-0123456789", "a", "y")))
+            .expect("two distinct tokens");
+        assert_eq!(o.tokens.len(), 2);
+        let e = options(&(entry(t, "a", "x") + &entry(t, "b", "y"))).unwrap_err();
+        assert_eq!(e.key, "auth.tokens[1].token");
+        assert!(e.reason.contains("auth.tokens[0]"), "{e}");
+        let e = options(&entry(t, "", "x")).unwrap_err();
+        assert_eq!(e.key, "auth.tokens[0].tenant");
+        let e = options(&entry(t, "a", "")).unwrap_err();
+        assert_eq!(e.key, "auth.tokens[0].subject");
+    }
+
+    #[test]
+    fn http_limits_and_the_metrics_token() {
+        let o = options("").expect("defaults");
+        assert_eq!(o.http_limits, http::HttpLimits::default());
+        assert_eq!(o.metrics_token, None);
+        let o = options(
+            "[http]\nheader_timeout_ms = 1500\nbody_timeout_ms = 2500\nidle_timeout_ms = 3500\nmax_connections = 7\n[metrics]\ntoken = \"metrics-0123456789\"\n",
+        )
+        .expect("set");
+        assert_eq!(
+            o.http_limits,
+            http::HttpLimits {
+                header_timeout: std::time::Duration::from_millis(1500),
+                body_timeout: std::time::Duration::from_millis(2500),
+                idle_timeout: std::time::Duration::from_millis(3500),
+                max_connections: 7,
+            }
+        );
+        assert_eq!(o.metrics_token.as_deref(), Some("metrics-0123456789"));
+        for (text, key) in [
+            ("[http]\nheader_timeout_ms = 0\n", "http.header_timeout_ms"),
+            ("[http]\nbody_timeout_ms = 0\n", "http.body_timeout_ms"),
+            ("[http]\nidle_timeout_ms = 0\n", "http.idle_timeout_ms"),
+            ("[http]\nmax_connections = 0\n", "http.max_connections"),
+            (
+                "[http]\nmax_connections = 100000000\n",
+                "http.max_connections",
+            ),
+            ("[metrics]\ntoken = \"short\"\n", "metrics.token"),
+            (
+                "[metrics]\ntoken_env = \"SNODO_TEST_UNSET_METRICS_TOKEN\"\n",
+                "metrics.token_env",
+            ),
+            ("[http]\nheader_timeout = 5\n", "header_timeout"),
+        ] {
+            let e = options(text).expect_err(text);
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_files_directory() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let conf = dir.path().join("conf");
+        std::fs::create_dir(&conf).expect("mkdir");
+        let file = conf.join("snodo.toml");
+        std::fs::write(
+            &file,
+            r#"
+cache_dir = "cache"
+[store]
+path = "state/tasks.redb"
+[[components]]
+path = "tools/examples.wasm"
+[[components]]
+path = "/opt/tools/fixtures.wasm"
+[defaults]
+grants = { dirs = [{ host = "shared", guest = "/shared" }] }
+[tools.flaky]
+grants = { dirs = [{ host = "../exports", guest = "/exports" }, { host = "/srv/abs", guest = "/abs" }] }
+"#,
+        )
+        .expect("write");
+        let o = Config::load(&file)
+            .expect("load")
+            .to_serve_options("snodo.toml")
+            .expect("options");
+        let base = std::path::absolute(&conf).expect("absolute");
+        assert_eq!(
+            o.components,
+            vec![
+                base.join("tools/examples.wasm"),
+                PathBuf::from("/opt/tools/fixtures.wasm")
+            ]
+        );
+        assert_eq!(o.store, StoreChoice::Redb(base.join("state/tasks.redb")));
+        assert_eq!(o.cache_dir, Some(base.join("cache")));
+        let dirs = |s: &ToolSettings| {
+            s.grants
+                .as_ref()
+                .map(|g| g.dirs.iter().map(|d| d.host.clone()).collect::<Vec<_>>())
+        };
+        assert_eq!(dirs(&o.defaults), Some(vec![base.join("shared")]));
+        assert_eq!(
+            dirs(&o.tool_settings["flaky"]),
+            Some(vec![base.join("../exports"), PathBuf::from("/srv/abs")])
+        );
+        // Parsed text has no file: paths stay as written (relative to the working directory).
+        let o = options("[[components]]\npath = \"tools/x.wasm\"\n").expect("parse");
+        assert_eq!(o.components, vec![PathBuf::from("tools/x.wasm")]);
     }
 }

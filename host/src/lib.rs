@@ -3,6 +3,7 @@
 //! The crate is layered so that each part can be read on its own:
 //!
 //! - [`model`]: the domain model (Task, Work, RetryPolicy, events); pure data and rules.
+//! - [`budget`]: per-tenant and global admission budgets (slots and rates).
 //! - [`store`]: the [`store::Store`] contract and its adapters (memory, redb).
 //! - [`wasm`]: the WebAssembly host: engine, components, sandboxed executions.
 //! - [`runner`]: claims, leases, heartbeats, retries, recovery, parking and reaping.
@@ -17,6 +18,7 @@
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
 pub mod bench;
+pub mod budget;
 pub mod config;
 pub mod http;
 pub mod mcp;

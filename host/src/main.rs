@@ -217,13 +217,10 @@ fn parse_token(s: &str) -> Result<(String, snodo::model::Principal), String> {
     let (tenant, subject) = who
         .split_once(':')
         .ok_or("a token is TOKEN=TENANT:SUBJECT")?;
-    if token.len() < 16 {
-        return Err("a bearer token must be at least 16 characters".into());
-    }
-    Ok((
-        token.to_owned(),
-        snodo::model::Principal::new(tenant, subject),
-    ))
+    let principal = snodo::model::Principal::new(tenant, subject);
+    snodo::http::check_token(token, &principal, &[])
+        .map_err(|e| format!("--token TOKEN=TENANT:SUBJECT: {e}"))?;
+    Ok((token.to_owned(), principal))
 }
 
 fn parse_retry(s: &str) -> Result<(String, snodo::model::RetryPolicy), String> {
@@ -400,11 +397,23 @@ fn run_serve(
         "redb" => opts.store,
         other => return fail(format!("--store {other:?}: use redb or memory")),
     };
-    for t in &tokens {
-        match parse_token(t) {
-            Ok(t) => opts.tokens.push(t),
+    for (i, t) in tokens.iter().enumerate() {
+        let (token, principal) = match parse_token(t) {
+            Ok(t) => t,
             Err(e) => return fail(e),
+        };
+        if let Err(e) = snodo::http::check_token(&token, &principal, &opts.tokens) {
+            let e = match e {
+                snodo::http::TokenError::Duplicate { first } => format!(
+                    "--token #{} repeats the token of --token #{}; tokens must be unique",
+                    i + 1,
+                    first + 1
+                ),
+                other => format!("--token #{}: {other}", i + 1),
+            };
+            return fail(e);
         }
+        opts.tokens.push((token, principal));
     }
     for r in &retries {
         match parse_retry(r) {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::budget::TenantLimits;
 use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServedTool, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
@@ -12,6 +13,12 @@ use crate::runner::{Runner, RunnerOptions, ToolRegistry};
 use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+
+/// The default task TTL: one day, far longer than the default retry schedule (none) and
+/// park time (30 s), so a default never reaps a task that is still running or waiting for
+/// a prompt answer. A task the TTL does cut off is counted
+/// (`snodo_tasks_reaped_active_total`) and logged.
+pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
 /// Which store to serve from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,6 +61,10 @@ pub struct ServeOptions {
     pub tokens: Vec<(String, Principal)>,
     /// The largest accepted request body.
     pub max_body_bytes: usize,
+    /// Connection limits and timeouts of the HTTP transport.
+    pub http_limits: http::HttpLimits,
+    /// The bearer token `GET /metrics` requires; `None` leaves it open.
+    pub metrics_token: Option<String>,
     /// TTL of created tasks.
     pub ttl_ms: Option<u64>,
     /// Suggested polling interval.
@@ -65,10 +76,15 @@ pub struct ServeOptions {
     pub tool_settings: std::collections::BTreeMap<String, ToolSettings>,
     /// Runner settings.
     pub runner: RunnerOptions,
+    /// Per-tenant and global budgets of the MCP edge.
+    pub limits: TenantLimits,
+    /// The WebAssembly engine (fuel metering is turned on when any tool sets fuel).
+    pub engine: EngineConfig,
 }
 
 impl ServeOptions {
-    /// Defaults: loopback port 3001, redb at `data/tasks.redb`, the given components.
+    /// Defaults: loopback port 3001, redb at `data/tasks.redb`, the given components, a
+    /// task TTL of one day ([`DEFAULT_TTL_MS`]).
     pub fn new(data: PathBuf, components: Vec<PathBuf>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
@@ -77,11 +93,15 @@ impl ServeOptions {
             components,
             tokens: Vec::new(),
             max_body_bytes: HttpConfig::default().max_body_bytes,
-            ttl_ms: Some(3_600_000),
+            http_limits: http::HttpLimits::default(),
+            metrics_token: None,
+            ttl_ms: Some(DEFAULT_TTL_MS),
             poll_interval_ms: 1_000,
             defaults: ToolSettings::default(),
             tool_settings: Default::default(),
             runner: RunnerOptions::default(),
+            limits: TenantLimits::default(),
+            engine: EngineConfig::default(),
         }
     }
 }
@@ -99,15 +119,17 @@ pub async fn serve(
             opts.listen
         ));
     }
+    for (i, (token, principal)) in opts.tokens.iter().enumerate() {
+        http::check_token(token, principal, &opts.tokens[..i])
+            .map_err(|e| format!("bearer token #{}: {e}", i + 1))?;
+    }
     let store: Arc<dyn Store> = match &opts.store {
         StoreChoice::Memory => {
             tracing::info!("store: memory (volatile)");
             Arc::new(MemoryStore::new())
         }
         StoreChoice::Redb(path) => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            }
+            // Creates the data directory (0700) and the file (0600) if missing.
             let s = RedbStore::open(path).map_err(|e| e.to_string())?;
             tracing::info!(
                 path = %path.display(),
@@ -137,6 +159,7 @@ pub async fn serve(
                 name: "snodo".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
                 tools,
+                limits: opts.limits.clone(),
             },
         )
         .with_change_feed(observed)
@@ -145,6 +168,8 @@ pub async fn serve(
     let http_config = HttpConfig {
         tokens: opts.tokens.clone(),
         max_body_bytes: opts.max_body_bytes,
+        body_timeout: opts.http_limits.body_timeout,
+        metrics_token: opts.metrics_token.clone(),
         ..HttpConfig::default()
     };
     let http_config = if opts.listen.ip().is_loopback() {
@@ -163,6 +188,9 @@ pub async fn serve(
     if opts.tokens.is_empty() {
         tracing::warn!(%addr, "no authentication configured: serving loopback only");
     }
+    if opts.metrics_token.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "GET /metrics needs no token on this address: set [metrics] token_env");
+    }
     tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
     ready(addr);
     let drain = opts.runner.drain_timeout;
@@ -174,7 +202,12 @@ pub async fn serve(
         closer.close_streams();
         let _ = stopping_tx.send(());
     };
-    let serving = http::serve(listener, http::router(server, http_config), graceful);
+    let serving = http::serve(
+        listener,
+        http::router(server, http_config),
+        &opts.http_limits,
+        graceful,
+    );
     tokio::pin!(serving);
     // Requests in flight get the drain timeout to finish; then the server stops anyway.
     let forced = async {
@@ -198,7 +231,12 @@ pub async fn serve(
 /// and the registry the runner resolves work with. Used by `serve` and by the operator
 /// commands that validate a configuration.
 pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<ServedTool>), String> {
-    let engine = WasmEngine::new(EngineConfig::default())?;
+    let mut engine = opts.engine.clone();
+    // A configured fuel limit must take effect: meter fuel when any tool sets one.
+    engine.fuel |= std::iter::once(&opts.defaults)
+        .chain(opts.tool_settings.values())
+        .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
+    let engine = WasmEngine::new(engine)?;
     let loader = ComponentLoader::new(engine, opts.cache_dir.clone())?;
     let mut registry = ToolRegistry::new();
     let mut tools: Vec<ServedTool> = Vec::new();
@@ -222,18 +260,33 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<Served
                 ));
             }
             let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+            let ttl_ms = match s.ttl_ms {
+                Some(0) => None,
+                Some(t) => Some(t),
+                None => opts.ttl_ms,
+            };
+            let retry_policy = s.retry_policy.clone().unwrap_or_default();
+            // The TTL runs from creation: it must outlive every retry delay plus the time a
+            // guest may wait for input before it is parked, or a default setup would reap
+            // work that is still going (decision 25).
+            let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
+                + opts.runner.park_after.as_millis() as u64;
+            if let Some(ttl) = ttl_ms
+                && ttl <= must_outlive
+            {
+                return Err(format!(
+                    "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
+                    info.name
+                ));
+            }
             let grants = s.grants.clone().unwrap_or_default();
             registry.set_grants(&info.name, grants.clone());
             tools.push(ServedTool {
                 component: component.clone(),
                 info: info.clone(),
                 mode: s.mode,
-                retry_policy: s.retry_policy.clone().unwrap_or_default(),
-                ttl_ms: match s.ttl_ms {
-                    Some(0) => None,
-                    Some(t) => Some(t),
-                    None => opts.ttl_ms,
-                },
+                retry_policy,
+                ttl_ms,
                 poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
                 limits: s.limits.unwrap_or_default(),
                 grants,

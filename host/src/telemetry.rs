@@ -74,6 +74,10 @@ pub struct Metrics {
     tasks_created: AtomicU64,
     tasks_cancelled: AtomicU64,
     sync_calls: AtomicU64,
+    /// Unfinished tasks removed by their TTL.
+    reaped_active: AtomicU64,
+    /// Refusals by the limit (configuration key) that refused.
+    limits_hit: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 impl Metrics {
@@ -97,8 +101,19 @@ impl Metrics {
         self.sync_calls.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Renders the Prometheus text exposition, with `active` guests as a gauge.
-    pub fn render(&self, active: usize) -> String {
+    /// A budget refused a request; `limit` is its configuration key.
+    pub fn limit_hit(&self, limit: &'static str) {
+        *self
+            .limits_hit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(limit)
+            .or_insert(0) += 1;
+    }
+
+    /// Renders the Prometheus text exposition, with `active` attempts, `sync` guest
+    /// executions on the request path and open subscription `streams` as gauges.
+    pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
         let mut out = String::new();
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(
@@ -117,6 +132,12 @@ impl Metrics {
             "snodo_tasks_cancelled_total",
             "Tasks cancelled by tasks/cancel.",
             self.tasks_cancelled.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "snodo_tasks_reaped_active_total",
+            "Tasks removed by their TTL before they finished (working or waiting for input).",
+            self.reaped_active.load(Ordering::Relaxed),
         );
         counter(
             &mut out,
@@ -202,8 +223,20 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
-            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}"
+            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}\n# HELP snodo_sync_calls_active Synchronous guest executions running now.\n# TYPE snodo_sync_calls_active gauge\nsnodo_sync_calls_active {sync}\n# HELP snodo_streams_open Open subscription streams.\n# TYPE snodo_streams_open gauge\nsnodo_streams_open {streams}"
         );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_limit_refusals_total Requests refused by a budget, by limit.\n# TYPE snodo_limit_refusals_total counter"
+        );
+        for (limit, n) in self
+            .limits_hit
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(out, "snodo_limit_refusals_total{{limit=\"{limit}\"}} {n}");
+        }
         let _ = writeln!(
             out,
             "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
@@ -262,6 +295,9 @@ impl Instrumentation for Metrics {
                     .clone();
                 h.observe(*elapsed);
             }
+            RunnerEvent::ReapedActive { .. } => {
+                self.reaped_active.fetch_add(1, Ordering::Relaxed);
+            }
             RunnerEvent::GuestRan {
                 instantiate, run, ..
             } => {
@@ -309,7 +345,7 @@ mod tests {
             ok: true,
         });
         m.task_created();
-        let text = m.render(4);
+        let text = m.render(4, 0, 0);
         assert!(text.contains("snodo_attempts_started_total 1"));
         assert!(text.contains("snodo_recoveries_total 1"));
         assert!(text.contains("snodo_attempts_finished_total{outcome=\"completed\"} 1"));

@@ -63,6 +63,7 @@ async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
             name: "snodo-test".into(),
             version: "0".into(),
             tools,
+            limits: Default::default(),
         },
     )
     .with_change_feed(observed);

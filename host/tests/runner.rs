@@ -133,6 +133,8 @@ fn opts(recover: bool) -> RunnerOptions {
         park_after: Duration::from_secs(60),
         drain_timeout: Duration::from_secs(10),
         max_concurrent: 64,
+        max_running_per_tenant: 64,
+        ..RunnerOptions::default()
     }
 }
 

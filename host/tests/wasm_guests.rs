@@ -314,7 +314,7 @@ async fn core_fixtures_return_their_content() {
     assert!(is_error(&out));
 
     // Progress reaches the request's channel.
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
     let with_progress: Arc<dyn ExecutionIo> =
         Arc::new(SyncIo::new(Map::new(), json!({}), Some(tx)));
     g.fixtures

@@ -9,7 +9,7 @@ use snodo_guest::bindings::snodo::tasks::types::{
 
 struct Hostile;
 
-const TOOLS: [&str; 9] = [
+const TOOLS: [&str; 12] = [
     "counter",
     "probe",
     "spin",
@@ -19,7 +19,18 @@ const TOOLS: [&str; 9] = [
     "ignore_cancel",
     "chatty",
     "reserved_code",
+    "big_result",
+    "status_flood",
+    "hold",
 ];
+
+/// A number argument of the call, or `default`.
+fn arg(work: &Work, name: &str, default: u64) -> u64 {
+    serde_json::from_str::<serde_json::Value>(&work.arguments)
+        .ok()
+        .and_then(|v| v.get(name).and_then(serde_json::Value::as_u64))
+        .unwrap_or(default)
+}
 
 fn text(t: &str) -> Outcome {
     Outcome::Completed(ToolResult {
@@ -114,6 +125,21 @@ impl Guest for Hostile {
                     context::log(snodo_guest::bindings::snodo::tasks::types::LogLevel::Info, &line);
                 }
                 text("done talking")
+            }
+            // Returns `mb` megabytes of text.
+            "big_result" => text(&"x".repeat((arg(&work, "mb", 8) as usize) << 20)),
+            // Sets its status `times` times.
+            "status_flood" => {
+                let times = arg(&work, "times", 3_000);
+                for i in 0..times {
+                    context::set_status(&format!("step {i}"));
+                }
+                text(&format!("set the status {times} times"))
+            }
+            // Waits `ms` milliseconds in the clock import (not computing), then answers.
+            "hold" => {
+                std::thread::sleep(std::time::Duration::from_millis(arg(&work, "ms", 60_000)));
+                text("held")
             }
             // Fails with a code from the range MCP reserves.
             "reserved_code" => Outcome::Failed(RpcError {

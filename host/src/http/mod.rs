@@ -1,24 +1,33 @@
 //! Streamable HTTP with axum: `POST /mcp` and the rules that belong to the transport:
-//! Host/Origin checks against DNS rebinding, bearer authentication, the body limit, the
-//! routing headers, SSE responses, 405 for GET/DELETE, and health endpoints.
+//! Host/Origin checks against DNS rebinding (on every route), bearer authentication, the
+//! body limit and body timeout, the routing headers, SSE responses, 405 for GET/DELETE,
+//! health endpoints and metrics. Connection limits and timeouts are in `conn`.
 
-use std::future::Future;
+mod conn;
+
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use futures_util::stream;
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
 
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::model::Principal;
 use crate::protocol::{self, RpcError, codes, decode_header_value};
+
+/// How long `/readyz` waits for the store to commit its probe write.
+pub const READY_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Transport settings.
 #[derive(Debug, Clone)]
@@ -28,9 +37,14 @@ pub struct HttpConfig {
     /// Bearer tokens and who they authenticate; empty means no authentication (then the
     /// server must only listen on loopback).
     pub tokens: Vec<(String, Principal)>,
-    /// Host names (without port) a request's `Host` and `Origin` may name; empty accepts
-    /// any (for servers behind a proxy that checks them).
+    /// Host names (without port) a request's `Host` and `Origin` may name, on every route;
+    /// empty accepts any (for servers behind a proxy that checks them).
     pub allowed_hosts: Vec<String>,
+    /// How long a request body may take to arrive once its head did; later gets 408.
+    pub body_timeout: Duration,
+    /// The bearer token `GET /metrics` requires; `None` serves metrics to anyone who
+    /// passes the Host check.
+    pub metrics_token: Option<String>,
 }
 
 impl Default for HttpConfig {
@@ -39,8 +53,54 @@ impl Default for HttpConfig {
             max_body_bytes: 4 << 20,
             tokens: Vec::new(),
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
+            body_timeout: HttpLimits::default().body_timeout,
+            metrics_token: None,
         }
     }
+}
+
+/// The shortest accepted bearer token.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// Why a configured bearer token cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenError {
+    /// Shorter than [`MIN_TOKEN_LEN`].
+    #[error("a bearer token must be at least {MIN_TOKEN_LEN} characters")]
+    TooShort,
+    /// The tenant (the store scope) is empty.
+    #[error("the tenant must not be empty")]
+    EmptyTenant,
+    /// The subject is empty.
+    #[error("the subject must not be empty")]
+    EmptySubject,
+    /// The same token is configured twice: it could only ever authenticate one of them.
+    #[error("the same token is already configured (entry {first}); tokens must be unique")]
+    Duplicate {
+        /// The index of the earlier entry.
+        first: usize,
+    },
+}
+
+/// Checks one token against the rules and against the tokens configured before it.
+pub fn check_token(
+    token: &str,
+    principal: &Principal,
+    earlier: &[(String, Principal)],
+) -> Result<(), TokenError> {
+    if token.len() < MIN_TOKEN_LEN {
+        return Err(TokenError::TooShort);
+    }
+    if principal.tenant.is_empty() {
+        return Err(TokenError::EmptyTenant);
+    }
+    if principal.subject.is_empty() {
+        return Err(TokenError::EmptySubject);
+    }
+    if let Some(first) = earlier.iter().position(|(t, _)| t == token) {
+        return Err(TokenError::Duplicate { first });
+    }
+    Ok(())
 }
 
 /// The principal of unauthenticated requests to a loopback-only server.
@@ -48,16 +108,33 @@ pub fn local_principal() -> Principal {
     Principal::new("local", "anonymous")
 }
 
+/// A SHA-256 digest of a bearer token: tokens are compared by digest, so the comparison
+/// takes the same time whatever the presented token's length.
+type TokenDigest = [u8; 32];
+
+fn digest(token: &str) -> TokenDigest {
+    Sha256::digest(token.as_bytes()).into()
+}
+
 #[derive(Clone)]
 struct AppState {
     server: Arc<McpServer>,
     config: Arc<HttpConfig>,
+    tokens: Arc<[(TokenDigest, Principal)]>,
+    metrics_token: Option<TokenDigest>,
 }
 
-/// The router: `POST /mcp`, `GET /healthz`, `GET /readyz`.
+/// The router: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics`, all behind the
+/// Host/Origin check.
 pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
     let state = AppState {
         server,
+        tokens: config
+            .tokens
+            .iter()
+            .map(|(t, p)| (digest(t), p.clone()))
+            .collect(),
+        metrics_token: config.metrics_token.as_deref().map(digest),
         config: Arc::new(config),
     };
     Router::new()
@@ -65,22 +142,17 @@ pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
+        .layer(middleware::from_fn_with_state(state.clone(), host_guard))
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, with TCP_NODELAY on every
-/// connection (SSE replies otherwise stall on Nagle + delayed ACK).
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
+/// The DNS-rebinding defence, before any route: a page on another origin that resolves
+/// its own name to this server must not reach it through a victim's browser.
+async fn host_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if let Err(why) = check_host(request.headers(), &state.config.allowed_hosts) {
+        return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
+    }
+    next.run(request).await
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -99,7 +171,13 @@ async fn not_allowed() -> Response {
     r
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(expected) = &state.metrics_token {
+        let presented = bearer_token(&headers).map(digest);
+        if !presented.is_some_and(|p| digests_equal(&p, expected)) {
+            return unauthorized("a valid bearer token is required (metrics.token)");
+        }
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.server.metrics_text(),
@@ -107,14 +185,20 @@ async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
+/// Ready when the store commits a probe write within [`READY_PROBE_TIMEOUT`]: a read alone
+/// stays green while the writer is stuck or the disk refuses writes.
 async fn ready(State(state): State<AppState>) -> Response {
-    match state.server.store_ready().await {
+    match state.server.store_ready(READY_PROBE_TIMEOUT).await {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("store unavailable: {e}"),
-        )
-            .into_response(),
+        Err(e) => {
+            // The detail (which may name files) is for the operator's log only.
+            tracing::warn!(error = %e, "readiness probe failed");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "not ready: the task store cannot commit",
+            )
+                .into_response()
+        }
     }
 }
 
@@ -147,23 +231,46 @@ fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static st
     Ok(())
 }
 
-fn authenticate(headers: &HeaderMap, tokens: &[(String, Principal)]) -> Option<Principal> {
+/// The credentials of an `Authorization: Bearer …` header. The scheme is
+/// case-insensitive and may be followed by several spaces (RFC 9110 §11.1, §11.4).
+fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = token.trim_start_matches(' ');
+    (!token.is_empty()).then_some(token)
+}
+
+/// Compares two digests without an early exit.
+fn digests_equal(a: &TokenDigest, b: &TokenDigest) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+/// The principal of the presented bearer token. Every configured token is compared (by
+/// digest, in constant time), whether or not an earlier one matched, so the timing tells
+/// neither which entry matched nor how long the tokens are. Configured tokens are unique
+/// (checked where they are configured), so at most one matches.
+fn authenticate(headers: &HeaderMap, tokens: &[(TokenDigest, Principal)]) -> Option<Principal> {
     if tokens.is_empty() {
         return Some(local_principal());
     }
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ")?;
-    // Compare every configured token in constant time for its length.
-    tokens
-        .iter()
-        .find(|(t, _)| {
-            t.len() == token.len()
-                && t.bytes()
-                    .zip(token.bytes())
-                    .fold(0u8, |a, (x, y)| a | (x ^ y))
-                    == 0
-        })
-        .map(|(_, p)| p.clone())
+    let presented = digest(bearer_token(headers)?);
+    let mut found = None;
+    for (configured, principal) in tokens {
+        let matched = digests_equal(configured, &presented);
+        found = if matched { Some(principal) } else { found };
+    }
+    found.cloned()
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut r = rpc_error(StatusCode::UNAUTHORIZED, codes::INVALID_REQUEST, message);
+    r.headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    r
 }
 
 fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>> {
@@ -182,18 +289,8 @@ fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>>
 async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    if let Err(why) = check_host(&headers, &state.config.allowed_hosts) {
-        return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
-    }
-    let Some(principal) = authenticate(&headers, &state.config.tokens) else {
-        let mut r = rpc_error(
-            StatusCode::UNAUTHORIZED,
-            codes::INVALID_REQUEST,
-            "a valid bearer token is required",
-        );
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        return r;
+    let Some(principal) = authenticate(&headers, &state.tokens) else {
+        return unauthorized("a valid bearer token is required");
     };
     if let Some(ct) = headers.get(header::CONTENT_TYPE) {
         let json_type = ct
@@ -209,9 +306,25 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
             );
         }
     }
-    let bytes = match axum::body::to_bytes(body, state.config.max_body_bytes).await {
-        Ok(b) => b,
+    let limit = state.config.max_body_bytes;
+    let read = tokio::time::timeout(state.config.body_timeout, axum::body::to_bytes(body, limit));
+    let bytes = match read.await {
+        Ok(Ok(b)) => b,
         Err(_) => {
+            let mut r = rpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                codes::INVALID_REQUEST,
+                &format!(
+                    "the body did not arrive within {} ms (http.body_timeout_ms)",
+                    state.config.body_timeout.as_millis()
+                ),
+            );
+            // The rest of the body may still come; the connection cannot be reused.
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return r;
+        }
+        Ok(Err(_)) => {
             return rpc_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 codes::INVALID_REQUEST,

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::budget::{Rate, Slots, TenantLimits};
 use crate::model::{Principal, RetryPolicy};
 use crate::protocol::{
     self, Incoming, NameSource, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION,
@@ -53,6 +54,8 @@ pub struct ServerConfig {
     pub version: String,
     /// The tools, in `tools/list` order.
     pub tools: Vec<ServedTool>,
+    /// Per-tenant and global budgets.
+    pub limits: TenantLimits,
 }
 
 /// The headers the dispatcher checks, already read from the transport.
@@ -78,8 +81,9 @@ pub enum Reply {
     /// A notification or response was received: 202, no body.
     Accepted,
     /// An SSE stream: notifications, then the response (or, for subscriptions, until the
-    /// client goes away).
-    Stream(mpsc::UnboundedReceiver<Value>),
+    /// client goes away). Bounded: a client that stops reading holds up its producer (which
+    /// coalesces or drops what it cannot queue), never the server's memory.
+    Stream(mpsc::Receiver<Value>),
 }
 
 impl Reply {
@@ -107,12 +111,39 @@ pub struct McpServer {
     pub(crate) metrics: Arc<crate::telemetry::Metrics>,
     /// Flipped at shutdown: open subscription streams end so connections can drain.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Guest executions on the request path, per tenant.
+    pub(crate) sync_slots: Arc<Slots>,
+    /// Open subscription streams, per tenant.
+    stream_slots: Arc<Slots>,
+    /// Task creations, per tenant.
+    pub(crate) creates: Rate,
 }
+
+/// How many messages an SSE reply queues before its producer waits.
+const STREAM_QUEUE: usize = 16;
 
 impl McpServer {
     /// A server over `store`, running tasks with `runner`.
     pub fn new(store: Arc<dyn Store>, runner: Runner, config: ServerConfig) -> Self {
+        let l = &config.limits;
         Self {
+            sync_slots: Slots::new(
+                "limits.sync_calls_per_tenant",
+                l.sync_calls_per_tenant.max(1),
+                "limits.sync_calls",
+                l.sync_calls.max(1),
+            ),
+            stream_slots: Slots::new(
+                "limits.streams_per_tenant",
+                l.streams_per_tenant.max(1),
+                "limits.streams",
+                l.streams.max(1),
+            ),
+            creates: Rate::new(
+                "limits.task_creates_per_second",
+                l.task_creates_per_second.max(1),
+                l.task_create_burst,
+            ),
             store,
             runner,
             config,
@@ -136,7 +167,16 @@ impl McpServer {
 
     /// The Prometheus text exposition of this server's metrics.
     pub fn metrics_text(&self) -> String {
-        self.metrics.render(self.runner.active())
+        self.metrics.render(
+            self.runner.active(),
+            self.sync_slots.held(),
+            self.stream_slots.held(),
+        )
+    }
+
+    /// Synchronous guest executions running now (all tenants).
+    pub fn sync_calls_active(&self) -> usize {
+        self.sync_slots.held()
     }
 
     /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`
@@ -151,9 +191,12 @@ impl McpServer {
         &self.config.tools
     }
 
-    /// Whether the store answers (for readiness checks).
-    pub async fn store_ready(&self) -> Result<(), crate::store::StoreError> {
-        self.store.now().await.map(|_| ())
+    /// Whether the store commits a probe write within `within` (for readiness checks).
+    pub async fn store_ready(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<(), crate::store::StoreError> {
+        self.store.check_writable(within).await
     }
 
     /// Handles one POST body.
@@ -202,7 +245,11 @@ impl McpServer {
             Some(Ok(_)) => {}
         }
         match protocol::name_source(&req.method, &req.params) {
-            NameSource::Body(body_name) => match &headers.name {
+            NameSource::Body {
+                value: body_name,
+                required,
+            } => match &headers.name {
+                None if !required => {}
                 None => {
                     return Err(RpcError::header_mismatch(
                         "the Mcp-Name header is required for this method",
@@ -301,9 +348,13 @@ impl McpServer {
     }
 
     /// `subscriptions/listen`: acknowledges the notification types this server can send for
-    /// the caller (task ids it can see), then keeps the stream open. Task status changes are
-    /// delivered by polling (`tasks/get`); the acknowledgement tells the client which ids
-    /// were accepted.
+    /// the caller (the task ids it can see, without duplicates, at most
+    /// `limits.stream_task_ids`), then pushes `notifications/tasks` for every committed
+    /// change of a watched task until the client goes away or the server shuts down.
+    ///
+    /// The stream's queue is bounded: while the client does not read, changes are only
+    /// marked (one mark per watched task), and the newest state of each marked task is sent
+    /// when there is room, so a stalled reader costs at most its watched set.
     async fn subscriptions_listen(
         &self,
         req: &protocol::Request,
@@ -321,6 +372,7 @@ impl McpServer {
             ));
         }
         let mut ack = serde_json::Map::new();
+        let mut watched: Vec<String> = Vec::new();
         if let Some(ids) = filter.get("taskIds") {
             if !meta.declares_tasks() {
                 return Err(RpcError::tasks_required());
@@ -328,35 +380,43 @@ impl McpServer {
             let ids = ids
                 .as_array()
                 .ok_or_else(|| RpcError::invalid_params("taskIds must be an array"))?;
-            let mut accepted = Vec::new();
+            let max = self.config.limits.stream_task_ids;
+            let mut seen = std::collections::HashSet::new();
+            let mut wanted: Vec<&str> = Vec::new();
             for id in ids.iter().filter_map(Value::as_str) {
+                if seen.insert(id) {
+                    wanted.push(id);
+                }
+                if wanted.len() > max {
+                    return Err(RpcError::limit_reached(&crate::budget::Refusal {
+                        limit: "limits.stream_task_ids",
+                        max: max as u64,
+                        over: crate::budget::Over::Tenant,
+                    }));
+                }
+            }
+            for id in wanted {
                 if self
                     .store
                     .authorize(principal, crate::store::Action::Read, id)
                     .await
                     .is_ok()
                 {
-                    accepted.push(json!(id));
+                    watched.push(id.to_owned());
                 }
             }
-            ack.insert("taskIds".into(), Value::Array(accepted));
+            ack.insert("taskIds".into(), json!(watched));
         }
         if filter.get("toolsListChanged") == Some(&json!(true)) {
             ack.insert("toolsListChanged".into(), json!(true));
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let slot = self
+            .stream_slots
+            .try_acquire(principal.tenant.as_str())
+            .map_err(|r| RpcError::limit_reached(&r))?;
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
-        let watched: Vec<String> = ack
-            .get("taskIds")
-            .and_then(Value::as_array)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
-        let _ = tx.send(protocol::notification(
+        let _ = tx.try_send(protocol::notification(
             "notifications/subscriptions/acknowledged",
             json!({"notifications": ack, "_meta": sub}),
         ));
@@ -368,8 +428,9 @@ impl McpServer {
         let store = self.store.clone();
         let principal = principal.clone();
         let mut closing = self.closing.subscribe();
-        // The stream stays open until the client closes it or the server shuts down.
         tokio::spawn(async move {
+            // The stream counts against the budgets until it ends.
+            let _slot = slot;
             let closed = async {
                 tokio::select! {
                     () = tx.closed() => {}
@@ -381,37 +442,48 @@ impl McpServer {
                 closed.await;
                 return;
             };
+            // Watched tasks changed since they were last sent, oldest mark first.
+            let mut marked: std::collections::VecDeque<usize> = Default::default();
+            let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
+                if !marked.contains(&i) {
+                    marked.push_back(i);
+                }
+            };
             loop {
-                let changed = tokio::select! {
+                tokio::select! {
                     () = &mut closed => return,
-                    c = feed.recv() => c,
-                };
-                let ids: Vec<&String> = match &changed {
-                    Ok(id) => watched.iter().filter(|w| **w == id.to_string()).collect(),
-                    // Fell behind: re-send every watched task's current state.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        watched.iter().collect()
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                };
-                for id in ids {
-                    // Authorized on every send: a task that expired or was reaped is dropped.
-                    let Ok(access) = store.authorize(&principal, Action::Read, id).await else {
-                        continue;
-                    };
-                    let Ok(task) = store.get(&access).await else {
-                        continue;
-                    };
-                    let mut params = wire::detailed_task(&task);
-                    params.insert("_meta".into(), sub.clone());
-                    if tx
-                        .send(protocol::notification(
+                    changed = feed.recv() => match changed {
+                        Ok(id) => {
+                            let id = id.to_string();
+                            if let Some(i) = watched.iter().position(|w| *w == id) {
+                                mark(&mut marked, i);
+                            }
+                        }
+                        // Fell behind the feed: every watched task may have changed.
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            for i in 0..watched.len() {
+                                mark(&mut marked, i);
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    permit = tx.reserve(), if !marked.is_empty() => {
+                        let Ok(permit) = permit else { return };
+                        let Some(i) = marked.pop_front() else { continue };
+                        // Authorized on every send: a task that expired or was reaped is
+                        // dropped. The task is read now, so the newest state goes out.
+                        let Ok(access) = store.authorize(&principal, Action::Read, &watched[i]).await else {
+                            continue;
+                        };
+                        let Ok(task) = store.get(&access).await else {
+                            continue;
+                        };
+                        let mut params = wire::detailed_task(&task);
+                        params.insert("_meta".into(), sub.clone());
+                        permit.send(protocol::notification(
                             "notifications/tasks",
                             Value::Object(params),
-                        ))
-                        .is_err()
-                    {
-                        return;
+                        ));
                     }
                 }
             }

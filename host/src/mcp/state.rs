@@ -1,71 +1,126 @@
-//! Integrity-protected MRTR `requestState`: HMAC-SHA256 with the store's server key, so a
-//! token survives restarts and verifies on every node that shares the store.
+//! MRTR `requestState`: sealed (XChaCha20-Poly1305) with a key derived from the store's
+//! server key, so a state survives restarts and opens on every node that shares the store.
+//!
+//! A state carries the answers of earlier rounds. Sealing keeps them confidential (they may
+//! hold what a user typed into a form) and authenticates the rest: the tool, the principal
+//! it was issued to, and its expiry. A state given to another tool, presented by another
+//! principal, past its expiry, or altered in any byte is refused. Stores without
+//! persistence create a new key at each start, so a restart invalidates their states.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-fn hmac(key: &[u8; 32], msg: &[u8]) -> [u8; 32] {
-    let mut ipad = [0x36u8; 64];
-    let mut opad = [0x5cu8; 64];
-    for (i, k) in key.iter().enumerate() {
-        ipad[i] ^= k;
-        opad[i] ^= k;
-    }
-    let inner = Sha256::new()
-        .chain_update(ipad)
-        .chain_update(msg)
+use crate::model::Principal;
+
+/// How long an issued state can be answered.
+pub(crate) const STATE_TTL: Duration = Duration::from_secs(15 * 60);
+/// Bound to the state's purpose: a key derived for states seals nothing else.
+const AAD: &[u8] = b"snodo/request-state/v2";
+const NONCE_LEN: usize = 24;
+
+fn cipher(key: &[u8; 32]) -> XChaCha20Poly1305 {
+    let derived = Sha256::new()
+        .chain_update(b"snodo request-state key v2\0")
+        .chain_update(key)
         .finalize();
-    let outer = Sha256::new()
-        .chain_update(opad)
-        .chain_update(inner)
-        .finalize();
-    let mut out = [0u8; 32];
-    out.copy_from_slice(&outer);
-    out
+    XChaCha20Poly1305::new(&derived)
 }
 
-/// A `requestState` binding the round to `tool` and carrying the answers given so far, so
-/// the next round (which may send only the new answers) can replay every earlier one.
-pub(crate) fn issue(key: &[u8; 32], tool: &str, answers: &Map<String, Value>) -> String {
-    let body = json!({"v": 1, "tool": tool, "answers": answers}).to_string();
-    let tag = hmac(key, body.as_bytes());
-    format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(body),
-        URL_SAFE_NO_PAD.encode(tag)
-    )
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Checks a `requestState` for `tool` (untampered, issued by this server, for this tool)
-/// and returns the answers it carries.
+/// A `requestState` for `tool` and `principal` carrying the answers given so far, so the
+/// next round (which may send only the new answers) can replay every earlier one.
+pub(crate) fn issue(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    answers: &Map<String, Value>,
+) -> String {
+    issue_at(key, tool, principal, answers, now_ms())
+}
+
+fn issue_at(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    answers: &Map<String, Value>,
+    now: u64,
+) -> String {
+    let body = json!({
+        "tool": tool,
+        "tenant": principal.tenant,
+        "subject": principal.subject,
+        "exp": now + STATE_TTL.as_millis() as u64,
+        "answers": answers,
+    })
+    .to_string();
+    let mut nonce = [0u8; NONCE_LEN];
+    crate::store::fill_random(&mut nonce);
+    let sealed = cipher(key)
+        .encrypt(
+            &XNonce::from(nonce),
+            Payload {
+                msg: body.as_bytes(),
+                aad: AAD,
+            },
+        )
+        // Encryption fails only for messages over 256 GiB.
+        .unwrap_or_default();
+    let mut out = nonce.to_vec();
+    out.extend_from_slice(&sealed);
+    URL_SAFE_NO_PAD.encode(out)
+}
+
+/// Opens a `requestState` presented by `principal` for `tool` and returns the answers it
+/// carries. Every refusal reads the same to the client except expiry, which it can act on.
 pub(crate) fn verify(
     key: &[u8; 32],
     tool: &str,
+    principal: &Principal,
     state: &str,
 ) -> Result<Map<String, Value>, &'static str> {
-    let (body, tag) = state.split_once('.').ok_or("malformed requestState")?;
-    let body = URL_SAFE_NO_PAD
-        .decode(body)
-        .map_err(|_| "malformed requestState")?;
-    let tag = URL_SAFE_NO_PAD
-        .decode(tag)
-        .map_err(|_| "malformed requestState")?;
-    let expected = hmac(key, &body);
-    // Constant-time comparison: the tag is a secret-derived value.
-    if tag.len() != expected.len()
-        || tag
-            .iter()
-            .zip(expected.iter())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            != 0
-    {
-        return Err("requestState failed its integrity check");
+    verify_at(key, tool, principal, state, now_ms())
+}
+
+fn verify_at(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    state: &str,
+    now: u64,
+) -> Result<Map<String, Value>, &'static str> {
+    const INVALID: &str = "requestState is not valid for this request";
+    let bytes = URL_SAFE_NO_PAD.decode(state).map_err(|_| INVALID)?;
+    if bytes.len() < NONCE_LEN {
+        return Err(INVALID);
     }
-    let v: Value = serde_json::from_slice(&body).map_err(|_| "malformed requestState")?;
-    if v["tool"] != tool {
-        return Err("requestState was issued for another tool");
+    let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+    let nonce = XNonce::try_from(nonce).map_err(|_| INVALID)?;
+    let body = cipher(key)
+        .decrypt(
+            &nonce,
+            Payload {
+                msg: sealed,
+                aad: AAD,
+            },
+        )
+        .map_err(|_| INVALID)?;
+    let v: Value = serde_json::from_slice(&body).map_err(|_| INVALID)?;
+    if v["tool"] != tool || v["tenant"] != principal.tenant || v["subject"] != principal.subject {
+        return Err(INVALID);
+    }
+    if v["exp"].as_u64().is_none_or(|exp| exp < now) {
+        return Err("requestState has expired; start the call again without it");
     }
     Ok(v["answers"].as_object().cloned().unwrap_or_default())
 }
@@ -75,20 +130,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn states_verify_and_tampering_is_caught() {
+    fn states_open_only_for_their_tool_principal_and_time() {
         let key = [7u8; 32];
-        let answers: Map<String, Value> = [("user_name".to_owned(), json!({"action": "accept"}))]
-            .into_iter()
-            .collect();
-        let s = issue(&key, "greet", &answers);
-        assert_eq!(verify(&key, "greet", &s), Ok(answers));
-        assert!(verify(&key, "other", &s).is_err());
-        assert!(verify(&[8u8; 32], "greet", &s).is_err());
-        let mut tampered = s.clone().into_bytes();
-        tampered[3] ^= 1;
-        assert!(verify(&key, "greet", &String::from_utf8_lossy(&tampered)).is_err());
-        assert!(verify(&key, "greet", "nonsense").is_err());
-        // RFC 4231 test case 2 shape: HMAC differs from a plain hash.
-        assert_ne!(hmac(&key, b"x").to_vec(), Sha256::digest(b"x").to_vec());
+        let ada = Principal::new("acme", "ada");
+        let answers: Map<String, Value> = [(
+            "user_name".to_owned(),
+            json!({"action": "accept", "content": {"name": "Ada Secret"}}),
+        )]
+        .into_iter()
+        .collect();
+        let s = issue_at(&key, "greet", &ada, &answers, 1_000);
+        assert_eq!(verify_at(&key, "greet", &ada, &s, 2_000), Ok(answers));
+        // The answers are not readable from the state.
+        let raw = URL_SAFE_NO_PAD.decode(&s).expect("base64");
+        assert!(!String::from_utf8_lossy(&raw).contains("Ada Secret"));
+        assert!(verify_at(&key, "other", &ada, &s, 2_000).is_err());
+        assert!(verify_at(&key, "greet", &Principal::new("acme", "bob"), &s, 2_000).is_err());
+        assert!(verify_at(&key, "greet", &Principal::new("evil", "ada"), &s, 2_000).is_err());
+        assert!(verify_at(&[8u8; 32], "greet", &ada, &s, 2_000).is_err());
+        let late = 1_000 + STATE_TTL.as_millis() as u64 + 1;
+        assert_eq!(
+            verify_at(&key, "greet", &ada, &s, late),
+            Err("requestState has expired; start the call again without it")
+        );
+        for i in [0, NONCE_LEN, raw.len() - 1] {
+            let mut tampered = raw.clone();
+            tampered[i] ^= 1;
+            let t = URL_SAFE_NO_PAD.encode(tampered);
+            assert!(
+                verify_at(&key, "greet", &ada, &t, 2_000).is_err(),
+                "byte {i}"
+            );
+        }
+        assert!(verify_at(&key, "greet", &ada, "nonsense", 2_000).is_err());
+        assert!(verify_at(&key, "greet", &ada, "", 2_000).is_err());
     }
 }

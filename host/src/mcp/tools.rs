@@ -1,15 +1,20 @@
 //! `tools/list` and `tools/call`: the sync path, MRTR, and task creation.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::budget::{Over, Refusal, Slot};
 use crate::model::{Principal, TaskId};
 use crate::protocol::{self, RequestMeta, RpcError, has_capabilities};
 use crate::runner::tool_call_work;
-use crate::store::NewTask;
-use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, SyncIo, TaskMode};
+use crate::store::{NewTask, StoreError};
+use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, SyncIo, TaskMode};
+
+/// Progress reports queued between a guest and its SSE stream; more are dropped.
+const PROGRESS_QUEUE: usize = 64;
 
 use super::{McpServer, Reply, ServedTool, state, wire};
 
@@ -60,6 +65,16 @@ impl McpServer {
         self.config.tools.iter().find(|t| t.info.name == name)
     }
 
+    /// A slot for running a guest on the request path, or the refusal as a JSON-RPC error.
+    fn sync_slot(&self, principal: &Principal) -> Result<Slot, RpcError> {
+        self.sync_slots
+            .try_acquire(principal.tenant.as_str())
+            .map_err(|r| {
+                self.metrics.limit_hit(r.limit);
+                RpcError::limit_reached(&r)
+            })
+    }
+
     pub(super) async fn tools_call(
         &self,
         req: &protocol::Request,
@@ -67,6 +82,9 @@ impl McpServer {
         principal: &Principal,
     ) -> Result<Reply, RpcError> {
         let id = &req.id;
+        // One slot covers every guest execution of this request (mode rule, prepare, the
+        // call itself); taken at the first and held until the reply is complete.
+        let mut slot: Option<Slot> = None;
         let name = req
             .params
             .get("name")
@@ -110,8 +128,8 @@ impl McpServer {
             let s = s
                 .as_str()
                 .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
-            let earlier =
-                state::verify(&key, &tool.info.name, s).map_err(RpcError::invalid_params)?;
+            let earlier = state::verify(&key, &tool.info.name, principal, s)
+                .map_err(RpcError::invalid_params)?;
             for (k, v) in earlier {
                 responses.entry(k).or_insert(v);
             }
@@ -125,11 +143,13 @@ impl McpServer {
         let declares = meta.declares_tasks();
         let mode = match tool.mode {
             Some(m) => m,
-            None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => tool
-                .component
-                .choose_mode(&tool.info.name, &arguments)
-                .await
-                .map_err(|e| attempt_error(&e))?,
+            None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => {
+                slot = Some(self.sync_slot(principal)?);
+                tool.component
+                    .choose_mode(&tool.info.name, &arguments)
+                    .await
+                    .map_err(|e| attempt_error(&e))?
+            }
             None => tool.info.mode,
         };
         if mode == TaskMode::Required && !declares {
@@ -141,22 +161,31 @@ impl McpServer {
         // The input phase before a task exists: MRTR round trips, answered synchronously.
         let mut arguments = arguments;
         if as_task && tool.info.has_prepare {
+            if slot.is_none() {
+                slot = Some(self.sync_slot(principal)?);
+            }
             let io: Arc<dyn ExecutionIo> =
                 Arc::new(SyncIo::new(responses.clone(), caps.clone(), None));
             let mut exec = Execution::new(&tool.info.name, arguments.clone(), io);
             exec.grants = tool.grants.clone();
-            match tool.component.prepare(exec).await {
+            exec.limits = tool.limits;
+            match self.within_wall_clock(tool.component.prepare(exec)).await? {
                 Ok(Ok(prepared)) => arguments = prepared,
                 Ok(Err(e)) => return Err(e),
                 Err(AttemptError::NeedInput(q)) => {
-                    let st = state::issue(&key, &tool.info.name, &responses);
+                    let st = state::issue(&key, &tool.info.name, principal, &responses);
                     return Ok(Reply::result(id, input_required(q, st)));
                 }
                 Err(e) => return Err(attempt_error(&e)),
             }
         }
+        drop(slot.take_if(|_| as_task));
 
         if as_task {
+            if let Err(r) = self.creates.try_take(principal.tenant.as_str()) {
+                self.metrics.limit_hit(r.limit);
+                return Err(RpcError::limit_reached(&r));
+            }
             let task_id = TaskId::generate();
             let work = tool_call_work(&task_id, &tool.info.name, arguments)
                 .with_retry_policy(tool.retry_policy.clone())
@@ -167,24 +196,43 @@ impl McpServer {
             new.poll_interval_ms = Some(tool.poll_interval_ms);
             // The capability set only: never the request's _meta.
             new.client_capabilities = caps;
-            let task =
-                self.store.create(new).await.map_err(|e| {
-                    RpcError::internal(format!("the task could not be created: {e}"))
-                })?;
+            new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
+            let task = match self.store.create(new).await {
+                Ok(t) => t,
+                Err(StoreError::LiveLimit { max }) => {
+                    let r = Refusal {
+                        limit: "limits.live_tasks_per_tenant",
+                        max,
+                        over: Over::Tenant,
+                    };
+                    self.metrics.limit_hit(r.limit);
+                    return Err(RpcError::limit_reached(&r));
+                }
+                Err(e) => {
+                    return Err(RpcError::internal(format!(
+                        "the task could not be created: {e}"
+                    )));
+                }
+            };
             // Durable before the reply; the run starts beside it, never blocking it.
             let runner = self.runner.clone();
+            let scope = task.scope.clone();
             tokio::spawn(async move {
-                let _ = runner.submit(&task_id).await;
+                let _ = runner.submit_in(&task_id, &scope).await;
             });
             self.metrics.task_created();
             return Ok(Reply::result(id, wire::create_task_result(&task)));
         }
 
         // Synchronous: progress goes out on an SSE stream when the request asked for it.
+        let slot = match slot {
+            Some(s) => s,
+            None => self.sync_slot(principal)?,
+        };
         self.metrics.sync_call();
         let (progress_tx, progress_rx) = match &meta.progress_token {
             Some(_) => {
-                let (tx, rx) = mpsc::unbounded_channel();
+                let (tx, rx) = mpsc::channel(PROGRESS_QUEUE);
                 (Some(tx), Some(rx))
             }
             None => (None, None),
@@ -196,6 +244,7 @@ impl McpServer {
         exec.limits = tool.limits;
         let component = tool.component.clone();
         let tool_name = tool.info.name.clone();
+        let principal = principal.clone();
         let to_message =
             move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
                 match outcome {
@@ -207,7 +256,7 @@ impl McpServer {
                         (e.http_status(), protocol::error_response(id, &e))
                     }
                     Err(AttemptError::NeedInput(q)) => {
-                        let st = state::issue(&key, &tool_name, &answered);
+                        let st = state::issue(&key, &tool_name, &principal, &answered);
                         (200, protocol::result_response(id, input_required(q, st)))
                     }
                     Err(e) => {
@@ -216,34 +265,66 @@ impl McpServer {
                     }
                 }
             };
+        let wall = Duration::from_millis(self.config.limits.sync_timeout_ms);
+        let run = async move {
+            match tokio::time::timeout(wall, component.execute(exec)).await {
+                Ok(report) => report.outcome,
+                // Dropping the execution's future drops its guest.
+                Err(_) => Err(AttemptError::Limit(Limit::WallClock {
+                    ms: wall.as_millis() as u64,
+                })),
+            }
+        };
         match (progress_rx, meta.progress_token.clone()) {
             (Some(mut progress), Some(token)) => {
-                let (tx, rx) = mpsc::unbounded_channel();
+                let (tx, rx) = mpsc::channel(super::STREAM_QUEUE);
                 let id = id.clone();
                 tokio::spawn(async move {
-                    let run = component.execute(exec);
+                    let _slot = slot;
                     tokio::pin!(run);
-                    let report = loop {
+                    // A client that went away ends the call: the guest is dropped with
+                    // `run` when this task returns.
+                    let outcome = loop {
                         tokio::select! {
-                            report = &mut run => break report,
+                            outcome = &mut run => break outcome,
                             Some(p) = progress.recv() => {
-                                let _ = tx.send(progress_notification(&token, p));
+                                if tx.send(progress_notification(&token, p)).await.is_err() {
+                                    return;
+                                }
                             }
+                            () = tx.closed() => return,
                         }
                     };
                     while let Ok(p) = progress.try_recv() {
-                        let _ = tx.send(progress_notification(&token, p));
+                        if tx.send(progress_notification(&token, p)).await.is_err() {
+                            return;
+                        }
                     }
-                    let (_, message) = to_message(&id, report.outcome);
-                    let _ = tx.send(message);
+                    let (_, message) = to_message(&id, outcome);
+                    let _ = tx.send(message).await;
                 });
                 Ok(Reply::Stream(rx))
             }
             _ => {
-                let report = component.execute(exec).await;
-                let (status, body) = to_message(id, report.outcome);
+                // The transport drops this future when the client disconnects, which
+                // drops the guest with it.
+                let outcome = run.await;
+                drop(slot);
+                let (status, body) = to_message(id, outcome);
                 Ok(Reply::Json { status, body })
             }
+        }
+    }
+
+    /// Runs a request-path guest call under the wall-clock limit of synchronous calls.
+    async fn within_wall_clock<T>(
+        &self,
+        fut: impl std::future::Future<Output = Result<T, AttemptError>>,
+    ) -> Result<Result<T, AttemptError>, RpcError> {
+        let ms = self.config.limits.sync_timeout_ms;
+        match tokio::time::timeout(Duration::from_millis(ms), fut).await {
+            Ok(r) => Ok(r),
+            Err(_) => Err(attempt_error(&AttemptError::Limit(Limit::WallClock { ms }))),
         }
     }
 }

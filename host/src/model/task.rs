@@ -147,6 +147,11 @@ pub struct AppliedEvent {
     /// The claim generation that committed it (worker events only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
+    /// A status message: only the newest few of these are remembered (see
+    /// [`crate::store::REMEMBERED_STATUS_EVENTS`]), so a guest cannot grow its record
+    /// without bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub status: bool,
 }
 
 /// The Task aggregate, as stored.
@@ -192,6 +197,11 @@ pub struct Task {
     pub outcome: Option<Outcome>,
     /// The highest claim generation issued; survives releases.
     pub generation: u64,
+    /// Claims that ended without the worker letting go: the lease ran out or its process
+    /// was gone at the next boot. A task that takes its attempt down every time grows this,
+    /// and the runner fails it past its cap instead of replaying it forever.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recoveries: u32,
     /// The live claim, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
@@ -253,6 +263,10 @@ impl Task {
         }
         Some(self.retry_at.unwrap_or(self.last_updated_at))
     }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -23,22 +23,30 @@ pub fn decode_header_value(raw: &str) -> Option<String> {
 pub enum NameSource<'a> {
     /// The method has no name: `Mcp-Name` is not checked.
     None,
-    /// The header must equal this body value.
-    Body(&'a str),
+    /// The header must equal this body value when present. `required`: whether a request
+    /// without the header is refused (`tools/call`, `prompts/get`, `resources/read`). On
+    /// `tasks/*` an absent header is accepted: the spec makes sending it a client MUST, real
+    /// task clients omit it, and the official suite checks only `tools/call` (decision 21).
+    Body {
+        /// The body's value.
+        value: &'a str,
+        /// Whether the header must be present.
+        required: bool,
+    },
     /// The method has a name source, but the body lacks a string at this key.
     Missing(&'static str),
 }
 
 /// The body value `Mcp-Name` must equal for `method`.
 pub fn name_source<'a>(method: &str, params: &'a Map<String, Value>) -> NameSource<'a> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        "tasks/get" | "tasks/update" | "tasks/cancel" => "taskId",
+    let (key, required) = match method {
+        "tools/call" | "prompts/get" => ("name", true),
+        "resources/read" => ("uri", true),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => ("taskId", false),
         _ => return NameSource::None,
     };
     match params.get(key) {
-        Some(Value::String(s)) => NameSource::Body(s),
+        Some(Value::String(value)) => NameSource::Body { value, required },
         _ => NameSource::Missing(key),
     }
 }

@@ -36,6 +36,9 @@ pub mod codes {
     pub const MISSING_CAPABILITY: i64 = -32021;
     /// The protocol version is not supported.
     pub const UNSUPPORTED_VERSION: i64 = -32022;
+    /// A budget refused the request (JSON-RPC's implementation-defined server-error range,
+    /// below the -32020..-32099 block MCP reserves).
+    pub const LIMIT_REACHED: i64 = -32000;
 }
 
 /// A JSON-RPC error to send: the domain's error object, with the wire's constructors and
@@ -78,6 +81,17 @@ impl RpcError {
     /// -32021 for the tasks extension.
     pub fn tasks_required() -> Self {
         Self::missing_capability(json!({"extensions": {TASKS_EXTENSION: {}}}))
+    }
+
+    /// -32000: a budget refused the request. `data` names the limit (its configuration key),
+    /// the cap and whose cap it is, so a client can tell a full host from its own excess.
+    pub fn limit_reached(refusal: &crate::budget::Refusal) -> Self {
+        Self::new(codes::LIMIT_REACHED, format!("Limit reached: {refusal}")).with_data(json!({
+            "kind": "limit",
+            "limit": refusal.limit,
+            "max": refusal.max,
+            "scope": refusal.over.as_str(),
+        }))
     }
 
     /// The HTTP status Streamable HTTP gives this error.

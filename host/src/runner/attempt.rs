@@ -75,6 +75,30 @@ pub(super) async fn run(
         });
     };
 
+    // A task that took its attempt down too often (a crash or a stall every time) ends
+    // here instead of being replayed forever.
+    if claimed.task.recoveries > inner.opts.max_recoveries {
+        let max = inner.opts.max_recoveries;
+        let error = crate::model::JsonRpcError::new(
+            crate::protocol::codes::INTERNAL_ERROR,
+            format!("the task was recovered more than {max} times (runner.max_recoveries)"),
+        )
+        .with_data(serde_json::json!({
+            "kind": "limit",
+            "limit": "runner.max_recoveries",
+            "max": max,
+            "recoveries": claimed.task.recoveries,
+        }));
+        tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
+        let kind = EventKind::Failed {
+            error,
+            status_message: Some("stopped: its attempts kept ending without an outcome".into()),
+        };
+        return stop(match commit(inner, &lease, "outcome", kind).await {
+            Ok(_) => JobOutcome::Failed,
+            Err(e) => refused(&e),
+        });
+    }
     let task = match commit(inner, &lease, "started", EventKind::Started).await {
         Ok(c) => c.task,
         Err(e) => return stop(refused(&e)),
@@ -145,8 +169,10 @@ pub(super) async fn run(
         instantiate: report.instantiate,
         run: report.run,
     });
+    // Guest text is untrusted: its own target and field mark it, and Debug formatting
+    // escapes control characters so it cannot forge log lines or drive a terminal.
     for line in &report.logs {
-        tracing::debug!(task = %task_id, generation, level = line.level, "guest: {}", line.message);
+        tracing::debug!(target: "snodo::guest", guest = true, task = %task_id, generation, level = line.level, text = ?line.message, "guest output");
     }
     let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
 
@@ -267,7 +293,7 @@ fn schedule_retry(
         if inner.opts.recover {
             inner.wake.notify_one();
         } else {
-            let _ = submit_inner(&inner, &task).await;
+            let _ = submit_inner(&inner, &task, None).await;
         }
     });
     timer_inner.track_timer(handle);

@@ -78,6 +78,14 @@ pub enum RunnerEvent {
         /// Time in `execute` (parked time included).
         run: Duration,
     },
+    /// The reaper removed a task that had not finished (its TTL ran out while it was
+    /// working or waiting for input).
+    ReapedActive {
+        /// The task.
+        task: TaskId,
+        /// Its status when removed.
+        status: crate::model::TaskStatus,
+    },
     /// A store operation the runner made.
     StoreOp {
         /// `claim`, `claim_next`, `renew`, `release`, `transition`, `reap`.
@@ -135,6 +143,11 @@ impl Instrumentation for TracingInstrumentation {
                 instantiate_us = instantiate.as_micros() as u64,
                 run_ms = run.as_millis() as u64,
                 "guest ran"
+            ),
+            RunnerEvent::ReapedActive { task, status } => tracing::warn!(
+                task = %task,
+                status = status.as_str(),
+                "an unfinished task reached its TTL and was reaped"
             ),
             RunnerEvent::StoreOp { op, elapsed, ok } => {
                 tracing::debug!(

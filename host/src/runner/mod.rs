@@ -17,7 +17,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, watch};
+
+use crate::budget::{Slot, Slots};
+use crate::model::Scope;
 use tokio::task::JoinHandle;
 
 use crate::model::TaskId;
@@ -42,8 +45,16 @@ pub struct RunnerOptions {
     pub heartbeat: Duration,
     /// How often expired tasks are reaped; `None` never.
     pub reap_interval: Option<Duration>,
-    /// Most attempts running at once.
+    /// Most attempts running at once on this node, all tenants together.
     pub max_concurrent: usize,
+    /// Most attempts of one tenant running at once on this node. Work of a tenant at its
+    /// share waits (in a per-tenant queue served round-robin, or in the store for the
+    /// recovery loop) while other tenants' work starts.
+    pub max_running_per_tenant: usize,
+    /// How often a task may be recovered (its claim ended without the worker letting go:
+    /// a lost lease or a crashed process) before it fails with `data.kind = "limit"`
+    /// instead of running again.
+    pub max_recoveries: u32,
     /// How long a guest may wait for input before it is released.
     pub park_after: Duration,
     /// How long a cancelled guest may keep running before it is stopped.
@@ -63,6 +74,8 @@ impl Default for RunnerOptions {
             heartbeat: Duration::from_secs(10),
             reap_interval: Some(Duration::from_secs(60)),
             max_concurrent: 64,
+            max_running_per_tenant: 16,
+            max_recoveries: 10,
             park_after: Duration::from_secs(30),
             cancel_grace: crate::wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
@@ -76,6 +89,9 @@ impl Default for RunnerOptions {
 pub enum Submitted {
     /// An attempt started.
     Started,
+    /// No execution slot is free for its tenant now: it starts when one is (the task is
+    /// due in the store and queued here).
+    Queued,
     /// Another live lease holds the task.
     Busy,
     /// A retry backoff runs; the task is due then.
@@ -119,7 +135,10 @@ pub(crate) struct Inner {
     pub(crate) instr: Arc<dyn Instrumentation>,
     pub(crate) waiters: Arc<InputWaiters>,
     pub(crate) stats: RunnerStats,
-    permits: Arc<Semaphore>,
+    /// Execution slots: per tenant and for the node.
+    pub(crate) running: Arc<Slots>,
+    /// Tasks waiting for a slot, per tenant, served round-robin.
+    queue: Mutex<FairQueue>,
     attempts: Mutex<HashMap<TaskId, Local>>,
     attempts_changed: Notify,
     next_id: AtomicU64,
@@ -162,7 +181,13 @@ impl Runner {
         let inner = Arc::new(Inner {
             store,
             executors,
-            permits: Arc::new(Semaphore::new(opts.max_concurrent.max(1))),
+            running: Slots::new(
+                "runner.max_running_per_tenant",
+                opts.max_running_per_tenant.max(1),
+                "runner.max_concurrent",
+                opts.max_concurrent.max(1),
+            ),
+            queue: Mutex::new(FairQueue::default()),
             opts,
             instr,
             waiters: Arc::new(InputWaiters::new()),
@@ -211,9 +236,15 @@ impl Runner {
             .unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Claims exactly `task` and runs it (waiting for a free execution slot).
+    /// Claims exactly `task` and runs it, or queues it when its tenant has no free
+    /// execution slot (then it starts when one frees).
     pub async fn submit(&self, task: &TaskId) -> Result<Submitted, StoreError> {
-        submit_inner(&self.inner, task).await
+        submit_inner(&self.inner, task, None).await
+    }
+
+    /// [`Runner::submit`] for a task whose scope the caller knows (saves a read).
+    pub async fn submit_in(&self, task: &TaskId, scope: &Scope) -> Result<Submitted, StoreError> {
+        submit_inner(&self.inner, task, Some(scope)).await
     }
 
     /// Tells the runner that the store committed a cancellation of `task`: the attempt's
@@ -313,31 +344,50 @@ impl Runner {
 pub(crate) async fn submit_inner(
     inner: &Arc<Inner>,
     task: &TaskId,
+    scope: Option<&Scope>,
 ) -> Result<Submitted, StoreError> {
     if *inner.stopping.borrow() {
         return Err(StoreError::unavailable("the runner is shutting down"));
     }
-    let permit = inner
-        .permits
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| StoreError::unavailable("the runner is shutting down"))?;
+    let scope = match scope {
+        Some(s) => s.clone(),
+        None => match inner.store.inspect(task).await? {
+            Some((t, _)) => t.scope,
+            None => return Ok(Submitted::NotFound),
+        },
+    };
+    let slot = match inner.running.try_acquire(scope.as_str()) {
+        Ok(slot) => slot,
+        Err(_) => {
+            inner
+                .queue
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(scope, *task);
+            return Ok(Submitted::Queued);
+        }
+    };
     let req = ClaimRequest::new(
         inner.opts.lease.as_millis() as u64,
         inner.opts.owner.clone(),
     );
-    match timed(inner, "claim", inner.store.claim(task, &req)).await {
-        Ok(c) => {
-            spawn_attempt(inner.clone(), c, permit).await;
-            Ok(Submitted::Started)
+    let claimed = match timed(inner, "claim", inner.store.claim(task, &req)).await {
+        Ok(c) => c,
+        Err(e) => {
+            // The slot goes unused: whoever waits for one may have it.
+            drop(slot);
+            slot_freed(inner);
+            return match e {
+                StoreError::Busy { .. } => Ok(Submitted::Busy),
+                StoreError::NotDue { .. } => Ok(Submitted::NotDue),
+                StoreError::Terminal { .. } => Ok(Submitted::Terminal),
+                StoreError::NotFound => Ok(Submitted::NotFound),
+                e => Err(e),
+            };
         }
-        Err(StoreError::Busy { .. }) => Ok(Submitted::Busy),
-        Err(StoreError::NotDue { .. }) => Ok(Submitted::NotDue),
-        Err(StoreError::Terminal { .. }) => Ok(Submitted::Terminal),
-        Err(StoreError::NotFound) => Ok(Submitted::NotFound),
-        Err(e) => Err(e),
-    }
+    };
+    spawn_attempt(inner.clone(), claimed, slot).await;
+    Ok(Submitted::Started)
 }
 
 /// Flips the token, aborts the attempt's future (dropping its guest) and waits for it.
@@ -368,11 +418,7 @@ pub(crate) async fn timed<T>(
 /// Starts an attempt for a fresh claim. A previous local attempt of the same task is
 /// stopped first (its token flips, its guest is dropped, and we wait for it to end), so a
 /// late result or input request of the old attempt can never overlap the new one.
-async fn spawn_attempt(
-    inner: Arc<Inner>,
-    claimed: Claimed,
-    permit: tokio::sync::OwnedSemaphorePermit,
-) {
+async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
     let task = *claimed.lease.task_id();
     let old = inner
         .attempts
@@ -406,13 +452,14 @@ async fn spawn_attempt(
                 return;
             }
             attempt::run(&inner, claimed, cancel, lease).await;
-            drop(permit);
+            drop(slot);
             let mut attempts = inner.attempts.lock().unwrap_or_else(|p| p.into_inner());
             if attempts.get(&task).is_some_and(|a| a.id == id) {
                 attempts.remove(&task);
             }
             drop(attempts);
             inner.attempts_changed.notify_waiters();
+            slot_freed(&inner);
         })
     };
     inner
@@ -442,18 +489,35 @@ async fn recover_loop(inner: Arc<Inner>) {
         if *stopping.borrow() {
             return;
         }
-        let permit = tokio::select! {
-            p = inner.permits.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stopping.changed() => return,
-        };
+        // Wait for a free slot on this node (an ending attempt wakes this loop).
+        if !inner.running.has_global_room() {
+            tokio::select! {
+                () = inner.wake.notified() => {}
+                _ = stopping.changed() => return,
+            }
+            continue;
+        }
+        // Tenants at their share are skipped, so their backlog cannot hold the slot.
+        let mut req = req.clone();
+        req.skip_scopes = inner
+            .running
+            .saturated_tenants()
+            .into_iter()
+            .map(Scope::new)
+            .collect();
         match timed(&inner, "claim_next", inner.store.claim_next(&req)).await {
             Ok(Some(claimed)) => {
-                spawn_attempt(inner.clone(), claimed, permit).await;
+                match inner.running.try_acquire(claimed.task.scope.as_str()) {
+                    Ok(slot) => spawn_attempt(inner.clone(), claimed, slot).await,
+                    // Another path took the share meanwhile: give the claim back at once.
+                    Err(_) => {
+                        let _ = timed(&inner, "release", inner.store.release(&claimed.lease)).await;
+                    }
+                }
                 continue;
             }
-            Ok(None) => drop(permit),
+            Ok(None) => {}
             Err(e) => {
-                drop(permit);
                 tracing::warn!(error = %e, "claim_next failed");
             }
         }
@@ -462,6 +526,64 @@ async fn recover_loop(inner: Arc<Inner>) {
             () = tokio::time::sleep(inner.opts.poll_interval) => {}
             _ = stopping.changed() => return,
         }
+    }
+}
+
+/// A slot was given back: start queued work of the tenants that have room, round-robin,
+/// and let the recovery loop look again.
+fn slot_freed(inner: &Arc<Inner>) {
+    inner.wake.notify_one();
+    let next = {
+        let mut q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        q.pop_fair(&inner.running)
+    };
+    if let Some((scope, task)) = next {
+        let inner = inner.clone();
+        // A submit that does not use its slot frees it again, which serves the next one.
+        tokio::spawn(async move {
+            let _ = submit_inner(&inner, &task, Some(&scope)).await;
+        });
+    }
+}
+
+/// Tasks waiting for an execution slot, one queue per tenant, served round-robin so one
+/// tenant's backlog never delays another tenant's next task by more than one turn.
+#[derive(Default)]
+struct FairQueue {
+    by_tenant: HashMap<Scope, std::collections::VecDeque<TaskId>>,
+    turn: std::collections::VecDeque<Scope>,
+}
+
+impl FairQueue {
+    fn push(&mut self, scope: Scope, task: TaskId) {
+        let q = self.by_tenant.entry(scope.clone()).or_default();
+        if q.contains(&task) {
+            return;
+        }
+        if q.is_empty() {
+            self.turn.push_back(scope);
+        }
+        q.push_back(task);
+    }
+
+    /// The next task of the first tenant in turn that has room now.
+    fn pop_fair(&mut self, slots: &Slots) -> Option<(Scope, TaskId)> {
+        for _ in 0..self.turn.len() {
+            let scope = self.turn.pop_front()?;
+            if !slots.has_room(scope.as_str()) {
+                self.turn.push_back(scope);
+                continue;
+            }
+            let q = self.by_tenant.get_mut(&scope)?;
+            let task = q.pop_front();
+            if q.is_empty() {
+                self.by_tenant.remove(&scope);
+            } else {
+                self.turn.push_back(scope.clone());
+            }
+            return task.map(|t| (scope, t));
+        }
+        None
     }
 }
 
@@ -480,7 +602,15 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
                     break;
                 }
             };
-            for task in &reaped {
+            for r in &reaped {
+                let task = &r.id;
+                if !r.status.is_terminal() {
+                    // TTL cut off unfinished work: operators must hear of it (decision 25).
+                    inner.instr.event(&RunnerEvent::ReapedActive {
+                        task: *task,
+                        status: r.status,
+                    });
+                }
                 let local = inner
                     .attempts
                     .lock()

@@ -13,6 +13,19 @@ macro_rules! embedded_store {
                 self.read(|_, ctx| Ok(ctx.now)).await
             }
 
+            async fn check_writable(
+                &self,
+                within: std::time::Duration,
+            ) -> $crate::store::StoreResult<()> {
+                match tokio::time::timeout(within, self.write(|_, _| Ok(()))).await {
+                    Ok(committed) => committed,
+                    Err(_) => Err($crate::store::StoreError::unavailable(format!(
+                        "a probe write did not commit within {} ms",
+                        within.as_millis()
+                    ))),
+                }
+            }
+
             async fn create(
                 &self,
                 new: $crate::store::NewTask,
@@ -131,7 +144,7 @@ macro_rules! embedded_store {
             async fn reap(
                 &self,
                 limit: usize,
-            ) -> $crate::store::StoreResult<Vec<$crate::model::TaskId>> {
+            ) -> $crate::store::StoreResult<Vec<$crate::store::Reaped>> {
                 self.write(move |txn, ctx| $crate::store::engine::reap(txn, ctx, limit))
                     .await
             }

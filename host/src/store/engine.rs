@@ -10,13 +10,13 @@
 use serde_json::Value;
 
 use crate::model::{
-    AppliedEvent, Claim, EventKind, InputEntry, Outcome, Principal, Task, TaskEvent, TaskId,
+    AppliedEvent, Claim, EventKind, InputEntry, Outcome, Principal, Scope, Task, TaskEvent, TaskId,
     TaskStatus, Timestamp, Work,
 };
 
 use super::types::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, InputReply, Lease,
-    MAX_LEASE_MS, MAX_TTL_MS, NewTask,
+    MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
 };
 use super::{StoreError, StoreResult};
 
@@ -62,6 +62,8 @@ pub(crate) trait View {
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>>;
     /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
+    /// How many live (non-terminal, still stored) tasks `scope` has.
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64>;
 }
 
 /// Write access: records and index entries, inside one atomic write.
@@ -70,9 +72,24 @@ pub(crate) trait Txn: View {
     fn remove(&mut self, id: &TaskId) -> StoreResult<()>;
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()>;
 
-    /// Stores `after` and moves its index entries from where `before` had them.
+    /// Moves `scope`'s live count by one.
+    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
+        let n = self.live_count(scope)?;
+        let n = if up { n + 1 } else { n.saturating_sub(1) };
+        self.set_live_count(scope, n)
+    }
+
+    /// Stores `after` and moves its index entries from where `before` had them. The
+    /// scope's live count follows every change between live and terminal here, so no
+    /// operation can forget it.
     fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
+        let was_live = before.is_some_and(|t| !t.status.is_terminal());
+        let is_live = !after.task.status.is_terminal();
+        if was_live != is_live {
+            self.add_live(&after.task.scope, is_live)?;
+        }
         for index in Index::ALL {
             let old = before.and_then(|t| index.key(t));
             let new = index.key(&after.task);
@@ -90,6 +107,9 @@ pub(crate) trait Txn: View {
 
     /// Removes the record and all its index entries.
     fn delete(&mut self, task: &Task) -> StoreResult<()> {
+        if !task.status.is_terminal() {
+            self.add_live(&task.scope, false)?;
+        }
         for index in Index::ALL {
             if let Some(k) = index.key(task) {
                 self.index_del(index, k, &task.id)?;
@@ -106,6 +126,12 @@ pub(crate) struct Ctx {
     pub(crate) now: Timestamp,
     pub(crate) epoch: u64,
     pub(crate) issuer: u64,
+}
+
+/// Fills `buf` from the OS randomness source.
+pub(crate) fn fill_random(buf: &mut [u8]) {
+    #[allow(clippy::expect_used)]
+    getrandom::fill(buf).expect("the OS randomness source is unavailable");
 }
 
 pub(crate) fn random_u64() -> u64 {
@@ -200,6 +226,11 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     if txn.load(&new.id)?.is_some() {
         return Err(StoreError::AlreadyExists);
     }
+    if let Some(max) = new.max_live_in_scope
+        && txn.live_count(&new.scope)? >= max
+    {
+        return Err(StoreError::LiveLimit { max });
+    }
     let task = Task {
         id: new.id,
         scope: new.scope,
@@ -216,6 +247,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         inputs: Default::default(),
         outcome: None,
         generation: 0,
+        recoveries: 0,
         claim: None,
         client_capabilities,
         events: Vec::new(),
@@ -328,6 +360,7 @@ pub(crate) fn transition(
     let before = rec.task.clone();
     let mut after = rec;
     let t = &mut after.task;
+    let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
     let effect = match event.kind {
         EventKind::Started => {
             t.attempt = t.attempt.saturating_add(1);
@@ -448,7 +481,14 @@ pub(crate) fn transition(
         revision: t.revision,
         digest,
         generation,
+        status: is_status,
     });
+    if is_status
+        && t.events.iter().filter(|e| e.status).count() > super::REMEMBERED_STATUS_EVENTS
+        && let Some(oldest) = t.events.iter().position(|e| e.status)
+    {
+        t.events.remove(oldest);
+    }
     txn.save(Some(&before), &after)?;
     Ok(Committed {
         revision: after.task.revision,
@@ -515,6 +555,11 @@ fn take_claim(
         expires_at: claim.expires_at,
     };
     after.task.generation = generation;
+    // A claim still on the record here is one whose lease ran out (live claims refuse a
+    // new claim): its worker never let go.
+    if after.task.claim.is_some() {
+        after.task.recoveries = after.task.recoveries.saturating_add(1);
+    }
     after.task.claim = Some(claim);
     // The backoff, if any, is over: this claim is the retry.
     after.task.retry_at = None;
@@ -557,7 +602,12 @@ pub(crate) fn claim_next(
     req: &ClaimRequest,
 ) -> StoreResult<Option<Claimed>> {
     check_claim_request(req)?;
-    for id in txn.index_upto(Index::Due, ctx.now.as_millis(), CLAIM_SCAN)? {
+    let scan = if req.skip_scopes.is_empty() {
+        CLAIM_SCAN
+    } else {
+        super::types::CLAIM_SKIP_SCAN
+    };
+    for id in txn.index_upto(Index::Due, ctx.now.as_millis(), scan)? {
         let Some(rec) = txn.load(&id)? else {
             return Err(StoreError::corrupt(format!(
                 "the due index names task {id}, which is not stored"
@@ -567,6 +617,9 @@ pub(crate) fn claim_next(
             // Past its TTL: nobody may run it. Remove it now rather than let it block the
             // head of the queue until the next reap.
             txn.delete(&rec.task)?;
+            continue;
+        }
+        if req.skip_scopes.contains(&rec.task.scope) {
             continue;
         }
         return take_claim(txn, ctx, rec, req).map(Some);
@@ -615,14 +668,19 @@ pub(crate) fn worker_snapshot(
     Ok((rec.task, rec.work))
 }
 
-pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<TaskId>> {
+pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<Reaped>> {
     let ids = txn.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
-    for id in &ids {
-        if let Some(rec) = txn.load(id)? {
+    let mut reaped = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(rec) = txn.load(&id)? {
             txn.delete(&rec.task)?;
+            reaped.push(Reaped {
+                id,
+                status: rec.task.status,
+            });
         }
     }
-    Ok(ids)
+    Ok(reaped)
 }
 
 pub(crate) fn inspect(view: &dyn View, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
@@ -648,6 +706,7 @@ pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult
             let before = rec.task.clone();
             let mut after = rec;
             after.task.claim = None;
+            after.task.recoveries = after.task.recoveries.saturating_add(1);
             txn.save(Some(&before), &after)?;
             released += 1;
         }

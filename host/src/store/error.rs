@@ -66,6 +66,12 @@ pub enum StoreError {
         /// The key.
         key: String,
     },
+    /// The scope already holds as many live (non-terminal) tasks as the creation allowed.
+    #[error("the scope already has {max} live tasks")]
+    LiveLimit {
+        /// The cap given with the creation.
+        max: u64,
+    },
     /// A value broke a rule; the message says which.
     #[error("invalid: {0}")]
     Invalid(#[from] Invalid),

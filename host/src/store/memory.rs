@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::model::{Clock, SystemClock, TaskId};
+use crate::model::{Clock, Scope, SystemClock, TaskId};
 
 use super::engine::{self, Ctx, Index, Record, Txn, View};
 use super::{StoreError, StoreResult};
@@ -23,6 +23,7 @@ pub struct MemoryStore {
 struct Tables {
     records: HashMap<TaskId, Record>,
     indexes: [BTreeSet<(u64, TaskId)>; 3],
+    live: HashMap<Scope, u64>,
 }
 
 fn slot(index: Index) -> usize {
@@ -46,6 +47,10 @@ impl View for Tables {
             .map(|(_, id)| *id)
             .collect())
     }
+
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        Ok(self.live.get(scope).copied().unwrap_or(0))
+    }
 }
 
 impl Txn for Tables {
@@ -66,6 +71,15 @@ impl Txn for Tables {
 
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
         self.indexes[slot(index)].remove(&(key, *id));
+        Ok(())
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        if count == 0 {
+            self.live.remove(scope);
+        } else {
+            self.live.insert(scope.clone(), count);
+        }
         Ok(())
     }
 }

@@ -25,19 +25,26 @@ pub(crate) mod contract;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub(crate) use engine::fill_random;
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use observed::ObservedStore;
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 pub use types::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, InputReply, Lease,
-    MAX_LEASE_MS, MAX_TTL_MS, NewTask,
+    Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
+    InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
 };
 
 use crate::model::{EventId, EventKind, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
 
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// How many `status_message` event ids a task remembers for replay. Older ones are
+/// forgotten (a replay of a forgotten one applies the same message again, which changes
+/// nothing a client can tell from a repeat), so a guest that sets its status in a loop
+/// cannot grow its task record without bound.
+pub const REMEMBERED_STATUS_EVENTS: usize = 16;
 
 /// The task store contract.
 ///
@@ -57,10 +64,22 @@ pub type StoreResult<T> = Result<T, StoreError>;
 ///   (reported as [`StoreError::NotFound`]) even before [`Store::reap`] removes it.
 /// - **Cost.** Every per-request operation is O(log n) or better in the number of stored
 ///   tasks; nothing scans the whole store.
+/// - **Live counts.** Each scope's live (non-terminal, still stored) tasks are counted in
+///   the same commit that creates, finishes or removes one, so
+///   [`NewTask::max_live_in_scope`] is exact under concurrency
+///   ([`StoreError::LiveLimit`]).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The store's current time.
     async fn now(&self) -> StoreResult<Timestamp>;
+
+    /// Proves the store can still commit: a write that changes nothing goes through the
+    /// same path as every other write (for a durable adapter: the writer and its sync).
+    ///
+    /// The one method with a bound of its own, because it serves health checks: if the
+    /// probe has not committed within `within` it reports [`StoreError::Unavailable`]
+    /// naming the bound (the probe may still commit later; it changes nothing).
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()>;
 
     /// Commits a new task and its work descriptor in one atomic write.
     ///
@@ -108,6 +127,8 @@ pub trait Store: Send + Sync + 'static {
     /// Per kind:
     /// - `started`: `attempt` += 1; the status becomes `working` unless inputs are still
     ///   outstanding.
+    /// - `status_message`: replaces the status message. Only the newest
+    ///   [`REMEMBERED_STATUS_EVENTS`] of these ids are remembered for replay.
     /// - `input_requested`: a new key is recorded and the task becomes `input_required`.
     ///   The same key with a structurally identical request commits nothing and returns
     ///   [`Effect::Input`] with the stored answer or `Pending` (reattach); the same key with
@@ -155,9 +176,9 @@ pub trait Store: Send + Sync + 'static {
     async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)>;
 
     /// Removes up to `limit` whole aggregates whose `createdAt + ttlMs` has passed, active
-    /// ones included, and returns their ids so running attempts can be stopped. Tasks with
-    /// no TTL are never reaped.
-    async fn reap(&self, limit: usize) -> StoreResult<Vec<TaskId>>;
+    /// ones included, and reports each with its status, so running attempts can be stopped
+    /// and cut-off work counted. Tasks with no TTL are never reaped.
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>>;
 
     /// Operator read of any task, bypassing scopes. Never reachable from a request.
     async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>>;

@@ -44,6 +44,11 @@ impl Store for ObservedStore {
         self.inner.now().await
     }
 
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
+        // Commits nothing any task could observe, so nothing is announced.
+        self.inner.check_writable(within).await
+    }
+
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
         let t = self.inner.create(new).await?;
         self.announce(t.id);
@@ -102,7 +107,7 @@ impl Store for ObservedStore {
         self.inner.worker_snapshot(lease).await
     }
 
-    async fn reap(&self, limit: usize) -> StoreResult<Vec<TaskId>> {
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<super::Reaped>> {
         self.inner.reap(limit).await
     }
 

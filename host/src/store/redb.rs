@@ -2,7 +2,8 @@
 //!
 //! Layout: `tasks` maps the 16 id bytes to the versioned JSON record; `due`, `expiry` and
 //! `claimed` are ordered indexes keyed by an 8-byte big-endian key followed by the id;
-//! `meta` holds the file's schema version and boot epoch.
+//! `live` counts each scope's live tasks; `meta` holds the file's schema version and boot
+//! epoch.
 //!
 //! All writes go through one writer thread that commits them with group commit: the
 //! operations queued while a commit is in flight are applied in the next write transaction
@@ -15,19 +16,20 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use redb::{
-    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, Table,
-    TableDefinition, WriteTransaction,
+    Database, Durability, ReadableDatabase, ReadableTable, Table, TableDefinition, TableHandle,
+    WriteTransaction,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use crate::model::{Clock, SystemClock, Task, TaskId, Work};
+use crate::model::{Clock, Scope, SystemClock, Task, TaskId, Work};
 
 use super::engine::{self, Ctx, Index, Record, Txn, View};
 use super::{StoreError, StoreResult};
 
-/// The file layout version this build writes. A file with a higher version is refused.
-pub const REDB_SCHEMA_VERSION: u64 = 1;
+/// The file layout version this build writes. A file with a higher version is refused; a
+/// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
+pub const REDB_SCHEMA_VERSION: u64 = 2;
 /// The record layout version this build writes.
 const RECORD_VERSION: u32 = 1;
 /// The most operations one group commit applies.
@@ -37,6 +39,8 @@ const TASKS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("tasks");
 const DUE: TableDefinition<'_, &[u8], ()> = TableDefinition::new("due");
 const EXPIRY: TableDefinition<'_, &[u8], ()> = TableDefinition::new("expiry");
 const CLAIMED: TableDefinition<'_, &[u8], ()> = TableDefinition::new("claimed");
+/// Live (non-terminal) tasks per scope, kept by the engine's `save` and `delete`.
+const LIVE: TableDefinition<'_, &str, u64> = TableDefinition::new("live");
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
 
@@ -167,10 +171,11 @@ fn backend(e: impl Into<redb::Error>) -> StoreError {
 
 // ---- tables ----
 
-/// The four data tables, opened in one transaction.
-struct Tables<T, I> {
+/// The data tables, opened in one transaction.
+struct Tables<T, I, L> {
     tasks: T,
     indexes: [I; 3],
+    live: L,
 }
 
 fn slot(index: Index) -> usize {
@@ -181,11 +186,20 @@ fn slot(index: Index) -> usize {
     }
 }
 
-impl<T, I> View for Tables<T, I>
+impl<T, I, L> View for Tables<T, I, L>
 where
     T: ReadableTable<&'static [u8], &'static [u8]>,
     I: ReadableTable<&'static [u8], ()>,
+    L: ReadableTable<&'static str, u64>,
 {
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        Ok(self
+            .live
+            .get(scope.as_str())
+            .map_err(backend)?
+            .map_or(0, |v| v.value()))
+    }
+
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
         match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
             Some(v) => decode(v.value()).map(Some),
@@ -208,8 +222,11 @@ where
     }
 }
 
-type WriteTables<'t> =
-    Tables<Table<'t, &'static [u8], &'static [u8]>, Table<'t, &'static [u8], ()>>;
+type WriteTables<'t> = Tables<
+    Table<'t, &'static [u8], &'static [u8]>,
+    Table<'t, &'static [u8], ()>,
+    Table<'t, &'static str, u64>,
+>;
 
 impl<'t> WriteTables<'t> {
     fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
@@ -220,6 +237,7 @@ impl<'t> WriteTables<'t> {
                 txn.open_table(EXPIRY).map_err(backend)?,
                 txn.open_table(CLAIMED).map_err(backend)?,
             ],
+            live: txn.open_table(LIVE).map_err(backend)?,
         })
     }
 }
@@ -251,6 +269,15 @@ impl Txn for WriteTables<'_> {
         self.indexes[slot(index)]
             .remove(index_key(key, id).as_slice())
             .map_err(backend)?;
+        Ok(())
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        if count == 0 {
+            self.live.remove(scope.as_str()).map_err(backend)?;
+        } else {
+            self.live.insert(scope.as_str(), count).map_err(backend)?;
+        }
         Ok(())
     }
 }
@@ -406,6 +433,69 @@ fn fail_all(batch: Vec<Box<dyn WriteJob>>, err: StoreError) {
 
 // ---- opening ----
 
+/// A store file for [`RedbStore::open_with_clock`]: to be created, or found.
+enum PrivateFile {
+    /// A new, empty file (0600) under a temporary name beside the store's path: redb
+    /// initialises it, the boot commits, and only then is it linked at the path, so the
+    /// path never names a half-created store (a crash leaves only the temporary name).
+    Created {
+        /// The open file.
+        file: std::fs::File,
+        /// Its temporary name.
+        temp: PathBuf,
+    },
+    /// The file at the path, which redb must find a database in.
+    Existing,
+}
+
+/// Prepares `path`: if it does not exist, creates its missing directories (0700) and a new
+/// file (0600) under a temporary name; otherwise checks the file is not empty and that only
+/// its owner can read it, tightening it if not.
+fn private_file(path: &Path) -> StoreResult<PrivateFile> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let io = |what: &str, e: std::io::Error| {
+        StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            if meta.len() == 0 {
+                return Err(StoreError::corrupt(format!(
+                    "{}: the file is empty, so it is not a snodo store (only a missing path \
+                     creates one); remove it, or restore it from a backup",
+                    path.display()
+                )));
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io("others can read it and it cannot be made 0600", e))?;
+            }
+            Ok(PrivateFile::Existing)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| io("cannot create its directory", e))?;
+            }
+            let name = path
+                .file_name()
+                .map_or_else(|| "tasks.redb".into(), |n| n.to_string_lossy().into_owned());
+            let temp = path.with_file_name(format!(".{name}.new-{:016x}", engine::random_u64()));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)
+                .map_err(|e| io("cannot create", e))?;
+            Ok(PrivateFile::Created { file, temp })
+        }
+        Err(e) => Err(io("cannot read its metadata", e)),
+    }
+}
+
 impl RedbStore {
     /// Opens the store at `path` (creating it if missing) on the system clock.
     pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
@@ -414,13 +504,36 @@ impl RedbStore {
 
     /// Opens the store at `path` on `clock`.
     ///
-    /// Refuses a file written by a newer schema ([`StoreError::IncompatibleSchema`]) and
-    /// reports a damaged or truncated one ([`StoreError::Corrupt`]); never resets data.
-    /// Advances the boot epoch and releases the previous process's claims before returning.
+    /// Only a path that does not exist creates a store: its missing directories are made
+    /// 0700 and the file 0600 (it holds the server key and every task's input). An
+    /// existing file is tightened to 0600 if others could read it, then opened; an empty
+    /// file, a file that is not redb, or a redb file that is not a snodo store is refused
+    /// ([`StoreError::Corrupt`]), never initialised. Refuses a file written by a newer
+    /// schema ([`StoreError::IncompatibleSchema`]) and reports a damaged or truncated one
+    /// ([`StoreError::Corrupt`]); never resets data. Advances the boot epoch and releases
+    /// the previous process's claims before returning.
     pub fn open_with_clock(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
         let path = path.as_ref().to_path_buf();
-        let create = path.clone();
-        Self::open_from(path, clock, move || Database::builder().create(&create))
+        let (file, temp) = match private_file(&path)? {
+            PrivateFile::Existing => {
+                let at = path.clone();
+                return Self::open_from(path, clock, move || Database::builder().open(&at));
+            }
+            PrivateFile::Created { file, temp } => (file, temp),
+        };
+        let opened = Self::open_from(path.clone(), clock, move || {
+            Database::builder().create_with_backend(redb::backends::FileBackend::new(file)?)
+        });
+        // Publish the booted store at its path; a link (unlike a rename) never replaces a
+        // file another process created there in the meantime.
+        let published = opened.and_then(|store| {
+            std::fs::hard_link(&temp, &path).map_err(|e| {
+                StoreError::unavailable(format!("{}: cannot create: {e}", path.display()))
+            })?;
+            Ok(store)
+        });
+        let _ = std::fs::remove_file(&temp);
+        published
     }
 
     /// Opens a store on a custom redb storage backend (`label` names it in errors). Used to
@@ -508,15 +621,41 @@ impl RedbStore {
                         .into(),
                     ));
                 }
-                Some(_) => {}
-                None => {
+                Some(v) if v < REDB_SCHEMA_VERSION => {
+                    // Version 1 had no live-task counts: count the stored tasks once.
                     let tasks = txn.open_table(TASKS).map_err(backend)?;
-                    if !tasks.is_empty().map_err(backend)? {
-                        return Err(StoreError::corrupt(
-                            "the file holds tasks but no schema version",
-                        ));
+                    let mut live: std::collections::HashMap<String, u64> = Default::default();
+                    for entry in tasks.iter().map_err(backend)? {
+                        let (_, v) = entry.map_err(backend)?;
+                        let rec = decode(v.value())?;
+                        if !rec.task.status.is_terminal() {
+                            *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
+                        }
                     }
                     drop(tasks);
+                    let mut counts = txn.open_table(LIVE).map_err(backend)?;
+                    for (scope, n) in &live {
+                        counts.insert(scope.as_str(), *n).map_err(backend)?;
+                    }
+                    drop(counts);
+                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
+                        .map_err(backend)?;
+                }
+                Some(_) => {}
+                None => {
+                    // No schema version: a database nobody wrote to yet (new, or a first
+                    // start interrupted before its first commit) becomes a store; one that
+                    // holds anything else is some other program's, and is not touched.
+                    let foreign = txn
+                        .list_tables()
+                        .map_err(backend)?
+                        .map(|t| t.name().to_owned())
+                        .find(|name| name != META.name());
+                    if let Some(table) = foreign {
+                        return Err(StoreError::corrupt(format!(
+                            "the file is a redb database but not a snodo store (it has a table {table:?} and no schema version)"
+                        )));
+                    }
                     meta.insert("schema_version", REDB_SCHEMA_VERSION)
                         .map_err(backend)?;
                 }
@@ -573,15 +712,42 @@ impl RedbStore {
         self.fenced
     }
 
-    /// Reads one task from the file at `path` without opening it for writing: no boot
-    /// epoch is advanced and no claim is touched, so an operator can look at a store that a
-    /// crashed (or, where the platform's file locks allow it, a running) server left.
+    /// Reads one task from the file at `path` without opening it as a store: no boot epoch
+    /// is advanced and no claim is touched, so an operator can look at a store a stopped or
+    /// crashed server left (a running server holds the file's lock: ask it instead).
+    ///
+    /// A file a crashed process left must be repaired before redb reads it, which a
+    /// read-only open cannot do. Such a file is opened for writing once, which makes redb
+    /// rebuild its free-space map from the committed data, exactly as the next server start
+    /// would; no task, epoch or claim changes.
     pub fn inspect_file(path: impl AsRef<Path>, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
         let path = path.as_ref();
-        let db = redb::ReadOnlyDatabase::open(path).map_err(|e| match backend(e) {
+        let in_file = |e: StoreError| match e {
             StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
             other => other,
-        })?;
+        };
+        if !path.exists() {
+            return Err(StoreError::unavailable(format!(
+                "{}: no such file",
+                path.display()
+            )));
+        }
+        // The handle must outlive the read: dropping it closes the file under the reader.
+        let db: Box<dyn ReadableDatabase> = match redb::ReadOnlyDatabase::open(path) {
+            Ok(db) => Box::new(db),
+            Err(redb::DatabaseError::RepairAborted) => {
+                let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
+                    .map_err(|_| {
+                        StoreError::corrupt(format!(
+                            "{}: the file is damaged (repairing it failed a consistency check)",
+                            path.display()
+                        ))
+                    })?
+                    .map_err(|e| in_file(backend(e)))?;
+                Box::new(db)
+            }
+            Err(e) => return Err(in_file(backend(e))),
+        };
         let txn = db.begin_read().map_err(backend)?;
         let tasks = match txn.open_table(TASKS) {
             Ok(t) => t,
@@ -597,7 +763,7 @@ impl RedbStore {
     /// Runs a full integrity check of the file (every page's checksum). Slow on big files:
     /// an operator tool, not a startup step.
     pub fn verify(path: impl AsRef<Path>) -> StoreResult<bool> {
-        let mut db = Database::builder().create(path.as_ref()).map_err(backend)?;
+        let mut db = Database::builder().open(path.as_ref()).map_err(backend)?;
         db.check_integrity().map_err(backend)
     }
 
@@ -640,6 +806,7 @@ impl RedbStore {
                     txn.open_table(EXPIRY).map_err(backend)?,
                     txn.open_table(CLAIMED).map_err(backend)?,
                 ],
+                live: txn.open_table(LIVE).map_err(backend)?,
             };
             f(&tables, &ctx)
         })
@@ -1011,6 +1178,185 @@ mod tests {
                 }
             }
             assert_eq!(failures, ids.len());
+        }
+
+        #[tokio::test]
+        async fn an_empty_file_is_refused_never_initialised() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("tasks.redb");
+            std::fs::write(&path, b"").expect("write");
+            let err = RedbStore::open(&path).expect_err("an empty file is not a store");
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+            assert!(
+                err.to_string().contains("tasks.redb"),
+                "names the file: {err}"
+            );
+            assert!(err.to_string().contains("empty"), "{err}");
+            assert_eq!(
+                std::fs::metadata(&path).expect("meta").len(),
+                0,
+                "untouched"
+            );
+        }
+
+        #[tokio::test]
+        async fn another_programs_redb_file_is_refused_never_adopted() {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("tasks.redb");
+            const OTHER: redb::TableDefinition<'_, &str, u64> =
+                redb::TableDefinition::new("settings");
+            raw_write(&path, |txn| {
+                txn.open_table(OTHER)
+                    .expect("table")
+                    .insert("answer", 42)
+                    .expect("insert");
+            });
+            let err = RedbStore::open(&path).expect_err("not a snodo store");
+            assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+            assert!(err.to_string().contains("not a snodo store"), "{err}");
+            assert!(err.to_string().contains("settings"), "{err}");
+            // Nothing was added to it and its data is intact.
+            use redb::{ReadableDatabase, TableHandle};
+            let db = redb::Database::open(&path).expect("raw open");
+            let txn = db.begin_read().expect("read");
+            let tables: Vec<String> = txn
+                .list_tables()
+                .expect("tables")
+                .map(|t| t.name().to_owned())
+                .collect();
+            assert_eq!(tables, vec!["settings".to_owned()]);
+            let value = txn
+                .open_table(OTHER)
+                .expect("table")
+                .get("answer")
+                .expect("get")
+                .map(|v| v.value());
+            assert_eq!(value, Some(42));
+        }
+
+        #[tokio::test]
+        async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &std::path::Path| {
+                std::fs::metadata(p).expect("meta").permissions().mode() & 0o777
+            };
+            let dir = tempfile::tempdir().expect("tmp");
+            let data = dir.path().join("data");
+            let path = data.join("nested").join("tasks.redb");
+            drop(RedbStore::open(&path).expect("create"));
+            assert_eq!(mode(&data), 0o700);
+            assert_eq!(mode(&data.join("nested")), 0o700);
+            assert_eq!(mode(&path), 0o600);
+            let names: Vec<_> = std::fs::read_dir(data.join("nested"))
+                .expect("list")
+                .map(|e| e.expect("entry").file_name())
+                .collect();
+            assert_eq!(names, ["tasks.redb"], "only the store, no temporary name");
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                .expect("loosen");
+            let store = RedbStore::open(&path).expect("reopen");
+            assert_eq!(store.epoch(), 2, "the same store, reopened");
+            assert_eq!(mode(&path), 0o600);
+        }
+
+        /// A file backend that fails writes while `failing` is set and blocks syncs while
+        /// `stalled` is set, as a full disk or a hung device would.
+        #[derive(Debug)]
+        struct Flaky {
+            inner: redb::backends::FileBackend,
+            failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
+            stalled: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
+        }
+
+        impl redb::StorageBackend for Flaky {
+            fn len(&self) -> Result<u64, std::io::Error> {
+                self.inner.len()
+            }
+            fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+                self.inner.read(offset, out)
+            }
+            fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+                self.inner.set_len(len)
+            }
+            fn sync_data(&self) -> Result<(), std::io::Error> {
+                let (lock, cvar) = &*self.stalled;
+                let mut stalled = lock.lock().unwrap_or_else(|p| p.into_inner());
+                while *stalled {
+                    stalled = cvar.wait(stalled).unwrap_or_else(|p| p.into_inner());
+                }
+                drop(stalled);
+                if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(std::io::Error::other("injected I/O failure"));
+                }
+                self.inner.sync_data()
+            }
+            fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+                if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
+                    return Err(std::io::Error::other("injected I/O failure"));
+                }
+                self.inner.write(offset, data)
+            }
+        }
+
+        /// The readiness probe: a failing or stuck writer fails it within its bound, while
+        /// a snapshot read (the old probe) keeps answering.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn the_write_probe_fails_when_the_writer_cannot_commit() {
+            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::time::Duration;
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("probe.redb");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .expect("file");
+            let failing = std::sync::Arc::new(AtomicBool::new(false));
+            let stalled =
+                std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+            let backend = Flaky {
+                inner: redb::backends::FileBackend::new(file).expect("backend"),
+                failing: failing.clone(),
+                stalled: stalled.clone(),
+            };
+            let clock = std::sync::Arc::new(crate::model::SystemClock::new());
+            let store = RedbStore::open_with_backend(backend, &path, clock).expect("open");
+            let bound = Duration::from_millis(200);
+            store
+                .check_writable(bound)
+                .await
+                .expect("a healthy store commits");
+
+            *stalled.0.lock().expect("lock") = true;
+            store.now().await.expect("reads still answer");
+            let err = store
+                .check_writable(bound)
+                .await
+                .expect_err("a stuck writer fails the probe");
+            assert!(
+                matches!(&err, StoreError::Unavailable(m) if m.contains("200 ms")),
+                "{err}"
+            );
+            *stalled.0.lock().expect("lock") = false;
+            stalled.1.notify_all();
+            store
+                .check_writable(bound)
+                .await
+                .expect("unstuck, it commits again");
+
+            // After a failed write redb refuses every later one until the file is reopened,
+            // so the probe stays red: readiness reflects that only a restart helps.
+            failing.store(true, Ordering::SeqCst);
+            store.now().await.expect("reads still answer");
+            let err = store.check_writable(bound).await.expect_err("writes fail");
+            assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+            failing.store(false, Ordering::SeqCst);
+            let err = store
+                .check_writable(bound)
+                .await
+                .expect_err("still refused");
+            assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
         }
     }
 }

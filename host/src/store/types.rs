@@ -29,6 +29,9 @@ pub struct NewTask {
     pub status_message: Option<String>,
     /// The creating request's declared client capabilities (the capability set only).
     pub client_capabilities: Value,
+    /// Refuse the creation ([`crate::store::StoreError::LiveLimit`]) when the scope already
+    /// has this many live (non-terminal, unexpired) tasks; `None` never refuses.
+    pub max_live_in_scope: Option<u64>,
 }
 
 impl NewTask {
@@ -42,6 +45,7 @@ impl NewTask {
             poll_interval_ms: None,
             status_message: None,
             client_capabilities: Value::Object(Default::default()),
+            max_live_in_scope: None,
         }
     }
 }
@@ -126,7 +130,13 @@ pub struct ClaimRequest {
     pub lease_ms: u64,
     /// Who claims, for operators (e.g. `node-a/runner-1`).
     pub owner: String,
+    /// `claim_next` passes over due tasks of these scopes (tenants at their share of
+    /// execution slots). It looks at most [`CLAIM_SKIP_SCAN`] due entries past them.
+    pub skip_scopes: Vec<Scope>,
 }
+
+/// How many due entries one `claim_next` looks at when it skips scopes.
+pub const CLAIM_SKIP_SCAN: usize = 1_024;
 
 impl ClaimRequest {
     /// A claim for `lease_ms` by `owner`.
@@ -134,6 +144,7 @@ impl ClaimRequest {
         Self {
             lease_ms,
             owner: owner.into(),
+            skip_scopes: Vec::new(),
         }
     }
 }
@@ -147,6 +158,15 @@ pub struct Claimed {
     pub task: Task,
     /// Its work descriptor.
     pub work: Work,
+}
+
+/// A task removed by [`crate::store::Store::reap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    /// Its id.
+    pub id: TaskId,
+    /// Its status when removed: a non-terminal one means work was cut off by its TTL.
+    pub status: crate::model::TaskStatus,
 }
 
 /// The state of one input request after `input_requested`.

@@ -271,8 +271,11 @@ impl Component {
             Call::Execute(work),
         )
         .await;
+        let max = self.engine.config().max_result_bytes;
         let outcome = match ran.result {
-            Ok(Returned::Outcome(o)) => convert::outcome(o).map_err(AttemptError::InvalidOutcome),
+            Ok(Returned::Outcome(o)) => convert::outcome(o)
+                .map_err(AttemptError::InvalidOutcome)
+                .and_then(|o| convert::check_size(o, max)),
             Ok(_) => Err(AttemptError::InvalidOutcome(
                 "execute returned the wrong type".into(),
             )),

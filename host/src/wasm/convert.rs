@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::model::JsonRpcError;
 
 use super::bindings::types;
-use super::{GuestOutcome, TaskMode, ToolInfo};
+use super::{AttemptError, GuestOutcome, TaskMode, ToolInfo};
 
 /// MCP reserves -32020..=-32099 and defines only these three in it.
 const SPEC_DEFINED_RESERVED: [i64; 3] = [-32020, -32021, -32022];
@@ -105,6 +105,34 @@ pub(crate) fn tool_result(r: types::ToolResult) -> Result<Value, String> {
     }
     out.insert("isError".into(), json!(r.is_error));
     Ok(Value::Object(out))
+}
+
+/// Refuses an outcome whose JSON is larger than `max` bytes: it would be stored and sent
+/// (and every `tasks/get` would decode it) otherwise.
+pub(crate) fn check_size(o: GuestOutcome, max: usize) -> Result<GuestOutcome, AttemptError> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    let written = match &o {
+        GuestOutcome::Completed(v) => serde_json::to_writer(&mut n, v),
+        GuestOutcome::Failed(e) | GuestOutcome::Retry { error: e, .. } => {
+            serde_json::to_writer(&mut n, e)
+        }
+    };
+    if written.is_err() || n.0 > max {
+        return Err(AttemptError::Limit(super::Limit::ResultSize {
+            bytes: max as u64,
+        }));
+    }
+    Ok(o)
 }
 
 pub(crate) fn outcome(o: types::Outcome) -> Result<GuestOutcome, String> {

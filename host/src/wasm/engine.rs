@@ -34,8 +34,16 @@ pub struct EngineConfig {
     pub max_table_elements: usize,
     /// Epoch tick: the granularity of deadlines and of yielding to other tasks.
     pub epoch_tick: Duration,
-    /// Instrument code for fuel (costs throughput; needed for fuel limits).
+    /// Instrument code for fuel (costs throughput; needed for fuel limits). `snodo serve`
+    /// turns it on when any tool's limits set fuel, so a configured fuel limit always
+    /// takes effect.
     pub fuel: bool,
+    /// The linear memory all live guests may hold together; growth past it fails the guest
+    /// with the `guest_memory_total` limit. Without it the pool would admit
+    /// `max_instances × max_memory_bytes`.
+    pub max_total_memory_bytes: usize,
+    /// The largest result or error (as JSON) a guest may return.
+    pub max_result_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -47,6 +55,8 @@ impl Default for EngineConfig {
             max_table_elements: 100_000,
             epoch_tick: Duration::from_millis(10),
             fuel: false,
+            max_total_memory_bytes: 1 << 30,
+            max_result_bytes: 4 << 20,
         }
     }
 }
@@ -62,6 +72,8 @@ const TABLES_PER_COMPONENT: u32 = 8;
 pub struct WasmEngine {
     pub(crate) engine: Engine,
     pub(crate) config: Arc<EngineConfig>,
+    /// Linear memory held by live guests now, against `max_total_memory_bytes`.
+    pub(crate) memory_in_use: Arc<std::sync::atomic::AtomicUsize>,
     _ticker: Arc<Ticker>,
 }
 
@@ -130,8 +142,14 @@ impl WasmEngine {
         Ok(Self {
             engine,
             config: Arc::new(config),
+            memory_in_use: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             _ticker: Arc::new(Ticker { stop }),
         })
+    }
+
+    /// Linear memory held by live guests now.
+    pub fn guest_memory_in_use(&self) -> usize {
+        self.memory_in_use.load(Ordering::Acquire)
     }
 
     /// The settings it was built with.

@@ -150,8 +150,11 @@ fn wasi(
         } else {
             FsPerms::ReadOnly
         };
-        b.preopened_dir(&d.host, &d.guest, perms)
-            .map_err(|e| format!("cannot grant {}: {e}", d.host.display()))?;
+        b.preopened_dir(&d.host, &d.guest, perms).map_err(|e| {
+            // The host path is the operator's business, not the client's.
+            tracing::error!(host = %d.host.display(), guest = %d.guest, error = %e, "cannot open a granted directory");
+            format!("the directory granted as {} cannot be opened", d.guest)
+        })?;
     }
     if grants.network {
         b.inherit_network().allow_ip_name_lookup(true);
@@ -172,8 +175,39 @@ fn classify(err: &wasmtime::Error, stop: Option<&HostStop>, fuel: u64) -> Attemp
     if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) {
         return AttemptError::Limit(Limit::Fuel { units: fuel });
     }
-    let text: String = format!("{err:?}").chars().take(4_000).collect();
-    AttemptError::Trap(text)
+    // The full error carries wasmtime's wasm backtrace and, with RUST_BACKTRACE set, host
+    // frames and source paths: the operator's log gets it, the reply a short reason.
+    tracing::warn!(error = ?err, "the guest trapped");
+    AttemptError::Trap(client_reason(err))
+}
+
+/// The reason a client is told: a trap's code when there is one, else the first line of the
+/// innermost cause, with anything path-like removed, at most [`REASON_CHARS`] characters.
+fn client_reason(err: &wasmtime::Error) -> String {
+    match err.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => scrub(&trap.to_string()),
+        None => scrub(&err.root_cause().to_string()),
+    }
+}
+
+/// The longest reason a reply carries.
+const REASON_CHARS: usize = 200;
+
+/// The first line of `text`, with words that look like file paths or source locations
+/// replaced, truncated to [`REASON_CHARS`].
+fn scrub(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .map(|w| {
+            if w.contains('/') || w.contains('\\') || w.contains(".rs:") {
+                "<path>"
+            } else {
+                w
+            }
+        })
+        .collect();
+    words.join(" ").chars().take(REASON_CHARS).collect()
 }
 
 fn lines(level: &'static str, bytes: &[u8], logs: &mut LogBuffer) {
@@ -218,6 +252,9 @@ pub(crate) async fn run(
         limiter: Limiter {
             memory_bytes,
             table_elements,
+            in_use: engine.memory_in_use.clone(),
+            total_bytes: cfg.max_total_memory_bytes,
+            held: 0,
         },
         io: env.io,
         cancel: env.cancel.clone(),
@@ -231,6 +268,11 @@ pub(crate) async fn run(
         if let Err(e) = store.set_fuel(fuel) {
             return failed(AttemptError::Unavailable(e.to_string()));
         }
+    } else if env.limits.fuel.is_some() {
+        // A fuel limit on an engine that does not count fuel would be silently ignored.
+        return failed(AttemptError::Unavailable(
+            "this tool has a fuel limit but the engine was built without fuel metering".into(),
+        ));
     }
     // The deadline counts running time: the callback runs once per epoch tick while the
     // guest executes wasm, and not while it is parked in an async import.
@@ -257,10 +299,12 @@ pub(crate) async fn run(
         Ok(i) => i,
         Err(e) => {
             let msg = format!("{e:#}");
+            tracing::warn!(error = ?e, "instantiation failed");
+            let reason = scrub(&msg);
             return failed(if msg.contains("concurrent") || msg.contains("limit") {
-                AttemptError::Unavailable(format!("cannot instantiate: {msg}"))
+                AttemptError::Unavailable(format!("cannot instantiate: {reason}"))
             } else {
-                AttemptError::Trap(format!("instantiation failed: {msg}"))
+                AttemptError::Trap(format!("instantiation failed: {reason}"))
             });
         }
     };

@@ -5,7 +5,7 @@
 //! captured stdout/stderr, a resource limiter, and the execution's IO and cancellation.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskCx, Poll};
 
@@ -157,12 +157,23 @@ impl tokio::io::AsyncWrite for Captured {
 pub(crate) struct Limiter {
     pub(crate) memory_bytes: usize,
     pub(crate) table_elements: usize,
+    /// The host-wide budget: what every live guest holds, and its cap.
+    pub(crate) in_use: Arc<AtomicUsize>,
+    pub(crate) total_bytes: usize,
+    /// What this guest holds of it (given back when the store drops).
+    pub(crate) held: usize,
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        self.in_use.fetch_sub(self.held, Ordering::AcqRel);
+    }
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> WtResult<bool> {
@@ -171,6 +182,19 @@ impl ResourceLimiter for Limiter {
                 bytes: self.memory_bytes as u64,
             })));
         }
+        let more = desired.saturating_sub(current);
+        let total = self.total_bytes;
+        let reserved = self
+            .in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(more).filter(|n| *n <= total)
+            });
+        if reserved.is_err() {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::MemoryBudget {
+                bytes: total as u64,
+            })));
+        }
+        self.held += more;
         Ok(true)
     }
 
@@ -345,7 +369,8 @@ impl context::Host for HostState {
             io.progress(Progress {
                 progress,
                 total,
-                message,
+                // The same cap as status messages: a progress line is a line, not a payload.
+                message: message.map(|m| m.chars().take(1024).collect()),
             })
             .await;
         }

@@ -107,7 +107,7 @@ pub fn check_capabilities(
 pub struct SyncIo {
     responses: Map<String, Value>,
     capabilities: Value,
-    progress: Option<mpsc::UnboundedSender<Progress>>,
+    progress: Option<mpsc::Sender<Progress>>,
 }
 
 impl SyncIo {
@@ -116,7 +116,7 @@ impl SyncIo {
     pub fn new(
         responses: Map<String, Value>,
         capabilities: Value,
-        progress: Option<mpsc::UnboundedSender<Progress>>,
+        progress: Option<mpsc::Sender<Progress>>,
     ) -> Self {
         Self {
             responses,
@@ -154,8 +154,9 @@ impl ExecutionIo for SyncIo {
 
     async fn progress(&self, progress: Progress) {
         if let Some(tx) = &self.progress {
-            // The request may have ended; progress is best effort.
-            let _ = tx.send(progress);
+            // Progress is lossy by nature: a report that finds the queue full (a client
+            // that does not read) is dropped rather than queued without bound.
+            let _ = tx.try_send(progress);
         }
     }
 }

@@ -108,6 +108,21 @@ pub enum Limit {
         /// The budget.
         units: u64,
     },
+    /// Wall-clock time of a synchronous call, time in imports (sleep, input) included.
+    WallClock {
+        /// The cap.
+        ms: u64,
+    },
+    /// The memory all live guests of this host may hold together.
+    MemoryBudget {
+        /// The budget.
+        bytes: u64,
+    },
+    /// The size of what the guest returned (its result or error, as JSON).
+    ResultSize {
+        /// The cap.
+        bytes: u64,
+    },
 }
 
 impl Limit {
@@ -118,6 +133,9 @@ impl Limit {
             Limit::Table { .. } => "table",
             Limit::Deadline { .. } => "deadline",
             Limit::Fuel { .. } => "fuel",
+            Limit::WallClock { .. } => "wall_clock",
+            Limit::MemoryBudget { .. } => "guest_memory_total",
+            Limit::ResultSize { .. } => "result_bytes",
         }
     }
 }
@@ -129,6 +147,12 @@ impl fmt::Display for Limit {
             Limit::Table { elements } => write!(f, "table limit of {elements} elements exceeded"),
             Limit::Deadline { ms } => write!(f, "running time limit of {ms} ms exceeded"),
             Limit::Fuel { units } => write!(f, "fuel budget of {units} units used up"),
+            Limit::WallClock { ms } => write!(f, "wall-clock limit of {ms} ms exceeded"),
+            Limit::MemoryBudget { bytes } => write!(
+                f,
+                "the host's memory budget for live guests ({bytes} bytes) is spent"
+            ),
+            Limit::ResultSize { bytes } => write!(f, "result larger than {bytes} bytes"),
         }
     }
 }

@@ -1,0 +1,373 @@
+//! Serving the router on a TCP listener with the transport's limits: a cap on open
+//! connections, the header and idle timeouts, TCP_NODELAY, and graceful shutdown.
+//!
+//! Each connection is watched by its own task. Its phase decides which timer runs:
+//!
+//! - **head**: from accept (or from the first byte of a later request) until hyper has a
+//!   complete request head; bounded by `header_timeout`, so a client that trickles a header
+//!   (or sends nothing) cannot hold a connection slot;
+//! - **busy**: from a complete head until the response body is dropped; no transport timer
+//!   runs, because a long tool call or an open SSE stream is legitimately quiet (the body
+//!   read has its own timeout in the handler);
+//! - **idle**: a keep-alive connection between requests; bounded by `idle_timeout`.
+//!
+//! A connection whose timer expires is dropped, which closes the socket. The cap is a
+//! semaphore taken before `accept`: over the cap, new connections wait in the kernel's
+//! backlog until a slot frees, and the timeouts above guarantee slots do free.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes, HttpBody};
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+/// The transport's limits. Every field has a default, documented in docs/configuration.md
+/// (`[http]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// How long a client has to send a complete request head, from accept or from the
+    /// first byte of a later request on the connection (`http.header_timeout_ms`).
+    pub header_timeout: Duration,
+    /// How long a client has to send a whole request body once its head arrived
+    /// (`http.body_timeout_ms`); a late body gets 408.
+    pub body_timeout: Duration,
+    /// How long a keep-alive connection may wait for its next request
+    /// (`http.idle_timeout_ms`).
+    pub idle_timeout: Duration,
+    /// The most connections open at once (`http.max_connections`); more wait to be
+    /// accepted.
+    pub max_connections: usize,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+        }
+    }
+}
+
+/// The upper bound of `max_connections` (a semaphore's permits are finite, and far more
+/// connections than this would exhaust file descriptors long before).
+pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
+
+/// Where a connection is in its request cycle; decides which timer runs.
+#[derive(Debug, Clone, Copy)]
+enum Phase {
+    /// Reading a request head since this instant.
+    Head(Instant),
+    /// This many requests are being handled or answered.
+    Busy(usize),
+    /// Waiting for the next request since this instant.
+    Idle(Instant),
+}
+
+/// A connection's phase, shared by its socket wrapper, its service and its watcher.
+#[derive(Debug)]
+struct Activity {
+    phase: Mutex<Phase>,
+    changed: Notify,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            phase: Mutex::new(Phase::Head(Instant::now())),
+            changed: Notify::new(),
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(Phase) -> Phase) {
+        let mut phase = self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        *phase = f(*phase);
+        drop(phase);
+        // A stored permit if the watcher is not waiting: it re-reads the phase next time.
+        self.changed.notify_one();
+    }
+
+    /// Bytes arrived: an idle connection starts a request head.
+    fn read_bytes(&self) {
+        let idle = matches!(
+            *self.phase.lock().unwrap_or_else(|p| p.into_inner()),
+            Phase::Idle(_)
+        );
+        if idle {
+            self.update(|p| match p {
+                Phase::Idle(_) => Phase::Head(Instant::now()),
+                other => other,
+            });
+        }
+    }
+
+    fn request_started(&self) {
+        self.update(|p| match p {
+            Phase::Busy(n) => Phase::Busy(n + 1),
+            _ => Phase::Busy(1),
+        });
+    }
+
+    fn request_finished(&self) {
+        self.update(|p| match p {
+            Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
+            _ => Phase::Idle(Instant::now()),
+        });
+    }
+
+    /// When the connection must be closed if nothing changes, with the limit's name.
+    fn deadline(&self, limits: &HttpLimits) -> Option<(Instant, &'static str)> {
+        match *self.phase.lock().unwrap_or_else(|p| p.into_inner()) {
+            Phase::Head(since) => Some((since + limits.header_timeout, "http.header_timeout_ms")),
+            Phase::Idle(since) => Some((since + limits.idle_timeout, "http.idle_timeout_ms")),
+            Phase::Busy(_) => None,
+        }
+    }
+}
+
+/// The socket, reporting reads to the connection's [`Activity`].
+struct Watched {
+    io: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.activity.read_bytes();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// Marks a request finished when dropped: with its handler's future if the client goes
+/// away early, otherwise with the response body once hyper has sent it.
+struct InFlight(Arc<Activity>);
+
+impl InFlight {
+    fn start(activity: Arc<Activity>) -> Self {
+        activity.request_started();
+        Self(activity)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.request_finished();
+    }
+}
+
+/// A response body that keeps its request in flight until it is dropped.
+struct Tracked {
+    body: Body,
+    _in_flight: InFlight,
+}
+
+impl HttpBody for Tracked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves, within `limits`, with
+/// TCP_NODELAY on every connection (SSE replies otherwise stall on Nagle + delayed ACK).
+///
+/// At shutdown it stops accepting, asks every connection to finish (idle ones close at
+/// once, requests in flight complete), and returns when all are closed. Open streams must
+/// be ended by the caller (they are part of a request in flight); the caller bounds the
+/// wait.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    limits: &HttpLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> io::Result<()> {
+    let limits = *limits;
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    // hyper's own header timer also runs while a keep-alive connection is idle; the
+    // watcher times the two phases separately instead.
+    http1.header_read_timeout(None).keep_alive(true);
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.clamp(1, MAX_CONNECTIONS_LIMIT),
+    ));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            s = slots.clone().acquire_owned() => match s {
+                Ok(s) => s,
+                Err(_) => break,
+            },
+            () = &mut shutdown => break,
+        };
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            () = &mut shutdown => break,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) if is_per_connection(&e) => continue,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::error!(error = %e, "accepting a connection failed");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                    () = &mut shutdown => break,
+                }
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        tokio::spawn(connection(
+            stream,
+            router.clone(),
+            http1.clone(),
+            limits,
+            stop_rx.clone(),
+            slot,
+        ));
+    }
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(stop_rx);
+    // Every connection task holds a receiver; all are gone when the last one closed.
+    stop_tx.closed().await;
+    Ok(())
+}
+
+fn is_per_connection(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+async fn connection(
+    stream: TcpStream,
+    router: Router,
+    http1: hyper::server::conn::http1::Builder,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let activity = Arc::new(Activity::new());
+    let io = TokioIo::new(Watched {
+        io: stream,
+        activity: activity.clone(),
+    });
+    let for_service = activity.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let in_flight = InFlight::start(for_service.clone());
+        let router = router.clone();
+        async move {
+            let response = match router.oneshot(request.map(Body::new)).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            };
+            Ok::<_, Infallible>(response.map(|body| Tracked {
+                body,
+                _in_flight: in_flight,
+            }))
+        }
+    });
+    let conn = http1.serve_connection(io, service);
+    tokio::pin!(conn);
+    let mut stopping = false;
+    loop {
+        let deadline = activity.deadline(&limits);
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            () = activity.changed.notified() => {}
+            () = until(deadline.map(|(at, _)| at)) => {
+                if let Some((at, limit)) = activity.deadline(&limits)
+                    && at <= Instant::now()
+                {
+                    // Dropping the connection closes the socket; no request is in flight.
+                    tracing::debug!(limit, "closing a connection that exceeded {limit}");
+                    return;
+                }
+            }
+            _ = stop.wait_for(|s| *s), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,785 @@
+//! The hardened edge: connection limits and timeouts over real sockets, Host checks and the
+//! metrics token through the router, readiness on a store that cannot commit, replies that
+//! never carry host detail, and `snodo inspect` on a store a killed server left.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use snodo::http::{HttpConfig, HttpLimits, router};
+use snodo::mcp::{McpServer, ServerConfig};
+use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry};
+use snodo::serve::{ServeOptions, StoreChoice};
+use snodo::store::{MemoryStore, RedbStore, Store};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tower::ServiceExt;
+
+/// How long a test waits for something that should happen promptly before it fails.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+// ---- a server in this process, on a real socket ----
+
+struct Served {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+impl Served {
+    async fn start(limits: HttpLimits) -> Self {
+        let mut opts = ServeOptions::new(std::env::temp_dir(), Vec::new());
+        opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        opts.store = StoreChoice::Memory;
+        opts.cache_dir = None;
+        opts.http_limits = limits;
+        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let done = tokio::spawn(snodo::serve::serve(
+            opts,
+            move |addr| {
+                let _ = addr_tx.send(addr);
+            },
+            async move {
+                let _ = stop_rx.await;
+            },
+        ));
+        let addr = addr_rx.await.expect("the server started");
+        Self {
+            addr,
+            stop: Some(stop_tx),
+            done,
+        }
+    }
+
+    async fn stop(mut self) {
+        let _ = self.stop.take().expect("running").send(());
+        tokio::time::timeout(PATIENCE, &mut self.done)
+            .await
+            .expect("the server stops within the patience")
+            .expect("join")
+            .expect("serve");
+    }
+}
+
+/// Reads one HTTP/1.1 response with a `Content-Length` body; `None` if the connection
+/// closed first.
+async fn read_response(conn: &mut TcpStream) -> Option<(u16, String)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = conn.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+            return Some((status, body));
+        }
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Waits until the server closes `conn` (EOF or reset); fails after the patience.
+async fn closed_by_server(conn: &mut TcpStream) {
+    let mut chunk = [0u8; 1024];
+    tokio::time::timeout(PATIENCE, async {
+        loop {
+            match conn.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+}
+
+async fn healthz(conn: &mut TcpStream) -> Option<(u16, String)> {
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .ok()?;
+    read_response(conn).await
+}
+
+fn limits(header_ms: u64, idle_ms: u64, body_ms: u64, max_connections: usize) -> HttpLimits {
+    HttpLimits {
+        header_timeout: Duration::from_millis(header_ms),
+        idle_timeout: Duration::from_millis(idle_ms),
+        body_timeout: Duration::from_millis(body_ms),
+        max_connections,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_connections_do_not_delay_a_request() {
+    // Timeouts far longer than the test: the slow connections stay open throughout.
+    let server = Served::start(limits(120_000, 120_000, 120_000, 1_024)).await;
+    let mut slow = Vec::new();
+    for i in 0..200 {
+        let mut c = TcpStream::connect(server.addr).await.expect("connect");
+        if i % 2 == 0 {
+            // Half a request line, never finished; the other half send nothing at all.
+            c.write_all(b"GET /heal").await.expect("write");
+        }
+        slow.push(c);
+    }
+    let started = Instant::now();
+    let mut real = TcpStream::connect(server.addr).await.expect("connect");
+    let reply = tokio::time::timeout(PATIENCE, healthz(&mut real))
+        .await
+        .expect("a real request is answered while 200 slow connections are open");
+    assert_eq!(reply, Some((200, "ok".into())));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "answered in {:?}",
+        started.elapsed()
+    );
+    // The slow connections were open all along, and each is still served once it finishes
+    // its request.
+    for (i, c) in slow.iter_mut().enumerate() {
+        let rest: &[u8] = if i % 2 == 0 {
+            b"thz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        } else {
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        };
+        c.write_all(rest).await.expect("write");
+        let reply = tokio::time::timeout(PATIENCE, read_response(c))
+            .await
+            .expect("an answer");
+        assert_eq!(reply, Some((200, "ok".into())), "slow connection #{i}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_header_sent_too_slowly_is_closed_after_the_header_timeout() {
+    let server = Served::start(limits(300, 60_000, 60_000, 1_024)).await;
+    // Nothing at all.
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(server.addr).await.expect("connect");
+    closed_by_server(&mut silent).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    // A header trickled one byte every 50 ms: still closed, bytes do not extend the time.
+    let started = Instant::now();
+    let mut trickle = TcpStream::connect(server.addr).await.expect("connect");
+    let request = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nX-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n";
+    let mut tick = tokio::time::interval(Duration::from_millis(50));
+    let mut sent = 0;
+    while sent < request.len() {
+        tick.tick().await;
+        let mut b = [0u8; 64];
+        match trickle.try_read(&mut b) {
+            Ok(0) => break,
+            Ok(_) => panic!("the server answered a request whose head took too long"),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => break,
+        }
+        if trickle.write_all(&request[sent..=sent]).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    if sent == request.len() {
+        // The last byte went out before the close was seen: the head was complete only
+        // after the timeout, so the server must still close without answering.
+        closed_by_server(&mut trickle).await;
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        sent < request.len(),
+        "the whole trickled head was accepted ({elapsed:?})"
+    );
+    assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
+    // A prompt client on the same server is served.
+    let mut c = TcpStream::connect(server.addr).await.expect("connect");
+    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed_and_busy_ones_are_not() {
+    let server = Served::start(limits(300, 300, 60_000, 1_024)).await;
+    // Busy: a body that takes longer than the header and idle timeouts together is still
+    // read and answered (only the body timeout bounds it).
+    let mut busy = TcpStream::connect(server.addr).await.expect("connect");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}})
+    .to_string();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMcp-Method: tools/list\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    busy.write_all(head.as_bytes()).await.expect("head");
+    let started = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    for part in body.as_bytes().chunks(body.len().div_ceil(4)) {
+        tick.tick().await;
+        busy.write_all(part)
+            .await
+            .expect("a busy connection stays open");
+    }
+    let reply = tokio::time::timeout(PATIENCE, read_response(&mut busy))
+        .await
+        .expect("an answer");
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    let (status, text) = reply.expect("answered, not closed");
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"tools\""), "{text}");
+
+    let mut c = TcpStream::connect(server.addr).await.expect("connect");
+    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    // Kept alive: a second request on the same connection.
+    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    let idle_since = Instant::now();
+    closed_by_server(&mut c).await;
+    assert!(idle_since.elapsed() >= Duration::from_millis(300));
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_sent_too_slowly_gets_408() {
+    let server = Served::start(limits(60_000, 60_000, 300, 1_024)).await;
+    let mut c = TcpStream::connect(server.addr).await.expect("connect");
+    c.write_all(
+        b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
+    )
+    .await
+    .expect("write");
+    let started = Instant::now();
+    let (status, body) = tokio::time::timeout(PATIENCE, read_response(&mut c))
+        .await
+        .expect("an answer")
+        .expect("a response");
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("http.body_timeout_ms"), "{body}");
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    closed_by_server(&mut c).await;
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_cap_wait_until_a_slot_frees() {
+    let server = Served::start(limits(400, 400, 60_000, 4)).await;
+    let started = Instant::now();
+    let mut holders = Vec::new();
+    for _ in 0..4 {
+        holders.push(TcpStream::connect(server.addr).await.expect("connect"));
+    }
+    // The fifth connects (the kernel queues it) but is accepted only when a holder's
+    // header timeout frees its slot.
+    let mut fifth = TcpStream::connect(server.addr).await.expect("connect");
+    let reply = tokio::time::timeout(PATIENCE, healthz(&mut fifth))
+        .await
+        .expect("served once a slot frees");
+    assert_eq!(reply, Some((200, "ok".into())));
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "served before any slot could free: {:?}",
+        started.elapsed()
+    );
+    for h in &mut holders {
+        closed_by_server(h).await;
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_idle_keep_alive_connections() {
+    let server = Served::start(limits(60_000, 120_000, 60_000, 1_024)).await;
+    let mut c = TcpStream::connect(server.addr).await.expect("connect");
+    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    // The idle timeout is two minutes: only shutdown can close this promptly.
+    server.stop().await;
+    closed_by_server(&mut c).await;
+}
+
+// ---- through the router ----
+
+fn server_over(store: Arc<dyn Store>) -> Arc<McpServer> {
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(ToolRegistry::new()),
+        RunnerOptions::default(),
+        Arc::new(NoInstrumentation),
+    );
+    Arc::new(McpServer::new(
+        store,
+        runner,
+        ServerConfig {
+            name: "snodo-test".into(),
+            version: "0".into(),
+            tools: Vec::new(),
+            limits: Default::default(),
+        },
+    ))
+}
+
+async fn get(app: &axum::Router, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
+    let mut req = Request::get(path);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(Body::empty()).expect("request"))
+        .await
+        .expect("response");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn every_route_checks_the_host() {
+    let app = router(
+        server_over(Arc::new(MemoryStore::new())),
+        HttpConfig::default(),
+    );
+    for path in ["/mcp", "/healthz", "/readyz", "/metrics"] {
+        let (s, body) = get(&app, path, &[("host", "evil.example:3001")]).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{path}: {body}");
+        let (s, body) = get(
+            &app,
+            path,
+            &[
+                ("host", "localhost:3001"),
+                ("origin", "http://evil.example"),
+            ],
+        )
+        .await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "{path} with a foreign Origin: {body}"
+        );
+        let (s, _) = get(&app, path, &[("host", "localhost:3001")]).await;
+        assert_ne!(s, StatusCode::FORBIDDEN, "{path} from the allowed host");
+    }
+    let (s, body) = get(&app, "/healthz", &[("host", "127.0.0.1:3001")]).await;
+    assert_eq!((s, body.as_str()), (StatusCode::OK, "ok"));
+}
+
+#[tokio::test]
+async fn metrics_can_require_a_token() {
+    let token = "metrics-token-0123456789";
+    let app = router(
+        server_over(Arc::new(MemoryStore::new())),
+        HttpConfig {
+            metrics_token: Some(token.into()),
+            ..HttpConfig::default()
+        },
+    );
+    let host = ("host", "localhost");
+    let (s, _) = get(&app, "/metrics", &[host]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let wrong = format!("Bearer {token}x");
+    let (s, _) = get(&app, "/metrics", &[host, ("authorization", &wrong)]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let lower = format!("bearer {token}");
+    let (s, _) = get(&app, "/metrics", &[host, ("authorization", &lower)]).await;
+    assert_eq!(s, StatusCode::OK);
+    // Without the setting, metrics stay open (loopback deployments).
+    let open = router(
+        server_over(Arc::new(MemoryStore::new())),
+        HttpConfig::default(),
+    );
+    let (s, _) = get(&open, "/metrics", &[host]).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive_and_every_token_authenticates_its_principal() {
+    let tokens = vec![
+        (
+            "alpha-token-0123456789".to_owned(),
+            snodo::model::Principal::new("a", "x"),
+        ),
+        (
+            "beta-token-0123456789-longer".to_owned(),
+            snodo::model::Principal::new("b", "y"),
+        ),
+    ];
+    let app = router(
+        server_over(Arc::new(MemoryStore::new())),
+        HttpConfig {
+            tokens,
+            ..HttpConfig::default()
+        },
+    );
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+    }});
+    let status = |auth: Option<&'static str>| {
+        let app = app.clone();
+        let body = body.to_string();
+        async move {
+            let mut req = Request::post("/mcp")
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .header("mcp-method", "tools/list")
+                .header("mcp-protocol-version", "2026-07-28");
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            app.oneshot(req.body(Body::from(body)).expect("request"))
+                .await
+                .expect("response")
+                .status()
+        }
+    };
+    for ok in [
+        "Bearer alpha-token-0123456789",
+        "bearer beta-token-0123456789-longer",
+        "BEARER  alpha-token-0123456789",
+    ] {
+        assert_eq!(status(Some(ok)).await, StatusCode::OK, "{ok}");
+    }
+    for bad in [
+        "Bearer alpha-token-012345678",
+        "Bearer alpha-token-0123456789x",
+        "Basic alpha-token-0123456789",
+        "Bearer",
+        "Bearer ",
+        "alpha-token-0123456789",
+    ] {
+        assert_eq!(status(Some(bad)).await, StatusCode::UNAUTHORIZED, "{bad}");
+    }
+    assert_eq!(status(None).await, StatusCode::UNAUTHORIZED);
+}
+
+/// A file backend whose writes and syncs fail while `failing` is set, as a full or
+/// read-only disk would.
+#[derive(Debug)]
+struct Failing {
+    inner: redb::backends::FileBackend,
+    failing: Arc<AtomicBool>,
+}
+
+impl Failing {
+    fn check(&self) -> Result<(), std::io::Error> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("injected: the device refuses writes"));
+        }
+        Ok(())
+    }
+}
+
+impl redb::StorageBackend for Failing {
+    fn len(&self) -> Result<u64, std::io::Error> {
+        self.inner.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
+        self.inner.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.set_len(len)
+    }
+    fn sync_data(&self) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.sync_data()
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
+        self.check()?;
+        self.inner.write(offset, data)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_fails_while_the_store_cannot_commit() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("tasks.redb");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .expect("file");
+    let failing = Arc::new(AtomicBool::new(false));
+    let backend = Failing {
+        inner: redb::backends::FileBackend::new(file).expect("backend"),
+        failing: failing.clone(),
+    };
+    let store =
+        RedbStore::open_with_backend(backend, &path, Arc::new(snodo::model::SystemClock::new()))
+            .expect("open");
+    let store: Arc<dyn Store> = Arc::new(store);
+    let app = router(server_over(store.clone()), HttpConfig::default());
+    let host = ("host", "localhost");
+    let (s, body) = get(&app, "/readyz", &[host]).await;
+    assert_eq!((s, body.as_str()), (StatusCode::OK, "ready"));
+    failing.store(true, Ordering::SeqCst);
+    // Reads still work: the old probe (a snapshot read) would have stayed green.
+    store.now().await.expect("reads are unaffected");
+    let (s, body) = get(&app, "/readyz", &[host]).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(!body.contains(&*dir.path().to_string_lossy()), "{body}");
+    failing.store(false, Ordering::SeqCst);
+}
+
+// ---- the `snodo` binary ----
+
+/// A `snodo serve` child logging JSON lines, killed when dropped.
+struct ServeProcess {
+    child: Child,
+    addr: SocketAddr,
+    log: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for ServeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
+    cmd.arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--log-json"])
+        .args(args)
+        .env_remove("MCP_PORT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("spawn snodo serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let addr = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx.recv_timeout(left).expect("snodo serve logs its address");
+        if let Some(at) = line.find("serving MCP at http://") {
+            let rest = &line[at + "serving MCP at http://".len()..];
+            let addr = rest.split("/mcp").next().expect("address");
+            break addr.parse().expect("a socket address");
+        }
+    };
+    ServeProcess {
+        child,
+        addr,
+        log: rx,
+    }
+}
+
+async fn post_mcp(addr: SocketAddr, body: &Value) -> (u16, Value) {
+    let text = body.to_string();
+    let method = body["method"].as_str().unwrap_or_default();
+    let name = body["params"]["name"].as_str().unwrap_or_default();
+    let mut c = TcpStream::connect(addr).await.expect("connect");
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    c.write_all(req.as_bytes()).await.expect("write");
+    let (status, body) = tokio::time::timeout(Duration::from_secs(120), read_response(&mut c))
+        .await
+        .expect("an answer")
+        .expect("a response");
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or(Value::String(body)),
+    )
+}
+
+fn tool_call(name: &str, arguments: Value, tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": name,
+        "arguments": arguments,
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        }
+    }})
+}
+
+/// Collects log lines until one satisfies `want`, or fails after the patience.
+fn await_log(server: &ServeProcess, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = server
+            .log
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no log line: {what}"));
+        if let Ok(v) = serde_json::from_str::<Value>(&line)
+            && want(&v)
+        {
+            return v;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trap_reply_carries_no_host_detail_and_guest_logs_are_marked() {
+    let server = spawn_serve(
+        &[
+            "--store",
+            "memory",
+            "--component",
+            snodo_test_guests::HOSTILE,
+        ],
+        &[
+            ("RUST_BACKTRACE", "1"),
+            ("RUST_LIB_BACKTRACE", "1"),
+            ("RUST_LOG", "info,snodo::guest=debug"),
+        ],
+    );
+    let (status, reply) = post_mcp(server.addr, &tool_call("trap", json!({}), false)).await;
+    assert_eq!(status, 200, "{reply}");
+    let text = reply.to_string();
+    assert_eq!(reply["error"]["data"]["kind"], "trap", "{text}");
+    assert!(text.contains("unreachable"), "the trap's reason: {text}");
+    for leak in ["host/src", ".rs:", "backtrace", "/root", "/home", "/work"] {
+        let head: String = text.chars().take(600).collect();
+        assert!(!text.contains(leak), "the reply leaks {leak:?}: {head}");
+    }
+    // The operator's log keeps the detail.
+    let logged = await_log(&server, "the trap's detail", |v| {
+        v["fields"]["message"] == "the guest trapped"
+    });
+    assert!(
+        logged["fields"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("backtrace")),
+        "{logged}"
+    );
+    // As a task, the guest's stderr reaches the log marked as guest content.
+    let (status, reply) = post_mcp(server.addr, &tool_call("trap", json!({}), true)).await;
+    assert_eq!(status, 200, "{reply}");
+    let line = await_log(&server, "the guest's panic message", |v| {
+        v["target"] == "snodo::guest"
+            && v["fields"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("traps on purpose"))
+    });
+    assert_eq!(line["fields"]["guest"], true, "{line}");
+    assert_eq!(line["fields"]["message"], "guest output", "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_reads_a_store_a_killed_server_left() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let data = dir.path().join("data");
+    let data_arg = data.to_string_lossy().into_owned();
+    let server = spawn_serve(
+        &[
+            "--store",
+            "redb",
+            "--data",
+            &data_arg,
+            "--component",
+            snodo_test_guests::FIXTURES,
+        ],
+        &[],
+    );
+    let (status, reply) = post_mcp(
+        server.addr,
+        &tool_call("slow_compute", json!({"seconds": 600}), true),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    let id = reply["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {reply}"))
+        .to_owned();
+    // SIGKILL: no destructor runs, the file is not closed cleanly.
+    drop(server);
+    let store = data.join("tasks.redb");
+    assert!(
+        matches!(
+            redb::ReadOnlyDatabase::open(&store),
+            Err(redb::DatabaseError::RepairAborted)
+        ),
+        "the killed server's file needs a repair before redb reads it"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args(["inspect", &id, "--store"])
+        .arg(&store)
+        .output()
+        .expect("run snodo inspect");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let view: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(view["taskId"], json!(id), "{view}");
+    assert_eq!(view["work"]["tool"], "slow_compute", "{view}");
+    assert_eq!(view["status"], "working", "{view}");
+    // Inspecting did not open the file as a store: the next server is boot epoch 2.
+    let reopened = RedbStore::open(&store).expect("reopen");
+    assert_eq!(reopened.epoch(), 2);
+}
+
+#[test]
+fn duplicate_or_anonymous_cli_tokens_are_refused() {
+    let run = |tokens: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
+        cmd.args(["serve", "--store", "memory", "--component", "missing.wasm"]);
+        for t in tokens {
+            cmd.args(["--token", t]);
+        }
+        let out = cmd.env_remove("MCP_PORT").output().expect("run");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run(&[
+        "0123456789abcdef-one=acme:alice",
+        "0123456789abcdef-one=acme:bob",
+    ]);
+    assert!(
+        err.contains("--token #2") && err.contains("unique"),
+        "{err}"
+    );
+    let err = run(&["0123456789abcdef-one=:alice"]);
+    assert!(err.contains("--token") && err.contains("tenant"), "{err}");
+    let err = run(&["0123456789abcdef-one=acme:"]);
+    assert!(err.contains("--token") && err.contains("subject"), "{err}");
+}

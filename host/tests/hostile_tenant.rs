@@ -1,0 +1,705 @@
+//! A hostile tenant against the edge: every budget holds with real guests on a real
+//! store, the other tenant keeps being served, and each refusal names its limit.
+//!
+//! Outcomes are asserted (who was served, what was refused and why, what the server still
+//! holds); nothing here measures time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use snodo::budget::TenantLimits;
+use snodo::http::{HttpConfig, router};
+use snodo::mcp::{McpServer, ServedTool, ServerConfig};
+use snodo::model::{ExecutionLimits, ManualClock, Principal, Scope, TaskId, TaskStatus, Timestamp};
+use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry, tool_call_work};
+use snodo::store::{ClaimRequest, MemoryStore, NewTask, ObservedStore, Store};
+use snodo::wasm::{Component, EngineConfig};
+use tower::ServiceExt;
+
+mod common;
+
+const TASKS: &str = "io.modelcontextprotocol/tasks";
+const TOKEN_A: &str = "tenant-a-token-0123456789";
+const TOKEN_B: &str = "tenant-b-token-0123456789";
+
+struct Host {
+    app: axum::Router,
+    server: Arc<McpServer>,
+    store: Arc<dyn Store>,
+    engine: snodo::wasm::WasmEngine,
+}
+
+fn tokens() -> Vec<(String, Principal)> {
+    vec![
+        (TOKEN_A.into(), Principal::new("a", "mallory")),
+        (TOKEN_B.into(), Principal::new("b", "alice")),
+    ]
+}
+
+/// A server with the fixtures and the hostile guests, two tenants, and `limits`.
+async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits) -> Host {
+    let engine = snodo::wasm::WasmEngine::new(engine).expect("engine");
+    let loader = snodo::wasm::ComponentLoader::new(engine.clone(), None).expect("loader");
+    let fixtures = loader
+        .load(snodo_test_guests::FIXTURES)
+        .await
+        .expect("fixtures");
+    let hostile = loader
+        .load(snodo_test_guests::HOSTILE)
+        .await
+        .expect("hostile");
+    let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
+    let store: Arc<dyn Store> = observed.clone();
+    let mut registry = ToolRegistry::new();
+    let mut tools = Vec::new();
+    for c in [&fixtures, &hostile] {
+        registry.add_component((*c).clone(), Default::default());
+        tools.extend(c.tools().iter().map(|info| served(c, info, exec)));
+    }
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(registry),
+        RunnerOptions {
+            poll_interval: Duration::from_millis(10),
+            ..RunnerOptions::default()
+        },
+        Arc::new(NoInstrumentation),
+    );
+    let server = Arc::new(
+        McpServer::new(
+            store.clone(),
+            runner,
+            ServerConfig {
+                name: "snodo-test".into(),
+                version: "0".into(),
+                tools,
+                limits,
+            },
+        )
+        .with_change_feed(observed),
+    );
+    let app = router(
+        server.clone(),
+        HttpConfig {
+            tokens: tokens(),
+            ..HttpConfig::default()
+        },
+    );
+    Host {
+        app,
+        server,
+        store,
+        engine,
+    }
+}
+
+fn served(c: &Arc<Component>, info: &snodo::wasm::ToolInfo, limits: ExecutionLimits) -> ServedTool {
+    ServedTool {
+        component: c.clone(),
+        info: info.clone(),
+        mode: None,
+        retry_policy: Default::default(),
+        ttl_ms: Some(600_000),
+        poll_interval_ms: 500,
+        grants: Default::default(),
+        limits,
+    }
+}
+
+fn rpc(id: i64, method: &str, mut params: Value, tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"elicitation": {}, "extensions": {TASKS: {}}})
+    } else {
+        json!({"elicitation": {}})
+    };
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+fn post(token: &str, body: &Value, name_header: bool) -> Request<Body> {
+    let mut b = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("host", "localhost")
+        .header("authorization", format!("Bearer {token}"))
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", body["method"].as_str().unwrap_or_default());
+    let name = body["params"]["name"]
+        .as_str()
+        .or_else(|| body["params"]["taskId"].as_str());
+    if let (Some(n), true) = (name, name_header) {
+        b = b.header("mcp-name", n);
+    }
+    b.body(Body::from(body.to_string())).expect("request")
+}
+
+async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value) {
+    let resp = app.clone().oneshot(req).await.expect("response");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    // An SSE reply: the last `data:` line is the response.
+    let json = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .next_back()
+        .map_or(text.as_str(), |d| d);
+    (
+        status,
+        serde_json::from_str(json).unwrap_or(Value::String(text.clone())),
+    )
+}
+
+async fn call(h: &Host, token: &str, tool: &str, args: Value, tasks: bool) -> Value {
+    let body = rpc(
+        1,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        tasks,
+    );
+    send(&h.app, post(token, &body, true)).await.1
+}
+
+fn limit_of(v: &Value) -> (i64, String) {
+    (
+        v["error"]["code"].as_i64().unwrap_or(0),
+        v["error"]["data"]["limit"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+fn greeted(v: &Value) -> bool {
+    v["result"]["content"][0]["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("Hello"))
+}
+
+/// Awaits `probe` becoming true, yielding in between; fails after a minute naming `what`.
+async fn until(what: &str, mut probe: impl FnMut() -> bool) {
+    common::eventually(what, || {
+        let ok = probe();
+        async move { ok.then_some(()) }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
+    let h = host(
+        TenantLimits {
+            sync_calls_per_tenant: 3,
+            sync_calls: 5,
+            ..TenantLimits::default()
+        },
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    // Tenant a holds all of its share with guests that wait a minute.
+    let held: Vec<_> = (0..3)
+        .map(|_| {
+            let app = h.app.clone();
+            let body = rpc(
+                1,
+                "tools/call",
+                json!({"name": "hold", "arguments": {"ms": 60_000}}),
+                false,
+            );
+            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
+        })
+        .collect();
+    until("three held calls", || h.server.sync_calls_active() == 3).await;
+
+    let over = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
+    assert_eq!(
+        limit_of(&over),
+        (-32000, "limits.sync_calls_per_tenant".to_owned()),
+        "{over}"
+    );
+    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    assert!(greeted(&b), "the other tenant is served: {b}");
+
+    // A client that goes away takes its guest with it: dropping the request future frees
+    // the slot (the transport drops it when the connection closes).
+    for t in held {
+        t.abort();
+        let _ = t.await;
+    }
+    until("the held guests dropped", || {
+        h.server.sync_calls_active() == 0
+    })
+    .await;
+    let again = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
+    assert!(greeted(&again), "{again}");
+
+    let metrics = h.server.metrics_text();
+    assert!(
+        metrics.contains("snodo_limit_refusals_total{limit=\"limits.sync_calls_per_tenant\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn the_global_cap_refuses_at_once_and_names_itself() {
+    let h = host(
+        TenantLimits {
+            sync_calls_per_tenant: 2,
+            sync_calls: 2,
+            ..TenantLimits::default()
+        },
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    let held: Vec<_> = (0..2)
+        .map(|_| {
+            let app = h.app.clone();
+            let body = rpc(
+                1,
+                "tools/call",
+                json!({"name": "hold", "arguments": {"ms": 60_000}}),
+                false,
+            );
+            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
+        })
+        .collect();
+    until("two held calls", || h.server.sync_calls_active() == 2).await;
+    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    assert_eq!(
+        limit_of(&b),
+        (-32000, "limits.sync_calls".to_owned()),
+        "{b}"
+    );
+    assert_eq!(b["error"]["data"]["scope"], "global");
+    for t in held {
+        t.abort();
+    }
+}
+
+/// Sends a raw HTTP/1.1 request over a real socket, reads the status line, then closes
+/// the connection.
+async fn call_and_hang_up(addr: std::net::SocketAddr, body: &Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let text = body.to_string();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN_A}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hold\r\nContent-Length: {}\r\n\r\n{text}",
+        text.len()
+    );
+    s.write_all(req.as_bytes()).await.expect("write");
+    // With a progress token the reply is an SSE stream whose head comes at once; without
+    // one nothing comes until the guest ends, so just hang up once the call is running.
+    if body["params"]["_meta"]["progressToken"].is_string() {
+        let mut buf = [0u8; 12];
+        s.read_exact(&mut buf).await.expect("status line");
+        assert_eq!(&buf, b"HTTP/1.1 200");
+    }
+    drop(s);
+}
+
+#[tokio::test]
+async fn a_call_whose_client_went_away_stops_its_guest() {
+    let h = host(
+        TenantLimits::default(),
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let app = h.app.clone();
+    let serving = tokio::spawn(async move {
+        let _ =
+            snodo::http::serve(listener, app, &Default::default(), std::future::pending()).await;
+    });
+    for progress in [true, false] {
+        let mut body = rpc(
+            1,
+            "tools/call",
+            json!({"name": "hold", "arguments": {"ms": 600_000}}),
+            false,
+        );
+        if progress {
+            body["params"]["_meta"]["progressToken"] = json!("p1");
+        }
+        let server = h.server.clone();
+        let hang_up = tokio::spawn(async move { call_and_hang_up(addr, &body).await });
+        until("the call is running", || server.sync_calls_active() == 1).await;
+        hang_up.await.expect("client");
+        until("the guest of a gone client is dropped", || {
+            h.server.sync_calls_active() == 0
+        })
+        .await;
+    }
+    serving.abort();
+}
+
+#[tokio::test]
+async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
+    let h = host(
+        TenantLimits {
+            live_tasks_per_tenant: 2,
+            ..TenantLimits::default()
+        },
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let v = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
+        ids.push(v["result"]["taskId"].as_str().expect("a task").to_owned());
+    }
+    let over = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
+    assert_eq!(
+        limit_of(&over),
+        (-32000, "limits.live_tasks_per_tenant".to_owned()),
+        "{over}"
+    );
+    let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
+    assert!(
+        b["result"]["taskId"].is_string(),
+        "the other tenant creates: {b}"
+    );
+    // A finished task no longer counts.
+    let cancel = rpc(2, "tasks/cancel", json!({"taskId": ids[0]}), true);
+    let (_, v) = send(&h.app, post(TOKEN_A, &cancel, true)).await;
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+    let again = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+    assert!(again["result"]["taskId"].is_string(), "{again}");
+
+    let h = host(
+        TenantLimits {
+            task_creates_per_second: 1,
+            task_create_burst: 2,
+            ..TenantLimits::default()
+        },
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    for _ in 0..2 {
+        let v = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+        assert!(v["result"]["taskId"].is_string(), "{v}");
+    }
+    let over = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+    assert_eq!(
+        limit_of(&over),
+        (-32000, "limits.task_creates_per_second".to_owned()),
+        "{over}"
+    );
+    let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
+    assert!(b["result"]["taskId"].is_string(), "{b}");
+}
+
+#[tokio::test]
+async fn guests_share_one_memory_budget() {
+    let h = host(
+        TenantLimits::default(),
+        EngineConfig {
+            max_memory_bytes: 64 << 20,
+            max_total_memory_bytes: 40 << 20,
+            ..EngineConfig::default()
+        },
+        ExecutionLimits::default(),
+    )
+    .await;
+    let v = call(&h, TOKEN_A, "memory_bomb", json!({}), false).await;
+    assert_eq!(v["error"]["data"]["limit"], "guest_memory_total", "{v}");
+    assert_eq!(
+        h.engine.guest_memory_in_use(),
+        0,
+        "memory returns with the guest"
+    );
+    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    assert!(greeted(&b), "{b}");
+}
+
+#[tokio::test]
+async fn results_status_updates_and_wall_clock_are_bounded() {
+    let h = host(
+        TenantLimits {
+            sync_timeout_ms: 300,
+            ..TenantLimits::default()
+        },
+        EngineConfig {
+            max_result_bytes: 1 << 20,
+            ..EngineConfig::default()
+        },
+        ExecutionLimits::default(),
+    )
+    .await;
+    let v = call(&h, TOKEN_A, "big_result", json!({"mb": 4}), false).await;
+    assert_eq!(v["error"]["data"]["limit"], "result_bytes", "{v}");
+    // Time asleep in an import counts against a synchronous call.
+    let v = call(&h, TOKEN_A, "hold", json!({"ms": 600_000}), false).await;
+    assert_eq!(v["error"]["data"]["limit"], "wall_clock", "{v}");
+    assert_eq!(h.server.sync_calls_active(), 0);
+
+    // A guest setting its status in a loop does not grow its task record without bound.
+    let v = call(&h, TOKEN_A, "status_flood", json!({"times": 500}), true).await;
+    let id = v["result"]["taskId"].as_str().expect("task").to_owned();
+    let task_id = TaskId::parse(&id).expect("id");
+    let done = common::eventually("the flood task finished", || {
+        let store = h.store.clone();
+        async move {
+            let (t, _) = store.inspect(&task_id).await.ok()??;
+            t.status.is_terminal().then_some(t)
+        }
+    })
+    .await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert!(
+        done.events.len() <= snodo::store::REMEMBERED_STATUS_EVENTS + 4,
+        "{} events remembered",
+        done.events.len()
+    );
+}
+
+#[tokio::test]
+async fn subscriptions_are_deduplicated_capped_and_counted() {
+    let h = host(
+        TenantLimits {
+            streams_per_tenant: 1,
+            stream_task_ids: 4,
+            ..TenantLimits::default()
+        },
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    let v = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
+    let id = v["result"]["taskId"].as_str().expect("task").to_owned();
+    let listen = |ids: Value| {
+        rpc(
+            7,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": ids}}),
+            true,
+        )
+    };
+    // 1,000 copies of one id are one watched id.
+    let many: Vec<&str> = std::iter::repeat_n(id.as_str(), 1_000).collect();
+    let resp = h
+        .app
+        .clone()
+        .oneshot(post(TOKEN_A, &listen(json!(many)), true))
+        .await
+        .expect("stream");
+    let mut body = resp.into_body();
+    let first = body.frame().await.expect("frame").expect("frame");
+    let text = String::from_utf8_lossy(first.data_ref().expect("data")).into_owned();
+    assert!(text.contains(&format!("\"taskIds\":[\"{id}\"]")), "{text}");
+    // The tenant's one stream is open: a second is refused; the other tenant's is not.
+    let (_, v) = send(&h.app, post(TOKEN_A, &listen(json!([id])), true)).await;
+    assert_eq!(
+        limit_of(&v),
+        (-32000, "limits.streams_per_tenant".to_owned()),
+        "{v}"
+    );
+    let other = h
+        .app
+        .clone()
+        .oneshot(post(TOKEN_B, &listen(json!(["x"])), true))
+        .await
+        .expect("stream");
+    assert_eq!(other.status(), StatusCode::OK);
+    drop(other);
+    // Too many distinct ids: refused, naming the limit.
+    let (_, v) = send(
+        &h.app,
+        post(TOKEN_B, &listen(json!(["1", "2", "3", "4", "5"])), true),
+    )
+    .await;
+    assert_eq!(
+        limit_of(&v),
+        (-32000, "limits.stream_task_ids".to_owned()),
+        "{v}"
+    );
+    drop(body);
+    until("the stream closed", || {
+        h.server.metrics_text().contains("snodo_streams_open 0")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
+    let h = host(
+        TenantLimits::default(),
+        EngineConfig::default(),
+        ExecutionLimits::default(),
+    )
+    .await;
+    let v = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+    let id = v["result"]["taskId"].as_str().expect("task").to_owned();
+    let get = rpc(2, "tasks/get", json!({"taskId": id}), true);
+    let (s, v) = send(&h.app, post(TOKEN_A, &get, false)).await;
+    assert_eq!(
+        (s, v["result"]["taskId"].as_str()),
+        (StatusCode::OK, Some(id.as_str()))
+    );
+    let mut wrong = post(TOKEN_A, &get, false);
+    wrong
+        .headers_mut()
+        .insert("mcp-name", "another-task".parse().expect("value"));
+    let (_, v) = send(&h.app, wrong).await;
+    assert_eq!(v["error"]["code"], -32020, "{v}");
+    // tools/call still requires it.
+    let body = rpc(
+        3,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+        false,
+    );
+    let (_, v) = send(&h.app, post(TOKEN_A, &body, false)).await;
+    assert_eq!(v["error"]["code"], -32020, "{v}");
+}
+
+#[tokio::test]
+async fn one_tenants_backlog_does_not_hold_another_tenants_task() {
+    let guests = common::load_guests(64, 32 << 20).await;
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let mut registry = ToolRegistry::new();
+    registry.add_component(guests.hostile.clone(), Default::default());
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(registry),
+        RunnerOptions {
+            max_concurrent: 4,
+            max_running_per_tenant: 2,
+            poll_interval: Duration::from_millis(10),
+            ..RunnerOptions::default()
+        },
+        Arc::new(NoInstrumentation),
+    );
+    let create = |tenant: &'static str, args: Value| {
+        let store = store.clone();
+        async move {
+            let id = TaskId::generate();
+            let work = tool_call_work(&id, "hold", args);
+            store
+                .create(NewTask::new(id, Scope::new(tenant), work))
+                .await
+                .expect("create");
+            id
+        }
+    };
+    // Tenant a: ten tasks that each hold their slot for a minute.
+    for _ in 0..10 {
+        let id = create("a", json!({"ms": 60_000})).await;
+        runner.submit(&id).await.expect("submit");
+    }
+    until("a runs its share", || runner.active() == 2).await;
+    let b = create("b", json!({"ms": 1})).await;
+    runner.submit(&b).await.expect("submit");
+    let done = common::eventually("b's task completed", || {
+        let store = store.clone();
+        async move {
+            let (t, _) = store.inspect(&b).await.ok()??;
+            (t.status == TaskStatus::Completed).then_some(t)
+        }
+    })
+    .await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert!(runner.active() <= 2, "a never holds more than its share");
+    runner.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_task_that_keeps_taking_its_attempt_down_fails_past_the_cap() {
+    let clock = Arc::new(ManualClock::new(Timestamp(1_000_000)));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let id = TaskId::generate();
+    store
+        .create(NewTask::new(
+            id,
+            Scope::new("a"),
+            tool_call_work(&id, "counter", json!({})),
+        ))
+        .await
+        .expect("create");
+    // Three claims whose leases ran out (a crash or a stall each time).
+    for _ in 0..3 {
+        store
+            .claim(&id, &ClaimRequest::new(1_000, "doomed"))
+            .await
+            .expect("claim");
+        clock.advance(2_000);
+    }
+    let guests = common::load_guests(8, 32 << 20).await;
+    let mut registry = ToolRegistry::new();
+    registry.add_component(guests.hostile.clone(), Default::default());
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(registry),
+        RunnerOptions {
+            recover: false,
+            reap_interval: None,
+            max_recoveries: 2,
+            ..RunnerOptions::default()
+        },
+        Arc::new(NoInstrumentation),
+    );
+    runner.submit(&id).await.expect("submit");
+    let failed = common::eventually("the task failed", || {
+        let store = store.clone();
+        async move {
+            let (t, _) = store.inspect(&id).await.ok()??;
+            t.status.is_terminal().then_some(t)
+        }
+    })
+    .await;
+    assert_eq!(failed.status, TaskStatus::Failed);
+    assert_eq!(failed.recoveries, 3);
+    let Some(snodo::model::Outcome::Error(e)) = failed.outcome else {
+        panic!("an error outcome");
+    };
+    assert_eq!(e.code, -32603);
+    let data = e.data.expect("data");
+    assert_eq!(
+        (data["kind"].as_str(), data["limit"].as_str()),
+        (Some("limit"), Some("runner.max_recoveries"))
+    );
+    runner.shutdown().await;
+}
+
+#[tokio::test]
+async fn configured_fuel_is_metered() {
+    let mut opts = snodo::serve::ServeOptions::new(
+        tempfile::tempdir().expect("dir").keep(),
+        vec![snodo_test_guests::HOSTILE.into()],
+    );
+    opts.cache_dir = None;
+    opts.defaults.limits = Some(ExecutionLimits {
+        fuel: Some(1_000_000),
+        ..ExecutionLimits::default()
+    });
+    let (_, tools) = snodo::serve::load_tools(&opts).await.expect("load");
+    let spin = tools.iter().find(|t| t.info.name == "spin").expect("spin");
+    let mut exec = snodo::wasm::Execution::new(
+        "spin",
+        json!({}),
+        Arc::new(snodo::wasm::SyncIo::new(
+            Default::default(),
+            json!({}),
+            None,
+        )),
+    );
+    exec.limits = spin.limits;
+    let out = spin.component.execute(exec).await.outcome;
+    assert_eq!(
+        out.expect_err("stopped").to_rpc_error().data.expect("data")["limit"],
+        "fuel"
+    );
+}

@@ -1,0 +1,78 @@
+"""Starts the fixture server once for the interop tests: `snodo serve` on a free port with
+the memory store and the conformance fixture component."""
+
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SNODO = ROOT / "target" / "debug" / "snodo"
+FIXTURES = ROOT / "target" / "guests" / "wasm32-wasip2" / "release" / "fixtures.wasm"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=1)
+    try:
+        c.request("GET", "/healthz")
+        return c.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="session")
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    for path in (SNODO, FIXTURES):
+        if not path.exists():
+            pytest.fail(f"{path} is missing: build with `cargo build -p snodo -p snodo-test-guests`")
+    port = free_port()
+    data = tempfile.mkdtemp(prefix="snodo-interop-")
+    log_path = Path(data) / "server.log"
+    env = dict(os.environ, MCP_PORT=str(port))
+    env.setdefault("RUST_LOG", "info")
+    env.setdefault("NO_COLOR", "1")  # the log is a file
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [str(SNODO), "serve", "--store", "memory", "--data", data, "--component", str(FIXTURES)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while not healthy(port):
+            if proc.poll() is not None:
+                pytest.fail("the server exited:\n" + log_path.read_text())
+            if time.monotonic() > deadline:
+                pytest.fail("the server did not answer /healthz within 60s:\n" + log_path.read_text())
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        print("\n--- server log (last 40 lines) ---")
+        print("\n".join(log_path.read_text(errors="replace").splitlines()[-40:]))
+        shutil.rmtree(data, ignore_errors=True)
