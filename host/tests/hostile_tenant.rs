@@ -42,16 +42,9 @@ fn tokens() -> Vec<(String, Principal)> {
 
 /// A server with the fixtures and the hostile guests, two tenants, and `limits`.
 async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits) -> Host {
-    let engine = snodo::wasm::WasmEngine::new(engine).expect("engine");
-    let loader = snodo::wasm::ComponentLoader::new(engine.clone(), None).expect("loader");
-    let fixtures = loader
-        .load(snodo_test_guests::FIXTURES)
-        .await
-        .expect("fixtures");
-    let hostile = loader
-        .load(snodo_test_guests::HOSTILE)
-        .await
-        .expect("hostile");
+    let guests = common::load_guests_with(engine).await;
+    let engine = guests.loader.engine().clone();
+    let (fixtures, hostile) = (guests.fixtures, guests.hostile);
     let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
     let store: Arc<dyn Store> = observed.clone();
     let mut registry = ToolRegistry::new();
@@ -191,6 +184,24 @@ async fn until(what: &str, mut probe: impl FnMut() -> bool) {
     .await
 }
 
+/// Starts `n` synchronous calls of tenant a whose guests wait a minute, and awaits them all
+/// running.
+async fn hold_calls(h: &Host, n: usize) -> Vec<tokio::task::JoinHandle<(StatusCode, Value)>> {
+    let held = (0..n)
+        .map(|_| {
+            let app = h.app.clone();
+            let args = json!({"name": "hold", "arguments": {"ms": 60_000}});
+            let body = rpc(1, "tools/call", args, false);
+            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
+        })
+        .collect();
+    until("the held calls running", || {
+        h.server.sync_calls_active() == n
+    })
+    .await;
+    held
+}
+
 #[tokio::test]
 async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
     let h = host(
@@ -204,19 +215,7 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
     )
     .await;
     // Tenant a holds all of its share with guests that wait a minute.
-    let held: Vec<_> = (0..3)
-        .map(|_| {
-            let app = h.app.clone();
-            let body = rpc(
-                1,
-                "tools/call",
-                json!({"name": "hold", "arguments": {"ms": 60_000}}),
-                false,
-            );
-            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
-        })
-        .collect();
-    until("three held calls", || h.server.sync_calls_active() == 3).await;
+    let held = hold_calls(&h, 3).await;
 
     let over = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
     assert_eq!(
@@ -259,19 +258,7 @@ async fn the_global_cap_refuses_at_once_and_names_itself() {
         ExecutionLimits::default(),
     )
     .await;
-    let held: Vec<_> = (0..2)
-        .map(|_| {
-            let app = h.app.clone();
-            let body = rpc(
-                1,
-                "tools/call",
-                json!({"name": "hold", "arguments": {"ms": 60_000}}),
-                false,
-            );
-            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
-        })
-        .collect();
-    until("two held calls", || h.server.sync_calls_active() == 2).await;
+    let held = hold_calls(&h, 2).await;
     let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
     assert_eq!(
         limit_of(&b),

@@ -20,12 +20,17 @@ pub(crate) struct Guests {
 
 /// A pooling engine with `max_instances` slots of `max_memory_bytes`, and the guests.
 pub(crate) async fn load_guests(max_instances: u32, max_memory_bytes: usize) -> Guests {
-    let engine = WasmEngine::new(EngineConfig {
+    load_guests_with(EngineConfig {
         max_instances,
         max_memory_bytes,
         ..EngineConfig::default()
     })
-    .expect("engine");
+    .await
+}
+
+/// An engine built with `config`, and the guests.
+pub(crate) async fn load_guests_with(config: EngineConfig) -> Guests {
+    let engine = WasmEngine::new(config).expect("engine");
     let loader = ComponentLoader::new(engine, None).expect("loader");
     let fixtures = loader
         .load(snodo_test_guests::FIXTURES)
