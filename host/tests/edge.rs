@@ -40,6 +40,9 @@ impl Served {
         opts.store = StoreChoice::Memory;
         opts.cache_dir = None;
         opts.http_limits = limits;
+        // Longer than the patience: a stop within it proves connections closed on their
+        // own, not that the drain timeout cut them off.
+        opts.runner.drain_timeout = Duration::from_secs(120);
         let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let done = tokio::spawn(snodo::serve::serve(
@@ -179,7 +182,12 @@ async fn slow_and_idle_connections_do_not_delay_a_request() {
             .expect("an answer");
         assert_eq!(reply, Some((200, "ok".into())), "slow connection #{i}");
     }
+    // They are idle keep-alive connections now, with two minutes to go: shutdown closes
+    // them at once instead of waiting.
     server.stop().await;
+    for c in &mut slow {
+        closed_by_server(c).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,6 +333,45 @@ async fn shutdown_closes_idle_keep_alive_connections() {
     let mut c = TcpStream::connect(server.addr).await.expect("connect");
     assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
     // The idle timeout is two minutes: only shutdown can close this promptly.
+    server.stop().await;
+    closed_by_server(&mut c).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_open_subscription_streams() {
+    let server = Served::start(HttpLimits::default()).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
+        "notifications": {"taskIds": ["0123456789abcdef0123456789abcdef"]},
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        }
+    }})
+    .to_string();
+    let mut c = TcpStream::connect(server.addr).await.expect("connect");
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMcp-Method: subscriptions/listen\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    c.write_all(req.as_bytes()).await.expect("write");
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    tokio::time::timeout(PATIENCE, async {
+        while !String::from_utf8_lossy(&seen).contains("acknowledged") {
+            let n = c.read(&mut chunk).await.expect("read");
+            assert!(
+                n > 0,
+                "the stream ended early: {}",
+                String::from_utf8_lossy(&seen)
+            );
+            seen.extend_from_slice(&chunk[..n]);
+        }
+    })
+    .await
+    .expect("the stream is acknowledged");
+    assert!(String::from_utf8_lossy(&seen).contains("text/event-stream"));
+    // The stream would stay open forever; shutdown ends it and then the server returns.
     server.stop().await;
     closed_by_server(&mut c).await;
 }
