@@ -90,6 +90,11 @@ async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits)
     }
 }
 
+/// [`host`] with the default engine and execution limits.
+async fn with_limits(limits: TenantLimits) -> Host {
+    host(limits, EngineConfig::default(), ExecutionLimits::default()).await
+}
+
 fn served(c: &Arc<Component>, info: &snodo::wasm::ToolInfo, limits: ExecutionLimits) -> ServedTool {
     ServedTool {
         component: c.clone(),
@@ -204,15 +209,11 @@ async fn hold_calls(h: &Host, n: usize) -> Vec<tokio::task::JoinHandle<(StatusCo
 
 #[tokio::test]
 async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
-    let h = host(
-        TenantLimits {
-            sync_calls_per_tenant: 3,
-            sync_calls: 5,
-            ..TenantLimits::default()
-        },
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
+    let h = with_limits(TenantLimits {
+        sync_calls_per_tenant: 3,
+        sync_calls: 5,
+        ..TenantLimits::default()
+    })
     .await;
     // Tenant a holds all of its share with guests that wait a minute.
     let held = hold_calls(&h, 3).await;
@@ -248,15 +249,11 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 
 #[tokio::test]
 async fn the_global_cap_refuses_at_once_and_names_itself() {
-    let h = host(
-        TenantLimits {
-            sync_calls_per_tenant: 2,
-            sync_calls: 2,
-            ..TenantLimits::default()
-        },
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
+    let h = with_limits(TenantLimits {
+        sync_calls_per_tenant: 2,
+        sync_calls: 2,
+        ..TenantLimits::default()
+    })
     .await;
     let held = hold_calls(&h, 2).await;
     let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
@@ -294,12 +291,7 @@ async fn call_and_hang_up(addr: std::net::SocketAddr, body: &Value) {
 
 #[tokio::test]
 async fn a_call_whose_client_went_away_stops_its_guest() {
-    let h = host(
-        TenantLimits::default(),
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
-    .await;
+    let h = with_limits(TenantLimits::default()).await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -333,14 +325,10 @@ async fn a_call_whose_client_went_away_stops_its_guest() {
 
 #[tokio::test]
 async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
-    let h = host(
-        TenantLimits {
-            live_tasks_per_tenant: 2,
-            ..TenantLimits::default()
-        },
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
+    let h = with_limits(TenantLimits {
+        live_tasks_per_tenant: 2,
+        ..TenantLimits::default()
+    })
     .await;
     let mut ids = Vec::new();
     for _ in 0..2 {
@@ -365,15 +353,11 @@ async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
     let again = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
     assert!(again["result"]["taskId"].is_string(), "{again}");
 
-    let h = host(
-        TenantLimits {
-            task_creates_per_second: 1,
-            task_create_burst: 2,
-            ..TenantLimits::default()
-        },
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
+    let h = with_limits(TenantLimits {
+        task_creates_per_second: 1,
+        task_create_burst: 2,
+        ..TenantLimits::default()
+    })
     .await;
     for _ in 0..2 {
         let v = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
@@ -455,15 +439,11 @@ async fn results_status_updates_and_wall_clock_are_bounded() {
 
 #[tokio::test]
 async fn subscriptions_are_deduplicated_capped_and_counted() {
-    let h = host(
-        TenantLimits {
-            streams_per_tenant: 1,
-            stream_task_ids: 4,
-            ..TenantLimits::default()
-        },
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
+    let h = with_limits(TenantLimits {
+        streams_per_tenant: 1,
+        stream_task_ids: 4,
+        ..TenantLimits::default()
+    })
     .await;
     let v = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
     let id = v["result"]["taskId"].as_str().expect("task").to_owned();
@@ -522,12 +502,7 @@ async fn subscriptions_are_deduplicated_capped_and_counted() {
 
 #[tokio::test]
 async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
-    let h = host(
-        TenantLimits::default(),
-        EngineConfig::default(),
-        ExecutionLimits::default(),
-    )
-    .await;
+    let h = with_limits(TenantLimits::default()).await;
     let v = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
     let id = v["result"]["taskId"].as_str().expect("task").to_owned();
     let get = rpc(2, "tasks/get", json!({"taskId": id}), true);
