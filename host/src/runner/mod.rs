@@ -12,18 +12,16 @@ mod attempt;
 mod instrument;
 mod registry;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{Notify, watch};
-
-use crate::budget::{Slot, Slots};
-use crate::model::Scope;
 use tokio::task::JoinHandle;
 
-use crate::model::TaskId;
+use crate::budget::{Slot, Slots};
+use crate::model::{Scope, TaskId};
 use crate::store::{ClaimRequest, Claimed, Lease, Store, StoreError};
 use crate::wasm::{CancelToken, InputWaiters};
 
@@ -550,16 +548,18 @@ fn slot_freed(inner: &Arc<Inner>) {
 /// tenant's backlog never delays another tenant's next task by more than one turn.
 #[derive(Default)]
 struct FairQueue {
-    by_tenant: HashMap<Scope, std::collections::VecDeque<TaskId>>,
-    turn: std::collections::VecDeque<Scope>,
+    by_tenant: HashMap<Scope, VecDeque<TaskId>>,
+    turn: VecDeque<Scope>,
+    /// Every queued id, so a task submitted twice is queued once.
+    queued: HashSet<TaskId>,
 }
 
 impl FairQueue {
     fn push(&mut self, scope: Scope, task: TaskId) {
-        let q = self.by_tenant.entry(scope.clone()).or_default();
-        if q.contains(&task) {
+        if !self.queued.insert(task) {
             return;
         }
+        let q = self.by_tenant.entry(scope.clone()).or_default();
         if q.is_empty() {
             self.turn.push_back(scope);
         }
@@ -581,7 +581,9 @@ impl FairQueue {
             } else {
                 self.turn.push_back(scope.clone());
             }
-            return task.map(|t| (scope, t));
+            let task = task?;
+            self.queued.remove(&task);
+            return Some((scope, task));
         }
         None
     }
@@ -625,5 +627,39 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_work_is_served_round_robin_to_tenants_with_room() {
+        let slots = Slots::new("t", 1, "g", 10);
+        let mut q = FairQueue::default();
+        let (a, b) = (Scope::new("a"), Scope::new("b"));
+        let ids: Vec<TaskId> = (0..4).map(|_| TaskId::generate()).collect();
+        for id in &ids[..3] {
+            q.push(a.clone(), *id);
+        }
+        q.push(a.clone(), ids[0]);
+        q.push(b.clone(), ids[3]);
+        assert_eq!(q.pop_fair(&slots), Some((a.clone(), ids[0])));
+        assert_eq!(
+            q.pop_fair(&slots),
+            Some((b.clone(), ids[3])),
+            "b's turn comes next"
+        );
+        let _held = slots.try_acquire("a").expect("slot");
+        assert_eq!(q.pop_fair(&slots), None, "a is at its share");
+        drop(_held);
+        assert_eq!(q.pop_fair(&slots), Some((a.clone(), ids[1])));
+        assert_eq!(
+            q.pop_fair(&slots),
+            Some((a, ids[2])),
+            "a duplicate push queued nothing"
+        );
+        assert_eq!(q.pop_fair(&slots), None);
     }
 }
