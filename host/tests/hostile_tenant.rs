@@ -435,6 +435,12 @@ async fn results_status_updates_and_wall_clock_are_bounded() {
         "{} events remembered",
         done.events.len()
     );
+    // Nor turn every call into a commit: its messages are coalesced.
+    assert!(
+        done.revision < 100,
+        "500 status calls made {} commits",
+        done.revision
+    );
 }
 
 #[tokio::test]

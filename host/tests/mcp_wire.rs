@@ -180,6 +180,7 @@ async fn malformed_envelopes() {
     }
     // Non-UTF-8 body.
     let req = Request::post("/mcp")
+        .header("content-type", "application/json")
         .body(Body::from(vec![0xff, 0xfe, 0x00]))
         .expect("request");
     let (s, v, _) = send(&app, req).await;
@@ -190,6 +191,7 @@ async fn malformed_envelopes() {
         "a".repeat(70_000)
     );
     let req = Request::post("/mcp")
+        .header("content-type", "application/json")
         .header("mcp-method", "tools/list")
         .body(Body::from(big))
         .expect("request");
@@ -202,6 +204,15 @@ async fn malformed_envelopes() {
         .body(Body::from("{}"))
         .expect("request");
     assert_eq!(send(&app, req).await.0, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // No content type: refused the same way (every real client sends it).
+    let req = Request::post("/mcp")
+        .header("mcp-method", "tools/list")
+        .body(Body::from(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        ))
+        .expect("request");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s, code(&v)), (StatusCode::UNSUPPORTED_MEDIA_TYPE, -32600));
     // Notifications are accepted without a body.
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
     let req = post(&note)
@@ -235,6 +246,7 @@ async fn routing_headers_and_meta() {
     );
     // Missing Mcp-Method.
     let req = Request::post("/mcp")
+        .header("content-type", "application/json")
         .header("mcp-name", "greet")
         .body(Body::from(body.to_string()))
         .expect("r");
@@ -259,6 +271,8 @@ async fn routing_headers_and_meta() {
     // Mcp-Name mismatch, missing, base64 form, unreadable bytes.
     let with_name = |name: &[u8]| {
         Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", "tools/call")
             .header(
                 "mcp-name",
@@ -275,10 +289,17 @@ async fn routing_headers_and_meta() {
     );
     assert_eq!(code(&send(&app, with_name(b"gr\xffeet")).await.1), -32020);
     let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .body(Body::from(body.to_string()))
         .expect("r");
     assert_eq!(code(&send(&app, req).await.1), -32020);
+    // A missing MCP-Protocol-Version is a header failure too (400, -32020).
+    let mut req = post(&body).body(Body::from(body.to_string())).expect("r");
+    req.headers_mut().remove("mcp-protocol-version");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{v}");
     // _meta rules.
     let mut no_meta = body.clone();
     no_meta["params"]

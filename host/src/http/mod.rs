@@ -292,19 +292,19 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
     let Some(principal) = authenticate(&headers, &state.tokens) else {
         return unauthorized("a valid bearer token is required");
     };
-    if let Some(ct) = headers.get(header::CONTENT_TYPE) {
-        let json_type = ct
-            .to_str()
-            .ok()
-            .and_then(|c| c.split(';').next())
-            .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"));
-        if !json_type {
-            return rpc_error(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                codes::INVALID_REQUEST,
-                "the body must be application/json",
-            );
-        }
+    // A POST body is JSON and says so: a missing Content-Type is refused like a wrong one
+    // (every real client sends it; see the interop tests).
+    let json_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|ct| ct.to_str().ok())
+        .and_then(|c| c.split(';').next())
+        .is_some_and(|c| c.trim().eq_ignore_ascii_case("application/json"));
+    if !json_type {
+        return rpc_error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            codes::INVALID_REQUEST,
+            "the body must be application/json (Content-Type: application/json)",
+        );
     }
     let limit = state.config.max_body_bytes;
     let read = tokio::time::timeout(state.config.body_timeout, axum::body::to_bytes(body, limit));

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::budget::{Rate, Slots, TenantLimits};
+use crate::budget::{Over, Rate, Refusal, Slots, TenantLimits};
 use crate::model::{Principal, RetryPolicy};
 use crate::protocol::{
     self, Incoming, NameSource, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION,
@@ -174,6 +174,12 @@ impl McpServer {
         )
     }
 
+    /// A budget's refusal as the request's error, counted by the limit that refused.
+    pub(crate) fn refuse(&self, refusal: &Refusal) -> RpcError {
+        self.metrics.limit_hit(refusal.limit);
+        RpcError::limit_reached(refusal)
+    }
+
     /// Synchronous guest executions running now (all tenants).
     pub fn sync_calls_active(&self) -> usize {
         self.sync_slots.held()
@@ -303,7 +309,14 @@ impl McpServer {
                     "the MCP-Protocol-Version header is not readable",
                 ));
             }
-            _ => {}
+            // Streamable HTTP lists a missing standard header among the validation
+            // failures; every real client sends it (interop tests), so strictness costs none.
+            None => {
+                return Err(RpcError::header_mismatch(
+                    "the MCP-Protocol-Version header is required",
+                ));
+            }
+            Some(Ok(_)) => {}
         }
         meta.check_version()?;
         let id = &req.id;
@@ -388,10 +401,10 @@ impl McpServer {
                     wanted.push(id);
                 }
                 if wanted.len() > max {
-                    return Err(RpcError::limit_reached(&crate::budget::Refusal {
+                    return Err(self.refuse(&Refusal {
                         limit: "limits.stream_task_ids",
                         max: max as u64,
-                        over: crate::budget::Over::Tenant,
+                        over: Over::Tenant,
                     }));
                 }
             }
@@ -413,7 +426,7 @@ impl McpServer {
         let slot = self
             .stream_slots
             .try_acquire(principal.tenant.as_str())
-            .map_err(|r| RpcError::limit_reached(&r))?;
+            .map_err(|r| self.refuse(&r))?;
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
         let _ = tx.try_send(protocol::notification(

@@ -16,8 +16,19 @@ fn ack() -> Value {
 fn lookup_error(e: StoreError) -> RpcError {
     match e {
         StoreError::NotFound => RpcError::invalid_params("Failed to retrieve task: Task not found"),
-        other => RpcError::internal(format!("the task store failed: {other}")),
+        other => {
+            // The detail may name files or backend state: it is for the operator's log.
+            tracing::warn!(error = %other, "task store failure");
+            RpcError::internal("the task store is unavailable; try again")
+        }
     }
+}
+
+fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
+    params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("params.taskId must be a string"))
 }
 
 impl McpServer {
@@ -27,10 +38,7 @@ impl McpServer {
         principal: &Principal,
         action: Action,
     ) -> Result<Access, RpcError> {
-        let id = params
-            .get("taskId")
-            .and_then(Value::as_str)
-            .ok_or_else(|| RpcError::invalid_params("params.taskId must be a string"))?;
+        let id = task_id(params)?;
         self.store
             .authorize(principal, action, id)
             .await
@@ -42,8 +50,12 @@ impl McpServer {
         params: &Map<String, Value>,
         principal: &Principal,
     ) -> Result<Value, RpcError> {
-        let access = self.access(params, principal, Action::Read).await?;
-        let task = self.store.get(&access).await.map_err(lookup_error)?;
+        let id = task_id(params)?;
+        let (_, task) = self
+            .store
+            .authorize_read(principal, id)
+            .await
+            .map_err(lookup_error)?;
         Ok(wire::get_task_result(&task))
     }
 

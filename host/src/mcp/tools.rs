@@ -69,10 +69,7 @@ impl McpServer {
     fn sync_slot(&self, principal: &Principal) -> Result<Slot, RpcError> {
         self.sync_slots
             .try_acquire(principal.tenant.as_str())
-            .map_err(|r| {
-                self.metrics.limit_hit(r.limit);
-                RpcError::limit_reached(&r)
-            })
+            .map_err(|r| self.refuse(&r))
     }
 
     pub(super) async fn tools_call(
@@ -119,11 +116,10 @@ impl McpServer {
                 "inputResponses[{k:?}] must be an object (an MCP input result)"
             )));
         }
-        let key = self
-            .store
-            .server_key()
-            .await
-            .map_err(|e| RpcError::internal(e.to_string()))?;
+        let key = self.store.server_key().await.map_err(|e| {
+            tracing::warn!(error = %e, "the server key could not be read");
+            RpcError::internal("the task store is unavailable; try again")
+        })?;
         if let Some(s) = req.params.get("requestState") {
             let s = s
                 .as_str()
@@ -145,9 +141,8 @@ impl McpServer {
             Some(m) => m,
             None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => {
                 slot = Some(self.sync_slot(principal)?);
-                tool.component
-                    .choose_mode(&tool.info.name, &arguments)
-                    .await
+                self.within_wall_clock(tool.component.choose_mode(&tool.info.name, &arguments))
+                    .await?
                     .map_err(|e| attempt_error(&e))?
             }
             None => tool.info.mode,
@@ -179,13 +174,12 @@ impl McpServer {
                 Err(e) => return Err(attempt_error(&e)),
             }
         }
-        drop(slot.take_if(|_| as_task));
-
         if as_task {
-            if let Err(r) = self.creates.try_take(principal.tenant.as_str()) {
-                self.metrics.limit_hit(r.limit);
-                return Err(RpcError::limit_reached(&r));
-            }
+            // The task's own run takes a runner slot; the request's is done.
+            drop(slot.take());
+            self.creates
+                .try_take(principal.tenant.as_str())
+                .map_err(|r| self.refuse(&r))?;
             let task_id = TaskId::generate();
             let work = tool_call_work(&task_id, &tool.info.name, arguments)
                 .with_retry_policy(tool.retry_policy.clone())
@@ -200,18 +194,17 @@ impl McpServer {
             let task = match self.store.create(new).await {
                 Ok(t) => t,
                 Err(StoreError::LiveLimit { max }) => {
-                    let r = Refusal {
+                    return Err(self.refuse(&Refusal {
                         limit: "limits.live_tasks_per_tenant",
                         max,
                         over: Over::Tenant,
-                    };
-                    self.metrics.limit_hit(r.limit);
-                    return Err(RpcError::limit_reached(&r));
+                    }));
                 }
                 Err(e) => {
-                    return Err(RpcError::internal(format!(
-                        "the task could not be created: {e}"
-                    )));
+                    tracing::warn!(error = %e, "task creation failed");
+                    return Err(RpcError::internal(
+                        "the task could not be created: the task store is unavailable",
+                    ));
                 }
             };
             // Durable before the reply; the run starts beside it, never blocking it.

@@ -251,6 +251,19 @@ pub(crate) async fn access_and_scope(b: &mut dyn Backend) {
             );
         }
     }
+    for id in [theirs.to_string(), TaskId::generate().to_string()] {
+        assert_eq!(
+            store.authorize_read(&acme, &id).await.err(),
+            Some(StoreError::NotFound),
+            "{id}"
+        );
+    }
+    let (access, task) = store
+        .authorize_read(&acme, &mine.to_string())
+        .await
+        .expect("own task");
+    assert_eq!((access.task_id(), access.action()), (&mine, Action::Read));
+    assert_eq!(task, read(&*store, "acme", &mine).await);
     // Same subject name, other tenant: still foreign.
     let globex_same_subject = Principal::new("globex", "user-1");
     assert_eq!(

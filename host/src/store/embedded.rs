@@ -47,6 +47,18 @@ macro_rules! embedded_store {
                 .await
             }
 
+            async fn authorize_read(
+                &self,
+                principal: &$crate::model::Principal,
+                task_id: &str,
+            ) -> $crate::store::StoreResult<($crate::store::Access, $crate::model::Task)> {
+                let (principal, task_id) = (principal.clone(), task_id.to_owned());
+                self.read(move |view, ctx| {
+                    $crate::store::engine::authorize_read(view, ctx, &principal, &task_id)
+                })
+                .await
+            }
+
             async fn get(
                 &self,
                 access: &$crate::store::Access,

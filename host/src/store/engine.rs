@@ -56,10 +56,30 @@ impl Index {
     }
 }
 
+/// What authorizing a request needs of a task: whose it is and until when. Fixed at
+/// creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) scope: Scope,
+    pub(crate) expires_at: Option<Timestamp>,
+}
+
+impl Head {
+    pub(crate) fn of(task: &Task) -> Self {
+        Self {
+            scope: task.scope.clone(),
+            expires_at: task.expires_at(),
+        }
+    }
+}
+
 /// Read access to records.
 pub(crate) trait View {
     /// The record, if stored (expired or not).
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>>;
+    /// The task's head, if stored, without reading the record: refusing another scope's
+    /// task must cost what refusing a missing one does, however large its record.
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>>;
     /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
     /// How many live (non-terminal, still stored) tasks `scope` has.
@@ -73,6 +93,11 @@ pub(crate) trait Txn: View {
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()>;
+    /// A task was created: an adapter that keeps heads apart from records stores its head
+    /// (records are removed with their head by `remove`).
+    fn created(&mut self, _task: &Task) -> StoreResult<()> {
+        Ok(())
+    }
 
     /// Moves `scope`'s live count by one.
     fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
@@ -85,6 +110,9 @@ pub(crate) trait Txn: View {
     /// scope's live count follows every change between live and terminal here, so no
     /// operation can forget it.
     fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
+        if before.is_none() {
+            self.created(&after.task)?;
+        }
         let was_live = before.is_some_and(|t| !t.status.is_terminal());
         let is_live = !after.task.status.is_terminal();
         if was_live != is_live {
@@ -268,16 +296,31 @@ pub(crate) fn authorize(
     task_id: &str,
 ) -> StoreResult<Access> {
     let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
-    let rec = load_live(view, &id, ctx.now)?;
-    if rec.task.scope.as_str() != principal.tenant {
+    let head = match view.head(&id)? {
+        Some(h) if h.expires_at.is_none_or(|at| at > ctx.now) => h,
+        _ => return Err(StoreError::NotFound),
+    };
+    if head.scope.as_str() != principal.tenant {
         return Err(StoreError::NotFound);
     }
     Ok(Access {
         task_id: id,
-        scope: rec.task.scope,
+        scope: head.scope,
         action,
         issuer: ctx.issuer,
     })
+}
+
+/// [`authorize`] for reading, then the task, in one view.
+pub(crate) fn authorize_read(
+    view: &dyn View,
+    ctx: &Ctx,
+    principal: &Principal,
+    task_id: &str,
+) -> StoreResult<(Access, Task)> {
+    let access = authorize(view, ctx, principal, Action::Read, task_id)?;
+    let task = get(view, ctx, &access)?;
+    Ok((access, task))
 }
 
 pub(crate) fn get(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Task> {

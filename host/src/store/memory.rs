@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::model::{Clock, Scope, SystemClock, TaskId};
 
-use super::engine::{self, Ctx, Index, Record, Txn, View};
+use super::engine::{self, Ctx, Head, Index, Record, Txn, View};
 use super::{StoreError, StoreResult};
 
 /// A fast, volatile store: everything is lost when it is dropped.
@@ -46,6 +46,10 @@ impl View for Tables {
             .take(limit)
             .map(|(_, id)| *id)
             .collect())
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        Ok(self.records.get(id).map(|r| Head::of(&r.task)))
     }
 
     fn live_count(&self, scope: &Scope) -> StoreResult<u64> {

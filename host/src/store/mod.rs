@@ -107,6 +107,18 @@ pub trait Store: Send + Sync + 'static {
     /// Reads the task through a [`Action::Read`] access value. A pure read: changes nothing.
     async fn get(&self, access: &Access) -> StoreResult<Task>;
 
+    /// [`Store::authorize`] for [`Action::Read`] and [`Store::get`] in one read: what
+    /// `tasks/get` needs. Errors as for those two.
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, Task)> {
+        let access = self.authorize(principal, Action::Read, task_id).await?;
+        let task = self.get(&access).await?;
+        Ok((access, task))
+    }
+
     /// Applies one state-transition event as a compare-and-set.
     ///
     /// In order:

@@ -64,6 +64,14 @@ impl Store for ObservedStore {
         self.inner.authorize(principal, action, task_id).await
     }
 
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, Task)> {
+        self.inner.authorize_read(principal, task_id).await
+    }
+
     async fn get(&self, access: &Access) -> StoreResult<Task> {
         self.inner.get(access).await
     }

@@ -24,7 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::model::{Clock, Scope, SystemClock, Task, TaskId, Work};
 
-use super::engine::{self, Ctx, Index, Record, Txn, View};
+use super::engine::{self, Ctx, Head, Index, Record, Txn, View};
 use super::{StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
@@ -41,6 +41,29 @@ const EXPIRY: TableDefinition<'_, &[u8], ()> = TableDefinition::new("expiry");
 const CLAIMED: TableDefinition<'_, &[u8], ()> = TableDefinition::new("claimed");
 /// Live (non-terminal) tasks per scope, kept by the engine's `save` and `delete`.
 const LIVE: TableDefinition<'_, &str, u64> = TableDefinition::new("live");
+/// Each task's head (expiry, then scope), so a request is authorized without decoding the
+/// record.
+const HEADS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("heads");
+
+fn encode_head(h: &Head) -> Vec<u8> {
+    let exp = h.expires_at.map_or(u64::MAX, |t| t.as_millis());
+    let mut out = exp.to_be_bytes().to_vec();
+    out.extend_from_slice(h.scope.as_str().as_bytes());
+    out
+}
+
+fn decode_head(bytes: &[u8]) -> StoreResult<Head> {
+    let (exp, scope) = bytes
+        .split_first_chunk::<8>()
+        .ok_or_else(|| StoreError::corrupt("a task head is too short"))?;
+    let exp = u64::from_be_bytes(*exp);
+    let scope = std::str::from_utf8(scope)
+        .map_err(|_| StoreError::corrupt("a task head's scope is not UTF-8"))?;
+    Ok(Head {
+        scope: Scope::new(scope),
+        expires_at: (exp != u64::MAX).then_some(crate::model::Timestamp(exp)),
+    })
+}
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
 
@@ -176,6 +199,7 @@ struct Tables<T, I, L> {
     tasks: T,
     indexes: [I; 3],
     live: L,
+    heads: T,
 }
 
 fn slot(index: Index) -> usize {
@@ -192,6 +216,13 @@ where
     I: ReadableTable<&'static [u8], ()>,
     L: ReadableTable<&'static str, u64>,
 {
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        match self.heads.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode_head(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
     fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
         Ok(self
             .live
@@ -238,6 +269,7 @@ impl<'t> WriteTables<'t> {
                 txn.open_table(CLAIMED).map_err(backend)?,
             ],
             live: txn.open_table(LIVE).map_err(backend)?,
+            heads: txn.open_table(HEADS).map_err(backend)?,
         })
     }
 }
@@ -254,6 +286,19 @@ impl Txn for WriteTables<'_> {
     fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
         self.tasks
             .remove(id.as_bytes().as_slice())
+            .map_err(backend)?;
+        self.heads
+            .remove(id.as_bytes().as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn created(&mut self, task: &Task) -> StoreResult<()> {
+        self.heads
+            .insert(
+                task.id.as_bytes().as_slice(),
+                encode_head(&Head::of(task)).as_slice(),
+            )
             .map_err(backend)?;
         Ok(())
     }
@@ -622,17 +667,22 @@ impl RedbStore {
                     ));
                 }
                 Some(v) if v < REDB_SCHEMA_VERSION => {
-                    // Version 1 had no live-task counts: count the stored tasks once.
+                    // Version 1 had no live-task counts and no heads: build both from the
+                    // stored tasks once.
                     let tasks = txn.open_table(TASKS).map_err(backend)?;
+                    let mut heads = txn.open_table(HEADS).map_err(backend)?;
                     let mut live: std::collections::HashMap<String, u64> = Default::default();
                     for entry in tasks.iter().map_err(backend)? {
-                        let (_, v) = entry.map_err(backend)?;
+                        let (k, v) = entry.map_err(backend)?;
                         let rec = decode(v.value())?;
                         if !rec.task.status.is_terminal() {
                             *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
                         }
+                        heads
+                            .insert(k.value(), encode_head(&Head::of(&rec.task)).as_slice())
+                            .map_err(backend)?;
                     }
-                    drop(tasks);
+                    drop((tasks, heads));
                     let mut counts = txn.open_table(LIVE).map_err(backend)?;
                     for (scope, n) in &live {
                         counts.insert(scope.as_str(), *n).map_err(backend)?;
@@ -807,6 +857,7 @@ impl RedbStore {
                     txn.open_table(CLAIMED).map_err(backend)?,
                 ],
                 live: txn.open_table(LIVE).map_err(backend)?,
+                heads: txn.open_table(HEADS).map_err(backend)?,
             };
             f(&tables, &ctx)
         })

@@ -214,6 +214,22 @@ pub struct TaskIo {
     capabilities: Value,
     waiters: Arc<InputWaiters>,
     park_after: Option<std::time::Duration>,
+    status: Arc<Mutex<StatusGate>>,
+}
+
+/// The shortest gap between two status commits of one attempt. A guest that sets its
+/// status faster has its messages coalesced: the newest is committed once the gap has
+/// passed, so a status loop costs a few commits a second, not one per call.
+pub(crate) const STATUS_COMMIT_INTERVAL: std::time::Duration =
+    std::time::Duration::from_millis(250);
+
+/// Coalescing of one attempt's status messages.
+#[derive(Default)]
+struct StatusGate {
+    committed_at: Option<tokio::time::Instant>,
+    last: Option<String>,
+    pending: Option<String>,
+    flushing: bool,
 }
 
 impl TaskIo {
@@ -231,6 +247,7 @@ impl TaskIo {
             capabilities,
             waiters,
             park_after: None,
+            status: Arc::default(),
         }
     }
 
@@ -240,6 +257,15 @@ impl TaskIo {
         self.park_after = Some(idle);
         self
     }
+}
+
+async fn commit_status(store: &dyn Store, lease: &Lease, message: String) -> Result<(), String> {
+    let event = TaskEvent::random(EventKind::StatusMessage { message });
+    store
+        .transition(Authority::Worker(lease), event, None)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn stop(e: StoreError) -> InputFailure {
@@ -307,12 +333,52 @@ impl ExecutionIo for TaskIo {
     }
 
     async fn set_status(&self, message: String) -> Result<(), String> {
-        let event = TaskEvent::random(EventKind::StatusMessage { message });
-        self.store
-            .transition(Authority::Worker(&self.lease), event, None)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let now = tokio::time::Instant::now();
+        // `Some(message)`: commit it now; `None`: coalesced (with a flush due at `flush_at`
+        // when this call scheduled one).
+        let (now_message, flush_at) = {
+            let mut gate = self.status.lock().unwrap_or_else(|p| p.into_inner());
+            if gate.pending.is_none() && gate.last.as_deref() == Some(message.as_str()) {
+                return Ok(());
+            }
+            match gate.committed_at {
+                Some(at) if now < at + STATUS_COMMIT_INTERVAL => {
+                    gate.pending = Some(message);
+                    let schedule = !gate.flushing;
+                    gate.flushing = true;
+                    (None, schedule.then_some(at + STATUS_COMMIT_INTERVAL))
+                }
+                _ => {
+                    gate.committed_at = Some(now);
+                    gate.last = Some(message.clone());
+                    (Some(message), None)
+                }
+            }
+        };
+        if let Some(m) = now_message {
+            return commit_status(&*self.store, &self.lease, m).await;
+        }
+        let Some(flush_at) = flush_at else {
+            return Ok(());
+        };
+        // Commit the newest pending message when the gap has passed. Its lease may be gone
+        // by then (the attempt ended): the store refuses it and nothing changes.
+        let (store, lease, gate) = (self.store.clone(), self.lease.clone(), self.status.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep_until(flush_at).await;
+            let message = {
+                let mut g = gate.lock().unwrap_or_else(|p| p.into_inner());
+                g.flushing = false;
+                g.committed_at = Some(tokio::time::Instant::now());
+                let m = g.pending.take();
+                g.last.clone_from(&m);
+                m
+            };
+            if let Some(m) = message {
+                let _ = commit_status(&*store, &lease, m).await;
+            }
+        });
+        Ok(())
     }
 
     async fn progress(&self, _progress: Progress) {
