@@ -679,6 +679,65 @@ async fn a_restart_finds_compiled_components_in_the_disk_cache() {
     assert!(!c.info().cache_hit);
 }
 
+/// Regression: an entry copied over another component's cache name made that component
+/// serve the copied code; an altered entry was deserialized as it was.
+#[tokio::test]
+async fn a_copied_or_altered_cache_entry_is_recompiled() {
+    let cache = tempfile::tempdir().expect("tmp");
+    let engine = || {
+        WasmEngine::new(EngineConfig {
+            allocation: snodo::wasm::Allocation::OnDemand,
+            ..EngineConfig::default()
+        })
+        .expect("engine")
+    };
+    let dir = Some(cache.path().to_path_buf());
+    let first = ComponentLoader::new(engine(), dir.clone()).expect("loader");
+    first
+        .load(snodo_test_guests::FIXTURES)
+        .await
+        .expect("fixtures");
+    let fixtures_entry = only_entry(cache.path());
+    first
+        .load(snodo_test_guests::HOSTILE)
+        .await
+        .expect("hostile");
+    let hostile_entry = std::fs::read_dir(cache.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .find(|p| *p != fixtures_entry)
+        .expect("hostile entry");
+    // The fixtures' code under the hostile component's name.
+    std::fs::copy(&fixtures_entry, &hostile_entry).expect("copy");
+    let second = ComponentLoader::new(engine(), dir.clone()).expect("loader");
+    let c = second.load(snodo_test_guests::HOSTILE).await.expect("load");
+    assert!(!c.info().cache_hit, "the copied entry was not used");
+    assert!(
+        c.tools().iter().any(|t| t.name == "spin"),
+        "the hostile component's own tools"
+    );
+    assert!(!c.tools().iter().any(|t| t.name == "greet"));
+
+    // One altered byte in the compiled code.
+    let mut bytes = std::fs::read(&fixtures_entry).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&fixtures_entry, bytes).expect("alter");
+    let third = ComponentLoader::new(engine(), dir).expect("loader");
+    let c = third.load(snodo_test_guests::FIXTURES).await.expect("load");
+    assert!(!c.info().cache_hit, "the altered entry was not used");
+    assert!(c.tools().iter().any(|t| t.name == "greet"));
+}
+
+fn only_entry(dir: &std::path::Path) -> std::path::PathBuf {
+    let entries: Vec<_> = std::fs::read_dir(dir)
+        .expect("dir")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    entries[0].clone()
+}
+
 #[tokio::test]
 async fn fuel_limits_end_a_computing_guest() {
     let engine = WasmEngine::new(EngineConfig {

@@ -178,17 +178,23 @@ impl ComponentLoader {
             }
             // Read, not mmap: a mapped cache file truncated underneath us (by an operator
             // or a concurrent writer) would kill the process with SIGBUS.
-            if let Some(cached) = cache.as_ref().and_then(|p| std::fs::read(p).ok()) {
+            let entry = cache.as_ref().and_then(|p| std::fs::read(p).ok());
+            if let Some(compiled) = entry.as_deref().and_then(|e| open_entry(e, &digest_owned)) {
                 // SAFETY: the bytes are our own cache entry: written by this loader from
-                // `Component::serialize`, named by the SHA-256 of the source and the
-                // engine's compatibility fingerprint, and wasmtime checks the engine
-                // header again. The cache directory must be as trusted as the binary.
+                // `Component::serialize`, sealed with the SHA-256 of the source they were
+                // compiled from (so an entry copied under another component's name is
+                // refused) and of themselves (so an altered entry is refused), and wasmtime
+                // checks the engine header again. A hash is no defence against someone who
+                // can write the cache directory on purpose: it must be as trusted as the
+                // binary.
                 #[allow(unsafe_code)]
-                let loaded = unsafe { wasmtime::component::Component::deserialize(&engine, &cached) };
+                let loaded = unsafe { wasmtime::component::Component::deserialize(&engine, compiled) };
                 if let Ok(c) = loaded {
                     return Ok::<_, String>((c, true));
                 }
-                // Incompatible or damaged: recompile and overwrite below.
+            }
+            if entry.is_some() {
+                tracing::warn!(digest = %short(&digest_owned), "a cache entry did not match its component; recompiling");
             }
             let c = wasmtime::component::Component::new(&engine, &bytes).map_err(|e| {
                 let msg = format!("{e:#}");
@@ -206,7 +212,7 @@ impl ComponentLoader {
                     let written = path
                         .parent()
                         .map_or(Ok(()), std::fs::create_dir_all)
-                        .and_then(|()| std::fs::write(&tmp, &serialized))
+                        .and_then(|()| std::fs::write(&tmp, seal_entry(&serialized, &digest_owned)))
                         .and_then(|()| std::fs::rename(&tmp, &path));
                     if written.is_err() {
                         let _ = std::fs::remove_file(&tmp);
@@ -222,6 +228,29 @@ impl ComponentLoader {
             .insert(digest.to_owned(), component.clone());
         Ok((component, hit))
     }
+}
+
+/// The first bytes of a cache entry written by this loader.
+const ENTRY_MAGIC: &[u8; 8] = b"snodocw1";
+
+/// A cache entry: the magic, the source's digest (hex), the SHA-256 of the compiled bytes,
+/// then the compiled bytes.
+fn seal_entry(compiled: &[u8], source_digest: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(compiled.len() + 104);
+    out.extend_from_slice(ENTRY_MAGIC);
+    out.extend_from_slice(source_digest.as_bytes());
+    out.extend_from_slice(&Sha256::digest(compiled));
+    out.extend_from_slice(compiled);
+    out
+}
+
+/// The compiled bytes of an entry sealed for `source_digest`, or `None` if it was written
+/// for another component, altered, or not written by this loader.
+fn open_entry<'a>(entry: &'a [u8], source_digest: &str) -> Option<&'a [u8]> {
+    let rest = entry.strip_prefix(ENTRY_MAGIC.as_slice())?;
+    let rest = rest.strip_prefix(source_digest.as_bytes())?;
+    let (hash, compiled) = rest.split_at_checked(32)?;
+    (Sha256::digest(compiled).as_slice() == hash).then_some(compiled)
 }
 
 impl Component {
