@@ -194,9 +194,11 @@ pub trait Tool {
     /// The tool's name, unique within the component.
     const NAME: &'static str;
 
-    /// The arguments, decoded from the call's JSON. Decoding failures answer the call with
-    /// JSON-RPC -32602 before [`Tool::run`] is called. Use `serde_json::Value` to decode
-    /// nothing.
+    /// The arguments, decoded from the call's JSON before [`Tool::run`] is called. A
+    /// decoding failure ends the execution with JSON-RPC -32602: on a synchronous call that
+    /// is the call's error; on a call that became a task, the task exists by then and fails
+    /// with that error (give the tool a `prepare` phase to refuse bad arguments before a
+    /// task is created). Use `serde_json::Value` to decode nothing.
     type Args: DeserializeOwned;
 
     /// The tool's description.

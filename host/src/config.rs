@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::budget::TenantLimits;
 use crate::http::{self, TokenError};
 use crate::model::{ExecutionLimits, Principal, RetryPolicy};
-use crate::runner::RunnerOptions;
+use crate::runner::{ComponentPolicy, RunnerOptions};
 use crate::serve::{ServeOptions, StoreChoice, ToolSettings};
 use crate::wasm::{DirGrant, TaskMode, WasiGrants};
 
@@ -100,9 +100,20 @@ pub struct MetricsSection {
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
     /// `redb` (default) or `memory`.
-    pub kind: Option<String>,
+    pub kind: Option<StoreKind>,
     /// The redb file (default `.snodo/tasks.redb`).
     pub path: Option<PathBuf>,
+}
+
+/// `[store] kind`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    /// The durable embedded store (the default).
+    #[default]
+    Redb,
+    /// Volatile.
+    Memory,
 }
 
 /// `[[components]]`.
@@ -170,7 +181,7 @@ pub struct GrantsSection {
 #[serde(deny_unknown_fields)]
 pub struct ToolSection {
     /// `sync`, `optional` or `required`: pins the task policy.
-    pub mode: Option<String>,
+    pub mode: Option<TaskMode>,
     /// Retry policy for tasks of the tool.
     pub retry: Option<RetrySection>,
     /// Task TTL in ms; 0 means unlimited.
@@ -215,6 +226,9 @@ pub struct RunnerSection {
     pub max_running_per_tenant: Option<usize>,
     /// Recoveries a task may have before it fails.
     pub max_recoveries: Option<u32>,
+    /// `pinned` (default) or `latest`: what recovery does with a task whose component
+    /// version is no longer deployed.
+    pub component_policy: Option<ComponentPolicy>,
     /// Idle time before a parked guest is released.
     pub park_after_ms: Option<u64>,
     /// Grace period after cancellation.
@@ -277,15 +291,6 @@ pub struct AuthSection {
     pub tokens: Vec<TokenSection>,
 }
 
-fn mode(s: &str) -> Option<TaskMode> {
-    match s {
-        "sync" => Some(TaskMode::Sync),
-        "optional" => Some(TaskMode::Optional),
-        "required" => Some(TaskMode::Required),
-        _ => None,
-    }
-}
-
 impl Config {
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -316,8 +321,7 @@ impl Config {
 
     /// Parses `text` (named `file` in errors).
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| {
-            let reason = e.message().to_owned();
+        let error = |key: String, e: toml::de::Error| {
             let at = e
                 .span()
                 .map(|s| {
@@ -327,9 +331,18 @@ impl Config {
                 .unwrap_or_default();
             ConfigError {
                 file: file.into(),
-                key: key_of(&reason),
-                reason: format!("{reason}{at}"),
+                key,
+                reason: format!("{}{at}", e.message()),
             }
+        };
+        let de = toml::Deserializer::parse(text).map_err(|e| error("-".into(), e))?;
+        // The path of the value that failed, as the serde stack saw it.
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let e = e.into_inner();
+            // An unknown key's path ends with the key itself.
+            let key = if path == "." { "-".to_owned() } else { path };
+            error(key, e)
         })
     }
 
@@ -358,20 +371,14 @@ impl Config {
             }
             opts.max_body_bytes = b;
         }
-        opts.store = match self.store.kind.as_deref().unwrap_or("redb") {
-            "redb" => StoreChoice::Redb(
+        opts.store = match self.store.kind.unwrap_or_default() {
+            StoreKind::Redb => StoreChoice::Redb(
                 self.store
                     .path
                     .as_deref()
                     .map_or_else(|| data.join("tasks.redb"), |p| self.resolve(p)),
             ),
-            "memory" => StoreChoice::Memory,
-            other => {
-                return Err(err(
-                    "store.kind",
-                    format!("{other:?} is not a store; use \"redb\" or \"memory\""),
-                ));
-            }
+            StoreKind::Memory => StoreChoice::Memory,
         };
         if let Some(c) = &self.cache_dir {
             opts.cache_dir = Some(self.resolve(c));
@@ -433,6 +440,9 @@ impl Config {
                 "runner.max_concurrent",
                 "at least one attempt must be able to run".into(),
             ));
+        }
+        if let Some(p) = r.component_policy {
+            opts.component_policy = p;
         }
         if opts.runner.max_running_per_tenant == 0 {
             return Err(err(
@@ -585,14 +595,6 @@ impl Config {
 }
 
 /// Extracts a key name from a serde message such as "unknown field `foo`, expected ...".
-fn key_of(reason: &str) -> String {
-    reason
-        .split('`')
-        .nth(1)
-        .map(str::to_owned)
-        .unwrap_or_else(|| "-".into())
-}
-
 fn tool_settings(
     s: &ToolSection,
     key: &str,
@@ -600,13 +602,8 @@ fn tool_settings(
     resolve: &dyn Fn(&Path) -> PathBuf,
 ) -> Result<ToolSettings, (String, String)> {
     let mut out = base.clone();
-    if let Some(m) = &s.mode {
-        out.mode = Some(mode(m).ok_or_else(|| {
-            (
-                format!("{key}.mode"),
-                format!("{m:?} is not a mode; use \"sync\", \"optional\" or \"required\""),
-            )
-        })?);
+    if let Some(m) = s.mode {
+        out.mode = Some(m);
     }
     if let Some(r) = &s.retry {
         let policy = match r {
@@ -734,16 +731,15 @@ subject = "alice"
             .unwrap_err();
         assert_eq!(e.key, "tools.x.retry");
         assert!(e.reason.contains("negative"), "{e}");
-        let e = Config::parse("s.toml", "[tools.x]\nmode = \"sometimes\"\n")
-            .unwrap()
-            .to_serve_options("s.toml")
-            .unwrap_err();
+        let e = options("[tools.x]\nmode = \"sometimes\"\n").unwrap_err();
         assert_eq!(e.key, "tools.x.mode");
-        let e = Config::parse("s.toml", "[store]\nkind = \"mongo\"\n")
-            .unwrap()
-            .to_serve_options("s.toml")
-            .unwrap_err();
+        let e = options("[store]\nkind = \"mongo\"\n").unwrap_err();
         assert_eq!(e.key, "store.kind");
+        // Unknown keys are named with their whole path, in a list as in a table.
+        let e = options("[[components]]\npath = \"a.wasm\"\npaht = \"b\"\n").unwrap_err();
+        assert_eq!(e.key, "components[0].paht");
+        let e = options("[limits]\nsync_calls = \"many\"\n").unwrap_err();
+        assert_eq!(e.key, "limits.sync_calls");
         let e = Config::parse("s.toml", "[runner]\nlease_ms = 1000\nheartbeat_ms = 2000\n")
             .unwrap()
             .to_serve_options("s.toml")
@@ -818,7 +814,7 @@ subject = "alice"
                 "[metrics]\ntoken_env = \"SNODO_TEST_UNSET_METRICS_TOKEN\"\n",
                 "metrics.token_env",
             ),
-            ("[http]\nheader_timeout = 5\n", "header_timeout"),
+            ("[http]\nheader_timeout = 5\n", "http.header_timeout"),
         ] {
             let e = options(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");

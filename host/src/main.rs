@@ -263,7 +263,9 @@ fn print_tools(
     runtime: &tokio::runtime::Runtime,
     opts: &snodo::serve::ServeOptions,
 ) -> Result<(), String> {
-    let (_, tools) = runtime.block_on(snodo::serve::load_tools(opts))?;
+    let (_, tools) = runtime
+        .block_on(snodo::serve::load_tools(opts))
+        .map_err(|e| e.to_string())?;
     println!(
         "{:<44} {:<9} {:<8} {:<8} component",
         "tool", "mode", "retries", "ttl_ms"
@@ -357,9 +359,15 @@ fn run_serve(
     } else {
         tracing_subscriber::fmt().with_env_filter(filter).init();
     }
+    // Settings problems found here are configuration errors (exit code 2, as in
+    // `ServeError::exit_code`).
     let fail = |m: String| {
         eprintln!("snodo serve: {m}");
-        ExitCode::FAILURE
+        ExitCode::from(2)
+    };
+    let failed = |e: snodo::serve::ServeError| {
+        eprintln!("snodo serve: {e}");
+        ExitCode::from(e.exit_code())
     };
     let port = match std::env::var("MCP_PORT") {
         Ok(port) => match port.parse::<u16>() {
@@ -378,7 +386,7 @@ fn run_serve(
         }
         return match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(e),
+            Err(e) => failed(e),
         };
     }
     if let Some(p) = port {
@@ -425,7 +433,7 @@ fn run_serve(
     }
     match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(e),
+        Err(e) => failed(e),
     }
 }
 

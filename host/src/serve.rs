@@ -9,7 +9,7 @@ use crate::budget::TenantLimits;
 use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServedTool, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
-use crate::runner::{Runner, RunnerOptions, ToolRegistry};
+use crate::runner::{ComponentPolicy, Runner, RunnerOptions, ToolRegistry};
 use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
@@ -78,6 +78,8 @@ pub struct ServeOptions {
     pub runner: RunnerOptions,
     /// Per-tenant and global budgets of the MCP edge.
     pub limits: TenantLimits,
+    /// What recovery does with tasks pinned to a component version no longer deployed.
+    pub component_policy: ComponentPolicy,
     /// The WebAssembly engine (fuel metering is turned on when any tool sets fuel).
     pub engine: EngineConfig,
 }
@@ -101,7 +103,41 @@ impl ServeOptions {
             tool_settings: Default::default(),
             runner: RunnerOptions::default(),
             limits: TenantLimits::default(),
+            component_policy: ComponentPolicy::default(),
             engine: EngineConfig::default(),
+        }
+    }
+}
+
+/// Why `snodo serve` could not start or stopped with an error. Each kind has its own exit
+/// code (see [`ServeError::exit_code`]), so a supervisor can tell a typo from a broken disk.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The settings are wrong (a refused token, a TTL shorter than the retries, a setting
+    /// naming a tool no component provides). Exit code 2.
+    #[error("{0}")]
+    Config(String),
+    /// The listen address cannot be bound, or serving failed. Exit code 3.
+    #[error("{0}")]
+    Listen(String),
+    /// The store cannot be opened: damaged, written by a newer build, or in use. Exit 4.
+    #[error("the task store cannot be opened: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// A component cannot be loaded, or the wasm engine cannot be built. Exit code 5.
+    #[error("{0}")]
+    Component(String),
+}
+
+impl ServeError {
+    /// The process exit code for this error: 2 configuration, 3 listening, 4 store,
+    /// 5 components (1 stays for anything else the binary reports).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Config(_) => 2,
+            ServeError::Listen(_) => 3,
+            ServeError::Store(_) => 4,
+            ServeError::Component(_) => 5,
         }
     }
 }
@@ -112,16 +148,16 @@ pub async fn serve(
     opts: ServeOptions,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), String> {
+) -> Result<(), ServeError> {
     if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
-        return Err(format!(
+        return Err(ServeError::Config(format!(
             "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
             opts.listen
-        ));
+        )));
     }
     for (i, (token, principal)) in opts.tokens.iter().enumerate() {
         http::check_token(token, principal, &opts.tokens[..i])
-            .map_err(|e| format!("bearer token #{}: {e}", i + 1))?;
+            .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
     }
     let store: Arc<dyn Store> = match &opts.store {
         StoreChoice::Memory => {
@@ -130,7 +166,7 @@ pub async fn serve(
         }
         StoreChoice::Redb(path) => {
             // Creates the data directory (0700) and the file (0600) if missing.
-            let s = RedbStore::open(path).map_err(|e| e.to_string())?;
+            let s = RedbStore::open(path)?;
             tracing::info!(
                 path = %path.display(),
                 epoch = s.epoch(),
@@ -183,8 +219,10 @@ pub async fn serve(
     };
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .map_err(|e| format!("cannot listen on {}: {e}", opts.listen))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        .map_err(|e| ServeError::Listen(format!("cannot listen on {}: {e}", opts.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServeError::Listen(e.to_string()))?;
     if opts.tokens.is_empty() {
         tracing::warn!(%addr, "no authentication configured: serving loopback only");
     }
@@ -218,7 +256,7 @@ pub async fn serve(
         }
     };
     tokio::select! {
-        r = &mut serving => r.map_err(|e| e.to_string())?,
+        r = &mut serving => r.map_err(|e| ServeError::Listen(e.to_string()))?,
         () = forced => tracing::warn!("connections did not close within the drain timeout"),
     }
     tracing::info!("shutting down: draining the runner");
@@ -230,19 +268,26 @@ pub async fn serve(
 /// Loads the configured components and applies the per-tool settings: the tools to serve
 /// and the registry the runner resolves work with. Used by `serve` and by the operator
 /// commands that validate a configuration.
-pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<ServedTool>), String> {
+pub async fn load_tools(
+    opts: &ServeOptions,
+) -> Result<(ToolRegistry, Vec<ServedTool>), ServeError> {
     let mut engine = opts.engine.clone();
     // A configured fuel limit must take effect: meter fuel when any tool sets one.
     engine.fuel |= std::iter::once(&opts.defaults)
         .chain(opts.tool_settings.values())
         .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
-    let engine = WasmEngine::new(engine)?;
-    let loader = ComponentLoader::new(engine, opts.cache_dir.clone())?;
+    let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
+    let loader =
+        ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
     let mut registry = ToolRegistry::new();
+    registry.set_component_policy(opts.component_policy);
     let mut tools: Vec<ServedTool> = Vec::new();
     for path in &opts.components {
         let started = Instant::now();
-        let component = loader.load(path).await.map_err(|e| e.to_string())?;
+        let component = loader
+            .load(path)
+            .await
+            .map_err(|e| ServeError::Component(e.to_string()))?;
         let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
         tracing::info!(
             component = %path.display(),
@@ -254,10 +299,10 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<Served
         registry.add_component(component.clone(), Default::default());
         for info in component.tools() {
             if tools.iter().any(|t| t.info.name == info.name) {
-                return Err(format!(
+                return Err(ServeError::Component(format!(
                     "tool {:?} is provided by two components",
                     info.name
-                ));
+                )));
             }
             let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
             let ttl_ms = match s.ttl_ms {
@@ -274,10 +319,10 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<Served
             if let Some(ttl) = ttl_ms
                 && ttl <= must_outlive
             {
-                return Err(format!(
+                return Err(ServeError::Config(format!(
                     "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
                     info.name
-                ));
+                )));
             }
             let grants = s.grants.clone().unwrap_or_default();
             registry.set_grants(&info.name, grants.clone());
@@ -298,9 +343,9 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<(ToolRegistry, Vec<Served
         .keys()
         .find(|n| !tools.iter().any(|t| t.info.name == **n))
     {
-        return Err(format!(
+        return Err(ServeError::Config(format!(
             "tools.{unknown}: no loaded component provides a tool named {unknown:?}"
-        ));
+        )));
     }
     Ok((registry, tools))
 }

@@ -76,6 +76,9 @@ pub struct Metrics {
     sync_calls: AtomicU64,
     /// Unfinished tasks removed by their TTL.
     reaped_active: AtomicU64,
+    /// Tasks whose pinned component version was gone: failed, or run on the deployed one.
+    pinned_failed: AtomicU64,
+    pinned_ran_latest: AtomicU64,
     /// Refusals by the limit (configuration key) that refused.
     limits_hit: Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -133,6 +136,12 @@ impl Metrics {
             "Tasks cancelled by tasks/cancel.",
             self.tasks_cancelled.load(Ordering::Relaxed),
         );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_pinned_component_gone_total Tasks whose component version was no longer deployed, by what runner.component_policy did.\n# TYPE snodo_pinned_component_gone_total counter\nsnodo_pinned_component_gone_total{{action=\"failed\"}} {}\nsnodo_pinned_component_gone_total{{action=\"ran_latest\"}} {}",
+            self.pinned_failed.load(Ordering::Relaxed),
+            self.pinned_ran_latest.load(Ordering::Relaxed)
+        );
         counter(
             &mut out,
             "snodo_tasks_reaped_active_total",
@@ -175,6 +184,9 @@ impl Metrics {
             JobOutcome::LeaseLost,
             JobOutcome::Parked,
             JobOutcome::Released,
+            JobOutcome::Reaped,
+            JobOutcome::Superseded,
+            JobOutcome::Aborted,
         ] {
             let name = outcome.as_str();
             let v = finished.get(name).copied().unwrap_or(0);
@@ -297,6 +309,14 @@ impl Instrumentation for Metrics {
             }
             RunnerEvent::ReapedActive { .. } => {
                 self.reaped_active.fetch_add(1, Ordering::Relaxed);
+            }
+            RunnerEvent::PinnedComponentGone { ran_latest, .. } => {
+                let n = if *ran_latest {
+                    &self.pinned_ran_latest
+                } else {
+                    &self.pinned_failed
+                };
+                n.fetch_add(1, Ordering::Relaxed);
             }
             RunnerEvent::GuestRan {
                 instantiate, run, ..

@@ -30,7 +30,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 struct Served {
     addr: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<(), String>>,
+    done: tokio::task::JoinHandle<Result<(), snodo::serve::ServeError>>,
 }
 
 impl Served {
@@ -837,4 +837,79 @@ fn duplicate_or_anonymous_cli_tokens_are_refused() {
     assert!(err.contains("--token") && err.contains("tenant"), "{err}");
     let err = run(&["0123456789abcdef-one=acme:"]);
     assert!(err.contains("--token") && err.contains("subject"), "{err}");
+}
+
+/// `snodo serve` tells its failures apart by exit code: 2 settings, 3 listening, 4 store,
+/// 5 components (documented in the README, "Operating").
+#[test]
+fn serve_exit_codes_tell_the_failure_apart() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+            .arg("serve")
+            .args(args)
+            .env_remove("MCP_PORT")
+            .output()
+            .expect("run")
+            .status
+            .code()
+    };
+    let data = dir.path().join("data");
+    std::fs::create_dir_all(&data).expect("dir");
+    std::fs::write(data.join("tasks.redb"), b"not a database at all").expect("write");
+    let fixtures = snodo_test_guests::FIXTURES;
+    let data_arg = data.to_str().expect("utf-8");
+    assert_eq!(
+        run(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--data",
+            data_arg,
+            "--component",
+            fixtures
+        ]),
+        Some(4),
+        "a store that is not a store"
+    );
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm junk").expect("write");
+    let junk_arg = junk.to_str().expect("utf-8");
+    assert_eq!(
+        run(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "memory",
+            "--component",
+            junk_arg
+        ]),
+        Some(5),
+        "a component that is not a component"
+    );
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    assert_eq!(
+        run(&[
+            "--listen",
+            &addr,
+            "--store",
+            "memory",
+            "--component",
+            fixtures
+        ]),
+        Some(3),
+        "an address in use"
+    );
+    assert_eq!(
+        run(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "mongo",
+            "--component",
+            fixtures
+        ]),
+        Some(2),
+        "a bad setting"
+    );
 }

@@ -511,6 +511,14 @@ async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
     let h = with_limits(TenantLimits::default()).await;
     let v = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
     let id = v["result"]["taskId"].as_str().expect("task").to_owned();
+    // The task is pinned to the component it was created with.
+    let (_, work) = h
+        .store
+        .inspect(&TaskId::parse(&id).expect("id"))
+        .await
+        .expect("inspect")
+        .expect("task");
+    assert_eq!(work.component_digest.as_ref().map(String::len), Some(64));
     let get = rpc(2, "tasks/get", json!({"taskId": id}), true);
     let (s, v) = send(&h.app, post(TOKEN_A, &get, false)).await;
     assert_eq!(

@@ -612,3 +612,255 @@ async fn shutdown_releases_what_did_not_drain() {
         "a stopped runner claims nothing"
     );
 }
+
+/// A store whose clock cannot be read; everything else passes through.
+struct NoClock(Arc<dyn Store>);
+
+#[async_trait::async_trait]
+impl Store for NoClock {
+    async fn now(&self) -> snodo::store::StoreResult<Timestamp> {
+        Err(snodo::store::StoreError::Unavailable(
+            "the clock is unreadable".into(),
+        ))
+    }
+    async fn check_writable(&self, within: Duration) -> snodo::store::StoreResult<()> {
+        self.0.check_writable(within).await
+    }
+    async fn create(&self, new: NewTask) -> snodo::store::StoreResult<Task> {
+        self.0.create(new).await
+    }
+    async fn authorize(
+        &self,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> snodo::store::StoreResult<snodo::store::Access> {
+        self.0.authorize(principal, action, task_id).await
+    }
+    async fn get(&self, access: &snodo::store::Access) -> snodo::store::StoreResult<Task> {
+        self.0.get(access).await
+    }
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> snodo::store::StoreResult<snodo::store::Committed> {
+        self.0.transition(by, event, expected_revision).await
+    }
+    async fn claim(
+        &self,
+        task_id: &TaskId,
+        request: &snodo::store::ClaimRequest,
+    ) -> snodo::store::StoreResult<snodo::store::Claimed> {
+        self.0.claim(task_id, request).await
+    }
+    async fn claim_next(
+        &self,
+        request: &snodo::store::ClaimRequest,
+    ) -> snodo::store::StoreResult<Option<snodo::store::Claimed>> {
+        self.0.claim_next(request).await
+    }
+    async fn renew(
+        &self,
+        lease: &snodo::store::Lease,
+        lease_ms: u64,
+    ) -> snodo::store::StoreResult<snodo::store::Lease> {
+        self.0.renew(lease, lease_ms).await
+    }
+    async fn release(&self, lease: &snodo::store::Lease) -> snodo::store::StoreResult<()> {
+        self.0.release(lease).await
+    }
+    async fn worker_snapshot(
+        &self,
+        lease: &snodo::store::Lease,
+    ) -> snodo::store::StoreResult<(Task, snodo::model::Work)> {
+        self.0.worker_snapshot(lease).await
+    }
+    async fn reap(&self, limit: usize) -> snodo::store::StoreResult<Vec<snodo::store::Reaped>> {
+        self.0.reap(limit).await
+    }
+    async fn inspect(
+        &self,
+        task_id: &TaskId,
+    ) -> snodo::store::StoreResult<Option<(Task, snodo::model::Work)>> {
+        self.0.inspect(task_id).await
+    }
+    async fn server_key(&self) -> snodo::store::StoreResult<[u8; 32]> {
+        self.0.server_key().await
+    }
+}
+
+/// Regression: the retry timer read the store's clock and, when that failed, slept until
+/// the Unix epoch plus the retry time (decades); with recovery off the retry never ran.
+#[tokio::test]
+async fn a_retry_runs_without_reading_the_store_clock() {
+    let store: Arc<dyn Store> = Arc::new(NoClock(Arc::new(MemoryStore::new())));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let id = create(
+        &*store,
+        "flaky",
+        json!({"succeed_on_attempt": 2}),
+        RetryPolicy::new([20]).expect("policy"),
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    rec.until("the retry completed the task", |e| {
+        e.iter().any(|e| {
+            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Completed, .. } if *task == id)
+        })
+    })
+    .await;
+    assert_eq!(
+        rec.stopped(&id),
+        vec![JobOutcome::RetryScheduled, JobOutcome::Completed]
+    );
+    runner.shutdown().await;
+}
+
+/// Regression: the reaper, a replacing attempt and shutdown stopped attempts without
+/// `JobStopped`; a refused start reported a stop without a start; the stats counted apart
+/// from the events.
+#[tokio::test]
+async fn every_started_job_stops_exactly_once() {
+    let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            reap_interval: Some(Duration::from_millis(10)),
+            drain_timeout: Duration::from_millis(20),
+            ..opts(false)
+        },
+        rec.clone(),
+    );
+    let hold = |ttl: Option<u64>| {
+        let store = store.clone();
+        async move {
+            let id = TaskId::generate();
+            let mut new = NewTask::new(
+                id,
+                Scope::new("acme"),
+                tool_call_work(&id, "hold", json!({"ms": 600_000})),
+            );
+            new.ttl_ms = ttl;
+            store.create(new).await.expect("create");
+            id
+        }
+    };
+    // Reaped while running.
+    let reaped = hold(Some(1_000)).await;
+    assert_eq!(
+        runner.submit(&reaped).await.expect("submit"),
+        Submitted::Started
+    );
+    rec.started("the first job").await;
+    clock.advance(2_000);
+    rec.until("the reaped job stopped", |e| {
+        e.iter().any(|e| {
+            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Reaped, .. } if *task == reaped)
+        })
+    })
+    .await;
+    // A start the store refuses (the task was cancelled) is no job at all.
+    let cancelled = hold(None).await;
+    let access = store
+        .authorize(
+            &Principal::new("acme", "u"),
+            Action::Cancel,
+            &cancelled.to_string(),
+        )
+        .await
+        .expect("access");
+    store
+        .transition(
+            Authority::Request(&access),
+            TaskEvent::random(snodo::model::EventKind::Cancelled {
+                status_message: None,
+            }),
+            None,
+        )
+        .await
+        .expect("cancel");
+    // Released at shutdown.
+    let released = hold(None).await;
+    runner.submit(&released).await.expect("submit");
+    rec.until("the second job started", |e| {
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == released))
+    })
+    .await;
+    runner.shutdown().await;
+
+    let events = rec.events.lock().expect("lock").clone();
+    for task in [reaped, cancelled, released] {
+        let starts = events
+            .iter()
+            .filter(|e| matches!(e, RunnerEvent::JobStarted { task: t, .. } if *t == task))
+            .count();
+        assert_eq!(starts, rec.stopped(&task).len(), "task {task}");
+    }
+    assert_eq!(rec.stopped(&reaped), vec![JobOutcome::Reaped]);
+    assert_eq!(rec.stopped(&released), vec![JobOutcome::Released]);
+    assert!(rec.stopped(&cancelled).is_empty());
+    let stats = runner.stats();
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!((load(&stats.started), load(&stats.finished)), (2, 2));
+}
+
+/// Regression: MCP-created work was never pinned to its component, so a recovered task ran
+/// whatever was deployed. Now the policy decides, visibly.
+#[tokio::test]
+async fn a_task_whose_component_version_is_gone_follows_the_policy() {
+    use snodo::runner::ComponentPolicy;
+    for policy in [ComponentPolicy::Pinned, ComponentPolicy::Latest] {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let mut registry = (*registry().await).clone();
+        registry.set_component_policy(policy);
+        let rec = Arc::new(Recorder::default());
+        let runner = Runner::start(store.clone(), Arc::new(registry), opts(false), rec.clone());
+        let id = TaskId::generate();
+        let work = tool_call_work(&id, "counter", json!({})).with_component_digest("0".repeat(64));
+        store
+            .create(NewTask::new(id, Scope::new("acme"), work))
+            .await
+            .expect("create");
+        runner.submit(&id).await.expect("submit");
+        rec.until("the job stopped", |e| {
+            e.iter()
+                .any(|e| matches!(e, RunnerEvent::JobStopped { task, .. } if *task == id))
+        })
+        .await;
+        let gone: Vec<bool> = rec
+            .events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(|e| match e {
+                RunnerEvent::PinnedComponentGone { task, ran_latest } if *task == id => {
+                    Some(*ran_latest)
+                }
+                _ => None,
+            })
+            .collect();
+        let (task, _) = store.inspect(&id).await.expect("inspect").expect("task");
+        match policy {
+            ComponentPolicy::Pinned => {
+                assert_eq!(gone, vec![false]);
+                assert_eq!(task.status, TaskStatus::Failed);
+                let Some(snodo::model::Outcome::Error(e)) = task.outcome else {
+                    panic!("an error");
+                };
+                assert_eq!(e.data.expect("data")["kind"], "component_missing");
+            }
+            ComponentPolicy::Latest => {
+                assert_eq!(gone, vec![true]);
+                assert_eq!(task.status, TaskStatus::Completed);
+            }
+        }
+        runner.shutdown().await;
+    }
+}

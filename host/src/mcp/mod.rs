@@ -110,7 +110,7 @@ pub struct McpServer {
     changes: Option<Arc<ObservedStore>>,
     pub(crate) metrics: Arc<crate::telemetry::Metrics>,
     /// Flipped at shutdown: open subscription streams end so connections can drain.
-    closing: tokio::sync::watch::Sender<bool>,
+    closing: tokio_util::sync::CancellationToken,
     /// Guest executions on the request path, per tenant.
     pub(crate) sync_slots: Arc<Slots>,
     /// Open subscription streams, per tenant.
@@ -149,14 +149,14 @@ impl McpServer {
             config,
             changes: None,
             metrics: Arc::new(crate::telemetry::Metrics::new()),
-            closing: tokio::sync::watch::channel(false).0,
+            closing: tokio_util::sync::CancellationToken::new(),
         }
     }
 
     /// Ends every open subscription stream (at shutdown; the streams would otherwise keep
     /// their connections open forever).
     pub fn close_streams(&self) {
-        self.closing.send_replace(true);
+        self.closing.cancel();
     }
 
     /// Counts into `metrics` (shared with the runner's instrumentation).
@@ -440,14 +440,14 @@ impl McpServer {
             .map(|f| f.subscribe());
         let store = self.store.clone();
         let principal = principal.clone();
-        let mut closing = self.closing.subscribe();
+        let closing = self.closing.clone();
         tokio::spawn(async move {
             // The stream counts against the budgets until it ends.
             let _slot = slot;
             let closed = async {
                 tokio::select! {
                     () = tx.closed() => {}
-                    _ = closing.wait_for(|c| *c) => {}
+                    () = closing.cancelled() => {}
                 }
             };
             tokio::pin!(closed);

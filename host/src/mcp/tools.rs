@@ -181,7 +181,10 @@ impl McpServer {
                 .try_take(principal.tenant.as_str())
                 .map_err(|r| self.refuse(&r))?;
             let task_id = TaskId::generate();
+            // Pinned to the code the task was created against (runner.component_policy
+            // decides what recovery does if that version is gone).
             let work = tool_call_work(&task_id, &tool.info.name, arguments)
+                .with_component_digest(tool.component.info().digest.clone())
                 .with_retry_policy(tool.retry_policy.clone())
                 .with_limits(tool.limits)
                 .with_principal(principal.clone());

@@ -32,6 +32,17 @@ impl EventId {
         Ok(Self(id))
     }
 
+    /// The id of a worker's `what` event in claim `generation` (`g{generation}-{what}`):
+    /// deterministic, so a commit retried after an unknown reply is a replay.
+    pub fn for_claim(generation: u64, what: &'static str) -> Self {
+        debug_assert!(
+            !what.is_empty() && what.len() <= 64 && what.bytes().all(|b| b.is_ascii_graphic()),
+            "a worker event name is short printable ASCII"
+        );
+        // At most 20 digits, a `g`, a `-` and 64 characters: within MAX_EVENT_ID_LEN.
+        Self(format!("g{generation}-{what}"))
+    }
+
     /// A fresh random event id.
     pub fn random() -> Self {
         Self(format!("e-{}", super::TaskId::generate()))
@@ -184,18 +195,15 @@ impl TaskEvent {
     pub fn digest(&self) -> u64 {
         // serde_json writes object keys in sorted order (no `preserve_order`), so equal
         // events serialise to equal bytes.
+        // SHA-256, cut to 64 bits: a different event under a reused id must not pass for
+        // a replay, which a non-cryptographic hash would allow by construction.
+        use sha2::{Digest, Sha256};
         let bytes = serde_json::to_vec(&self.kind).unwrap_or_default();
-        fnv1a(&bytes)
+        let h = Sha256::digest(&bytes);
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&h[..8]);
+        u64::from_le_bytes(first)
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 fn check_message(m: Option<&str>) -> Result<(), Invalid> {

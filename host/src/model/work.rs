@@ -95,6 +95,12 @@ impl Work {
         }
     }
 
+    /// The same descriptor pinned to the component with this content digest.
+    pub fn with_component_digest(mut self, digest: impl Into<String>) -> Self {
+        self.component_digest = Some(digest.into());
+        self
+    }
+
     /// The same descriptor with `policy`.
     pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry_policy = policy;

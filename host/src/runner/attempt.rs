@@ -1,6 +1,7 @@
 //! One attempt: start, heartbeat, execute, commit the outcome with the lease's generation.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -8,30 +9,68 @@ use crate::model::{EventId, EventKind, TaskEvent, TaskStatus};
 use crate::store::{Authority, Claimed, Committed, Effect, Lease, StoreError};
 use crate::wasm::{AttemptError, CancelToken, Execution, GuestOutcome, TaskIo};
 
-use super::{Inner, JobOutcome, RunnerEvent, submit_inner, timed};
+use super::{Inner, JobOutcome, RunnerEvent, Submitted, Unresolved, submit_inner, timed};
 
-/// Decrements the active count however the attempt ends (including abort).
-struct Active<'a>(&'a Inner);
+/// One job's instrumentation. `JobStarted` is sent once the `started` event committed, and
+/// then exactly one `JobStopped`, however the attempt ends: with the outcome it reports,
+/// or, when its future is dropped (stopped by the reaper, a replacing claim or shutdown),
+/// with the reason the stopper left in `stop_reason`. A job that never started sends
+/// neither.
+struct Job<'a> {
+    inner: &'a Inner,
+    task: crate::model::TaskId,
+    generation: u64,
+    began: Instant,
+    started: bool,
+    outcome: Option<JobOutcome>,
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+}
 
-impl Drop for Active<'_> {
-    fn drop(&mut self) {
-        self.0.stats.active.fetch_sub(1, Ordering::Relaxed);
+impl Job<'_> {
+    fn started(&mut self, attempt: u32) {
+        self.started = true;
+        self.inner.instr.event(&RunnerEvent::JobStarted {
+            task: self.task,
+            generation: self.generation,
+            attempt,
+            recovered: attempt > 1,
+        });
+    }
+
+    fn stop(mut self, outcome: JobOutcome) {
+        self.outcome = Some(outcome);
     }
 }
 
-fn event_id(generation: u64, what: &str) -> EventId {
-    // Deterministic per claim generation: a commit retried after an unknown reply is a
-    // replay of the same event, never a second one.
-    EventId::new(format!("g{generation}-{what}")).unwrap_or_else(|_| EventId::random())
+impl Drop for Job<'_> {
+    fn drop(&mut self) {
+        if !self.started {
+            return;
+        }
+        let outcome = self.outcome.take().unwrap_or_else(|| {
+            self.stop_reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or(JobOutcome::Aborted)
+        });
+        self.inner.instr.event(&RunnerEvent::JobStopped {
+            task: self.task,
+            generation: self.generation,
+            outcome,
+            elapsed: self.began.elapsed(),
+        });
+    }
 }
 
 async fn commit(
     inner: &Inner,
     lease: &Lease,
-    what: &str,
+    what: &'static str,
     kind: EventKind,
 ) -> Result<Committed, StoreError> {
-    let event = TaskEvent::new(event_id(lease.generation(), what), kind);
+    // Deterministic per claim generation: a commit retried after an unknown reply is a
+    // replay of the same event, never a second one.
+    let event = TaskEvent::new(EventId::for_claim(lease.generation(), what), kind);
     timed(
         inner,
         "transition",
@@ -57,23 +96,28 @@ pub(super) async fn run(
     claimed: Claimed,
     cancel: CancelToken,
     lease_cell: Arc<Mutex<Lease>>,
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
 ) {
-    let started = Instant::now();
-    inner.stats.active.fetch_add(1, Ordering::Relaxed);
-    let _active = Active(inner);
-    inner.stats.started.fetch_add(1, Ordering::Relaxed);
     let lease = claimed.lease.clone();
     let task_id = *lease.task_id();
     let generation = lease.generation();
-    let stop = |outcome: JobOutcome| {
-        inner.stats.finished.fetch_add(1, Ordering::Relaxed);
-        inner.instr.event(&RunnerEvent::JobStopped {
-            task: task_id,
-            generation,
-            outcome,
-            elapsed: started.elapsed(),
-        });
+    let mut job = Job {
+        inner,
+        task: task_id,
+        generation,
+        began: Instant::now(),
+        started: false,
+        outcome: None,
+        stop_reason,
     };
+
+    // A refused start (cancelled, superseded) is no job: nothing is reported.
+    let task = match commit(inner, &lease, "started", EventKind::Started).await {
+        Ok(c) => c.task,
+        Err(_) => return,
+    };
+    job.started(task.attempt);
+    let stop = |outcome: JobOutcome| job.stop(outcome);
 
     // A task that took its attempt down too often (a crash or a stall every time) ends
     // here instead of being replayed forever.
@@ -99,24 +143,33 @@ pub(super) async fn run(
             Err(e) => refused(&e),
         });
     }
-    let task = match commit(inner, &lease, "started", EventKind::Started).await {
-        Ok(c) => c.task,
-        Err(e) => return stop(refused(&e)),
-    };
-    let recovered = task.attempt > 1;
-    if recovered {
-        inner.stats.recoveries.fetch_add(1, Ordering::Relaxed);
-    }
-    inner.instr.event(&RunnerEvent::JobStarted {
-        task: task_id,
-        generation,
-        attempt: task.attempt,
-        recovered,
-    });
 
     let resolved = match inner.executors.resolve(&claimed.work) {
-        Ok(r) => r,
-        Err(reason) => {
+        Ok(r) => {
+            if let Some(pinned) = &r.replaced {
+                tracing::warn!(
+                    task = %task_id,
+                    pinned = %pinned,
+                    "the task's component version is gone; running the deployed one (runner.component_policy = \"latest\")"
+                );
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: true,
+                });
+            }
+            r
+        }
+        Err(Unresolved {
+            reason,
+            pinned_gone,
+        }) => {
+            if pinned_gone {
+                tracing::warn!(task = %task_id, %reason, "the task's component version is gone; failing it");
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: false,
+                });
+            }
             let error = AttemptError::Trap(String::new()).to_rpc_error();
             let error = crate::model::JsonRpcError::new(
                 error.code,
@@ -204,10 +257,14 @@ pub(super) async fn run(
             match commit(inner, &lease, "outcome", kind).await {
                 Ok(Committed {
                     effect: Effect::RetryScheduled { retry_at, .. },
+                    task: committed_task,
                     ..
                 }) => {
-                    inner.stats.retries.fetch_add(1, Ordering::Relaxed);
-                    schedule_retry(inner.clone(), task_id, retry_at);
+                    // Both instants are the store's clock: the wait needs no clock read.
+                    let wait = retry_at
+                        .as_millis()
+                        .saturating_sub(committed_task.last_updated_at.as_millis());
+                    schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
                     JobOutcome::RetryScheduled
                 }
                 Ok(_) => JobOutcome::RetryExhausted,
@@ -231,7 +288,6 @@ pub(super) async fn run(
             }
         }
         Err(AttemptError::Parked) => {
-            inner.stats.parked_released.fetch_add(1, Ordering::Relaxed);
             let _ = timed(inner, "release", inner.store.release(&lease)).await;
             JobOutcome::Parked
         }
@@ -278,23 +334,32 @@ async fn heartbeat(
     }
 }
 
-/// Looks again when the retry is due. The persisted `retry_at` decides: an early claim is
-/// refused by the store, so this timer can only make the retry prompt, never early.
-fn schedule_retry(
-    inner: Arc<Inner>,
-    task: crate::model::TaskId,
-    retry_at: crate::model::Timestamp,
-) {
-    let timer_inner = inner.clone();
-    let handle = tokio::spawn(async move {
-        let now = inner.store.now().await.map(|n| n.as_millis()).unwrap_or(0);
-        let wait = retry_at.as_millis().saturating_sub(now);
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+/// Looks again when the retry is due, `wait` after the retry was committed. The persisted
+/// `retry_at` decides: an early claim is refused by the store, so this timer can only make
+/// the retry prompt, never early.
+fn schedule_retry(inner: Arc<Inner>, task: crate::model::TaskId, wait: Duration) {
+    let tasks = inner.tasks.clone();
+    tasks.spawn(async move {
+        // Shutdown ends the timer; the retry is due in the store for the next start.
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = inner.stopping.cancelled() => return,
+        }
         if inner.opts.recover {
             inner.wake.notify_one();
-        } else {
-            let _ = submit_inner(&inner, &task, None).await;
+            return;
+        }
+        // Nobody else looks without the recovery loop: try until the store agrees it is
+        // due (the local clock may run ahead of the store's) or the task is settled.
+        loop {
+            match submit_inner(&inner, &task, None).await {
+                Ok(Submitted::NotDue) | Err(_) => {}
+                Ok(_) => return,
+            }
+            tokio::select! {
+                () = tokio::time::sleep(inner.opts.poll_interval) => {}
+                () = inner.stopping.cancelled() => return,
+            }
         }
     });
-    timer_inner.track_timer(handle);
 }

@@ -26,6 +26,12 @@ pub enum JobOutcome {
     Parked,
     /// Released at shutdown or because the host was busy.
     Released,
+    /// Stopped because the reaper removed its task (TTL).
+    Reaped,
+    /// Stopped because a newer claim of the same task started on this node.
+    Superseded,
+    /// Its future was dropped for no recorded reason.
+    Aborted,
 }
 
 impl JobOutcome {
@@ -40,6 +46,9 @@ impl JobOutcome {
             JobOutcome::LeaseLost => "lease_lost",
             JobOutcome::Parked => "parked",
             JobOutcome::Released => "released",
+            JobOutcome::Reaped => "reaped",
+            JobOutcome::Superseded => "superseded",
+            JobOutcome::Aborted => "aborted",
         }
     }
 }
@@ -85,6 +94,14 @@ pub enum RunnerEvent {
         task: TaskId,
         /// Its status when removed.
         status: crate::model::TaskStatus,
+    },
+    /// A task's pinned component version is no longer deployed: it ran the deployed one
+    /// (`ran_latest`) or failed, as `runner.component_policy` says.
+    PinnedComponentGone {
+        /// The task.
+        task: TaskId,
+        /// Whether the deployed version ran in its place.
+        ran_latest: bool,
     },
     /// A store operation the runner made.
     StoreOp {
@@ -148,6 +165,11 @@ impl Instrumentation for TracingInstrumentation {
                 task = %task,
                 status = status.as_str(),
                 "an unfinished task reached its TTL and was reaped"
+            ),
+            RunnerEvent::PinnedComponentGone { task, ran_latest } => tracing::warn!(
+                task = %task,
+                ran_latest,
+                "pinned component version gone"
             ),
             RunnerEvent::StoreOp { op, elapsed, ok } => {
                 tracing::debug!(

@@ -17,8 +17,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::budget::{Slot, Slots};
 use crate::model::{Scope, TaskId};
@@ -28,7 +30,9 @@ use crate::wasm::{CancelToken, InputWaiters};
 pub use instrument::{
     Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent, TracingInstrumentation,
 };
-pub use registry::{Executors, Resolved, TOOL_CALL, ToolRegistry, tool_call_work};
+pub use registry::{
+    ComponentPolicy, Executors, Resolved, TOOL_CALL, ToolRegistry, Unresolved, tool_call_work,
+};
 
 /// Runner settings.
 #[derive(Debug, Clone)]
@@ -103,13 +107,15 @@ pub enum Submitted {
 /// A running attempt on this node.
 struct Local {
     id: u64,
-    generation: u64,
     cancel: CancelToken,
     lease: Arc<Mutex<Lease>>,
     handle: Option<JoinHandle<()>>,
+    /// Why the attempt was stopped from outside, for its `JobStopped` event.
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
 }
 
-/// Counters an operator can read.
+/// Counters an operator can read, counted from the same events the instrumentation
+/// receives, so they always agree with the metrics.
 #[derive(Debug, Default)]
 pub struct RunnerStats {
     /// Attempts started.
@@ -126,13 +132,49 @@ pub struct RunnerStats {
     pub active: AtomicUsize,
 }
 
+/// Counts [`RunnerStats`] from the events, then passes them on.
+struct Counted {
+    stats: Arc<RunnerStats>,
+    next: Arc<dyn Instrumentation>,
+}
+
+impl Instrumentation for Counted {
+    fn event(&self, event: &RunnerEvent) {
+        let s = &self.stats;
+        match event {
+            RunnerEvent::JobStarted { recovered, .. } => {
+                s.started.fetch_add(1, Ordering::Relaxed);
+                s.active.fetch_add(1, Ordering::Relaxed);
+                if *recovered {
+                    s.recoveries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            RunnerEvent::JobStopped { outcome, .. } => {
+                s.finished.fetch_add(1, Ordering::Relaxed);
+                s.active.fetch_sub(1, Ordering::Relaxed);
+                match outcome {
+                    JobOutcome::RetryScheduled => {
+                        s.retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    JobOutcome::Parked => {
+                        s.parked_released.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        self.next.event(event);
+    }
+}
+
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) executors: Arc<dyn Executors>,
     pub(crate) opts: RunnerOptions,
     pub(crate) instr: Arc<dyn Instrumentation>,
     pub(crate) waiters: Arc<InputWaiters>,
-    pub(crate) stats: RunnerStats,
+    pub(crate) stats: Arc<RunnerStats>,
     /// Execution slots: per tenant and for the node.
     pub(crate) running: Arc<Slots>,
     /// Tasks waiting for a slot, per tenant, served round-robin.
@@ -141,23 +183,10 @@ pub(crate) struct Inner {
     attempts_changed: Notify,
     next_id: AtomicU64,
     wake: Notify,
-    stopping: watch::Sender<bool>,
-    timers: Mutex<Vec<JoinHandle<()>>>,
-    /// Every attempt's task, so shutdown can wait until none holds the store.
-    spawned: Mutex<Vec<JoinHandle<()>>>,
-}
-
-impl Inner {
-    /// Keeps a retry timer so shutdown can stop it.
-    pub(crate) fn track_timer(&self, handle: JoinHandle<()>) {
-        track(&self.timers, handle);
-    }
-}
-
-fn track(list: &Mutex<Vec<JoinHandle<()>>>, handle: JoinHandle<()>) {
-    let mut l = list.lock().unwrap_or_else(|p| p.into_inner());
-    l.retain(|t| !t.is_finished());
-    l.push(handle);
+    /// Cancelled when shutdown begins: loops and retry timers end on it.
+    pub(crate) stopping: CancellationToken,
+    /// Every attempt and retry timer, so shutdown can wait until none holds the store.
+    pub(crate) tasks: TaskTracker,
 }
 
 /// The runner. Cloning shares it.
@@ -175,7 +204,11 @@ impl Runner {
         opts: RunnerOptions,
         instr: Arc<dyn Instrumentation>,
     ) -> Self {
-        let (stopping, _) = watch::channel(false);
+        let stats = Arc::new(RunnerStats::default());
+        let instr: Arc<dyn Instrumentation> = Arc::new(Counted {
+            stats: stats.clone(),
+            next: instr,
+        });
         let inner = Arc::new(Inner {
             store,
             executors,
@@ -189,14 +222,13 @@ impl Runner {
             opts,
             instr,
             waiters: Arc::new(InputWaiters::new()),
-            stats: RunnerStats::default(),
+            stats,
             attempts: Mutex::new(HashMap::new()),
             attempts_changed: Notify::new(),
             next_id: AtomicU64::new(1),
             wake: Notify::new(),
-            stopping,
-            timers: Mutex::new(Vec::new()),
-            spawned: Mutex::new(Vec::new()),
+            stopping: CancellationToken::new(),
+            tasks: TaskTracker::new(),
         });
         let mut loops = Vec::new();
         if inner.opts.recover {
@@ -264,7 +296,7 @@ impl Runner {
             // slot); the recovery loop, here or on another node, finds it otherwise.
             let runner = self.clone();
             let task = *task;
-            tokio::spawn(async move {
+            self.inner.tasks.spawn(async move {
                 let _ = runner.submit(&task).await;
             });
         }
@@ -279,18 +311,12 @@ impl Runner {
     /// the rest and releases their leases so another runner can take them at once.
     /// Returns how many attempts were released.
     pub async fn shutdown(&self) -> usize {
-        self.inner.stopping.send_replace(true);
-        self.inner.wake.notify_waiters();
+        // Loops and retry timers end on this token.
+        self.inner.stopping.cancel();
         let loops: Vec<JoinHandle<()>> =
             std::mem::take(&mut *self.loops.lock().unwrap_or_else(|p| p.into_inner()));
         for l in loops {
             let _ = l.await;
-        }
-        let timers =
-            std::mem::take(&mut *self.inner.timers.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in timers {
-            t.abort();
-            let _ = t.await;
         }
         let drained = tokio::time::timeout(self.inner.opts.drain_timeout, async {
             loop {
@@ -306,12 +332,9 @@ impl Runner {
         if drained.is_err() {
             released = self.release_rest().await;
         }
-        // Wait until no attempt task holds the store any more.
-        let spawned =
-            std::mem::take(&mut *self.inner.spawned.lock().unwrap_or_else(|p| p.into_inner()));
-        for t in spawned {
-            let _ = t.await;
-        }
+        // Wait until no attempt or timer holds the store any more.
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
         released
     }
 
@@ -319,7 +342,7 @@ impl Runner {
         let rest: Vec<Local> = self.lock_attempts().drain().map(|(_, a)| a).collect();
         let mut released = 0;
         for mut a in rest {
-            stop_local(&mut a).await;
+            stop_local(&mut a, JobOutcome::Released).await;
             let lease = a.lease.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if timed(&self.inner, "release", self.inner.store.release(&lease))
                 .await
@@ -327,12 +350,6 @@ impl Runner {
             {
                 released += 1;
             }
-            self.inner.instr.event(&RunnerEvent::JobStopped {
-                task: *lease.task_id(),
-                generation: a.generation,
-                outcome: JobOutcome::Released,
-                elapsed: Duration::ZERO,
-            });
         }
         self.inner.attempts_changed.notify_waiters();
         released
@@ -344,7 +361,7 @@ pub(crate) async fn submit_inner(
     task: &TaskId,
     scope: Option<&Scope>,
 ) -> Result<Submitted, StoreError> {
-    if *inner.stopping.borrow() {
+    if inner.stopping.is_cancelled() {
         return Err(StoreError::unavailable("the runner is shutting down"));
     }
     let scope = match scope {
@@ -388,8 +405,10 @@ pub(crate) async fn submit_inner(
     Ok(Submitted::Started)
 }
 
-/// Flips the token, aborts the attempt's future (dropping its guest) and waits for it.
-async fn stop_local(a: &mut Local) {
+/// Flips the token, aborts the attempt's future (dropping its guest) and waits for it. Its
+/// job, if it started, reports `why` as its outcome.
+async fn stop_local(a: &mut Local, why: JobOutcome) {
+    *a.stop_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
     a.cancel.cancel();
     if let Some(h) = a.handle.take() {
         h.abort();
@@ -424,40 +443,36 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
         .unwrap_or_else(|p| p.into_inner())
         .remove(&task);
     if let Some(mut old) = old {
-        stop_local(&mut old).await;
+        stop_local(&mut old, JobOutcome::Superseded).await;
     }
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let cancel = CancelToken::new();
     let lease = Arc::new(Mutex::new(claimed.lease.clone()));
-    let generation = claimed.lease.generation();
+    let stop_reason: Arc<Mutex<Option<JobOutcome>>> = Arc::default();
     let (go, ready) = tokio::sync::oneshot::channel::<()>();
     let handle = {
         let inner = inner.clone();
         let cancel = cancel.clone();
         let lease = lease.clone();
-        let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
-        // A watcher that finishes when the attempt's future is gone (finished or aborted),
-        // so shutdown can wait for every attempt to let go of the store.
-        track(
-            &inner.spawned,
-            tokio::spawn(async move {
-                let _ = done_rx.await;
-            }),
-        );
-        tokio::spawn(async move {
-            let _done = done_tx;
+        let stop_reason = stop_reason.clone();
+        // Tracked until the future is gone (finished or aborted), so shutdown can wait for
+        // every attempt to let go of the store.
+        inner.clone().tasks.spawn(async move {
+            // Gives the slot back however this future ends (finished or aborted).
+            let _running = Running {
+                slot: Some(slot),
+                inner: inner.clone(),
+            };
             if ready.await.is_err() {
                 return;
             }
-            attempt::run(&inner, claimed, cancel, lease).await;
-            drop(slot);
+            attempt::run(&inner, claimed, cancel, lease, stop_reason).await;
             let mut attempts = inner.attempts.lock().unwrap_or_else(|p| p.into_inner());
             if attempts.get(&task).is_some_and(|a| a.id == id) {
                 attempts.remove(&task);
             }
             drop(attempts);
             inner.attempts_changed.notify_waiters();
-            slot_freed(&inner);
         })
     };
     inner
@@ -468,7 +483,7 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
             task,
             Local {
                 id,
-                generation,
+                stop_reason,
                 cancel,
                 lease,
                 handle: Some(handle),
@@ -478,20 +493,19 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
 }
 
 async fn recover_loop(inner: Arc<Inner>) {
-    let mut stopping = inner.stopping.subscribe();
     let req = ClaimRequest::new(
         inner.opts.lease.as_millis() as u64,
         inner.opts.owner.clone(),
     );
     loop {
-        if *stopping.borrow() {
+        if inner.stopping.is_cancelled() {
             return;
         }
         // Wait for a free slot on this node (an ending attempt wakes this loop).
         if !inner.running.has_global_room() {
             tokio::select! {
                 () = inner.wake.notified() => {}
-                _ = stopping.changed() => return,
+                () = inner.stopping.cancelled() => return,
             }
             continue;
         }
@@ -522,8 +536,22 @@ async fn recover_loop(inner: Arc<Inner>) {
         tokio::select! {
             () = inner.wake.notified() => {}
             () = tokio::time::sleep(inner.opts.poll_interval) => {}
-            _ = stopping.changed() => return,
+            () = inner.stopping.cancelled() => return,
         }
+    }
+}
+
+/// An attempt's execution slot, given back when the attempt's future ends, however it
+/// ends; the queue is served then.
+struct Running {
+    slot: Option<Slot>,
+    inner: Arc<Inner>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        drop(self.slot.take());
+        slot_freed(&self.inner);
     }
 }
 
@@ -538,7 +566,8 @@ fn slot_freed(inner: &Arc<Inner>) {
     if let Some((scope, task)) = next {
         let inner = inner.clone();
         // A submit that does not use its slot frees it again, which serves the next one.
-        tokio::spawn(async move {
+        // Tracked: shutdown waits for it.
+        inner.clone().tasks.spawn(async move {
             let _ = submit_inner(&inner, &task, Some(&scope)).await;
         });
     }
@@ -590,11 +619,10 @@ impl FairQueue {
 }
 
 async fn reap_loop(inner: Arc<Inner>, every: Duration) {
-    let mut stopping = inner.stopping.subscribe();
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
-            _ = stopping.changed() => return,
+            () = inner.stopping.cancelled() => return,
         }
         loop {
             let reaped = match timed(&inner, "reap", inner.store.reap(1_000)).await {
@@ -619,7 +647,7 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
                     .unwrap_or_else(|p| p.into_inner())
                     .remove(task);
                 if let Some(mut a) = local {
-                    stop_local(&mut a).await;
+                    stop_local(&mut a, JobOutcome::Reaped).await;
                     inner.attempts_changed.notify_waiters();
                 }
             }

@@ -32,19 +32,55 @@ pub struct Resolved {
     pub arguments: Value,
     /// What the tool may reach.
     pub grants: WasiGrants,
+    /// The digest the work was pinned to, when the latest component runs in its place
+    /// ([`ComponentPolicy::Latest`]).
+    pub replaced: Option<String>,
+}
+
+/// Why work cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// For the task's error and the log.
+    pub reason: String,
+    /// The work was pinned to a component version that is no longer deployed.
+    pub pinned_gone: bool,
+}
+
+/// What recovery does with work pinned to a component version that is no longer deployed
+/// (the tool is still served, by another version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentPolicy {
+    /// Fail the task (`component_missing`): a task never runs code other than the code it
+    /// was created against.
+    #[default]
+    Pinned,
+    /// Run the deployed version under the same task and idempotency key (an upgrade).
+    Latest,
+}
+
+impl ComponentPolicy {
+    /// `"pinned"` or `"latest"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentPolicy::Pinned => "pinned",
+            ComponentPolicy::Latest => "latest",
+        }
+    }
 }
 
 /// Maps work to executors. Rebuilt by the application on every start; never stored.
 pub trait Executors: Send + Sync + 'static {
     /// The executor for `work`, or why there is none (the task then fails with
     /// `component_missing`).
-    fn resolve(&self, work: &Work) -> Result<Resolved, String>;
+    fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved>;
 }
 
 /// Executors by tool name, for `snodo/tool-call` work.
 #[derive(Default, Clone)]
 pub struct ToolRegistry {
     tools: HashMap<String, (Arc<Component>, WasiGrants)>,
+    policy: ComponentPolicy,
 }
 
 impl ToolRegistry {
@@ -60,6 +96,11 @@ impl ToolRegistry {
             self.tools
                 .insert(t.name.clone(), (component.clone(), grants.clone()));
         }
+    }
+
+    /// Sets what happens to work pinned to a component version no longer deployed.
+    pub fn set_component_policy(&mut self, policy: ComponentPolicy) {
+        self.policy = policy;
     }
 
     /// Sets what `tool` may reach (it keeps its component).
@@ -83,27 +124,42 @@ impl ToolRegistry {
 }
 
 impl Executors for ToolRegistry {
-    fn resolve(&self, work: &Work) -> Result<Resolved, String> {
+    fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved> {
+        let missing = |reason: String| Unresolved {
+            reason,
+            pinned_gone: false,
+        };
         if work.kind != TOOL_CALL {
-            return Err(format!("no executor handles work of type {:?}", work.kind));
+            return Err(missing(format!(
+                "no executor handles work of type {:?}",
+                work.kind
+            )));
         }
         let tool = work.input["tool"]
             .as_str()
-            .ok_or("the work input names no tool")?;
+            .ok_or_else(|| missing("the work input names no tool".into()))?;
         let (component, grants) = self
             .tools
             .get(tool)
-            .ok_or_else(|| format!("tool {tool:?} is not deployed on this host"))?;
+            .ok_or_else(|| missing(format!("tool {tool:?} is not deployed on this host")))?;
+        let mut replaced = None;
         if let Some(digest) = &work.component_digest
             && *digest != component.info().digest
         {
-            // Decision: a pinned digest that is no longer deployed fails the task rather
-            // than run different code under the same task.
-            return Err(format!(
-                "tool {tool:?} was created against component {digest}, which is no longer deployed"
-            ));
+            match self.policy {
+                ComponentPolicy::Pinned => {
+                    return Err(Unresolved {
+                        reason: format!(
+                            "tool {tool:?} was created against component {digest}, which is no longer deployed (runner.component_policy = \"pinned\")"
+                        ),
+                        pinned_gone: true,
+                    });
+                }
+                ComponentPolicy::Latest => replaced = Some(digest.clone()),
+            }
         }
         Ok(Resolved {
+            replaced,
             component: component.clone(),
             tool: tool.to_owned(),
             arguments: work

@@ -5,12 +5,11 @@
 //! captured stdout/stderr, a resource limiter, and the execution's IO and cancellation.
 
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context as TaskCx, Poll};
 
 use serde_json::Value;
-use tokio::sync::Notify;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -20,49 +19,12 @@ use super::bindings::{snodo::tasks::context, types};
 use super::io::{ExecutionIo, InputFailure, Progress};
 use super::{HostStop, Limit};
 
-/// A cancellation token shared by the host and one execution.
+/// A cancellation token shared by the host and one execution (tokio-util's, so the runner
+/// can hand out child tokens of its own).
 ///
 /// Flipping it is cooperative: the guest sees `is-cancelled() == true` and waits for input
 /// end with `cancelled`. The host stops a guest that ignores it after its grace period.
-#[derive(Debug, Clone, Default)]
-pub struct CancelToken {
-    inner: Arc<CancelInner>,
-}
-
-#[derive(Debug, Default)]
-struct CancelInner {
-    flag: AtomicBool,
-    notify: Notify,
-}
-
-impl CancelToken {
-    /// A token not yet cancelled.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Asks the execution to stop.
-    pub fn cancel(&self) {
-        self.inner.flag.store(true, Ordering::Release);
-        self.inner.notify.notify_waiters();
-    }
-
-    /// Whether stop was asked.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.flag.load(Ordering::Acquire)
-    }
-
-    /// Resolves once stop is asked.
-    pub async fn cancelled(&self) {
-        loop {
-            let notified = self.inner.notify.notified();
-            if self.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
+pub type CancelToken = tokio_util::sync::CancellationToken;
 
 /// A log line a guest wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

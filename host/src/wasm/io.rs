@@ -230,6 +230,18 @@ struct StatusGate {
     last: Option<String>,
     pending: Option<String>,
     flushing: bool,
+    /// The scheduled flush, stopped with the attempt's IO: nothing outlives the attempt
+    /// holding the store.
+    flush: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for TaskIo {
+    fn drop(&mut self) {
+        let gate = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(f) = &gate.flush {
+            f.abort();
+        }
+    }
 }
 
 impl TaskIo {
@@ -364,7 +376,7 @@ impl ExecutionIo for TaskIo {
         // Commit the newest pending message when the gap has passed. Its lease may be gone
         // by then (the attempt ended): the store refuses it and nothing changes.
         let (store, lease, gate) = (self.store.clone(), self.lease.clone(), self.status.clone());
-        tokio::spawn(async move {
+        let flush = tokio::spawn(async move {
             tokio::time::sleep_until(flush_at).await;
             let message = {
                 let mut g = gate.lock().unwrap_or_else(|p| p.into_inner());
@@ -378,6 +390,7 @@ impl ExecutionIo for TaskIo {
                 let _ = commit_status(&*store, &lease, m).await;
             }
         });
+        self.status.lock().unwrap_or_else(|p| p.into_inner()).flush = Some(flush.abort_handle());
         Ok(())
     }
 
