@@ -5,23 +5,28 @@
 //! implies: envelope, routing headers, `_meta`, method, tasks gate, lookup. The transport
 //! (`http/`) owns sockets, limits and authentication; this module owns meaning.
 
+mod discover;
+mod method;
+mod resources_read;
 mod state;
+mod subscriptions_listen;
 mod tasks;
-mod tools;
+mod tools_call;
+mod tools_list;
 mod wire;
+
+use method::Method;
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::budget::{Over, Rate, Refusal, Slots, TenantLimits};
-use crate::model::{Principal, RetryPolicy};
-use crate::protocol::{
-    self, Incoming, NameSource, PROTOCOL_VERSION, RequestMeta, RpcError, TASKS_EXTENSION,
-};
+use crate::budget::{Rate, Refusal, Slots, TenantLimits};
+use crate::model::{Principal, RetryPolicy, Scope, TaskId};
+use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use crate::runner::Runner;
-use crate::store::{Action, ObservedStore, Store};
+use crate::store::{ObservedStore, Store};
 use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
 
 /// How one tool is served.
@@ -119,6 +124,27 @@ pub struct McpServer {
     pub(crate) creates: Rate,
 }
 
+/// What the request path hands to the runner once the store has committed a change.
+/// Every hand-off goes through [`McpServer::tell_runner`], after the commit, never before.
+pub(crate) enum Handoff {
+    /// A task was created: start it (beside the request, which never waits for a slot).
+    Created {
+        /// The task.
+        task: TaskId,
+        /// Its tenant, for the runner's fair share.
+        scope: Scope,
+    },
+    /// Answers were accepted; `complete` when none is outstanding any more.
+    InputAccepted {
+        /// The task.
+        task: TaskId,
+        /// No input is outstanding.
+        complete: bool,
+    },
+    /// The task was cancelled: stop its attempt here (other nodes see it at renewal).
+    Cancelled(TaskId),
+}
+
 /// How many messages an SSE reply queues before its producer waits.
 const STREAM_QUEUE: usize = 16;
 
@@ -172,6 +198,26 @@ impl McpServer {
             self.sync_slots.held(),
             self.stream_slots.held(),
         )
+    }
+
+    /// Tells the runner about a committed change, and counts it.
+    pub(crate) async fn tell_runner(&self, handoff: Handoff) {
+        match handoff {
+            Handoff::Created { task, scope } => {
+                self.metrics.task_created();
+                let runner = self.runner.clone();
+                tokio::spawn(async move {
+                    let _ = runner.submit_in(&task, &scope).await;
+                });
+            }
+            Handoff::InputAccepted { task, complete } => {
+                self.runner.input_accepted(&task, complete).await;
+            }
+            Handoff::Cancelled(task) => {
+                self.metrics.task_cancelled();
+                self.runner.cancel(&task);
+            }
+        }
     }
 
     /// A budget's refusal as the request's error, counted by the limit that refused.
@@ -281,20 +327,9 @@ impl McpServer {
             }
         }
         // 2. Removed and unknown methods, before anything else is asked of the body.
-        let known = matches!(
-            req.method.as_str(),
-            "server/discover"
-                | "tools/list"
-                | "tools/call"
-                | "tasks/get"
-                | "tasks/update"
-                | "tasks/cancel"
-                | "subscriptions/listen"
-                | "resources/read"
-        );
-        if !known {
+        let Some(method) = Method::parse(&req.method) else {
             return Err(RpcError::method_not_found(&req.method));
-        }
+        };
         // 3. Per-request _meta, then the version header against it.
         let meta = RequestMeta::parse(&req.params)?;
         match &headers.protocol_version {
@@ -319,188 +354,22 @@ impl McpServer {
             Some(Ok(_)) => {}
         }
         meta.check_version()?;
+        if method.needs_tasks() && !meta.declares_tasks() {
+            return Err(RpcError::tasks_required());
+        }
         let id = &req.id;
-        match req.method.as_str() {
-            "server/discover" => Ok(Reply::result(id, self.discover())),
-            "tools/list" => Ok(Reply::result(id, self.tools_list())),
-            "tools/call" => self.tools_call(&req, &meta, principal).await,
-            // No resources are served, so every URI is unknown (SEP-2164: -32602 with the
-            // URI, never an empty `contents`).
-            "resources/read" => {
-                let uri = req.params.get("uri").cloned().unwrap_or(Value::Null);
-                Err(RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri})))
+        let result = match method {
+            Method::Discover => self.discover(),
+            Method::ToolsList => self.tools_list(),
+            Method::ToolsCall => return self.tools_call(&req, &meta, principal).await,
+            Method::ResourcesRead => self.resources_read(&req.params)?,
+            Method::TasksGet => self.tasks_get(&req.params, principal).await?,
+            Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,
+            Method::TasksCancel => self.tasks_cancel(&req.params, principal).await?,
+            Method::SubscriptionsListen => {
+                return self.subscriptions_listen(&req, &meta, principal).await;
             }
-            "tasks/get" | "tasks/update" | "tasks/cancel" => {
-                if !meta.declares_tasks() {
-                    return Err(RpcError::tasks_required());
-                }
-                let result = match req.method.as_str() {
-                    "tasks/get" => self.tasks_get(&req.params, principal).await?,
-                    "tasks/update" => self.tasks_update(&req.params, principal).await?,
-                    _ => self.tasks_cancel(&req.params, principal).await?,
-                };
-                Ok(Reply::result(id, result))
-            }
-            _ => self.subscriptions_listen(&req, &meta, principal).await,
-        }
-    }
-
-    fn discover(&self) -> Value {
-        json!({
-            "resultType": "complete",
-            "supportedVersions": [PROTOCOL_VERSION],
-            "capabilities": {
-                "tools": {"listChanged": false},
-                "extensions": {TASKS_EXTENSION: {}},
-            },
-            "serverInfo": {"name": self.config.name, "version": self.config.version},
-            "ttlMs": 0,
-            "cacheScope": "private",
-            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": self.config.name, "version": self.config.version}},
-        })
-    }
-
-    /// `subscriptions/listen`: acknowledges the notification types this server can send for
-    /// the caller (the task ids it can see, without duplicates, at most
-    /// `limits.stream_task_ids`), then pushes `notifications/tasks` for every committed
-    /// change of a watched task until the client goes away or the server shuts down.
-    ///
-    /// The stream's queue is bounded: while the client does not read, changes are only
-    /// marked (one mark per watched task), and the newest state of each marked task is sent
-    /// when there is room, so a stalled reader costs at most its watched set.
-    async fn subscriptions_listen(
-        &self,
-        req: &protocol::Request,
-        meta: &RequestMeta,
-        principal: &Principal,
-    ) -> Result<Reply, RpcError> {
-        let filter = req
-            .params
-            .get("notifications")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        if !filter.is_object() {
-            return Err(RpcError::invalid_params(
-                "params.notifications must be an object",
-            ));
-        }
-        let mut ack = serde_json::Map::new();
-        let mut watched: Vec<String> = Vec::new();
-        if let Some(ids) = filter.get("taskIds") {
-            if !meta.declares_tasks() {
-                return Err(RpcError::tasks_required());
-            }
-            let ids = ids
-                .as_array()
-                .ok_or_else(|| RpcError::invalid_params("taskIds must be an array"))?;
-            let max = self.config.limits.stream_task_ids;
-            let mut seen = std::collections::HashSet::new();
-            let mut wanted: Vec<&str> = Vec::new();
-            for id in ids.iter().filter_map(Value::as_str) {
-                if seen.insert(id) {
-                    wanted.push(id);
-                }
-                if wanted.len() > max {
-                    return Err(self.refuse(&Refusal {
-                        limit: "limits.stream_task_ids",
-                        max: max as u64,
-                        over: Over::Tenant,
-                    }));
-                }
-            }
-            for id in wanted {
-                if self
-                    .store
-                    .authorize(principal, crate::store::Action::Read, id)
-                    .await
-                    .is_ok()
-                {
-                    watched.push(id.to_owned());
-                }
-            }
-            ack.insert("taskIds".into(), json!(watched));
-        }
-        if filter.get("toolsListChanged") == Some(&json!(true)) {
-            ack.insert("toolsListChanged".into(), json!(true));
-        }
-        let slot = self
-            .stream_slots
-            .try_acquire(principal.tenant.as_str())
-            .map_err(|r| self.refuse(&r))?;
-        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
-        let _ = tx.try_send(protocol::notification(
-            "notifications/subscriptions/acknowledged",
-            json!({"notifications": ack, "_meta": sub}),
-        ));
-        let feed = self
-            .changes
-            .as_ref()
-            .filter(|_| !watched.is_empty())
-            .map(|f| f.subscribe());
-        let store = self.store.clone();
-        let principal = principal.clone();
-        let closing = self.closing.clone();
-        tokio::spawn(async move {
-            // The stream counts against the budgets until it ends.
-            let _slot = slot;
-            let closed = async {
-                tokio::select! {
-                    () = tx.closed() => {}
-                    () = closing.cancelled() => {}
-                }
-            };
-            tokio::pin!(closed);
-            let Some(mut feed) = feed else {
-                closed.await;
-                return;
-            };
-            // Watched tasks changed since they were last sent, oldest mark first.
-            let mut marked: std::collections::VecDeque<usize> = Default::default();
-            let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
-                if !marked.contains(&i) {
-                    marked.push_back(i);
-                }
-            };
-            loop {
-                tokio::select! {
-                    () = &mut closed => return,
-                    changed = feed.recv() => match changed {
-                        Ok(id) => {
-                            let id = id.to_string();
-                            if let Some(i) = watched.iter().position(|w| *w == id) {
-                                mark(&mut marked, i);
-                            }
-                        }
-                        // Fell behind the feed: every watched task may have changed.
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            for i in 0..watched.len() {
-                                mark(&mut marked, i);
-                            }
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    },
-                    permit = tx.reserve(), if !marked.is_empty() => {
-                        let Ok(permit) = permit else { return };
-                        let Some(i) = marked.pop_front() else { continue };
-                        // Authorized on every send: a task that expired or was reaped is
-                        // dropped. The task is read now, so the newest state goes out.
-                        let Ok(access) = store.authorize(&principal, Action::Read, &watched[i]).await else {
-                            continue;
-                        };
-                        let Ok(task) = store.get(&access).await else {
-                            continue;
-                        };
-                        let mut params = wire::detailed_task(&task);
-                        params.insert("_meta".into(), sub.clone());
-                        permit.send(protocol::notification(
-                            "notifications/tasks",
-                            Value::Object(params),
-                        ));
-                    }
-                }
-            }
-        });
-        Ok(Reply::Stream(rx))
+        };
+        Ok(Reply::result(id, result))
     }
 }

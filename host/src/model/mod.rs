@@ -5,6 +5,7 @@
 //! version, so a record written today can be read, or refused with a clear error, by a later
 //! build.
 
+mod capabilities;
 mod event;
 mod id;
 mod retry;
@@ -12,6 +13,7 @@ mod task;
 mod time;
 mod work;
 
+pub use capabilities::ClientCapabilities;
 pub use event::{EVENT_SCHEMA_VERSION, EventId, EventKind, TaskEvent};
 pub use id::{Principal, Scope, TaskId};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};

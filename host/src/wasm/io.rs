@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use tokio::sync::{Notify, mpsc};
 
-use crate::model::{EventId, EventKind, TaskEvent, TaskId};
+use crate::model::{ClientCapabilities, EventId, EventKind, TaskEvent, TaskId};
 use crate::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
 
 use super::CancelToken;
@@ -65,35 +65,14 @@ pub trait ExecutionIo: Send + Sync {
 }
 
 /// The client capability an input request needs, as a path into `ClientCapabilities`.
-fn required_capability(request: &Value) -> (&'static str, Option<&'static str>) {
-    match request.get("method").and_then(Value::as_str) {
-        Some("sampling/createMessage") => ("sampling", None),
-        Some("roots/list") => ("roots", None),
-        _ => {
-            let url = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
-            ("elicitation", if url { Some("url") } else { None })
-        }
-    }
-}
-
 /// Checks `requests` against the client's declared capabilities.
-///
-/// An elicitation capability of `{}` means form mode only (the MCP compatibility rule); URL
-/// mode needs `elicitation.url`.
 pub fn check_capabilities(
     capabilities: &Value,
     requests: &[(String, Value)],
 ) -> Result<(), InputFailure> {
+    let caps = ClientCapabilities::of(capabilities);
     for (key, request) in requests {
-        let (cap, sub) = required_capability(request);
-        let declared = capabilities.get(cap);
-        let ok = match (declared, sub) {
-            (None, _) => false,
-            (Some(_), None) => true,
-            (Some(d), Some(sub)) => d.get(sub).is_some(),
-        };
-        if !ok {
-            let what = sub.map_or_else(|| cap.to_owned(), |s| format!("{cap}.{s}"));
+        if let Err(what) = caps.can_answer(request) {
             return Err(InputFailure::Unsupported(format!(
                 "input {key:?} needs the client capability `{what}`, which the request did not declare"
             )));

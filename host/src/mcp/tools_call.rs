@@ -1,4 +1,4 @@
-//! `tools/list` and `tools/call`: the sync path, MRTR, and task creation.
+//! `tools/call`: the sync path, MRTR, and task creation.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,8 +7,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::budget::{Over, Refusal, Slot};
+use crate::model::ClientCapabilities;
 use crate::model::{Principal, TaskId};
-use crate::protocol::{self, RequestMeta, RpcError, has_capabilities};
+use crate::protocol::{self, RequestMeta, RpcError};
 use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
 use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, SyncIo, TaskMode};
@@ -16,7 +17,7 @@ use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, Syn
 /// Progress reports queued between a guest and its SSE stream; more are dropped.
 const PROGRESS_QUEUE: usize = 64;
 
-use super::{McpServer, Reply, ServedTool, state, wire};
+use super::{Handoff, McpServer, Reply, ServedTool, state, wire};
 
 fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();
@@ -39,28 +40,6 @@ fn attempt_error(e: &AttemptError) -> RpcError {
 }
 
 impl McpServer {
-    pub(super) fn tools_list(&self) -> Value {
-        let tools: Vec<Value> = self
-            .config
-            .tools
-            .iter()
-            .map(|t| {
-                let mut v = json!({"name": t.info.name, "inputSchema": t.info.input_schema});
-                if let Some(title) = &t.info.title {
-                    v["title"] = json!(title);
-                }
-                if let Some(d) = &t.info.description {
-                    v["description"] = json!(d);
-                }
-                if let Some(o) = &t.info.output_schema {
-                    v["outputSchema"] = o.clone();
-                }
-                v
-            })
-            .collect();
-        json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
-    }
-
     fn tool(&self, name: &str) -> Option<&ServedTool> {
         self.config.tools.iter().find(|t| t.info.name == name)
     }
@@ -132,7 +111,7 @@ impl McpServer {
         }
         // Capabilities the tool needs are checked before it runs.
         if let Some(required) = &tool.info.required_capabilities
-            && !has_capabilities(&meta.client_capabilities, required)
+            && !ClientCapabilities::of(&meta.client_capabilities).covers(required)
         {
             return Err(RpcError::missing_capability(required.clone()));
         }
@@ -211,12 +190,11 @@ impl McpServer {
                 }
             };
             // Durable before the reply; the run starts beside it, never blocking it.
-            let runner = self.runner.clone();
-            let scope = task.scope.clone();
-            tokio::spawn(async move {
-                let _ = runner.submit_in(&task_id, &scope).await;
-            });
-            self.metrics.task_created();
+            self.tell_runner(Handoff::Created {
+                task: task_id,
+                scope: task.scope.clone(),
+            })
+            .await;
             return Ok(Reply::result(id, wire::create_task_result(&task)));
         }
 

@@ -1,0 +1,58 @@
+//! The methods this server answers, parsed once from the request's `method`.
+
+/// A method this server serves. Anything else is -32601.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Method {
+    /// `server/discover`.
+    Discover,
+    /// `tools/list`.
+    ToolsList,
+    /// `tools/call`.
+    ToolsCall,
+    /// `resources/read`.
+    ResourcesRead,
+    /// `tasks/get`.
+    TasksGet,
+    /// `tasks/update`.
+    TasksUpdate,
+    /// `tasks/cancel`.
+    TasksCancel,
+    /// `subscriptions/listen`.
+    SubscriptionsListen,
+}
+
+impl Method {
+    /// The method named `name`, if this server serves it.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        Some(match name {
+            "server/discover" => Self::Discover,
+            "tools/list" => Self::ToolsList,
+            "tools/call" => Self::ToolsCall,
+            "resources/read" => Self::ResourcesRead,
+            "tasks/get" => Self::TasksGet,
+            "tasks/update" => Self::TasksUpdate,
+            "tasks/cancel" => Self::TasksCancel,
+            "subscriptions/listen" => Self::SubscriptionsListen,
+            _ => return None,
+        })
+    }
+
+    /// Whether the request must declare the tasks extension (the extension's own methods).
+    pub(crate) fn needs_tasks(self) -> bool {
+        matches!(self, Self::TasksGet | Self::TasksUpdate | Self::TasksCancel)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn served_methods_parse_and_others_do_not() {
+        assert_eq!(Method::parse("tasks/get"), Some(Method::TasksGet));
+        assert!(Method::parse("tasks/get").is_some_and(Method::needs_tasks));
+        assert!(!Method::ToolsCall.needs_tasks());
+        assert_eq!(Method::parse("tasks/list"), None, "removed by SEP-2663");
+        assert_eq!(Method::parse("prompts/get"), None);
+    }
+}

@@ -1,0 +1,37 @@
+//! `tasks/cancel`: a terminal transition; the running attempt is told after the commit.
+
+use serde_json::{Map, Value};
+
+use crate::model::{EventKind, Principal, TaskEvent};
+use crate::protocol::RpcError;
+use crate::store::{Action, Authority, StoreError};
+
+use super::super::{Handoff, McpServer};
+use super::{ack, lookup_error};
+
+impl McpServer {
+    /// Cancelling a finished task is acknowledged and changes nothing.
+    pub(in crate::mcp) async fn tasks_cancel(
+        &self,
+        params: &Map<String, Value>,
+        principal: &Principal,
+    ) -> Result<Value, RpcError> {
+        let access = self.access(params, principal, Action::Cancel).await?;
+        let event = TaskEvent::random(EventKind::Cancelled {
+            status_message: Some("Cancelled by the client".into()),
+        });
+        match self
+            .store
+            .transition(Authority::Request(&access), event, None)
+            .await
+        {
+            Ok(_) => {
+                self.tell_runner(Handoff::Cancelled(*access.task_id()))
+                    .await;
+                Ok(ack())
+            }
+            Err(StoreError::Terminal { .. }) => Ok(ack()),
+            Err(e) => Err(lookup_error(e)),
+        }
+    }
+}
