@@ -168,5 +168,5 @@ mod tests {
         }
     }
 
-    crate::store::contract::suite!(|| Memory);
+    crate::store_contract_suite!(|| Memory);
 }

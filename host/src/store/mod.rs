@@ -19,8 +19,8 @@ mod observed;
 mod redb;
 mod types;
 
-#[cfg(test)]
-pub(crate) mod contract;
+#[cfg(any(test, feature = "contract-suite"))]
+pub mod contract;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};

@@ -907,7 +907,7 @@ mod tests {
         }
     }
 
-    crate::store::contract::suite!(|| Redb {
+    crate::store_contract_suite!(|| Redb {
         dir: tempfile::tempdir().expect("temp dir"),
     });
 

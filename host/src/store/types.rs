@@ -74,6 +74,28 @@ pub struct Access {
 }
 
 impl Access {
+    /// For store adapters: the access value a store instance issues, `issuer` being that
+    /// instance's random secret. Without the secret nobody can make one the store accepts.
+    pub fn issue(task_id: TaskId, scope: Scope, action: Action, issuer: u64) -> Self {
+        Self {
+            task_id,
+            scope,
+            action,
+            issuer,
+        }
+    }
+
+    /// For store adapters: whether the store instance whose secret is `issuer` issued this
+    /// value (the secret itself is never readable from the value).
+    pub fn issued_by(&self, issuer: u64) -> bool {
+        self.issuer == issuer
+    }
+
+    /// The scope of the task it was issued for.
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
     /// The task this access is for.
     pub fn task_id(&self) -> &TaskId {
         &self.task_id
@@ -98,6 +120,35 @@ pub struct Lease {
 }
 
 impl Lease {
+    /// For store adapters: the lease of a claim the adapter committed. `token` is the
+    /// claim's random secret, so a lease made up by anyone else is refused.
+    pub fn issue(
+        task_id: TaskId,
+        generation: u64,
+        token: u64,
+        epoch: u64,
+        expires_at: Timestamp,
+    ) -> Self {
+        Self {
+            task_id,
+            generation,
+            token,
+            epoch,
+            expires_at,
+        }
+    }
+
+    /// The claim's secret, for the adapter that checks it (a worker holding the lease
+    /// holds the token already).
+    pub fn token(&self) -> u64 {
+        self.token
+    }
+
+    /// The store boot epoch the claim was made in.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
     /// The claimed task.
     pub fn task_id(&self) -> &TaskId {
         &self.task_id

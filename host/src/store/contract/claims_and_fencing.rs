@@ -1,0 +1,118 @@
+//! Contract group `claims_and_fencing`: claims: exact and next, generations grow, stale generations are fenced.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Claims: exact and next, generations grow, stale generations are fenced.
+pub async fn claims_and_fencing(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+    assert!(store.claim_next(&cr()).await.expect("empty").is_none());
+
+    let first = create(&*store, "acme").await;
+    clock.advance(1);
+    let second = create(&*store, "acme").await;
+
+    let c1 = store.claim(&first, &cr()).await.expect("claim exact");
+    assert_eq!(c1.lease.generation(), 1);
+    assert_eq!(c1.lease.task_id(), &first);
+    assert_eq!(c1.lease.expires_at(), Timestamp(T0 + 1 + LEASE));
+    assert_eq!(
+        c1.task.claim.as_ref().map(|c| c.owner.as_str()),
+        Some("contract")
+    );
+    assert_eq!(c1.work.kind, "snodo/tool-call");
+    assert_eq!(
+        store.claim(&first, &cr()).await.err(),
+        Some(StoreError::Busy {
+            until: c1.lease.expires_at()
+        })
+    );
+    assert_eq!(
+        store.claim(&TaskId::generate(), &cr()).await.err(),
+        Some(StoreError::NotFound)
+    );
+
+    // claim_next skips the live claim and takes the other task.
+    let c2 = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("second due");
+    assert_eq!(c2.task.id, second);
+    assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
+
+    // Release makes it due at once, with a higher generation next time.
+    store.release(&c2.lease).await.expect("release");
+    clock.advance(1);
+    let c2b = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("released is due");
+    assert_eq!(c2b.task.id, second);
+    assert_eq!(c2b.lease.generation(), 2);
+    // The released lease is dead.
+    for res in [
+        store
+            .transition(Authority::Worker(&c2.lease), ev(completed("stale")), None)
+            .await
+            .map(|_| ()),
+        store.renew(&c2.lease, LEASE).await.map(|_| ()),
+        store.release(&c2.lease).await,
+        store.worker_snapshot(&c2.lease).await.map(|_| ()),
+    ] {
+        assert_eq!(res.err(), Some(StoreError::LeaseLost));
+    }
+
+    // An expired lease is recoverable work; the old holder is fenced.
+    clock.advance(LEASE);
+    let c1b = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("expired is due");
+    assert_eq!(c1b.task.id, first, "the longest-due task first");
+    assert!(c1b.lease.generation() > c1.lease.generation());
+    let err = store
+        .transition(Authority::Worker(&c1.lease), ev(completed("stale")), None)
+        .await
+        .err();
+    assert_eq!(err, Some(StoreError::LeaseLost));
+    let err = store
+        .request_input(&c1.lease, EventId::random(), "k", elicit("?"))
+        .await
+        .err();
+    assert_eq!(err, Some(StoreError::LeaseLost));
+    // The new holder commits.
+    store
+        .transition(Authority::Worker(&c1b.lease), ev(completed("fresh")), None)
+        .await
+        .expect("new generation commits");
+    // A forged lease (right generation, wrong secret) is refused.
+    let c = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("second again");
+    let mut forged = c.lease.clone();
+    forged.token ^= 1;
+    assert_eq!(
+        store
+            .transition(Authority::Worker(&forged), ev(completed("forged")), None)
+            .await
+            .err(),
+        Some(StoreError::LeaseLost)
+    );
+    // Claims have bounds.
+    assert!(matches!(
+        store.claim_next(&ClaimRequest::new(0, "x")).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        store
+            .claim_next(&ClaimRequest::new(crate::store::MAX_LEASE_MS + 1, "x"))
+            .await,
+        Err(StoreError::Invalid(_))
+    ));
+}

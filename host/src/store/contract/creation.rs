@@ -1,0 +1,73 @@
+//! Contract group `creation`: create commits Task + Work together, visible at once, with store-assigned fields.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// create commits Task + Work together, visible at once, with store-assigned fields.
+pub async fn creation(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+    let mut new = new_task("acme");
+    new.ttl_ms = Some(60_000);
+    new.status_message = Some("queued".into());
+    new.client_capabilities = json!({"elicitation": {}});
+    let id = new.id;
+    let expected_work = new.work.clone();
+    let task = store.create(new.clone()).await.expect("create");
+    assert_eq!(task.id, id);
+    assert_eq!(task.status, TaskStatus::Working);
+    assert_eq!(task.revision, 0);
+    assert_eq!(task.generation, 0);
+    assert_eq!(task.attempt, 0);
+    assert_eq!(task.created_at, Timestamp(T0));
+    assert_eq!(task.last_updated_at, Timestamp(T0));
+    assert_eq!(task.ttl_ms, Some(60_000));
+    assert_eq!(task.poll_interval_ms, Some(1_000));
+    assert_eq!(task.status_message.as_deref(), Some("queued"));
+    assert_eq!(task.client_capabilities, json!({"elicitation": {}}));
+
+    // Visible to a read the moment create returned, with its work.
+    assert_eq!(read(&*store, "acme", &id).await, task);
+    let (stored, stored_work) = store.inspect(&id).await.expect("inspect").expect("present");
+    assert_eq!(stored, task);
+    assert_eq!(stored_work, expected_work);
+
+    // The same id twice is refused and changes nothing.
+    assert_eq!(
+        store.create(new).await.err(),
+        Some(StoreError::AlreadyExists)
+    );
+    assert_eq!(read(&*store, "acme", &id).await, task);
+
+    // Invalid input is refused with a reason and stores nothing.
+    let mut bad = new_task("acme");
+    bad.ttl_ms = Some(0);
+    let bad_id = bad.id;
+    assert!(matches!(
+        store.create(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let mut bad = new_task("acme");
+    bad.poll_interval_ms = Some(0);
+    assert!(matches!(
+        store.create(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let mut bad = new_task("acme");
+    bad.work.kind = String::new();
+    assert!(matches!(
+        store.create(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let mut bad = new_task("acme");
+    bad.client_capabilities = json!([1, 2]);
+    assert!(matches!(
+        store.create(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert_eq!(store.inspect(&bad_id).await.expect("inspect"), None);
+
+    // Ids are unguessable and distinct.
+    let other = create(&*store, "acme").await;
+    assert_ne!(other, id);
+}

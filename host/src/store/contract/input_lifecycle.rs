@@ -1,0 +1,236 @@
+//! Contract group `input_lifecycle`: input requests park the task; responses land in the inbox; keys are lifetime-unique.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Input requests park the task; responses land in the inbox; keys are lifetime-unique.
+pub async fn input_lifecycle(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+    let id = create(&*store, "acme").await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    let update = store
+        .authorize(&tenant("acme"), Action::Update, &id.to_string())
+        .await
+        .expect("authorize");
+
+    let a = store
+        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+        .await
+        .expect("request a");
+    assert_eq!(a.effect, Effect::Input(InputReply::Pending));
+    assert_eq!(a.task.status, TaskStatus::InputRequired);
+    let b_ = store
+        .request_input(&lease, EventId::random(), "b", elicit("second?"))
+        .await
+        .expect("request b");
+    assert_eq!(b_.revision, 2);
+    let outstanding: Vec<&str> = b_.task.outstanding_inputs().map(|(k, _)| k).collect();
+    assert_eq!(outstanding, vec!["a", "b"]);
+
+    // Same key, identical request: reattach, no new event.
+    let again = store
+        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+        .await
+        .expect("reattach");
+    assert_eq!(again.effect, Effect::Input(InputReply::Pending));
+    assert_eq!(again.revision, 2);
+    // Same key, different request: refused.
+    let err = store
+        .request_input(&lease, EventId::random(), "a", elicit("changed?"))
+        .await
+        .err();
+    assert_eq!(err, Some(StoreError::InputConflict { key: "a".into() }));
+
+    // Partial fulfilment; unknown keys ignored whatever they hold.
+    let c = store
+        .accept_input(
+            &update,
+            EventId::random(),
+            responses(&[
+                ("a", json!({"action": "accept", "content": {"ok": true}})),
+                ("zzz", json!({"ignored": true})),
+            ]),
+        )
+        .await
+        .expect("accept a");
+    assert_eq!(
+        c.effect,
+        Effect::Accepted {
+            keys: vec!["a".into()],
+            complete: false
+        }
+    );
+    assert_eq!(c.task.status, TaskStatus::InputRequired);
+    let t = read(&*store, "acme", &id).await;
+    let outstanding: Vec<&str> = t.outstanding_inputs().map(|(k, _)| k).collect();
+    assert_eq!(
+        outstanding,
+        vec!["b"],
+        "the answered key leaves inputRequests at once"
+    );
+    assert_eq!(
+        t.inputs.get("a").and_then(|e| e.response.clone()),
+        Some(json!({"action": "accept", "content": {"ok": true}}))
+    );
+
+    // Answering again, or only unknown keys: ignored, nothing commits.
+    let c = store
+        .accept_input(
+            &update,
+            EventId::random(),
+            responses(&[("a", json!({"action": "decline"})), ("nope", json!(1))]),
+        )
+        .await
+        .expect("accept nothing");
+    assert_eq!(
+        c.effect,
+        Effect::Accepted {
+            keys: vec![],
+            complete: false
+        }
+    );
+    assert_eq!(c.revision, t.revision);
+    assert_eq!(
+        read(&*store, "acme", &id)
+            .await
+            .inputs
+            .get("a")
+            .and_then(|e| e.response.clone()),
+        Some(json!({"action": "accept", "content": {"ok": true}})),
+        "the first accepted answer stands"
+    );
+
+    // The last answer resumes the task.
+    let c = store
+        .accept_input(
+            &update,
+            EventId::random(),
+            responses(&[("b", json!({"action": "accept"}))]),
+        )
+        .await
+        .expect("accept b");
+    assert_eq!(
+        c.effect,
+        Effect::Accepted {
+            keys: vec!["b".into()],
+            complete: true
+        }
+    );
+    assert_eq!(c.task.status, TaskStatus::Working);
+
+    // A replayed guest asking the same question gets the stored answer, no new event.
+    let before = read(&*store, "acme", &id).await.revision;
+    let replay = store
+        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+        .await
+        .expect("replay a");
+    assert_eq!(
+        replay.effect,
+        Effect::Input(InputReply::Answered(
+            json!({"action": "accept", "content": {"ok": true}})
+        ))
+    );
+    assert_eq!(replay.revision, before);
+    assert_eq!(replay.task.status, TaskStatus::Working);
+    // ...and the answered key still cannot be reused for another question.
+    let err = store
+        .request_input(&lease, EventId::random(), "a", elicit("other"))
+        .await
+        .err();
+    assert_eq!(err, Some(StoreError::InputConflict { key: "a".into() }));
+    store
+        .transition(Authority::Worker(&lease), ev(completed("answered")), None)
+        .await
+        .expect("complete");
+
+    // A parked task with no live claim is not due; answering makes it due again.
+    let id = create(&*store, "acme").await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    store
+        .request_input(&lease, EventId::random(), "q", elicit("?"))
+        .await
+        .expect("request");
+    store
+        .release(&lease)
+        .await
+        .expect("park: release the guest");
+    assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
+    let update = store
+        .authorize(&tenant("acme"), Action::Update, &id.to_string())
+        .await
+        .expect("authorize");
+    store
+        .accept_input(
+            &update,
+            EventId::random(),
+            responses(&[("q", json!({"action": "accept"}))]),
+        )
+        .await
+        .expect("answer");
+    let next = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("due again");
+    assert_eq!(next.task.id, id);
+    // The replacement guest starts: started keeps no inputs outstanding -> working.
+    let c = store
+        .transition(Authority::Worker(&next.lease), ev(EventKind::Started), None)
+        .await
+        .expect("started");
+    assert_eq!(c.task.status, TaskStatus::Working);
+    store
+        .transition(
+            Authority::Worker(&next.lease),
+            ev(completed("resumed")),
+            None,
+        )
+        .await
+        .expect("complete");
+
+    // Started while a question is still outstanding keeps the task input_required.
+    let id = create(&*store, "acme").await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    store
+        .request_input(&lease, EventId::random(), "q", elicit("?"))
+        .await
+        .expect("request");
+    clock.advance(LEASE);
+    let next = store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .expect("lease expired");
+    assert_eq!(next.task.id, id);
+    let c = store
+        .transition(Authority::Worker(&next.lease), ev(EventKind::Started), None)
+        .await
+        .expect("started");
+    assert_eq!(c.task.status, TaskStatus::InputRequired);
+    let reattach = store
+        .request_input(&next.lease, EventId::random(), "q", elicit("?"))
+        .await
+        .expect("reattach");
+    assert_eq!(reattach.effect, Effect::Input(InputReply::Pending));
+    assert_eq!(
+        reattach.revision, c.revision,
+        "no second question to the user"
+    );
+
+    // Accepting on a terminal task is refused as terminal.
+    cancel(&*store, "acme", &id).await.expect("cancel");
+    let update = store
+        .authorize(&tenant("acme"), Action::Update, &id.to_string())
+        .await
+        .expect("authorize");
+    assert_eq!(
+        store
+            .accept_input(&update, EventId::random(), responses(&[("q", json!({}))]))
+            .await
+            .err(),
+        Some(StoreError::Terminal {
+            status: TaskStatus::Cancelled
+        })
+    );
+}

@@ -1,0 +1,182 @@
+//! The store contract suite: plain async functions over `&dyn Store`, one per named group,
+//! that every adapter runs through [`store_contract_suite!`](crate::store_contract_suite), one
+//! file per group.
+//!
+//! Time is driven with a [`ManualClock`] shared with the store; nothing sleeps. A backend
+//! that cannot offer a behaviour (the memory store does not survive a reopen) declares it
+//! through [`Backend::durable`]; an assertion is never weakened for one backend.
+
+mod access_and_scope;
+mod claims_and_fencing;
+mod creation;
+mod durability_across_reopen;
+mod event_idempotency;
+mod input_lifecycle;
+mod reaping;
+mod renewal_and_expiry;
+mod retry_scheduling;
+mod terminal_races;
+mod transitions_and_cas;
+
+pub use access_and_scope::access_and_scope;
+pub use claims_and_fencing::claims_and_fencing;
+pub use creation::creation;
+pub use durability_across_reopen::durability_across_reopen;
+pub use event_idempotency::event_idempotency;
+pub use input_lifecycle::input_lifecycle;
+pub use reaping::reaping;
+pub use renewal_and_expiry::renewal_and_expiry;
+pub use retry_scheduling::retry_scheduling;
+pub use terminal_races::terminal_races;
+pub use transitions_and_cas::transitions_and_cas;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::model::{
+    EventId, EventKind, JsonRpcError, ManualClock, Outcome, Principal, RetryPolicy, Scope,
+    TaskEvent, TaskId, TaskStatus, Timestamp, Work,
+};
+
+use super::{Action, Authority, ClaimRequest, Effect, InputReply, NewTask, Store, StoreError};
+
+/// An adapter under test.
+#[async_trait::async_trait]
+pub trait Backend: Send {
+    /// Whether a reopened store keeps what was committed.
+    fn durable(&self) -> bool;
+    /// Opens the store (again, for durable backends: the same data) on `clock`. The caller
+    /// drops every handle to the previous instance first.
+    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store>;
+}
+
+const T0: u64 = 1_700_000_000_000;
+const LEASE: u64 = 30_000;
+
+/// Generates one test per contract group for a backend factory (an expression that makes
+/// a fresh [`Backend`]). Adapters outside this crate use it with the `contract-suite`
+/// feature: `snodo::store_contract_suite!(|| MyBackend::new());`.
+#[macro_export]
+macro_rules! store_contract_suite {
+    ($make:expr) => {
+        $crate::store_contract_suite!(@groups $make;
+            creation,
+            access_and_scope,
+            transitions_and_cas,
+            event_idempotency,
+            terminal_races,
+            input_lifecycle,
+            claims_and_fencing,
+            renewal_and_expiry,
+            retry_scheduling,
+            reaping,
+            durability_across_reopen,
+        );
+    };
+    (@groups $make:expr; $($group:ident),* $(,)?) => {
+        mod contract {
+            #[allow(unused_imports)]
+            use super::*;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $group() {
+                    let mut backend = ($make)();
+                    $crate::store::contract::$group(&mut backend).await;
+                }
+            )*
+        }
+    };
+}
+
+fn clock() -> ManualClock {
+    ManualClock::new(Timestamp(T0))
+}
+
+fn tenant(name: &str) -> Principal {
+    Principal::new(name, "user-1")
+}
+
+fn work() -> Work {
+    Work::new(
+        "snodo/tool-call",
+        json!({"tool": "export", "arguments": {"n": 1}}),
+        "k",
+    )
+}
+
+fn ids(reaped: Vec<super::Reaped>) -> Vec<TaskId> {
+    reaped.into_iter().map(|r| r.id).collect()
+}
+
+fn new_task(tenant: &str) -> NewTask {
+    let id = TaskId::generate();
+    let mut t = NewTask::new(
+        id,
+        Scope::new(tenant),
+        Work {
+            idempotency_key: id.to_string(),
+            ..work()
+        },
+    );
+    t.poll_interval_ms = Some(1_000);
+    t
+}
+
+fn ev(kind: EventKind) -> TaskEvent {
+    TaskEvent::random(kind)
+}
+
+fn ev_id(id: &str, kind: EventKind) -> TaskEvent {
+    TaskEvent::new(EventId::new(id).expect("valid event id"), kind)
+}
+
+fn completed(text: &str) -> EventKind {
+    EventKind::Completed {
+        result: json!({"content": [{"type": "text", "text": text}]}),
+    }
+}
+
+fn cancelled() -> EventKind {
+    EventKind::Cancelled {
+        status_message: Some("cancelled by the user".into()),
+    }
+}
+
+fn elicit(message: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "form", "message": message,
+        "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}})
+}
+
+fn responses(pairs: &[(&str, Value)]) -> Map<String, Value> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), v.clone()))
+        .collect()
+}
+
+fn cr() -> ClaimRequest {
+    ClaimRequest::new(LEASE, "contract")
+}
+
+async fn create(store: &dyn Store, tenant: &str) -> TaskId {
+    store.create(new_task(tenant)).await.expect("create").id
+}
+
+async fn read(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model::Task {
+    let access = store
+        .authorize(&tenant(tenant_name), Action::Read, &id.to_string())
+        .await
+        .expect("authorize read");
+    store.get(&access).await.expect("get")
+}
+
+async fn cancel(store: &dyn Store, tenant_name: &str, id: &TaskId) -> Result<u64, StoreError> {
+    let access = store
+        .authorize(&tenant(tenant_name), Action::Cancel, &id.to_string())
+        .await?;
+    store
+        .transition(Authority::Request(&access), ev(cancelled()), None)
+        .await
+        .map(|c| c.revision)
+}

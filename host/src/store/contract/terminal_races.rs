@@ -1,0 +1,123 @@
+//! Contract group `terminal_races`: terminal states never change; completion racing cancellation leaves exactly one.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// Terminal states never change; completion racing cancellation leaves exactly one.
+pub async fn terminal_races(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+
+    // Cancelled first: the late result is refused and cannot resurrect the task.
+    let id = create(&*store, "acme").await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    cancel(&*store, "acme", &id).await.expect("cancel");
+    let err = store
+        .transition(Authority::Worker(&lease), ev(completed("late")), None)
+        .await
+        .err();
+    assert_eq!(
+        err,
+        Some(StoreError::Terminal {
+            status: TaskStatus::Cancelled
+        })
+    );
+    let t = read(&*store, "acme", &id).await;
+    assert_eq!(t.status, TaskStatus::Cancelled);
+    assert_eq!(t.outcome, None);
+    // The worker learns from renew that it should stop.
+    assert_eq!(
+        store.renew(&lease, LEASE).await.err(),
+        Some(StoreError::Terminal {
+            status: TaskStatus::Cancelled
+        })
+    );
+
+    // Completed first: cancel is refused, the result stays.
+    let id = create(&*store, "acme").await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    store
+        .transition(Authority::Worker(&lease), ev(completed("first")), None)
+        .await
+        .expect("complete");
+    assert_eq!(
+        cancel(&*store, "acme", &id).await.err(),
+        Some(StoreError::Terminal {
+            status: TaskStatus::Completed
+        })
+    );
+    let t = read(&*store, "acme", &id).await;
+    let before_revision = t.revision;
+    for kind in [
+        EventKind::Started,
+        completed("again"),
+        EventKind::Failed {
+            error: JsonRpcError::new(-32603, "x"),
+            status_message: None,
+        },
+        EventKind::StatusMessage {
+            message: "x".into(),
+        },
+        EventKind::RetryRequested {
+            error: JsonRpcError::new(-32603, "x"),
+            status_message: None,
+        },
+    ] {
+        assert!(
+            store
+                .transition(Authority::Worker(&lease), ev(kind), None)
+                .await
+                .is_err()
+        );
+    }
+    assert!(matches!(
+        store.claim(&id, &cr()).await,
+        Err(StoreError::Terminal { .. })
+    ));
+    let after = read(&*store, "acme", &id).await;
+    assert_eq!(after.revision, before_revision);
+    assert_eq!(after.status, TaskStatus::Completed);
+
+    // Real races: both sides at once, many times; exactly one terminal commit each time.
+    let mut handles = Vec::new();
+    for _ in 0..32 {
+        let id = create(&*store, "acme").await;
+        let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+        let access = store
+            .authorize(&tenant("acme"), Action::Cancel, &id.to_string())
+            .await
+            .expect("authorize");
+        let s1 = store.clone();
+        let s2 = store.clone();
+        let done = tokio::spawn(async move {
+            s1.transition(Authority::Worker(&lease), ev(completed("raced")), None)
+                .await
+                .is_ok()
+        });
+        let cancelled_ok = tokio::spawn(async move {
+            s2.transition(Authority::Request(&access), ev(cancelled()), None)
+                .await
+                .is_ok()
+        });
+        handles.push((id, done, cancelled_ok));
+    }
+    let mut completions = 0;
+    for (id, done, cancelled_ok) in handles {
+        let done = done.await.expect("join");
+        let cancelled_ok = cancelled_ok.await.expect("join");
+        assert!(
+            done ^ cancelled_ok,
+            "exactly one terminal transition commits"
+        );
+        let t = read(&*store, "acme", &id).await;
+        let expected = if done {
+            TaskStatus::Completed
+        } else {
+            TaskStatus::Cancelled
+        };
+        assert_eq!(t.status, expected);
+        assert_eq!(t.revision, 1);
+        completions += usize::from(done);
+    }
+    let _ = completions;
+}
