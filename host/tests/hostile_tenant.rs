@@ -268,9 +268,13 @@ async fn the_global_cap_refuses_at_once_and_names_itself() {
     }
 }
 
-/// Sends a raw HTTP/1.1 request over a real socket, reads the status line, then closes
-/// the connection.
-async fn call_and_hang_up(addr: std::net::SocketAddr, body: &Value) {
+/// Sends a raw HTTP/1.1 request over a real socket (reading the status line of an SSE
+/// reply), waits for `hang_up`, then closes the connection.
+async fn call_and_hang_up(
+    addr: std::net::SocketAddr,
+    body: &Value,
+    hang_up: tokio::sync::oneshot::Receiver<()>,
+) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let text = body.to_string();
@@ -280,12 +284,13 @@ async fn call_and_hang_up(addr: std::net::SocketAddr, body: &Value) {
     );
     s.write_all(req.as_bytes()).await.expect("write");
     // With a progress token the reply is an SSE stream whose head comes at once; without
-    // one nothing comes until the guest ends, so just hang up once the call is running.
+    // one nothing comes until the guest ends, so the test says when the call is running.
     if body["params"]["_meta"]["progressToken"].is_string() {
         let mut buf = [0u8; 12];
         s.read_exact(&mut buf).await.expect("status line");
         assert_eq!(&buf, b"HTTP/1.1 200");
     }
+    let _ = hang_up.await;
     drop(s);
 }
 
@@ -311,10 +316,11 @@ async fn a_call_whose_client_went_away_stops_its_guest() {
         if progress {
             body["params"]["_meta"]["progressToken"] = json!("p1");
         }
-        let server = h.server.clone();
-        let hang_up = tokio::spawn(async move { call_and_hang_up(addr, &body).await });
-        until("the call is running", || server.sync_calls_active() == 1).await;
-        hang_up.await.expect("client");
+        let (go, hang_up) = tokio::sync::oneshot::channel();
+        let client = tokio::spawn(async move { call_and_hang_up(addr, &body, hang_up).await });
+        until("the call is running", || h.server.sync_calls_active() == 1).await;
+        let _ = go.send(());
+        client.await.expect("client");
         until("the guest of a gone client is dropped", || {
             h.server.sync_calls_active() == 0
         })

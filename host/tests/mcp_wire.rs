@@ -484,7 +484,7 @@ async fn await_task(app: &axum::Router, id: &str, pred: impl Fn(&Value) -> bool)
             if pred(&v["result"]) {
                 return v["result"].clone();
             }
-            tokio::task::yield_now().await;
+            common::tick().await;
         }
     })
     .await
@@ -561,7 +561,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
             if v["result"]["status"] == "input_required" {
                 return v["result"].clone();
             }
-            tokio::task::yield_now().await;
+            common::tick().await;
         }
     })
     .await
@@ -606,7 +606,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
             if v["result"]["status"] == "completed" {
                 return v["result"].clone();
             }
-            tokio::task::yield_now().await;
+            common::tick().await;
         }
     })
     .await

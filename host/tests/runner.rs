@@ -60,7 +60,7 @@ impl Recorder {
                 // Some conditions (the runner's own bookkeeping) change without an event.
                 tokio::select! {
                     () = notified => {}
-                    () = tokio::task::yield_now() => {}
+                    () = common::tick() => {}
                 }
             }
         })
@@ -175,7 +175,7 @@ async fn await_task(
             // Events arrive with every store operation the runner makes.
             tokio::select! {
                 () = notified => {}
-                () = tokio::task::yield_now() => {}
+                () = common::tick() => {}
             }
         }
     })

@@ -52,8 +52,8 @@ pub(crate) async fn load_guests_with(config: EngineConfig) -> Guests {
     }
 }
 
-/// Probes until it returns `Some`, yielding between probes (never sleeping); fails the test
-/// after a minute naming `what`.
+/// Probes until it returns `Some`, re-probing every [`tick`]; fails the test after a
+/// minute naming `what`.
 pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
@@ -64,9 +64,16 @@ where
             if let Some(v) = probe().await {
                 return v;
             }
-            tokio::task::yield_now().await;
+            tick().await;
         }
     })
     .await;
     found.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// The pace of re-probing a state that has no event of its own. The test waits for the
+/// state, never for time: the tick only keeps the wait from spinning against the guests it
+/// waits for on a machine with two cores.
+pub(crate) async fn tick() {
+    tokio::time::sleep(Duration::from_millis(5)).await;
 }
