@@ -242,7 +242,8 @@ fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> Lat
 /// Runs the wasm benchmark: cold compile, cache load, and warm instantiate + trivial
 /// execute + drop with both allocators.
 pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String> {
-    use crate::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, SyncIo, WasmEngine};
+    use crate::mcp::SyncIo;
+    use crate::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, WasmEngine};
 
     let bytes =
         std::fs::read(&opts.component).map_err(|e| format!("{}: {e}", opts.component.display()))?;

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use snodo::mcp::SyncIo;
 use snodo::model::{ExecutionLimits, JsonRpcError};
 use snodo::wasm::{
     AttemptError, CancelToken, Component, ComponentLoader, EngineConfig, Execution, ExecutionIo,
-    GuestOutcome, Limit, SyncIo, TaskMode, WasmEngine,
+    GuestOutcome, Limit, TaskMode, WasmEngine,
 };
 use tokio::sync::OnceCell;
 

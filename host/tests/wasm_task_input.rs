@@ -9,11 +9,9 @@ use serde_json::{Map, Value, json};
 use snodo::model::{
     EventId, ManualClock, Principal, Scope, Task, TaskId, TaskStatus, Timestamp, Work,
 };
+use snodo::runner::{InputWaiters, TaskIo};
 use snodo::store::{Action, ClaimRequest, Lease, MemoryStore, NewTask, Store};
-use snodo::wasm::{
-    AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome, InputWaiters,
-    TaskIo,
-};
+use snodo::wasm::{AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome};
 
 mod common;
 

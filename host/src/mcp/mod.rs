@@ -10,12 +10,14 @@ mod method;
 mod resources_read;
 mod state;
 mod subscriptions_listen;
+mod sync_io;
 mod tasks;
 mod tools_call;
 mod tools_list;
 mod wire;
 
 use method::Method;
+pub use sync_io::SyncIo;
 
 use std::sync::Arc;
 

@@ -12,12 +12,12 @@ use crate::model::{Principal, TaskId};
 use crate::protocol::{self, RequestMeta, RpcError};
 use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
-use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, SyncIo, TaskMode};
+use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
 /// Progress reports queued between a guest and its SSE stream; more are dropped.
 const PROGRESS_QUEUE: usize = 64;
 
-use super::{Handoff, McpServer, Reply, ServedTool, state, wire};
+use super::{Handoff, McpServer, Reply, ServedTool, SyncIo, state, wire};
 
 fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use crate::model::{EventId, EventKind, TaskEvent, TaskStatus};
 use crate::store::{Authority, Claimed, Committed, Effect, Lease, StoreError};
-use crate::wasm::{AttemptError, CancelToken, Execution, GuestOutcome, TaskIo};
+use crate::wasm::{AttemptError, CancelToken, Execution, GuestOutcome};
+
+use super::TaskIo;
 
 use super::{Inner, JobOutcome, RunnerEvent, Submitted, Unresolved, submit_inner, timed};
 

@@ -11,6 +11,7 @@
 mod attempt;
 mod instrument;
 mod registry;
+mod task_io;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use crate::budget::{Slot, Slots};
 use crate::model::{Scope, TaskId};
 use crate::store::{ClaimRequest, Claimed, Lease, Store, StoreError};
-use crate::wasm::{CancelToken, InputWaiters};
+use crate::wasm::CancelToken;
 
 pub use instrument::{
     Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent, TracingInstrumentation,
@@ -33,6 +34,7 @@ pub use instrument::{
 pub use registry::{
     ComponentPolicy, Executors, Resolved, TOOL_CALL, ToolRegistry, Unresolved, tool_call_work,
 };
+pub use task_io::{InputWaiters, TaskIo};
 
 /// Runner settings.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use crate::model::ExecutionLimits;
 use super::bindings::{Executor, ExecutorPre, types};
 use super::exec::{self, Call, Env, Returned};
 use super::host::HostState;
-use super::io::SyncIo;
+use super::io::NoInput;
 use super::{
     AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
 };
@@ -129,7 +129,7 @@ impl ComponentLoader {
                 deadline_ms: Some(5_000),
                 ..ExecutionLimits::default()
             },
-            io: Arc::new(SyncIo::new(Default::default(), Value::Null, None)),
+            io: Arc::new(NoInput),
             cancel: CancelToken::new(),
             cancel_grace: Duration::ZERO,
             grants: Default::default(),
@@ -356,7 +356,7 @@ impl Component {
                 deadline_ms: Some(1_000),
                 ..ExecutionLimits::default()
             },
-            io: Arc::new(SyncIo::new(Default::default(), Value::Null, None)),
+            io: Arc::new(NoInput),
             cancel: CancelToken::new(),
             cancel_grace: Duration::ZERO,
             grants: Default::default(),

@@ -5,8 +5,8 @@
 //! - [`ComponentLoader`] / [`Component`]: loading a `.wasm` file, compiling it once per
 //!   content digest (cached in memory and on disk), validating what it describes.
 //! - [`Component::execute`]: one execution under limits, with cancellation and input.
-//! - [`ExecutionIo`]: what the `context` imports talk to: [`SyncIo`] for synchronous calls,
-//!   [`TaskIo`] for task attempts.
+//! - [`ExecutionIo`]: what the `context` imports talk to (implemented by the layers that
+//!   own the input: `mcp::SyncIo`, `runner::TaskIo`).
 //!
 //! `wasm/` never touches the wire; it speaks the domain model and the store.
 
@@ -30,9 +30,7 @@ pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
 pub use host::{CancelToken, LogLine};
-pub use io::{
-    ExecutionIo, InputFailure, InputWaiters, Progress, SyncIo, TaskIo, check_capabilities,
-};
+pub use io::{ExecutionIo, InputFailure, Progress, check_capabilities};
 
 /// How a tool runs when called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
