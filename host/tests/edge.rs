@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -534,44 +534,6 @@ async fn the_bearer_scheme_is_case_insensitive_and_every_token_authenticates_its
     assert_eq!(status(None).await, StatusCode::UNAUTHORIZED);
 }
 
-/// A file backend whose writes and syncs fail while `failing` is set, as a full or
-/// read-only disk would.
-#[derive(Debug)]
-struct Failing {
-    inner: redb::backends::FileBackend,
-    failing: Arc<AtomicBool>,
-}
-
-impl Failing {
-    fn check(&self) -> Result<(), std::io::Error> {
-        if self.failing.load(Ordering::SeqCst) {
-            return Err(std::io::Error::other("injected: the device refuses writes"));
-        }
-        Ok(())
-    }
-}
-
-impl redb::StorageBackend for Failing {
-    fn len(&self) -> Result<u64, std::io::Error> {
-        self.inner.len()
-    }
-    fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-        self.inner.read(offset, out)
-    }
-    fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-        self.check()?;
-        self.inner.set_len(len)
-    }
-    fn sync_data(&self) -> Result<(), std::io::Error> {
-        self.check()?;
-        self.inner.sync_data()
-    }
-    fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-        self.check()?;
-        self.inner.write(offset, data)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_fails_while_the_store_cannot_commit() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -582,11 +544,8 @@ async fn readyz_fails_while_the_store_cannot_commit() {
         .create_new(true)
         .open(&path)
         .expect("file");
-    let failing = Arc::new(AtomicBool::new(false));
-    let backend = Failing {
-        inner: redb::backends::FileBackend::new(file).expect("backend"),
-        failing: failing.clone(),
-    };
+    let faults = Arc::new(snodo::store::Faults::default());
+    let backend = snodo::store::FaultyDevice::new(file, faults.clone()).expect("backend");
     let store =
         RedbStore::open_with_backend(backend, &path, Arc::new(snodo::model::SystemClock::new()))
             .expect("open");
@@ -595,13 +554,13 @@ async fn readyz_fails_while_the_store_cannot_commit() {
     let host = ("host", "localhost");
     let (s, body) = get(&app, "/readyz", &[host]).await;
     assert_eq!((s, body.as_str()), (StatusCode::OK, "ready"));
-    failing.store(true, Ordering::SeqCst);
+    faults.failing.store(true, Ordering::SeqCst);
     // Reads still work: the old probe (a snapshot read) would have stayed green.
     store.now().await.expect("reads are unaffected");
     let (s, body) = get(&app, "/readyz", &[host]).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert!(!body.contains(&*dir.path().to_string_lossy()), "{body}");
-    failing.store(false, Ordering::SeqCst);
+    faults.failing.store(false, Ordering::SeqCst);
 }
 
 // ---- the `snodo` binary ----

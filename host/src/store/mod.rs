@@ -14,6 +14,7 @@ mod engine;
 mod error;
 #[macro_use]
 mod embedded;
+mod fault;
 mod memory;
 mod observed;
 mod redb;
@@ -27,6 +28,7 @@ use serde_json::{Map, Value};
 
 pub(crate) use engine::fill_random;
 pub use error::StoreError;
+pub use fault::{Faults, FaultyDevice};
 pub use memory::MemoryStore;
 pub use observed::ObservedStore;
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};

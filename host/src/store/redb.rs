@@ -259,18 +259,26 @@ type WriteTables<'t> = Tables<
     Table<'t, &'static str, u64>,
 >;
 
+/// Opens every data table in `txn` (a read or a write transaction: the same names, their
+/// own table types).
+macro_rules! open_tables {
+    ($txn:expr) => {
+        Tables {
+            tasks: $txn.open_table(TASKS).map_err(backend)?,
+            indexes: [
+                $txn.open_table(DUE).map_err(backend)?,
+                $txn.open_table(EXPIRY).map_err(backend)?,
+                $txn.open_table(CLAIMED).map_err(backend)?,
+            ],
+            live: $txn.open_table(LIVE).map_err(backend)?,
+            heads: $txn.open_table(HEADS).map_err(backend)?,
+        }
+    };
+}
+
 impl<'t> WriteTables<'t> {
     fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
-        Ok(Tables {
-            tasks: txn.open_table(TASKS).map_err(backend)?,
-            indexes: [
-                txn.open_table(DUE).map_err(backend)?,
-                txn.open_table(EXPIRY).map_err(backend)?,
-                txn.open_table(CLAIMED).map_err(backend)?,
-            ],
-            live: txn.open_table(LIVE).map_err(backend)?,
-            heads: txn.open_table(HEADS).map_err(backend)?,
-        })
+        Ok(open_tables!(txn))
     }
 }
 
@@ -849,16 +857,7 @@ impl RedbStore {
         let ctx = self.ctx();
         tokio::task::spawn_blocking(move || {
             let txn = db.begin_read().map_err(backend)?;
-            let tables = Tables {
-                tasks: txn.open_table(TASKS).map_err(backend)?,
-                indexes: [
-                    txn.open_table(DUE).map_err(backend)?,
-                    txn.open_table(EXPIRY).map_err(backend)?,
-                    txn.open_table(CLAIMED).map_err(backend)?,
-                ],
-                live: txn.open_table(LIVE).map_err(backend)?,
-                heads: txn.open_table(HEADS).map_err(backend)?,
-            };
+            let tables = open_tables!(txn);
             f(&tables, &ctx)
         })
         .await
@@ -1056,48 +1055,6 @@ mod tests {
             }
         }
 
-        /// A file backend whose writes, syncs and resizes start failing once a budget of
-        /// them is spent, as a full disk or a failing device would.
-        #[derive(Debug)]
-        struct Faulty {
-            inner: redb::backends::FileBackend,
-            budget: std::sync::Arc<std::sync::atomic::AtomicI64>,
-        }
-
-        impl Faulty {
-            fn spend(&self) -> Result<(), std::io::Error> {
-                if self
-                    .budget
-                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
-                    <= 0
-                {
-                    return Err(std::io::Error::other("injected I/O failure"));
-                }
-                Ok(())
-            }
-        }
-
-        impl redb::StorageBackend for Faulty {
-            fn len(&self) -> Result<u64, std::io::Error> {
-                self.inner.len()
-            }
-            fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-                self.inner.read(offset, out)
-            }
-            fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-                self.spend()?;
-                self.inner.set_len(len)
-            }
-            fn sync_data(&self) -> Result<(), std::io::Error> {
-                self.spend()?;
-                self.inner.sync_data()
-            }
-            fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-                self.spend()?;
-                self.inner.write(offset, data)
-            }
-        }
-
         /// Against a model: whatever the store acknowledged before the device failed is
         /// there after a reopen, failures are reported as errors (never a panic, never a
         /// hang), and the file opens again.
@@ -1116,10 +1073,11 @@ mod tests {
                     .truncate(false)
                     .open(&path)
                     .expect("file");
-                let backend = Faulty {
-                    inner: redb::backends::FileBackend::new(file).expect("backend"),
-                    budget: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(budget)),
-                };
+                let faults = std::sync::Arc::new(crate::store::Faults::default());
+                faults
+                    .budget
+                    .store(budget, std::sync::atomic::Ordering::SeqCst);
+                let backend = crate::store::FaultyDevice::new(file, faults).expect("backend");
                 let clock = std::sync::Arc::new(crate::model::SystemClock::new());
                 let store = match RedbStore::open_with_backend(backend, &path, clock) {
                     Ok(s) => s,
@@ -1310,50 +1268,11 @@ mod tests {
             assert_eq!(mode(&path), 0o600);
         }
 
-        /// A file backend that fails writes while `failing` is set and blocks syncs while
-        /// `stalled` is set, as a full disk or a hung device would.
-        #[derive(Debug)]
-        struct Flaky {
-            inner: redb::backends::FileBackend,
-            failing: std::sync::Arc<std::sync::atomic::AtomicBool>,
-            stalled: std::sync::Arc<(std::sync::Mutex<bool>, std::sync::Condvar)>,
-        }
-
-        impl redb::StorageBackend for Flaky {
-            fn len(&self) -> Result<u64, std::io::Error> {
-                self.inner.len()
-            }
-            fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), std::io::Error> {
-                self.inner.read(offset, out)
-            }
-            fn set_len(&self, len: u64) -> Result<(), std::io::Error> {
-                self.inner.set_len(len)
-            }
-            fn sync_data(&self) -> Result<(), std::io::Error> {
-                let (lock, cvar) = &*self.stalled;
-                let mut stalled = lock.lock().unwrap_or_else(|p| p.into_inner());
-                while *stalled {
-                    stalled = cvar.wait(stalled).unwrap_or_else(|p| p.into_inner());
-                }
-                drop(stalled);
-                if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-                    return Err(std::io::Error::other("injected I/O failure"));
-                }
-                self.inner.sync_data()
-            }
-            fn write(&self, offset: u64, data: &[u8]) -> Result<(), std::io::Error> {
-                if self.failing.load(std::sync::atomic::Ordering::SeqCst) {
-                    return Err(std::io::Error::other("injected I/O failure"));
-                }
-                self.inner.write(offset, data)
-            }
-        }
-
         /// The readiness probe: a failing or stuck writer fails it within its bound, while
         /// a snapshot read (the old probe) keeps answering.
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn the_write_probe_fails_when_the_writer_cannot_commit() {
-            use std::sync::atomic::{AtomicBool, Ordering};
+            use std::sync::atomic::Ordering;
             use std::time::Duration;
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("probe.redb");
@@ -1363,14 +1282,8 @@ mod tests {
                 .create_new(true)
                 .open(&path)
                 .expect("file");
-            let failing = std::sync::Arc::new(AtomicBool::new(false));
-            let stalled =
-                std::sync::Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
-            let backend = Flaky {
-                inner: redb::backends::FileBackend::new(file).expect("backend"),
-                failing: failing.clone(),
-                stalled: stalled.clone(),
-            };
+            let faults = std::sync::Arc::new(crate::store::Faults::default());
+            let backend = crate::store::FaultyDevice::new(file, faults.clone()).expect("backend");
             let clock = std::sync::Arc::new(crate::model::SystemClock::new());
             let store = RedbStore::open_with_backend(backend, &path, clock).expect("open");
             let bound = Duration::from_millis(200);
@@ -1379,7 +1292,7 @@ mod tests {
                 .await
                 .expect("a healthy store commits");
 
-            *stalled.0.lock().expect("lock") = true;
+            faults.stall(true);
             store.now().await.expect("reads still answer");
             let err = store
                 .check_writable(bound)
@@ -1389,8 +1302,7 @@ mod tests {
                 matches!(&err, StoreError::Unavailable(m) if m.contains("200 ms")),
                 "{err}"
             );
-            *stalled.0.lock().expect("lock") = false;
-            stalled.1.notify_all();
+            faults.stall(false);
             store
                 .check_writable(bound)
                 .await
@@ -1398,11 +1310,11 @@ mod tests {
 
             // After a failed write redb refuses every later one until the file is reopened,
             // so the probe stays red: readiness reflects that only a restart helps.
-            failing.store(true, Ordering::SeqCst);
+            faults.failing.store(true, Ordering::SeqCst);
             store.now().await.expect("reads still answer");
             let err = store.check_writable(bound).await.expect_err("writes fail");
             assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
-            failing.store(false, Ordering::SeqCst);
+            faults.failing.store(false, Ordering::SeqCst);
             let err = store
                 .check_writable(bound)
                 .await
