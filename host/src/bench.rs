@@ -382,7 +382,7 @@ impl crate::runner::Instrumentation for Events {
 /// Runs the runner benchmark: resident memory of parked (released) tasks and of live
 /// suspended guests, and the time from a cancel to a stopped guest.
 pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
-    use crate::runner::{Runner, RunnerEvent, RunnerOptions, ToolRegistry, tool_call_work};
+    use crate::runner::{Catalog, Runner, RunnerEvent, RunnerOptions, tool_call_work};
     use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
     use std::time::Duration;
 
@@ -404,8 +404,7 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             .load(&opts.fixtures)
             .await
             .map_err(|e| e.to_string())?;
-        let mut registry = ToolRegistry::new();
-        registry.add_component(fixtures, Default::default());
+        let registry = Catalog::new().with_component(&fixtures)?;
         let store: Arc<dyn Store> = if opts.store == "redb" {
             let dir =
                 std::env::temp_dir().join(format!("snodo-bench-runner-{}", TaskId::generate()));
@@ -486,21 +485,17 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
     // Cancel to stopped guest, for a guest that ignores its token and one that honours it.
     let engine = WasmEngine::new(EngineConfig::default())?;
     let loader = ComponentLoader::new(engine, None)?;
-    let mut registry = ToolRegistry::new();
-    registry.add_component(
-        loader
-            .load(&opts.fixtures)
-            .await
-            .map_err(|e| e.to_string())?,
-        Default::default(),
-    );
-    registry.add_component(
-        loader
-            .load(&opts.hostile)
-            .await
-            .map_err(|e| e.to_string())?,
-        Default::default(),
-    );
+    let fixtures = loader
+        .load(&opts.fixtures)
+        .await
+        .map_err(|e| e.to_string())?;
+    let hostile = loader
+        .load(&opts.hostile)
+        .await
+        .map_err(|e| e.to_string())?;
+    let registry = Catalog::new()
+        .with_component(&fixtures)?
+        .with_component(&hostile)?;
     for (tool, args) in [
         ("ignore_cancel", json!({})),
         ("slow_compute", json!({"seconds": 600})),

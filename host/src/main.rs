@@ -263,14 +263,14 @@ fn print_tools(
     runtime: &tokio::runtime::Runtime,
     opts: &snodo::serve::ServeOptions,
 ) -> Result<(), String> {
-    let (_, tools) = runtime
+    let catalog = runtime
         .block_on(snodo::serve::load_tools(opts))
         .map_err(|e| e.to_string())?;
     println!(
         "{:<44} {:<9} {:<8} {:<8} component",
         "tool", "mode", "retries", "ttl_ms"
     );
-    for t in &tools {
+    for t in catalog.tools() {
         let mode = match t.mode.unwrap_or(t.info.mode) {
             snodo::wasm::TaskMode::Sync => "sync",
             snodo::wasm::TaskMode::Optional if t.info.has_mode_rule && t.mode.is_none() => "rule",

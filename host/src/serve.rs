@@ -7,18 +7,14 @@ use std::time::Instant;
 
 use crate::budget::TenantLimits;
 use crate::http::{self, HttpConfig};
-use crate::mcp::{McpServer, ServedTool, ServerConfig};
+use crate::mcp::{McpServer, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
-use crate::runner::{ComponentPolicy, Runner, RunnerOptions, ToolRegistry};
+use crate::runner::{Catalog, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
 use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
-/// The default task TTL: one day, far longer than the default retry schedule (none) and
-/// park time (30 s), so a default never reaps a task that is still running or waiting for
-/// a prompt answer. A task the TTL does cut off is counted
-/// (`snodo_tasks_reaped_active_total`) and logged.
-pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+pub use crate::runner::DEFAULT_TTL_MS;
 
 /// Which store to serve from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,14 +172,14 @@ pub async fn serve(
             Arc::new(s)
         }
     };
-    let (registry, tools) = load_tools(&opts).await?;
+    let catalog = Arc::new(load_tools(&opts).await?);
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
     let store: Arc<dyn Store> = observed.clone();
     let metrics = Arc::new(Metrics::new());
     let runner = Runner::start(
         store.clone(),
-        Arc::new(registry),
+        catalog.clone(),
         opts.runner.clone(),
         Arc::new(MetricsAndTracing(metrics.clone())),
     );
@@ -194,7 +190,7 @@ pub async fn serve(
             ServerConfig {
                 name: "snodo".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
-                tools,
+                catalog,
                 limits: opts.limits.clone(),
             },
         )
@@ -265,12 +261,10 @@ pub async fn serve(
     Ok(())
 }
 
-/// Loads the configured components and applies the per-tool settings: the tools to serve
-/// and the registry the runner resolves work with. Used by `serve` and by the operator
+/// Loads the configured components and applies the per-tool settings: the catalog MCP
+/// serves and the runner resolves work with. Used by `serve` and by the operator
 /// commands that validate a configuration.
-pub async fn load_tools(
-    opts: &ServeOptions,
-) -> Result<(ToolRegistry, Vec<ServedTool>), ServeError> {
+pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
     let mut engine = opts.engine.clone();
     // A configured fuel limit must take effect: meter fuel when any tool sets one.
     engine.fuel |= std::iter::once(&opts.defaults)
@@ -279,9 +273,8 @@ pub async fn load_tools(
     let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
     let loader =
         ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
-    let mut registry = ToolRegistry::new();
-    registry.set_component_policy(opts.component_policy);
-    let mut tools: Vec<ServedTool> = Vec::new();
+    let mut catalog = Catalog::new();
+    catalog.set_component_policy(opts.component_policy);
     for path in &opts.components {
         let started = Instant::now();
         let component = loader
@@ -296,14 +289,7 @@ pub async fn load_tools(
             load_ms = started.elapsed().as_millis() as u64,
             "component loaded"
         );
-        registry.add_component(component.clone(), Default::default());
         for info in component.tools() {
-            if tools.iter().any(|t| t.info.name == info.name) {
-                return Err(ServeError::Component(format!(
-                    "tool {:?} is provided by two components",
-                    info.name
-                )));
-            }
             let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
             let ttl_ms = match s.ttl_ms {
                 Some(0) => None,
@@ -325,27 +311,28 @@ pub async fn load_tools(
                 )));
             }
             let grants = s.grants.clone().unwrap_or_default();
-            registry.set_grants(&info.name, grants.clone());
-            tools.push(ServedTool {
-                component: component.clone(),
-                info: info.clone(),
-                mode: s.mode,
-                retry_policy,
-                ttl_ms,
-                poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
-                limits: s.limits.unwrap_or_default(),
-                grants,
-            });
+            catalog
+                .add(CatalogTool {
+                    component: component.clone(),
+                    info: info.clone(),
+                    mode: s.mode,
+                    retry_policy,
+                    ttl_ms,
+                    poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+                    limits: s.limits.unwrap_or_default(),
+                    grants,
+                })
+                .map_err(ServeError::Component)?;
         }
     }
     if let Some(unknown) = opts
         .tool_settings
         .keys()
-        .find(|n| !tools.iter().any(|t| t.info.name == **n))
+        .find(|n| catalog.tool(n).is_none())
     {
         return Err(ServeError::Config(format!(
             "tools.{unknown}: no loaded component provides a tool named {unknown:?}"
         )));
     }
-    Ok((registry, tools))
+    Ok(catalog)
 }

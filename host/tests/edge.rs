@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use snodo::http::{HttpConfig, HttpLimits, router};
 use snodo::mcp::{McpServer, ServerConfig};
-use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry};
+use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions};
 use snodo::serve::{ServeOptions, StoreChoice};
 use snodo::store::{MemoryStore, RedbStore, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -379,9 +379,10 @@ async fn shutdown_ends_open_subscription_streams() {
 // ---- through the router ----
 
 fn server_over(store: Arc<dyn Store>) -> Arc<McpServer> {
+    let catalog = Arc::new(Catalog::new());
     let runner = Runner::start(
         store.clone(),
-        Arc::new(ToolRegistry::new()),
+        catalog.clone(),
         RunnerOptions::default(),
         Arc::new(NoInstrumentation),
     );
@@ -391,7 +392,7 @@ fn server_over(store: Arc<dyn Store>) -> Arc<McpServer> {
         ServerConfig {
             name: "snodo-test".into(),
             version: "0".into(),
-            tools: Vec::new(),
+            catalog,
             limits: Default::default(),
         },
     ))

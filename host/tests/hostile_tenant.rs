@@ -13,11 +13,11 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use snodo::budget::TenantLimits;
 use snodo::http::{HttpConfig, router};
-use snodo::mcp::{McpServer, ServedTool, ServerConfig};
+use snodo::mcp::McpServer;
 use snodo::model::{ExecutionLimits, ManualClock, Principal, Scope, TaskId, TaskStatus, Timestamp};
-use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry, tool_call_work};
-use snodo::store::{ClaimRequest, MemoryStore, NewTask, ObservedStore, Store};
-use snodo::wasm::{Component, EngineConfig};
+use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions, tool_call_work};
+use snodo::store::{ClaimRequest, MemoryStore, NewTask, Store};
+use snodo::wasm::EngineConfig;
 use tower::ServiceExt;
 
 mod common;
@@ -45,36 +45,8 @@ async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits)
     let guests = common::load_guests_with(engine).await;
     let engine = guests.loader.engine().clone();
     let (fixtures, hostile) = (guests.fixtures, guests.hostile);
-    let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
-    let store: Arc<dyn Store> = observed.clone();
-    let mut registry = ToolRegistry::new();
-    let mut tools = Vec::new();
-    for c in [&fixtures, &hostile] {
-        registry.add_component((*c).clone(), Default::default());
-        tools.extend(c.tools().iter().map(|info| served(c, info, exec)));
-    }
-    let runner = Runner::start(
-        store.clone(),
-        Arc::new(registry),
-        RunnerOptions {
-            poll_interval: Duration::from_millis(10),
-            ..RunnerOptions::default()
-        },
-        Arc::new(NoInstrumentation),
-    );
-    let server = Arc::new(
-        McpServer::new(
-            store.clone(),
-            runner,
-            ServerConfig {
-                name: "snodo-test".into(),
-                version: "0".into(),
-                tools,
-                limits,
-            },
-        )
-        .with_change_feed(observed),
-    );
+    let (server, store) =
+        common::mcp_server(common::catalog_of(&[&fixtures, &hostile], exec), limits);
     let app = router(
         server.clone(),
         HttpConfig {
@@ -93,19 +65,6 @@ async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits)
 /// [`host`] with the default engine and execution limits.
 async fn with_limits(limits: TenantLimits) -> Host {
     host(limits, EngineConfig::default(), ExecutionLimits::default()).await
-}
-
-fn served(c: &Arc<Component>, info: &snodo::wasm::ToolInfo, limits: ExecutionLimits) -> ServedTool {
-    ServedTool {
-        component: c.clone(),
-        info: info.clone(),
-        mode: None,
-        retry_policy: Default::default(),
-        ttl_ms: Some(600_000),
-        poll_interval_ms: 500,
-        grants: Default::default(),
-        limits,
-    }
 }
 
 fn rpc(id: i64, method: &str, mut params: Value, tasks: bool) -> Value {
@@ -552,8 +511,9 @@ async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
 async fn one_tenants_backlog_does_not_hold_another_tenants_task() {
     let guests = common::load_guests(64, 32 << 20).await;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let mut registry = ToolRegistry::new();
-    registry.add_component(guests.hostile.clone(), Default::default());
+    let registry = Catalog::new()
+        .with_component(&guests.hostile)
+        .expect("catalog");
     let runner = Runner::start(
         store.clone(),
         Arc::new(registry),
@@ -620,8 +580,9 @@ async fn a_task_that_keeps_taking_its_attempt_down_fails_past_the_cap() {
         clock.advance(2_000);
     }
     let guests = common::load_guests(8, 32 << 20).await;
-    let mut registry = ToolRegistry::new();
-    registry.add_component(guests.hostile.clone(), Default::default());
+    let registry = Catalog::new()
+        .with_component(&guests.hostile)
+        .expect("catalog");
     let runner = Runner::start(
         store.clone(),
         Arc::new(registry),
@@ -667,8 +628,8 @@ async fn configured_fuel_is_metered() {
         fuel: Some(1_000_000),
         ..ExecutionLimits::default()
     });
-    let (_, tools) = snodo::serve::load_tools(&opts).await.expect("load");
-    let spin = tools.iter().find(|t| t.info.name == "spin").expect("spin");
+    let catalog = snodo::serve::load_tools(&opts).await.expect("load");
+    let spin = catalog.tool("spin").expect("spin");
     let mut exec = snodo::wasm::Execution::new(
         "spin",
         json!({}),

@@ -10,10 +10,7 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use snodo::http::{HttpConfig, router};
-use snodo::mcp::{McpServer, ServedTool, ServerConfig};
 use snodo::model::Principal;
-use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry};
-use snodo::store::{MemoryStore, ObservedStore, Store};
 use snodo::wasm::Component;
 use tokio::sync::OnceCell;
 use tower::ServiceExt;
@@ -29,46 +26,12 @@ async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
         .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
         .await
         .clone();
-    let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
-    let store: Arc<dyn Store> = observed.clone();
-    let mut registry = ToolRegistry::new();
-    registry.add_component(fixtures.clone(), Default::default());
-    let runner = Runner::start(
-        store.clone(),
-        Arc::new(registry),
-        RunnerOptions {
-            poll_interval: Duration::from_millis(10),
-            ..RunnerOptions::default()
-        },
-        Arc::new(NoInstrumentation),
+    let (server, _) = common::mcp_server(
+        common::catalog_of(&[&fixtures], Default::default()),
+        Default::default(),
     );
-    let tools = fixtures
-        .tools()
-        .iter()
-        .map(|info| ServedTool {
-            component: fixtures.clone(),
-            info: info.clone(),
-            mode: None,
-            retry_policy: Default::default(),
-            ttl_ms: Some(600_000),
-            poll_interval_ms: 500,
-            grants: Default::default(),
-            limits: Default::default(),
-        })
-        .collect();
-    let server = McpServer::new(
-        store,
-        runner,
-        ServerConfig {
-            name: "snodo-test".into(),
-            version: "0".into(),
-            tools,
-            limits: Default::default(),
-        },
-    )
-    .with_change_feed(observed);
     router(
-        Arc::new(server),
+        server,
         HttpConfig {
             max_body_bytes: 64 << 10,
             tokens,

@@ -12,7 +12,7 @@ use snodo::model::{
     Timestamp,
 };
 use snodo::runner::{
-    Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted, ToolRegistry,
+    Catalog, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
     tool_call_work,
 };
 use snodo::store::{Action, Authority, MemoryStore, NewTask, RedbStore, Store};
@@ -24,14 +24,15 @@ const T0: u64 = 1_700_000_000_000;
 
 static COMPONENTS: OnceCell<common::Guests> = OnceCell::const_new();
 
-async fn registry() -> Arc<ToolRegistry> {
+async fn registry() -> Arc<Catalog> {
     let c = COMPONENTS
         .get_or_init(|| common::load_guests(128, 32 << 20))
         .await;
-    let mut r = ToolRegistry::new();
-    r.add_component(c.fixtures.clone(), Default::default());
-    r.add_component(c.examples.clone(), Default::default());
-    r.add_component(c.hostile.clone(), Default::default());
+    let r = Catalog::new()
+        .with_component(&c.fixtures)
+        .and_then(|r| r.with_component(&c.examples))
+        .and_then(|r| r.with_component(&c.hostile))
+        .expect("catalog");
     Arc::new(r)
 }
 

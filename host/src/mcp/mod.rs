@@ -25,32 +25,10 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::budget::{Rate, Refusal, Slots, TenantLimits};
-use crate::model::{Principal, RetryPolicy, Scope, TaskId};
+use crate::model::{Principal, Scope, TaskId};
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
-use crate::runner::Runner;
+use crate::runner::{Catalog, CatalogTool, Runner};
 use crate::store::{ObservedStore, Store};
-use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
-
-/// How one tool is served.
-#[derive(Clone)]
-pub struct ServedTool {
-    /// The component providing it.
-    pub component: Arc<Component>,
-    /// What it described.
-    pub info: ToolInfo,
-    /// A task mode pinned by configuration (overrides the tool's own and its rule).
-    pub mode: Option<TaskMode>,
-    /// Retry policy for tasks of this tool.
-    pub retry_policy: RetryPolicy,
-    /// Task TTL; `None` unlimited.
-    pub ttl_ms: Option<u64>,
-    /// Suggested polling interval.
-    pub poll_interval_ms: u64,
-    /// Per-execution limits of its tasks and calls.
-    pub limits: crate::model::ExecutionLimits,
-    /// What it may reach.
-    pub grants: WasiGrants,
-}
 
 /// Server identity and tools.
 #[derive(Clone)]
@@ -59,8 +37,8 @@ pub struct ServerConfig {
     pub name: String,
     /// `serverInfo.version`.
     pub version: String,
-    /// The tools, in `tools/list` order.
-    pub tools: Vec<ServedTool>,
+    /// The tools (the same catalog the runner resolves work with).
+    pub catalog: Arc<Catalog>,
     /// Per-tenant and global budgets.
     pub limits: TenantLimits,
 }
@@ -241,8 +219,8 @@ impl McpServer {
     }
 
     /// The served tools.
-    pub fn tools(&self) -> &[ServedTool] {
-        &self.config.tools
+    pub fn tools(&self) -> &[CatalogTool] {
+        self.config.catalog.tools()
     }
 
     /// Whether the store commits a probe write within `within` (for readiness checks).

@@ -17,7 +17,7 @@ use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, Tas
 /// Progress reports queued between a guest and its SSE stream; more are dropped.
 const PROGRESS_QUEUE: usize = 64;
 
-use super::{Handoff, McpServer, Reply, ServedTool, SyncIo, state, wire};
+use super::{Handoff, McpServer, Reply, SyncIo, state, wire};
 
 fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();
@@ -40,8 +40,8 @@ fn attempt_error(e: &AttemptError) -> RpcError {
 }
 
 impl McpServer {
-    fn tool(&self, name: &str) -> Option<&ServedTool> {
-        self.config.tools.iter().find(|t| t.info.name == name)
+    fn tool(&self, name: &str) -> Option<&crate::runner::CatalogTool> {
+        self.config.catalog.tool(name)
     }
 
     /// A slot for running a guest on the request path, or the refusal as a JSON-RPC error.

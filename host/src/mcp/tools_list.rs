@@ -8,7 +8,8 @@ impl McpServer {
     pub(super) fn tools_list(&self) -> Value {
         let tools: Vec<Value> = self
             .config
-            .tools
+            .catalog
+            .tools()
             .iter()
             .map(|t| {
                 let mut v = json!({"name": t.info.name, "inputSchema": t.info.input_schema});

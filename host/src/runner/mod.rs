@@ -9,8 +9,8 @@
 //! the runner look sooner.
 
 mod attempt;
+mod catalog;
 mod instrument;
-mod registry;
 mod task_io;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -28,11 +28,12 @@ use crate::model::{Scope, TaskId};
 use crate::store::{ClaimRequest, Claimed, Lease, Store, StoreError};
 use crate::wasm::CancelToken;
 
+pub use catalog::{
+    Catalog, CatalogTool, ComponentPolicy, DEFAULT_TTL_MS, Executors, Resolved, TOOL_CALL,
+    Unresolved, tool_call_work,
+};
 pub use instrument::{
     Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent, TracingInstrumentation,
-};
-pub use registry::{
-    ComponentPolicy, Executors, Resolved, TOOL_CALL, ToolRegistry, Unresolved, tool_call_work,
 };
 pub use task_io::{InputWaiters, TaskIo};
 

@@ -8,6 +8,10 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use snodo::budget::TenantLimits;
+use snodo::mcp::{McpServer, ServerConfig};
+use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions};
+use snodo::store::{MemoryStore, ObservedStore, Store};
 use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
 
 /// The example guests, loaded into one engine.
@@ -76,4 +80,50 @@ where
 /// waits for on a machine with two cores.
 pub(crate) async fn tick() {
     tokio::time::sleep(Duration::from_millis(5)).await;
+}
+
+/// An MCP server over a fresh memory store (announcing its changes to subscriptions) and a
+/// runner, both serving `catalog` under `limits`. Returns the server and its store.
+pub(crate) fn mcp_server(
+    catalog: Catalog,
+    limits: TenantLimits,
+) -> (Arc<McpServer>, Arc<dyn Store>) {
+    let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
+    let store: Arc<dyn Store> = observed.clone();
+    let catalog = Arc::new(catalog);
+    let runner = Runner::start(
+        store.clone(),
+        catalog.clone(),
+        RunnerOptions {
+            poll_interval: Duration::from_millis(10),
+            ..RunnerOptions::default()
+        },
+        Arc::new(NoInstrumentation),
+    );
+    let config = ServerConfig {
+        name: "snodo-test".into(),
+        version: "0".into(),
+        catalog,
+        limits,
+    };
+    let server = McpServer::new(store.clone(), runner, config).with_change_feed(observed);
+    (Arc::new(server), store)
+}
+
+/// A catalog of every tool of `components`, each with `limits` and a ten-minute TTL.
+pub(crate) fn catalog_of(
+    components: &[&Arc<Component>],
+    limits: snodo::model::ExecutionLimits,
+) -> Catalog {
+    let mut catalog = Catalog::new();
+    for c in components {
+        for info in c.tools() {
+            let mut tool = snodo::runner::CatalogTool::new((*c).clone(), info.clone());
+            tool.ttl_ms = Some(600_000);
+            tool.poll_interval_ms = 500;
+            tool.limits = limits;
+            catalog.add(tool).expect("unique tool names");
+        }
+    }
+    catalog
 }

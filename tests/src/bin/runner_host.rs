@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use snodo::model::{EventId, Principal, Scope, TaskId};
-use snodo::runner::{NoInstrumentation, Runner, RunnerOptions, ToolRegistry, tool_call_work};
+use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions, tool_call_work};
 use snodo::store::{Action, Effect, NewTask, RedbStore, Store};
 use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
@@ -41,8 +41,7 @@ async fn serve(path: String) -> Result<(), String> {
         .load(snodo_test_guests::FIXTURES)
         .await
         .map_err(|e| e.to_string())?;
-    let mut registry = ToolRegistry::new();
-    registry.add_component(fixtures, Default::default());
+    let registry = Catalog::new().with_component(&fixtures)?;
     let opts = RunnerOptions {
         poll_interval: Duration::from_millis(20),
         heartbeat: Duration::from_millis(500),

@@ -1,12 +1,14 @@
-//! Resolving a work descriptor to the component and tool that run it.
+//! The catalog: every tool this host serves, in one place. MCP lists and calls tools from
+//! it, the runner resolves work with it, `serve`, tests and benches build it. An entry is
+//! the component, what the tool described, and the settings the operator gave it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::model::{TaskId, Work};
-use crate::wasm::{Component, WasiGrants};
+use crate::model::{ExecutionLimits, RetryPolicy, TaskId, Work};
+use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
 
 /// The work type of an MCP tool call. Its input is `{"tool": name, "arguments": {...}}`.
 pub const TOOL_CALL: &str = "snodo/tool-call";
@@ -76,26 +78,81 @@ pub trait Executors: Send + Sync + 'static {
     fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved>;
 }
 
-/// Executors by tool name, for `snodo/tool-call` work.
+/// One served tool: its component, what it described, and the operator's settings.
+#[derive(Clone)]
+pub struct CatalogTool {
+    /// The component providing it.
+    pub component: Arc<Component>,
+    /// What it described.
+    pub info: ToolInfo,
+    /// A task mode pinned by configuration (overrides the tool's own and its rule).
+    pub mode: Option<TaskMode>,
+    /// Retry policy for tasks of this tool.
+    pub retry_policy: RetryPolicy,
+    /// Task TTL; `None` unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// Per-execution limits of its tasks and calls.
+    pub limits: ExecutionLimits,
+    /// What it may reach.
+    pub grants: WasiGrants,
+}
+
+impl CatalogTool {
+    /// `info` from `component` with default settings: no pinned mode, no retries, the
+    /// default TTL, a one-second poll interval, the engine's limits, no grants.
+    pub fn new(component: Arc<Component>, info: ToolInfo) -> Self {
+        Self {
+            component,
+            info,
+            mode: None,
+            retry_policy: RetryPolicy::default(),
+            ttl_ms: Some(DEFAULT_TTL_MS),
+            poll_interval_ms: 1_000,
+            limits: ExecutionLimits::default(),
+            grants: WasiGrants::default(),
+        }
+    }
+}
+
+/// The default task TTL: one day, far longer than the default retry schedule (none) and
+/// park time (30 s), so a default never reaps a task that is still running or waiting for
+/// a prompt answer. A task the TTL does cut off is counted
+/// (`snodo_tasks_reaped_active_total`) and logged.
+pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// Every served tool, by name, in the order they were added (the `tools/list` order).
 #[derive(Default, Clone)]
-pub struct ToolRegistry {
-    tools: HashMap<String, (Arc<Component>, WasiGrants)>,
+pub struct Catalog {
+    tools: Vec<CatalogTool>,
+    by_name: HashMap<String, usize>,
     policy: ComponentPolicy,
 }
 
-impl ToolRegistry {
-    /// An empty registry.
+impl Catalog {
+    /// An empty catalog.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Registers every tool `component` describes, with `grants`. A later registration of
-    /// the same name replaces the earlier one.
-    pub fn add_component(&mut self, component: Arc<Component>, grants: WasiGrants) {
-        for t in component.tools() {
-            self.tools
-                .insert(t.name.clone(), (component.clone(), grants.clone()));
+    /// Adds a tool. Two tools with one name are refused: a call must mean one thing.
+    pub fn add(&mut self, tool: CatalogTool) -> Result<(), String> {
+        let name = tool.info.name.clone();
+        if self.by_name.contains_key(&name) {
+            return Err(format!("tool {name:?} is provided by two components"));
         }
+        self.by_name.insert(name, self.tools.len());
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// Adds every tool `component` describes, with default settings (tests and benches).
+    pub fn with_component(mut self, component: &Arc<Component>) -> Result<Self, String> {
+        for info in component.tools() {
+            self.add(CatalogTool::new(component.clone(), info.clone()))?;
+        }
+        Ok(self)
     }
 
     /// Sets what happens to work pinned to a component version no longer deployed.
@@ -103,27 +160,23 @@ impl ToolRegistry {
         self.policy = policy;
     }
 
-    /// Sets what `tool` may reach (it keeps its component).
-    pub fn set_grants(&mut self, tool: &str, grants: WasiGrants) {
-        if let Some(entry) = self.tools.get_mut(tool) {
-            entry.1 = grants;
-        }
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&CatalogTool> {
+        self.by_name.get(name).map(|i| &self.tools[*i])
     }
 
-    /// The component providing `tool`.
-    pub fn component(&self, tool: &str) -> Option<&Arc<Component>> {
-        self.tools.get(tool).map(|(c, _)| c)
+    /// The tool named `name`, to change its settings.
+    pub fn tool_mut(&mut self, name: &str) -> Option<&mut CatalogTool> {
+        self.by_name.get(name).map(|i| &mut self.tools[*i])
     }
 
-    /// Tool names, sorted.
-    pub fn names(&self) -> Vec<&str> {
-        let mut n: Vec<&str> = self.tools.keys().map(String::as_str).collect();
-        n.sort_unstable();
-        n
+    /// Every tool, in the order added.
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.tools
     }
 }
 
-impl Executors for ToolRegistry {
+impl Executors for Catalog {
     fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved> {
         let missing = |reason: String| Unresolved {
             reason,
@@ -138,10 +191,10 @@ impl Executors for ToolRegistry {
         let tool = work.input["tool"]
             .as_str()
             .ok_or_else(|| missing("the work input names no tool".into()))?;
-        let (component, grants) = self
-            .tools
-            .get(tool)
+        let entry = self
+            .tool(tool)
             .ok_or_else(|| missing(format!("tool {tool:?} is not deployed on this host")))?;
+        let (component, grants) = (&entry.component, &entry.grants);
         let mut replaced = None;
         if let Some(digest) = &work.component_digest
             && *digest != component.info().digest
