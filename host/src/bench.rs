@@ -11,14 +11,14 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::model::{EventKind, Scope, TaskEvent, TaskId, Work};
-use crate::store::{
+use snodo::model::{EventKind, Scope, TaskEvent, TaskId, Work};
+use snodo::store::{
     Authority, ClaimRequest, Lease, MemoryStore, NewTask, RedbStore, Store, StoreError,
 };
 
 /// Which adapters to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum BenchBackend {
+pub(crate) enum BenchBackend {
     /// The in-memory store.
     Memory,
     /// The redb store, on a fresh file per round.
@@ -29,7 +29,7 @@ pub enum BenchBackend {
 
 /// Parameters of the store benchmark.
 #[derive(Debug, Clone)]
-pub struct StoreBenchOptions {
+pub(crate) struct StoreBenchOptions {
     /// Adapters to measure.
     pub backend: BenchBackend,
     /// Tasks per round.
@@ -44,7 +44,7 @@ pub struct StoreBenchOptions {
 
 /// One measured line.
 #[derive(Debug, Clone, Serialize)]
-pub struct StoreFigure {
+pub(crate) struct StoreFigure {
     /// `memory` or `redb`.
     pub backend: &'static str,
     /// `create`, `claim_next` or `transition`.
@@ -58,7 +58,7 @@ pub struct StoreFigure {
 }
 
 /// Runs the store benchmark.
-pub async fn store(opts: &StoreBenchOptions) -> Result<Vec<StoreFigure>, StoreError> {
+pub(crate) async fn store(opts: &StoreBenchOptions) -> Result<Vec<StoreFigure>, StoreError> {
     let backends: &[&'static str] = match opts.backend {
         BenchBackend::Memory => &["memory"],
         BenchBackend::Redb => &["redb"],
@@ -66,7 +66,7 @@ pub async fn store(opts: &StoreBenchOptions) -> Result<Vec<StoreFigure>, StoreEr
     };
     let root = opts.dir.join(format!("snodo-bench-{}", TaskId::generate()));
     std::fs::create_dir_all(&root)
-        .map_err(|e| StoreError::unavailable(format!("{}: {e}", root.display())))?;
+        .map_err(|e| StoreError::Unavailable(format!("{}: {e}", root.display()).into()))?;
     let mut figures = Vec::new();
     for &backend in backends {
         for &conc in &opts.concurrency {
@@ -186,7 +186,7 @@ async fn join_all<T>(
     for j in joins {
         out.push(
             j.await
-                .map_err(|e| StoreError::unavailable(format!("bench worker: {e}")))??,
+                .map_err(|e| StoreError::Unavailable(format!("bench worker: {e}").into()))??,
         );
     }
     Ok(out)
@@ -199,7 +199,7 @@ fn rate(n: usize, since: Instant) -> f64 {
 
 /// Parameters of the wasm benchmark.
 #[derive(Debug, Clone)]
-pub struct WasmBenchOptions {
+pub(crate) struct WasmBenchOptions {
     /// The component to measure.
     pub component: PathBuf,
     /// A tool of it that does (nearly) nothing.
@@ -212,7 +212,7 @@ pub struct WasmBenchOptions {
 
 /// One measured latency figure.
 #[derive(Debug, Clone, Serialize)]
-pub struct LatencyFigure {
+pub(crate) struct LatencyFigure {
     /// What was measured.
     pub what: String,
     /// Median in microseconds.
@@ -241,9 +241,9 @@ fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> Lat
 
 /// Runs the wasm benchmark: cold compile, cache load, and warm instantiate + trivial
 /// execute + drop with both allocators.
-pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String> {
-    use crate::mcp::SyncIo;
-    use crate::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, WasmEngine};
+pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String> {
+    use snodo::mcp::SyncIo;
+    use snodo::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, WasmEngine};
 
     let bytes =
         std::fs::read(&opts.component).map_err(|e| format!("{}: {e}", opts.component.display()))?;
@@ -252,7 +252,7 @@ pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String>
     let engine = WasmEngine::new(EngineConfig::default())?;
     let mut compiles = Vec::new();
     for _ in 0..opts.compiles.max(1) {
-        let e = engine.engine.clone();
+        let e = engine.wasmtime().clone();
         let b = bytes.clone();
         let t = tokio::task::spawn_blocking(move || {
             let started = Instant::now();
@@ -299,7 +299,7 @@ pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String>
             .load(&opts.component)
             .await
             .map_err(|e| e.to_string())?;
-        let io: Arc<dyn crate::wasm::ExecutionIo> =
+        let io: Arc<dyn snodo::wasm::ExecutionIo> =
             Arc::new(SyncIo::new(Default::default(), json!({}), None));
         for _ in 0..opts.iterations.min(100) {
             let _ = component
@@ -330,7 +330,7 @@ pub async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String>
 
 /// Parameters of the runner benchmark.
 #[derive(Debug, Clone)]
-pub struct RunnerBenchOptions {
+pub(crate) struct RunnerBenchOptions {
     /// The fixtures component (provides `confirm_delete` and `slow_compute`).
     pub fixtures: PathBuf,
     /// The hostile component (provides `ignore_cancel`).
@@ -349,7 +349,7 @@ pub struct RunnerBenchOptions {
 
 /// One runner figure.
 #[derive(Debug, Clone, Serialize)]
-pub struct RunnerFigure {
+pub(crate) struct RunnerFigure {
     /// What was measured.
     pub what: String,
     /// The figure.
@@ -371,19 +371,19 @@ fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-struct Events(tokio::sync::mpsc::UnboundedSender<crate::runner::RunnerEvent>);
+struct Events(tokio::sync::mpsc::UnboundedSender<snodo::runner::RunnerEvent>);
 
-impl crate::runner::Instrumentation for Events {
-    fn event(&self, event: &crate::runner::RunnerEvent) {
+impl snodo::runner::Instrumentation for Events {
+    fn event(&self, event: &snodo::runner::RunnerEvent) {
         let _ = self.0.send(event.clone());
     }
 }
 
 /// Runs the runner benchmark: resident memory of parked (released) tasks and of live
 /// suspended guests, and the time from a cancel to a stopped guest.
-pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
-    use crate::runner::{Catalog, Runner, RunnerEvent, RunnerOptions, tool_call_work};
-    use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
+    use snodo::runner::{Catalog, Runner, RunnerEvent, RunnerOptions, tool_call_work};
+    use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
     use std::time::Duration;
 
     let mut figures = Vec::new();
@@ -427,7 +427,7 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
                 reap_interval: None,
                 ..RunnerOptions::default()
             },
-            Arc::new(crate::runner::NoInstrumentation),
+            Arc::new(snodo::runner::NoInstrumentation),
         );
         let before = resident_bytes();
         for i in 0..n {
@@ -532,8 +532,8 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
             }
             let access = store
                 .authorize(
-                    &crate::model::Principal::new("bench", "b"),
-                    crate::store::Action::Cancel,
+                    &snodo::model::Principal::new("bench", "b"),
+                    snodo::store::Action::Cancel,
                     &id.to_string(),
                 )
                 .await
@@ -581,7 +581,7 @@ pub async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, Stri
 
 /// Parameters of the MCP latency benchmark.
 #[derive(Debug, Clone)]
-pub struct McpBenchOptions {
+pub(crate) struct McpBenchOptions {
     /// Components to serve (must include `flaky`, from the examples component).
     pub components: Vec<PathBuf>,
     /// `redb` (in a temporary directory) or `memory`.
@@ -658,8 +658,8 @@ impl Conn {
 
 /// Runs the MCP benchmark: `tools/call` → `CreateTaskResult` and `tasks/get` latency over
 /// real loopback HTTP, against a server in this process.
-pub async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
-    use crate::serve::{ServeOptions, StoreChoice};
+pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
+    use snodo::serve::{ServeOptions, StoreChoice};
     let dir = std::env::temp_dir().join(format!("snodo-bench-mcp-{}", TaskId::generate()));
     let mut serve_opts = ServeOptions::new(dir.clone(), opts.components.clone());
     serve_opts.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
@@ -668,7 +668,7 @@ pub async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
     }
     let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(crate::serve::serve(
+    let server = tokio::spawn(snodo::serve::serve(
         serve_opts,
         move |addr| {
             let _ = addr_tx.send(addr);

@@ -13,11 +13,9 @@
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`serve`]: `snodo serve`: the store, the wasm host, the runner and HTTP wired together.
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
-//! - [`bench`]: measurements the `snodo bench` command prints.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
-pub mod bench;
 pub mod budget;
 pub mod config;
 pub mod http;

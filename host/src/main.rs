@@ -4,8 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use snodo::bench::{
-    self, BenchBackend, McpBenchOptions, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions,
+
+// The measurements behind `snodo bench`: part of the command, not of the library's API.
+mod bench;
+
+use bench::{
+    BenchBackend, McpBenchOptions, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions,
 };
 
 #[derive(Parser)]

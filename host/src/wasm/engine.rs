@@ -147,6 +147,11 @@ impl WasmEngine {
         })
     }
 
+    /// The wasmtime engine underneath (for measurements such as `snodo bench wasm`).
+    pub fn wasmtime(&self) -> &Engine {
+        &self.engine
+    }
+
     /// Linear memory held by live guests now.
     pub fn guest_memory_in_use(&self) -> usize {
         self.memory_in_use.load(Ordering::Acquire)
