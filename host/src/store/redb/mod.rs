@@ -1,0 +1,500 @@
+//! RedbStore: the embedded durable adapter, on a single redb file.
+//!
+//! Layout: `tasks` maps the 16 id bytes to the versioned JSON record; `due`, `expiry` and
+//! `claimed` are ordered indexes keyed by an 8-byte big-endian key followed by the id;
+//! `live` counts each scope's live tasks; `meta` holds the file's schema version and boot
+//! epoch.
+//!
+//! All writes go through one writer thread that commits them with group commit: the
+//! operations queued while a commit is in flight are applied in the next write transaction
+//! and made durable with one fsync, and no caller hears back before that fsync returned.
+//! Reads run on the blocking pool against MVCC snapshots and never wait for the writer.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::mpsc;
+
+use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use tokio::sync::oneshot;
+
+use crate::model::{Clock, SystemClock, Task, TaskId, Work};
+
+use super::engine::{self, Ctx, Head, Txn, View};
+use super::{StoreError, StoreResult};
+
+/// The file layout version this build writes. A file with a higher version is refused; a
+/// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
+pub const REDB_SCHEMA_VERSION: u64 = 2;
+/// The record layout version this build writes.
+const RECORD_VERSION: u32 = 1;
+/// The most operations one group commit applies.
+const MAX_BATCH: usize = 512;
+
+const TASKS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("tasks");
+const DUE: TableDefinition<'_, &[u8], ()> = TableDefinition::new("due");
+const EXPIRY: TableDefinition<'_, &[u8], ()> = TableDefinition::new("expiry");
+const CLAIMED: TableDefinition<'_, &[u8], ()> = TableDefinition::new("claimed");
+/// Live (non-terminal) tasks per scope, kept by the engine's `save` and `delete`.
+const LIVE: TableDefinition<'_, &str, u64> = TableDefinition::new("live");
+/// Each task's head (expiry, then scope), so a request is authorized without decoding the
+/// record.
+const HEADS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("heads");
+
+const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
+const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
+
+/// The durable embedded store.
+///
+/// Only one process may open a file at a time; opening it advances the file's boot epoch,
+/// which releases every claim the previous process held, so its tasks are due again at once.
+pub struct RedbStore {
+    db: Arc<Database>,
+    /// `None` only while dropping.
+    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
+    writer_thread: Option<std::thread::JoinHandle<()>>,
+    clock: Arc<dyn Clock>,
+    epoch: u64,
+    issuer: u64,
+    path: PathBuf,
+    fenced: usize,
+    key: [u8; 32],
+}
+
+impl Drop for RedbStore {
+    /// Closing the queue lets the writer finish every write already queued (their callers
+    /// are still owed an answer); joining it means the file is closed when drop returns, so
+    /// the same process can reopen it at once.
+    fn drop(&mut self) {
+        self.writer.take();
+        if let Some(t) = self.writer_thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for RedbStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedbStore")
+            .field("path", &self.path)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Opens every data table in `txn` (a read or a write transaction: the same names, their
+/// own table types).
+macro_rules! open_tables {
+    ($txn:expr) => {
+        Tables {
+            tasks: $txn.open_table(TASKS).map_err(backend)?,
+            indexes: [
+                $txn.open_table(DUE).map_err(backend)?,
+                $txn.open_table(EXPIRY).map_err(backend)?,
+                $txn.open_table(CLAIMED).map_err(backend)?,
+            ],
+            live: $txn.open_table(LIVE).map_err(backend)?,
+            heads: $txn.open_table(HEADS).map_err(backend)?,
+        }
+    };
+}
+
+mod codec;
+mod tables;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use codec::*;
+use tables::*;
+use writer::*;
+
+/// A store file for [`RedbStore::open_with_clock`]: to be created, or found.
+enum PrivateFile {
+    /// A new, empty file (0600) under a temporary name beside the store's path: redb
+    /// initialises it, the boot commits, and only then is it linked at the path, so the
+    /// path never names a half-created store (a crash leaves only the temporary name).
+    Created {
+        /// The open file.
+        file: std::fs::File,
+        /// Its temporary name.
+        temp: PathBuf,
+    },
+    /// The file at the path, which redb must find a database in.
+    Existing,
+}
+
+/// Prepares `path`: if it does not exist, creates its missing directories (0700) and a new
+/// file (0600) under a temporary name; otherwise checks the file is not empty and that only
+/// its owner can read it, tightening it if not.
+fn private_file(path: &Path) -> StoreResult<PrivateFile> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let io = |what: &str, e: std::io::Error| {
+        StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) => {
+            if meta.len() == 0 {
+                return Err(StoreError::corrupt(format!(
+                    "{}: the file is empty, so it is not a snodo store (only a missing path \
+                     creates one); remove it, or restore it from a backup",
+                    path.display()
+                )));
+            }
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| io("others can read it and it cannot be made 0600", e))?;
+            }
+            Ok(PrivateFile::Existing)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)
+                    .map_err(|e| io("cannot create its directory", e))?;
+            }
+            let name = path
+                .file_name()
+                .map_or_else(|| "tasks.redb".into(), |n| n.to_string_lossy().into_owned());
+            let temp = path.with_file_name(format!(".{name}.new-{:016x}", engine::random_u64()));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&temp)
+                .map_err(|e| io("cannot create", e))?;
+            Ok(PrivateFile::Created { file, temp })
+        }
+        Err(e) => Err(io("cannot read its metadata", e)),
+    }
+}
+
+impl RedbStore {
+    /// Opens the store at `path` (creating it if missing) on the system clock.
+    pub fn open(path: impl AsRef<Path>) -> StoreResult<Self> {
+        Self::open_with_clock(path, Arc::new(SystemClock::new()))
+    }
+
+    /// Opens the store at `path` on `clock`.
+    ///
+    /// Only a path that does not exist creates a store: its missing directories are made
+    /// 0700 and the file 0600 (it holds the server key and every task's input). An
+    /// existing file is tightened to 0600 if others could read it, then opened; an empty
+    /// file, a file that is not redb, or a redb file that is not a snodo store is refused
+    /// ([`StoreError::Corrupt`]), never initialised. Refuses a file written by a newer
+    /// schema ([`StoreError::IncompatibleSchema`]) and reports a damaged or truncated one
+    /// ([`StoreError::Corrupt`]); never resets data. Advances the boot epoch and releases
+    /// the previous process's claims before returning.
+    pub fn open_with_clock(path: impl AsRef<Path>, clock: Arc<dyn Clock>) -> StoreResult<Self> {
+        let path = path.as_ref().to_path_buf();
+        let (file, temp) = match private_file(&path)? {
+            PrivateFile::Existing => {
+                let at = path.clone();
+                return Self::open_from(path, clock, move || Database::builder().open(&at));
+            }
+            PrivateFile::Created { file, temp } => (file, temp),
+        };
+        let opened = Self::open_from(path.clone(), clock, move || {
+            Database::builder().create_with_backend(redb::backends::FileBackend::new(file)?)
+        });
+        // Publish the booted store at its path; a link (unlike a rename) never replaces a
+        // file another process created there in the meantime.
+        let published = opened.and_then(|store| {
+            std::fs::hard_link(&temp, &path).map_err(|e| {
+                StoreError::unavailable(format!("{}: cannot create: {e}", path.display()))
+            })?;
+            Ok(store)
+        });
+        let _ = std::fs::remove_file(&temp);
+        published
+    }
+
+    /// Opens a store on a custom redb storage backend (`label` names it in errors). Used to
+    /// inject I/O faults in tests; the guarantees are those of the backend.
+    pub fn open_with_backend(
+        backend: impl redb::StorageBackend,
+        label: impl Into<PathBuf>,
+        clock: Arc<dyn Clock>,
+    ) -> StoreResult<Self> {
+        Self::open_from(label.into(), clock, move || {
+            Database::builder().create_with_backend(backend)
+        })
+    }
+
+    fn open_from(
+        path: PathBuf,
+        clock: Arc<dyn Clock>,
+        create: impl FnOnce() -> Result<Database, redb::DatabaseError>,
+    ) -> StoreResult<Self> {
+        let in_file = |err: StoreError| match err {
+            StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
+            StoreError::IncompatibleSchema(m) => {
+                StoreError::IncompatibleSchema(format!("{}: {m}", path.display()).into())
+            }
+            other => other,
+        };
+        let issuer = engine::random_u64();
+        // redb reports most damage as errors but can panic on some malformed pages; a
+        // damaged file must be reported, never take the process down.
+        let opened = catch_unwind(AssertUnwindSafe(|| {
+            let db = create().map_err(backend)?;
+            let (epoch, fenced, key) = Self::boot(&db, clock.as_ref(), issuer)?;
+            Ok::<_, StoreError>((db, epoch, fenced, key))
+        }));
+        let (db, epoch, fenced, key) = match opened {
+            Ok(r) => r.map_err(in_file)?,
+            Err(_) => {
+                return Err(in_file(StoreError::corrupt(
+                    "the file is damaged (reading it failed a consistency check)",
+                )));
+            }
+        };
+        let db = Arc::new(db);
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            db: db.clone(),
+            clock: clock.clone(),
+            epoch,
+            issuer,
+        };
+        let writer_thread = std::thread::Builder::new()
+            .name("snodo-redb-writer".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| StoreError::unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            db,
+            writer: Some(tx),
+            writer_thread: Some(writer_thread),
+            clock,
+            epoch,
+            issuer,
+            path,
+            fenced,
+            key,
+        })
+    }
+
+    /// Checks the schema version, advances the boot epoch and fences old claims, in one
+    /// durable commit.
+    fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize, [u8; 32])> {
+        let mut txn = db.begin_write().map_err(backend)?;
+        txn.set_durability(Durability::Immediate).map_err(backend)?;
+        let (epoch, fenced, key) = {
+            let mut meta = txn.open_table(META).map_err(backend)?;
+            let version = meta
+                .get("schema_version")
+                .map_err(backend)?
+                .map(|v| v.value());
+            match version {
+                Some(v) if v > REDB_SCHEMA_VERSION => {
+                    return Err(StoreError::IncompatibleSchema(
+                        format!(
+                            "the store was written by a newer snodo (schema {v}); this build reads schema {REDB_SCHEMA_VERSION}. Upgrade snodo or point it at another data path"
+                        )
+                        .into(),
+                    ));
+                }
+                Some(v) if v < REDB_SCHEMA_VERSION => {
+                    // Version 1 had no live-task counts and no heads: build both from the
+                    // stored tasks once.
+                    let tasks = txn.open_table(TASKS).map_err(backend)?;
+                    let mut heads = txn.open_table(HEADS).map_err(backend)?;
+                    let mut live: std::collections::HashMap<String, u64> = Default::default();
+                    for entry in tasks.iter().map_err(backend)? {
+                        let (k, v) = entry.map_err(backend)?;
+                        let rec = decode(v.value())?;
+                        if !rec.task.status.is_terminal() {
+                            *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
+                        }
+                        heads
+                            .insert(k.value(), encode_head(&Head::of(&rec.task)).as_slice())
+                            .map_err(backend)?;
+                    }
+                    drop((tasks, heads));
+                    let mut counts = txn.open_table(LIVE).map_err(backend)?;
+                    for (scope, n) in &live {
+                        counts.insert(scope.as_str(), *n).map_err(backend)?;
+                    }
+                    drop(counts);
+                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
+                        .map_err(backend)?;
+                }
+                Some(_) => {}
+                None => {
+                    // No schema version: a database nobody wrote to yet (new, or a first
+                    // start interrupted before its first commit) becomes a store; one that
+                    // holds anything else is some other program's, and is not touched.
+                    let foreign = txn
+                        .list_tables()
+                        .map_err(backend)?
+                        .map(|t| t.name().to_owned())
+                        .find(|name| name != META.name());
+                    if let Some(table) = foreign {
+                        return Err(StoreError::corrupt(format!(
+                            "the file is a redb database but not a snodo store (it has a table {table:?} and no schema version)"
+                        )));
+                    }
+                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
+                        .map_err(backend)?;
+                }
+            }
+            let prev = meta.get("boot_epoch").map_err(backend)?.map(|v| v.value());
+            let epoch = prev.unwrap_or(0) + 1;
+            meta.insert("boot_epoch", epoch).map_err(backend)?;
+            drop(meta);
+            let mut tables = WriteTables::open(&txn)?;
+            let ctx = Ctx {
+                now: clock.now(),
+                epoch,
+                issuer,
+            };
+            let fenced = engine::fence_previous_epochs(&mut tables, &ctx)?;
+            drop(tables);
+            let mut secrets = txn.open_table(SECRETS).map_err(backend)?;
+            let stored = secrets
+                .get("server_key")
+                .map_err(backend)?
+                .map(|v| <[u8; 32]>::try_from(v.value()));
+            let key = match stored {
+                Some(Ok(k)) => k,
+                Some(Err(_)) => {
+                    return Err(StoreError::corrupt("the server key has the wrong length"));
+                }
+                None => {
+                    let k = engine::random_key();
+                    secrets
+                        .insert("server_key", k.as_slice())
+                        .map_err(backend)?;
+                    k
+                }
+            };
+            (epoch, fenced, key)
+        };
+        txn.commit().map_err(backend)?;
+        Ok((epoch, fenced, key))
+    }
+
+    /// The file this store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This process's boot epoch (1 for a new file).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// How many claims of earlier processes were released when this one opened the file:
+    /// the tasks that will be recovered.
+    pub fn fenced_claims(&self) -> usize {
+        self.fenced
+    }
+
+    /// Reads one task from the file at `path` without opening it as a store: no boot epoch
+    /// is advanced and no claim is touched, so an operator can look at a store a stopped or
+    /// crashed server left (a running server holds the file's lock: ask it instead).
+    ///
+    /// A file a crashed process left must be repaired before redb reads it, which a
+    /// read-only open cannot do. Such a file is opened for writing once, which makes redb
+    /// rebuild its free-space map from the committed data, exactly as the next server start
+    /// would; no task, epoch or claim changes.
+    pub fn inspect_file(path: impl AsRef<Path>, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        let path = path.as_ref();
+        let in_file = |e: StoreError| match e {
+            StoreError::Corrupt(m) => StoreError::corrupt(format!("{}: {m}", path.display())),
+            other => other,
+        };
+        if !path.exists() {
+            return Err(StoreError::unavailable(format!(
+                "{}: no such file",
+                path.display()
+            )));
+        }
+        // The handle must outlive the read: dropping it closes the file under the reader.
+        let db: Box<dyn ReadableDatabase> = match redb::ReadOnlyDatabase::open(path) {
+            Ok(db) => Box::new(db),
+            Err(redb::DatabaseError::RepairAborted) => {
+                let db = catch_unwind(AssertUnwindSafe(|| Database::builder().open(path)))
+                    .map_err(|_| {
+                        StoreError::corrupt(format!(
+                            "{}: the file is damaged (repairing it failed a consistency check)",
+                            path.display()
+                        ))
+                    })?
+                    .map_err(|e| in_file(backend(e)))?;
+                Box::new(db)
+            }
+            Err(e) => return Err(in_file(backend(e))),
+        };
+        let txn = db.begin_read().map_err(backend)?;
+        let tasks = match txn.open_table(TASKS) {
+            Ok(t) => t,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(backend(e)),
+        };
+        match tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode(v.value()).map(|r| Some((r.task, r.work))),
+            None => Ok(None),
+        }
+    }
+
+    /// Runs a full integrity check of the file (every page's checksum). Slow on big files:
+    /// an operator tool, not a startup step.
+    pub fn verify(path: impl AsRef<Path>) -> StoreResult<bool> {
+        let mut db = Database::builder().open(path.as_ref()).map_err(backend)?;
+        db.check_integrity().map_err(backend)
+    }
+
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            now: self.clock.now(),
+            epoch: self.epoch,
+            issuer: self.issuer,
+        }
+    }
+
+    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.writer
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("the store is closing"))?
+            .send(Box::new(Job { f, tx }))
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
+        rx.await
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+    }
+
+    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let db = self.db.clone();
+        let ctx = self.ctx();
+        tokio::task::spawn_blocking(move || {
+            let txn = db.begin_read().map_err(backend)?;
+            let tables = open_tables!(txn);
+            f(&tables, &ctx)
+        })
+        .await
+        .map_err(|e| {
+            if e.is_panic() {
+                // Reads run only redb and our decoder; a panic there means a damaged page.
+                StoreError::corrupt(
+                    "reading the store failed a consistency check; the file is likely damaged",
+                )
+            } else {
+                StoreError::unavailable(format!("a store read was abandoned: {e}"))
+            }
+        })?
+    }
+}
+
+embedded_store!(RedbStore);

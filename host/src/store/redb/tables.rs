@@ -1,0 +1,135 @@
+//! The data tables inside one transaction: the engine's `View` and `Txn` over redb, and
+//! the mapping of redb's errors into the contract's.
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use crate::model::{Scope, Task, TaskId};
+
+use super::super::StoreResult;
+use super::super::engine::{Head, Index, Record, Txn, View};
+use super::codec::{decode, decode_head, encode, encode_head, id_of_index_key, index_key};
+use super::*;
+
+/// The data tables, opened in one transaction.
+pub(super) struct Tables<T, I, L> {
+    pub(super) tasks: T,
+    pub(super) indexes: [I; 3],
+    pub(super) live: L,
+    pub(super) heads: T,
+}
+
+pub(super) fn slot(index: Index) -> usize {
+    match index {
+        Index::Due => 0,
+        Index::Expiry => 1,
+        Index::Claimed => 2,
+    }
+}
+
+impl<T, I, L> View for Tables<T, I, L>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+    I: ReadableTable<&'static [u8], ()>,
+    L: ReadableTable<&'static str, u64>,
+{
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        match self.heads.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode_head(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        Ok(self
+            .live
+            .get(scope.as_str())
+            .map_err(backend)?
+            .map_or(0, |v| v.value()))
+    }
+
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let hi = index_key(upto, &TaskId::from_bytes([0xff; 16]));
+        let mut out = Vec::new();
+        for entry in self.indexes[slot(index)]
+            .range::<&[u8]>(..=hi.as_slice())
+            .map_err(backend)?
+            .take(limit)
+        {
+            let (k, _) = entry.map_err(backend)?;
+            out.push(id_of_index_key(k.value())?);
+        }
+        Ok(out)
+    }
+}
+
+pub(super) type WriteTables<'t> = Tables<
+    Table<'t, &'static [u8], &'static [u8]>,
+    Table<'t, &'static [u8], ()>,
+    Table<'t, &'static str, u64>,
+>;
+
+impl<'t> WriteTables<'t> {
+    pub(super) fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
+        Ok(open_tables!(txn))
+    }
+}
+
+impl Txn for WriteTables<'_> {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        let bytes = encode(record)?;
+        self.tasks
+            .insert(record.task.id.as_bytes().as_slice(), bytes.as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.tasks
+            .remove(id.as_bytes().as_slice())
+            .map_err(backend)?;
+        self.heads
+            .remove(id.as_bytes().as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn created(&mut self, task: &Task) -> StoreResult<()> {
+        self.heads
+            .insert(
+                task.id.as_bytes().as_slice(),
+                encode_head(&Head::of(task)).as_slice(),
+            )
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)]
+            .insert(index_key(key, id).as_slice(), ())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.indexes[slot(index)]
+            .remove(index_key(key, id).as_slice())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        if count == 0 {
+            self.live.remove(scope.as_str()).map_err(backend)?;
+        } else {
+            self.live.insert(scope.as_str(), count).map_err(backend)?;
+        }
+        Ok(())
+    }
+}

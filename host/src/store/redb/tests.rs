@@ -1,0 +1,438 @@
+//! The redb adapter's own tests: the contract suite, file checks, crash and fault injection.
+
+use std::sync::Arc;
+
+use crate::model::ManualClock;
+use crate::store::contract::Backend;
+use crate::store::{RedbStore, Store};
+
+struct Redb {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait::async_trait]
+impl Backend for Redb {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+        let path = self.dir.path().join("tasks.redb");
+        let clock = Arc::new(clock.clone());
+        let store = tokio::task::spawn_blocking(move || RedbStore::open_with_clock(&path, clock))
+            .await
+            .expect("open task panicked")
+            .expect("open the redb store");
+        Arc::new(store)
+    }
+}
+
+crate::store_contract_suite!(|| Redb {
+    dir: tempfile::tempdir().expect("temp dir"),
+});
+
+mod file {
+    use std::io::{Seek, SeekFrom, Write};
+
+    use serde_json::json;
+
+    use super::super::{META, REDB_SCHEMA_VERSION, TASKS};
+    use crate::model::{Scope, TaskId, Work};
+    use crate::store::{NewTask, RedbStore, Store, StoreError};
+
+    fn new_task() -> NewTask {
+        let id = TaskId::generate();
+        NewTask::new(
+            id,
+            Scope::new("t"),
+            Work::new("w", json!({}), id.to_string()),
+        )
+    }
+
+    /// Writes through redb directly, around the store, to fake what another build or
+    /// damage could leave.
+    fn raw_write(path: &std::path::Path, write: impl FnOnce(&redb::WriteTransaction)) {
+        let db = redb::Database::create(path).expect("raw open");
+        let txn = db.begin_write().expect("txn");
+        write(&txn);
+        txn.commit().expect("commit");
+    }
+
+    async fn populated(path: &std::path::Path, n: usize) -> Vec<TaskId> {
+        let store = RedbStore::open(path).expect("open");
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(store.create(new_task()).await.expect("create").id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        let mut key = None;
+        for expected in 1..=3 {
+            let store = RedbStore::open(&path).expect("open");
+            assert_eq!(store.epoch(), expected);
+            assert_eq!(store.path(), path);
+            let k = store.server_key().await.expect("key");
+            assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_second_open_in_the_same_moment_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        let _first = RedbStore::open(&path).expect("open");
+        let err = RedbStore::open(&path).expect_err("second open");
+        assert!(
+            matches!(&err, StoreError::Unavailable(m) if m.contains("already open")),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_file_from_a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        populated(&path, 1).await;
+        raw_write(&path, |txn| {
+            txn.open_table(META)
+                .expect("meta")
+                .insert("schema_version", REDB_SCHEMA_VERSION + 1)
+                .expect("insert");
+        });
+        let err = RedbStore::open(&path).expect_err("newer schema");
+        assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+        assert!(err.to_string().contains("newer snodo"), "{err}");
+    }
+
+    /// Stores `bytes` as the record of a new task, around the store, and returns what
+    /// reading it back reports.
+    async fn read_planted(bytes: &'static [u8]) -> StoreError {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        let id = populated(&path, 1).await[0];
+        raw_write(&path, |txn| {
+            txn.open_table(TASKS)
+                .expect("tasks")
+                .insert(id.as_bytes().as_slice(), bytes)
+                .expect("insert");
+        });
+        let store = RedbStore::open(&path).expect("open");
+        store
+            .inspect(&id)
+            .await
+            .expect_err("the planted record is refused")
+    }
+
+    #[tokio::test]
+    async fn a_record_from_a_newer_layout_is_refused_on_read() {
+        let err = read_planted(br#"{"v":2,"future":true}"#).await;
+        assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_damaged_record_is_reported_not_skipped() {
+        let err = read_planted(b"{\"v\":1,\"task\":").await;
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_a_store_is_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
+        let err = RedbStore::open(&path).expect_err("garbage");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains("s.redb"), "names the file: {err}");
+        // Nothing was reset: the bytes are as they were.
+        assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
+    }
+
+    #[tokio::test]
+    async fn a_truncated_file_is_reported_never_reset() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        populated(&path, 50).await;
+        let len = std::fs::metadata(&path).expect("meta").len();
+        for keep in [len / 2, 4096, 100] {
+            let copy = dir.path().join(format!("cut-{keep}.redb"));
+            std::fs::copy(&path, &copy).expect("copy");
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&copy)
+                .expect("open copy")
+                .set_len(keep)
+                .expect("truncate");
+            let res = RedbStore::open(&copy);
+            let err = res.expect_err("a truncated file must not open as an empty store");
+            assert!(
+                matches!(err, StoreError::Corrupt(_)),
+                "truncated to {keep} bytes: {err}"
+            );
+        }
+    }
+
+    /// Against a model: whatever the store acknowledged before the device failed is
+    /// there after a reopen, failures are reported as errors (never a panic, never a
+    /// hang), and the file opens again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn io_failures_lose_no_acknowledged_write() {
+        use crate::model::{EventKind, TaskEvent, TaskStatus};
+        use crate::store::{Authority, ClaimRequest};
+
+        for budget in [3i64, 10, 25, 60, 120, 250, 500] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("faulty.redb");
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .expect("file");
+            let faults = std::sync::Arc::new(crate::store::Faults::default());
+            faults
+                .budget
+                .store(budget, std::sync::atomic::Ordering::SeqCst);
+            let backend = crate::store::FaultyDevice::new(file, faults).expect("backend");
+            let clock = std::sync::Arc::new(crate::model::SystemClock::new());
+            let store = match RedbStore::open_with_backend(backend, &path, clock) {
+                Ok(s) => s,
+                Err(e) => {
+                    assert!(
+                        matches!(e, StoreError::Unavailable(_) | StoreError::Corrupt(_)),
+                        "{e}"
+                    );
+                    continue;
+                }
+            };
+            let mut created = Vec::new();
+            let mut completed = Vec::new();
+            let mut failed_at = None;
+            for i in 0..200 {
+                let id = match store.create(new_task()).await {
+                    Ok(t) => t.id,
+                    Err(e) => {
+                        assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+                        failed_at = Some(i);
+                        break;
+                    }
+                };
+                created.push(id);
+                if i % 2 == 0 {
+                    let done = async {
+                        let lease = store
+                            .claim(&id, &ClaimRequest::new(60_000, "t"))
+                            .await?
+                            .lease;
+                        let kind = EventKind::Completed {
+                            result: json!({"content": [{"type": "text", "text": "ok"}]}),
+                        };
+                        store
+                            .transition(Authority::Worker(&lease), TaskEvent::random(kind), None)
+                            .await
+                    };
+                    match done.await {
+                        Ok(_) => completed.push(id),
+                        Err(e) => {
+                            assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+                            failed_at = Some(i);
+                            break;
+                        }
+                    }
+                }
+            }
+            assert!(
+                failed_at.is_some(),
+                "budget {budget}: the device never failed"
+            );
+            drop(store);
+
+            let reopened = RedbStore::open(&path)
+                .unwrap_or_else(|e| panic!("budget {budget}: reopen failed: {e}"));
+            for id in &created {
+                let (t, _) = reopened
+                    .inspect(id)
+                    .await
+                    .expect("read")
+                    .unwrap_or_else(|| {
+                        panic!("budget {budget}: acknowledged task {id} is missing")
+                    });
+                if completed.contains(id) {
+                    assert_eq!(t.status, TaskStatus::Completed, "budget {budget}: {id}");
+                }
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn damaged_pages_are_reported() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.redb");
+        let ids = populated(&path, 200).await;
+        let len = std::fs::metadata(&path).expect("meta").len();
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            // Overwrite everything past the header region with garbage.
+            f.seek(SeekFrom::Start(8192)).expect("seek");
+            f.write_all(&vec![0xa5; (len - 8192) as usize])
+                .expect("write");
+        }
+        let opened = RedbStore::open(&path);
+        let store = match opened {
+            Err(e) => {
+                assert!(matches!(e, StoreError::Corrupt(_)), "{e}");
+                return;
+            }
+            Ok(s) => s,
+        };
+        // If the header survived, every read of a damaged page must fail loudly.
+        let mut failures = 0;
+        for id in &ids {
+            match store.inspect(id).await {
+                Err(StoreError::Corrupt(_)) => failures += 1,
+                Err(other) => panic!("unexpected error {other}"),
+                Ok(Some(_)) => panic!("a damaged page was read as valid data"),
+                Ok(None) => panic!("a damaged page made a task vanish silently"),
+            }
+        }
+        assert_eq!(failures, ids.len());
+    }
+
+    #[tokio::test]
+    async fn an_empty_file_is_refused_never_initialised() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tasks.redb");
+        std::fs::write(&path, b"").expect("write");
+        let err = RedbStore::open(&path).expect_err("an empty file is not a store");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(
+            err.to_string().contains("tasks.redb"),
+            "names the file: {err}"
+        );
+        assert!(err.to_string().contains("empty"), "{err}");
+        assert_eq!(
+            std::fs::metadata(&path).expect("meta").len(),
+            0,
+            "untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn another_programs_redb_file_is_refused_never_adopted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tasks.redb");
+        const OTHER: redb::TableDefinition<'_, &str, u64> = redb::TableDefinition::new("settings");
+        raw_write(&path, |txn| {
+            txn.open_table(OTHER)
+                .expect("table")
+                .insert("answer", 42)
+                .expect("insert");
+        });
+        let err = RedbStore::open(&path).expect_err("not a snodo store");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains("not a snodo store"), "{err}");
+        assert!(err.to_string().contains("settings"), "{err}");
+        // Nothing was added to it and its data is intact.
+        use redb::{ReadableDatabase, TableHandle};
+        let db = redb::Database::open(&path).expect("raw open");
+        let txn = db.begin_read().expect("read");
+        let tables: Vec<String> = txn
+            .list_tables()
+            .expect("tables")
+            .map(|t| t.name().to_owned())
+            .collect();
+        assert_eq!(tables, vec!["settings".to_owned()]);
+        let value = txn
+            .open_table(OTHER)
+            .expect("table")
+            .get("answer")
+            .expect("get")
+            .map(|v| v.value());
+        assert_eq!(value, Some(42));
+    }
+
+    #[tokio::test]
+    async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode =
+            |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = dir.path().join("data");
+        let path = data.join("nested").join("tasks.redb");
+        drop(RedbStore::open(&path).expect("create"));
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join("nested")), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        let names: Vec<_> = std::fs::read_dir(data.join("nested"))
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["tasks.redb"], "only the store, no temporary name");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("loosen");
+        let store = RedbStore::open(&path).expect("reopen");
+        assert_eq!(store.epoch(), 2, "the same store, reopened");
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    /// The readiness probe: a failing or stuck writer fails it within its bound, while
+    /// a snapshot read (the old probe) keeps answering.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_write_probe_fails_when_the_writer_cannot_commit() {
+        use std::sync::atomic::Ordering;
+        use std::time::Duration;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("probe.redb");
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .expect("file");
+        let faults = std::sync::Arc::new(crate::store::Faults::default());
+        let backend = crate::store::FaultyDevice::new(file, faults.clone()).expect("backend");
+        let clock = std::sync::Arc::new(crate::model::SystemClock::new());
+        let store = RedbStore::open_with_backend(backend, &path, clock).expect("open");
+        let bound = Duration::from_millis(200);
+        store
+            .check_writable(bound)
+            .await
+            .expect("a healthy store commits");
+
+        faults.stall(true);
+        store.now().await.expect("reads still answer");
+        let err = store
+            .check_writable(bound)
+            .await
+            .expect_err("a stuck writer fails the probe");
+        assert!(
+            matches!(&err, StoreError::Unavailable(m) if m.contains("200 ms")),
+            "{err}"
+        );
+        faults.stall(false);
+        store
+            .check_writable(bound)
+            .await
+            .expect("unstuck, it commits again");
+
+        // After a failed write redb refuses every later one until the file is reopened,
+        // so the probe stays red: readiness reflects that only a restart helps.
+        faults.failing.store(true, Ordering::SeqCst);
+        store.now().await.expect("reads still answer");
+        let err = store.check_writable(bound).await.expect_err("writes fail");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        faults.failing.store(false, Ordering::SeqCst);
+        let err = store
+            .check_writable(bound)
+            .await
+            .expect_err("still refused");
+        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+    }
+}
