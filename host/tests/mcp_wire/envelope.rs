@@ -1,0 +1,198 @@
+//! Malformed envelopes, transport errors, routing headers and `_meta` rules.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::json;
+use tower::ServiceExt;
+
+use super::*;
+
+#[tokio::test]
+async fn malformed_envelopes() {
+    let app = app(vec![]).await;
+    for (body, status, expect) in [
+        ("{", 400, -32700),
+        ("[]", 400, -32600),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#,
+            400,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/list"}"#,
+            400,
+            -32700,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}"#,
+            400,
+            -32602,
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/list"}"#,
+            400,
+            -32600,
+        ),
+    ] {
+        let req = Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("mcp-method", "tools/list")
+            .body(Body::from(body))
+            .expect("request");
+        let (s, v, _) = send(&app, req).await;
+        assert_eq!((s.as_u16(), code(&v)), (status, expect), "{body}: {v}");
+        assert_eq!(v["jsonrpc"], "2.0");
+    }
+    // Non-UTF-8 body.
+    let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .body(Body::from(vec![0xff, 0xfe, 0x00]))
+        .expect("request");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32700));
+    // Too large: 413, before anything is parsed.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"x":"{}"}}}}"#,
+        "a".repeat(70_000)
+    );
+    let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("mcp-method", "tools/list")
+        .body(Body::from(big))
+        .expect("request");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(code(&v), -32600);
+    // Wrong content type.
+    let req = Request::post("/mcp")
+        .header("content-type", "text/plain")
+        .body(Body::from("{}"))
+        .expect("request");
+    assert_eq!(send(&app, req).await.0, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    // No content type: refused the same way (every real client sends it).
+    let req = Request::post("/mcp")
+        .header("mcp-method", "tools/list")
+        .body(Body::from(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        ))
+        .expect("request");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s, code(&v)), (StatusCode::UNSUPPORTED_MEDIA_TYPE, -32600));
+    // Notifications are accepted without a body.
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
+    let req = post(&note)
+        .body(Body::from(note.to_string()))
+        .expect("request");
+    assert_eq!(send(&app, req).await.0, StatusCode::ACCEPTED);
+    // GET and DELETE are not part of the stateless transport.
+    for m in ["GET", "DELETE"] {
+        let req = Request::builder()
+            .method(m)
+            .uri("/mcp")
+            .body(Body::empty())
+            .expect("request");
+        let resp = app.clone().oneshot(req).await.expect("response");
+        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(
+            resp.headers().get("allow").and_then(|v| v.to_str().ok()),
+            Some("POST")
+        );
+    }
+}
+
+#[tokio::test]
+async fn routing_headers_and_meta() {
+    let app = app(vec![]).await;
+    let body = rpc(
+        1,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+        caps(false),
+    );
+    // Missing Mcp-Method.
+    let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("mcp-name", "greet")
+        .body(Body::from(body.to_string()))
+        .expect("r");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!(
+        (s.as_u16(), code(&v), v["id"].clone()),
+        (400, -32020, json!(1))
+    );
+    // Mismatched method.
+    let req = post(&body)
+        .header("mcp-method", "tasks/get")
+        .body(Body::from(body.to_string()))
+        .expect("r");
+    let req = {
+        let (mut parts, b) = req.into_parts();
+        parts
+            .headers
+            .insert("mcp-method", "tasks/get".parse().expect("value"));
+        Request::from_parts(parts, b)
+    };
+    assert_eq!(code(&send(&app, req).await.1), -32020);
+    // Mcp-Name mismatch, missing, base64 form, unreadable bytes.
+    let with_name = |name: &[u8]| {
+        Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header(
+                "mcp-name",
+                axum::http::HeaderValue::from_bytes(name).expect("value"),
+            )
+            .body(Body::from(body.to_string()))
+            .expect("r")
+    };
+    assert_eq!(code(&send(&app, with_name(b"other")).await.1), -32020);
+    let (s, v, _) = send(&app, with_name(b"=?base64?Z3JlZXQ=?=")).await;
+    assert_eq!(
+        (s, v["result"]["content"][0]["text"].clone()),
+        (StatusCode::OK, json!("Hello, x!"))
+    );
+    assert_eq!(code(&send(&app, with_name(b"gr\xffeet")).await.1), -32020);
+    let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .body(Body::from(body.to_string()))
+        .expect("r");
+    assert_eq!(code(&send(&app, req).await.1), -32020);
+    // A missing MCP-Protocol-Version is a header failure too (400, -32020).
+    let mut req = post(&body).body(Body::from(body.to_string())).expect("r");
+    req.headers_mut().remove("mcp-protocol-version");
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{v}");
+    // _meta rules.
+    let mut no_meta = body.clone();
+    no_meta["params"]
+        .as_object_mut()
+        .expect("params")
+        .remove("_meta");
+    let (s, v) = call(&app, no_meta).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32602));
+    let mut old = body.clone();
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let req = post(&old)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(Body::from(old.to_string()))
+        .expect("r");
+    let req = {
+        let (mut parts, b) = req.into_parts();
+        parts
+            .headers
+            .insert("mcp-protocol-version", "2025-11-25".parse().expect("value"));
+        Request::from_parts(parts, b)
+    };
+    let (s, v, _) = send(&app, req).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32022));
+    assert_eq!(
+        v["error"]["data"],
+        json!({"supported": ["2026-07-28"], "requested": "2025-11-25"})
+    );
+    // Header and body versions disagree: a header mismatch whatever the versions.
+    let (s, v) = call(&app, old).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32020));
+}

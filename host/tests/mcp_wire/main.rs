@@ -1,0 +1,113 @@
+//! The wire through the router, without sockets: every error code and shape of the digest's
+//! error table, hostile input, authentication, and the task flow end to end with real
+//! guests on a real store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use snodo::http::{HttpConfig, router};
+use snodo::model::Principal;
+use snodo::wasm::Component;
+use tokio::sync::OnceCell;
+use tower::ServiceExt;
+
+pub(crate) static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod envelope;
+mod health;
+mod methods;
+mod streams;
+mod tasks;
+
+pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
+
+pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
+    let fixtures = FIXTURES
+        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
+        .await
+        .clone();
+    let (server, _) = common::mcp_server(
+        common::catalog_of(&[&fixtures], Default::default()),
+        Default::default(),
+    );
+    router(
+        server,
+        HttpConfig {
+            max_body_bytes: 64 << 10,
+            tokens,
+            ..HttpConfig::default()
+        },
+    )
+}
+
+pub(crate) fn caps(tasks: bool) -> Value {
+    if tasks {
+        json!({"elicitation": {}, "extensions": {TASKS: {}}})
+    } else {
+        json!({"elicitation": {}})
+    }
+}
+
+pub(crate) fn meta(caps: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    })
+}
+
+/// A POST with the routing headers derived from the body.
+pub(crate) fn post(body: &Value) -> axum::http::request::Builder {
+    let method = body["method"].as_str().unwrap_or_default();
+    let mut b = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("host", "localhost:3001")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    let name = body["params"]["name"]
+        .as_str()
+        .or_else(|| body["params"]["taskId"].as_str());
+    if let Some(n) = name {
+        b = b.header("mcp-name", n);
+    }
+    b
+}
+
+pub(crate) fn rpc(id: i64, method: &str, mut params: Value, caps: Value) -> Value {
+    params["_meta"] = meta(caps);
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+pub(crate) async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value, String) {
+    let resp = app.clone().oneshot(req).await.expect("response");
+    let status = resp.status();
+    let ctype = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body, ctype)
+}
+
+pub(crate) async fn call(app: &axum::Router, body: Value) -> (StatusCode, Value) {
+    let req = post(&body)
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (s, b, _) = send(app, req).await;
+    (s, b)
+}
+
+pub(crate) fn code(v: &Value) -> i64 {
+    v["error"]["code"].as_i64().unwrap_or(0)
+}

@@ -1,0 +1,140 @@
+//! SSE: progress on synchronous calls and `notifications/tasks` on subscriptions.
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+
+#[tokio::test]
+async fn progress_streams_over_sse() {
+    let app = app(vec![]).await;
+    let mut body = rpc(
+        1,
+        "tools/call",
+        json!({"name": "test_tool_with_progress"}),
+        caps(false),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("p1");
+    let req = post(&body)
+        .body(Body::from(body.to_string()))
+        .expect("request");
+    let (s, v, ctype) = send(&app, req).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+    let text = v.as_str().expect("sse text").to_owned();
+    let frames: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str(d.trim()).ok())
+        .collect();
+    let progress: Vec<f64> = frames
+        .iter()
+        .filter(|f| f["method"] == "notifications/progress")
+        .filter_map(|f| f["params"]["progress"].as_f64())
+        .collect();
+    assert_eq!(progress, vec![0.0, 50.0, 100.0]);
+    assert!(
+        frames
+            .iter()
+            .all(|f| f["params"]["progressToken"] == "p1" || f.get("id").is_some())
+    );
+    let last = frames.last().expect("frames");
+    assert_eq!(last["id"], 1);
+    assert_eq!(last["result"]["resultType"], "complete");
+}
+
+#[tokio::test]
+async fn subscriptions_deliver_task_notifications() {
+    let app = app(vec![]).await;
+    let (_, v) = call(
+        &app,
+        rpc(
+            1,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 1}}),
+            caps(true),
+        ),
+    )
+    .await;
+    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
+    // Without the tasks declaration, asking for task notifications is -32021.
+    let (_, v) = call(
+        &app,
+        rpc(
+            2,
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [id]}}),
+            caps(false),
+        ),
+    )
+    .await;
+    assert_eq!(code(&v), -32021);
+
+    let listen = rpc(
+        3,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id, "0123456789abcdef0123456789abcdef", "not-an-id"]}}),
+        caps(true),
+    );
+    let req = post(&listen)
+        .body(Body::from(listen.to_string()))
+        .expect("request");
+    let resp = app.clone().oneshot(req).await.expect("response");
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap_or_default()
+            .starts_with("text/event-stream")
+    );
+    let mut body = resp.into_body();
+    let mut frames: Vec<Value> = Vec::new();
+    let mut pending = String::new();
+    let done = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame.expect("frame");
+            if let Some(data) = frame.data_ref() {
+                pending.push_str(&String::from_utf8_lossy(data));
+                while let Some(end) = pending.find("\n\n") {
+                    let event: String = pending.drain(..end + 2).collect();
+                    for line in event.lines() {
+                        if let Some(d) = line.strip_prefix("data:")
+                            && let Ok(v) = serde_json::from_str::<Value>(d.trim())
+                        {
+                            frames.push(v);
+                        }
+                    }
+                }
+            }
+            if frames.iter().any(|f| f["params"]["status"] == "completed") {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "a completed notification arrived: {frames:?}");
+    assert_eq!(
+        frames[0]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    assert_eq!(
+        frames[0]["params"]["notifications"]["taskIds"],
+        json!([id]),
+        "unknown ids are dropped"
+    );
+    let last = frames.last().expect("frames");
+    assert_eq!(last["method"], "notifications/tasks");
+    assert_eq!(last["params"]["taskId"], json!(id));
+    assert_eq!(last["params"]["result"]["content"][0]["type"], "text");
+    assert_eq!(
+        last["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        3
+    );
+    assert!(
+        frames
+            .iter()
+            .skip(1)
+            .all(|f| f["method"] == "notifications/tasks")
+    );
+}

@@ -1,0 +1,241 @@
+//! The task flow end to end: input, cancellation, tenants, failures and MRTR.
+
+use axum::body::Body;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use super::*;
+
+async fn await_task(app: &axum::Router, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (_, v) = call(
+                app,
+                rpc(100, "tasks/get", json!({"taskId": id}), caps(true)),
+            )
+            .await;
+            if pred(&v["result"]) {
+                return v["result"].clone();
+            }
+            common::tick().await;
+        }
+    })
+    .await
+    .expect("the task reached the state")
+}
+
+#[tokio::test]
+async fn task_flow_with_input_cancel_and_tenants() {
+    let alice = (
+        "alice-token-0123456789".to_owned(),
+        Principal::new("acme", "alice"),
+    );
+    let bob = (
+        "bob-token-0123456789ab".to_owned(),
+        Principal::new("globex", "bob"),
+    );
+    let app = app(vec![alice.clone(), bob.clone()]).await;
+    let with_token = |body: &Value, token: Option<&str>| {
+        let mut b = post(body);
+        if let Some(t) = token {
+            b = b.header("authorization", format!("Bearer {t}"));
+        }
+        b.body(Body::from(body.to_string())).expect("request")
+    };
+    let create = rpc(
+        1,
+        "tools/call",
+        json!({"name": "confirm_delete", "arguments": {"filename": "a.txt"}}),
+        caps(true),
+    );
+    // Authentication comes first.
+    let resp = app
+        .clone()
+        .oneshot(with_token(&create, None))
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    assert!(resp.headers().contains_key("www-authenticate"));
+    assert_eq!(
+        send(&app, with_token(&create, Some("wrong-token-0123456789")))
+            .await
+            .0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    let (s, v, _) = send(&app, with_token(&create, Some(&alice.0))).await;
+    assert_eq!(s, StatusCode::OK);
+    let r = &v["result"];
+    assert_eq!(r["resultType"], "task");
+    assert_eq!(r["status"], "working");
+    assert!(
+        r.get("task").is_none() && r.get("result").is_none() && r.get("requestState").is_none()
+    );
+    assert!(
+        r["createdAt"]
+            .as_str()
+            .is_some_and(|t| t.len() >= 20 && t.ends_with('Z'))
+    );
+    assert_eq!(r["ttlMs"], 600_000);
+    let id = r["taskId"].as_str().expect("id").to_owned();
+
+    // Another tenant sees nothing.
+    let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
+    let (_, v, _) = send(&app, with_token(&get, Some(&bob.0))).await;
+    assert_eq!(code(&v), -32602);
+    let cancel = rpc(3, "tasks/cancel", json!({"taskId": id}), caps(true));
+    let (_, v, _) = send(&app, with_token(&cancel, Some(&bob.0))).await;
+    assert_eq!(code(&v), -32602);
+
+    // Parks in input_required with the question inlined.
+    let parked = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
+            if v["result"]["status"] == "input_required" {
+                return v["result"].clone();
+            }
+            common::tick().await;
+        }
+    })
+    .await
+    .expect("parked");
+    assert_eq!(parked["resultType"], "complete");
+    assert_eq!(
+        parked["inputRequests"]["confirm"]["method"],
+        "elicitation/create"
+    );
+    assert!(parked.get("requestState").is_none());
+
+    // Unknown keys are ignored and acknowledged; the right key resumes it.
+    let update = |responses: Value| {
+        rpc(
+            4,
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": responses}),
+            caps(true),
+        )
+    };
+    let (_, v, _) = send(
+        &app,
+        with_token(
+            &update(json!({"unknown-key": {"ignored": true}})),
+            Some(&alice.0),
+        ),
+    )
+    .await;
+    assert_eq!(v["result"], json!({"resultType": "complete"}));
+    let (_, v, _) = send(
+        &app,
+        with_token(
+            &update(json!({"confirm": {"action": "accept", "content": {"confirm": true}}})),
+            Some(&alice.0),
+        ),
+    )
+    .await;
+    assert_eq!(v["result"], json!({"resultType": "complete"}));
+    let done = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
+            if v["result"]["status"] == "completed" {
+                return v["result"].clone();
+            }
+            common::tick().await;
+        }
+    })
+    .await
+    .expect("completed");
+    assert_eq!(done["result"]["content"][0]["text"], "Deleted a.txt");
+    assert!(done.get("inputRequests").is_none() && done.get("error").is_none());
+    // Cancelling a finished task: the same ack, nothing changes.
+    let (_, v, _) = send(&app, with_token(&cancel, Some(&alice.0))).await;
+    assert_eq!(v["result"], json!({"resultType": "complete"}));
+    let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
+    assert_eq!(v["result"]["status"], "completed");
+}
+
+#[tokio::test]
+async fn failures_cancellation_and_mrtr() {
+    let app = app(vec![]).await;
+    // A protocol error fails the task; a tool error completes it with isError.
+    let (_, v) = call(
+        &app,
+        rpc(
+            1,
+            "tools/call",
+            json!({"name": "protocol_error_job"}),
+            caps(true),
+        ),
+    )
+    .await;
+    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
+    let t = await_task(&app, &id, |t| t["status"] == "failed").await;
+    assert_eq!(t["error"]["code"], -32603);
+    assert!(t.get("result").is_none());
+    // Cancellation of a long task settles it.
+    let (_, v) = call(
+        &app,
+        rpc(
+            2,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+            caps(true),
+        ),
+    )
+    .await;
+    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
+    let (_, v) = call(
+        &app,
+        rpc(3, "tasks/cancel", json!({"taskId": id}), caps(true)),
+    )
+    .await;
+    assert_eq!(v["result"], json!({"resultType": "complete"}));
+    let t = await_task(&app, &id, |t| t["status"] == "cancelled").await;
+    assert_eq!(t["statusMessage"], "Cancelled by the client");
+
+    // MRTR before the task: input_required, then a task; a tampered state is refused.
+    let first = rpc(
+        4,
+        "tools/call",
+        json!({"name": "test_tool_with_task"}),
+        caps(true),
+    );
+    let (_, v) = call(&app, first).await;
+    assert_eq!(v["result"]["resultType"], "input_required");
+    assert!(v["result"].get("taskId").is_none());
+    let state = v["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_owned();
+    let answer = json!({"user_name": {"action": "accept", "content": {"name": "Alice"}}});
+    let mut tampered = state.clone().into_bytes();
+    tampered[2] ^= 1;
+    let bad = rpc(
+        5,
+        "tools/call",
+        json!({"name": "test_tool_with_task", "inputResponses": answer, "requestState": String::from_utf8_lossy(&tampered)}),
+        caps(true),
+    );
+    assert_eq!(code(&call(&app, bad).await.1), -32602);
+    let not_object = rpc(
+        5,
+        "tools/call",
+        json!({"name": "test_tool_with_task", "inputResponses": {"user_name": 3}}),
+        caps(true),
+    );
+    assert_eq!(code(&call(&app, not_object).await.1), -32602);
+    let second = rpc(
+        6,
+        "tools/call",
+        json!({"name": "test_tool_with_task", "inputResponses": answer, "requestState": state}),
+        caps(true),
+    );
+    let (_, v) = call(&app, second).await;
+    assert_eq!(v["result"]["resultType"], "task");
+    assert!(
+        v["result"].get("requestState").is_none() && v["result"].get("inputRequests").is_none()
+    );
+    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
+    let t = await_task(&app, &id, |t| t["status"] == "completed").await;
+    assert_eq!(t["result"]["content"][0]["text"], "Hello, Alice! (async)");
+}
