@@ -865,3 +865,100 @@ async fn a_task_whose_component_version_is_gone_follows_the_policy() {
         runner.shutdown().await;
     }
 }
+
+/// Completes on its second execution, asking for a retry on the first: a stand-in for a
+/// component, so the runner's own logic runs on a paused clock with no WebAssembly.
+#[derive(Default)]
+struct SecondTimeLucky {
+    runs: std::sync::atomic::AtomicU32,
+}
+
+#[async_trait::async_trait]
+impl snodo::wasm::Executable for SecondTimeLucky {
+    async fn execute(&self, _exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let outcome = if n == 0 {
+            snodo::wasm::GuestOutcome::Retry {
+                error: snodo::model::JsonRpcError::new(-32000, "try later"),
+                status_message: "waiting to try again".into(),
+            }
+        } else {
+            snodo::wasm::GuestOutcome::Completed(json!({"content": [], "isError": false}))
+        };
+        snodo::wasm::ExecutionReport {
+            outcome: Ok(outcome),
+            logs: Vec::new(),
+            dropped_logs: 0,
+            instantiate: Duration::ZERO,
+            run: Duration::ZERO,
+        }
+    }
+}
+
+struct Fake(Arc<SecondTimeLucky>);
+
+impl snodo::runner::Executors for Fake {
+    fn resolve(
+        &self,
+        _work: &snodo::model::Work,
+    ) -> Result<snodo::runner::Resolved, snodo::runner::Unresolved> {
+        Ok(snodo::runner::Resolved {
+            component: self.0.clone(),
+            tool: "lucky".into(),
+            arguments: json!({}),
+            grants: Default::default(),
+            replaced: None,
+        })
+    }
+}
+
+/// The runner alone, on a paused tokio clock and the store's ManualClock: a retry is
+/// refused before its delay on the store's clock and runs once the delay has passed.
+#[tokio::test(start_paused = true)]
+async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
+    let clock = Arc::new(ManualClock::new(Timestamp(T0)));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let lucky = Arc::new(SecondTimeLucky::default());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(Fake(lucky.clone())),
+        opts(false),
+        rec.clone(),
+    );
+    let id = create(
+        &*store,
+        "lucky",
+        json!({}),
+        RetryPolicy::new([60_000]).expect("policy"),
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    rec.until("the retry was scheduled", |e| {
+        e.iter().any(|e| {
+            matches!(
+                e,
+                RunnerEvent::JobStopped {
+                    outcome: JobOutcome::RetryScheduled,
+                    ..
+                }
+            )
+        })
+    })
+    .await;
+    // Local time runs on (the paused clock advances whenever the runtime idles), but the
+    // store's clock has not reached the retry: nothing may run.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(lucky.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let (t, _) = store.inspect(&id).await.expect("inspect").expect("task");
+    assert_eq!(t.retry_at, Some(Timestamp(T0 + 60_000)));
+    clock.advance(60_000);
+    rec.until("the retry completed the task", |e| {
+        e.iter().any(|e| {
+            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Completed, .. } if *task == id)
+        })
+    })
+    .await;
+    assert_eq!(lucky.runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    runner.shutdown().await;
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::model::{ExecutionLimits, RetryPolicy, TaskId, Work};
-use crate::wasm::{Component, TaskMode, ToolInfo, WasiGrants};
+use crate::wasm::{Component, Executable, TaskMode, ToolInfo, WasiGrants};
 
 /// The work type of an MCP tool call. Its input is `{"tool": name, "arguments": {...}}`.
 pub const TOOL_CALL: &str = "snodo/tool-call";
@@ -26,8 +26,8 @@ pub fn tool_call_work(id: &TaskId, tool: &str, arguments: Value) -> Work {
 /// What runs a piece of work.
 #[derive(Clone)]
 pub struct Resolved {
-    /// The component.
-    pub component: Arc<Component>,
+    /// What executes it (the tool's component).
+    pub component: Arc<dyn Executable>,
     /// The tool within it.
     pub tool: String,
     /// The tool's arguments.
@@ -213,7 +213,7 @@ impl Executors for Catalog {
         }
         Ok(Resolved {
             replaced,
-            component: component.clone(),
+            component: component.clone() as Arc<dyn Executable>,
             tool: tool.to_owned(),
             arguments: work
                 .input

@@ -253,6 +253,21 @@ fn open_entry<'a>(entry: &'a [u8], source_digest: &str) -> Option<&'a [u8]> {
     (Sha256::digest(compiled).as_slice() == hash).then_some(compiled)
 }
 
+/// What the runner needs of a component: run one execution. `Component` is the real one;
+/// runner tests give it fakes that need no WebAssembly.
+#[async_trait::async_trait]
+pub trait Executable: Send + Sync + 'static {
+    /// Runs one execution in a fresh instance.
+    async fn execute(&self, exec: Execution) -> ExecutionReport;
+}
+
+#[async_trait::async_trait]
+impl Executable for Component {
+    async fn execute(&self, exec: Execution) -> ExecutionReport {
+        Component::execute(self, exec).await
+    }
+}
+
 impl Component {
     /// The file it was loaded from.
     pub fn path(&self) -> &Path {

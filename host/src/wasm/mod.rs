@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use crate::model::JsonRpcError;
 
-pub use component::{Component, ComponentLoader, LoadError, LoadInfo};
+pub use component::{Component, ComponentLoader, Executable, LoadError, LoadInfo};
 pub use engine::{Allocation, EngineConfig, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
