@@ -23,9 +23,11 @@ pub struct TenantLimits {
     pub sync_timeout_ms: u64,
     /// Live (non-terminal) tasks one tenant may hold. Default 10,000.
     pub live_tasks_per_tenant: u64,
-    /// Tasks one tenant may create per second, on average (per node). Default 50.
+    /// Tasks one tenant may create per second, on average (per node). Default 10,000: a
+    /// guard against a flood, above what one node completes (a few thousand a second
+    /// here); lower it per deployment to share a node between tenants.
     pub task_creates_per_second: u32,
-    /// Tasks one tenant may create at once before the rate applies. Default 200.
+    /// Tasks one tenant may create at once before the rate applies. Default 20,000.
     pub task_create_burst: u32,
     /// Open `subscriptions/listen` streams per tenant. Default 16.
     pub streams_per_tenant: usize,
@@ -42,8 +44,8 @@ impl Default for TenantLimits {
             sync_calls: 64,
             sync_timeout_ms: 120_000,
             live_tasks_per_tenant: 10_000,
-            task_creates_per_second: 50,
-            task_create_burst: 200,
+            task_creates_per_second: 10_000,
+            task_create_burst: 20_000,
             streams_per_tenant: 16,
             streams: 1_024,
             stream_task_ids: 256,

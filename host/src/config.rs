@@ -65,6 +65,9 @@ pub struct Config {
     /// Per-tenant and global budgets.
     #[serde(default)]
     pub limits: LimitsBudgetSection,
+    /// The WebAssembly engine's instance pool.
+    #[serde(default)]
+    pub engine: EngineSection,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -235,6 +238,16 @@ pub struct RunnerSection {
     pub cancel_grace_ms: Option<u64>,
     /// Drain timeout at shutdown.
     pub drain_timeout_ms: Option<u64>,
+}
+
+/// `[engine]`: how recycled instance slots are reset (see ARCHITECTURE.md, `wasm/`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineSection {
+    /// Linear memory a recycled slot keeps resident (default 1 MiB).
+    pub keep_resident_bytes: Option<usize>,
+    /// Reset recycled slots with PAGEMAP_SCAN where the kernel has it (default true).
+    pub pagemap_scan: Option<bool>,
 }
 
 /// `[limits]`: the budgets that keep one tenant from starving or flooding the others.
@@ -506,6 +519,12 @@ impl Config {
         if let Some(r) = l.result_bytes {
             opts.engine.max_result_bytes = r;
         }
+        if let Some(k) = self.engine.keep_resident_bytes {
+            opts.engine.keep_resident_bytes = k;
+        }
+        if let Some(p) = self.engine.pagemap_scan {
+            opts.engine.pagemap_scan = p;
+        }
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
             let token = match (&t.token, &t.token_env) {
@@ -755,6 +774,20 @@ subject = "alice"
         assert_eq!(e.key, "auth.tokens[0].token");
         let e = Config::parse("s.toml", "listen = \"nope\"\n").unwrap_err();
         assert!(e.to_string().starts_with("s.toml: "), "{e}");
+    }
+
+    /// The reference in docs/configuration.md is a file this build accepts, key for key.
+    #[test]
+    fn the_documented_sample_parses() {
+        let doc = include_str!("../../docs/configuration.md");
+        let sample = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("a toml block");
+        let config = Config::parse("configuration.md", sample).expect("the sample parses");
+        assert_eq!(config.limits.sync_calls_per_tenant, Some(16));
+        assert_eq!(config.engine.pagemap_scan, Some(true));
     }
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {

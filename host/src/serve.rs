@@ -271,6 +271,10 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
         .chain(opts.tool_settings.values())
         .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
     let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
+    tracing::info!(
+        pagemap_scan = engine.pagemap_scan_active(),
+        "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
+    );
     let loader =
         ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
     let mut catalog = Catalog::new();

@@ -79,7 +79,7 @@ impl Default for RunnerOptions {
             heartbeat: Duration::from_secs(10),
             reap_interval: Some(Duration::from_secs(60)),
             max_concurrent: 64,
-            max_running_per_tenant: 16,
+            max_running_per_tenant: 48,
             max_recoveries: 10,
             park_after: Duration::from_secs(30),
             cancel_grace: crate::wasm::DEFAULT_CANCEL_GRACE,
