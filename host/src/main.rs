@@ -267,8 +267,12 @@ fn print_tools(
     runtime: &tokio::runtime::Runtime,
     opts: &snodo::serve::ServeOptions,
 ) -> Result<(), String> {
+    // An operator command inspects; it never writes a compile cache into whatever
+    // directory it was run from (only `serve` keeps one, beside its data).
+    let mut opts = opts.clone();
+    opts.cache_dir = None;
     let catalog = runtime
-        .block_on(snodo::serve::load_tools(opts))
+        .block_on(snodo::serve::load_tools(&opts))
         .map_err(|e| e.to_string())?;
     println!(
         "{:<44} {:<9} {:<8} {:<8} component",

@@ -873,3 +873,36 @@ fn serve_exit_codes_tell_the_failure_apart() {
         "a bad setting"
     );
 }
+
+/// Regression: `snodo tools` and `snodo config validate` wrote a compile cache into the
+/// directory they were run from.
+#[test]
+fn operator_commands_leave_the_working_directory_alone() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("snodo.toml");
+    std::fs::write(
+        &config,
+        format!("[[components]]\npath = {:?}\n", snodo_test_guests::FIXTURES),
+    )
+    .expect("config");
+    for args in [
+        vec!["tools", "--component", snodo_test_guests::FIXTURES],
+        vec!["config", "validate", config.to_str().expect("utf-8")],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
+            .args(&args)
+            .current_dir(dir.path())
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(left, ["snodo.toml"], "{args:?} left files behind");
+    }
+}
