@@ -27,16 +27,17 @@ def free_port():
 class Server:
     """Runs `snodo serve` on a free port; data in a temporary directory unless given."""
 
-    def __init__(self, *args, data=None):
+    def __init__(self, *args, data=None, config=None):
         self.port = free_port()
         self.data = data or tempfile.mkdtemp(prefix="snodo-walkthrough-")
-        self.args = list(args)
+        # With a configuration file the store and everything else come from it.
+        self.args = ["--config", config] if config else ["--data", self.data, *args]
         self.proc = None
 
     def start(self):
         env = dict(os.environ, MCP_PORT=str(self.port), RUST_LOG="warn")
         self.proc = subprocess.Popen(
-            [SNODO, "serve", "--data", self.data, *self.args],
+            [SNODO, "serve", *self.args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
         )
         deadline = time.time() + 60

@@ -39,6 +39,9 @@ pub struct Config {
     /// The task store.
     #[serde(default)]
     pub store: StoreSection,
+    /// This node.
+    #[serde(default)]
+    pub node: NodeSection,
     /// Where compiled components are cached (default `<data>/cache`).
     pub cache_dir: Option<PathBuf>,
     /// Components to serve.
@@ -102,10 +105,20 @@ pub struct MetricsSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StoreSection {
-    /// `redb` (default) or `memory`.
+    /// `redb` (default), `sqlite`, `postgres` or `memory`.
     pub kind: Option<StoreKind>,
-    /// The redb file (default `.snodo/tasks.redb`).
+    /// The redb or SQLite file (default `.snodo/tasks.redb` or `.snodo/tasks.sqlite`).
     pub path: Option<PathBuf>,
+    /// PostgreSQL: the connection string (prefer `url_env`).
+    pub url: Option<String>,
+    /// PostgreSQL: an environment variable holding the connection string.
+    pub url_env: Option<String>,
+    /// PostgreSQL: the schema holding Snodo's tables (default `snodo`).
+    pub schema: Option<String>,
+    /// PostgreSQL: connections this node keeps at most (default 16).
+    pub pool: Option<usize>,
+    /// PostgreSQL: apply pending migrations at start (default false: run `snodo migrate`).
+    pub migrate: Option<bool>,
 }
 
 /// `[store] kind`.
@@ -115,8 +128,21 @@ pub enum StoreKind {
     /// The durable embedded store (the default).
     #[default]
     Redb,
+    /// A SQLite file: durable, one process.
+    Sqlite,
+    /// PostgreSQL, shared by any number of nodes.
+    Postgres,
     /// Volatile.
     Memory,
+}
+
+/// `[node]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSection {
+    /// This node's identity, unique among the nodes sharing a store (default
+    /// `<host>:<pid>`).
+    pub id: Option<String>,
 }
 
 /// `[[components]]`.
@@ -325,6 +351,95 @@ impl Config {
     }
 
     /// `path` as written in the file, resolved against [`Config::base_dir`].
+    fn store_choice(
+        &self,
+        file: &str,
+        data: &Path,
+        node: &str,
+    ) -> Result<StoreChoice, ConfigError> {
+        let st = &self.store;
+        let kind = st.kind.unwrap_or_default();
+        let err = |key: &str, reason: String| ConfigError {
+            file: file.into(),
+            key: key.into(),
+            reason,
+        };
+        if kind != StoreKind::Postgres {
+            for (set, key) in [
+                (st.url.is_some(), "url"),
+                (st.url_env.is_some(), "url_env"),
+                (st.schema.is_some(), "schema"),
+                (st.pool.is_some(), "pool"),
+                (st.migrate.is_some(), "migrate"),
+            ] {
+                if set {
+                    return Err(err(
+                        &format!("store.{key}"),
+                        "only a PostgreSQL store (kind = \"postgres\") takes this".into(),
+                    ));
+                }
+            }
+        }
+        if matches!(kind, StoreKind::Postgres | StoreKind::Memory) && st.path.is_some() {
+            return Err(err(
+                "store.path",
+                "only a file store (redb or sqlite) takes a path".into(),
+            ));
+        }
+        let file = |default: &str| {
+            st.path
+                .as_deref()
+                .map_or_else(|| data.join(default), |p| self.resolve(p))
+        };
+        Ok(match kind {
+            StoreKind::Redb => StoreChoice::Redb(file("tasks.redb")),
+            StoreKind::Sqlite => StoreChoice::Sqlite(file("tasks.sqlite")),
+            StoreKind::Memory => StoreChoice::Memory,
+            StoreKind::Postgres => {
+                let url = match (&st.url, &st.url_env) {
+                    (Some(u), None) => u.clone(),
+                    (None, Some(var)) => std::env::var(var).map_err(|_| {
+                        err(
+                            "store.url_env",
+                            format!("the environment variable {var} is not set"),
+                        )
+                    })?,
+                    _ => {
+                        return Err(err(
+                            "store",
+                            "a PostgreSQL store needs exactly one of url and url_env".into(),
+                        ));
+                    }
+                };
+                let mut o = crate::store::PgOptions::new(url, node);
+                o.migrate = false;
+                if let Some(schema) = &st.schema {
+                    o.schema = schema.clone();
+                }
+                if let Err(e) = o.pg_config() {
+                    let key = if e.to_string().contains("schema") {
+                        "store.schema"
+                    } else if st.url.is_some() {
+                        "store.url"
+                    } else {
+                        "store.url_env"
+                    };
+                    return Err(err(key, e.to_string()));
+                }
+                if let Some(n) = st.pool {
+                    if !(1..=1024).contains(&n) {
+                        return Err(err("store.pool", "1..=1024 connections".into()));
+                    }
+                    o.pool_size = n;
+                }
+                if let Some(m) = st.migrate {
+                    o.migrate = m;
+                }
+                StoreChoice::Postgres(o)
+            }
+        })
+    }
+
     fn resolve(&self, path: &Path) -> PathBuf {
         match &self.base_dir {
             Some(base) if path.is_relative() => base.join(path),
@@ -384,15 +499,13 @@ impl Config {
             }
             opts.max_body_bytes = b;
         }
-        opts.store = match self.store.kind.unwrap_or_default() {
-            StoreKind::Redb => StoreChoice::Redb(
-                self.store
-                    .path
-                    .as_deref()
-                    .map_or_else(|| data.join("tasks.redb"), |p| self.resolve(p)),
-            ),
-            StoreKind::Memory => StoreChoice::Memory,
-        };
+        if let Some(id) = &self.node.id {
+            if id.is_empty() || id.len() > 128 {
+                return Err(err("node.id", "1..=128 bytes".into()));
+            }
+            opts.node = id.clone();
+        }
+        opts.store = self.store_choice(file, &data, &opts.node)?;
         if let Some(c) = &self.cache_dir {
             opts.cache_dir = Some(self.resolve(c));
         }
@@ -792,6 +905,81 @@ subject = "alice"
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {
         Config::parse("s.toml", text)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn stores_are_chosen_by_kind_with_their_own_keys() {
+        let o = options("[store]\nkind = \"sqlite\"\npath = \"t.sqlite\"\n").expect("sqlite");
+        assert_eq!(o.store, StoreChoice::Sqlite(PathBuf::from("t.sqlite")));
+        let o = options("[store]\nkind = \"sqlite\"\n").expect("sqlite");
+        assert_eq!(
+            o.store,
+            StoreChoice::Sqlite(PathBuf::from(".snodo/tasks.sqlite"))
+        );
+        let o = options(
+            "[node]\nid = \"node-a\"\n[store]\nkind = \"postgres\"\nurl = \"host=db user=snodo\"\nschema = \"tenant_a\"\npool = 4\nmigrate = true\n",
+        )
+        .expect("postgres");
+        let StoreChoice::Postgres(pg) = &o.store else {
+            panic!("{:?}", o.store)
+        };
+        assert_eq!(
+            (
+                pg.url.as_str(),
+                pg.schema.as_str(),
+                pg.pool_size,
+                pg.migrate,
+                pg.node.as_str()
+            ),
+            ("host=db user=snodo", "tenant_a", 4, true, "node-a")
+        );
+        assert_eq!(o.node, "node-a");
+        // The default identity is unique per process.
+        let o = options("[store]\nkind = \"postgres\"\nurl = \"host=db\"\n").expect("pg");
+        assert!(
+            o.node.ends_with(&format!(":{}", std::process::id())),
+            "{}",
+            o.node
+        );
+        let StoreChoice::Postgres(pg) = &o.store else {
+            panic!()
+        };
+        assert_eq!(
+            (pg.schema.as_str(), pg.pool_size, pg.migrate),
+            ("snodo", 16, false)
+        );
+        for (text, key) in [
+            ("[store]\nkind = \"postgres\"\n", "store"),
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"x\"\nurl_env = \"Y\"\n",
+                "store",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\nurl_env = \"SNODO_SURELY_UNSET_VAR\"\n",
+                "store.url_env",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"host=db\"\nschema = \"Bad-Name\"\n",
+                "store.schema",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"host=db\"\npool = 0\n",
+                "store.pool",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"host=db\"\npath = \"x\"\n",
+                "store.path",
+            ),
+            ("[store]\nurl = \"host=db\"\n", "store.url"),
+            (
+                "[store]\nkind = \"sqlite\"\nschema = \"s\"\n",
+                "store.schema",
+            ),
+            ("[node]\nid = \"\"\n", "node.id"),
+        ] {
+            let e = options(text).expect_err(text);
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
     }
 
     #[test]

@@ -30,7 +30,8 @@ enum Command {
         /// Address to listen on (MCP_PORT overrides the port).
         #[arg(long, default_value = "127.0.0.1:3001")]
         listen: std::net::SocketAddr,
-        /// Task store: `redb` (durable, in --data) or `memory` (volatile).
+        /// Task store: `redb` (durable, in --data), `sqlite` (durable, in --data) or
+        /// `memory` (volatile). PostgreSQL is configured with --config.
         #[arg(long, default_value = "redb")]
         store: String,
         /// Data directory for the redb store and the compiled-component cache.
@@ -63,13 +64,24 @@ enum Command {
         #[arg(long = "component")]
         components: Vec<PathBuf>,
     },
-    /// Show a task from a redb store file, without a running server.
+    /// Show a task: from a redb or SQLite store file without a running server, or from the
+    /// store a configuration names (PostgreSQL included; a read that touches no claim).
     Inspect {
         /// The task id.
         task_id: String,
-        /// The store file.
+        /// The store file (redb or SQLite, told apart by its header).
         #[arg(long, default_value = ".snodo/tasks.redb")]
         store: PathBuf,
+        /// A configuration file: inspect the store it names instead of --store.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Create or upgrade the PostgreSQL schema a configuration names (`[store] kind =
+    /// "postgres"`), then exit. Safe to run from several nodes at once.
+    Migrate {
+        /// The configuration file.
+        #[arg(long)]
+        config: PathBuf,
     },
     /// Measure performance; prints figures (medians over rounds).
     Bench {
@@ -262,6 +274,34 @@ fn load_config(file: &std::path::Path) -> Result<snodo::serve::ServeOptions, Str
     config.to_serve_options(&name).map_err(|e| e.to_string())
 }
 
+/// Applies the PostgreSQL migrations of the store `file` configures.
+fn migrate(runtime: &tokio::runtime::Runtime, file: &std::path::Path) -> Result<String, String> {
+    let opts = load_config(file)?;
+    let snodo::serve::StoreChoice::Postgres(pg) = opts.store else {
+        return Err(format!(
+            "{}: store.kind: migrations are for a PostgreSQL store (kind = \"postgres\"); the embedded stores upgrade themselves on open",
+            file.display()
+        ));
+    };
+    let applied = runtime
+        .block_on(snodo::store::migrate_postgres(&pg))
+        .map_err(|e| e.to_string())?;
+    Ok(if applied.is_empty() {
+        format!(
+            "schema {:?} is at version {}: nothing to do",
+            pg.schema,
+            snodo::store::POSTGRES_SCHEMA_VERSION
+        )
+    } else {
+        format!(
+            "schema {:?}: applied version(s) {:?}; now at version {}",
+            pg.schema,
+            applied,
+            snodo::store::POSTGRES_SCHEMA_VERSION
+        )
+    })
+}
+
 /// Loads the tools `opts` describe and prints them.
 fn print_tools(
     runtime: &tokio::runtime::Runtime,
@@ -297,11 +337,59 @@ fn print_tools(
     Ok(())
 }
 
-fn inspect(store: &std::path::Path, task_id: &str) -> Result<(), String> {
+/// Reads a task from a store file (redb or SQLite) without opening it as a store.
+fn inspect_file(
+    store: &std::path::Path,
+    id: &snodo::model::TaskId,
+) -> Result<Option<(snodo::model::Task, snodo::model::Work)>, String> {
+    use std::io::Read;
+    let mut head = [0u8; 16];
+    let sqlite = std::fs::File::open(store)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok()
+        && &head == b"SQLite format 3\0";
+    if sqlite {
+        snodo::store::SqliteStore::inspect_file(store, id)
+    } else {
+        snodo::store::RedbStore::inspect_file(store, id)
+    }
+    .map_err(|e| e.to_string())
+}
+
+fn inspect(
+    runtime: &tokio::runtime::Runtime,
+    store: &std::path::Path,
+    config: Option<&std::path::Path>,
+    task_id: &str,
+) -> Result<(), String> {
     let id = snodo::model::TaskId::parse(task_id).ok_or("a task id is 32 lowercase hex digits")?;
-    let (task, work) = snodo::store::RedbStore::inspect_file(store, &id)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("no task {id} in {}", store.display()))?;
+    let (found, place) = match config {
+        None => (inspect_file(store, &id)?, store.display().to_string()),
+        Some(file) => {
+            let opts = load_config(file)?;
+            match opts.store {
+                snodo::serve::StoreChoice::Redb(p) | snodo::serve::StoreChoice::Sqlite(p) => {
+                    (inspect_file(&p, &id)?, p.display().to_string())
+                }
+                snodo::serve::StoreChoice::Postgres(mut pg) => {
+                    // A one-off identity: opening under a serving node's name would release
+                    // that node's claims.
+                    pg.node = snodo::serve::default_node_id();
+                    pg.migrate = false;
+                    let place = format!("schema {:?}", pg.schema);
+                    let found = runtime.block_on(async {
+                        use snodo::store::Store;
+                        snodo::store::PgStore::open(pg).await?.inspect(&id).await
+                    });
+                    (found.map_err(|e| e.to_string())?, place)
+                }
+                snodo::serve::StoreChoice::Memory => {
+                    return Err("a memory store lives only inside its server".into());
+                }
+            }
+        }
+    };
+    let (task, work) = found.ok_or_else(|| format!("no task {id} in {place}"))?;
     let view = serde_json::json!({
         "taskId": id.to_string(),
         "scope": task.scope,
@@ -406,12 +494,18 @@ fn run_serve(
             Err(e) => return fail(e),
         }
     }
+    let sqlite_file = data.join("tasks.sqlite");
     let mut opts = snodo::serve::ServeOptions::new(data, components);
     opts.listen = listen;
     opts.store = match store.as_str() {
         "memory" => snodo::serve::StoreChoice::Memory,
         "redb" => opts.store,
-        other => return fail(format!("--store {other:?}: use redb or memory")),
+        "sqlite" => snodo::serve::StoreChoice::Sqlite(sqlite_file),
+        other => {
+            return fail(format!(
+                "--store {other:?}: use redb, sqlite or memory (PostgreSQL is configured in a file: --config)"
+            ));
+        }
     };
     for (i, t) in tokens.iter().enumerate() {
         let (token, principal) = match parse_token(t) {
@@ -470,6 +564,16 @@ fn main() -> ExitCode {
         } => run_serve(
             &runtime, config, listen, store, data, components, tokens, retries, log_json,
         ),
+        Command::Migrate { config } => match migrate(&runtime, &config) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("snodo migrate: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Config {
             what: ConfigCommand::Validate { file },
         } => match load_config(&file).and_then(|opts| {
@@ -502,7 +606,11 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Command::Inspect { task_id, store } => match inspect(&store, &task_id) {
+        Command::Inspect {
+            task_id,
+            store,
+            config,
+        } => match inspect(&runtime, &store, config.as_deref(), &task_id) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("snodo inspect: {e}");

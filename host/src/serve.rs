@@ -10,7 +10,7 @@ use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
 use crate::runner::{Catalog, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
-use crate::store::{MemoryStore, ObservedStore, RedbStore, Store};
+use crate::store::{MemoryStore, ObservedStore, PgStore, RedbStore, SqliteStore, Store};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
@@ -23,6 +23,21 @@ pub enum StoreChoice {
     Memory,
     /// The redb file at this path.
     Redb(PathBuf),
+    /// The SQLite file at this path.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared with other nodes.
+    Postgres(crate::store::PgOptions),
+}
+
+/// This process's default node identity: `<host>:<pid>`, unique among live processes.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}:{}", std::process::id())
 }
 
 /// Settings for one tool (or the defaults for all); `None` keeps what the tool says.
@@ -47,6 +62,9 @@ pub struct ToolSettings {
 pub struct ServeOptions {
     /// Where to listen.
     pub listen: SocketAddr,
+    /// This node's identity, unique among the nodes sharing a store: it names the claims
+    /// this node holds and appears in logs and metrics.
+    pub node: String,
     /// The store.
     pub store: StoreChoice,
     /// Where precompiled components are cached.
@@ -86,6 +104,7 @@ impl ServeOptions {
     pub fn new(data: PathBuf, components: Vec<PathBuf>) -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
+            node: default_node_id(),
             store: StoreChoice::Redb(data.join("tasks.redb")),
             cache_dir: Some(data.join("cache")),
             components,
@@ -155,6 +174,8 @@ pub async fn serve(
         http::check_token(token, principal, &opts.tokens[..i])
             .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
     }
+    tracing::info!(node = %opts.node, "node identity");
+    let mut remote = None;
     let store: Arc<dyn Store> = match &opts.store {
         StoreChoice::Memory => {
             tracing::info!("store: memory (volatile)");
@@ -171,18 +192,51 @@ pub async fn serve(
             );
             Arc::new(s)
         }
+        StoreChoice::Sqlite(path) => {
+            let s = SqliteStore::open(path)?;
+            tracing::info!(
+                path = %path.display(),
+                epoch = s.epoch(),
+                recovered = s.fenced_claims(),
+                "store: sqlite"
+            );
+            Arc::new(s)
+        }
+        StoreChoice::Postgres(o) => {
+            let mut o = o.clone();
+            o.node = opts.node.clone();
+            let s = PgStore::open(o.clone()).await?;
+            tracing::info!(
+                schema = %o.schema,
+                pool = o.pool_size,
+                recovered = s.fenced_claims(),
+                "store: postgres"
+            );
+            remote = Some(s.remote_changes());
+            Arc::new(s)
+        }
     };
     let catalog = Arc::new(load_tools(&opts).await?);
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
     let store: Arc<dyn Store> = observed.clone();
     let metrics = Arc::new(Metrics::new());
+    metrics.set_node(&opts.node);
+    let mut runner_opts = opts.runner.clone();
+    runner_opts.owner = opts.node.clone();
     let runner = Runner::start(
         store.clone(),
         catalog.clone(),
-        opts.runner.clone(),
+        runner_opts,
         Arc::new(MetricsAndTracing(metrics.clone())),
     );
+    if let Some(changes) = remote {
+        tokio::spawn(follow_remote_changes(
+            changes,
+            observed.clone(),
+            runner.clone(),
+        ));
+    }
     let server = Arc::new(
         McpServer::new(
             store,
@@ -259,6 +313,34 @@ pub async fn serve(
     let released = runner.shutdown().await;
     tracing::info!(released, "stopped");
     Ok(())
+}
+
+/// Hands other nodes' announced changes to this node's subscription streams and runner.
+async fn follow_remote_changes(
+    mut changes: crate::store::RemoteChanges,
+    observed: Arc<ObservedStore>,
+    runner: Runner,
+) {
+    use crate::store::{ChangeKind, RemoteChange};
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match changes.recv().await {
+            Ok(RemoteChange::Task { id, kind }) => {
+                observed.announce(id);
+                match kind {
+                    ChangeKind::InputAccepted => runner.remote_input_accepted(&id),
+                    ChangeKind::Cancelled => runner.remote_cancelled(&id).await,
+                    // The creating node starts its tasks; other changes concern
+                    // subscribers only.
+                    ChangeKind::Created | ChangeKind::Other => {}
+                }
+            }
+            // Missed announcements: look for due work now; subscription streams fall back
+            // on their own re-reads.
+            Ok(RemoteChange::Resync) | Err(RecvError::Lagged(_)) => runner.wake(),
+            Err(RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Loads the configured components and applies the per-tool settings: the catalog MCP

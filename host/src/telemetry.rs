@@ -81,12 +81,20 @@ pub struct Metrics {
     pinned_ran_latest: AtomicU64,
     /// Refusals by the limit (configuration key) that refused.
     limits_hit: Mutex<BTreeMap<&'static str, u64>>,
+    /// This node's identity, rendered as `snodo_node_info{node="..."} 1`.
+    node: Mutex<Option<String>>,
 }
 
 impl Metrics {
     /// Empty metrics.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Names this node in the exposition (`snodo_node_info`), so a scrape of several nodes
+    /// tells them apart.
+    pub fn set_node(&self, node: &str) {
+        *self.node.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.to_owned());
     }
 
     /// A task was created by a `tools/call`.
@@ -118,6 +126,13 @@ impl Metrics {
     /// executions on the request path and open subscription `streams` as gauges.
     pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
         let mut out = String::new();
+        if let Some(node) = &*self.node.lock().unwrap_or_else(|p| p.into_inner()) {
+            let node = node.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(
+                out,
+                "# HELP snodo_node_info This node's identity.\n# TYPE snodo_node_info gauge\nsnodo_node_info{{node=\"{node}\"}} 1"
+            );
+        }
         let counter = |out: &mut String, name: &str, help: &str, v: u64| {
             let _ = writeln!(
                 out,

@@ -2,9 +2,10 @@
 //! metrics token through the router, readiness on a store that cannot commit, replies that
 //! never carry host detail, and `snodo inspect` on a store a killed server left.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -21,6 +22,8 @@ use snodo::store::{MemoryStore, RedbStore, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
+
+use common::process::{await_log, post_mcp, read_response, spawn_serve, tool_call};
 
 /// How long a test waits for something that should happen promptly before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -74,39 +77,6 @@ impl Served {
 
 /// Reads one HTTP/1.1 response with a `Content-Length` body; `None` if the connection
 /// closed first.
-async fn read_response(conn: &mut TcpStream) -> Option<(u16, String)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = conn.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-            return Some((status, body));
-        }
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 /// Waits until the server closes `conn` (EOF or reset); fails after the patience.
 async fn closed_by_server(conn: &mut TcpStream) {
     let mut chunk = [0u8; 1024];
@@ -565,113 +535,6 @@ async fn readyz_fails_while_the_store_cannot_commit() {
 }
 
 // ---- the `snodo` binary ----
-
-/// A `snodo serve` child logging JSON lines, killed when dropped.
-struct ServeProcess {
-    child: Child,
-    addr: SocketAddr,
-    log: std::sync::mpsc::Receiver<String>,
-}
-
-impl Drop for ServeProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
-    cmd.arg("serve")
-        .args(["--listen", "127.0.0.1:0", "--log-json"])
-        .args(args)
-        .env_remove("MCP_PORT")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("spawn snodo serve");
-    let stdout = child.stdout.take().expect("stdout");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let addr = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).expect("snodo serve logs its address");
-        if let Some(at) = line.find("serving MCP at http://") {
-            let rest = &line[at + "serving MCP at http://".len()..];
-            let addr = rest.split("/mcp").next().expect("address");
-            break addr.parse().expect("a socket address");
-        }
-    };
-    ServeProcess {
-        child,
-        addr,
-        log: rx,
-    }
-}
-
-async fn post_mcp(addr: SocketAddr, body: &Value) -> (u16, Value) {
-    let text = body.to_string();
-    let method = body["method"].as_str().unwrap_or_default();
-    let name = body["params"]["name"].as_str().unwrap_or_default();
-    let mut c = TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMcp-Method: {method}\r\nMcp-Name: {name}\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{text}",
-        text.len()
-    );
-    c.write_all(req.as_bytes()).await.expect("write");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(120), read_response(&mut c))
-        .await
-        .expect("an answer")
-        .expect("a response");
-    (
-        status,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-fn tool_call(name: &str, arguments: Value, tasks: bool) -> Value {
-    let caps = if tasks {
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
-    } else {
-        json!({})
-    };
-    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": name,
-        "arguments": arguments,
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": caps,
-        }
-    }})
-}
-
-/// Collects log lines until one satisfies `want`, or fails after the patience.
-fn await_log(server: &ServeProcess, what: &str, want: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = server
-            .log
-            .recv_timeout(left)
-            .unwrap_or_else(|_| panic!("no log line: {what}"));
-        if let Ok(v) = serde_json::from_str::<Value>(&line)
-            && want(&v)
-        {
-            return v;
-        }
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trap_reply_carries_no_host_detail_and_guest_logs_are_marked() {

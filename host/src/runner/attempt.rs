@@ -322,7 +322,13 @@ async fn heartbeat(
         tokio::time::sleep(inner.opts.heartbeat).await;
         let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
         match timed(inner, "renew", inner.store.renew(&lease, lease_ms)).await {
-            Ok(renewed) => *lease_cell.lock().unwrap_or_else(|p| p.into_inner()) = renewed,
+            Ok(renewed) => {
+                *lease_cell.lock().unwrap_or_else(|p| p.into_inner()) = renewed;
+                // A guest waiting for input re-reads its answers once a beat: on a shared
+                // store an answer accepted by another node reaches it even when that
+                // node's announcement was lost.
+                inner.waiters.notify(lease.task_id());
+            }
             // A slow store is not a lost lease; try again at the next beat.
             Err(StoreError::Unavailable(_)) => {}
             Err(e) => {

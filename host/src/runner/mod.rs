@@ -305,6 +305,30 @@ impl Runner {
         }
     }
 
+    /// Tells the runner that another node accepted input for `task` (a shared store
+    /// announced it): a guest waiting on it here re-reads its answers, and the recovery
+    /// loop looks for due work (a parked task whose last question was answered).
+    pub fn remote_input_accepted(&self, task: &TaskId) {
+        self.inner.waiters.notify(task);
+        if !self.lock_attempts().contains_key(task) {
+            self.wake();
+        }
+    }
+
+    /// Tells the runner that another node cancelled `task`. An attempt here is stopped
+    /// once the store confirms the task finished: the announcement is a hint, the store
+    /// the authority. (Without the announcement the next heartbeat finds it.)
+    pub async fn remote_cancelled(&self, task: &TaskId) {
+        if !self.lock_attempts().contains_key(task) {
+            return;
+        }
+        if let Ok(Some((t, _))) = self.inner.store.inspect(task).await
+            && t.status.is_terminal()
+        {
+            self.cancel(task);
+        }
+    }
+
     /// Wakes the recovery loop (e.g. after creating tasks).
     pub fn wake(&self) {
         self.inner.wake.notify_one();

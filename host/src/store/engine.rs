@@ -99,6 +99,13 @@ pub(crate) trait Txn: View {
         Ok(())
     }
 
+    /// Whether `scope` may hold one more live task under `max`. An adapter whose counts
+    /// are not serialized by its write lock answers this exactly under concurrency in its
+    /// own way (and its `add_live` then keeps what this admitted).
+    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+        Ok(self.live_count(scope)? < max)
+    }
+
     /// Moves `scope`'s live count by one.
     fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
         let n = self.live_count(scope)?;
@@ -255,7 +262,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         return Err(StoreError::AlreadyExists);
     }
     if let Some(max) = new.max_live_in_scope
-        && txn.live_count(&new.scope)? >= max
+        && !txn.admit_live(&new.scope, max)?
     {
         return Err(StoreError::LiveLimit { max });
     }
@@ -558,7 +565,7 @@ fn input_reply(task: &Task, key: &str) -> InputReply {
     }
 }
 
-fn check_claim_request(req: &ClaimRequest) -> StoreResult<()> {
+pub(crate) fn check_claim_request(req: &ClaimRequest) -> StoreResult<()> {
     if !(1..=MAX_LEASE_MS).contains(&req.lease_ms) {
         return Err(StoreError::invalid(format!(
             "a lease is 1..={MAX_LEASE_MS} ms, got {}",
@@ -740,18 +747,36 @@ pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult
         if ids.is_empty() {
             return Ok(released);
         }
-        for id in ids {
-            let Some(rec) = txn.load(&id)? else {
-                return Err(StoreError::corrupt(format!(
-                    "the claim index names task {id}, which is not stored"
-                )));
-            };
-            let before = rec.task.clone();
-            let mut after = rec;
-            after.task.claim = None;
-            after.task.recoveries = after.task.recoveries.saturating_add(1);
-            txn.save(Some(&before), &after)?;
-            released += 1;
+        let n = release_dead_claims(txn, &ids)?;
+        if n == 0 {
+            return Err(StoreError::corrupt(
+                "the claim index names tasks that hold no claim",
+            ));
         }
+        released += n;
     }
+}
+
+/// Releases the claims on `ids`, whose holders are known to be gone (a previous boot of
+/// this store, or of this node on a shared store), counting each as a recovery. Returns
+/// how many were released.
+pub(crate) fn release_dead_claims(txn: &mut dyn Txn, ids: &[TaskId]) -> StoreResult<usize> {
+    let mut released = 0;
+    for id in ids {
+        let Some(rec) = txn.load(id)? else {
+            return Err(StoreError::corrupt(format!(
+                "the claim index names task {id}, which is not stored"
+            )));
+        };
+        if rec.task.claim.is_none() {
+            continue;
+        }
+        let before = rec.task.clone();
+        let mut after = rec;
+        after.task.claim = None;
+        after.task.recoveries = after.task.recoveries.saturating_add(1);
+        txn.save(Some(&before), &after)?;
+        released += 1;
+    }
+    Ok(released)
 }

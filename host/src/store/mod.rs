@@ -6,6 +6,9 @@
 //!
 //! - [`MemoryStore`]: fast and volatile, for tests and demos.
 //! - [`RedbStore`]: the embedded durable default; every acknowledged write is on disk.
+//! - [`SqliteStore`]: embedded and durable on a single SQLite file (WAL,
+//!   `synchronous=FULL`), for operators who want a file standard tools can read.
+//! - [`PgStore`]: many nodes sharing one PostgreSQL database.
 //!
 //! Every adapter passes the same contract suite (`contract`, run by each adapter's tests).
 //! `store/` never calls into wasm or the wire; it speaks only the domain model.
@@ -17,7 +20,10 @@ mod embedded;
 mod fault;
 mod memory;
 mod observed;
+mod postgres;
 mod redb;
+mod sql;
+mod sqlite;
 mod types;
 
 #[cfg(any(test, feature = "contract-suite"))]
@@ -31,7 +37,12 @@ pub use error::StoreError;
 pub use fault::{Faults, FaultyDevice};
 pub use memory::MemoryStore;
 pub use observed::ObservedStore;
+pub use postgres::{
+    ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
+    migrate as migrate_postgres,
+};
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
+pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
     InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,

@@ -32,7 +32,9 @@ impl ObservedStore {
         self.changes.subscribe()
     }
 
-    fn announce(&self, id: TaskId) {
+    /// Announces a change to `id`: called after this store's own commits, and by whoever
+    /// hears of a change another node committed to a shared store.
+    pub fn announce(&self, id: TaskId) {
         // Nobody listening is fine.
         let _ = self.changes.send(id);
     }

@@ -4,6 +4,8 @@
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub(crate) mod process;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

@@ -57,10 +57,18 @@ const LEASE: u64 = 30_000;
 /// Generates one test per contract group for a backend factory (an expression that makes
 /// a fresh [`Backend`]). Adapters outside this crate use it with the `contract-suite`
 /// feature: `snodo::store_contract_suite!(|| MyBackend::new());`.
+///
+/// A backend that needs a service which may be absent (a database server) passes a guard,
+/// `store_contract_suite!(make, skip_unless = || available())`; each test returns at once
+/// when the guard says no. The guard must say why it skipped, and should refuse to skip
+/// where the service is required (CI).
 #[macro_export]
 macro_rules! store_contract_suite {
     ($make:expr) => {
-        $crate::store_contract_suite!(@groups $make;
+        $crate::store_contract_suite!($make, skip_unless = || true);
+    };
+    ($make:expr, skip_unless = $guard:expr) => {
+        $crate::store_contract_suite!(@groups $make; $guard;
             creation,
             access_and_scope,
             transitions_and_cas,
@@ -74,13 +82,16 @@ macro_rules! store_contract_suite {
             durability_across_reopen,
         );
     };
-    (@groups $make:expr; $($group:ident),* $(,)?) => {
+    (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {
         mod contract {
             #[allow(unused_imports)]
             use super::*;
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $group() {
+                    if !($guard)() {
+                        return;
+                    }
                     let mut backend = ($make)();
                     $crate::store::contract::$group(&mut backend).await;
                 }

@@ -1,0 +1,129 @@
+//! The PostgreSQL schema: embedded migrations, applied in order under an advisory lock,
+//! and the checks every node makes before it serves.
+
+use deadpool_postgres::Pool;
+use tokio_postgres::{Client, NoTls};
+
+use crate::store::{StoreError, StoreResult};
+
+use super::{PgOptions, pg_error, pool_error};
+
+/// The schema version this build writes. A database at a newer version is refused; an
+/// older one is brought up to date by [`migrate`].
+pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
+
+/// The migrations, by the version they bring the schema to.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("schema.sql"))];
+
+/// Brings the configured schema up to [`POSTGRES_SCHEMA_VERSION`], creating it if needed,
+/// and returns the versions it applied (none when it was current). Safe to run from
+/// several nodes at once: they take turns on an advisory lock.
+pub async fn migrate(options: &PgOptions) -> StoreResult<Vec<i64>> {
+    let cfg = options.pg_config()?;
+    let (mut client, connection) = cfg.connect(NoTls).await.map_err(pg_error)?;
+    let driver = tokio::spawn(connection);
+    let applied = migrate_on(&mut client, &options.schema).await;
+    drop(client);
+    let _ = driver.await;
+    applied
+}
+
+async fn migrate_on(client: &mut Client, schema: &str) -> StoreResult<Vec<i64>> {
+    let tx = client.transaction().await.map_err(pg_error)?;
+    // One migrator per schema at a time; the lock ends with the transaction.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('snodo.migrate.' || $1::text))",
+        &[&schema],
+    )
+    .await
+    .map_err(pg_error)?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {schema};
+         CREATE TABLE IF NOT EXISTS {schema}.schema_migrations (
+             version bigint PRIMARY KEY,
+             applied_at timestamptz NOT NULL DEFAULT now())"
+    ))
+    .await
+    .map_err(pg_error)?;
+    let current = version(&tx).await?;
+    refuse_newer(current)?;
+    let mut applied = Vec::new();
+    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+        tx.batch_execute(sql).await.map_err(pg_error)?;
+        tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[v])
+            .await
+            .map_err(pg_error)?;
+        applied.push(*v);
+    }
+    tx.commit().await.map_err(pg_error)?;
+    Ok(applied)
+}
+
+async fn version(client: &impl tokio_postgres::GenericClient) -> StoreResult<i64> {
+    let row = client
+        .query_one(
+            "SELECT coalesce(max(version), 0)::bigint FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(|e| match e.as_db_error().map(|d| d.code().code()) {
+            // 42P01: undefined_table.
+            Some("42P01") => StoreError::IncompatibleSchema(
+                "the database has no Snodo schema yet; run `snodo migrate` (or enable \
+                 store.migrate)"
+                    .into(),
+            ),
+            _ => pg_error(e),
+        })?;
+    Ok(row.get(0))
+}
+
+fn refuse_newer(current: i64) -> StoreResult<()> {
+    if current > POSTGRES_SCHEMA_VERSION {
+        return Err(StoreError::IncompatibleSchema(
+            format!(
+                "the database schema is at version {current}; this build knows up to \
+                 {POSTGRES_SCHEMA_VERSION}. Upgrade snodo; the database was left untouched"
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Refuses a schema that is newer than this build or not yet migrated.
+pub(super) async fn check_current(client: &Client) -> StoreResult<()> {
+    let current = version(client).await?;
+    refuse_newer(current)?;
+    if current < POSTGRES_SCHEMA_VERSION {
+        return Err(StoreError::IncompatibleSchema(
+            format!(
+                "the database schema is at version {current}; this build needs \
+                 {POSTGRES_SCHEMA_VERSION}: run `snodo migrate` (or enable store.migrate)"
+            )
+            .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The store's secret, created by the first node that needs it and shared by all.
+pub(super) async fn server_key(pool: &Pool) -> StoreResult<[u8; 32]> {
+    let client = pool.get().await.map_err(pool_error)?;
+    let fresh = crate::store::engine::random_key();
+    client
+        .execute(
+            "INSERT INTO meta (key, value) VALUES ('server_key', $1) ON CONFLICT (key) DO NOTHING",
+            &[&fresh.as_slice()],
+        )
+        .await
+        .map_err(pg_error)?;
+    let row = client
+        .query_one("SELECT value FROM meta WHERE key = 'server_key'", &[])
+        .await
+        .map_err(pg_error)?;
+    let stored: &[u8] = row.get(0);
+    stored
+        .try_into()
+        .map_err(|_| StoreError::corrupt("the stored server key is not 32 bytes"))
+}

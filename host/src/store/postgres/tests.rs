@@ -1,0 +1,489 @@
+//! PgStore against the PostgreSQL server of the machine: the contract suite and the
+//! behaviours only a shared store has.
+
+use std::sync::Arc;
+
+use crate::model::ManualClock;
+use crate::store::contract::Backend;
+use crate::store::{PgOptions, PgStore, Store};
+
+pub(crate) mod support {
+    //! Finding the test database and making throwaway schemas in it.
+
+    /// The test database: `SNODO_TEST_POSTGRES`, else the local server's `test` database.
+    pub(crate) fn url() -> String {
+        std::env::var("SNODO_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".to_owned())
+    }
+
+    /// Whether the test database answers. Where it does not, the caller skips with a loud
+    /// line, except under `CI=true`, where PostgreSQL is required and this panics.
+    pub(crate) fn available() -> bool {
+        let reachable = std::net::TcpStream::connect_timeout(
+            &"127.0.0.1:5432".parse().expect("address"),
+            std::time::Duration::from_secs(2),
+        )
+        .is_ok()
+            || std::env::var("SNODO_TEST_POSTGRES").is_ok();
+        if !reachable {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer"
+            );
+            eprintln!(
+                "SKIPPED: PostgreSQL is not reachable at 127.0.0.1:5432 (set \
+                 SNODO_TEST_POSTGRES); PostgreSQL tests did not run"
+            );
+        }
+        reachable
+    }
+
+    /// A fresh schema name.
+    pub(crate) fn schema() -> String {
+        format!("snodo_test_{:016x}", crate::store::engine::random_u64())
+    }
+
+    /// Drops `schema` (on a thread of its own: called from `Drop`).
+    pub(crate) fn drop_schema(schema: &str) {
+        let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+        let url = url();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                else {
+                    return;
+                };
+                let driver = tokio::spawn(conn);
+                let _ = client.batch_execute(&sql).await;
+                drop(client);
+                let _ = driver.await;
+            });
+        })
+        .join();
+    }
+}
+
+struct Pg {
+    schema: String,
+}
+
+impl Drop for Pg {
+    fn drop(&mut self) {
+        support::drop_schema(&self.schema);
+    }
+}
+
+fn options(schema: &str, node: &str) -> PgOptions {
+    let mut o = PgOptions::new(support::url(), node);
+    o.schema = schema.to_owned();
+    o.pool_size = 4;
+    o
+}
+
+#[async_trait::async_trait]
+impl Backend for Pg {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+        // The suite's claims name the owner `contract`: the node that reopens is that node.
+        let store =
+            PgStore::open_with_clock(options(&self.schema, "contract"), Arc::new(clock.clone()))
+                .await
+                .expect("open the PostgreSQL store");
+        Arc::new(store)
+    }
+}
+
+crate::store_contract_suite!(
+    || Pg {
+        schema: support::schema()
+    },
+    skip_unless = support::available
+);
+
+mod shared {
+    //! What only a store shared by several nodes has to get right.
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::{Pg, options, support};
+    use crate::model::{
+        EventKind, ManualClock, Principal, Scope, TaskEvent, TaskId, Timestamp, Work,
+    };
+    use crate::store::{
+        Action, Authority, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, Store,
+        StoreError,
+    };
+
+    const T0: u64 = 1_800_000_000_000;
+
+    fn new_task(tenant: &str) -> NewTask {
+        let id = TaskId::generate();
+        NewTask::new(
+            id,
+            Scope::new(tenant),
+            Work::new("snodo/tool-call", json!({"tool": "t"}), id.to_string()),
+        )
+    }
+
+    async fn node(pg: &Pg, name: &str, clock: &ManualClock) -> PgStore {
+        PgStore::open_with_clock(options(&pg.schema, name), Arc::new(clock.clone()))
+            .await
+            .expect("open node")
+    }
+
+    fn fresh() -> Option<Pg> {
+        support::available().then(|| Pg {
+            schema: support::schema(),
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_nodes_share_tasks_and_never_claim_the_same_one() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = Arc::new(node(&pg, "node-a", &clock).await);
+        let b = Arc::new(node(&pg, "node-b", &clock).await);
+        let mut ids = Vec::new();
+        for _ in 0..40 {
+            ids.push(a.create(new_task("acme")).await.expect("create").id);
+        }
+        // Both nodes claim concurrently until nothing is due: every task exactly once.
+        let claim_all = |s: Arc<PgStore>, owner: &'static str| async move {
+            let mut got = Vec::new();
+            while let Some(c) = s
+                .claim_next(&ClaimRequest::new(30_000, owner))
+                .await
+                .expect("claim_next")
+            {
+                got.push(c.task.id);
+            }
+            got
+        };
+        let (from_a, from_b) = tokio::join!(
+            claim_all(a.clone(), "node-a"),
+            claim_all(b.clone(), "node-b")
+        );
+        let mut all: Vec<TaskId> = from_a.iter().chain(&from_b).copied().collect();
+        all.sort_unstable_by_key(|i| *i.as_bytes());
+        ids.sort_unstable_by_key(|i| *i.as_bytes());
+        assert_eq!(all, ids, "each task claimed exactly once across the nodes");
+
+        // B reads and cancels what A created; A's lease then refuses to commit.
+        let t = a.create(new_task("acme")).await.expect("create").id;
+        let lease = a
+            .claim(&t, &ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("claim")
+            .lease;
+        let access = b
+            .authorize(&Principal::new("acme", "u"), Action::Cancel, &t.to_string())
+            .await
+            .expect("authorize on b");
+        b.transition(
+            Authority::Request(&access),
+            TaskEvent::random(EventKind::Cancelled {
+                status_message: None,
+            }),
+            None,
+        )
+        .await
+        .expect("cancel on b");
+        assert!(matches!(
+            a.renew(&lease, 30_000).await,
+            Err(StoreError::Terminal { .. })
+        ));
+        assert!(matches!(
+            a.transition(
+                Authority::Worker(&lease),
+                TaskEvent::random(EventKind::Completed {
+                    result: json!({"content": []})
+                }),
+                None
+            )
+            .await,
+            Err(StoreError::Terminal { .. })
+        ));
+        assert!(
+            b.authorize(&Principal::new("other", "u"), Action::Read, &t.to_string())
+                .await
+                .is_err_and(|e| e == StoreError::NotFound),
+            "another tenant's task stays invisible on every node"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_restarting_node_fences_only_its_own_claims() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = node(&pg, "node-a", &clock).await;
+        let b = node(&pg, "node-b", &clock).await;
+        let ta = a.create(new_task("acme")).await.expect("create").id;
+        let tb = a.create(new_task("acme")).await.expect("create").id;
+        let la = a
+            .claim(&ta, &ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("a")
+            .lease;
+        let lb = b
+            .claim(&tb, &ClaimRequest::new(30_000, "node-b"))
+            .await
+            .expect("b")
+            .lease;
+        drop(a);
+        // Node A comes back under the same identity: its old claim is released at once and
+        // counted as a recovery; B's claim is untouched.
+        let a = node(&pg, "node-a", &clock).await;
+        assert_eq!(a.fenced_claims(), 1);
+        assert_eq!(
+            a.renew(&la, 30_000).await.err(),
+            Some(StoreError::LeaseLost)
+        );
+        assert!(b.renew(&lb, 30_000).await.is_ok());
+        let again = a
+            .claim_next(&ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("claim_next")
+            .expect("A's old task is due");
+        assert_eq!(again.task.id, ta, "ta {ta} tb {tb}: {:?}", again.task);
+        assert_eq!(again.task.recoveries, 1);
+        assert!(again.lease.generation() > la.generation());
+        a.transition(
+            Authority::Worker(&again.lease),
+            TaskEvent::random(EventKind::Completed {
+                result: json!({"content": []}),
+            }),
+            None,
+        )
+        .await
+        .expect("complete");
+        // A node that dies without coming back is recovered by the others once its lease
+        // has run out.
+        clock.advance(30_000);
+        let taken = a
+            .claim_next(&ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("claim_next")
+            .expect("B's expired claim is due");
+        assert_eq!(taken.task.id, tb);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_on_one_node_are_announced_to_the_others() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = node(&pg, "node-a", &clock).await;
+        let b = node(&pg, "node-b", &clock).await;
+        let mut from_a = b.remote_changes();
+        let mut own = a.remote_changes();
+        for n in [&a, &b] {
+            tokio::time::timeout(Duration::from_secs(10), n.listening())
+                .await
+                .expect("the node listens");
+        }
+        let t = a.create(new_task("acme")).await.expect("create").id;
+        let access = a
+            .authorize(&Principal::new("acme", "u"), Action::Cancel, &t.to_string())
+            .await
+            .expect("authorize");
+        a.transition(
+            Authority::Request(&access),
+            TaskEvent::random(EventKind::Cancelled {
+                status_message: None,
+            }),
+            None,
+        )
+        .await
+        .expect("cancel");
+        let mut seen = Vec::new();
+        while seen.len() < 2 {
+            match tokio::time::timeout(Duration::from_secs(10), from_a.recv()).await {
+                Ok(Ok(RemoteChange::Task { id, kind })) if id == t => seen.push(kind),
+                Ok(Ok(_)) => {}
+                other => panic!("no announcement reached node B: {other:?}"),
+            }
+        }
+        assert_eq!(seen, vec![ChangeKind::Created, ChangeKind::Cancelled]);
+        // A node does not hear its own announcements back (only its resync).
+        while let Ok(c) = own.try_recv() {
+            assert_eq!(c, RemoteChange::Resync);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_live_cap_is_exact_under_concurrent_creations() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = Arc::new(node(&pg, "node-a", &clock).await);
+        let b = Arc::new(node(&pg, "node-b", &clock).await);
+        // 60 creations race from two nodes for 25 places: the fast path admits the first
+        // ones, exact mode decides near the cap.
+        let mut joins = Vec::new();
+        for i in 0..60 {
+            let s = if i % 2 == 0 { a.clone() } else { b.clone() };
+            joins.push(tokio::spawn(async move {
+                let mut n = new_task("acme");
+                n.max_live_in_scope = Some(25);
+                s.create(n).await
+            }));
+        }
+        let mut ok = 0;
+        for j in joins {
+            match j.await.expect("join") {
+                Ok(_) => ok += 1,
+                Err(StoreError::LiveLimit { max: 25 }) => {}
+                Err(e) => panic!("unexpected: {e}"),
+            }
+        }
+        assert_eq!(ok, 25, "exactly the cap was admitted");
+        // Finishing one frees one place.
+        let c = a
+            .claim_next(&ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("claim")
+            .expect("due");
+        a.transition(
+            Authority::Worker(&c.lease),
+            TaskEvent::random(EventKind::Completed {
+                result: json!({"content": []}),
+            }),
+            None,
+        )
+        .await
+        .expect("complete");
+        let mut n = new_task("acme");
+        n.max_live_in_scope = Some(25);
+        assert!(b.create(n).await.is_ok());
+        let mut n = new_task("acme");
+        n.max_live_in_scope = Some(25);
+        assert_eq!(
+            b.create(n).await.err(),
+            Some(StoreError::LiveLimit { max: 25 })
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_heartbeat_rewrites_only_the_lease_columns() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = node(&pg, "node-a", &clock).await;
+        let t = a.create(new_task("acme")).await.expect("create").id;
+        let c = a
+            .claim(&t, &ClaimRequest::new(30_000, "node-a"))
+            .await
+            .expect("claim");
+        let body = || async {
+            let (client, conn) = tokio_postgres::connect(&support::url(), tokio_postgres::NoTls)
+                .await
+                .expect("connect");
+            tokio::spawn(conn);
+            let row = client
+                .query_one(
+                    &format!(
+                        "SELECT body, claim_expires_at FROM {}.tasks WHERE id = $1",
+                        pg.schema
+                    ),
+                    &[&t.as_bytes().as_slice()],
+                )
+                .await
+                .expect("row");
+            (row.get::<_, Vec<u8>>(0), row.get::<_, i64>(1))
+        };
+        let (before, until) = body().await;
+        clock.advance(1_000);
+        let renewed = a.renew(&c.lease, 30_000).await.expect("renew");
+        let (after, until_after) = body().await;
+        assert_eq!(
+            before, after,
+            "the task body is not rewritten by a heartbeat"
+        );
+        assert_eq!(until_after, until + 1_000);
+        assert_eq!(renewed.expires_at(), Timestamp(until_after as u64));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn database_time_orders_tasks_when_no_clock_is_injected() {
+        let Some(pg) = fresh() else { return };
+        let s = PgStore::open(options(&pg.schema, "node-a"))
+            .await
+            .expect("open");
+        let before = s.now().await.expect("now");
+        let t = s.create(new_task("acme")).await.expect("create");
+        let after = s.now().await.expect("now");
+        assert!(before <= t.created_at && t.created_at <= after);
+        // Database time, not an arbitrary value: within a day of this machine's clock.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("time")
+            .as_millis() as u64;
+        assert!(before.as_millis().abs_diff(wall) < 86_400_000);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn schemas_are_migrated_explicitly_and_newer_ones_refused() {
+        let Some(pg) = fresh() else { return };
+        let mut o = options(&pg.schema, "node-a");
+        o.migrate = false;
+        let e = PgStore::open(o.clone()).await.expect_err("refused");
+        assert!(
+            e.to_string().contains("snodo migrate"),
+            "an unmigrated database names the fix: {e}"
+        );
+        // Several nodes may migrate at once; one applies, the others find nothing to do.
+        let (x, y) = tokio::join!(
+            crate::store::migrate_postgres(&o),
+            crate::store::migrate_postgres(&o)
+        );
+        let (x, y) = (x.expect("migrate"), y.expect("migrate"));
+        assert_eq!([x.len(), y.len()].iter().sum::<usize>(), 1, "{x:?} {y:?}");
+        assert!(PgStore::open(o.clone()).await.is_ok());
+        // A schema written by a newer build is refused, and left as it is.
+        let (client, conn) = tokio_postgres::connect(&support::url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+            .batch_execute(&format!(
+                "INSERT INTO {}.schema_migrations (version) VALUES (99)",
+                pg.schema
+            ))
+            .await
+            .expect("bump");
+        let e = PgStore::open(o.clone()).await.expect_err("refused");
+        assert!(matches!(e, StoreError::IncompatibleSchema(_)), "{e}");
+        let e = crate::store::migrate_postgres(&o)
+            .await
+            .expect_err("refused");
+        assert!(matches!(e, StoreError::IncompatibleSchema(_)), "{e}");
+        // Hostile schema names never reach SQL.
+        let mut bad = o.clone();
+        bad.schema = "x; DROP TABLE tasks".into();
+        assert!(matches!(
+            PgStore::open(bad).await,
+            Err(StoreError::Invalid(_))
+        ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unreachable_database_fails_requests_at_once() {
+        if !support::available() {
+            return;
+        }
+        // Nothing listens on port 1: connecting is refused at once.
+        let mut o = crate::store::PgOptions::new("host=127.0.0.1 port=1 user=postgres", "n");
+        o.connect_timeout = Duration::from_secs(2);
+        let started = std::time::Instant::now();
+        let e = PgStore::open(o).await.expect_err("refused");
+        assert!(matches!(e, StoreError::Unavailable(_)), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(30));
+    }
+}

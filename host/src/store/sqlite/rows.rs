@@ -1,0 +1,282 @@
+//! The engine's `View` and `Txn` over the SQLite tables inside one transaction, and the
+//! mapping of SQLite's errors into the contract's.
+
+use std::collections::HashSet;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+
+use crate::model::{Scope, Task, TaskId};
+
+use super::super::engine::{Head, Index, Record, Txn, View};
+use super::super::sql::{self, ClaimCols};
+use super::super::{StoreError, StoreResult};
+
+/// The SQL that reads each ordered index: the partial indexes `tasks_due`, `tasks_expiry`
+/// and `tasks_claimed` serve them (the comparison implies the index's `IS NOT NULL`).
+pub(super) const DUE_UPTO: &str =
+    "SELECT id FROM tasks WHERE due_at <= ?1 ORDER BY due_at, id LIMIT ?2";
+pub(super) const EXPIRY_UPTO: &str =
+    "SELECT id FROM tasks WHERE expires_at <= ?1 ORDER BY expires_at, id LIMIT ?2";
+pub(super) const CLAIMED_UPTO: &str =
+    "SELECT id FROM tasks WHERE claim_epoch <= ?1 ORDER BY claim_epoch, id LIMIT ?2";
+
+const LOAD: &str = "SELECT body, work, claim_generation, claim_token, claim_epoch, \
+     claim_expires_at, claim_owner FROM tasks WHERE id = ?1";
+const HEAD: &str = "SELECT scope, expires_at FROM tasks WHERE id = ?1";
+const LIVE_COUNT: &str = "SELECT n FROM live WHERE scope = ?1";
+const INSERT: &str = "INSERT INTO tasks (id, scope, status, live, due_at, expires_at, \
+     claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, body, work) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
+const UPDATE: &str = "UPDATE tasks SET scope = ?2, status = ?3, live = ?4, due_at = ?5, \
+     expires_at = ?6, claim_generation = ?7, claim_token = ?8, claim_epoch = ?9, \
+     claim_expires_at = ?10, claim_owner = ?11, body = ?12 WHERE id = ?1";
+const DELETE: &str = "DELETE FROM tasks WHERE id = ?1";
+const SET_LIVE: &str =
+    "INSERT INTO live (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = excluded.n";
+const DROP_LIVE: &str = "DELETE FROM live WHERE scope = ?1";
+
+/// The task rows as seen from one transaction: a read transaction (as a [`View`]) or the
+/// writer's (as a [`Txn`]). `conn` must be inside that transaction for as long as this
+/// lives.
+pub(super) struct Rows<'c> {
+    conn: &'c Connection,
+    /// Tasks created in this transaction whose row is not written yet: their next `put`
+    /// inserts the row (and the work body); every other `put` updates one.
+    created: HashSet<TaskId>,
+}
+
+impl<'c> Rows<'c> {
+    pub(super) fn new(conn: &'c Connection) -> Self {
+        Self {
+            conn,
+            created: HashSet::new(),
+        }
+    }
+}
+
+/// The claim from its five columns: all set, or all null.
+fn claim_cols(
+    id: &TaskId,
+    generation: Option<i64>,
+    token: Option<i64>,
+    epoch: Option<i64>,
+    expires_at: Option<i64>,
+    owner: Option<String>,
+) -> StoreResult<Option<ClaimCols>> {
+    match (generation, token, epoch, expires_at, owner) {
+        (Some(generation), Some(token), Some(epoch), Some(expires_at), Some(owner)) => {
+            Ok(Some(ClaimCols {
+                generation,
+                token,
+                epoch,
+                expires_at,
+                owner,
+            }))
+        }
+        (None, None, None, None, None) => Ok(None),
+        _ => Err(StoreError::corrupt(format!(
+            "task {id} has some of its claim columns set and others null"
+        ))),
+    }
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl View for Rows<'_> {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        let mut stmt = self.conn.prepare_cached(LOAD).map_err(backend)?;
+        let found = stmt
+            .query_row(params![id.as_bytes().as_slice()], |r| {
+                Ok((
+                    r.get::<_, Vec<u8>>(0)?,
+                    r.get::<_, Vec<u8>>(1)?,
+                    r.get::<_, Option<i64>>(2)?,
+                    r.get::<_, Option<i64>>(3)?,
+                    r.get::<_, Option<i64>>(4)?,
+                    r.get::<_, Option<i64>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
+                ))
+            })
+            .optional()
+            .map_err(backend)?;
+        let Some((body, work, generation, token, epoch, expires_at, owner)) = found else {
+            return Ok(None);
+        };
+        let claim = claim_cols(id, generation, token, epoch, expires_at, owner)?;
+        sql::decode_record(&body, &work, claim).map(Some)
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        let mut stmt = self.conn.prepare_cached(HEAD).map_err(backend)?;
+        let found = stmt
+            .query_row(params![id.as_bytes().as_slice()], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?))
+            })
+            .optional()
+            .map_err(backend)?;
+        Ok(found.map(|(scope, expires_at)| sql::head_of(scope, expires_at)))
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let query = match index {
+            Index::Due => DUE_UPTO,
+            Index::Expiry => EXPIRY_UPTO,
+            Index::Claimed => CLAIMED_UPTO,
+        };
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare_cached(query).map_err(backend)?;
+        let mut rows = stmt.query(params![to_i64(upto), limit]).map_err(backend)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(backend)? {
+            let id = row.get_ref(0).map_err(backend)?;
+            let ValueRef::Blob(bytes) = id else {
+                return Err(StoreError::corrupt("a stored task id is not a blob"));
+            };
+            out.push(sql::id_of(bytes)?);
+        }
+        Ok(out)
+    }
+
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        let mut stmt = self.conn.prepare_cached(LIVE_COUNT).map_err(backend)?;
+        let n = stmt
+            .query_row(params![scope.as_str()], |r| r.get::<_, i64>(0))
+            .optional()
+            .map_err(backend)?;
+        match n {
+            None => Ok(0),
+            Some(n) => u64::try_from(n).map_err(|_| {
+                StoreError::corrupt(format!("scope {scope:?} has a negative live count"))
+            }),
+        }
+    }
+}
+
+/// `index_put` and `index_del` do nothing: the indexes are SQL indexes over the task's own
+/// columns (`due_at`, `expires_at`, `claim_epoch`), which `put` writes from the task in the
+/// same statement that writes the rest of it, and `remove` deletes with the row. The engine
+/// always calls `put` (or `remove`) after moving a task's index entries.
+impl Txn for Rows<'_> {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        let row = sql::row_of(&record.task)?;
+        let c = row.claim.as_ref();
+        let id = row.id.as_slice();
+        if self.created.remove(&record.task.id) {
+            // Work never changes after creation: it is written here, once.
+            let work = sql::encode_work(&record.work)?;
+            let mut stmt = self.conn.prepare_cached(INSERT).map_err(backend)?;
+            stmt.execute(params![
+                id,
+                row.scope,
+                row.status,
+                row.live,
+                row.due_at,
+                row.expires_at,
+                c.map(|c| c.generation),
+                c.map(|c| c.token),
+                c.map(|c| c.epoch),
+                c.map(|c| c.expires_at),
+                c.map(|c| c.owner.as_str()),
+                row.body,
+                work,
+            ])
+            .map_err(backend)?;
+        } else {
+            let mut stmt = self.conn.prepare_cached(UPDATE).map_err(backend)?;
+            let changed = stmt
+                .execute(params![
+                    id,
+                    row.scope,
+                    row.status,
+                    row.live,
+                    row.due_at,
+                    row.expires_at,
+                    c.map(|c| c.generation),
+                    c.map(|c| c.token),
+                    c.map(|c| c.epoch),
+                    c.map(|c| c.expires_at),
+                    c.map(|c| c.owner.as_str()),
+                    row.body,
+                ])
+                .map_err(backend)?;
+            if changed != 1 {
+                return Err(StoreError::corrupt(format!(
+                    "task {} was saved as a stored task but has no row",
+                    record.task.id
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.created.remove(id);
+        let mut stmt = self.conn.prepare_cached(DELETE).map_err(backend)?;
+        stmt.execute(params![id.as_bytes().as_slice()])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn created(&mut self, task: &Task) -> StoreResult<()> {
+        self.created.insert(task.id);
+        Ok(())
+    }
+
+    fn index_put(&mut self, _index: Index, _key: u64, _id: &TaskId) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn index_del(&mut self, _index: Index, _key: u64, _id: &TaskId) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        if count == 0 {
+            let mut stmt = self.conn.prepare_cached(DROP_LIVE).map_err(backend)?;
+            stmt.execute(params![scope.as_str()]).map_err(backend)?;
+        } else {
+            let mut stmt = self.conn.prepare_cached(SET_LIVE).map_err(backend)?;
+            stmt.execute(params![scope.as_str(), to_i64(count)])
+                .map_err(backend)?;
+        }
+        Ok(())
+    }
+}
+
+/// Maps a SQLite error into the contract's terms: damage is [`StoreError::Corrupt`],
+/// everything else (I/O, a full disk, a lock held elsewhere) is
+/// [`StoreError::Unavailable`]: the operation did not commit.
+pub(super) fn backend(e: rusqlite::Error) -> StoreError {
+    use rusqlite::Error as E;
+    match &e {
+        E::FromSqlConversionFailure(..)
+        | E::IntegralValueOutOfRange(..)
+        | E::InvalidColumnType(..)
+        | E::Utf8Error(..) => StoreError::corrupt(format!("a stored value is unreadable: {e}")),
+        _ => match code_of(&e) {
+            Some(ErrorCode::DatabaseCorrupt) => {
+                StoreError::corrupt(format!("the database file is damaged: {e}"))
+            }
+            Some(ErrorCode::NotADatabase) => StoreError::corrupt(format!(
+                "the file is not a SQLite database, so not a snodo store: {e}"
+            )),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => StoreError::unavailable(
+                format!("the database is locked by another connection: {e}"),
+            ),
+            Some(ErrorCode::DiskFull) => StoreError::unavailable(format!("the disk is full: {e}")),
+            _ => StoreError::unavailable(format!("SQLite failed: {e}")),
+        },
+    }
+}
+
+/// The SQLite result code behind `e`, if SQLite reported it.
+pub(super) fn code_of(e: &rusqlite::Error) -> Option<ErrorCode> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.code),
+        rusqlite::Error::SqlInputError { error, .. } => Some(error.code),
+        _ => None,
+    }
+}

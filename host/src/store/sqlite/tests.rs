@@ -1,0 +1,480 @@
+//! The SQLite adapter's own tests: the contract suite, file checks and the group commit.
+
+use std::sync::Arc;
+
+use crate::model::ManualClock;
+use crate::store::contract::Backend;
+use crate::store::{SqliteStore, Store};
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait::async_trait]
+impl Backend for Sqlite {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+        let path = self.dir.path().join("tasks.sqlite");
+        let clock = Arc::new(clock.clone());
+        let store = tokio::task::spawn_blocking(move || SqliteStore::open_with_clock(&path, clock))
+            .await
+            .expect("open task panicked")
+            .expect("open the sqlite store");
+        Arc::new(store)
+    }
+}
+
+crate::store_contract_suite!(|| Sqlite {
+    dir: tempfile::tempdir().expect("temp dir"),
+});
+
+mod file {
+    use std::path::Path;
+
+    use rusqlite::Connection;
+    use serde_json::json;
+
+    use super::super::SQLITE_SCHEMA_VERSION;
+    use crate::model::{EventKind, Scope, TaskEvent, TaskId, TaskStatus, Work};
+    use crate::store::{Authority, ClaimRequest, NewTask, SqliteStore, Store, StoreError};
+
+    fn new_task(scope: &str) -> NewTask {
+        let id = TaskId::generate();
+        NewTask::new(
+            id,
+            Scope::new(scope),
+            Work::new("w", json!({"n": 1}), id.to_string()),
+        )
+    }
+
+    /// A connection around the store, to look at or fake what another build or damage
+    /// could leave. The store must be closed.
+    fn raw(path: &Path) -> Connection {
+        Connection::open(path).expect("raw open")
+    }
+
+    async fn populated(path: &Path, n: usize) -> Vec<TaskId> {
+        let store = SqliteStore::open(path).expect("open");
+        let mut ids = Vec::new();
+        for _ in 0..n {
+            ids.push(store.create(new_task("t")).await.expect("create").id);
+        }
+        ids
+    }
+
+    #[tokio::test]
+    async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let mut key = None;
+        for expected in 1..=3 {
+            let store = SqliteStore::open(&path).expect("open");
+            assert_eq!(store.epoch(), expected);
+            assert_eq!(store.path(), path);
+            let k = store.server_key().await.expect("key");
+            assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
+        }
+    }
+
+    #[tokio::test]
+    async fn data_and_live_counts_survive_a_reopen() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let ids = {
+            let store = SqliteStore::open(&path).expect("open");
+            let mut ids = Vec::new();
+            for _ in 0..5 {
+                ids.push(store.create(new_task("a")).await.expect("create").id);
+            }
+            ids.push(store.create(new_task("b")).await.expect("create").id);
+            // Finish one of scope a: four live there, one in b.
+            let lease = store
+                .claim(&ids[0], &ClaimRequest::new(60_000, "t"))
+                .await
+                .expect("claim")
+                .lease;
+            let kind = EventKind::Completed {
+                result: json!({"content": [{"type": "text", "text": "ok"}]}),
+            };
+            store
+                .transition(Authority::Worker(&lease), TaskEvent::random(kind), None)
+                .await
+                .expect("complete");
+            // And leave one claimed: the next open fences it.
+            store
+                .claim(&ids[1], &ClaimRequest::new(60_000, "t"))
+                .await
+                .expect("claim");
+            ids
+        };
+
+        let store = SqliteStore::open(&path).expect("reopen");
+        assert_eq!(store.epoch(), 2);
+        assert_eq!(store.fenced_claims(), 1);
+        let (done, _) = store.inspect(&ids[0]).await.expect("read").expect("kept");
+        assert_eq!(done.status, TaskStatus::Completed);
+        let (fenced, work) = store.inspect(&ids[1]).await.expect("read").expect("kept");
+        assert_eq!((fenced.claim, fenced.recoveries), (None, 1));
+        assert_eq!(work, Work::new("w", json!({"n": 1}), ids[1].to_string()));
+        for id in &ids {
+            assert!(store.inspect(id).await.expect("read").is_some(), "{id}");
+        }
+        // Exactly four live tasks in a: a cap of four refuses, five admits.
+        let mut capped = new_task("a");
+        capped.max_live_in_scope = Some(4);
+        assert_eq!(
+            store.create(capped).await.err(),
+            Some(StoreError::LiveLimit { max: 4 })
+        );
+        let mut admitted = new_task("a");
+        admitted.max_live_in_scope = Some(5);
+        store.create(admitted).await.expect("under the cap");
+        drop(store);
+        let counts: Vec<(String, i64)> = raw(&path)
+            .prepare("SELECT scope, n FROM live ORDER BY scope")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(counts, [("a".to_owned(), 5), ("b".to_owned(), 1)]);
+    }
+
+    #[tokio::test]
+    async fn a_second_open_while_the_first_is_open_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let first = SqliteStore::open(&path).expect("open");
+        let err = SqliteStore::open(&path).expect_err("second open");
+        assert!(
+            matches!(&err, StoreError::Unavailable(m) if m.contains("already open in another process")),
+            "{err}"
+        );
+        drop(first);
+        let again = SqliteStore::open(&path).expect("free again once the first is closed");
+        assert_eq!(again.epoch(), 2, "the refused open changed nothing");
+    }
+
+    #[tokio::test]
+    async fn a_file_from_a_newer_schema_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        populated(&path, 3).await;
+        raw(&path)
+            .execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                [SQLITE_SCHEMA_VERSION as i64 + 1],
+            )
+            .expect("plant a newer version");
+        let before = std::fs::read(&path).expect("read");
+        let err = SqliteStore::open(&path).expect_err("newer schema");
+        assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+        assert!(err.to_string().contains("newer snodo"), "{err}");
+        assert!(
+            err.to_string().contains("s.sqlite"),
+            "names the file: {err}"
+        );
+        assert_eq!(std::fs::read(&path).expect("read"), before, "untouched");
+        let epoch: i64 = raw(&path)
+            .query_row("SELECT value FROM meta WHERE key = 'boot_epoch'", [], |r| {
+                r.get(0)
+            })
+            .expect("epoch");
+        assert_eq!(epoch, 1, "no boot was recorded");
+    }
+
+    #[tokio::test]
+    async fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
+        let err = SqliteStore::open(&path).expect_err("garbage");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(
+            err.to_string().contains("s.sqlite"),
+            "names the file: {err}"
+        );
+        assert!(err.to_string().contains("not a SQLite database"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
+    }
+
+    #[tokio::test]
+    async fn an_empty_file_is_refused_never_initialised() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tasks.sqlite");
+        std::fs::write(&path, b"").expect("write");
+        let err = SqliteStore::open(&path).expect_err("an empty file is not a store");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains("empty"), "{err}");
+        assert_eq!(std::fs::metadata(&path).expect("meta").len(), 0);
+    }
+
+    #[tokio::test]
+    async fn another_programs_database_is_refused_never_adopted() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tasks.sqlite");
+        raw(&path)
+            .execute_batch(
+                "CREATE TABLE settings (k TEXT, v INTEGER); INSERT INTO settings VALUES ('a', 42);",
+            )
+            .expect("other program");
+        let before = std::fs::read(&path).expect("read");
+        let err = SqliteStore::open(&path).expect_err("not a snodo store");
+        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+        assert!(err.to_string().contains("not a snodo store"), "{err}");
+        assert!(err.to_string().contains("settings"), "{err}");
+        assert_eq!(std::fs::read(&path).expect("read"), before, "untouched");
+
+        // A table named `meta` with other columns is someone else's too.
+        let other = dir.path().join("other.sqlite");
+        raw(&other)
+            .execute_batch("CREATE TABLE meta (name TEXT);")
+            .expect("other program");
+        let err = SqliteStore::open(&other).expect_err("not a snodo store");
+        assert!(err.to_string().contains("not a snodo store"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn damaged_and_newer_records_are_reported_not_skipped() {
+        for (body, newer) in [
+            (&br#"{"v":2,"task":{}}"#[..], true),
+            (&b"{\"v\":1,\"task\":"[..], false),
+        ] {
+            let dir = tempfile::tempdir().expect("tmp");
+            let path = dir.path().join("s.sqlite");
+            let id = populated(&path, 1).await[0];
+            raw(&path)
+                .execute(
+                    "UPDATE tasks SET body = ?1 WHERE id = ?2",
+                    rusqlite::params![body, id.as_bytes().as_slice()],
+                )
+                .expect("plant");
+            let store = SqliteStore::open(&path).expect("open");
+            let err = store.inspect(&id).await.expect_err("refused");
+            if newer {
+                assert!(matches!(err, StoreError::IncompatibleSchema(_)), "{err}");
+            } else {
+                assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        let dir = tempfile::tempdir().expect("tmp");
+        let data = dir.path().join("data");
+        let path = data.join("nested").join("tasks.sqlite");
+        let store = SqliteStore::open(&path).expect("create");
+        store.create(new_task("t")).await.expect("create");
+        drop(store);
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join("nested")), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        for entry in std::fs::read_dir(data.join("nested")).expect("list") {
+            let entry = entry.expect("entry");
+            let name = entry.file_name().to_string_lossy().into_owned();
+            assert!(
+                name.starts_with("tasks.sqlite"),
+                "no temporary name: {name}"
+            );
+            assert_eq!(mode(&entry.path()), 0o600, "{name}");
+        }
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("loosen");
+        let store = SqliteStore::open(&path).expect("reopen");
+        assert_eq!(store.epoch(), 2, "the same store, reopened");
+        assert_eq!(mode(&path), 0o600);
+        let journal: String = raw(&path)
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .expect("mode");
+        assert_eq!(journal, "wal");
+    }
+
+    #[tokio::test]
+    async fn inspect_file_reads_without_booting() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let id = populated(&path, 1).await[0];
+        let (task, _) = SqliteStore::inspect_file(&path, &id)
+            .expect("inspect")
+            .expect("found");
+        assert_eq!(task.id, id);
+        assert_eq!(
+            SqliteStore::inspect_file(&path, &TaskId::generate()).expect("inspect"),
+            None
+        );
+        assert_eq!(SqliteStore::open(&path).expect("open").epoch(), 2);
+    }
+
+    /// Every ordered-index read is served by its partial index, never by a scan of the
+    /// table: the contract's cost bound.
+    #[tokio::test]
+    async fn the_queues_are_read_through_their_indexes() {
+        use super::super::rows::{CLAIMED_UPTO, DUE_UPTO, EXPIRY_UPTO};
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        populated(&path, 1).await;
+        let conn = raw(&path);
+        for (query, index) in [
+            (DUE_UPTO, "tasks_due"),
+            (EXPIRY_UPTO, "tasks_expiry"),
+            (CLAIMED_UPTO, "tasks_claimed"),
+        ] {
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {query}"))
+                .expect("prepare")
+                .query_map([1i64, 10], |r| r.get::<_, String>(3))
+                .expect("plan")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            let plan = plan.join("; ");
+            assert!(plan.contains(index), "{query}: {plan}");
+            assert!(!plan.contains("TEMP B-TREE"), "{query} sorts: {plan}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_all_commit() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let store = std::sync::Arc::new(SqliteStore::open(&path).expect("open"));
+        let mut handles = Vec::new();
+        for _ in 0..200 {
+            let store = store.clone();
+            handles.push(tokio::spawn(async move {
+                store.create(new_task("c")).await.map(|t| t.id)
+            }));
+        }
+        let mut ids = Vec::new();
+        for h in handles {
+            ids.push(h.await.expect("join").expect("create"));
+        }
+        for id in &ids {
+            assert!(store.inspect(id).await.expect("read").is_some());
+        }
+        let mut capped = new_task("c");
+        capped.max_live_in_scope = Some(200);
+        assert_eq!(
+            store.create(capped).await.err(),
+            Some(StoreError::LiveLimit { max: 200 })
+        );
+    }
+}
+
+/// The group commit itself, driven directly: a batch's jobs share one transaction.
+mod group_commit {
+    use std::sync::Arc;
+
+    use tokio::sync::oneshot;
+
+    use super::super::engine::{Ctx, Txn};
+    use super::super::writer::{Job, WriteJob, Writer};
+    use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
+    use crate::model::{ManualClock, Scope, Timestamp};
+    use crate::store::Store;
+
+    type Reply = oneshot::Receiver<StoreResult<()>>;
+
+    fn job<F>(f: F) -> (Box<dyn WriteJob>, Reply)
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<()> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        (Box::new(Job { f, tx }), rx)
+    }
+
+    fn set(scope: &'static str, n: u64) -> (Box<dyn WriteJob>, Reply) {
+        job(move |txn, _| txn.set_live_count(&Scope::new(scope), n))
+    }
+
+    fn answer(rx: Reply) -> StoreResult<()> {
+        rx.blocking_recv().expect("answered")
+    }
+
+    fn counts(path: &std::path::Path) -> Vec<(String, i64)> {
+        rusqlite::Connection::open(path)
+            .expect("raw")
+            .prepare("SELECT scope, n FROM live ORDER BY scope")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    fn writer(path: &std::path::Path) -> Writer {
+        drop(SqliteStore::open(path).expect("create"));
+        Writer {
+            conn: writer_connection(path).expect("connect"),
+            clock: Arc::new(ManualClock::new(Timestamp(1))),
+            epoch: 1,
+            issuer: 1,
+        }
+    }
+
+    #[test]
+    fn a_refused_job_leaves_nothing_and_the_others_commit() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let mut w = writer(&path);
+        let (a, ra) = set("a", 1);
+        // Writes, then refuses: its write must not survive.
+        let (b, rb) = job(|txn, _| {
+            txn.set_live_count(&Scope::new("b"), 7)?;
+            Err(StoreError::invalid("refused after writing"))
+        });
+        let (c, rc) = set("c", 3);
+        w.commit_batch(vec![a, b, c]);
+        assert_eq!(answer(ra), Ok(()));
+        assert!(matches!(answer(rb), Err(StoreError::Invalid(_))));
+        assert_eq!(answer(rc), Ok(()));
+        drop(w);
+        assert_eq!(counts(&path), [("a".to_owned(), 1), ("c".to_owned(), 3)]);
+    }
+
+    #[test]
+    fn a_backend_failure_or_a_panic_aborts_the_whole_batch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        let mut w = writer(&path);
+        let (a, ra) = set("a", 1);
+        let (b, rb) = job(|_, _| Err(StoreError::unavailable("the disk went away")));
+        let (c, rc) = set("c", 3);
+        w.commit_batch(vec![a, b, c]);
+        assert!(matches!(answer(ra), Err(StoreError::Unavailable(_))));
+        assert_eq!(
+            answer(rb),
+            Err(StoreError::unavailable("the disk went away")),
+            "the culprit hears its own error"
+        );
+        assert!(matches!(answer(rc), Err(StoreError::Unavailable(_))));
+
+        let (a, ra) = set("a", 1);
+        let (b, _rb) = job(|_, _| panic!("a bug"));
+        let (c, rc) = set("c", 3);
+        w.commit_batch(vec![a, b, c]);
+        assert!(matches!(answer(ra), Err(StoreError::Unavailable(m)) if m.contains("panicked")));
+        assert!(matches!(answer(rc), Err(StoreError::Unavailable(_))));
+
+        // The connection is still good for the next batch.
+        let (d, rd) = set("d", 4);
+        w.commit_batch(vec![d]);
+        assert_eq!(answer(rd), Ok(()));
+        drop(w);
+        assert_eq!(counts(&path), [("d".to_owned(), 4)]);
+    }
+
+    #[tokio::test]
+    async fn the_write_probe_commits() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = SqliteStore::open(dir.path().join("s.sqlite")).expect("open");
+        store
+            .check_writable(std::time::Duration::from_secs(30))
+            .await
+            .expect("a healthy store commits");
+    }
+}
