@@ -1,26 +1,31 @@
-"""Walkthrough: durable recovery: kill -9 the server mid-task, restart, the task completes once."""
+"""Walkthrough: durable recovery: kill -9 the server mid-task, restart, the task completes once.
+
+Run on both durable single-node stores: redb (the default) and SQLite.
+"""
 
 import os
 
 from snodo_client import Server, check, inspect
 
-server = Server().start()
-data = server.data
-task_id = server.call("slow_compute", {"seconds": 3, "label": "report"})["taskId"]
-server.wait(task_id, lambda t: t.get("statusMessage") == "computing report", "running")
-server.kill9()
-print("killed the server with SIGKILL mid-task")
+for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
+    print(f"-- store: {store}")
+    server = Server("--store", store).start()
+    data = server.data
+    task_id = server.call("slow_compute", {"seconds": 3, "label": "report"})["taskId"]
+    server.wait(task_id, lambda t: t.get("statusMessage") == "computing report", "running")
+    server.kill9()
+    print("killed the server with SIGKILL mid-task")
 
-server = Server(data=data).start()
-try:
-    t = server.get(task_id)
-    check(t["taskId"] == task_id, "the task survived the crash")
-    done = server.wait(task_id, lambda t: t["status"] == "completed", "completed")
-    check(done["result"]["content"][0]["text"] == "Completed report after 3 seconds", "the recovered task completed")
-finally:
-    server.stop()
-facts = inspect(os.path.join(data, "tasks.redb"), task_id)
-check(facts["attempt"] == 2, "it ran twice: the first attempt died with the process")
-check(facts["generation"] == 2, "the recovery claimed it with a new generation (the old one is fenced)")
-check(facts["status"] == "completed", "one terminal state")
+    server = Server("--store", store, data=data).start()
+    try:
+        t = server.get(task_id)
+        check(t["taskId"] == task_id, "the task survived the crash")
+        done = server.wait(task_id, lambda t: t["status"] == "completed", "completed")
+        check(done["result"]["content"][0]["text"] == "Completed report after 3 seconds", "the recovered task completed")
+    finally:
+        server.stop()
+    facts = inspect(os.path.join(data, file), task_id)
+    check(facts["attempt"] == 2, "it ran twice: the first attempt died with the process")
+    check(facts["generation"] == 2, "the recovery claimed it with a new generation (the old one is fenced)")
+    check(facts["status"] == "completed", "one terminal state")
 print("recovery walkthrough: ok")

@@ -335,9 +335,12 @@ async fn follow_remote_changes(
                     ChangeKind::Created | ChangeKind::Other => {}
                 }
             }
-            // Missed announcements: look for due work now; subscription streams fall back
-            // on their own re-reads.
-            Ok(RemoteChange::Resync) | Err(RecvError::Lagged(_)) => runner.wake(),
+            // Missed announcements: subscription streams re-send what they watch, and the
+            // runner looks for due work now.
+            Ok(RemoteChange::Resync) | Err(RecvError::Lagged(_)) => {
+                observed.announce_unknown();
+                runner.wake();
+            }
             Err(RecvError::Closed) => return,
         }
     }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::process::{ServeProcess, get, post_mcp, request, spawn_serve, tool_call};
+use common::process::{ServeProcess, Sse, get, post_mcp, request, spawn_serve, tool_call};
 
 /// How long a step may take before the test fails (the machine is shared and slow).
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -268,6 +268,37 @@ async fn nodes_share_one_database_and_survive_one_of_them_dying() {
         ("completed", 1),
         "one run, no second question"
     );
+
+    // 1b. A subscriber on B sees the changes of a task that runs elsewhere.
+    let id = start_task(a.addr, "slow_compute", json!({"seconds": 3, "label": "s"})).await;
+    let mut stream = Sse::open(
+        b.addr,
+        &request(
+            "subscriptions/listen",
+            json!({"notifications": {"taskIds": [id]}}),
+            true,
+        ),
+    )
+    .await;
+    let ack = tokio::time::timeout(PATIENCE, stream.next())
+        .await
+        .expect("ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    let completed = tokio::time::timeout(PATIENCE, async {
+        loop {
+            let n = stream.next().await;
+            if n["params"]["taskId"] == json!(id) && n["params"]["status"] == "completed" {
+                return n;
+            }
+        }
+    })
+    .await
+    .expect("B's subscriber saw the task complete");
+    assert_eq!(completed["method"], "notifications/tasks");
+    drop(stream);
 
     // 2. Cancelled on the node that does not run it: the running guest stops.
     let id = start_task(

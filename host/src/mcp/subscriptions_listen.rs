@@ -117,14 +117,16 @@ impl McpServer {
                 tokio::select! {
                     () = &mut closed => return,
                     changed = feed.recv() => match changed {
-                        Ok(id) => {
+                        Ok(crate::store::Changed::Task(id)) => {
                             let id = id.to_string();
                             if let Some(i) = watched.iter().position(|w| *w == id) {
                                 mark(&mut marked, i);
                             }
                         }
-                        // Fell behind the feed: every watched task may have changed.
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        // Fell behind the feed, or the feed missed changes: every watched
+                        // task may have changed.
+                        Ok(crate::store::Changed::Unknown)
+                        | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                             for i in 0..watched.len() {
                                 mark(&mut marked, i);
                             }

@@ -113,10 +113,15 @@ pub(super) async fn run(
         stop_reason,
     };
 
-    // A refused start (cancelled, superseded) is no job: nothing is reported.
-    let task = match commit(inner, &lease, "started", EventKind::Started).await {
-        Ok(c) => c.task,
-        Err(_) => return,
+    // A refused start (cancelled, superseded) is no job: nothing is reported. A claim that
+    // committed the start itself saved this commit.
+    let task = if claimed.started {
+        claimed.task.clone()
+    } else {
+        match commit(inner, &lease, "started", EventKind::Started).await {
+            Ok(c) => c.task,
+            Err(_) => return,
+        }
     };
     job.started(task.attempt);
     let stop = |outcome: JobOutcome| job.stop(outcome);

@@ -409,10 +409,12 @@ pub(crate) async fn submit_inner(
             return Ok(Submitted::Queued);
         }
     };
-    let req = ClaimRequest::new(
+    let mut req = ClaimRequest::new(
         inner.opts.lease.as_millis() as u64,
         inner.opts.owner.clone(),
     );
+    // The slot is held: the attempt runs at once, so the claim's commit starts it too.
+    req.start = true;
     let claimed = match timed(inner, "claim", inner.store.claim(task, &req)).await {
         Ok(c) => c,
         Err(e) => {
@@ -520,6 +522,7 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
 }
 
 async fn recover_loop(inner: Arc<Inner>) {
+    let mut failing = false;
     let req = ClaimRequest::new(
         inner.opts.lease.as_millis() as u64,
         inner.opts.owner.clone(),
@@ -546,6 +549,9 @@ async fn recover_loop(inner: Arc<Inner>) {
             .collect();
         match timed(&inner, "claim_next", inner.store.claim_next(&req)).await {
             Ok(Some(claimed)) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!("claim_next succeeds again: claiming resumed");
+                }
                 match inner.running.try_acquire(claimed.task.scope.as_str()) {
                     Ok(slot) => spawn_attempt(inner.clone(), claimed, slot).await,
                     // Another path took the share meanwhile: give the claim back at once.
@@ -555,9 +561,19 @@ async fn recover_loop(inner: Arc<Inner>) {
                 }
                 continue;
             }
-            Ok(None) => {}
+            Ok(None) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!("claim_next succeeds again: claiming resumed");
+                }
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "claim_next failed");
+                // Once per outage at warn: a store that stays down for an hour must not
+                // write two lines a second.
+                if std::mem::replace(&mut failing, true) {
+                    tracing::debug!(error = %e, "claim_next failed");
+                } else {
+                    tracing::warn!(error = %e, "claim_next failed: no work is claimed until the store answers");
+                }
             }
         }
         tokio::select! {

@@ -614,10 +614,24 @@ fn take_claim(
     // The backoff, if any, is over: this claim is the retry.
     after.task.retry_at = None;
     txn.save(Some(&before), &after)?;
+    if req.start {
+        let event = TaskEvent::new(
+            crate::model::EventId::for_claim(generation, "started"),
+            EventKind::Started,
+        );
+        let c = transition(txn, ctx, Authority::Worker(&lease), event, None)?;
+        return Ok(Claimed {
+            lease,
+            task: c.task,
+            work: after.work,
+            started: true,
+        });
+    }
     Ok(Claimed {
         lease,
         task: after.task,
         work: after.work,
+        started: false,
     })
 }
 

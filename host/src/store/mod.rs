@@ -36,7 +36,7 @@ pub(crate) use engine::fill_random;
 pub use error::StoreError;
 pub use fault::{Faults, FaultyDevice};
 pub use memory::MemoryStore;
-pub use observed::ObservedStore;
+pub use observed::{Changed, ObservedStore};
 pub use postgres::{
     ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
     migrate as migrate_postgres,

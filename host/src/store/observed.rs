@@ -13,10 +13,20 @@ use super::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Store, StoreResult,
 };
 
+/// What changed, as announced to subscribers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// This task changed.
+    Task(TaskId),
+    /// Changes may have been missed (e.g. a shared store's announcements were interrupted):
+    /// any task may have changed.
+    Unknown,
+}
+
 /// Wraps a store and broadcasts the id of every task a committed change touched.
 pub struct ObservedStore {
     inner: Arc<dyn Store>,
-    changes: broadcast::Sender<TaskId>,
+    changes: broadcast::Sender<Changed>,
 }
 
 impl ObservedStore {
@@ -28,15 +38,20 @@ impl ObservedStore {
     }
 
     /// A receiver of changed task ids.
-    pub fn subscribe(&self) -> broadcast::Receiver<TaskId> {
+    pub fn subscribe(&self) -> broadcast::Receiver<Changed> {
         self.changes.subscribe()
+    }
+
+    /// Tells subscribers that changes may have been missed: they re-read what they watch.
+    pub fn announce_unknown(&self) {
+        let _ = self.changes.send(Changed::Unknown);
     }
 
     /// Announces a change to `id`: called after this store's own commits, and by whoever
     /// hears of a change another node committed to a shared store.
     pub fn announce(&self, id: TaskId) {
         // Nobody listening is fine.
-        let _ = self.changes.send(id);
+        let _ = self.changes.send(Changed::Task(id));
     }
 }
 

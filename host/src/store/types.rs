@@ -184,6 +184,11 @@ pub struct ClaimRequest {
     /// `claim_next` passes over due tasks of these scopes (tenants at their share of
     /// execution slots). It looks at most [`CLAIM_SKIP_SCAN`] due entries past them.
     pub skip_scopes: Vec<Scope>,
+    /// Also commit the attempt's `started` event, with the id
+    /// `EventId::for_claim(generation, "started")`, in the claim's own commit: a worker
+    /// that will run the task at once saves a commit. Committing that event again later is
+    /// a replay.
+    pub start: bool,
 }
 
 /// How many due entries one `claim_next` looks at when it skips scopes.
@@ -196,6 +201,7 @@ impl ClaimRequest {
             lease_ms,
             owner: owner.into(),
             skip_scopes: Vec::new(),
+            start: false,
         }
     }
 }
@@ -205,10 +211,12 @@ impl ClaimRequest {
 pub struct Claimed {
     /// The lease.
     pub lease: Lease,
-    /// The task as claimed.
+    /// The task as claimed (and started, when the request asked for it).
     pub task: Task,
     /// Its work descriptor.
     pub work: Work,
+    /// Whether the claim's commit also started the attempt ([`ClaimRequest::start`]).
+    pub started: bool,
 }
 
 /// A task removed by [`crate::store::Store::reap`].

@@ -173,3 +173,80 @@ pub(crate) fn await_log(server: &ServeProcess, what: &str, want: impl Fn(&Value)
         }
     }
 }
+
+/// A server-sent event stream read off a raw connection (chunked transfer decoded).
+pub(crate) struct Sse {
+    conn: TcpStream,
+    buf: Vec<u8>,
+    text: String,
+}
+
+impl Sse {
+    /// POSTs `body` accepting an event stream and reads the response head.
+    pub(crate) async fn open(addr: SocketAddr, body: &Value) -> Self {
+        let text = body.to_string();
+        let method = body["method"].as_str().unwrap_or_default();
+        let mut conn = TcpStream::connect(addr).await.expect("connect");
+        let req = format!(
+            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: {method}\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{text}",
+            text.len()
+        );
+        conn.write_all(req.as_bytes()).await.expect("write");
+        let mut sse = Self {
+            conn,
+            buf: Vec::new(),
+            text: String::new(),
+        };
+        let end = loop {
+            if let Some(end) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break end;
+            }
+            sse.fill().await;
+        };
+        let head = String::from_utf8_lossy(&sse.buf[..end]).to_ascii_lowercase();
+        assert!(head.contains("text/event-stream"), "{head}");
+        assert!(head.contains("chunked"), "{head}");
+        sse.buf.drain(..end + 4);
+        sse
+    }
+
+    async fn fill(&mut self) {
+        let mut chunk = [0u8; 4096];
+        let n = self.conn.read(&mut chunk).await.expect("read");
+        assert!(n > 0, "the stream ended");
+        self.buf.extend_from_slice(&chunk[..n]);
+    }
+
+    /// The next event's JSON data.
+    pub(crate) async fn next(&mut self) -> Value {
+        loop {
+            if let Some(end) = self.text.find("\n\n") {
+                let event: String = self.text.drain(..end + 2).collect();
+                if let Some(v) = event
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                {
+                    return v;
+                }
+                continue;
+            }
+            // One chunk: its size line, its bytes, CRLF.
+            let line_end = loop {
+                if let Some(p) = self.buf.windows(2).position(|w| w == b"\r\n") {
+                    break p;
+                }
+                self.fill().await;
+            };
+            let size =
+                usize::from_str_radix(String::from_utf8_lossy(&self.buf[..line_end]).trim(), 16)
+                    .expect("a chunk size");
+            while self.buf.len() < line_end + 2 + size + 2 {
+                self.fill().await;
+            }
+            let data = &self.buf[line_end + 2..line_end + 2 + size];
+            self.text.push_str(&String::from_utf8_lossy(data));
+            self.buf.drain(..line_end + 2 + size + 2);
+        }
+    }
+}

@@ -115,4 +115,33 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
             .await,
         Err(StoreError::Invalid(_))
     ));
+
+    // A claim may start the attempt in its own commit; the runner's own `started` commit
+    // with the same id is then a replay.
+    let id = create(&*store, "acme").await;
+    let mut req = cr();
+    req.start = true;
+    let c = store.claim(&id, &req).await.expect("claim and start");
+    assert!(c.started);
+    assert_eq!((c.task.attempt, c.task.revision), (1, 1));
+    assert_eq!(c.task.status, TaskStatus::Working);
+    let again = store
+        .transition(
+            Authority::Worker(&c.lease),
+            TaskEvent::new(
+                EventId::for_claim(c.lease.generation(), "started"),
+                EventKind::Started,
+            ),
+            None,
+        )
+        .await
+        .expect("replay");
+    assert!(again.replayed);
+    assert_eq!((again.task.attempt, again.revision), (1, 1));
+    let plain = store
+        .claim(&create(&*store, "acme").await, &cr())
+        .await
+        .expect("claim");
+    assert!(!plain.started);
+    assert_eq!(plain.task.attempt, 0);
 }

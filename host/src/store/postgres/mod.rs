@@ -2,29 +2,29 @@
 //!
 //! Every node answers every request from the database: a task's row is the truth, a claim
 //! is a lease in its columns, and a node that dies is recovered by the others once its
-//! leases run out. Time is the database's (`clock_timestamp()`), read once per transaction,
-//! so nodes with drifting clocks agree on every lease, `retry_at` and TTL.
+//! leases run out. Time is the database's (the transaction's start), so nodes with
+//! drifting clocks agree on every lease, `retry_at` and TTL.
 //!
-//! The rules are the engine's ([`super::engine`]) run over one PostgreSQL transaction
-//! ([`txn::PgTxn`]), with three paths written in SQL where the engine's generic form would
-//! cost more: `claim_next` takes the oldest due row with `FOR UPDATE SKIP LOCKED` (nodes
-//! never wait on one another's claims), a heartbeat rewrites only the lease columns, and
-//! reads fetch one row without a transaction.
+//! The rules are the engine's ([`super::engine`]), run over the rows a write fetched
+//! ([`staged`]): one transaction, two pipelined round trips. The row a write needs is
+//! chosen in SQL: `claim_next` takes the oldest due row with `FOR UPDATE SKIP LOCKED`
+//! (nodes never wait on one another's claims); a heartbeat is one `UPDATE` of the lease
+//! columns; reads fetch one row without a transaction.
 //!
 //! Changes a node commits are announced to the others after the commit, coalesced into one
 //! `NOTIFY` per batch (never inside a hot transaction): see [`notify`].
 
 mod notify;
 mod schema;
-mod txn;
+mod staged;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio::runtime::Handle;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
 
 use crate::model::{Clock, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
 
@@ -36,10 +36,7 @@ use super::{
 
 pub use notify::{ChangeKind, RemoteChange, RemoteChanges};
 pub use schema::{POSTGRES_SCHEMA_VERSION, migrate};
-use txn::{PgTxn, RECORD_COLS, record_of};
-
-/// The database's time in store milliseconds, as SQL.
-const DB_NOW: &str = "floor(extract(epoch from clock_timestamp()) * 1000)::bigint";
+use staged::{Admission, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of};
 
 /// How to reach the database and who this node is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,6 +123,9 @@ pub struct PgStore {
     key: [u8; 32],
     fenced: usize,
     notifier: notify::Notifier,
+    /// When `claim_next` last removed expired due tasks (this node's clock, ms; only paces
+    /// the cleanup).
+    last_clean: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -190,18 +190,11 @@ impl PgStore {
             key,
             fenced: 0,
             notifier,
+            last_clean: std::sync::atomic::AtomicU64::new(0),
         };
-        let node = store.node.clone();
         store.fenced = store
-            .write(move |txn, _| {
-                let rows = txn.query(
-                    "SELECT id FROM tasks WHERE claim_owner = $1 FOR UPDATE",
-                    &[&node],
-                )?;
-                let ids = rows
-                    .iter()
-                    .map(|r| super::sql::id_of(r.get(0)))
-                    .collect::<StoreResult<Vec<_>>>()?;
+            .write(Fetch::Owner(store.node.clone()), |txn, _| {
+                let ids = txn.index_upto(Index::Claimed, 0, usize::MAX)?;
                 engine::release_dead_claims(txn, &ids)
             })
             .await?;
@@ -232,69 +225,182 @@ impl PgStore {
         self.clock.as_ref().map(|c| c.now().as_millis() as i64)
     }
 
-    /// Runs `f` in one transaction and commits it. Nothing is committed when `f` fails.
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut PgTxn<'_>, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.write_mode(false, f).await
+    /// Runs the rules `f` over the rows `fetch` selects, in one transaction: `BEGIN`, the
+    /// time and the rows in one round trip, the changes and `COMMIT` in another. Nothing
+    /// is committed when `f` fails.
+    async fn write<T>(
+        &self,
+        fetch: Fetch,
+        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.write_admitted(fetch, None, false, f).await
     }
 
-    /// [`PgStore::write`] with live-count admission in exact mode or not; a fast admission
-    /// that cannot decide fails with [`NEEDS_EXACT`].
-    async fn write_mode<T, F>(&self, exact: bool, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut PgTxn<'_>, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        let mut client = self.pool.get().await.map_err(pool_error)?;
-        let now = self.now_param();
-        let issuer = self.issuer;
-        let rt = Handle::current();
-        tokio::task::spawn_blocking(move || {
-            let tx = rt.block_on(client.transaction()).map_err(pg_error)?;
-            let mut txn = PgTxn::new(&tx, &rt, exact);
-            let now = match now {
-                Some(n) => n,
-                None => {
-                    let rows = txn.query(&format!("SELECT {DB_NOW}"), &[])?;
-                    rows.first()
-                        .map(|r| r.get::<_, i64>(0))
-                        .ok_or_else(|| StoreError::unavailable("PostgreSQL returned no time"))?
+    /// [`PgStore::write`] for a creation capped at `admit` = (scope, max) live tasks: the
+    /// fast admission rides in the first round trip; `exact` locks every shard of the scope
+    /// first. A fast admission that cannot decide fails with [`NEEDS_EXACT`].
+    async fn write_admitted<T>(
+        &self,
+        fetch: Fetch,
+        admit: Option<(&str, u64)>,
+        exact: bool,
+        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let mut conn = Conn::new(self.pool.get().await.map_err(pool_error)?);
+        let c = conn.client()?;
+        let writes = Writes::prepare(c).await?;
+        let now_param = self.now_param();
+        let fetch_st = prepared(c, &fetch.sql()).await?;
+        let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
+        let sum_st = prepared(
+            c,
+            "SELECT coalesce(sum(n), 0)::bigint FROM live WHERE scope = $1",
+        )
+        .await?;
+        let (id_param, skip, limit, owner) = fetch.params();
+        let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
+        let fetch_params: Vec<&(dyn ToSql + Sync)> = match &fetch {
+            Fetch::Task(_) => vec![&now_param, &id_bytes],
+            Fetch::NextDue(_) => vec![&now_param, &skip],
+            Fetch::ExpiredDue(_) | Fetch::Expired(_) => vec![&now_param, &limit],
+            Fetch::Owner(_) => vec![&now_param, &owner],
+            Fetch::New(_) | Fetch::Probe => vec![&now_param],
+        };
+        let fast = admit.filter(|_| !exact);
+        let one: i64 = 1;
+
+        // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
+        let begin = c.batch_execute("BEGIN");
+        let rows_f = c.query(&fetch_st, &fetch_params);
+        let admit_f = async {
+            match fast {
+                Some((scope, _)) => {
+                    // Its shard's lock first (by writing the +1), then the sum.
+                    let bump_params: [&(dyn ToSql + Sync); 3] = [&scope, &shard, &one];
+                    let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
+                    let bump = c.query(writes.bump(), &bump_params);
+                    let sum = c.query_one(&sum_st, &sum_params);
+                    let (b, s) = tokio::join!(bump, sum);
+                    b?;
+                    Ok(Some(s?.get::<_, i64>(0)))
                 }
-            };
-            let ctx = Ctx {
-                now: Timestamp(now.max(0) as u64),
-                // Claims on a shared store are not tied to a boot epoch: one node's restart
-                // must not end the others' leases. A node's own earlier claims are fenced
-                // by owner on open.
-                epoch: 0,
-                issuer,
-            };
-            let out = f(&mut txn, &ctx);
-            let needs_exact = txn.needs_exact;
-            match out {
-                Ok(v) => {
-                    txn.flush()?;
-                    drop(txn);
-                    rt.block_on(tx.commit()).map_err(pg_error)?;
-                    Ok(v)
-                }
-                Err(StoreError::LiveLimit { .. }) if needs_exact => {
-                    drop(txn);
-                    let _ = rt.block_on(tx.rollback());
-                    Err(NEEDS_EXACT)
-                }
-                Err(e) => {
-                    drop(txn);
-                    let _ = rt.block_on(tx.rollback());
-                    Err(e)
-                }
+                None => Ok(None),
             }
-        })
-        .await
-        .map_err(|e| StoreError::unavailable(format!("a store write was abandoned: {e}")))?
+        };
+        let (begun, rows, fast_sum) = tokio::join!(begin, rows_f, admit_f);
+        let read = async {
+            begun.map_err(pg_error)?;
+            let rows = rows.map_err(pg_error)?;
+            // Every row carries the time; a fetch that found nothing still has one row.
+            let now: Option<i64> = rows.first().map(|r| r.get(0));
+            let fast_sum: Option<i64> = fast_sum.map_err(pg_error)?;
+            Ok::<_, StoreError>((now, rows, fast_sum))
+        }
+        .await;
+        let (now, rows, fast_sum) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        let admission = match (admit, exact, fast_sum) {
+            (None, _, _) => None,
+            (Some((_, max)), false, Some(sum)) => {
+                let max = max.min(i64::MAX as u64) as i64;
+                Some(if sum + i64::from(LIVE_SHARDS - 1) <= max {
+                    Admission::Admitted
+                } else {
+                    Admission::Undecided
+                })
+            }
+            (Some((scope, _)), _, _) => match exact_count(c, scope).await {
+                Ok(n) => Some(Admission::Counted(n)),
+                Err(e) => {
+                    conn.rollback().await;
+                    return Err(e);
+                }
+            },
+        };
+        let ctx = Ctx {
+            now: Timestamp(now.unwrap_or(0).max(0) as u64),
+            // Claims on a shared store are not tied to a boot epoch: one node's restart
+            // must not end the others' leases. A node's own earlier claims are fenced by
+            // owner on open.
+            epoch: 0,
+            issuer: self.issuer,
+        };
+        let fetched = match rows
+            .iter()
+            .filter(|r| r.get::<_, Option<&[u8]>>(1).is_some())
+            .map(|r| record_of(r, 1))
+            .collect::<StoreResult<Vec<_>>>()
+        {
+            Ok(f) => f,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        let mut staged = Staged::new(fetched, id_param);
+        if let Some(a) = admission {
+            staged = staged.with_admission(a);
+        }
+        let out = f(&mut staged, &ctx);
+        let value = match out {
+            Ok(v) => v,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(if staged.needs_exact { NEEDS_EXACT } else { e });
+            }
+        };
+        let changes = match staged.changes(shard) {
+            Ok(ch) => ch,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        if changes.is_empty() && fast_sum.is_none() && !matches!(fetch, Fetch::Probe) {
+            // Nothing to write (a replay, an empty queue): nothing to make durable.
+            conn.rollback().await;
+            return Ok(value);
+        }
+
+        // Round trip 2: the changes and COMMIT, pipelined. A failed change aborts the
+        // transaction, so the COMMIT after it rolls back.
+        let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, &writes)));
+        let probe = async {
+            if matches!(fetch, Fetch::Probe) {
+                // A write that changes nothing, so the commit flushes like any other.
+                c.execute(
+                    "UPDATE meta SET value = value WHERE key = 'server_key'",
+                    &[],
+                )
+                .await
+                .map(|_| ())
+                .map_err(pg_error)
+            } else {
+                Ok(())
+            }
+        };
+        let commit = c.batch_execute("COMMIT");
+        let (applied, probed, committed) = tokio::join!(applied, probe, commit);
+        let result = applied
+            .into_iter()
+            .chain(std::iter::once(probed))
+            .find_map(Result::err);
+        match (result, committed) {
+            (Some(e), _) => {
+                conn.finish();
+                Err(e)
+            }
+            (None, Err(e)) => Err(pg_error(e)),
+            (None, Ok(())) => {
+                conn.finish();
+                Ok(value)
+            }
+        }
     }
 
     /// Reads one task's row (and the time) without a transaction, then evaluates `f` over
@@ -307,8 +413,13 @@ impl PgStore {
         let client = self.pool.get().await.map_err(pool_error)?;
         let st = client
             .prepare_cached(&format!(
-                "SELECT {DB_NOW}, t.scope, t.expires_at, {RECORD_COLS}
-                 FROM (SELECT 1) one LEFT JOIN tasks t ON t.id = $1"
+                "SELECT {TXN_NOW}, t.scope, t.expires_at, {}
+                 FROM (SELECT 1) one LEFT JOIN tasks t ON t.id = $1",
+                RECORD_COLS
+                    .split(", ")
+                    .map(|c| format!("t.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
             .await
             .map_err(pg_error)?;
@@ -327,7 +438,7 @@ impl PgStore {
             (Some(id), Some(scope)) => Some((
                 id,
                 super::sql::head_of(scope, row.get(2)),
-                record_of(&row, 3)?,
+                record_of(&row, 3)?.1,
             )),
             _ => None,
         };
@@ -337,6 +448,136 @@ impl PgStore {
 
 /// Returned from a write whose admission needs exact mode; never leaves this module.
 const NEEDS_EXACT: StoreError = StoreError::LiveLimit { max: u64::MAX };
+
+/// The rows a write reads (and locks) in its first round trip.
+enum Fetch {
+    /// One task by id (absent is an answer too).
+    Task(TaskId),
+    /// Nothing: a creation (a taken id fails the insert).
+    New(TaskId),
+    /// The task due longest, outside these scopes and unexpired, skipping rows other
+    /// transactions hold.
+    NextDue(Vec<String>),
+    /// Up to this many due tasks past their TTL, skipping held rows.
+    ExpiredDue(i64),
+    /// Up to this many tasks past their TTL, oldest expiry first, skipping held rows.
+    Expired(i64),
+    /// Every task whose claim names this owner.
+    Owner(String),
+    /// Nothing: the readiness probe.
+    Probe,
+}
+
+/// `$1` of the time-dependent fetches: a test clock's value, or the transaction's time.
+const NOW_PARAM: &str =
+    "coalesce($1::bigint, floor(extract(epoch from transaction_timestamp()) * 1000)::bigint)";
+
+impl Fetch {
+    fn sql(&self) -> String {
+        let cols = RECORD_COLS;
+        let rows = match self {
+            Fetch::Task(_) => format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE"),
+            Fetch::NextDue(_) => format!(
+                "SELECT {cols} FROM tasks
+                 WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+                   AND scope <> ALL($2)
+                 ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::ExpiredDue(_) => format!(
+                "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
+                 ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::Expired(_) => format!(
+                "SELECT {cols} FROM tasks WHERE expires_at <= {NOW_PARAM}
+                 ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::Owner(_) => {
+                format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
+            }
+            Fetch::New(_) | Fetch::Probe => format!("SELECT {cols} FROM tasks WHERE false"),
+        };
+        // The time and the rows in one statement: the lateral side locks what it selects,
+        // and the outer row carries the time when it selects nothing.
+        format!("SELECT {NOW_PARAM}, t.* FROM (SELECT 1) one LEFT JOIN LATERAL ({rows}) t ON true")
+    }
+
+    /// (the task id, the skipped scopes, the limit, the owner).
+    fn params(&self) -> (Option<TaskId>, Vec<String>, i64, String) {
+        match self {
+            Fetch::Task(id) | Fetch::New(id) => (Some(*id), Vec::new(), 0, String::new()),
+            Fetch::NextDue(skip) => (None, skip.clone(), 1, String::new()),
+            Fetch::ExpiredDue(n) | Fetch::Expired(n) => (None, Vec::new(), *n, String::new()),
+            Fetch::Owner(o) => (None, Vec::new(), 0, o.clone()),
+            Fetch::Probe => (None, Vec::new(), 0, String::new()),
+        }
+    }
+}
+
+/// A pooled connection inside a transaction. A connection whose transaction was not
+/// ended cleanly (an error on the way, or the future dropped mid-flight) is closed, never
+/// handed back to the pool half-way through a transaction.
+struct Conn {
+    obj: Option<Object>,
+    clean: bool,
+}
+
+impl Conn {
+    fn new(obj: Object) -> Self {
+        Self {
+            obj: Some(obj),
+            clean: false,
+        }
+    }
+
+    fn client(&self) -> StoreResult<&Object> {
+        self.obj
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("the connection was closed"))
+    }
+
+    fn finish(&mut self) {
+        self.clean = true;
+    }
+
+    async fn rollback(&mut self) {
+        if let Some(c) = &self.obj
+            && c.batch_execute("ROLLBACK").await.is_ok()
+        {
+            self.clean = true;
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if !self.clean
+            && let Some(obj) = self.obj.take()
+        {
+            drop(Object::take(obj));
+        }
+    }
+}
+
+/// Exact mode: every shard of `scope` locked in shard order, then counted.
+async fn exact_count(c: &Object, scope: &str) -> StoreResult<u64> {
+    c.execute(
+        "INSERT INTO live (scope, shard, n)
+         SELECT $1, s::smallint, 0 FROM generate_series(0, $2::int - 1) s
+         ON CONFLICT (scope, shard) DO NOTHING",
+        &[&scope, &i32::from(LIVE_SHARDS)],
+    )
+    .await
+    .map_err(pg_error)?;
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(n), 0)::bigint FROM
+               (SELECT n FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
+            &[&scope],
+        )
+        .await
+        .map_err(pg_error)?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}
 
 /// A view holding at most one row.
 struct OneRow(Option<(TaskId, Head, Record)>);
@@ -374,7 +615,7 @@ impl Store for PgStore {
     }
 
     async fn check_writable(&self, within: Duration) -> StoreResult<()> {
-        match tokio::time::timeout(within, self.write(|_, _| Ok(()))).await {
+        match tokio::time::timeout(within, self.write(Fetch::Probe, |_, _| Ok(()))).await {
             Ok(committed) => committed,
             Err(_) => Err(StoreError::unavailable(format!(
                 "a probe write did not commit within {} ms",
@@ -384,14 +625,20 @@ impl Store for PgStore {
     }
 
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
+        let scope = new.scope.as_str().to_owned();
+        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
         let again = new.clone();
         let task = match self
-            .write_mode(false, move |txn, ctx| engine::create(txn, ctx, new))
+            .write_admitted(Fetch::New(new.id), admit, false, |txn, ctx| {
+                engine::create(txn, ctx, new)
+            })
             .await
         {
             Err(e) if e == NEEDS_EXACT => {
-                self.write_mode(true, move |txn, ctx| engine::create(txn, ctx, again))
-                    .await?
+                self.write_admitted(Fetch::New(again.id), admit, true, |txn, ctx| {
+                    engine::create(txn, ctx, again)
+                })
+                .await?
             }
             other => other?,
         };
@@ -442,34 +689,15 @@ impl Store for PgStore {
             crate::model::EventKind::Cancelled { .. } => ChangeKind::Cancelled,
             _ => ChangeKind::Other,
         };
-        let committed = match by {
-            Authority::Worker(lease) => {
-                let lease = lease.clone();
-                self.write(move |txn, ctx| {
-                    engine::transition(
-                        txn,
-                        ctx,
-                        Authority::Worker(&lease),
-                        event,
-                        expected_revision,
-                    )
-                })
-                .await?
-            }
-            Authority::Request(access) => {
-                let access = access.clone();
-                self.write(move |txn, ctx| {
-                    engine::transition(
-                        txn,
-                        ctx,
-                        Authority::Request(&access),
-                        event,
-                        expected_revision,
-                    )
-                })
-                .await?
-            }
+        let id = match by {
+            Authority::Worker(l) => *l.task_id(),
+            Authority::Request(a) => *a.task_id(),
         };
+        let committed = self
+            .write(Fetch::Task(id), |txn, ctx| {
+                engine::transition(txn, ctx, by, event, expected_revision)
+            })
+            .await?;
         if !committed.replayed {
             self.notifier.announce(committed.task.id, kind);
         }
@@ -477,84 +705,105 @@ impl Store for PgStore {
     }
 
     async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
-        let (id, request) = (*task_id, request.clone());
-        self.write(move |txn, ctx| engine::claim(txn, ctx, &id, &request))
-            .await
-    }
-
-    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
-        let request = request.clone();
-        self.write(move |txn, ctx| {
-            engine::check_claim_request(&request)?;
-            let now = ctx.now.as_millis() as i64;
-            match txn.next_due(now, &request.skip_scopes)? {
-                // The row is locked and due, so the engine's checks pass: it takes the claim.
-                Some(id) => engine::claim(txn, ctx, &id, &request).map(Some),
-                None => {
-                    // Nothing to run: remove due tasks past their TTL now rather than at the
-                    // next reap (the claim query already passes over them).
-                    for id in txn.expired_due(now, 64)? {
-                        if let Some(rec) = txn.load(&id)? {
-                            engine::Txn::delete(txn, &rec.task)?;
-                        }
-                    }
-                    Ok(None)
-                }
-            }
+        self.write(Fetch::Task(*task_id), |txn, ctx| {
+            engine::claim(txn, ctx, task_id, request)
         })
         .await
     }
 
-    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
-        if !(1..=super::MAX_LEASE_MS).contains(&lease_ms) {
-            // The engine refuses it with the reason.
-            let lease = lease.clone();
-            return self
-                .write(move |txn, ctx| engine::renew(txn, ctx, &lease, lease_ms))
-                .await;
-        }
-        let l = lease.clone();
-        // The heartbeat: the lease columns and nothing else, when the lease is live.
-        let renewed = self
-            .write(move |txn, ctx| {
-                let now = ctx.now.as_millis() as i64;
-                let until = now + lease_ms as i64;
-                let id = l.task_id().as_bytes().as_slice();
-                let rows = txn.query(
-                    "UPDATE tasks SET claim_expires_at = $4, due_at = $4
-                     WHERE id = $1 AND claim_generation = $2 AND claim_token = $3
-                       AND claim_expires_at > $5 AND claim_epoch = 0 AND live
-                       AND (expires_at IS NULL OR expires_at > $5)
-                     RETURNING claim_expires_at",
-                    &[
-                        &id,
-                        &(l.generation() as i64),
-                        &(l.token() as i64),
-                        &until,
-                        &now,
-                    ],
-                )?;
-                Ok(rows.first().map(|r| Timestamp(r.get::<_, i64>(0) as u64)))
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+        engine::check_claim_request(request)?;
+        let skip = request
+            .skip_scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        let claimed = self
+            .write(Fetch::NextDue(skip), |txn, ctx| {
+                match txn.index_upto(Index::Due, 0, 1)?.first() {
+                    // The row is locked and due, so the engine's checks pass: it takes
+                    // the claim.
+                    Some(id) => engine::claim(txn, ctx, id, request).map(Some),
+                    None => Ok(None),
+                }
             })
             .await?;
-        match renewed {
-            Some(expires_at) => Ok(Lease {
-                expires_at,
-                ..lease.clone()
-            }),
-            // Not live: the engine says why (terminal, lost, gone).
-            None => {
-                let lease = lease.clone();
-                self.write(move |txn, ctx| engine::renew(txn, ctx, &lease, lease_ms))
-                    .await
+        let now = self.now_param().map_or_else(
+            || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64)
+            },
+            |n| n as u64,
+        );
+        // At most once a second per node: an idle queue is polled far more often.
+        let due_clean = self.last_clean.load(std::sync::atomic::Ordering::Relaxed) + 1_000 <= now
+            || self.clock.is_some();
+        if claimed.is_none() && due_clean {
+            self.last_clean
+                .store(now, std::sync::atomic::Ordering::Relaxed);
+            // Nothing to run: remove due tasks past their TTL now rather than at the next
+            // reap (the claim query passes over them).
+            self.write(Fetch::ExpiredDue(64), |txn, _| {
+                for id in txn.index_upto(Index::Due, 0, 64)? {
+                    if let Some(rec) = txn.load(&id)? {
+                        engine::Txn::delete(txn, &rec.task)?;
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
+        if (1..=super::MAX_LEASE_MS).contains(&lease_ms) {
+            // The heartbeat: one statement, the lease columns only, when the lease is live.
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let st = prepared(
+                &client,
+                &format!(
+                    "UPDATE tasks SET claim_expires_at = {NOW_PARAM} + $5, due_at = {NOW_PARAM} + $5
+                     WHERE id = $2 AND claim_generation = $3 AND claim_token = $4
+                       AND claim_expires_at > {NOW_PARAM} AND claim_epoch = 0 AND live
+                       AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+                     RETURNING claim_expires_at"
+                ),
+            )
+            .await?;
+            let rows = client
+                .query(
+                    &st,
+                    &[
+                        &self.now_param(),
+                        &lease.task_id().as_bytes().as_slice(),
+                        &(lease.generation() as i64),
+                        &(lease.token() as i64),
+                        &(lease_ms as i64),
+                    ],
+                )
+                .await
+                .map_err(pg_error)?;
+            if let Some(r) = rows.first() {
+                return Ok(Lease {
+                    expires_at: Timestamp(r.get::<_, i64>(0).max(0) as u64),
+                    ..lease.clone()
+                });
             }
         }
+        // Refused: the engine says why (terminal, lost, gone, a bad length).
+        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
+            engine::renew(txn, ctx, lease, lease_ms)
+        })
+        .await
     }
 
     async fn release(&self, lease: &Lease) -> StoreResult<()> {
-        let lease = lease.clone();
-        self.write(move |txn, ctx| engine::release(txn, ctx, &lease))
-            .await
+        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
+            engine::release(txn, ctx, lease)
+        })
+        .await
     }
 
     async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
@@ -565,7 +814,8 @@ impl Store for PgStore {
     }
 
     async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
-        self.write(move |txn, ctx| engine::reap(txn, ctx, limit))
+        let n = limit.min(i64::MAX as usize) as i64;
+        self.write(Fetch::Expired(n), |txn, ctx| engine::reap(txn, ctx, limit))
             .await
     }
 

@@ -1,0 +1,398 @@
+//! One write as two round trips: read what the rules need, decide, write what they changed.
+//!
+//! A write on a shared store is one PostgreSQL transaction. Its first round trip sends
+//! `BEGIN`, the time and the rows the operation needs (locked `FOR UPDATE`) together,
+//! pipelined; the engine's rules then run in memory over those rows ([`Staged`], the
+//! engine's `Txn`); the second round trip sends every change they made and `COMMIT`,
+//! pipelined again. Nothing waits on a thread, and a task's commit costs the network two
+//! round trips whatever the operation.
+//!
+//! The rows an operation may touch are known before it runs (one task by id, the oldest
+//! due task, a batch past their TTL, a node's claims); a rule that reaches for another row
+//! is a bug, reported as such rather than served from a stale read.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use deadpool_postgres::Object;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row as PgRow, Statement};
+
+use crate::model::{Scope, Task, TaskId};
+use crate::store::engine::{Head, Index, Record, Txn, View};
+use crate::store::sql::{self, ClaimCols};
+use crate::store::{StoreError, StoreResult};
+
+use super::pg_error;
+
+/// How many shards each scope's live count is spread over. An uncommitted change holds
+/// its shard's row lock, so at most this many changes to one scope's count are in flight
+/// at any moment; admission counts on that bound (see [`Admission`]).
+pub(super) const LIVE_SHARDS: i16 = 16;
+
+/// The database's time at the start of the transaction, in store milliseconds: one value
+/// for every statement of a write, so the rows a write selects as due and the rules that
+/// judge them agree.
+pub(super) const TXN_NOW: &str =
+    "floor(extract(epoch from transaction_timestamp()) * 1000)::bigint";
+
+/// The columns [`record_of`] reads, in order.
+pub(super) const RECORD_COLS: &str = "id, body, work, claim_generation, claim_token, \
+     claim_epoch, claim_expires_at, claim_owner";
+
+fn claim_cols(r: &PgRow, at: usize) -> Option<ClaimCols> {
+    let generation: Option<i64> = r.get(at);
+    generation.map(|generation| ClaimCols {
+        generation,
+        token: r.get(at + 1),
+        epoch: r.get(at + 2),
+        expires_at: r.get(at + 3),
+        owner: r.get(at + 4),
+    })
+}
+
+/// A task's id and record from a row selected with [`RECORD_COLS`] starting at `at`.
+pub(super) fn record_of(r: &PgRow, at: usize) -> StoreResult<(TaskId, Record)> {
+    let id = sql::id_of(r.get(at))?;
+    let rec = sql::decode_record(r.get(at + 1), r.get(at + 2), claim_cols(r, at + 3))?;
+    Ok((id, rec))
+}
+
+/// How a creation is admitted under its scope's live cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// The fast path said yes: its +1 is already written to this transaction's shard.
+    Admitted,
+    /// The fast path could not decide: re-run the creation in exact mode.
+    Undecided,
+    /// Exact mode counted this many live tasks (every shard locked).
+    Counted(u64),
+}
+
+/// The engine's `Txn` over the rows a write fetched.
+pub(super) struct Staged {
+    /// Rows as fetched (`None`: known absent), then as the rules changed them.
+    rows: HashMap<TaskId, Option<Record>>,
+    /// Ids the fetch found, in the order an index scan would give them.
+    index: Vec<TaskId>,
+    /// Which ids the rules changed, in first-change order.
+    dirty: Vec<TaskId>,
+    existed: HashSet<TaskId>,
+    live_delta: BTreeMap<String, i64>,
+    admission: Option<Admission>,
+    pub(super) needs_exact: bool,
+}
+
+impl Staged {
+    pub(super) fn new(fetched: Vec<(TaskId, Record)>, absent: Option<TaskId>) -> Self {
+        let mut s = Self {
+            rows: HashMap::new(),
+            index: Vec::new(),
+            dirty: Vec::new(),
+            existed: HashSet::new(),
+            live_delta: BTreeMap::new(),
+            admission: None,
+            needs_exact: false,
+        };
+        for (id, rec) in fetched {
+            s.index.push(id);
+            s.existed.insert(id);
+            s.rows.insert(id, Some(rec));
+        }
+        if let Some(id) = absent {
+            s.rows.entry(id).or_insert(None);
+        }
+        s
+    }
+
+    pub(super) fn with_admission(mut self, admission: Admission) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    fn touch(&mut self, id: TaskId) {
+        if !self.dirty.contains(&id) {
+            self.dirty.push(id);
+        }
+    }
+
+    /// The statements that write what the rules changed, with their parameters.
+    pub(super) fn changes(&self, shard: i16) -> StoreResult<Vec<Change>> {
+        let mut out = Vec::new();
+        for id in &self.dirty {
+            match (
+                self.rows.get(id).and_then(Option::as_ref),
+                self.existed.contains(id),
+            ) {
+                (Some(rec), existed) => {
+                    let row = sql::row_of(&rec.task)?;
+                    let work = if existed {
+                        None
+                    } else {
+                        Some(sql::encode_work(&rec.work)?)
+                    };
+                    out.push(Change::Put { row, work });
+                }
+                (None, true) => out.push(Change::Delete(*id)),
+                (None, false) => {}
+            }
+        }
+        for (scope, delta) in &self.live_delta {
+            if *delta != 0 {
+                out.push(Change::Live {
+                    scope: scope.clone(),
+                    shard,
+                    delta: *delta,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// One write statement.
+pub(super) enum Change {
+    /// Insert (with its work) or update a task's row.
+    Put {
+        row: sql::Row,
+        work: Option<Vec<u8>>,
+    },
+    /// Remove a task.
+    Delete(TaskId),
+    /// Move a scope's live count.
+    Live {
+        scope: String,
+        shard: i16,
+        delta: i64,
+    },
+}
+
+pub(super) const INSERT_TASK: &str = "INSERT INTO tasks (id, scope, status, live, due_at, \
+     expires_at, claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, \
+     body, work) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET status = $2, live = $3, due_at = $4, \
+     expires_at = $5, claim_generation = $6, claim_token = $7, claim_epoch = $8, \
+     claim_expires_at = $9, claim_owner = $10, body = $11 WHERE id = $1";
+pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
+pub(super) const BUMP_LIVE: &str = "INSERT INTO live (scope, shard, n) VALUES ($1, $2, $3) \
+     ON CONFLICT (scope, shard) DO UPDATE SET n = live.n + EXCLUDED.n RETURNING n";
+
+/// The write statements, prepared before a write's changes are sent: a change must go out
+/// the moment it is first polled, so the changes and the `COMMIT` after them reach the
+/// server in order.
+pub(super) struct Writes {
+    insert: Statement,
+    update: Statement,
+    delete: Statement,
+    bump: Statement,
+}
+
+impl Writes {
+    pub(super) async fn prepare(client: &Object) -> StoreResult<Self> {
+        Ok(Self {
+            insert: prepared(client, INSERT_TASK).await?,
+            update: prepared(client, UPDATE_TASK).await?,
+            delete: prepared(client, DELETE_TASK).await?,
+            bump: prepared(client, BUMP_LIVE).await?,
+        })
+    }
+}
+
+impl Writes {
+    /// The live-count shard upsert.
+    pub(super) fn bump(&self) -> &Statement {
+        &self.bump
+    }
+}
+
+impl Change {
+    /// Sends this change on `client` (pipelined with whatever else is in flight) and
+    /// checks that it did what it must.
+    pub(super) async fn apply(&self, client: &Object, st: &Writes) -> StoreResult<()> {
+        match self {
+            Change::Put { row, work } => {
+                let c = row.claim.as_ref();
+                let generation = c.map(|c| c.generation);
+                let token = c.map(|c| c.token);
+                let epoch = c.map(|c| c.epoch);
+                let expires = c.map(|c| c.expires_at);
+                let owner = c.map(|c| c.owner.as_str());
+                let id = row.id.as_slice();
+                match work {
+                    Some(work) => {
+                        let params: [&(dyn ToSql + Sync); 13] = [
+                            &id,
+                            &row.scope,
+                            &row.status,
+                            &row.live,
+                            &row.due_at,
+                            &row.expires_at,
+                            &generation,
+                            &token,
+                            &epoch,
+                            &expires,
+                            &owner,
+                            &row.body,
+                            work,
+                        ];
+                        client.execute(&st.insert, &params).await.map_err(|e| {
+                            if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+                            {
+                                StoreError::AlreadyExists
+                            } else {
+                                pg_error(e)
+                            }
+                        })?;
+                    }
+                    None => {
+                        let params: [&(dyn ToSql + Sync); 11] = [
+                            &id,
+                            &row.status,
+                            &row.live,
+                            &row.due_at,
+                            &row.expires_at,
+                            &generation,
+                            &token,
+                            &epoch,
+                            &expires,
+                            &owner,
+                            &row.body,
+                        ];
+                        let n = client
+                            .execute(&st.update, &params)
+                            .await
+                            .map_err(pg_error)?;
+                        if n != 1 {
+                            return Err(StoreError::corrupt(
+                                "a locked task row vanished before its update",
+                            ));
+                        }
+                    }
+                }
+            }
+            Change::Delete(id) => {
+                client
+                    .execute(&st.delete, &[&id.as_bytes().as_slice()])
+                    .await
+                    .map_err(pg_error)?;
+            }
+            Change::Live {
+                scope,
+                shard,
+                delta,
+            } => {
+                client
+                    .query(&st.bump, &[scope, shard, delta])
+                    .await
+                    .map_err(pg_error)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A cached prepared statement (one round trip the first time on a connection).
+pub(super) async fn prepared(client: &Object, sql: &str) -> StoreResult<Statement> {
+    client.prepare_cached(sql).await.map_err(pg_error)
+}
+
+impl View for Staged {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        match self.rows.get(id) {
+            Some(r) => Ok(r.clone()),
+            None => Err(StoreError::invalid(format!(
+                "task {id} was not read by this write"
+            ))),
+        }
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        Ok(self.load(id)?.map(|r| Head::of(&r.task)))
+    }
+
+    fn index_upto(&self, _: Index, _: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        // The fetch selected exactly the rows the operation's scan would reach.
+        Ok(self.index.iter().take(limit).copied().collect())
+    }
+
+    fn live_count(&self, _: &Scope) -> StoreResult<u64> {
+        Err(StoreError::invalid(
+            "live counts are admitted before a shared-store write runs",
+        ))
+    }
+}
+
+impl Txn for Staged {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        let id = record.task.id;
+        self.rows.insert(id, Some(record.clone()));
+        self.touch(id);
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.rows.insert(*id, None);
+        self.touch(*id);
+        Ok(())
+    }
+
+    // The indexes are SQL indexes over the columns a row's write sets from the task.
+    fn index_put(&mut self, _: Index, _: u64, _: &TaskId) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn index_del(&mut self, _: Index, _: u64, _: &TaskId) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn set_live_count(&mut self, _: &Scope, _: u64) -> StoreResult<()> {
+        Err(StoreError::invalid(
+            "the PostgreSQL store moves live counts by deltas",
+        ))
+    }
+
+    fn created(&mut self, _: &Task) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
+        *self
+            .live_delta
+            .entry(scope.as_str().to_owned())
+            .or_default() += if up { 1 } else { -1 };
+        Ok(())
+    }
+
+    /// Exact under concurrency without a per-tenant lock on the common path.
+    ///
+    /// Fast path (decided before the rules run, in the first round trip): the transaction
+    /// first takes its shard's row lock by writing its +1, then reads the sum (which
+    /// includes its own change). Every other uncommitted change holds a different shard's
+    /// lock, so at most `LIVE_SHARDS - 1` of them are missing from the sum; admitting only
+    /// when the sum plus that many fits under `max` keeps the true count under `max`
+    /// whatever commits next.
+    ///
+    /// Near the cap the fast path cannot decide; the creation re-runs in exact mode, which
+    /// locks all of the scope's shards in shard order (waiting for the changes in flight)
+    /// and counts exactly. Fast transactions hold one shard and wait for nothing after it,
+    /// and exact ones lock in one order, so no lock cycle can form.
+    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+        match self.admission {
+            Some(Admission::Admitted) => {
+                // The +1 is written: the coming `add_live` must not count it again.
+                *self
+                    .live_delta
+                    .entry(scope.as_str().to_owned())
+                    .or_default() -= 1;
+                Ok(true)
+            }
+            Some(Admission::Undecided) => {
+                self.needs_exact = true;
+                Ok(false)
+            }
+            Some(Admission::Counted(n)) => Ok(n < max),
+            None => Err(StoreError::invalid(
+                "a capped creation reached the rules without an admission",
+            )),
+        }
+    }
+}
