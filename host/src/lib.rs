@@ -25,5 +25,6 @@ pub mod protocol;
 pub mod runner;
 pub mod serve;
 pub mod store;
+pub mod stress;
 pub mod telemetry;
 pub mod wasm;

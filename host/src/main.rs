@@ -83,6 +83,40 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Run a seeded correctness workload against a store and print every invariant with
+    /// its exact count and PASS/FAIL (exit code 1 when any fails). See docs/stress.md.
+    Stress {
+        /// `memory`, `redb`, `sqlite` or `postgres`.
+        #[arg(long, default_value = "memory")]
+        store: String,
+        /// The redb or SQLite file (default: a fresh temporary file, removed after).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// PostgreSQL: the connection string (a fresh schema is made and dropped after).
+        #[arg(
+            long,
+            default_value = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+        )]
+        pg_url: String,
+        /// Concurrent writers per shared task.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Shared tasks per round.
+        #[arg(long, default_value_t = 16)]
+        tasks: usize,
+        /// Compare-and-set attempts per writer and task.
+        #[arg(long, default_value_t = 8)]
+        ops: usize,
+        /// Rounds.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// The seed: the same seed makes the same workload.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure performance; prints figures (medians over rounds).
     Bench {
         #[command(subcommand)]
@@ -272,6 +306,60 @@ fn load_config(file: &std::path::Path) -> Result<snodo::serve::ServeOptions, Str
     let name = file.display().to_string();
     let config = snodo::config::Config::load(file).map_err(|e| e.to_string())?;
     config.to_serve_options(&name).map_err(|e| e.to_string())
+}
+
+/// Opens the store `kind` names (fresh unless a file is given), runs the contention
+/// workload on it, and removes what it made.
+async fn stress(
+    kind: &str,
+    path: Option<PathBuf>,
+    pg_url: &str,
+    opts: &snodo::stress::StressOptions,
+) -> Result<snodo::stress::StressReport, String> {
+    use snodo::store::{MemoryStore, PgOptions, PgStore, RedbStore, SqliteStore, Store};
+    let scratch = tempfile_dir()?;
+    let file = |name: &str| path.clone().unwrap_or_else(|| scratch.join(name));
+    let err = |e: snodo::store::StoreError| e.to_string();
+    let report = match kind {
+        "memory" => {
+            let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(MemoryStore::new());
+            snodo::stress::contention(store, kind, opts).await
+        }
+        "redb" => {
+            let store = RedbStore::open(file("stress.redb")).map_err(err)?;
+            snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await
+        }
+        "sqlite" => {
+            let store = SqliteStore::open(file("stress.sqlite")).map_err(err)?;
+            snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await
+        }
+        "postgres" => {
+            let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
+            pg.schema = format!("snodo_stress_{}", std::process::id());
+            let store = PgStore::open(pg.clone()).await.map_err(err)?;
+            let report = snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await;
+            snodo::store::drop_postgres_schema(&pg).await.map_err(err)?;
+            report
+        }
+        other => {
+            return Err(format!(
+                "--store {other:?}: use memory, redb, sqlite or postgres"
+            ));
+        }
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(report)
+}
+
+/// A fresh private directory under the system's temporary directory.
+fn tempfile_dir() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "snodo-stress-{}-{}",
+        std::process::id(),
+        snodo::model::TaskId::generate()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    Ok(dir)
 }
 
 /// Applies the PostgreSQL migrations of the store `file` configures.
@@ -564,6 +652,43 @@ fn main() -> ExitCode {
         } => run_serve(
             &runtime, config, listen, store, data, components, tokens, retries, log_json,
         ),
+        Command::Stress {
+            store,
+            path,
+            pg_url,
+            writers,
+            tasks,
+            ops,
+            rounds,
+            seed,
+            json,
+        } => {
+            let opts = snodo::stress::StressOptions {
+                writers,
+                tasks,
+                ops,
+                rounds,
+                seed,
+            };
+            match runtime.block_on(stress(&store, path, &pg_url, &opts)) {
+                Ok(report) => {
+                    if json {
+                        print_json(&report);
+                    } else {
+                        print!("{}", report.render());
+                    }
+                    if report.passed() {
+                        ExitCode::SUCCESS
+                    } else {
+                        ExitCode::FAILURE
+                    }
+                }
+                Err(e) => {
+                    eprintln!("snodo stress: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Migrate { config } => match migrate(&runtime, &config) {
             Ok(line) => {
                 println!("{line}");

@@ -39,7 +39,7 @@ pub use memory::MemoryStore;
 pub use observed::{Changed, ObservedStore};
 pub use postgres::{
     ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
-    migrate as migrate_postgres,
+    drop_schema as drop_postgres_schema, migrate as migrate_postgres,
 };
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};

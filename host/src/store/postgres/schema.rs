@@ -28,6 +28,21 @@ pub async fn migrate(options: &PgOptions) -> StoreResult<Vec<i64>> {
     applied
 }
 
+/// Drops the configured schema and everything in it: for tools that make a throwaway
+/// schema (`snodo stress`), never called by a serving node.
+pub async fn drop_schema(options: &PgOptions) -> StoreResult<()> {
+    let cfg = options.pg_config()?;
+    let (client, connection) = cfg.connect(NoTls).await.map_err(pg_error)?;
+    let driver = tokio::spawn(connection);
+    let dropped = client
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", options.schema))
+        .await
+        .map_err(pg_error);
+    drop(client);
+    let _ = driver.await;
+    dropped
+}
+
 async fn migrate_on(client: &mut Client, schema: &str) -> StoreResult<Vec<i64>> {
     let tx = client.transaction().await.map_err(pg_error)?;
     // One migrator per schema at a time; the lock ends with the transaction.

@@ -1,0 +1,277 @@
+//! `snodo stress` in contention mode: every store available here passes every invariant,
+//! a store that lies fails the invariant it breaks, and the command reports as documented.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use snodo::model::{EventKind, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+use snodo::store::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, Lease, MemoryStore,
+    NewTask, Reaped, RedbStore, SqliteStore, Store, StoreError, StoreResult,
+};
+use snodo::stress::{StressOptions, StressReport, contention};
+
+fn small() -> StressOptions {
+    StressOptions {
+        writers: 4,
+        tasks: 4,
+        ops: 4,
+        rounds: 2,
+        seed: 7,
+    }
+}
+
+fn assert_all_pass(report: &StressReport) {
+    for i in &report.invariants {
+        assert!(
+            i.verdict == "PASS" && i.checked > 0,
+            "{}: {}\n{}",
+            report.store,
+            i.name,
+            report.render()
+        );
+    }
+    assert!(report.passed());
+}
+
+fn verdict<'a>(report: &'a StressReport, name: &str) -> &'a snodo::stress::Invariant {
+    report
+        .invariants
+        .iter()
+        .find(|i| i.name == name)
+        .unwrap_or_else(|| panic!("no invariant {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_store_here_passes_every_contention_invariant() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    assert_all_pass(&contention(memory, "memory", &small()).await);
+    let redb: Arc<dyn Store> = Arc::new(RedbStore::open(dir.path().join("s.redb")).expect("redb"));
+    assert_all_pass(&contention(redb, "redb", &small()).await);
+    let sqlite: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir.path().join("s.sqlite")).expect("sqlite"));
+    assert_all_pass(&contention(sqlite, "sqlite", &small()).await);
+
+    let reachable = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:5432".parse().expect("addr"),
+        std::time::Duration::from_secs(2),
+    )
+    .is_ok();
+    if !reachable {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL is required under CI=true"
+        );
+        eprintln!("SKIPPED: PostgreSQL is not reachable; stress on postgres did not run");
+        return;
+    }
+    let mut pg = snodo::store::PgOptions::new(
+        "host=127.0.0.1 port=5432 user=postgres dbname=test",
+        "stress-test",
+    );
+    pg.schema = format!("snodo_stress_test_{}", std::process::id());
+    let store: Arc<dyn Store> =
+        Arc::new(snodo::store::PgStore::open(pg.clone()).await.expect("pg"));
+    let report = contention(store, "postgres", &small()).await;
+    snodo::store::drop_postgres_schema(&pg).await.expect("drop");
+    assert_all_pass(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_seed_makes_the_same_workload() {
+    let run = || async {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        contention(store, "memory", &small()).await
+    };
+    let (a, b) = (run().await, run().await);
+    // The counts that do not depend on the interleaving are equal.
+    for name in [
+        "event_id_replays_its_revision",
+        "event_id_reuse_refused",
+        "stale_lease_never_commits",
+        "one_terminal_state",
+    ] {
+        assert_eq!(
+            verdict(&a, name).checked,
+            verdict(&b, name).checked,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        verdict(&a, "event_id_replays_its_revision").checked,
+        2 * 4 * 4
+    );
+}
+
+/// What a lying store gets wrong.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Acknowledges every third status message without committing it.
+    LosesAcknowledgedWrites,
+    /// Reports a commit under a lease it refused as stale.
+    CommitsStaleGenerations,
+}
+
+struct Lying {
+    inner: Arc<dyn Store>,
+    fault: Fault,
+    n: AtomicU64,
+}
+
+impl Lying {
+    async fn fake(&self, lease: &Lease) -> StoreResult<Committed> {
+        let (task, _) = self
+            .inner
+            .inspect(lease.task_id())
+            .await?
+            .ok_or(StoreError::NotFound)?;
+        Ok(Committed {
+            revision: task.revision + 1,
+            task,
+            replayed: false,
+            effect: Effect::Applied,
+        })
+    }
+}
+
+#[async_trait]
+impl Store for Lying {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.inner.now().await
+    }
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
+        self.inner.check_writable(within).await
+    }
+    async fn create(&self, new: NewTask) -> StoreResult<Task> {
+        self.inner.create(new).await
+    }
+    async fn authorize(&self, p: &Principal, a: Action, id: &str) -> StoreResult<Access> {
+        self.inner.authorize(p, a, id).await
+    }
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        self.inner.get(access).await
+    }
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected: Option<u64>,
+    ) -> StoreResult<Committed> {
+        let status = matches!(event.kind, EventKind::StatusMessage { .. });
+        match (self.fault, by) {
+            (Fault::LosesAcknowledgedWrites, Authority::Worker(lease))
+                if status && expected.is_some() =>
+            {
+                if self.n.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
+                    return self.fake(lease).await;
+                }
+                self.inner.transition(by, event, expected).await
+            }
+            (Fault::CommitsStaleGenerations, Authority::Worker(lease)) => {
+                match self.inner.transition(by, event, expected).await {
+                    Err(StoreError::LeaseLost) => self.fake(lease).await,
+                    other => other,
+                }
+            }
+            _ => self.inner.transition(by, event, expected).await,
+        }
+    }
+    async fn claim(&self, id: &TaskId, r: &ClaimRequest) -> StoreResult<Claimed> {
+        self.inner.claim(id, r).await
+    }
+    async fn claim_next(&self, r: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+        self.inner.claim_next(r).await
+    }
+    async fn renew(&self, lease: &Lease, ms: u64) -> StoreResult<Lease> {
+        self.inner.renew(lease, ms).await
+    }
+    async fn release(&self, lease: &Lease) -> StoreResult<()> {
+        self.inner.release(lease).await
+    }
+    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
+        self.inner.worker_snapshot(lease).await
+    }
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
+        self.inner.reap(limit).await
+    }
+    async fn inspect(&self, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        self.inner.inspect(id).await
+    }
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        self.inner.server_key().await
+    }
+}
+
+fn lying(fault: Fault) -> Arc<dyn Store> {
+    Arc::new(Lying {
+        inner: Arc::new(MemoryStore::new()),
+        fault,
+        n: AtomicU64::new(0),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_loses_acknowledged_writes_fails_that_invariant() {
+    let report = contention(lying(Fault::LosesAcknowledgedWrites), "lossy", &small()).await;
+    let lost = verdict(&report, "acknowledged_writes_present");
+    assert_eq!(lost.verdict, "FAIL", "{}", report.render());
+    assert!(lost.violations > 0 && !lost.examples.is_empty());
+    assert!(!report.passed());
+    // What it does not break still passes.
+    assert_eq!(
+        verdict(&report, "stale_lease_never_commits").verdict,
+        "PASS"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_commits_a_stale_generation_fails_that_invariant() {
+    let report = contention(lying(Fault::CommitsStaleGenerations), "stale", &small()).await;
+    let stale = verdict(&report, "stale_lease_never_commits");
+    assert_eq!(stale.verdict, "FAIL", "{}", report.render());
+    // Every stale commit attempt (one per task and round) was caught.
+    assert_eq!(stale.violations, 2 * 4);
+    assert!(!report.passed());
+}
+
+#[test]
+fn the_command_prints_every_invariant_and_exits_by_the_verdict() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args([
+            "stress",
+            "--store",
+            "sqlite",
+            "--writers",
+            "3",
+            "--tasks",
+            "3",
+            "--ops",
+            "3",
+            "--rounds",
+            "1",
+            "--json",
+        ])
+        .output()
+        .expect("run snodo stress");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let invariants = report["invariants"].as_array().expect("invariants");
+    assert_eq!(invariants.len(), 8, "{report}");
+    assert!(
+        invariants.iter().all(|i| i["verdict"] == "PASS"),
+        "{report}"
+    );
+    assert!(report["timings"].as_array().is_some_and(|t| !t.is_empty()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args(["stress", "--store", "mongo"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--store"));
+}
