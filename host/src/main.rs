@@ -86,9 +86,16 @@ enum Command {
     /// Run a seeded correctness workload against a store and print every invariant with
     /// its exact count and PASS/FAIL (exit code 1 when any fails). See docs/stress.md.
     Stress {
+        /// `contention` (writers racing on shared tasks) or `runner` (mixed batches of real
+        /// guests through a runner).
+        #[arg(long, default_value = "contention")]
+        mode: String,
         /// `memory`, `redb`, `sqlite` or `postgres`.
         #[arg(long, default_value = "memory")]
         store: String,
+        /// Runner mode: the fixtures and examples components (default: the example guests).
+        #[arg(long = "component")]
+        components: Vec<PathBuf>,
         /// The redb or SQLite file (default: a fresh temporary file, removed after).
         #[arg(long)]
         path: Option<PathBuf>,
@@ -101,13 +108,13 @@ enum Command {
         /// Concurrent writers per shared task.
         #[arg(long, default_value_t = 8)]
         writers: usize,
-        /// Shared tasks per round.
+        /// Shared tasks per round (runner mode: tasks per batch, at least one of each kind).
         #[arg(long, default_value_t = 16)]
         tasks: usize,
         /// Compare-and-set attempts per writer and task.
         #[arg(long, default_value_t = 8)]
         ops: usize,
-        /// Rounds.
+        /// Rounds (runner mode: batches).
         #[arg(long, default_value_t = 3)]
         rounds: usize,
         /// The seed: the same seed makes the same workload.
@@ -308,38 +315,61 @@ fn load_config(file: &std::path::Path) -> Result<snodo::serve::ServeOptions, Str
     config.to_serve_options(&name).map_err(|e| e.to_string())
 }
 
-/// Opens the store `kind` names (fresh unless a file is given), runs the contention
-/// workload on it, and removes what it made.
+/// Which workload `snodo stress` runs.
+struct Workload<'a> {
+    mode: &'a str,
+    components: &'a [PathBuf],
+    opts: &'a snodo::stress::StressOptions,
+}
+
+impl Workload<'_> {
+    async fn run(
+        &self,
+        store: std::sync::Arc<dyn snodo::store::Store>,
+        name: &str,
+    ) -> Result<snodo::stress::StressReport, String> {
+        match self.mode {
+            "contention" => Ok(snodo::stress::contention(store, name, self.opts).await),
+            "runner" => {
+                snodo::stress::runner_batches(store, name, self.components, self.opts).await
+            }
+            other => Err(format!("--mode {other:?}: use contention or runner")),
+        }
+    }
+}
+
+/// Opens the store `kind` names (fresh unless a file is given), runs the workload on it,
+/// and removes what it made.
 async fn stress(
     kind: &str,
     path: Option<PathBuf>,
     pg_url: &str,
-    opts: &snodo::stress::StressOptions,
+    run: &Workload<'_>,
 ) -> Result<snodo::stress::StressReport, String> {
-    use snodo::store::{MemoryStore, PgOptions, PgStore, RedbStore, SqliteStore, Store};
+    use snodo::store::{MemoryStore, PgOptions, PgStore, RedbStore, SqliteStore};
     let scratch = tempfile_dir()?;
     let file = |name: &str| path.clone().unwrap_or_else(|| scratch.join(name));
     let err = |e: snodo::store::StoreError| e.to_string();
     let report = match kind {
         "memory" => {
-            let store: std::sync::Arc<dyn Store> = std::sync::Arc::new(MemoryStore::new());
-            snodo::stress::contention(store, kind, opts).await
+            run.run(std::sync::Arc::new(MemoryStore::new()), kind)
+                .await?
         }
         "redb" => {
             let store = RedbStore::open(file("stress.redb")).map_err(err)?;
-            snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await
+            run.run(std::sync::Arc::new(store), kind).await?
         }
         "sqlite" => {
             let store = SqliteStore::open(file("stress.sqlite")).map_err(err)?;
-            snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await
+            run.run(std::sync::Arc::new(store), kind).await?
         }
         "postgres" => {
             let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
             pg.schema = format!("snodo_stress_{}", std::process::id());
             let store = PgStore::open(pg.clone()).await.map_err(err)?;
-            let report = snodo::stress::contention(std::sync::Arc::new(store), kind, opts).await;
+            let report = run.run(std::sync::Arc::new(store), kind).await;
             snodo::store::drop_postgres_schema(&pg).await.map_err(err)?;
-            report
+            report?
         }
         other => {
             return Err(format!(
@@ -653,7 +683,9 @@ fn main() -> ExitCode {
             &runtime, config, listen, store, data, components, tokens, retries, log_json,
         ),
         Command::Stress {
+            mode,
             store,
+            components,
             path,
             pg_url,
             writers,
@@ -670,7 +702,23 @@ fn main() -> ExitCode {
                 rounds,
                 seed,
             };
-            match runtime.block_on(stress(&store, path, &pg_url, &opts)) {
+            let components = if mode == "runner" && components.is_empty() {
+                match default_components() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("snodo stress: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                components
+            };
+            let run = Workload {
+                mode: &mode,
+                components: &components,
+                opts: &opts,
+            };
+            match runtime.block_on(stress(&store, path, &pg_url, &run)) {
                 Ok(report) => {
                     if json {
                         print_json(&report);

@@ -282,11 +282,25 @@ pub async fn contention(store: Arc<dyn Store>, name: &str, opts: &StressOptions)
     let mut o = Arc::try_unwrap(o)
         .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
         .unwrap_or_default();
-    let invariants = INVARIANTS
+    let invariants = verdicts(&mut o, INVARIANTS);
+    let timings = timings(&mut o);
+    StressReport {
+        store: name.to_owned(),
+        mode: "contention",
+        seed: opts.seed,
+        invariants,
+        timings,
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    }
+}
+
+/// Each named invariant's verdict from what was observed. An invariant nothing exercised
+/// proves nothing: it fails.
+fn verdicts(o: &mut Observed, names: &[(&'static str, &'static str)]) -> Vec<Invariant> {
+    names
         .iter()
         .map(|(name, meaning)| {
             let t = o.tallies.remove(name).unwrap_or_default();
-            // An invariant nothing exercised proves nothing: it fails.
             let unchecked = t.checked == 0;
             Invariant {
                 name,
@@ -305,9 +319,12 @@ pub async fn contention(store: Arc<dyn Store>, name: &str, opts: &StressOptions)
                 },
             }
         })
-        .collect();
-    let timings = o
-        .timings
+        .collect()
+}
+
+/// The latency series, as medians and 99th percentiles.
+fn timings(o: &mut Observed) -> Vec<Timing> {
+    o.timings
         .iter_mut()
         .map(|(op, v)| {
             v.sort_unstable();
@@ -319,15 +336,7 @@ pub async fn contention(store: Arc<dyn Store>, name: &str, opts: &StressOptions)
                 p99_us: pct(0.99),
             }
         })
-        .collect();
-    StressReport {
-        store: name.to_owned(),
-        mode: "contention",
-        seed: opts.seed,
-        invariants,
-        timings,
-        elapsed_ms: began.elapsed().as_millis() as u64,
-    }
+        .collect()
 }
 
 /// Every phase on one shared task; `label` names it in examples.
@@ -632,4 +641,515 @@ async fn terminal_race(
         read.as_ref().ok() == Some(&(status, revision)),
         || format!("{label}: acknowledged {status:?} at {revision}, store reads {read:?}"),
     );
+}
+
+/// The kinds of task a runner batch mixes, chosen by the seed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Runs and completes.
+    Complete,
+    /// Fails with a protocol error.
+    Fail,
+    /// Asks for two retries (delays 20 and 40 ms), then completes.
+    Retry,
+    /// Asks a question that is answered while its guest waits.
+    AnsweredLive,
+    /// Asks a question, is parked (guest released), then answered and replayed.
+    AnsweredParked,
+    /// Cancelled while its guest runs.
+    CancelRunning,
+    /// Cancelled while parked on a question.
+    CancelParked,
+}
+
+const KINDS: [Kind; 7] = [
+    Kind::Complete,
+    Kind::Fail,
+    Kind::Retry,
+    Kind::AnsweredLive,
+    Kind::AnsweredParked,
+    Kind::CancelRunning,
+    Kind::CancelParked,
+];
+
+const RETRY_DELAYS_MS: [u64; 2] = [20, 40];
+const LEASE_MS: u64 = 5_000;
+
+impl Kind {
+    fn work(self, id: &TaskId) -> Work {
+        use crate::runner::tool_call_work;
+        let mut work = match self {
+            Kind::Complete => tool_call_work(id, "slow_compute", json!({"seconds": 0.01})),
+            Kind::Fail => tool_call_work(id, "protocol_error_job", json!({})),
+            Kind::Retry => tool_call_work(id, "flaky", json!({"succeed_on_attempt": 3})),
+            Kind::AnsweredLive | Kind::AnsweredParked | Kind::CancelParked => {
+                tool_call_work(id, "confirm_delete", json!({"filename": "f"}))
+            }
+            Kind::CancelRunning => tool_call_work(id, "slow_compute", json!({"seconds": 600})),
+        };
+        if self == Kind::Retry
+            && let Ok(p) = crate::model::RetryPolicy::new(RETRY_DELAYS_MS)
+        {
+            work.retry_policy = p;
+        }
+        work
+    }
+
+    fn expected(self) -> TaskStatus {
+        match self {
+            Kind::Fail => TaskStatus::Failed,
+            Kind::CancelRunning | Kind::CancelParked => TaskStatus::Cancelled,
+            _ => TaskStatus::Completed,
+        }
+    }
+}
+
+/// What the recorder saw the store say, in store time.
+#[derive(Default)]
+struct StoreLog {
+    /// `retry_at` of each scheduled retry, by task, in order.
+    retry_at: HashMap<TaskId, Vec<u64>>,
+    /// Claim times (lease expiry minus lease length), by task, in order.
+    claimed_at: HashMap<TaskId, Vec<u64>>,
+}
+
+/// Passes every call through and writes down retries and claims.
+struct Recorder {
+    inner: Arc<dyn Store>,
+    log: Arc<Mutex<StoreLog>>,
+}
+
+impl Recorder {
+    fn claimed(&self, c: &crate::store::Claimed) {
+        let at = c.lease.expires_at().as_millis().saturating_sub(LEASE_MS);
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.claimed_at.entry(c.task.id).or_default().push(at);
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Recorder {
+    async fn now(&self) -> crate::store::StoreResult<crate::model::Timestamp> {
+        self.inner.now().await
+    }
+    async fn check_writable(&self, within: std::time::Duration) -> crate::store::StoreResult<()> {
+        self.inner.check_writable(within).await
+    }
+    async fn create(&self, new: NewTask) -> crate::store::StoreResult<crate::model::Task> {
+        self.inner.create(new).await
+    }
+    async fn authorize(
+        &self,
+        p: &Principal,
+        a: Action,
+        id: &str,
+    ) -> crate::store::StoreResult<crate::store::Access> {
+        self.inner.authorize(p, a, id).await
+    }
+    async fn get(&self, a: &crate::store::Access) -> crate::store::StoreResult<crate::model::Task> {
+        self.inner.get(a).await
+    }
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected: Option<u64>,
+    ) -> crate::store::StoreResult<crate::store::Committed> {
+        let c = self.inner.transition(by, event, expected).await?;
+        if let crate::store::Effect::RetryScheduled { retry_at, .. } = c.effect {
+            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.retry_at
+                .entry(c.task.id)
+                .or_default()
+                .push(retry_at.as_millis());
+        }
+        Ok(c)
+    }
+    async fn claim(
+        &self,
+        id: &TaskId,
+        r: &ClaimRequest,
+    ) -> crate::store::StoreResult<crate::store::Claimed> {
+        let c = self.inner.claim(id, r).await?;
+        self.claimed(&c);
+        Ok(c)
+    }
+    async fn claim_next(
+        &self,
+        r: &ClaimRequest,
+    ) -> crate::store::StoreResult<Option<crate::store::Claimed>> {
+        let c = self.inner.claim_next(r).await?;
+        if let Some(c) = &c {
+            self.claimed(c);
+        }
+        Ok(c)
+    }
+    async fn renew(&self, l: &Lease, ms: u64) -> crate::store::StoreResult<Lease> {
+        self.inner.renew(l, ms).await
+    }
+    async fn release(&self, l: &Lease) -> crate::store::StoreResult<()> {
+        self.inner.release(l).await
+    }
+    async fn worker_snapshot(
+        &self,
+        l: &Lease,
+    ) -> crate::store::StoreResult<(crate::model::Task, Work)> {
+        self.inner.worker_snapshot(l).await
+    }
+    async fn reap(&self, limit: usize) -> crate::store::StoreResult<Vec<crate::store::Reaped>> {
+        self.inner.reap(limit).await
+    }
+    async fn inspect(
+        &self,
+        id: &TaskId,
+    ) -> crate::store::StoreResult<Option<(crate::model::Task, Work)>> {
+        self.inner.inspect(id).await
+    }
+    async fn server_key(&self) -> crate::store::StoreResult<[u8; 32]> {
+        self.inner.server_key().await
+    }
+}
+
+struct Events(tokio::sync::mpsc::UnboundedSender<(Instant, crate::runner::RunnerEvent)>);
+
+impl crate::runner::Instrumentation for Events {
+    fn event(&self, event: &crate::runner::RunnerEvent) {
+        let _ = self.0.send((Instant::now(), event.clone()));
+    }
+}
+
+const RUNNER_INVARIANTS: &[(&str, &str)] = &[
+    (
+        "every_task_terminal",
+        "every task ends in the state its kind leads to",
+    ),
+    (
+        "retries_never_early",
+        "a retry is claimed no earlier than the retry_at its commit scheduled",
+    ),
+    (
+        "retries_within_policy",
+        "a task runs at most once more than its policy has retries",
+    ),
+    (
+        "jobs_balanced",
+        "every job start has exactly one stop, and no stop lacks a start",
+    ),
+    (
+        "runner_drains",
+        "after a batch no attempt runs and no guest waits",
+    ),
+    ("no_claim_left", "after a batch no task holds a claim"),
+    (
+        "no_question_twice",
+        "a question is stored once, however often its task is replayed",
+    ),
+];
+
+/// Runs `batches` mixed batches of tasks through a real runner with the example guests
+/// (`components`: the fixtures and examples components) on `store`.
+pub async fn runner_batches(
+    store: Arc<dyn Store>,
+    name: &str,
+    components: &[std::path::PathBuf],
+    opts: &StressOptions,
+) -> Result<StressReport, String> {
+    use crate::runner::{Catalog, JobOutcome, Runner, RunnerEvent, RunnerOptions};
+    use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+    use std::time::Duration;
+
+    let began = Instant::now();
+    let loader = ComponentLoader::new(WasmEngine::new(EngineConfig::default())?, None)?;
+    let mut catalog = Catalog::new();
+    for path in components {
+        let c = loader.load(path).await.map_err(|e| e.to_string())?;
+        catalog = catalog.with_component(&c)?;
+    }
+    let log: Arc<Mutex<StoreLog>> = Arc::default();
+    let recorder: Arc<dyn Store> = Arc::new(Recorder {
+        inner: store.clone(),
+        log: log.clone(),
+    });
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let runner = Runner::start(
+        recorder.clone(),
+        Arc::new(catalog),
+        RunnerOptions {
+            owner: "stress".into(),
+            lease: Duration::from_millis(LEASE_MS),
+            heartbeat: Duration::from_millis(1_000),
+            park_after: Duration::from_millis(100),
+            cancel_grace: Duration::from_millis(200),
+            poll_interval: Duration::from_millis(10),
+            reap_interval: None,
+            ..RunnerOptions::default()
+        },
+        Arc::new(Events(tx)),
+    );
+    let o: Shared = Arc::default();
+    let mut rng = Rng(opts.seed);
+    let principal = tenant();
+    for batch in 0..opts.rounds.max(1) {
+        let mut kinds: HashMap<TaskId, Kind> = HashMap::new();
+        let mut created: HashMap<TaskId, Instant> = HashMap::new();
+        let mut order = Vec::new();
+        for i in 0..opts.tasks.max(KINDS.len()) {
+            // Every kind at least once a batch, the rest by the seed.
+            let kind = match KINDS.get(i) {
+                Some(k) => *k,
+                None => KINDS[rng.below(KINDS.len() as u64) as usize],
+            };
+            let mut new = new_task(&mut rng);
+            new.work = kind.work(&new.id);
+            new.client_capabilities = json!({"elicitation": {}});
+            let id = store.create(new).await.map_err(|e| e.to_string())?;
+            created.insert(id.id, Instant::now());
+            kinds.insert(id.id, kind);
+            order.push(id.id);
+        }
+        for id in &order {
+            runner.submit(id).await.map_err(|e| e.to_string())?;
+        }
+        // Drive the batch: answer and cancel at the moments each kind wants, until every
+        // task is terminal or the patience runs out.
+        let mut started: HashMap<(TaskId, u64), u32> = HashMap::new();
+        let mut stopped: HashMap<(TaskId, u64), u32> = HashMap::new();
+        let mut done: HashMap<TaskId, TaskStatus> = HashMap::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let mut acted: std::collections::HashSet<TaskId> = Default::default();
+        let mut last_sweep = Instant::now();
+        while done.len() < order.len() && Instant::now() < deadline {
+            let event = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
+            let mut touched = Vec::new();
+            match event {
+                Ok(Some((
+                    _,
+                    RunnerEvent::JobStarted {
+                        task, generation, ..
+                    },
+                ))) => {
+                    *started.entry((task, generation)).or_default() += 1;
+                    touched.push((task, None));
+                }
+                Ok(Some((
+                    _,
+                    RunnerEvent::JobStopped {
+                        task,
+                        generation,
+                        outcome,
+                        ..
+                    },
+                ))) => {
+                    *stopped.entry((task, generation)).or_default() += 1;
+                    touched.push((task, Some(outcome)));
+                }
+                Ok(Some(_)) | Err(_) => {}
+                Ok(None) => break,
+            }
+            // Every 50 ms, look at every unfinished task too: some changes (an answer, a
+            // cancel) reach a task without a job event.
+            if last_sweep.elapsed() >= Duration::from_millis(50) {
+                last_sweep = Instant::now();
+                touched.extend(
+                    order
+                        .iter()
+                        .filter(|t| !done.contains_key(t))
+                        .map(|t| (*t, None)),
+                );
+            }
+            for (task, outcome) in touched {
+                let Some(kind) = kinds.get(&task).copied() else {
+                    continue;
+                };
+                let Ok(Some((t, _))) = store.inspect(&task).await else {
+                    continue;
+                };
+                if t.status.is_terminal() {
+                    if done.insert(task, t.status).is_none()
+                        && let Some(at) = created.get(&task)
+                    {
+                        timed(&o, "created to terminal", *at);
+                    }
+                    continue;
+                }
+                let parked = outcome == Some(JobOutcome::Parked);
+                let act = match kind {
+                    Kind::AnsweredLive => t.status == TaskStatus::InputRequired,
+                    Kind::AnsweredParked | Kind::CancelParked => parked,
+                    Kind::CancelRunning => t.attempt >= 1 && t.claim.is_some() && outcome.is_none(),
+                    _ => false,
+                };
+                if !act || !acted.insert(task) {
+                    continue;
+                }
+                let id = task.to_string();
+                match kind {
+                    Kind::AnsweredLive | Kind::AnsweredParked => {
+                        if let Ok(access) = store.authorize(&principal, Action::Update, &id).await {
+                            let answer: serde_json::Map<String, serde_json::Value> = [(
+                                "confirm".to_owned(),
+                                json!({"action": "accept", "content": {"confirm": true}}),
+                            )]
+                            .into_iter()
+                            .collect();
+                            if let Ok(c) =
+                                store.accept_input(&access, EventId::random(), answer).await
+                                && let crate::store::Effect::Accepted { complete, .. } = c.effect
+                            {
+                                runner.input_accepted(&task, complete).await;
+                            }
+                        }
+                    }
+                    Kind::CancelRunning | Kind::CancelParked => {
+                        if let Ok(access) = store.authorize(&principal, Action::Cancel, &id).await
+                            && store
+                                .transition(
+                                    Authority::Request(&access),
+                                    TaskEvent::random(EventKind::Cancelled {
+                                        status_message: None,
+                                    }),
+                                    None,
+                                )
+                                .await
+                                .is_ok()
+                        {
+                            runner.cancel(&task);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        // The runner drains: no attempt, no waiter (the last stops may still be on their
+        // way; give them the patience, then judge).
+        let drain_deadline = Instant::now() + Duration::from_secs(30);
+        while (runner.active() > 0 || !runner.waiters().is_empty())
+            && Instant::now() < drain_deadline
+        {
+            if let Ok(Some((_, e))) =
+                tokio::time::timeout(Duration::from_millis(50), rx.recv()).await
+            {
+                match e {
+                    RunnerEvent::JobStarted {
+                        task, generation, ..
+                    } => *started.entry((task, generation)).or_default() += 1,
+                    RunnerEvent::JobStopped {
+                        task, generation, ..
+                    } => *stopped.entry((task, generation)).or_default() += 1,
+                    _ => {}
+                }
+            }
+        }
+        while let Ok((_, e)) = rx.try_recv() {
+            match e {
+                RunnerEvent::JobStarted {
+                    task, generation, ..
+                } => *started.entry((task, generation)).or_default() += 1,
+                RunnerEvent::JobStopped {
+                    task, generation, ..
+                } => *stopped.entry((task, generation)).or_default() += 1,
+                _ => {}
+            }
+        }
+        check(
+            &o,
+            "runner_drains",
+            runner.active() == 0 && runner.waiters().is_empty(),
+            || {
+                format!(
+                    "batch {batch}: {} attempts and {} waiters left",
+                    runner.active(),
+                    runner.waiters().len()
+                )
+            },
+        );
+        let keys: std::collections::BTreeSet<(TaskId, u64)> = started
+            .keys()
+            .chain(stopped.keys())
+            .map(|(t, g)| (*t, *g))
+            .collect();
+        for key in &keys {
+            let (s, p) = (
+                started.get(key).copied().unwrap_or(0),
+                stopped.get(key).copied().unwrap_or(0),
+            );
+            check(&o, "jobs_balanced", s == 1 && p == 1, || {
+                format!("task {} generation {}: {s} starts, {p} stops", key.0, key.1)
+            });
+        }
+        let log = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
+        for id in &order {
+            let kind = kinds[id];
+            let t = store.inspect(id).await.ok().flatten().map(|(t, _)| t);
+            let status = t.as_ref().map(|t| t.status);
+            check(
+                &o,
+                "every_task_terminal",
+                status == Some(kind.expected()),
+                || format!("batch {batch}: {kind:?} task {id} ended {status:?}"),
+            );
+            let Some(t) = t else { continue };
+            check(&o, "no_claim_left", t.claim.is_none(), || {
+                format!("batch {batch}: task {id} still claimed by {:?}", t.claim)
+            });
+            if kind == Kind::Retry {
+                let retries = log.retry_at.get(id).cloned().unwrap_or_default();
+                let claims = log.claimed_at.get(id).cloned().unwrap_or_default();
+                check(
+                    &o,
+                    "retries_within_policy",
+                    t.attempt as usize <= RETRY_DELAYS_MS.len() + 1
+                        && retries.len() <= RETRY_DELAYS_MS.len(),
+                    || {
+                        format!(
+                            "task {id}: {} attempts, {} retries",
+                            t.attempt,
+                            retries.len()
+                        )
+                    },
+                );
+                // The claim after the n-th retry commit is claim n + 1.
+                for (n, at) in retries.iter().enumerate() {
+                    let claim = claims.get(n + 1).copied();
+                    check(
+                        &o,
+                        "retries_never_early",
+                        claim.is_some_and(|c| c >= *at),
+                        || format!("task {id}: retry {n} due at {at}, claimed at {claim:?}"),
+                    );
+                }
+            }
+            if matches!(
+                kind,
+                Kind::AnsweredLive | Kind::AnsweredParked | Kind::CancelParked
+            ) {
+                check(&o, "no_question_twice", t.inputs.len() == 1, || {
+                    format!("task {id}: {} questions stored", t.inputs.len())
+                });
+            }
+            if kind == Kind::AnsweredParked {
+                let answered = t.outcome.as_ref().is_some_and(|o| {
+                    serde_json::to_string(o).is_ok_and(|s| s.contains("Deleted f"))
+                });
+                check(&o, "no_question_twice", answered && t.attempt == 2, || {
+                    format!(
+                        "task {id}: replayed with the stored answer? attempts {}, outcome {:?}",
+                        t.attempt, t.outcome
+                    )
+                });
+            }
+        }
+    }
+    runner.shutdown().await;
+    let mut o = Arc::try_unwrap(o)
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .unwrap_or_default();
+    Ok(StressReport {
+        store: name.to_owned(),
+        mode: "runner",
+        seed: opts.seed,
+        invariants: verdicts(&mut o, RUNNER_INVARIANTS),
+        timings: timings(&mut o),
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    })
 }

@@ -10,7 +10,7 @@ use snodo::store::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, Lease, MemoryStore,
     NewTask, Reaped, RedbStore, SqliteStore, Store, StoreError, StoreResult,
 };
-use snodo::stress::{StressOptions, StressReport, contention};
+use snodo::stress::{StressOptions, StressReport, contention, runner_batches};
 
 fn small() -> StressOptions {
     StressOptions {
@@ -77,6 +77,67 @@ async fn every_store_here_passes_every_contention_invariant() {
     let report = contention(store, "postgres", &small()).await;
     snodo::store::drop_postgres_schema(&pg).await.expect("drop");
     assert_all_pass(&report);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runner_batches_hold_every_invariant_on_every_store_here() {
+    let components = [
+        std::path::PathBuf::from(snodo_test_guests::FIXTURES),
+        std::path::PathBuf::from(snodo_test_guests::EXAMPLES),
+    ];
+    // Each kind of task once a batch, two batches.
+    let opts = StressOptions {
+        tasks: 7,
+        rounds: 2,
+        ..small()
+    };
+    let dir = tempfile::tempdir().expect("tmp");
+    let stores: Vec<(&str, Arc<dyn Store>)> = vec![
+        ("memory", Arc::new(MemoryStore::new())),
+        (
+            "redb",
+            Arc::new(RedbStore::open(dir.path().join("r.redb")).expect("redb")),
+        ),
+        (
+            "sqlite",
+            Arc::new(SqliteStore::open(dir.path().join("r.sqlite")).expect("sqlite")),
+        ),
+    ];
+    for (name, store) in stores {
+        let report = runner_batches(store, name, &components, &opts)
+            .await
+            .expect("runs");
+        assert_all_pass(&report);
+        assert_eq!(verdict(&report, "every_task_terminal").checked, 14);
+    }
+    if !postgres_reachable() {
+        return;
+    }
+    let mut pg = snodo::store::PgOptions::new(PG_URL, "stress-runner");
+    pg.schema = format!("snodo_stress_runner_{}", std::process::id());
+    let store: Arc<dyn Store> =
+        Arc::new(snodo::store::PgStore::open(pg.clone()).await.expect("pg"));
+    let report = runner_batches(store, "postgres", &components, &opts).await;
+    snodo::store::drop_postgres_schema(&pg).await.expect("drop");
+    assert_all_pass(&report.expect("runs"));
+}
+
+const PG_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+
+fn postgres_reachable() -> bool {
+    let up = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:5432".parse().expect("addr"),
+        std::time::Duration::from_secs(2),
+    )
+    .is_ok();
+    if !up {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL is required under CI=true"
+        );
+        eprintln!("SKIPPED: PostgreSQL is not reachable; stress on postgres did not run");
+    }
+    up
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
