@@ -120,6 +120,15 @@ enum Command {
         /// The seed: the same seed makes the same workload.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Crash mode: `snodo serve` children on the store (redb, sqlite or postgres) are
+        /// killed with SIGKILL `--rounds` times at seeded moments under a mixed workload
+        /// of `--writers` clients, restarted, and every acknowledged reply is checked.
+        #[arg(long)]
+        kill: bool,
+        /// Crash mode on PostgreSQL: how many nodes share the store (one is killed each
+        /// round).
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
@@ -320,6 +329,7 @@ struct Workload<'a> {
     mode: &'a str,
     components: &'a [PathBuf],
     opts: &'a snodo::stress::StressOptions,
+    nodes: usize,
 }
 
 impl Workload<'_> {
@@ -350,6 +360,59 @@ async fn stress(
     let scratch = tempfile_dir()?;
     let file = |name: &str| path.clone().unwrap_or_else(|| scratch.join(name));
     let err = |e: snodo::store::StoreError| e.to_string();
+    if run.mode == "kill" {
+        let bin = std::env::current_exe().map_err(|e| format!("where is snodo? {e}"))?;
+        if run.nodes > 1 && kind != "postgres" {
+            return Err("--nodes: only a PostgreSQL store is shared by several nodes".into());
+        }
+        let (crash_store, reader) = match kind {
+            "redb" => {
+                let path = file("stress.redb");
+                (
+                    snodo::stress::CrashStore::Redb(path.clone()),
+                    Reader::Redb(path),
+                )
+            }
+            "sqlite" => {
+                let path = file("stress.sqlite");
+                (
+                    snodo::stress::CrashStore::Sqlite(path.clone()),
+                    Reader::Sqlite(path),
+                )
+            }
+            "postgres" => {
+                let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
+                pg.schema = format!("snodo_stress_kill_{}", std::process::id());
+                pg.migrate = false;
+                let store = snodo::stress::CrashStore::Postgres {
+                    url: pg_url.to_owned(),
+                    schema: pg.schema.clone(),
+                };
+                (store, Reader::Postgres(pg))
+            }
+            other => {
+                return Err(format!(
+                    "--kill --store {other:?}: crash mode needs a durable store: redb, sqlite or postgres"
+                ));
+            }
+        };
+        let open = || reader.open();
+        let report = snodo::stress::crash(
+            &bin,
+            crash_store,
+            run.nodes,
+            run.components,
+            run.opts,
+            kind,
+            open,
+        )
+        .await;
+        if let Reader::Postgres(pg) = &reader {
+            snodo::store::drop_postgres_schema(pg).await.map_err(err)?;
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+        return report;
+    }
     let report = match kind {
         "memory" => {
             run.run(std::sync::Arc::new(MemoryStore::new()), kind)
@@ -390,6 +453,29 @@ fn tempfile_dir() -> Result<PathBuf, String> {
     ));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     Ok(dir)
+}
+
+/// Opens, in this process, the store crash mode's children used: the verdict reads it
+/// through the contract once they are gone.
+enum Reader {
+    Redb(PathBuf),
+    Sqlite(PathBuf),
+    Postgres(snodo::store::PgOptions),
+}
+
+impl Reader {
+    async fn open(&self) -> Result<std::sync::Arc<dyn snodo::store::Store>, String> {
+        let err = |e: snodo::store::StoreError| e.to_string();
+        Ok(match self {
+            Reader::Redb(p) => std::sync::Arc::new(snodo::store::RedbStore::open(p).map_err(err)?),
+            Reader::Sqlite(p) => {
+                std::sync::Arc::new(snodo::store::SqliteStore::open(p).map_err(err)?)
+            }
+            Reader::Postgres(pg) => {
+                std::sync::Arc::new(snodo::store::PgStore::open(pg.clone()).await.map_err(err)?)
+            }
+        })
+    }
 }
 
 /// Applies the PostgreSQL migrations of the store `file` configures.
@@ -693,8 +779,11 @@ fn main() -> ExitCode {
             ops,
             rounds,
             seed,
+            kill,
+            nodes,
             json,
         } => {
+            let mode = if kill { "kill".to_owned() } else { mode };
             let opts = snodo::stress::StressOptions {
                 writers,
                 tasks,
@@ -702,7 +791,7 @@ fn main() -> ExitCode {
                 rounds,
                 seed,
             };
-            let components = if mode == "runner" && components.is_empty() {
+            let components = if mode != "contention" && components.is_empty() {
                 match default_components() {
                     Ok(c) => c,
                     Err(e) => {
@@ -717,6 +806,7 @@ fn main() -> ExitCode {
                 mode: &mode,
                 components: &components,
                 opts: &opts,
+                nodes,
             };
             match runtime.block_on(stress(&store, path, &pg_url, &run)) {
                 Ok(report) => {

@@ -336,3 +336,59 @@ fn the_command_prints_every_invariant_and_exits_by_the_verdict() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--store"));
 }
+
+/// `snodo stress --kill` on a store: the JSON report, every invariant PASS.
+fn kill_mode(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args([
+            "stress",
+            "--kill",
+            "--rounds",
+            "2",
+            "--writers",
+            "2",
+            "--json",
+        ])
+        .args(["--component", snodo_test_guests::FIXTURES])
+        .args(["--component", snodo_test_guests::EXAMPLES])
+        .args(args)
+        .output()
+        .expect("run snodo stress --kill");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("no JSON report: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(out.status.success(), "{report}");
+    let invariants = report["invariants"].as_array().expect("invariants");
+    assert_eq!(invariants.len(), 7, "{report}");
+    for i in invariants {
+        assert!(
+            i["verdict"] == "PASS" && i["checked"].as_u64() > Some(0),
+            "{report}"
+        );
+    }
+    report
+}
+
+#[test]
+fn killed_servers_keep_every_acknowledged_reply_on_the_file_stores() {
+    for store in ["redb", "sqlite"] {
+        let report = kill_mode(&["--store", store]);
+        assert_eq!(report["mode"], "kill");
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args(["stress", "--kill", "--store", "memory"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a volatile store cannot be crash-tested"
+    );
+}
+
+#[test]
+fn a_killed_node_of_two_loses_nothing_on_postgres() {
+    if !postgres_reachable() {
+        return;
+    }
+    kill_mode(&["--store", "postgres", "--nodes", "2"]);
+}

@@ -11,6 +11,10 @@
 //! store that lies (acknowledges a write it lost, commits under a stale lease) fails the
 //! matching invariant.
 
+mod crash;
+
+pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash};
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -1,0 +1,543 @@
+//! Crash mode (`snodo stress --kill`): `snodo serve` children on one store, a mixed workload
+//! over HTTP, SIGKILL at seeded moments, restarts on the same data, and every acknowledged
+//! reply checked against what the store holds at the end.
+//!
+//! The model keeps only what a client was told: a task id from an acknowledged creation, a
+//! status and result seen by `tasks/get`, an answer and a cancel acknowledged (and, for a
+//! cancel, seen to hold). At the end every node is stopped and the store itself is read
+//! through the `Store` contract, so the verdict does not depend on the wire.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::model::{TaskId, TaskStatus};
+use crate::store::Store;
+
+use super::{Observed, Rng, Shared, StressOptions, StressReport, check, timings, verdicts};
+
+/// The lease the children use: a killed node's running tasks are due again this long after
+/// its last heartbeat (a restarted single node releases them at once).
+pub const CRASH_LEASE_MS: u64 = 3_000;
+
+/// How long after the last restart every task must have finished: the lease, plus the
+/// longest task the workload starts (2 s), plus a margin for a loaded 2-core machine.
+pub const RECOVERY_BOUND_MS: u64 = CRASH_LEASE_MS + 2_000 + 15_000;
+
+const CRASH_INVARIANTS: &[(&str, &str)] = &[
+    (
+        "acknowledged_tasks_exist",
+        "every task whose creation was acknowledged is in the store",
+    ),
+    (
+        "acknowledged_cancels_hold",
+        "a task seen cancelled after an acknowledged cancel ends cancelled",
+    ),
+    (
+        "terminal_state_never_changes",
+        "a task seen in a terminal state ends in that state, across every crash",
+    ),
+    (
+        "completed_results_survive",
+        "a result seen by a client is the result the store keeps",
+    ),
+    (
+        "answered_never_asked_again",
+        "a task whose answer was acknowledged stored one question and never asked again",
+    ),
+    (
+        "everything_finishes",
+        "after the last restart every task reaches a terminal state",
+    ),
+    (
+        "recovery_within_bound",
+        "every task finished within the documented bound after the last restart",
+    ),
+];
+
+/// How the children reach their store.
+#[derive(Debug, Clone)]
+pub enum CrashStore {
+    /// A redb file.
+    Redb(PathBuf),
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL schema (made by the first node, dropped by the caller).
+    Postgres {
+        /// The connection string.
+        url: String,
+        /// The schema.
+        schema: String,
+    },
+}
+
+/// One `snodo serve` child.
+struct Node {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> PathBuf {
+    let store_toml = match store {
+        CrashStore::Redb(p) => format!("kind = \"redb\"\npath = {:?}", p.display().to_string()),
+        CrashStore::Sqlite(p) => {
+            format!("kind = \"sqlite\"\npath = {:?}", p.display().to_string())
+        }
+        CrashStore::Postgres { url, schema } => {
+            format!("kind = \"postgres\"\nurl = {url:?}\nschema = {schema:?}\nmigrate = true")
+        }
+    };
+    let mut text = format!(
+        "listen = \"127.0.0.1:0\"\ncache_dir = {:?}\n\n[node]\nid = \"stress-node-{n}\"\n\n[store]\n{store_toml}\n\n[runner]\nlease_ms = {CRASH_LEASE_MS}\nheartbeat_ms = 500\npark_after_ms = 300\n\n[tools.flaky]\nretry = [100]\n",
+        dir.join("cache").display().to_string()
+    );
+    for c in components {
+        // Relative paths in a configuration resolve against its own directory.
+        let c = std::path::absolute(c).unwrap_or_else(|_| c.clone());
+        text.push_str(&format!(
+            "\n[[components]]\npath = {:?}\n",
+            c.display().to_string()
+        ));
+    }
+    let path = dir.join(format!("node-{n}.toml"));
+    let _ = std::fs::write(&path, text);
+    path
+}
+
+fn start(bin: &Path, config: &Path) -> Result<Node, String> {
+    let mut child = Command::new(bin)
+        .args(["serve", "--log-json", "--config"])
+        .arg(config)
+        .env_remove("MCP_PORT")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    // The log is drained for the child's whole life, so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sent = false;
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if !sent && let Some(at) = line.find("serving MCP at http://") {
+                let rest = &line[at + "serving MCP at http://".len()..];
+                if let Some(addr) = rest.split("/mcp").next().and_then(|a| a.parse().ok()) {
+                    let _: Result<(), _> = tx.send(addr);
+                    sent = true;
+                }
+            }
+        }
+    });
+    match rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(addr) => Ok(Node { child, addr }),
+        Err(_) => {
+            let _ = child.kill();
+            let status = child.wait().ok();
+            Err(format!(
+                "snodo serve did not start (exit status {status:?}); run it with {} to see why",
+                config.display()
+            ))
+        }
+    }
+}
+
+/// One JSON-RPC call over a fresh connection; `None` when no complete reply arrived (the
+/// node died, or refused the connection).
+async fn rpc(
+    addr: SocketAddr,
+    method: &str,
+    mut params: Value,
+    name: Option<&str>,
+) -> Option<Value> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {"form": {}},
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
+    let name = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nMcp-Method: {method}\r\n{name}MCP-Protocol-Version: 2026-07-28\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let exchange = async {
+        let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
+        c.write_all(request.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        c.read_to_end(&mut raw).await.ok()?;
+        let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
+        let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
+        let mut body = raw[end + 4..].to_vec();
+        if head.contains("transfer-encoding: chunked") {
+            body = dechunk(&body)?;
+        }
+        serde_json::from_slice::<Value>(&body).ok()
+    };
+    tokio::time::timeout(Duration::from_secs(30), exchange)
+        .await
+        .ok()
+        .flatten()
+}
+
+fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    loop {
+        let line = b.windows(2).position(|w| w == b"\r\n")?;
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..line]).ok()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.extend_from_slice(b.get(line + 2..line + 2 + size)?);
+        b = b.get(line + 2 + size + 2..)?;
+    }
+}
+
+/// What the clients were told, per task.
+#[derive(Debug, Default, Clone)]
+struct Told {
+    tool: &'static str,
+    /// Statuses and results seen by `tasks/get`, terminal ones only.
+    terminal: Option<(String, Value)>,
+    answered: bool,
+    cancel_held: bool,
+}
+
+type Model = Arc<Mutex<BTreeMap<String, Told>>>;
+
+/// One client's loop until `until`: create, read, answer, cancel, chosen by `rng`.
+async fn client(nodes: Vec<SocketAddr>, model: Model, mut rng: Rng, until: Instant) {
+    while Instant::now() < until {
+        let addr = nodes[rng.below(nodes.len() as u64) as usize];
+        let known: Vec<String> = model
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        let pick = |rng: &mut Rng| {
+            known
+                .get(rng.below(known.len().max(1) as u64) as usize)
+                .cloned()
+        };
+        match rng.below(10) {
+            0..=3 => {
+                let (tool, args) = match rng.below(3) {
+                    0 => (
+                        "slow_compute",
+                        json!({"seconds": 1.0 + rng.below(10) as f64 / 10.0}),
+                    ),
+                    1 => ("confirm_delete", json!({"filename": "f"})),
+                    _ => ("flaky", json!({"succeed_on_attempt": 2})),
+                };
+                let reply = rpc(
+                    addr,
+                    "tools/call",
+                    json!({"name": tool, "arguments": args}),
+                    Some(tool),
+                )
+                .await;
+                if let Some(id) = reply.as_ref().and_then(|r| r["result"]["taskId"].as_str()) {
+                    model.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                        id.to_owned(),
+                        Told {
+                            tool,
+                            ..Told::default()
+                        },
+                    );
+                }
+            }
+            4..=6 => {
+                if let Some(id) = pick(&mut rng) {
+                    observe(addr, &model, &id).await;
+                }
+            }
+            7..=8 => {
+                let Some(id) = pick(&mut rng) else { continue };
+                let asks = model
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get(&id)
+                    .is_some_and(|t| t.tool == "confirm_delete");
+                if asks {
+                    let reply = rpc(
+                        addr,
+                        "tasks/update",
+                        json!({"taskId": id, "inputResponses": {
+                            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+                        None,
+                    )
+                    .await;
+                    if reply.is_some_and(|r| r.get("result").is_some())
+                        && let Some(t) =
+                            model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
+                    {
+                        t.answered = true;
+                    }
+                }
+            }
+            _ => {
+                let Some(id) = pick(&mut rng) else { continue };
+                let acked = rpc(addr, "tasks/cancel", json!({"taskId": id}), None)
+                    .await
+                    .is_some_and(|r| r.get("result").is_some());
+                if acked
+                    && observe(addr, &model, &id).await.as_deref() == Some("cancelled")
+                    && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
+                {
+                    t.cancel_held = true;
+                }
+            }
+        }
+    }
+}
+
+/// Reads a task and keeps what a terminal reply said; returns the status seen.
+async fn observe(addr: SocketAddr, model: &Model, id: &str) -> Option<String> {
+    let reply = rpc(addr, "tasks/get", json!({"taskId": id}), None).await?;
+    let r = &reply["result"];
+    let status = r["status"].as_str()?.to_owned();
+    if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+        let mut m = model.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = m.get_mut(id) {
+            let seen = (status.clone(), r["result"].clone());
+            match &t.terminal {
+                // A different terminal state seen later is a violation the end check reports.
+                Some(first) if *first != seen => {}
+                _ => t.terminal = Some(seen),
+            }
+        }
+    }
+    Some(status)
+}
+
+/// Runs crash mode: `nodes` children (more than one only on PostgreSQL), `opts.rounds`
+/// kills at seeded moments, `opts.writers` concurrent clients; then a last restart, every
+/// question answered, everything awaited, every node stopped, and the store read by
+/// `open` (a function that opens the same store in this process).
+pub async fn crash<F, Fut>(
+    bin: &Path,
+    store: CrashStore,
+    nodes: usize,
+    components: &[PathBuf],
+    opts: &StressOptions,
+    name: &str,
+    open: F,
+) -> Result<StressReport, String>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<Arc<dyn Store>, String>>,
+{
+    let began = Instant::now();
+    let nodes = nodes.max(1);
+    let dir = std::env::temp_dir().join(format!(
+        "snodo-stress-kill-{}-{}",
+        std::process::id(),
+        TaskId::generate()
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let configs: Vec<PathBuf> = (0..nodes)
+        .map(|n| config(&dir, n, &store, components))
+        .collect();
+    let mut running: Vec<Node> = Vec::new();
+    for c in &configs {
+        running.push(start(bin, c)?);
+    }
+    let model: Model = Arc::default();
+    let mut rng = Rng(opts.seed);
+    let o: Shared = Arc::default();
+    for _ in 0..opts.rounds.max(1) {
+        let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
+        // The kill comes at a seeded moment, with the clients in full flight.
+        let until = Instant::now() + Duration::from_millis(200 + rng.below(1_300));
+        let mut clients = Vec::new();
+        for _ in 0..opts.writers.max(1) {
+            clients.push(tokio::spawn(client(
+                addrs.clone(),
+                model.clone(),
+                Rng(rng.next()),
+                until + Duration::from_secs(60),
+            )));
+        }
+        tokio::time::sleep_until(until.into()).await;
+        let victim = rng.below(nodes as u64) as usize;
+        let _ = running[victim].child.kill();
+        let _ = running[victim].child.wait();
+        for c in &clients {
+            c.abort();
+        }
+        for c in clients {
+            let _ = c.await;
+        }
+        running[victim] = start(bin, &configs[victim])?;
+    }
+
+    // The end: answer every question, await every task, then stop.
+    let restarted = Instant::now();
+    let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
+    // One cancel that certainly lands on a running task, so the invariant is exercised
+    // however the seeded rounds went.
+    if let Some(id) = rpc(
+        addrs[0],
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
+        Some("slow_compute"),
+    )
+    .await
+    .and_then(|r| r["result"]["taskId"].as_str().map(str::to_owned))
+    {
+        model.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            id.clone(),
+            Told {
+                tool: "slow_compute",
+                ..Told::default()
+            },
+        );
+        let acked = rpc(addrs[0], "tasks/cancel", json!({"taskId": id}), None)
+            .await
+            .is_some_and(|r| r.get("result").is_some());
+        if acked
+            && observe(addrs[0], &model, &id).await.as_deref() == Some("cancelled")
+            && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
+        {
+            t.cancel_held = true;
+        }
+    }
+    let ids: Vec<(String, &'static str)> = model
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(k, t)| (k.clone(), t.tool))
+        .collect();
+    let mut finished: HashMap<String, Duration> = HashMap::new();
+    let patience = Duration::from_millis(RECOVERY_BOUND_MS * 3);
+    while finished.len() < ids.len() && restarted.elapsed() < patience {
+        for (i, (id, tool)) in ids.iter().enumerate() {
+            if finished.contains_key(id) {
+                continue;
+            }
+            let addr = addrs[i % addrs.len()];
+            match observe(addr, &model, id).await.as_deref() {
+                Some("completed" | "failed" | "cancelled") => {
+                    finished.insert(id.clone(), restarted.elapsed());
+                }
+                Some("input_required") if *tool == "confirm_delete" => {
+                    let reply = rpc(
+                        addr,
+                        "tasks/update",
+                        json!({"taskId": id, "inputResponses": {
+                            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+                        None,
+                    )
+                    .await;
+                    if reply.is_some_and(|r| r.get("result").is_some())
+                        && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
+                    {
+                        t.answered = true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(running);
+    let store = open().await?;
+    let model = std::mem::take(&mut *model.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut slowest = Duration::ZERO;
+    for (id, told) in &model {
+        let Some(task_id) = TaskId::parse(id) else {
+            continue;
+        };
+        let stored = store.inspect(&task_id).await.ok().flatten().map(|(t, _)| t);
+        check(&o, "acknowledged_tasks_exist", stored.is_some(), || {
+            format!("task {id} was acknowledged and is gone")
+        });
+        let Some(t) = stored else { continue };
+        let status = t.status.as_str();
+        check(&o, "everything_finishes", t.status.is_terminal(), || {
+            format!("task {id} ({}) ended {status}", told.tool)
+        });
+        if let Some(at) = finished.get(id) {
+            slowest = slowest.max(*at);
+            check(
+                &o,
+                "recovery_within_bound",
+                at.as_millis() as u64 <= RECOVERY_BOUND_MS,
+                || {
+                    format!(
+                        "task {id} finished {} ms after the last restart",
+                        at.as_millis()
+                    )
+                },
+            );
+        }
+        if told.cancel_held {
+            check(
+                &o,
+                "acknowledged_cancels_hold",
+                t.status == TaskStatus::Cancelled,
+                || format!("task {id} was seen cancelled, ends {status}"),
+            );
+        }
+        if let Some((seen, result)) = &told.terminal {
+            check(&o, "terminal_state_never_changes", seen == status, || {
+                format!("task {id} was seen {seen}, ends {status}")
+            });
+            if seen == "completed" {
+                let kept = t.outcome.as_ref().and_then(|o| match o {
+                    crate::model::Outcome::Result(v) => Some(v.clone()),
+                    crate::model::Outcome::Error(_) => None,
+                });
+                check(
+                    &o,
+                    "completed_results_survive",
+                    kept.as_ref() == Some(result),
+                    || format!("task {id}: seen {result}, kept {kept:?}"),
+                );
+            }
+        }
+        if told.answered {
+            check(
+                &o,
+                "answered_never_asked_again",
+                t.inputs.len() <= 1,
+                || format!("task {id} stored {} questions", t.inputs.len()),
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut o: Observed = Arc::try_unwrap(o)
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .unwrap_or_default();
+    o.timings.insert(
+        "last restart to all finished",
+        vec![slowest.as_micros() as u64],
+    );
+    Ok(StressReport {
+        store: name.to_owned(),
+        mode: "kill",
+        seed: opts.seed,
+        invariants: verdicts(&mut o, CRASH_INVARIANTS),
+        timings: timings(&mut o),
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    })
+}
