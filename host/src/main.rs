@@ -108,7 +108,8 @@ enum Command {
         /// Concurrent writers per shared task.
         #[arg(long, default_value_t = 8)]
         writers: usize,
-        /// Shared tasks per round (runner mode: tasks per batch, at least one of each kind).
+        /// Shared tasks per round (runner mode: tasks per batch, at least one of each kind;
+        /// crash mode: tasks each client creates per round at most).
         #[arg(long, default_value_t = 16)]
         tasks: usize,
         /// Compare-and-set attempts per writer and task.

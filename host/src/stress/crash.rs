@@ -223,8 +223,17 @@ struct Told {
 
 type Model = Arc<Mutex<BTreeMap<String, Told>>>;
 
-/// One client's loop until `until`: create, read, answer, cancel, chosen by `rng`.
-async fn client(nodes: Vec<SocketAddr>, model: Model, mut rng: Rng, until: Instant) {
+/// One client's loop until `until`: create (at most `creates` tasks), read, answer,
+/// cancel, chosen by `rng`. The cap keeps the backlog a restart inherits bounded, so the
+/// recovery bound measures recovery, not a queue.
+async fn client(
+    nodes: Vec<SocketAddr>,
+    model: Model,
+    mut rng: Rng,
+    until: Instant,
+    creates: usize,
+) {
+    let mut created = 0;
     while Instant::now() < until {
         let addr = nodes[rng.below(nodes.len() as u64) as usize];
         let known: Vec<String> = model
@@ -239,7 +248,8 @@ async fn client(nodes: Vec<SocketAddr>, model: Model, mut rng: Rng, until: Insta
                 .cloned()
         };
         match rng.below(10) {
-            0..=3 => {
+            0..=3 if created < creates => {
+                created += 1;
                 let (tool, args) = match rng.below(3) {
                     0 => (
                         "slow_compute",
@@ -265,7 +275,7 @@ async fn client(nodes: Vec<SocketAddr>, model: Model, mut rng: Rng, until: Insta
                     );
                 }
             }
-            4..=6 => {
+            0..=6 => {
                 if let Some(id) = pick(&mut rng) {
                     observe(addr, &model, &id).await;
                 }
@@ -375,6 +385,7 @@ where
                 model.clone(),
                 Rng(rng.next()),
                 until + Duration::from_secs(60),
+                opts.tasks,
             )));
         }
         tokio::time::sleep_until(until.into()).await;
