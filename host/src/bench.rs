@@ -371,14 +371,6 @@ fn resident_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
-struct Events(tokio::sync::mpsc::UnboundedSender<snodo::runner::RunnerEvent>);
-
-impl snodo::runner::Instrumentation for Events {
-    fn event(&self, event: &snodo::runner::RunnerEvent) {
-        let _ = self.0.send(event.clone());
-    }
-}
-
 /// Runs the runner benchmark: resident memory of parked (released) tasks and of live
 /// suspended guests, and the time from a cancel to a stopped guest.
 pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
@@ -511,7 +503,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
                 reap_interval: None,
                 ..RunnerOptions::default()
             },
-            Arc::new(Events(tx)),
+            Arc::new(snodo::runner::EventChannel(tx)),
         );
         let mut samples = Vec::new();
         for _ in 0..opts.cancels.max(1) {

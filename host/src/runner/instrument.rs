@@ -120,6 +120,17 @@ pub trait Instrumentation: Send + Sync + 'static {
     fn event(&self, event: &RunnerEvent);
 }
 
+/// Sends every event down a channel, for a caller that wants to watch the runner (the
+/// stress workload, the benchmarks).
+pub struct EventChannel(pub tokio::sync::mpsc::UnboundedSender<RunnerEvent>);
+
+impl Instrumentation for EventChannel {
+    fn event(&self, event: &RunnerEvent) {
+        // A receiver that went away is not the runner's problem.
+        let _ = self.0.send(event.clone());
+    }
+}
+
 /// Discards events.
 pub struct NoInstrumentation;
 

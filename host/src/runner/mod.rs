@@ -33,7 +33,8 @@ pub use catalog::{
     Unresolved, tool_call_work,
 };
 pub use instrument::{
-    Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent, TracingInstrumentation,
+    EventChannel, Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent,
+    TracingInstrumentation,
 };
 pub use task_io::{InputWaiters, TaskIo};
 

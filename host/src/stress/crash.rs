@@ -21,7 +21,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::model::{TaskId, TaskStatus};
 use crate::store::Store;
 
-use super::{Observed, Rng, Shared, StressOptions, StressReport, check, timings, verdicts};
+use super::{
+    Observed, Rng, Shared, StressOptions, StressReport, check, observed, timings, verdicts,
+};
 
 /// The lease the children use: a killed node's running tasks are due again this long after
 /// its last heartbeat (a restarted single node releases them at once).
@@ -288,20 +290,7 @@ async fn client(
                     .get(&id)
                     .is_some_and(|t| t.tool == "confirm_delete");
                 if asks {
-                    let reply = rpc(
-                        addr,
-                        "tasks/update",
-                        json!({"taskId": id, "inputResponses": {
-                            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
-                        None,
-                    )
-                    .await;
-                    if reply.is_some_and(|r| r.get("result").is_some())
-                        && let Some(t) =
-                            model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
-                    {
-                        t.answered = true;
-                    }
+                    answer(addr, &model, &id).await;
                 }
             }
             _ => {
@@ -317,6 +306,23 @@ async fn client(
                 }
             }
         }
+    }
+}
+
+/// Answers `confirm_delete`'s question and notes an acknowledged answer.
+async fn answer(addr: SocketAddr, model: &Model, id: &str) {
+    let reply = rpc(
+        addr,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {
+            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+        None,
+    )
+    .await;
+    if reply.is_some_and(|r| r.get("result").is_some())
+        && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
+    {
+        t.answered = true;
     }
 }
 
@@ -451,19 +457,7 @@ where
                     finished.insert(id.clone(), restarted.elapsed());
                 }
                 Some("input_required") if *tool == "confirm_delete" => {
-                    let reply = rpc(
-                        addr,
-                        "tasks/update",
-                        json!({"taskId": id, "inputResponses": {
-                            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
-                        None,
-                    )
-                    .await;
-                    if reply.is_some_and(|r| r.get("result").is_some())
-                        && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
-                    {
-                        t.answered = true;
-                    }
+                    answer(addr, &model, id).await;
                 }
                 _ => {}
             }
@@ -536,9 +530,7 @@ where
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let mut o: Observed = Arc::try_unwrap(o)
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .unwrap_or_default();
+    let mut o: Observed = observed(o);
     o.timings.insert(
         "last restart to all finished",
         vec![slowest.as_micros() as u64],

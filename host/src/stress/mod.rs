@@ -177,6 +177,13 @@ struct Observed {
 
 type Shared = Arc<Mutex<Observed>>;
 
+/// What the workload observed, once its writers are done with it.
+fn observed(o: Shared) -> Observed {
+    Arc::try_unwrap(o)
+        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .unwrap_or_default()
+}
+
 fn check(o: &Shared, name: &'static str, ok: bool, what: impl FnOnce() -> String) {
     let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
     o.tallies.entry(name).or_default().check(ok, what);
@@ -283,9 +290,7 @@ pub async fn contention(store: Arc<dyn Store>, name: &str, opts: &StressOptions)
             }
         }
     }
-    let mut o = Arc::try_unwrap(o)
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .unwrap_or_default();
+    let mut o = observed(o);
     let invariants = verdicts(&mut o, INVARIANTS);
     let timings = timings(&mut o);
     StressReport {
@@ -529,6 +534,32 @@ async fn one_task(
     }
 }
 
+/// An owned authority, for a writer on a task of its own.
+enum Holder {
+    Worker(Lease),
+    Request(crate::store::Access),
+}
+
+/// Commits `kind` from a task of its own; reports `status` and the revision on success.
+fn race(
+    store: &Arc<dyn Store>,
+    who: Holder,
+    kind: EventKind,
+    status: TaskStatus,
+) -> tokio::task::JoinHandle<Result<(TaskStatus, u64), StoreError>> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let by = match &who {
+            Holder::Worker(l) => Authority::Worker(l),
+            Holder::Request(a) => Authority::Request(a),
+        };
+        store
+            .transition(by, TaskEvent::random(kind), None)
+            .await
+            .map(|c| (status, c.revision))
+    })
+}
+
 /// Racing terminal events: a completion and a failure under the lease, a cancel from a
 /// request; exactly one commits and the task never changes after.
 async fn terminal_race(
@@ -550,52 +581,31 @@ async fn terminal_race(
             return;
         }
     };
-    let complete = {
-        let (store, lease) = (store.clone(), lease.clone());
-        tokio::spawn(async move {
-            store
-                .transition(
-                    Authority::Worker(&lease),
-                    TaskEvent::random(EventKind::Completed {
-                        result: json!({"content": [{"type": "text", "text": "done"}]}),
-                    }),
-                    None,
-                )
-                .await
-                .map(|c| (TaskStatus::Completed, c.revision))
-        })
-    };
-    let fail = {
-        let (store, lease) = (store.clone(), lease.clone());
-        tokio::spawn(async move {
-            store
-                .transition(
-                    Authority::Worker(&lease),
-                    TaskEvent::random(EventKind::Failed {
-                        error: crate::model::JsonRpcError::new(-32603, "stress"),
-                        status_message: None,
-                    }),
-                    None,
-                )
-                .await
-                .map(|c| (TaskStatus::Failed, c.revision))
-        })
-    };
-    let cancel = {
-        let (store, access) = (store.clone(), access.clone());
-        tokio::spawn(async move {
-            store
-                .transition(
-                    Authority::Request(&access),
-                    TaskEvent::random(EventKind::Cancelled {
-                        status_message: None,
-                    }),
-                    None,
-                )
-                .await
-                .map(|c| (TaskStatus::Cancelled, c.revision))
-        })
-    };
+    let complete = race(
+        store,
+        Holder::Worker(lease.clone()),
+        EventKind::Completed {
+            result: json!({"content": [{"type": "text", "text": "done"}]}),
+        },
+        TaskStatus::Completed,
+    );
+    let fail = race(
+        store,
+        Holder::Worker(lease.clone()),
+        EventKind::Failed {
+            error: crate::model::JsonRpcError::new(-32603, "stress"),
+            status_message: None,
+        },
+        TaskStatus::Failed,
+    );
+    let cancel = race(
+        store,
+        Holder::Request(access.clone()),
+        EventKind::Cancelled {
+            status_message: None,
+        },
+        TaskStatus::Cancelled,
+    );
     let mut winners = Vec::new();
     for j in [complete, fail, cancel] {
         match j.await {
@@ -814,11 +824,38 @@ impl Store for Recorder {
     }
 }
 
-struct Events(tokio::sync::mpsc::UnboundedSender<(Instant, crate::runner::RunnerEvent)>);
+/// Job starts and stops the runner reported, by task and claim generation.
+#[derive(Default)]
+struct Jobs {
+    started: HashMap<(TaskId, u64), u32>,
+    stopped: HashMap<(TaskId, u64), u32>,
+}
 
-impl crate::runner::Instrumentation for Events {
-    fn event(&self, event: &crate::runner::RunnerEvent) {
-        let _ = self.0.send((Instant::now(), event.clone()));
+impl Jobs {
+    /// Counts `e`; for a start or a stop, the task and (for a stop) how it ended.
+    fn count(
+        &mut self,
+        e: &crate::runner::RunnerEvent,
+    ) -> Option<(TaskId, Option<crate::runner::JobOutcome>)> {
+        use crate::runner::RunnerEvent;
+        match e {
+            RunnerEvent::JobStarted {
+                task, generation, ..
+            } => {
+                *self.started.entry((*task, *generation)).or_default() += 1;
+                Some((*task, None))
+            }
+            RunnerEvent::JobStopped {
+                task,
+                generation,
+                outcome,
+                ..
+            } => {
+                *self.stopped.entry((*task, *generation)).or_default() += 1;
+                Some((*task, Some(*outcome)))
+            }
+            _ => None,
+        }
     }
 }
 
@@ -858,7 +895,7 @@ pub async fn runner_batches(
     components: &[std::path::PathBuf],
     opts: &StressOptions,
 ) -> Result<StressReport, String> {
-    use crate::runner::{Catalog, JobOutcome, Runner, RunnerEvent, RunnerOptions};
+    use crate::runner::{Catalog, JobOutcome, Runner, RunnerOptions};
     use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
     use std::time::Duration;
 
@@ -888,7 +925,7 @@ pub async fn runner_batches(
             reap_interval: None,
             ..RunnerOptions::default()
         },
-        Arc::new(Events(tx)),
+        Arc::new(crate::runner::EventChannel(tx)),
     );
     let o: Shared = Arc::default();
     let mut rng = Rng(opts.seed);
@@ -916,8 +953,7 @@ pub async fn runner_batches(
         }
         // Drive the batch: answer and cancel at the moments each kind wants, until every
         // task is terminal or the patience runs out.
-        let mut started: HashMap<(TaskId, u64), u32> = HashMap::new();
-        let mut stopped: HashMap<(TaskId, u64), u32> = HashMap::new();
+        let mut jobs = Jobs::default();
         let mut done: HashMap<TaskId, TaskStatus> = HashMap::new();
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut acted: std::collections::HashSet<TaskId> = Default::default();
@@ -926,28 +962,12 @@ pub async fn runner_batches(
             let event = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
             let mut touched = Vec::new();
             match event {
-                Ok(Some((
-                    _,
-                    RunnerEvent::JobStarted {
-                        task, generation, ..
-                    },
-                ))) => {
-                    *started.entry((task, generation)).or_default() += 1;
-                    touched.push((task, None));
+                Ok(Some(e)) => {
+                    if let Some(t) = jobs.count(&e) {
+                        touched.push(t);
+                    }
                 }
-                Ok(Some((
-                    _,
-                    RunnerEvent::JobStopped {
-                        task,
-                        generation,
-                        outcome,
-                        ..
-                    },
-                ))) => {
-                    *stopped.entry((task, generation)).or_default() += 1;
-                    touched.push((task, Some(outcome)));
-                }
-                Ok(Some(_)) | Err(_) => {}
+                Err(_) => {}
                 Ok(None) => break,
             }
             // Every 50 ms, look at every unfinished task too: some changes (an answer, a
@@ -1030,30 +1050,12 @@ pub async fn runner_batches(
         while (runner.active() > 0 || !runner.waiters().is_empty())
             && Instant::now() < drain_deadline
         {
-            if let Ok(Some((_, e))) =
-                tokio::time::timeout(Duration::from_millis(50), rx.recv()).await
-            {
-                match e {
-                    RunnerEvent::JobStarted {
-                        task, generation, ..
-                    } => *started.entry((task, generation)).or_default() += 1,
-                    RunnerEvent::JobStopped {
-                        task, generation, ..
-                    } => *stopped.entry((task, generation)).or_default() += 1,
-                    _ => {}
-                }
+            if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await {
+                jobs.count(&e);
             }
         }
-        while let Ok((_, e)) = rx.try_recv() {
-            match e {
-                RunnerEvent::JobStarted {
-                    task, generation, ..
-                } => *started.entry((task, generation)).or_default() += 1,
-                RunnerEvent::JobStopped {
-                    task, generation, ..
-                } => *stopped.entry((task, generation)).or_default() += 1,
-                _ => {}
-            }
+        while let Ok(e) = rx.try_recv() {
+            jobs.count(&e);
         }
         check(
             &o,
@@ -1067,15 +1069,16 @@ pub async fn runner_batches(
                 )
             },
         );
-        let keys: std::collections::BTreeSet<(TaskId, u64)> = started
+        let keys: std::collections::BTreeSet<(TaskId, u64)> = jobs
+            .started
             .keys()
-            .chain(stopped.keys())
-            .map(|(t, g)| (*t, *g))
+            .chain(jobs.stopped.keys())
+            .copied()
             .collect();
         for key in &keys {
             let (s, p) = (
-                started.get(key).copied().unwrap_or(0),
-                stopped.get(key).copied().unwrap_or(0),
+                jobs.started.get(key).copied().unwrap_or(0),
+                jobs.stopped.get(key).copied().unwrap_or(0),
             );
             check(&o, "jobs_balanced", s == 1 && p == 1, || {
                 format!("task {} generation {}: {s} starts, {p} stops", key.0, key.1)
@@ -1145,9 +1148,7 @@ pub async fn runner_batches(
         }
     }
     runner.shutdown().await;
-    let mut o = Arc::try_unwrap(o)
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .unwrap_or_default();
+    let mut o = observed(o);
     Ok(StressReport {
         store: name.to_owned(),
         mode: "runner",
