@@ -339,6 +339,7 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
         method: routing_header(&headers, "mcp-method"),
         name: routing_header(&headers, "mcp-name"),
         protocol_version: routing_header(&headers, "mcp-protocol-version"),
+        accepts_sse: accepts_event_stream(&headers),
     };
     match state.server.handle(&routing, &principal, &bytes).await {
         Reply::Json { status, body } => {
@@ -367,4 +368,29 @@ pub fn request_body(id: i64, method: &str, mut params: Value, capabilities: Valu
         "io.modelcontextprotocol/clientCapabilities": capabilities,
     });
     Body::from(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
+}
+
+/// Whether `Accept` allows an event stream: absent, `text/event-stream`, `text/*` or `*/*`
+/// (a `q=0` entry refuses it).
+fn accepts_event_stream(headers: &axum::http::HeaderMap) -> bool {
+    let mut values = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .peekable();
+    if values.peek().is_none() {
+        return true;
+    }
+    values
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';').map(str::trim);
+            let kind = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let refused = parts.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            !refused && matches!(kind.as_str(), "text/event-stream" | "text/*" | "*/*")
+        })
 }

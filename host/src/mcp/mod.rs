@@ -52,6 +52,9 @@ pub struct RoutingHeaders {
     pub name: Option<Result<String, ()>>,
     /// `MCP-Protocol-Version`.
     pub protocol_version: Option<Result<String, ()>>,
+    /// Whether the request's `Accept` allows `text/event-stream` (true when it has no
+    /// `Accept`). A reply that could stream progress is a plain JSON body otherwise.
+    pub accepts_sse: bool,
 }
 
 /// What to send back.
@@ -341,7 +344,11 @@ impl McpServer {
         let result = match method {
             Method::Discover => self.discover(),
             Method::ToolsList => self.tools_list(),
-            Method::ToolsCall => return self.tools_call(&req, &meta, principal).await,
+            Method::ToolsCall => {
+                return self
+                    .tools_call(&req, &meta, principal, headers.accepts_sse)
+                    .await;
+            }
             Method::ResourcesRead => self.resources_read(&req.params)?,
             Method::TasksGet => self.tasks_get(&req.params, principal).await?,
             Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,

@@ -56,6 +56,7 @@ impl McpServer {
         req: &protocol::Request,
         meta: &RequestMeta,
         principal: &Principal,
+        accepts_sse: bool,
     ) -> Result<Reply, RpcError> {
         let id = &req.id;
         // One slot covers every guest execution of this request (mode rule, prepare, the
@@ -204,12 +205,13 @@ impl McpServer {
             None => self.sync_slot(principal)?,
         };
         self.metrics.sync_call();
+        // Progress streams only to a client whose `Accept` takes an event stream.
         let (progress_tx, progress_rx) = match &meta.progress_token {
-            Some(_) => {
+            Some(_) if accepts_sse => {
                 let (tx, rx) = mpsc::channel(PROGRESS_QUEUE);
                 (Some(tx), Some(rx))
             }
-            None => (None, None),
+            _ => (None, None),
         };
         let answered = responses.clone();
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses, caps, progress_tx));

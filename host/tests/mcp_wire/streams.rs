@@ -46,6 +46,39 @@ async fn progress_streams_over_sse() {
 }
 
 #[tokio::test]
+async fn progress_never_streams_to_a_client_that_does_not_accept_a_stream() {
+    let app = app(vec![]).await;
+    let mut body = rpc(
+        1,
+        "tools/call",
+        json!({"name": "test_tool_with_progress"}),
+        caps(false),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("p1");
+    for (accept, streams) in [
+        ("application/json", false),
+        ("application/json, text/event-stream", true),
+        ("application/json, text/event-stream;q=0", false),
+        ("*/*", true),
+    ] {
+        let req = post(&body)
+            .header("accept", accept)
+            .body(Body::from(body.to_string()))
+            .expect("request");
+        let (s, v, ctype) = send(&app, req).await;
+        assert_eq!(s, StatusCode::OK);
+        assert_eq!(
+            ctype.starts_with("text/event-stream"),
+            streams,
+            "{accept}: {ctype}"
+        );
+        if !streams {
+            assert_eq!(v["result"]["resultType"], "complete", "{accept}: {v}");
+        }
+    }
+}
+
+#[tokio::test]
 async fn subscriptions_deliver_task_notifications() {
     let app = app(vec![]).await;
     let (_, v) = call(
