@@ -18,6 +18,7 @@ mod error;
 #[macro_use]
 mod embedded;
 mod fault;
+mod group_commit;
 mod memory;
 mod observed;
 mod postgres;

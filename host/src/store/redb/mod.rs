@@ -16,11 +16,11 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
-use tokio::sync::oneshot;
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
 use super::engine::{self, Ctx, Head, Txn, View};
+use super::group_commit::{self, WriteJob};
 use super::{StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
@@ -461,14 +461,7 @@ impl RedbStore {
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.writer
-            .as_ref()
-            .ok_or_else(|| StoreError::unavailable("the store is closing"))?
-            .send(Box::new(Job { f, tx }))
-            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
-        rx.await
-            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+        group_commit::submit(self.writer.as_ref(), f).await
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::Semaphore;
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
@@ -39,8 +39,9 @@ mod rows;
 mod tests;
 mod writer;
 
+use super::group_commit::{self, WriteJob};
 use rows::{Rows, backend, code_of};
-use writer::{Job, WriteJob, Writer};
+use writer::Writer;
 
 /// The file layout version this build writes. A file with a higher version is refused.
 pub const SQLITE_SCHEMA_VERSION: u64 = 1;
@@ -592,14 +593,7 @@ impl SqliteStore {
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        self.writer
-            .as_ref()
-            .ok_or_else(|| StoreError::unavailable("the store is closing"))?
-            .send(Box::new(Job { f, tx }))
-            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
-        rx.await
-            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+        group_commit::submit(self.writer.as_ref(), f).await
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>

@@ -372,10 +372,11 @@ mod group_commit {
     use tokio::sync::oneshot;
 
     use super::super::engine::{Ctx, Txn};
-    use super::super::writer::{Job, WriteJob, Writer};
+    use super::super::writer::Writer;
     use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
     use crate::model::{ManualClock, Scope, Timestamp};
     use crate::store::Store;
+    use crate::store::group_commit::{self, WriteJob};
 
     type Reply = oneshot::Receiver<StoreResult<()>>;
 
@@ -383,8 +384,7 @@ mod group_commit {
     where
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<()> + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel();
-        (Box::new(Job { f, tx }), rx)
+        group_commit::job(f)
     }
 
     fn set(scope: &'static str, n: u64) -> (Box<dyn WriteJob>, Reply) {

@@ -7,91 +7,14 @@ use std::sync::Arc;
 use std::sync::mpsc;
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::oneshot;
 
 use crate::model::Clock;
 
-use super::super::engine::{Ctx, Txn};
+use super::super::engine::Ctx;
+use super::super::group_commit::{Ran, Reply, WriteJob, fail_all, next_batch};
 use super::super::{StoreError, StoreResult};
 use super::MAX_BATCH;
 use super::rows::{Rows, backend};
-
-/// One queued write: run inside the batch's transaction, then told whether it committed.
-pub(super) trait WriteJob: Send {
-    /// Applies the operation and returns how it went, with the continuation that delivers
-    /// its answer after the commit.
-    fn run(self: Box<Self>, rows: &mut Rows<'_>, ctx: &Ctx) -> (Ran, Box<dyn Reply>);
-    /// The batch failed before this job ran.
-    fn fail(self: Box<Self>, err: StoreError);
-}
-
-/// How one job went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ran {
-    /// It succeeded: its writes stay in the batch.
-    Ok,
-    /// It refused (a rule said no): its writes, if any, are rolled back; the batch goes on.
-    Refused,
-    /// It failed in the backend, which poisons the whole batch.
-    Failed,
-}
-
-/// A job's answer, held until the batch's commit returned.
-pub(super) trait Reply: Send {
-    fn deliver(self: Box<Self>, commit: Result<(), StoreError>);
-}
-
-/// A closure to run in the writer's transaction and the channel its caller waits on.
-pub(super) struct Job<F, T> {
-    pub(super) f: F,
-    pub(super) tx: oneshot::Sender<StoreResult<T>>,
-}
-
-struct Pending<T> {
-    result: StoreResult<T>,
-    tx: oneshot::Sender<StoreResult<T>>,
-}
-
-impl<T: Send> Reply for Pending<T> {
-    fn deliver(self: Box<Self>, commit: Result<(), StoreError>) {
-        let answer = match commit {
-            Ok(()) => self.result,
-            Err(e) => Err(e),
-        };
-        // The caller may have stopped waiting; the write stands either way.
-        let _ = self.tx.send(answer);
-    }
-}
-
-impl<F, T> WriteJob for Job<F, T>
-where
-    F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send,
-    T: Send + 'static,
-{
-    fn run(self: Box<Self>, rows: &mut Rows<'_>, ctx: &Ctx) -> (Ran, Box<dyn Reply>) {
-        let result = (self.f)(rows, ctx);
-        let ran = match &result {
-            Ok(_) => Ran::Ok,
-            Err(
-                StoreError::Unavailable(_)
-                | StoreError::Corrupt(_)
-                | StoreError::IncompatibleSchema(_),
-            ) => Ran::Failed,
-            Err(_) => Ran::Refused,
-        };
-        (
-            ran,
-            Box::new(Pending {
-                result,
-                tx: self.tx,
-            }),
-        )
-    }
-
-    fn fail(self: Box<Self>, err: StoreError) {
-        let _ = self.tx.send(Err(err));
-    }
-}
 
 /// The writer thread's state.
 pub(super) struct Writer {
@@ -104,14 +27,7 @@ pub(super) struct Writer {
 impl Writer {
     /// Serves the queue until every sender is gone, then closes the connection.
     pub(super) fn run(mut self, rx: mpsc::Receiver<Box<dyn WriteJob>>) {
-        while let Ok(first) = rx.recv() {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => batch.push(job),
-                    Err(_) => break,
-                }
-            }
+        while let Some(batch) = next_batch(&rx, MAX_BATCH) {
             self.commit_batch(batch);
         }
     }
@@ -202,10 +118,4 @@ fn statement(conn: &Connection, sql: &str) -> StoreResult<()> {
         .and_then(|mut s| s.execute([]))
         .map(|_| ())
         .map_err(backend)
-}
-
-fn fail_all(batch: Vec<Box<dyn WriteJob>>, err: StoreError) {
-    for job in batch {
-        job.fail(err.clone());
-    }
 }
