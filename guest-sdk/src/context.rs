@@ -338,7 +338,12 @@ impl Context {
         &self.idempotency_key
     }
 
-    /// 1 for a task's first execution, one more for each retry or recovery.
+    /// 1 for a task's first execution, one more for every later execution of the same
+    /// task: a retry the tool asked for, a recovery after a crash or a lost lease, and a
+    /// replay after the guest was released while waiting for input (it waited longer than
+    /// the host's `runner.park_after_ms`, and the answer started a fresh execution). So
+    /// `attempt` counts executions, not failures: a tool that must tell retries apart
+    /// keeps its own count, e.g. in its status or its outcome's data.
     ///
     /// ```
     /// # fn f(cx: &snodo_guest::Context) {
