@@ -84,6 +84,11 @@ pub(crate) trait View {
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
     /// How many live (non-terminal, still stored) tasks `scope` has.
     fn live_count(&self, scope: &Scope) -> StoreResult<u64>;
+    /// The task, if stored (expired or not), without its work descriptor: what a read of
+    /// the task's state needs. An adapter that keeps the work apart skips reading it.
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        Ok(self.load(id)?.map(|r| r.task))
+    }
 }
 
 /// Write access: records and index entries, inside one atomic write.
@@ -332,7 +337,11 @@ pub(crate) fn authorize_read(
 
 pub(crate) fn get(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Task> {
     check_access(access, ctx, Action::Read)?;
-    Ok(load_for_access(view, ctx, access)?.task)
+    // The same checks as `load_for_access`, on the task alone.
+    match view.load_task(&access.task_id)? {
+        Some(t) if !t.is_expired(ctx.now) && t.scope == access.scope => Ok(t),
+        _ => Err(StoreError::NotFound),
+    }
 }
 
 pub(crate) fn transition(

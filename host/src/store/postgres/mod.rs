@@ -408,23 +408,27 @@ impl PgStore {
     async fn read_one<T>(
         &self,
         id: Option<TaskId>,
+        with_work: bool,
         f: impl FnOnce(&OneRow, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let client = self.pool.get().await.map_err(pool_error)?;
-        let st = client
-            .prepare_cached(&format!(
-                "SELECT {TXN_NOW}, t.scope, t.expires_at, {}
-                 FROM (SELECT 1) one LEFT JOIN tasks t ON t.id = $1",
-                RECORD_COLS
-                    .split(", ")
-                    .map(|c| format!("t.{c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+        // The work descriptor only when the caller needs it: a status read never decodes it.
+        let st = prepared(
+            &client,
+            &format!(
+                "SELECT {TXN_NOW}, t.scope, t.expires_at, t.body,
+                        CASE WHEN $2 THEN t.work END,
+                        t.claim_generation, t.claim_token, t.claim_epoch, t.claim_expires_at,
+                        t.claim_owner
+                 FROM (SELECT 1) one LEFT JOIN tasks t ON t.id = $1"
+            ),
+        )
+        .await?;
+        let bytes: Vec<u8> = id.map(|i| i.as_bytes().to_vec()).unwrap_or_default();
+        let row = client
+            .query_one(&st, &[&bytes, &with_work])
             .await
             .map_err(pg_error)?;
-        let bytes: Vec<u8> = id.map(|i| i.as_bytes().to_vec()).unwrap_or_default();
-        let row = client.query_one(&st, &[&bytes]).await.map_err(pg_error)?;
         let now = self
             .now_param()
             .unwrap_or_else(|| row.get::<_, i64>(0))
@@ -435,11 +439,24 @@ impl PgStore {
             issuer: self.issuer,
         };
         let found = match (id, row.get::<_, Option<String>>(1)) {
-            (Some(id), Some(scope)) => Some((
-                id,
-                super::sql::head_of(scope, row.get(2)),
-                record_of(&row, 3)?.1,
-            )),
+            (Some(id), Some(scope)) => {
+                let claim = staged::claim_cols(&row, 5);
+                let body: &[u8] = row.get(3);
+                let work: Option<&[u8]> = row.get(4);
+                let (task, work) = match work {
+                    Some(w) => {
+                        let r = super::sql::decode_record(body, w, claim)?;
+                        (r.task, Some(r.work))
+                    }
+                    None => (super::sql::decode_task(body, claim)?, None),
+                };
+                Some(OneTask {
+                    id,
+                    head: super::sql::head_of(scope, row.get(2)),
+                    task,
+                    work,
+                })
+            }
             _ => None,
         };
         f(&OneRow(found), &ctx)
@@ -579,24 +596,44 @@ async fn exact_count(c: &Object, scope: &str) -> StoreResult<u64> {
     Ok(row.get::<_, i64>(0).max(0) as u64)
 }
 
-/// A view holding at most one row.
-struct OneRow(Option<(TaskId, Head, Record)>);
+/// The one task a read fetched; its work only when the read asked for it.
+struct OneTask {
+    id: TaskId,
+    head: Head,
+    task: Task,
+    work: Option<Work>,
+}
+
+/// A view holding at most one task.
+struct OneRow(Option<OneTask>);
+
+impl OneRow {
+    fn get(&self, id: &TaskId) -> Option<&OneTask> {
+        self.0.as_ref().filter(|t| t.id == *id)
+    }
+}
 
 impl View for OneRow {
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
-        Ok(self
-            .0
-            .as_ref()
-            .filter(|(i, _, _)| i == id)
-            .map(|(_, _, r)| r.clone()))
+        self.get(id)
+            .map(|t| match &t.work {
+                Some(work) => Ok(Record {
+                    task: t.task.clone(),
+                    work: work.clone(),
+                }),
+                None => Err(StoreError::invalid(
+                    "this read did not fetch the work descriptor",
+                )),
+            })
+            .transpose()
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        Ok(self.get(id).map(|t| t.task.clone()))
     }
 
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
-        Ok(self
-            .0
-            .as_ref()
-            .filter(|(i, _, _)| i == id)
-            .map(|(_, h, _)| h.clone()))
+        Ok(self.get(id).map(|t| t.head.clone()))
     }
 
     fn index_upto(&self, _: Index, _: u64, _: usize) -> StoreResult<Vec<TaskId>> {
@@ -611,7 +648,7 @@ impl View for OneRow {
 #[async_trait]
 impl Store for PgStore {
     async fn now(&self) -> StoreResult<Timestamp> {
-        self.read_one(None, |_, ctx| Ok(ctx.now)).await
+        self.read_one(None, false, |_, ctx| Ok(ctx.now)).await
     }
 
     async fn check_writable(&self, within: Duration) -> StoreResult<()> {
@@ -653,7 +690,7 @@ impl Store for PgStore {
         task_id: &str,
     ) -> StoreResult<Access> {
         let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
-        self.read_one(Some(id), |view, ctx| {
+        self.read_one(Some(id), false, |view, ctx| {
             engine::authorize(view, ctx, principal, action, task_id)
         })
         .await
@@ -665,14 +702,14 @@ impl Store for PgStore {
         task_id: &str,
     ) -> StoreResult<(Access, Task)> {
         let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
-        self.read_one(Some(id), |view, ctx| {
+        self.read_one(Some(id), false, |view, ctx| {
             engine::authorize_read(view, ctx, principal, task_id)
         })
         .await
     }
 
     async fn get(&self, access: &Access) -> StoreResult<Task> {
-        self.read_one(Some(access.task_id), |view, ctx| {
+        self.read_one(Some(access.task_id), false, |view, ctx| {
             engine::get(view, ctx, access)
         })
         .await
@@ -807,7 +844,7 @@ impl Store for PgStore {
     }
 
     async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
-        self.read_one(Some(*lease.task_id()), |view, ctx| {
+        self.read_one(Some(*lease.task_id()), true, |view, ctx| {
             engine::worker_snapshot(view, ctx, lease)
         })
         .await
@@ -821,7 +858,7 @@ impl Store for PgStore {
 
     async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
         let id = *task_id;
-        self.read_one(Some(id), |view, _| engine::inspect(view, &id))
+        self.read_one(Some(id), true, |view, _| engine::inspect(view, &id))
             .await
     }
 

@@ -39,7 +39,7 @@ pub(super) const TXN_NOW: &str =
 pub(super) const RECORD_COLS: &str = "id, body, work, claim_generation, claim_token, \
      claim_epoch, claim_expires_at, claim_owner";
 
-fn claim_cols(r: &PgRow, at: usize) -> Option<ClaimCols> {
+pub(super) fn claim_cols(r: &PgRow, at: usize) -> Option<ClaimCols> {
     let generation: Option<i64> = r.get(at);
     generation.map(|generation| ClaimCols {
         generation,
