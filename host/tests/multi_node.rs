@@ -93,21 +93,9 @@ impl Schema {
 
 impl Drop for Schema {
     fn drop(&mut self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let url = url();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await {
-                    tokio::spawn(conn);
-                    let _ = c.batch_execute(&sql).await;
-                }
-            });
-        })
-        .join();
+        let mut options = snodo::store::PgOptions::new(url(), "cleanup");
+        options.schema = self.name.clone();
+        let _ = snodo::store::drop_postgres_schema_blocking(&options);
     }
 }
 

@@ -614,81 +614,15 @@ async fn shutdown_releases_what_did_not_drain() {
     );
 }
 
-/// A store whose clock cannot be read; everything else passes through.
-struct NoClock(Arc<dyn Store>);
+/// A layer whose store clock cannot be read; everything else passes through.
+struct NoClock;
 
 #[async_trait::async_trait]
-impl Store for NoClock {
-    async fn now(&self) -> snodo::store::StoreResult<Timestamp> {
+impl snodo::store::Layer for NoClock {
+    async fn now(&self, _: &dyn Store) -> snodo::store::StoreResult<Timestamp> {
         Err(snodo::store::StoreError::Unavailable(
             "the clock is unreadable".into(),
         ))
-    }
-    async fn check_writable(&self, within: Duration) -> snodo::store::StoreResult<()> {
-        self.0.check_writable(within).await
-    }
-    async fn create(&self, new: NewTask) -> snodo::store::StoreResult<Task> {
-        self.0.create(new).await
-    }
-    async fn authorize(
-        &self,
-        principal: &Principal,
-        action: Action,
-        task_id: &str,
-    ) -> snodo::store::StoreResult<snodo::store::Access> {
-        self.0.authorize(principal, action, task_id).await
-    }
-    async fn get(&self, access: &snodo::store::Access) -> snodo::store::StoreResult<Task> {
-        self.0.get(access).await
-    }
-    async fn transition(
-        &self,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected_revision: Option<u64>,
-    ) -> snodo::store::StoreResult<snodo::store::Committed> {
-        self.0.transition(by, event, expected_revision).await
-    }
-    async fn claim(
-        &self,
-        task_id: &TaskId,
-        request: &snodo::store::ClaimRequest,
-    ) -> snodo::store::StoreResult<snodo::store::Claimed> {
-        self.0.claim(task_id, request).await
-    }
-    async fn claim_next(
-        &self,
-        request: &snodo::store::ClaimRequest,
-    ) -> snodo::store::StoreResult<Option<snodo::store::Claimed>> {
-        self.0.claim_next(request).await
-    }
-    async fn renew(
-        &self,
-        lease: &snodo::store::Lease,
-        lease_ms: u64,
-    ) -> snodo::store::StoreResult<snodo::store::Lease> {
-        self.0.renew(lease, lease_ms).await
-    }
-    async fn release(&self, lease: &snodo::store::Lease) -> snodo::store::StoreResult<()> {
-        self.0.release(lease).await
-    }
-    async fn worker_snapshot(
-        &self,
-        lease: &snodo::store::Lease,
-    ) -> snodo::store::StoreResult<(Task, snodo::model::Work)> {
-        self.0.worker_snapshot(lease).await
-    }
-    async fn reap(&self, limit: usize) -> snodo::store::StoreResult<Vec<snodo::store::Reaped>> {
-        self.0.reap(limit).await
-    }
-    async fn inspect(
-        &self,
-        task_id: &TaskId,
-    ) -> snodo::store::StoreResult<Option<(Task, snodo::model::Work)>> {
-        self.0.inspect(task_id).await
-    }
-    async fn server_key(&self) -> snodo::store::StoreResult<[u8; 32]> {
-        self.0.server_key().await
     }
 }
 
@@ -696,7 +630,10 @@ impl Store for NoClock {
 /// the Unix epoch plus the retry time (decades); with recovery off the retry never ran.
 #[tokio::test]
 async fn a_retry_runs_without_reading_the_store_clock() {
-    let store: Arc<dyn Store> = Arc::new(NoClock(Arc::new(MemoryStore::new())));
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        NoClock,
+    ));
     let rec = Arc::new(Recorder::default());
     let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
     let id = create(

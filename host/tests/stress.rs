@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use snodo::model::{EventKind, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+use snodo::model::{EventKind, TaskEvent};
 use snodo::store::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, Lease, MemoryStore,
-    NewTask, Reaped, RedbStore, SqliteStore, Store, StoreError, StoreResult,
+    Authority, Committed, Effect, Layer, Layered, Lease, MemoryStore, RedbStore, SqliteStore,
+    Store, StoreError, StoreResult,
 };
 use snodo::stress::{StressOptions, StressReport, contention, runner_batches};
 
@@ -175,16 +175,15 @@ enum Fault {
     CommitsStaleGenerations,
 }
 
+/// A layer that breaks one promise of the store beneath it.
 struct Lying {
-    inner: Arc<dyn Store>,
     fault: Fault,
     n: AtomicU64,
 }
 
 impl Lying {
-    async fn fake(&self, lease: &Lease) -> StoreResult<Committed> {
-        let (task, _) = self
-            .inner
+    async fn fake(&self, inner: &dyn Store, lease: &Lease) -> StoreResult<Committed> {
+        let (task, _) = inner
             .inspect(lease.task_id())
             .await?
             .ok_or(StoreError::NotFound)?;
@@ -198,24 +197,10 @@ impl Lying {
 }
 
 #[async_trait]
-impl Store for Lying {
-    async fn now(&self) -> StoreResult<Timestamp> {
-        self.inner.now().await
-    }
-    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
-        self.inner.check_writable(within).await
-    }
-    async fn create(&self, new: NewTask) -> StoreResult<Task> {
-        self.inner.create(new).await
-    }
-    async fn authorize(&self, p: &Principal, a: Action, id: &str) -> StoreResult<Access> {
-        self.inner.authorize(p, a, id).await
-    }
-    async fn get(&self, access: &Access) -> StoreResult<Task> {
-        self.inner.get(access).await
-    }
+impl Layer for Lying {
     async fn transition(
         &self,
+        inner: &dyn Store,
         by: Authority<'_>,
         event: TaskEvent,
         expected: Option<u64>,
@@ -226,51 +211,29 @@ impl Store for Lying {
                 if status && expected.is_some() =>
             {
                 if self.n.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
-                    return self.fake(lease).await;
+                    return self.fake(inner, lease).await;
                 }
-                self.inner.transition(by, event, expected).await
+                inner.transition(by, event, expected).await
             }
             (Fault::CommitsStaleGenerations, Authority::Worker(lease)) => {
-                match self.inner.transition(by, event, expected).await {
-                    Err(StoreError::LeaseLost) => self.fake(lease).await,
+                match inner.transition(by, event, expected).await {
+                    Err(StoreError::LeaseLost) => self.fake(inner, lease).await,
                     other => other,
                 }
             }
-            _ => self.inner.transition(by, event, expected).await,
+            _ => inner.transition(by, event, expected).await,
         }
-    }
-    async fn claim(&self, id: &TaskId, r: &ClaimRequest) -> StoreResult<Claimed> {
-        self.inner.claim(id, r).await
-    }
-    async fn claim_next(&self, r: &ClaimRequest) -> StoreResult<Option<Claimed>> {
-        self.inner.claim_next(r).await
-    }
-    async fn renew(&self, lease: &Lease, ms: u64) -> StoreResult<Lease> {
-        self.inner.renew(lease, ms).await
-    }
-    async fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.inner.release(lease).await
-    }
-    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
-        self.inner.worker_snapshot(lease).await
-    }
-    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
-        self.inner.reap(limit).await
-    }
-    async fn inspect(&self, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
-        self.inner.inspect(id).await
-    }
-    async fn server_key(&self) -> StoreResult<[u8; 32]> {
-        self.inner.server_key().await
     }
 }
 
 fn lying(fault: Fault) -> Arc<dyn Store> {
-    Arc::new(Lying {
-        inner: Arc::new(MemoryStore::new()),
-        fault,
-        n: AtomicU64::new(0),
-    })
+    Arc::new(Layered::over(
+        Arc::new(MemoryStore::new()),
+        Lying {
+            fault,
+            n: AtomicU64::new(0),
+        },
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

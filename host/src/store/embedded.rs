@@ -10,7 +10,7 @@ macro_rules! embedded_store {
         #[async_trait::async_trait]
         impl $crate::store::Store for $ty {
             async fn now(&self) -> $crate::store::StoreResult<$crate::model::Timestamp> {
-                self.read(|_, ctx| Ok(ctx.now)).await
+                Ok(self.ctx().now)
             }
 
             async fn check_writable(
@@ -173,6 +173,65 @@ macro_rules! embedded_store {
                 let id = *task_id;
                 self.read(move |view, _| $crate::store::engine::inspect(view, &id))
                     .await
+            }
+        }
+    };
+}
+
+/// What opening a store file settled, kept for the store's whole life: where the file is,
+/// the clock the store reads, this process's boot epoch and claim issuer, and how many
+/// claims of earlier processes the boot fenced.
+pub(crate) struct FileBoot {
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) clock: std::sync::Arc<dyn crate::model::Clock>,
+    pub(crate) epoch: u64,
+    pub(crate) issuer: u64,
+    pub(crate) fenced: usize,
+}
+
+impl FileBoot {
+    /// The context one operation runs in: the clock read now, and this process's identity.
+    pub(crate) fn ctx(&self) -> super::engine::Ctx {
+        super::engine::Ctx {
+            now: self.clock.now(),
+            epoch: self.epoch,
+            issuer: self.issuer,
+        }
+    }
+}
+
+/// The inherent accessors and `Debug` of an embedded store kept in one file, for a type
+/// with a `boot: FileBoot` field.
+macro_rules! file_store_accessors {
+    ($ty:ident) => {
+        impl $ty {
+            fn ctx(&self) -> $crate::store::engine::Ctx {
+                self.boot.ctx()
+            }
+
+            /// The file this store lives in.
+            pub fn path(&self) -> &std::path::Path {
+                &self.boot.path
+            }
+
+            /// This process's boot epoch (1 for a new file).
+            pub fn epoch(&self) -> u64 {
+                self.boot.epoch
+            }
+
+            /// How many claims of earlier processes were released when this one opened the
+            /// file: the tasks that will be recovered.
+            pub fn fenced_claims(&self) -> usize {
+                self.boot.fenced
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("path", &self.boot.path)
+                    .field("epoch", &self.boot.epoch)
+                    .finish_non_exhaustive()
             }
         }
     };

@@ -106,20 +106,60 @@ where
     (Box::new(Job { f, tx }), rx)
 }
 
-/// Queues `f` for the writer behind `queue` and waits for its answer, which comes only
-/// after the batch it ran in was committed (or failed).
-pub(crate) async fn submit<T, F>(queue: Option<&Queue>, f: F) -> StoreResult<T>
-where
-    F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-    T: Send + 'static,
-{
-    let (job, rx) = job(f);
-    queue
-        .ok_or_else(|| StoreError::unavailable("the store is closing"))?
-        .send(job)
-        .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
-    rx.await
-        .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+/// A running writer thread and the queue it serves.
+///
+/// Dropping it closes the queue, lets the thread finish every write already queued (their
+/// callers are still owed an answer) and joins it, so whatever the thread owns (the file, the
+/// write connection) is closed when the drop returns and the same process can reopen the
+/// store at once.
+pub(crate) struct WriterThread {
+    /// `None` only while dropping.
+    queue: Option<Queue>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl WriterThread {
+    /// Starts a thread named `name` that runs `serve` over the queue's receiving side.
+    pub(crate) fn spawn<S>(name: &str, serve: S) -> StoreResult<Self>
+    where
+        S: FnOnce(mpsc::Receiver<Box<dyn WriteJob>>) + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || serve(rx))
+            .map_err(|e| StoreError::unavailable(format!("cannot start the writer thread: {e}")))?;
+        Ok(Self {
+            queue: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Queues `f` and waits for its answer, which comes only after the batch it ran in was
+    /// committed (or failed).
+    pub(crate) async fn submit<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (job, rx) = job(f);
+        self.queue
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("the store is closing"))?
+            .send(job)
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?;
+        rx.await
+            .map_err(|_| StoreError::unavailable("the store's writer thread has stopped"))?
+    }
+}
+
+impl Drop for WriterThread {
+    fn drop(&mut self) {
+        self.queue.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// The next batch: waits for one job, then takes what else is queued, up to `max`. `None`

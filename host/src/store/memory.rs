@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::model::{Clock, Scope, SystemClock, TaskId};
+use crate::model::{Clock, Scope, SystemClock, Task, TaskId};
 
 use super::engine::{self, Ctx, Head, Index, Record, Txn, View};
 use super::{StoreError, StoreResult};
@@ -46,6 +46,10 @@ impl View for Tables {
             .take(limit)
             .map(|(_, id)| *id)
             .collect())
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        Ok(self.records.get(id).map(|r| r.task.clone()))
     }
 
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {

@@ -19,6 +19,7 @@ mod error;
 mod embedded;
 mod fault;
 mod group_commit;
+mod layer;
 mod memory;
 mod observed;
 mod postgres;
@@ -36,11 +37,13 @@ use serde_json::{Map, Value};
 pub(crate) use engine::fill_random;
 pub use error::StoreError;
 pub use fault::{Faults, FaultyDevice};
+pub use layer::{Layer, Layered};
 pub use memory::MemoryStore;
-pub use observed::{Changed, ObservedStore};
+pub use observed::{Announcer, Changed, ObservedStore};
 pub use postgres::{
     ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
-    drop_schema as drop_postgres_schema, migrate as migrate_postgres,
+    drop_schema as drop_postgres_schema, drop_schema_blocking as drop_postgres_schema_blocking,
+    migrate as migrate_postgres,
 };
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};

@@ -30,6 +30,53 @@ pub(crate) struct Row {
     pub(crate) body: Vec<u8>,
 }
 
+/// The claim as its five nullable columns: generation, token, epoch, expiry, owner.
+pub(crate) type ClaimColumns<'a> = (
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+    Option<&'a str>,
+);
+
+impl Row {
+    /// The claim's columns, each `NULL` when the task is unclaimed.
+    pub(crate) fn claim_columns(&self) -> ClaimColumns<'_> {
+        let c = self.claim.as_ref();
+        (
+            c.map(|c| c.generation),
+            c.map(|c| c.token),
+            c.map(|c| c.epoch),
+            c.map(|c| c.expires_at),
+            c.map(|c| c.owner.as_str()),
+        )
+    }
+}
+
+/// Every column of a task row but the work, as references in the order both adapters'
+/// INSERT and UPDATE statements number their parameters (INSERT adds the work last).
+/// `$id` is the id as bytes and `$claim` what [`Row::claim_columns`] returned; the caller's
+/// array type gives the driver's parameter type.
+macro_rules! task_columns {
+    ($id:expr, $row:expr, $claim:expr) => {
+        [
+            &$id,
+            &$row.scope,
+            &$row.status,
+            &$row.live,
+            &$row.due_at,
+            &$row.expires_at,
+            &$claim.0,
+            &$claim.1,
+            &$claim.2,
+            &$claim.3,
+            &$claim.4,
+            &$row.body,
+        ]
+    };
+}
+pub(crate) use task_columns;
+
 /// The claim columns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClaimCols {

@@ -23,7 +23,9 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::model::{EventId, EventKind, Principal, Scope, TaskEvent, TaskId, TaskStatus, Work};
-use crate::store::{Action, Authority, ClaimRequest, Lease, NewTask, Store, StoreError};
+use crate::store::{
+    Action, Authority, ClaimRequest, Layer, Layered, Lease, NewTask, Store, StoreError,
+};
 
 /// The shape of one run.
 #[derive(Debug, Clone)]
@@ -729,7 +731,6 @@ struct StoreLog {
 
 /// Passes every call through and writes down retries and claims.
 struct Recorder {
-    inner: Arc<dyn Store>,
     log: Arc<Mutex<StoreLog>>,
 }
 
@@ -742,34 +743,15 @@ impl Recorder {
 }
 
 #[async_trait::async_trait]
-impl Store for Recorder {
-    async fn now(&self) -> crate::store::StoreResult<crate::model::Timestamp> {
-        self.inner.now().await
-    }
-    async fn check_writable(&self, within: std::time::Duration) -> crate::store::StoreResult<()> {
-        self.inner.check_writable(within).await
-    }
-    async fn create(&self, new: NewTask) -> crate::store::StoreResult<crate::model::Task> {
-        self.inner.create(new).await
-    }
-    async fn authorize(
-        &self,
-        p: &Principal,
-        a: Action,
-        id: &str,
-    ) -> crate::store::StoreResult<crate::store::Access> {
-        self.inner.authorize(p, a, id).await
-    }
-    async fn get(&self, a: &crate::store::Access) -> crate::store::StoreResult<crate::model::Task> {
-        self.inner.get(a).await
-    }
+impl Layer for Recorder {
     async fn transition(
         &self,
+        inner: &dyn Store,
         by: Authority<'_>,
         event: TaskEvent,
         expected: Option<u64>,
     ) -> crate::store::StoreResult<crate::store::Committed> {
-        let c = self.inner.transition(by, event, expected).await?;
+        let c = inner.transition(by, event, expected).await?;
         if let crate::store::Effect::RetryScheduled { retry_at, .. } = c.effect {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.retry_at
@@ -779,48 +761,28 @@ impl Store for Recorder {
         }
         Ok(c)
     }
+
     async fn claim(
         &self,
+        inner: &dyn Store,
         id: &TaskId,
         r: &ClaimRequest,
     ) -> crate::store::StoreResult<crate::store::Claimed> {
-        let c = self.inner.claim(id, r).await?;
+        let c = inner.claim(id, r).await?;
         self.claimed(&c);
         Ok(c)
     }
+
     async fn claim_next(
         &self,
+        inner: &dyn Store,
         r: &ClaimRequest,
     ) -> crate::store::StoreResult<Option<crate::store::Claimed>> {
-        let c = self.inner.claim_next(r).await?;
+        let c = inner.claim_next(r).await?;
         if let Some(c) = &c {
             self.claimed(c);
         }
         Ok(c)
-    }
-    async fn renew(&self, l: &Lease, ms: u64) -> crate::store::StoreResult<Lease> {
-        self.inner.renew(l, ms).await
-    }
-    async fn release(&self, l: &Lease) -> crate::store::StoreResult<()> {
-        self.inner.release(l).await
-    }
-    async fn worker_snapshot(
-        &self,
-        l: &Lease,
-    ) -> crate::store::StoreResult<(crate::model::Task, Work)> {
-        self.inner.worker_snapshot(l).await
-    }
-    async fn reap(&self, limit: usize) -> crate::store::StoreResult<Vec<crate::store::Reaped>> {
-        self.inner.reap(limit).await
-    }
-    async fn inspect(
-        &self,
-        id: &TaskId,
-    ) -> crate::store::StoreResult<Option<(crate::model::Task, Work)>> {
-        self.inner.inspect(id).await
-    }
-    async fn server_key(&self) -> crate::store::StoreResult<[u8; 32]> {
-        self.inner.server_key().await
     }
 }
 
@@ -907,10 +869,8 @@ pub async fn runner_batches(
         catalog = catalog.with_component(&c)?;
     }
     let log: Arc<Mutex<StoreLog>> = Arc::default();
-    let recorder: Arc<dyn Store> = Arc::new(Recorder {
-        inner: store.clone(),
-        log: log.clone(),
-    });
+    let recorder: Arc<dyn Store> =
+        Arc::new(Layered::over(store.clone(), Recorder { log: log.clone() }));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let runner = Runner::start(
         recorder.clone(),

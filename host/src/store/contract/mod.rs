@@ -51,6 +51,51 @@ pub trait Backend: Send {
     async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store>;
 }
 
+/// A durable adapter kept in one file in a temporary directory: every open, after the
+/// first, reopens the same file, so a test can check what a reopen keeps.
+#[cfg(test)]
+pub(crate) struct FileBackend {
+    dir: tempfile::TempDir,
+    file: &'static str,
+    open: OpenFile,
+}
+
+/// Opens a file store at a path on a clock.
+#[cfg(test)]
+pub(crate) type OpenFile =
+    fn(&std::path::Path, Arc<dyn crate::model::Clock>) -> Result<Arc<dyn Store>, StoreError>;
+
+#[cfg(test)]
+impl FileBackend {
+    /// A backend whose store lives in `file` inside a new temporary directory, opened with
+    /// `open` (on the blocking pool: opening a file does I/O and may wait for a lock).
+    pub(crate) fn new(file: &'static str, open: OpenFile) -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("temp dir"),
+            file,
+            open,
+        }
+    }
+}
+
+#[cfg(test)]
+#[async_trait::async_trait]
+impl Backend for FileBackend {
+    fn durable(&self) -> bool {
+        true
+    }
+
+    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
+        let path = self.dir.path().join(self.file);
+        let clock = Arc::new(clock.clone());
+        let open = self.open;
+        tokio::task::spawn_blocking(move || open(&path, clock))
+            .await
+            .expect("open task panicked")
+            .unwrap_or_else(|e| panic!("open the store at {}: {e}", self.file))
+    }
+}
+
 const T0: u64 = 1_700_000_000_000;
 const LEASE: u64 = 30_000;
 

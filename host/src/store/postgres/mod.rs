@@ -35,7 +35,7 @@ use super::{
 };
 
 pub use notify::{ChangeKind, RemoteChange, RemoteChanges};
-pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, migrate};
+pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
 use staged::{Admission, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of};
 
 /// How to reach the database and who this node is.

@@ -43,6 +43,21 @@ pub async fn drop_schema(options: &PgOptions) -> StoreResult<()> {
     dropped
 }
 
+/// [`drop_schema`] from synchronous code, also inside an async runtime (a test fixture's
+/// `Drop`): runs on a thread of its own, with a runtime of its own, and waits for it.
+pub fn drop_schema_blocking(options: &PgOptions) -> StoreResult<()> {
+    let options = options.clone();
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::unavailable(format!("cannot start a runtime: {e}")))?
+            .block_on(drop_schema(&options))
+    })
+    .join()
+    .unwrap_or_else(|_| Err(StoreError::unavailable("dropping the schema panicked")))
+}
+
 async fn migrate_on(client: &mut Client, schema: &str) -> StoreResult<Vec<i64>> {
     let tx = client.transaction().await.map_err(pg_error)?;
     // One migrator per schema at a time; the lock ends with the transaction.

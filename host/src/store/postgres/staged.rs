@@ -169,9 +169,9 @@ pub(super) enum Change {
 pub(super) const INSERT_TASK: &str = "INSERT INTO tasks (id, scope, status, live, due_at, \
      expires_at, claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, \
      body, work) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
-pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET status = $2, live = $3, due_at = $4, \
-     expires_at = $5, claim_generation = $6, claim_token = $7, claim_epoch = $8, \
-     claim_expires_at = $9, claim_owner = $10, body = $11 WHERE id = $1";
+pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, live = $4, \
+     due_at = $5, expires_at = $6, claim_generation = $7, claim_token = $8, claim_epoch = $9, \
+     claim_expires_at = $10, claim_owner = $11, body = $12 WHERE id = $1";
 pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
 pub(super) const BUMP_LIVE: &str = "INSERT INTO live (scope, shard, n) VALUES ($1, $2, $3) \
      ON CONFLICT (scope, shard) DO UPDATE SET n = live.n + EXCLUDED.n RETURNING n";
@@ -210,31 +210,14 @@ impl Change {
     pub(super) async fn apply(&self, client: &Object, st: &Writes) -> StoreResult<()> {
         match self {
             Change::Put { row, work } => {
-                let c = row.claim.as_ref();
-                let generation = c.map(|c| c.generation);
-                let token = c.map(|c| c.token);
-                let epoch = c.map(|c| c.epoch);
-                let expires = c.map(|c| c.expires_at);
-                let owner = c.map(|c| c.owner.as_str());
                 let id = row.id.as_slice();
+                let claim = row.claim_columns();
+                let columns: [&(dyn ToSql + Sync); 12] = sql::task_columns!(id, row, claim);
                 match work {
                     Some(work) => {
-                        let params: [&(dyn ToSql + Sync); 13] = [
-                            &id,
-                            &row.scope,
-                            &row.status,
-                            &row.live,
-                            &row.due_at,
-                            &row.expires_at,
-                            &generation,
-                            &token,
-                            &epoch,
-                            &expires,
-                            &owner,
-                            &row.body,
-                            work,
-                        ];
-                        client.execute(&st.insert, &params).await.map_err(|e| {
+                        let mut with_work = columns.to_vec();
+                        with_work.push(work);
+                        client.execute(&st.insert, &with_work).await.map_err(|e| {
                             if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
                             {
                                 StoreError::AlreadyExists
@@ -244,21 +227,8 @@ impl Change {
                         })?;
                     }
                     None => {
-                        let params: [&(dyn ToSql + Sync); 11] = [
-                            &id,
-                            &row.status,
-                            &row.live,
-                            &row.due_at,
-                            &row.expires_at,
-                            &generation,
-                            &token,
-                            &epoch,
-                            &expires,
-                            &owner,
-                            &row.body,
-                        ];
                         let n = client
-                            .execute(&st.update, &params)
+                            .execute(&st.update, &columns)
                             .await
                             .map_err(pg_error)?;
                         if n != 1 {

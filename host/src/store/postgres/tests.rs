@@ -43,27 +43,12 @@ pub(crate) mod support {
         format!("snodo_test_{:016x}", crate::store::engine::random_u64())
     }
 
-    /// Drops `schema` (on a thread of its own: called from `Drop`).
+    /// Drops `schema` (called from `Drop`, so failures are ignored: the schema name is
+    /// unique and a leftover harms nothing).
     pub(crate) fn drop_schema(schema: &str) {
-        let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-        let url = url();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                let Ok((client, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await
-                else {
-                    return;
-                };
-                let driver = tokio::spawn(conn);
-                let _ = client.batch_execute(&sql).await;
-                drop(client);
-                let _ = driver.await;
-            });
-        })
-        .join();
+        let mut options = crate::store::PgOptions::new(url(), "cleanup");
+        options.schema = schema.to_owned();
+        let _ = crate::store::drop_postgres_schema_blocking(&options);
     }
 }
 

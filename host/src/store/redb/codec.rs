@@ -37,8 +37,16 @@ pub(super) struct RecordOut<'a> {
 
 #[derive(Deserialize)]
 pub(super) struct RecordIn {
+    v: u32,
     task: Task,
     work: Work,
+}
+
+/// A record read for its task alone: the work is skipped over, never built.
+#[derive(Deserialize)]
+pub(super) struct TaskIn {
+    v: u32,
+    task: Task,
 }
 
 #[derive(Deserialize)]
@@ -55,26 +63,44 @@ pub(super) fn encode(record: &Record) -> StoreResult<Vec<u8>> {
     .map_err(|e| StoreError::invalid(format!("the task cannot be encoded: {e}")))
 }
 
-pub(super) fn decode(bytes: &[u8]) -> StoreResult<Record> {
+/// Decodes a record in one pass. Only a record that fails to decode, or decodes with
+/// another layout version, is read a second time, for the version alone: a record of a
+/// later layout must be refused as such, not as damage.
+fn decode_as<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    version: impl Fn(&T) -> u32,
+) -> StoreResult<T> {
+    let failed = match serde_json::from_slice::<T>(bytes) {
+        Ok(r) if version(&r) == RECORD_VERSION => return Ok(r),
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
     match serde_json::from_slice::<VersionProbe>(bytes) {
-        Ok(p) if p.v == RECORD_VERSION => {}
-        Ok(p) => {
-            return Err(StoreError::IncompatibleSchema(
-                format!(
-                    "a task record has layout version {}; this build reads version {RECORD_VERSION}",
-                    p.v
-                )
-                .into(),
-            ));
-        }
-        Err(e) => return Err(StoreError::corrupt(format!("unreadable task record: {e}"))),
+        Ok(p) if p.v != RECORD_VERSION => Err(StoreError::IncompatibleSchema(
+            format!(
+                "a task record has layout version {}; this build reads version {RECORD_VERSION}",
+                p.v
+            )
+            .into(),
+        )),
+        _ => Err(StoreError::corrupt(match failed {
+            Some(e) => format!("unreadable task record: {e}"),
+            None => "unreadable task record".to_owned(),
+        })),
     }
-    let r: RecordIn = serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::corrupt(format!("unreadable task record: {e}")))?;
+}
+
+pub(super) fn decode(bytes: &[u8]) -> StoreResult<Record> {
+    let r: RecordIn = decode_as(bytes, |r: &RecordIn| r.v)?;
     Ok(Record {
         task: r.task,
         work: r.work,
     })
+}
+
+/// The task of an encoded record, without building its work.
+pub(super) fn decode_task(bytes: &[u8]) -> StoreResult<Task> {
+    Ok(decode_as(bytes, |r: &TaskIn| r.v)?.task)
 }
 
 pub(super) fn index_key(key: u64, id: &TaskId) -> [u8; 24] {

@@ -13,14 +13,14 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::mpsc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
+use super::embedded::FileBoot;
 use super::engine::{self, Ctx, Head, Txn, View};
-use super::group_commit::{self, WriteJob};
+use super::group_commit::WriterThread;
 use super::{StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
@@ -49,38 +49,15 @@ const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets"
 /// Only one process may open a file at a time; opening it advances the file's boot epoch,
 /// which releases every claim the previous process held, so its tasks are due again at once.
 pub struct RedbStore {
+    /// Declared first: dropping it finishes the queued writes and joins the thread, which
+    /// holds the other handle to the database.
+    writer: WriterThread,
     db: Arc<Database>,
-    /// `None` only while dropping.
-    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
-    writer_thread: Option<std::thread::JoinHandle<()>>,
-    clock: Arc<dyn Clock>,
-    epoch: u64,
-    issuer: u64,
-    path: PathBuf,
-    fenced: usize,
+    boot: FileBoot,
     key: [u8; 32],
 }
 
-impl Drop for RedbStore {
-    /// Closing the queue lets the writer finish every write already queued (their callers
-    /// are still owed an answer); joining it means the file is closed when drop returns, so
-    /// the same process can reopen it at once.
-    fn drop(&mut self) {
-        self.writer.take();
-        if let Some(t) = self.writer_thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl std::fmt::Debug for RedbStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedbStore")
-            .field("path", &self.path)
-            .field("epoch", &self.epoch)
-            .finish_non_exhaustive()
-    }
-}
+file_store_accessors!(RedbStore);
 
 /// Opens every data table in `txn` (a read or a write transaction: the same names, their
 /// own table types).
@@ -253,26 +230,22 @@ impl RedbStore {
             }
         };
         let db = Arc::new(db);
-        let (tx, rx) = mpsc::channel();
         let writer = Writer {
             db: db.clone(),
             clock: clock.clone(),
             epoch,
             issuer,
         };
-        let writer_thread = std::thread::Builder::new()
-            .name("snodo-redb-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
+            writer: WriterThread::spawn("snodo-redb-writer", move |rx| writer.run(rx))?,
             db,
-            writer: Some(tx),
-            writer_thread: Some(writer_thread),
-            clock,
-            epoch,
-            issuer,
-            path,
-            fenced,
+            boot: FileBoot {
+                path,
+                clock,
+                epoch,
+                issuer,
+                fenced,
+            },
             key,
         })
     }
@@ -377,22 +350,6 @@ impl RedbStore {
         Ok((epoch, fenced, key))
     }
 
-    /// The file this store lives in.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// This process's boot epoch (1 for a new file).
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// How many claims of earlier processes were released when this one opened the file:
-    /// the tasks that will be recovered.
-    pub fn fenced_claims(&self) -> usize {
-        self.fenced
-    }
-
     /// Reads one task from the file at `path` without opening it as a store: no boot epoch
     /// is advanced and no claim is touched, so an operator can look at a store a stopped or
     /// crashed server left (a running server holds the file's lock: ask it instead).
@@ -448,45 +405,35 @@ impl RedbStore {
         db.check_integrity().map_err(backend)
     }
 
-    fn ctx(&self) -> Ctx {
-        Ctx {
-            now: self.clock.now(),
-            epoch: self.epoch,
-            issuer: self.issuer,
-        }
-    }
-
     async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        group_commit::submit(self.writer.as_ref(), f).await
+        self.writer.submit(f).await
     }
 
+    /// Runs `f` over a read snapshot on the calling task. A read is a point lookup or a
+    /// bounded index walk over pages redb's cache (or the OS page cache) almost always
+    /// holds, so it costs microseconds: handing it to the blocking pool would cost more in
+    /// thread hand-offs than the read itself. Reads never wait for the writer (MVCC).
     async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let db = self.db.clone();
         let ctx = self.ctx();
-        tokio::task::spawn_blocking(move || {
-            let txn = db.begin_read().map_err(backend)?;
+        catch_unwind(AssertUnwindSafe(|| {
+            let txn = self.db.begin_read().map_err(backend)?;
             let tables = open_tables!(txn);
             f(&tables, &ctx)
+        }))
+        .unwrap_or_else(|_| {
+            // Reads run only redb and our decoder; a panic there means a damaged page.
+            Err(StoreError::corrupt(
+                "reading the store failed a consistency check; the file is likely damaged",
+            ))
         })
-        .await
-        .map_err(|e| {
-            if e.is_panic() {
-                // Reads run only redb and our decoder; a panic there means a damaged page.
-                StoreError::corrupt(
-                    "reading the store failed a consistency check; the file is likely damaged",
-                )
-            } else {
-                StoreError::unavailable(format!("a store read was abandoned: {e}"))
-            }
-        })?
     }
 }
 

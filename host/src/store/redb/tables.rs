@@ -7,7 +7,9 @@ use crate::model::{Scope, Task, TaskId};
 
 use super::super::StoreResult;
 use super::super::engine::{Head, Index, Record, Txn, View};
-use super::codec::{decode, decode_head, encode, encode_head, id_of_index_key, index_key};
+use super::codec::{
+    decode, decode_head, decode_task, encode, encode_head, id_of_index_key, index_key,
+};
 use super::*;
 
 /// The data tables, opened in one transaction.
@@ -50,6 +52,13 @@ where
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
         match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
             Some(v) => decode(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode_task(v.value()).map(Some),
             None => Ok(None),
         }
     }

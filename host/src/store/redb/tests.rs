@@ -2,34 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::model::ManualClock;
-use crate::store::contract::Backend;
-use crate::store::{RedbStore, Store};
+use crate::store::RedbStore;
+use crate::store::contract::FileBackend;
 
-struct Redb {
-    dir: tempfile::TempDir,
-}
-
-#[async_trait::async_trait]
-impl Backend for Redb {
-    fn durable(&self) -> bool {
-        true
-    }
-
-    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
-        let path = self.dir.path().join("tasks.redb");
-        let clock = Arc::new(clock.clone());
-        let store = tokio::task::spawn_blocking(move || RedbStore::open_with_clock(&path, clock))
-            .await
-            .expect("open task panicked")
-            .expect("open the redb store");
-        Arc::new(store)
-    }
-}
-
-crate::store_contract_suite!(|| Redb {
-    dir: tempfile::tempdir().expect("temp dir"),
-});
+crate::store_contract_suite!(|| FileBackend::new("tasks.redb", |path, clock| {
+    Ok(Arc::new(RedbStore::open_with_clock(path, clock)?))
+}));
 
 mod file {
     use std::io::{Seek, SeekFrom, Write};

@@ -21,7 +21,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -39,7 +38,8 @@ mod rows;
 mod tests;
 mod writer;
 
-use super::group_commit::{self, WriteJob};
+use super::embedded::FileBoot;
+use super::group_commit::WriterThread;
 use rows::{Rows, backend, code_of};
 use writer::Writer;
 
@@ -89,41 +89,18 @@ const TABLES: [&str; 3] = ["live", "meta", "tasks"];
 /// Only one process may open a file at a time; opening it advances the file's boot epoch,
 /// which releases every claim the previous process held, so its tasks are due again at once.
 pub struct SqliteStore {
-    /// `None` only while dropping.
-    writer: Option<mpsc::Sender<Box<dyn WriteJob>>>,
-    writer_thread: Option<std::thread::JoinHandle<()>>,
+    /// Declared first: dropping it finishes the queued writes and joins the thread, which
+    /// owns the write connection.
+    writer: WriterThread,
     readers: Arc<Readers>,
-    clock: Arc<dyn Clock>,
-    epoch: u64,
-    issuer: u64,
-    path: PathBuf,
-    fenced: usize,
+    boot: FileBoot,
     key: [u8; 32],
     /// Holds the exclusive lock on `<path>.lock`; declared last, so it is released only
     /// after every connection above is closed.
     _lock: std::fs::File,
 }
 
-impl Drop for SqliteStore {
-    /// Closing the queue lets the writer finish every write already queued (their callers
-    /// are still owed an answer); joining it means the write connection is closed when drop
-    /// returns, so the same process can reopen the file at once.
-    fn drop(&mut self) {
-        self.writer.take();
-        if let Some(t) = self.writer_thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl std::fmt::Debug for SqliteStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteStore")
-            .field("path", &self.path)
-            .field("epoch", &self.epoch)
-            .finish_non_exhaustive()
-    }
-}
+file_store_accessors!(SqliteStore);
 
 /// The connections reads run on: at most [`READERS`] at once, each taken from `idle` (or
 /// opened, if one was lost) for one read transaction and put back after.
@@ -481,26 +458,22 @@ impl SqliteStore {
         }
         let readers = Arc::new(Readers::open(&path).map_err(&in_file)?);
         drop(in_file);
-        let (tx, rx) = mpsc::channel();
         let writer = Writer {
             conn,
             clock: clock.clone(),
             epoch,
             issuer,
         };
-        let writer_thread = std::thread::Builder::new()
-            .name("snodo-sqlite-writer".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| StoreError::unavailable(format!("cannot start the writer thread: {e}")))?;
         Ok(Self {
-            writer: Some(tx),
-            writer_thread: Some(writer_thread),
+            writer: WriterThread::spawn("snodo-sqlite-writer", move |rx| writer.run(rx))?,
             readers,
-            clock,
-            epoch,
-            issuer,
-            path,
-            fenced,
+            boot: FileBoot {
+                path,
+                clock,
+                epoch,
+                issuer,
+                fenced,
+            },
             key,
             _lock: lock,
         })
@@ -544,22 +517,6 @@ impl SqliteStore {
         Ok((epoch, fenced, key))
     }
 
-    /// The file this store lives in.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// This process's boot epoch (1 for a new file).
-    pub fn epoch(&self) -> u64 {
-        self.epoch
-    }
-
-    /// How many claims of earlier processes were released when this one opened the file:
-    /// the tasks that will be recovered.
-    pub fn fenced_claims(&self) -> usize {
-        self.fenced
-    }
-
     /// Reads one task from the file at `path` without opening it as a store: no boot epoch
     /// is advanced, no claim is touched and the lock is not taken, so an operator can look
     /// at a store a stopped or crashed server left (or a running one's last commits).
@@ -580,20 +537,12 @@ impl SqliteStore {
         }
     }
 
-    fn ctx(&self) -> Ctx {
-        Ctx {
-            now: self.clock.now(),
-            epoch: self.epoch,
-            issuer: self.issuer,
-        }
-    }
-
     async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        group_commit::submit(self.writer.as_ref(), f).await
+        self.writer.submit(f).await
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>

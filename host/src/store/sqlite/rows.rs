@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, ToSql, params};
 
 use crate::model::{Scope, Task, TaskId};
 
@@ -162,46 +162,19 @@ impl View for Rows<'_> {
 impl Txn for Rows<'_> {
     fn put(&mut self, record: &Record) -> StoreResult<()> {
         let row = sql::row_of(&record.task)?;
-        let c = row.claim.as_ref();
         let id = row.id.as_slice();
+        let claim = row.claim_columns();
+        let columns: [&dyn ToSql; 12] = sql::task_columns!(id, row, claim);
         if self.created.remove(&record.task.id) {
             // Work never changes after creation: it is written here, once.
             let work = sql::encode_work(&record.work)?;
+            let mut with_work = columns.to_vec();
+            with_work.push(&work);
             let mut stmt = self.conn.prepare_cached(INSERT).map_err(backend)?;
-            stmt.execute(params![
-                id,
-                row.scope,
-                row.status,
-                row.live,
-                row.due_at,
-                row.expires_at,
-                c.map(|c| c.generation),
-                c.map(|c| c.token),
-                c.map(|c| c.epoch),
-                c.map(|c| c.expires_at),
-                c.map(|c| c.owner.as_str()),
-                row.body,
-                work,
-            ])
-            .map_err(backend)?;
+            stmt.execute(&*with_work).map_err(backend)?;
         } else {
             let mut stmt = self.conn.prepare_cached(UPDATE).map_err(backend)?;
-            let changed = stmt
-                .execute(params![
-                    id,
-                    row.scope,
-                    row.status,
-                    row.live,
-                    row.due_at,
-                    row.expires_at,
-                    c.map(|c| c.generation),
-                    c.map(|c| c.token),
-                    c.map(|c| c.epoch),
-                    c.map(|c| c.expires_at),
-                    c.map(|c| c.owner.as_str()),
-                    row.body,
-                ])
-                .map_err(backend)?;
+            let changed = stmt.execute(&columns[..]).map_err(backend)?;
             if changed != 1 {
                 return Err(StoreError::corrupt(format!(
                     "task {} was saved as a stored task but has no row",

@@ -2,34 +2,12 @@
 
 use std::sync::Arc;
 
-use crate::model::ManualClock;
-use crate::store::contract::Backend;
-use crate::store::{SqliteStore, Store};
+use crate::store::SqliteStore;
+use crate::store::contract::FileBackend;
 
-struct Sqlite {
-    dir: tempfile::TempDir,
-}
-
-#[async_trait::async_trait]
-impl Backend for Sqlite {
-    fn durable(&self) -> bool {
-        true
-    }
-
-    async fn open(&mut self, clock: &ManualClock) -> Arc<dyn Store> {
-        let path = self.dir.path().join("tasks.sqlite");
-        let clock = Arc::new(clock.clone());
-        let store = tokio::task::spawn_blocking(move || SqliteStore::open_with_clock(&path, clock))
-            .await
-            .expect("open task panicked")
-            .expect("open the sqlite store");
-        Arc::new(store)
-    }
-}
-
-crate::store_contract_suite!(|| Sqlite {
-    dir: tempfile::tempdir().expect("temp dir"),
-});
+crate::store_contract_suite!(|| FileBackend::new("tasks.sqlite", |path, clock| {
+    Ok(Arc::new(SqliteStore::open_with_clock(path, clock)?))
+}));
 
 mod file {
     use std::path::Path;

@@ -1,0 +1,166 @@
+//! Layers: a store wrapped to watch or change a few of its operations, every other one
+//! passed through untouched.
+//!
+//! A decorator over [`Store`] writes only what it changes: it implements [`Layer`],
+//! overriding the hooks it needs (each defaults to passing the call on), and
+//! [`Layered`] forwards the rest. The change feed ([`ObservedStore`](super::ObservedStore)),
+//! the stress recorder and the tests' misbehaving stores are layers.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::model::{Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+
+use super::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
+    StoreResult,
+};
+
+/// What a layer may watch or change. Each hook receives the wrapped store; the defaults
+/// pass the call on, so a layer overrides only what it is about.
+#[async_trait]
+pub trait Layer: Send + Sync + 'static {
+    /// [`Store::now`].
+    async fn now(&self, inner: &dyn Store) -> StoreResult<Timestamp> {
+        inner.now().await
+    }
+
+    /// [`Store::create`].
+    async fn create(&self, inner: &dyn Store, new: NewTask) -> StoreResult<Task> {
+        inner.create(new).await
+    }
+
+    /// [`Store::transition`].
+    async fn transition(
+        &self,
+        inner: &dyn Store,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> StoreResult<Committed> {
+        inner.transition(by, event, expected_revision).await
+    }
+
+    /// [`Store::claim`].
+    async fn claim(
+        &self,
+        inner: &dyn Store,
+        task_id: &TaskId,
+        request: &ClaimRequest,
+    ) -> StoreResult<Claimed> {
+        inner.claim(task_id, request).await
+    }
+
+    /// [`Store::claim_next`].
+    async fn claim_next(
+        &self,
+        inner: &dyn Store,
+        request: &ClaimRequest,
+    ) -> StoreResult<Option<Claimed>> {
+        inner.claim_next(request).await
+    }
+}
+
+/// A store seen through a [`Layer`]: the layer's hooks for what it watches, the wrapped
+/// store for everything else.
+pub struct Layered<L> {
+    inner: Arc<dyn Store>,
+    layer: L,
+}
+
+impl<L: Layer> Layered<L> {
+    /// `inner` seen through `layer`.
+    pub fn over(inner: Arc<dyn Store>, layer: L) -> Self {
+        Self { inner, layer }
+    }
+
+    /// The layer.
+    pub fn layer(&self) -> &L {
+        &self.layer
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &Arc<dyn Store> {
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<L: Layer> Store for Layered<L> {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.layer.now(&*self.inner).await
+    }
+
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
+        self.inner.check_writable(within).await
+    }
+
+    async fn create(&self, new: NewTask) -> StoreResult<Task> {
+        self.layer.create(&*self.inner, new).await
+    }
+
+    async fn authorize(
+        &self,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> StoreResult<Access> {
+        self.inner.authorize(principal, action, task_id).await
+    }
+
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, Task)> {
+        self.inner.authorize_read(principal, task_id).await
+    }
+
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        self.inner.get(access).await
+    }
+
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> StoreResult<Committed> {
+        self.layer
+            .transition(&*self.inner, by, event, expected_revision)
+            .await
+    }
+
+    async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
+        self.layer.claim(&*self.inner, task_id, request).await
+    }
+
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+        self.layer.claim_next(&*self.inner, request).await
+    }
+
+    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
+        self.inner.renew(lease, lease_ms).await
+    }
+
+    async fn release(&self, lease: &Lease) -> StoreResult<()> {
+        self.inner.release(lease).await
+    }
+
+    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
+        self.inner.worker_snapshot(lease).await
+    }
+
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
+        self.inner.reap(limit).await
+    }
+
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        self.inner.inspect(task_id).await
+    }
+
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        self.inner.server_key().await
+    }
+}
