@@ -194,6 +194,78 @@ fn result_text(t: &Task) -> String {
     }
 }
 
+fn store_ops(rec: &Recorder, op: &str) -> usize {
+    rec.events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| matches!(e, RunnerEvent::StoreOp { op: o, ok: true, .. } if *o == op))
+        .count()
+}
+
+fn new_task(tool: &str, args: Value) -> NewTask {
+    let id = TaskId::generate();
+    NewTask::new(id, Scope::new("acme"), tool_call_work(&id, tool, args))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slot_is_free() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(
+        store.clone(),
+        registry().await,
+        RunnerOptions {
+            max_concurrent: 1,
+            max_running_per_tenant: 1,
+            ..opts(false)
+        },
+        rec.clone(),
+    );
+    // The one slot is free: the creation claims and starts the task.
+    let held = runner
+        .create(new_task("slow_compute", json!({"seconds": 60})))
+        .await
+        .expect("create");
+    assert_eq!(held.claim.as_ref().map(|c| c.generation), Some(1));
+    assert_eq!(held.attempt, 1, "started in the creation commit");
+    rec.started("the held task started").await;
+    assert_eq!(store_ops(&rec, "create_claimed"), 1);
+    assert_eq!(store_ops(&rec, "claim"), 0, "no claim of its own");
+
+    // No slot: created unclaimed and queued; it runs when the slot frees.
+    let queued = runner
+        .create(new_task("flaky", json!({"succeed_on_attempt": 1})))
+        .await
+        .expect("create");
+    assert!(queued.claim.is_none());
+    assert_eq!(queued.attempt, 0);
+    assert_eq!(task(&*store, &queued.id).await.status, TaskStatus::Working);
+    let access = store
+        .authorize(
+            &Principal::new("acme", "u"),
+            Action::Cancel,
+            &held.id.to_string(),
+        )
+        .await
+        .expect("authorize");
+    store
+        .transition(
+            Authority::Request(&access),
+            TaskEvent::random(snodo::model::EventKind::Cancelled {
+                status_message: None,
+            }),
+            None,
+        )
+        .await
+        .expect("cancel");
+    runner.cancel(&held.id);
+    let done = await_task(&*store, &rec, &queued.id, |t| t.status.is_terminal()).await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert_eq!(store_ops(&rec, "claim"), 1, "the queued task's own claim");
+    runner.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_task_runs_and_completes() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());

@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::budget::{Rate, Refusal, Slots, TenantLimits};
-use crate::model::{Principal, Scope, TaskId};
+use crate::model::{Principal, TaskId};
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use crate::runner::{Catalog, CatalogTool, Runner};
 use crate::store::{ObservedStore, Store};
@@ -110,13 +110,6 @@ pub struct McpServer {
 /// What the request path hands to the runner once the store has committed a change.
 /// Every hand-off goes through [`McpServer::tell_runner`], after the commit, never before.
 pub(crate) enum Handoff {
-    /// A task was created: start it (beside the request, which never waits for a slot).
-    Created {
-        /// The task.
-        task: TaskId,
-        /// Its tenant, for the runner's fair share.
-        scope: Scope,
-    },
     /// Answers were accepted; `complete` when none is outstanding any more.
     InputAccepted {
         /// The task.
@@ -186,13 +179,6 @@ impl McpServer {
     /// Tells the runner about a committed change, and counts it.
     pub(crate) async fn tell_runner(&self, handoff: Handoff) {
         match handoff {
-            Handoff::Created { task, scope } => {
-                self.metrics.task_created();
-                let runner = self.runner.clone();
-                tokio::spawn(async move {
-                    let _ = runner.submit_in(&task, &scope).await;
-                });
-            }
             Handoff::InputAccepted { task, complete } => {
                 self.runner.input_accepted(&task, complete).await;
             }

@@ -17,7 +17,7 @@ use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, Tas
 /// Progress reports queued between a guest and its SSE stream; more are dropped.
 const PROGRESS_QUEUE: usize = 64;
 
-use super::{Handoff, McpServer, Reply, SyncIo, state, wire};
+use super::{McpServer, Reply, SyncIo, state, wire};
 
 fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();
@@ -174,7 +174,8 @@ impl McpServer {
             // The capability set only: never the request's _meta.
             new.client_capabilities = caps;
             new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
-            let task = match self.store.create(new).await {
+            // Created and, with a free execution slot, claimed and started in one commit.
+            let task = match self.runner.create(new).await {
                 Ok(t) => t,
                 Err(StoreError::LiveLimit { max }) => {
                     return Err(self.refuse(&Refusal {
@@ -190,12 +191,7 @@ impl McpServer {
                     ));
                 }
             };
-            // Durable before the reply; the run starts beside it, never blocking it.
-            self.tell_runner(Handoff::Created {
-                task: task_id,
-                scope: task.scope.clone(),
-            })
-            .await;
+            self.metrics.task_created();
             return Ok(Reply::result(id, wire::create_task_result(&task)));
         }
 

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::{Slot, Slots};
-use crate::model::{Scope, TaskId};
-use crate::store::{ClaimRequest, Claimed, Lease, Store, StoreError};
+use crate::model::{Scope, Task, TaskId};
+use crate::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError};
 use crate::wasm::CancelToken;
 
 pub use catalog::{
@@ -276,9 +276,55 @@ impl Runner {
         submit_inner(&self.inner, task, None).await
     }
 
-    /// [`Runner::submit`] for a task whose scope the caller knows (saves a read).
-    pub async fn submit_in(&self, task: &TaskId, scope: &Scope) -> Result<Submitted, StoreError> {
-        submit_inner(&self.inner, task, Some(scope)).await
+    /// Creates `new` and runs it. With an execution slot free for its tenant, the task is
+    /// created, claimed and started in one commit (a commit fewer than creating and then
+    /// submitting) and its attempt begins at once; otherwise it is created unclaimed and
+    /// queued here, like a submit that found no slot. Returns the committed task.
+    ///
+    /// Once the store acknowledged the creation the attempt starts even if the caller's
+    /// future is dropped: a task claimed here with no attempt would wait out its lease.
+    pub async fn create(&self, new: NewTask) -> Result<Task, StoreError> {
+        let inner = &self.inner;
+        let scope = new.scope.clone();
+        let slot = match inner.running.try_acquire(scope.as_str()) {
+            Ok(slot) if !inner.stopping.is_cancelled() => slot,
+            _ => {
+                let task = inner.store.create(new).await?;
+                if !inner.stopping.is_cancelled() {
+                    inner
+                        .queue
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(scope, task.id);
+                }
+                return Ok(task);
+            }
+        };
+        let inner = inner.clone();
+        let started = self.inner.tasks.spawn(async move {
+            let req = start_request(&inner);
+            match timed(
+                &inner,
+                "create_claimed",
+                inner.store.create_claimed(new, &req),
+            )
+            .await
+            {
+                Ok(claimed) => {
+                    let task = claimed.task.clone();
+                    spawn_attempt(inner, claimed, slot).await;
+                    Ok(task)
+                }
+                Err(e) => {
+                    drop(slot);
+                    slot_freed(&inner);
+                    Err(e)
+                }
+            }
+        });
+        started
+            .await
+            .map_err(|e| StoreError::unavailable(format!("the task creation was abandoned: {e}")))?
     }
 
     /// Tells the runner that the store committed a cancellation of `task`: the attempt's
@@ -410,12 +456,7 @@ pub(crate) async fn submit_inner(
             return Ok(Submitted::Queued);
         }
     };
-    let mut req = ClaimRequest::new(
-        inner.opts.lease.as_millis() as u64,
-        inner.opts.owner.clone(),
-    );
-    // The slot is held: the attempt runs at once, so the claim's commit starts it too.
-    req.start = true;
+    let req = start_request(inner);
     let claimed = match timed(inner, "claim", inner.store.claim(task, &req)).await {
         Ok(c) => c,
         Err(e) => {
@@ -433,6 +474,17 @@ pub(crate) async fn submit_inner(
     };
     spawn_attempt(inner.clone(), claimed, slot).await;
     Ok(Submitted::Started)
+}
+
+/// The claim request of an attempt that runs at once: a slot is held, so the claim's
+/// commit starts the attempt too.
+fn start_request(inner: &Inner) -> ClaimRequest {
+    let mut req = ClaimRequest::new(
+        inner.opts.lease.as_millis() as u64,
+        inner.opts.owner.clone(),
+    );
+    req.start = true;
+    req
 }
 
 /// Flips the token, aborts the attempt's future (dropping its guest) and waits for it. Its

@@ -34,6 +34,18 @@ macro_rules! embedded_store {
                     .await
             }
 
+            async fn create_claimed(
+                &self,
+                new: $crate::store::NewTask,
+                request: &$crate::store::ClaimRequest,
+            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
+                let request = request.clone();
+                self.write(move |txn, ctx| {
+                    $crate::store::engine::create_claimed(txn, ctx, new, &request)
+                })
+                .await
+            }
+
             async fn authorize(
                 &self,
                 principal: &$crate::model::Principal,

@@ -644,6 +644,18 @@ fn take_claim(
     })
 }
 
+/// [`create`] then [`claim`] of the new task, in the caller's one write.
+pub(crate) fn create_claimed(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    new: NewTask,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    check_claim_request(req)?;
+    let task = create(txn, ctx, new)?;
+    claim(txn, ctx, &task.id, req)
+}
+
 pub(crate) fn claim(
     txn: &mut dyn Txn,
     ctx: &Ctx,

@@ -31,6 +31,16 @@ pub trait Layer: Send + Sync + 'static {
         inner.create(new).await
     }
 
+    /// [`Store::create_claimed`].
+    async fn create_claimed(
+        &self,
+        inner: &dyn Store,
+        new: NewTask,
+        request: &ClaimRequest,
+    ) -> StoreResult<Claimed> {
+        inner.create_claimed(new, request).await
+    }
+
     /// [`Store::transition`].
     async fn transition(
         &self,
@@ -98,6 +108,10 @@ impl<L: Layer> Store for Layered<L> {
 
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
         self.layer.create(&*self.inner, new).await
+    }
+
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        self.layer.create_claimed(&*self.inner, new, request).await
     }
 
     async fn authorize(

@@ -109,6 +109,21 @@ pub trait Store: Send + Sync + 'static {
     /// an attack, never a normal outcome).
     async fn create(&self, new: NewTask) -> StoreResult<Task>;
 
+    /// [`Store::create`] and [`Store::claim`] of the new task in one atomic write: what a
+    /// node with a free execution slot does with a task it creates, one commit instead of
+    /// two. The claim is the task's first (generation 1); with `request.start` the first
+    /// attempt is started in the same commit.
+    ///
+    /// Errors: those of `create`, and [`StoreError::Invalid`] for a bad claim request;
+    /// either way nothing is written. The default runs the two operations one after the
+    /// other (a crash between them leaves an unclaimed task, which recovery claims);
+    /// every adapter here overrides it with one write.
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        engine::check_claim_request(request)?;
+        let task = self.create(new).await?;
+        self.claim(&task.id, request).await
+    }
+
     /// Checks that `principal` may perform `action` on the task named by `task_id` (the
     /// wire form) and returns an access value bound to that task and that action only.
     ///

@@ -9,7 +9,9 @@ use tokio::sync::broadcast;
 
 use crate::model::{Task, TaskEvent, TaskId};
 
-use super::{Authority, Committed, Layer, Layered, NewTask, Store, StoreResult};
+use super::{
+    Authority, ClaimRequest, Claimed, Committed, Layer, Layered, NewTask, Store, StoreResult,
+};
 
 /// What changed, as announced to subscribers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +70,17 @@ impl Layer for Announcer {
         let t = inner.create(new).await?;
         self.announce(t.id);
         Ok(t)
+    }
+
+    async fn create_claimed(
+        &self,
+        inner: &dyn Store,
+        new: NewTask,
+        request: &ClaimRequest,
+    ) -> StoreResult<Claimed> {
+        let c = inner.create_claimed(new, request).await?;
+        self.announce(c.task.id);
+        Ok(c)
     }
 
     async fn transition(

@@ -773,6 +773,17 @@ impl Layer for Recorder {
         Ok(c)
     }
 
+    async fn create_claimed(
+        &self,
+        inner: &dyn Store,
+        new: NewTask,
+        r: &ClaimRequest,
+    ) -> crate::store::StoreResult<crate::store::Claimed> {
+        let c = inner.create_claimed(new, r).await?;
+        self.claimed(&c);
+        Ok(c)
+    }
+
     async fn claim_next(
         &self,
         inner: &dyn Store,

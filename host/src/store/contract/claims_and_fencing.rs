@@ -144,4 +144,59 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
         .expect("claim");
     assert!(!plain.started);
     assert_eq!(plain.task.attempt, 0);
+
+    // A task may be created already claimed (and started), in one commit.
+    let new = new_task("acme");
+    let id = new.id;
+    let c = store
+        .create_claimed(new.clone(), &req)
+        .await
+        .expect("create claimed");
+    assert_eq!(c.task.id, id);
+    assert_eq!(c.lease.generation(), 1);
+    assert!(c.started);
+    assert_eq!((c.task.attempt, c.task.revision), (1, 1));
+    assert_eq!(c.task.created_at, c.task.last_updated_at);
+    assert_eq!(c.work.kind, "snodo/tool-call");
+    assert_eq!(
+        store.claim(&id, &cr()).await.err(),
+        Some(StoreError::Busy {
+            until: c.lease.expires_at()
+        })
+    );
+    let stored = read(&*store, "acme", &id).await;
+    assert_eq!(stored.claim.map(|c| c.generation), Some(1));
+    assert_eq!(stored.status, TaskStatus::Working);
+    // Refused whole: a taken id, a bad claim request, a full scope.
+    assert_eq!(
+        store.create_claimed(new, &req).await.err(),
+        Some(StoreError::AlreadyExists)
+    );
+    let bad = new_task("acme");
+    let bad_id = bad.id;
+    assert!(matches!(
+        store.create_claimed(bad, &ClaimRequest::new(0, "x")).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(store.inspect(&bad_id).await.expect("inspect").is_none());
+    let mut first = new_task("capped");
+    first.max_live_in_scope = Some(1);
+    store
+        .create_claimed(first, &req)
+        .await
+        .expect("under the cap");
+    let mut over = new_task("capped");
+    over.max_live_in_scope = Some(1);
+    let over_id = over.id;
+    assert_eq!(
+        store.create_claimed(over, &req).await.err(),
+        Some(StoreError::LiveLimit { max: 1 })
+    );
+    assert!(store.inspect(&over_id).await.expect("inspect").is_none());
+    // The lease commits like any other.
+    let done = store
+        .transition(Authority::Worker(&c.lease), ev(completed("done")), None)
+        .await
+        .expect("the creating claim commits");
+    assert_eq!(done.task.status, TaskStatus::Completed);
 }

@@ -138,6 +138,31 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
+    /// Creates `new` through `f` (creation alone, or creation and claim), admitting it
+    /// against the scope's live cap: on the fast sharded count first, and exactly when
+    /// that count is close to the cap. The creation is announced after the commit.
+    async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>
+    where
+        F: Fn(&mut Staged, &Ctx, NewTask) -> StoreResult<T>,
+    {
+        let id = new.id;
+        let scope = new.scope.as_str().to_owned();
+        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
+        let again = new.clone();
+        let out = match self
+            .write_admitted(Fetch::New(id), admit, false, |txn, ctx| f(txn, ctx, new))
+            .await
+        {
+            Err(e) if e == NEEDS_EXACT => {
+                self.write_admitted(Fetch::New(id), admit, true, |txn, ctx| f(txn, ctx, again))
+                    .await?
+            }
+            other => other?,
+        };
+        self.notifier.announce(id, ChangeKind::Created);
+        Ok(out)
+    }
+
     /// Connects, applies migrations when `options.migrate` (else refuses an out-of-date
     /// schema), releases the claims this node's previous life held, and starts listening
     /// for other nodes' changes.
@@ -662,25 +687,16 @@ impl Store for PgStore {
     }
 
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
-        let scope = new.scope.as_str().to_owned();
-        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
-        let again = new.clone();
-        let task = match self
-            .write_admitted(Fetch::New(new.id), admit, false, |txn, ctx| {
-                engine::create(txn, ctx, new)
-            })
+        self.create_with(new, |txn, ctx, new| engine::create(txn, ctx, new))
             .await
-        {
-            Err(e) if e == NEEDS_EXACT => {
-                self.write_admitted(Fetch::New(again.id), admit, true, |txn, ctx| {
-                    engine::create(txn, ctx, again)
-                })
-                .await?
-            }
-            other => other?,
-        };
-        self.notifier.announce(task.id, ChangeKind::Created);
-        Ok(task)
+    }
+
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        engine::check_claim_request(request)?;
+        self.create_with(new, |txn, ctx, new| {
+            engine::create_claimed(txn, ctx, new, request)
+        })
+        .await
     }
 
     async fn authorize(
