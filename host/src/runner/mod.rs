@@ -300,31 +300,29 @@ impl Runner {
                 return Ok(task);
             }
         };
+        // The commit and the start run apart from the caller; the caller waits only for
+        // the commit's answer.
+        let (tx, rx) = tokio::sync::oneshot::channel();
         let inner = inner.clone();
-        let started = self.inner.tasks.spawn(async move {
+        self.inner.tasks.spawn(async move {
             let req = start_request(&inner);
-            match timed(
-                &inner,
-                "create_claimed",
-                inner.store.create_claimed(new, &req),
-            )
-            .await
-            {
+            match timed(&inner, "create_claimed", inner.store.create_claimed(new, &req)).await {
                 Ok(claimed) => {
-                    let task = claimed.task.clone();
+                    let _ = tx.send(Ok(claimed.task.clone()));
+                    // Lets the woken caller send its reply before the attempt is spawned
+                    // (a task spawned here would otherwise run ahead of it on this worker).
+                    tokio::task::yield_now().await;
                     spawn_attempt(inner, claimed, slot).await;
-                    Ok(task)
                 }
                 Err(e) => {
                     drop(slot);
                     slot_freed(&inner);
-                    Err(e)
+                    let _ = tx.send(Err(e));
                 }
             }
         });
-        started
-            .await
-            .map_err(|e| StoreError::unavailable(format!("the task creation was abandoned: {e}")))?
+        rx.await
+            .map_err(|_| StoreError::unavailable("the task creation was abandoned"))?
     }
 
     /// Tells the runner that the store committed a cancellation of `task`: the attempt's
