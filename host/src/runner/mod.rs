@@ -306,7 +306,13 @@ impl Runner {
         let inner = inner.clone();
         self.inner.tasks.spawn(async move {
             let req = start_request(&inner);
-            match timed(&inner, "create_claimed", inner.store.create_claimed(new, &req)).await {
+            match timed(
+                &inner,
+                "create_claimed",
+                inner.store.create_claimed(new, &req),
+            )
+            .await
+            {
                 Ok(claimed) => {
                     let _ = tx.send(Ok(claimed.task.clone()));
                     // Lets the woken caller send its reply before the attempt is spawned

@@ -25,7 +25,7 @@ use super::{StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
 /// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
-pub const REDB_SCHEMA_VERSION: u64 = 2;
+pub const REDB_SCHEMA_VERSION: u64 = 3;
 /// The record layout version this build writes.
 const RECORD_VERSION: u32 = 1;
 /// The most operations one group commit applies.
@@ -271,27 +271,31 @@ impl RedbStore {
                     ));
                 }
                 Some(v) if v < REDB_SCHEMA_VERSION => {
-                    // Version 1 had no live-task counts and no heads: build both from the
-                    // stored tasks once.
-                    let tasks = txn.open_table(TASKS).map_err(backend)?;
-                    let mut heads = txn.open_table(HEADS).map_err(backend)?;
-                    let mut live: std::collections::HashMap<String, u64> = Default::default();
-                    for entry in tasks.iter().map_err(backend)? {
-                        let (k, v) = entry.map_err(backend)?;
-                        let rec = decode(v.value())?;
-                        if !rec.task.status.is_terminal() {
-                            *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
+                    if v < 2 {
+                        // Version 1 had no live-task counts and no heads: build both from the
+                        // stored tasks once.
+                        let tasks = txn.open_table(TASKS).map_err(backend)?;
+                        let mut heads = txn.open_table(HEADS).map_err(backend)?;
+                        let mut live: std::collections::HashMap<String, u64> = Default::default();
+                        for entry in tasks.iter().map_err(backend)? {
+                            let (k, v) = entry.map_err(backend)?;
+                            let rec = decode(v.value())?;
+                            if !rec.task.status.is_terminal() {
+                                *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
+                            }
+                            heads
+                                .insert(k.value(), encode_head(&Head::of(&rec.task)).as_slice())
+                                .map_err(backend)?;
                         }
-                        heads
-                            .insert(k.value(), encode_head(&Head::of(&rec.task)).as_slice())
-                            .map_err(backend)?;
+                        drop((tasks, heads));
+                        let mut counts = txn.open_table(LIVE).map_err(backend)?;
+                        for (scope, n) in &live {
+                            counts.insert(scope.as_str(), *n).map_err(backend)?;
+                        }
+                        drop(counts);
                     }
-                    drop((tasks, heads));
-                    let mut counts = txn.open_table(LIVE).map_err(backend)?;
-                    for (scope, n) in &live {
-                        counts.insert(scope.as_str(), *n).map_err(backend)?;
-                    }
-                    drop(counts);
+                    // Version 2 wrote JSON records; version 3 writes compressed ones and
+                    // reads both, so its upgrade converts nothing.
                     meta.insert("schema_version", REDB_SCHEMA_VERSION)
                         .map_err(backend)?;
                 }
