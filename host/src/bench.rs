@@ -422,6 +422,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             Arc::new(snodo::runner::NoInstrumentation),
         );
         let before = resident_bytes();
+        let heap = crate::heap::counting();
         for i in 0..n {
             let id = TaskId::generate();
             let mut new = NewTask::new(
@@ -455,6 +456,8 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         let after = resident_bytes();
+        let heap_per = heap.live() as f64 / n as f64;
+        drop(heap);
         let per = after.saturating_sub(before) as f64 / n as f64;
         let label = if live {
             format!("live suspended guests, {} store", opts.store)
@@ -469,6 +472,11 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         figures.push(RunnerFigure {
             what: format!("{n} {label}: per task"),
             value: per / 1024.0,
+            unit: "KiB",
+        });
+        figures.push(RunnerFigure {
+            what: format!("{n} {label}: heap bytes per task"),
+            value: heap_per / 1024.0,
             unit: "KiB",
         });
         runner.shutdown().await;

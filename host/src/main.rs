@@ -5,11 +5,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// mimalloc instead of the system allocator: a request allocates and frees many small
-/// objects across two threads, and glibc's malloc spent about a tenth of the server's CPU
-/// on them under load (measured with `perf` on the sync `tools/call` path).
+mod heap;
+
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: heap::Heap = heap::Heap;
 
 // The measurements behind `snodo bench`: part of the command, not of the library's API.
 mod bench;

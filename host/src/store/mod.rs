@@ -23,6 +23,7 @@ mod layer;
 mod memory;
 mod observed;
 mod postgres;
+mod record;
 mod redb;
 mod sql;
 mod sqlite;

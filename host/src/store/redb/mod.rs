@@ -26,8 +26,6 @@ use super::{StoreError, StoreResult};
 /// The file layout version this build writes. A file with a higher version is refused; a
 /// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
 pub const REDB_SCHEMA_VERSION: u64 = 3;
-/// The record layout version this build writes.
-const RECORD_VERSION: u32 = 1;
 /// The most operations one group commit applies.
 const MAX_BATCH: usize = 512;
 
@@ -82,6 +80,7 @@ mod tables;
 mod tests;
 mod writer;
 
+use super::record::decode;
 use codec::*;
 use tables::*;
 use writer::*;

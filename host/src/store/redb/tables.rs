@@ -7,9 +7,8 @@ use crate::model::{Scope, Task, TaskId};
 
 use super::super::StoreResult;
 use super::super::engine::{Head, Index, Record, Txn, View};
-use super::codec::{
-    decode, decode_head, decode_task, encode, encode_head, id_of_index_key, index_key,
-};
+use super::super::record::{decode, decode_task, encode};
+use super::codec::{decode_head, encode_head, id_of_index_key, index_key};
 use super::*;
 
 /// The data tables, opened in one transaction.

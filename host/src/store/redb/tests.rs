@@ -177,8 +177,8 @@ mod file {
     async fn a_record_written_as_plain_json_by_schema_2_still_reads() {
         let dir = tempfile::tempdir().expect("tmp");
         let (store, id) = planted(&dir, |b| {
-            let record = super::super::codec::decode(b).expect("decode");
-            super::super::codec::encode_json(&record)
+            let record = crate::store::record::decode(b).expect("decode");
+            crate::store::record::encode_json(&record)
         })
         .await;
         let (task, work) = store.inspect(&id).await.expect("read").expect("present");

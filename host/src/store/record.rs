@@ -1,0 +1,199 @@
+//! The bytes of a stored task record, for the stores that keep records as bytes (redb on
+//! disk, the memory store in memory): the task and its work as versioned JSON, compressed
+//! with zstd and a fixed dictionary.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Task, Work};
+
+use super::engine::Record;
+use super::{StoreError, StoreResult};
+
+/// The record layout version this build writes.
+pub(crate) const RECORD_VERSION: u32 = 1;
+
+#[derive(Serialize)]
+pub(crate) struct RecordOut<'a> {
+    v: u32,
+    task: &'a Task,
+    work: &'a Work,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RecordIn {
+    v: u32,
+    task: Task,
+    work: Work,
+}
+
+/// A record read for its task alone: the work is skipped over, never built.
+#[derive(Deserialize)]
+pub(crate) struct TaskIn {
+    v: u32,
+    task: Task,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct VersionProbe {
+    v: u32,
+}
+
+/// The first byte of a compressed record: zstd over the record's JSON, with
+/// [`DICTIONARY_1`]. A JSON record (as schema 2 wrote them) starts with `{`.
+const ZSTD_DICT_1: u8 = 1;
+
+/// The zstd level records are written with: the fastest levels already take a small record
+/// to about a fifth of its JSON with the dictionary; higher ones gain little on records
+/// this small.
+const ZSTD_LEVEL: i32 = 3;
+
+/// A compressed record's JSON is at most this long; a longer length in a record is damage.
+const MAX_RECORD_JSON: usize = 64 << 20;
+
+/// A raw-content zstd dictionary: the keys and common values of a record, so a small
+/// record compresses to the bytes that differ from it (about 200 bytes for a completed
+/// tool call whose JSON is about 950). Records written with it can only be read with
+/// exactly these bytes: a different dictionary needs a new first byte.
+const DICTIONARY_1: &[u8] = br#"{"v":1,"task":{"id":"","scope":"default","status":"completed","statusMessage":"","createdAt":17,"lastUpdatedAt":17,"ttlMs":86400000,"pollIntervalMs":1000,"revision":2,"attempt":1,"retryCount":0,"retryAt":17,"inputs":{},"outcome":{"result":{"content":[{"text":"","type":"text"}],"isError":false},"structuredContent":{}},"generation":1,"recoveries":0,"claim":{"generation":1,"token":0,"epoch":1,"expiresAt":17,"owner":""},"clientCapabilities":{"elicitation":{"form":{}},"extensions":{"io.modelcontextprotocol/tasks":{}}},"events":[{"id":"g1-started","revision":1,"digest":1,"generation":1},{"id":"e-","revision":2,"digest":1,"generation":1}]},"work":{"schemaVersion":1,"type":"snodo/tool-call","input":{"arguments":{},"tool":""},"idempotencyKey":"","retryPolicy":{"version":1,"delaysMs":[]},"limits":{},"principal":{"tenant":"default","subject":"anonymous"},"componentDigest":"sha256:"}}"#;
+
+thread_local! {
+    // One context per thread (the writer, and each thread reads run on): loading the
+    // dictionary once, not per record.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn zstd_error(what: &str, e: std::io::Error) -> StoreError {
+    StoreError::corrupt(format!("{what}: {e}"))
+}
+
+/// `json` as a compressed record: the first byte, the JSON's length (4 bytes, little
+/// endian), the zstd frame.
+fn compress(json: &[u8]) -> StoreResult<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let c = match &mut *cell {
+            Some(c) => c,
+            none => none.insert(
+                zstd::bulk::Compressor::with_dictionary(ZSTD_LEVEL, DICTIONARY_1)
+                    .map_err(|e| zstd_error("cannot start the record compressor", e))?,
+            ),
+        };
+        let frame = c
+            .compress(json)
+            .map_err(|e| zstd_error("cannot compress a record", e))?;
+        let len = u32::try_from(json.len())
+            .map_err(|_| StoreError::invalid("a task record is larger than 4 GiB"))?;
+        let mut out = Vec::with_capacity(5 + frame.len());
+        out.push(ZSTD_DICT_1);
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&frame);
+        Ok(out)
+    })
+}
+
+/// The JSON of a stored record, whichever way it was written.
+fn json_of(bytes: &[u8]) -> StoreResult<std::borrow::Cow<'_, [u8]>> {
+    match bytes.split_first() {
+        Some((b'{', _)) => Ok(std::borrow::Cow::Borrowed(bytes)),
+        Some((&ZSTD_DICT_1, rest)) => {
+            let (len, frame) = rest
+                .split_first_chunk::<4>()
+                .ok_or_else(|| StoreError::corrupt("a compressed task record is truncated"))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            if len > MAX_RECORD_JSON {
+                return Err(StoreError::corrupt(format!(
+                    "a compressed task record claims {len} bytes"
+                )));
+            }
+            DECOMPRESSOR.with(|cell| {
+                let mut cell = cell.borrow_mut();
+                let d = match &mut *cell {
+                    Some(d) => d,
+                    none => none.insert(
+                        zstd::bulk::Decompressor::with_dictionary(DICTIONARY_1)
+                            .map_err(|e| zstd_error("cannot start the record decompressor", e))?,
+                    ),
+                };
+                let json = d
+                    .decompress(frame, len)
+                    .map_err(|e| zstd_error("unreadable compressed task record", e))?;
+                if json.len() != len {
+                    return Err(StoreError::corrupt(
+                        "a compressed task record's length does not match its contents",
+                    ));
+                }
+                Ok(std::borrow::Cow::Owned(json))
+            })
+        }
+        Some((other, _)) => Err(StoreError::corrupt(format!(
+            "a task record starts with byte {other:#04x}, which no layout uses"
+        ))),
+        None => Err(StoreError::corrupt("an empty task record")),
+    }
+}
+
+pub(crate) fn encode(record: &Record) -> StoreResult<Vec<u8>> {
+    let json = serde_json::to_vec(&RecordOut {
+        v: RECORD_VERSION,
+        task: &record.task,
+        work: &record.work,
+    })
+    .map_err(|e| StoreError::invalid(format!("the task cannot be encoded: {e}")))?;
+    compress(&json)
+}
+
+/// A record as schema 2 wrote it: the JSON alone (to test reading old files).
+#[cfg(test)]
+pub(crate) fn encode_json(record: &Record) -> Vec<u8> {
+    serde_json::to_vec(&RecordOut {
+        v: RECORD_VERSION,
+        task: &record.task,
+        work: &record.work,
+    })
+    .expect("encode")
+}
+
+/// Decodes a record in one pass. Only a record that fails to decode, or decodes with
+/// another layout version, is read a second time, for the version alone: a record of a
+/// later layout must be refused as such, not as damage.
+fn decode_as<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    version: impl Fn(&T) -> u32,
+) -> StoreResult<T> {
+    let json = json_of(bytes)?;
+    let bytes = json.as_ref();
+    let failed = match serde_json::from_slice::<T>(bytes) {
+        Ok(r) if version(&r) == RECORD_VERSION => return Ok(r),
+        Ok(_) => None,
+        Err(e) => Some(e),
+    };
+    match serde_json::from_slice::<VersionProbe>(bytes) {
+        Ok(p) if p.v != RECORD_VERSION => Err(StoreError::IncompatibleSchema(
+            format!(
+                "a task record has layout version {}; this build reads version {RECORD_VERSION}",
+                p.v
+            )
+            .into(),
+        )),
+        _ => Err(StoreError::corrupt(match failed {
+            Some(e) => format!("unreadable task record: {e}"),
+            None => "unreadable task record".to_owned(),
+        })),
+    }
+}
+
+pub(crate) fn decode(bytes: &[u8]) -> StoreResult<Record> {
+    let r: RecordIn = decode_as(bytes, |r: &RecordIn| r.v)?;
+    Ok(Record {
+        task: r.task,
+        work: r.work,
+    })
+}
+
+/// The task of an encoded record, without building its work.
+pub(crate) fn decode_task(bytes: &[u8]) -> StoreResult<Task> {
+    Ok(decode_as(bytes, |r: &TaskIn| r.v)?.task)
+}
