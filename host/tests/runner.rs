@@ -194,6 +194,28 @@ fn result_text(t: &Task) -> String {
     }
 }
 
+/// Commits a client's cancellation of `id` (tenant `acme`).
+async fn cancel_in_store(store: &dyn Store, id: &TaskId) {
+    let access = store
+        .authorize(
+            &Principal::new("acme", "u"),
+            Action::Cancel,
+            &id.to_string(),
+        )
+        .await
+        .expect("authorize");
+    store
+        .transition(
+            Authority::Request(&access),
+            TaskEvent::random(snodo::model::EventKind::Cancelled {
+                status_message: None,
+            }),
+            None,
+        )
+        .await
+        .expect("cancel");
+}
+
 fn store_ops(rec: &Recorder, op: &str) -> usize {
     rec.events
         .lock()
@@ -241,24 +263,7 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
     assert!(queued.claim.is_none());
     assert_eq!(queued.attempt, 0);
     assert_eq!(task(&*store, &queued.id).await.status, TaskStatus::Working);
-    let access = store
-        .authorize(
-            &Principal::new("acme", "u"),
-            Action::Cancel,
-            &held.id.to_string(),
-        )
-        .await
-        .expect("authorize");
-    store
-        .transition(
-            Authority::Request(&access),
-            TaskEvent::random(snodo::model::EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await
-        .expect("cancel");
+    cancel_in_store(&*store, &held.id).await;
     runner.cancel(&held.id);
     let done = await_task(&*store, &rec, &queued.id, |t| t.status.is_terminal()).await;
     assert_eq!(done.status, TaskStatus::Completed);
@@ -439,21 +444,7 @@ async fn cancellation_stops_a_guest_that_ignores_its_token() {
                 .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == id))
         })
         .await;
-        let access = store
-            .authorize(
-                &Principal::new("acme", "u"),
-                Action::Cancel,
-                &id.to_string(),
-            )
-            .await
-            .expect("authorize");
-        let kind = snodo::model::EventKind::Cancelled {
-            status_message: None,
-        };
-        store
-            .transition(Authority::Request(&access), TaskEvent::random(kind), None)
-            .await
-            .expect("cancel");
+        cancel_in_store(&*store, &id).await;
         let asked = std::time::Instant::now();
         runner.cancel(&id);
         rec.until("job stopped", |e| {
@@ -778,24 +769,7 @@ async fn every_started_job_stops_exactly_once() {
     .await;
     // A start the store refuses (the task was cancelled) is no job at all.
     let cancelled = hold(None).await;
-    let access = store
-        .authorize(
-            &Principal::new("acme", "u"),
-            Action::Cancel,
-            &cancelled.to_string(),
-        )
-        .await
-        .expect("access");
-    store
-        .transition(
-            Authority::Request(&access),
-            TaskEvent::random(snodo::model::EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await
-        .expect("cancel");
+    cancel_in_store(&*store, &cancelled).await;
     // Released at shutdown.
     let released = hold(None).await;
     runner.submit(&released).await.expect("submit");
