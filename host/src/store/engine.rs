@@ -557,14 +557,14 @@ pub(crate) fn transition(
     })
 }
 
+/// Makes `t` terminal. Its status message becomes the terminal event's own (or none): a
+/// message set while it ran ("waiting for your answer…") described a state that is over.
 fn finish(t: &mut Task, status: TaskStatus, outcome: Option<Outcome>, message: Option<String>) {
     t.status = status;
     t.outcome = outcome;
     t.claim = None;
     t.retry_at = None;
-    if message.is_some() {
-        t.status_message = message;
-    }
+    t.status_message = message;
 }
 
 fn input_reply(task: &Task, key: &str) -> InputReply {

@@ -186,7 +186,9 @@ pub trait Store: Send + Sync + 'static {
     ///   `retry_at = commit time + delays_ms[retry_count]`, increments `retry_count` and
     ///   releases the claim, in one commit; with none left, fails the task with the
     ///   event's error in that same commit.
-    /// - `completed` / `failed` / `cancelled`: terminal; the claim is released.
+    /// - `completed` / `failed` / `cancelled`: terminal; the claim is released, and the
+    ///   status message becomes the event's own (none for `completed`, the error's message
+    ///   for a `failed` without one): what was said while the task ran is over.
     async fn transition(
         &self,
         by: Authority<'_>,

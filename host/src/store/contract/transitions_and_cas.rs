@@ -83,6 +83,10 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
         c.task.claim.is_none(),
         "completion releases the claim in the same commit"
     );
+    assert_eq!(
+        c.task.status_message, None,
+        "the running task's last message (\"half way\") is not the finished task's"
+    );
     assert_eq!(read(&*store, "acme", &id).await, c.task);
 
     // Invalid events are refused before anything is looked at.
