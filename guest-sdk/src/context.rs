@@ -479,7 +479,10 @@ impl Context {
         host::progress(progress, total, message);
     }
 
-    /// Writes a line to the host's logs.
+    /// Writes a line to the host's logs, at once and at this level, marked as guest output
+    /// with the tool and the task (on synchronous calls too). The host keeps at most 1,000
+    /// lines per execution. Clients do not see it: for them, use [`Context::set_status`] or
+    /// [`Context::progress`].
     ///
     /// ```
     /// # fn f(cx: &snodo_guest::Context) {

@@ -584,6 +584,56 @@ async fn a_trap_reply_carries_no_host_detail_and_guest_logs_are_marked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guest_log_lines_reach_the_operator_at_their_level_on_sync_calls_and_tasks() {
+    let server = spawn_serve(
+        &[
+            "--store",
+            "memory",
+            "--component",
+            snodo_test_guests::FIXTURES,
+            "--component",
+            snodo_test_guests::HOSTILE,
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let guest_line = |v: &Value| {
+        v["target"] == "snodo::guest"
+            && v["fields"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("test_logging_tool ran"))
+    };
+    let (status, reply) = post_mcp(
+        server.addr,
+        &tool_call("test_logging_tool", json!({}), false),
+    )
+    .await;
+    assert_eq!(status, 200, "{reply}");
+    let line = await_log(&server, "the sync call's guest line", guest_line);
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert_eq!(line["fields"]["guest"], true, "{line}");
+    assert_eq!(line["fields"]["tool"], "test_logging_tool", "{line}");
+    assert_eq!(line["fields"]["task"], "-", "{line}");
+
+    // A task's guest writes to stderr: a warning, marked with the task and its attempt.
+    let (status, reply) = post_mcp(server.addr, &tool_call("trap", json!({}), true)).await;
+    assert_eq!(status, 200, "{reply}");
+    let task = reply["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task: {reply}"))
+        .to_owned();
+    let line = await_log(&server, "the task's guest line", |v| {
+        v["target"] == "snodo::guest"
+            && v["fields"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("traps on purpose"))
+    });
+    assert_eq!(line["level"], "WARN", "{line}");
+    assert_eq!(line["fields"]["stream"], "stderr", "{line}");
+    assert_eq!(line["fields"]["task"], task.as_str(), "{line}");
+    assert_eq!(line["fields"]["attempt"], 1, "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn inspect_reads_a_store_a_killed_server_left() {
     let dir = tempfile::tempdir().expect("tmp");
     let data = dir.path().join("data");

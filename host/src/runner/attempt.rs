@@ -229,11 +229,6 @@ pub(super) async fn run(
         instantiate: report.instantiate,
         run: report.run,
     });
-    // Guest text is untrusted: its own target and field mark it, and Debug formatting
-    // escapes control characters so it cannot forge log lines or drive a terminal.
-    for line in &report.logs {
-        tracing::debug!(target: "snodo::guest", guest = true, task = %task_id, generation, level = line.level, text = ?line.message, "guest output");
-    }
     let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
 
     let outcome = match report.outcome {

@@ -14,7 +14,7 @@ use crate::model::ExecutionLimits;
 
 use super::bindings::{Executor, ExecutorPre, types};
 use super::exec::{self, Call, Env, Returned};
-use super::host::HostState;
+use super::host::{HostState, Origin};
 use super::io::NoInput;
 use super::{
     AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
@@ -125,6 +125,7 @@ impl ComponentLoader {
             ))
         })?;
         let env = Env {
+            origin: Origin::default(),
             limits: ExecutionLimits {
                 deadline_ms: Some(5_000),
                 ..ExecutionLimits::default()
@@ -291,6 +292,11 @@ impl Component {
 
     fn env(exec: &Execution) -> Env {
         Env {
+            origin: Origin {
+                tool: exec.tool.clone(),
+                task: exec.task_id.clone(),
+                attempt: exec.attempt,
+            },
             limits: exec.limits,
             io: exec.io.clone(),
             cancel: exec.cancel.clone(),
@@ -367,6 +373,10 @@ impl Component {
         arguments: &Value,
     ) -> Result<TaskMode, AttemptError> {
         let env = Env {
+            origin: Origin {
+                tool: tool.to_owned(),
+                ..Origin::default()
+            },
             limits: ExecutionLimits {
                 deadline_ms: Some(1_000),
                 ..ExecutionLimits::default()

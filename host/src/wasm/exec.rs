@@ -11,7 +11,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use crate::model::ExecutionLimits;
 
 use super::bindings::{ExecutorPre, types};
-use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine};
+use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine, Origin};
 use super::{AttemptError, CancelToken, ExecutionIo, GuestOutcome, HostStop, Limit, WasmEngine};
 
 /// Running time an execution gets when its work names no deadline: five minutes.
@@ -118,6 +118,7 @@ pub(crate) enum Returned {
 
 /// The environment of one call.
 pub(crate) struct Env {
+    pub(crate) origin: Origin,
     pub(crate) limits: ExecutionLimits,
     pub(crate) io: Arc<dyn ExecutionIo>,
     pub(crate) cancel: CancelToken,
@@ -258,7 +259,10 @@ pub(crate) async fn run(
         },
         io: env.io,
         cancel: env.cancel.clone(),
-        logs: LogBuffer::default(),
+        logs: LogBuffer {
+            origin: env.origin,
+            ..LogBuffer::default()
+        },
         stop: None,
     };
     let mut store = Store::new(&engine.engine, state);

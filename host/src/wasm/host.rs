@@ -35,12 +35,27 @@ pub struct LogLine {
     pub message: String,
 }
 
-/// What a guest logged, bounded: past the limits lines are counted, not kept.
+/// Who a guest's log lines come from, as the operator's log names them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Origin {
+    /// The tool (empty for `describe`).
+    pub(crate) tool: String,
+    /// The task, when the execution runs one.
+    pub(crate) task: Option<String>,
+    /// The task's attempt (0 outside a task).
+    pub(crate) attempt: u32,
+}
+
+/// What a guest logged, bounded: past the limits lines are counted, not kept. Every kept
+/// line also goes to the operator's log the moment it is kept (target `snodo::guest`,
+/// field `guest = true`, at the level the guest gave), so a long task's lines are seen as
+/// it runs and a synchronous call's are seen at all.
 #[derive(Debug, Default)]
 pub(crate) struct LogBuffer {
     pub(crate) lines: Vec<LogLine>,
     pub(crate) bytes: usize,
     pub(crate) dropped: usize,
+    pub(crate) origin: Origin,
 }
 
 const MAX_LOG_LINES: usize = 1_000;
@@ -53,7 +68,35 @@ impl LogBuffer {
             return;
         }
         self.bytes += message.len();
+        emit(&self.origin, level, &message);
         self.lines.push(LogLine { level, message });
+    }
+}
+
+/// One guest line into the operator's log. Guest text is untrusted: its own target and
+/// field mark it, and Debug formatting escapes control characters so it cannot forge log
+/// lines or drive a terminal. `notice` and stdout are info; stderr is a warning.
+fn emit(origin: &Origin, level: &'static str, text: &str) {
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                target: "snodo::guest",
+                $level,
+                guest = true,
+                tool = %origin.tool,
+                task = origin.task.as_deref().unwrap_or("-"),
+                attempt = origin.attempt,
+                stream = level,
+                text = ?text,
+                "guest output"
+            )
+        };
+    }
+    match level {
+        "debug" => line!(tracing::Level::DEBUG),
+        "warning" | "stderr" => line!(tracing::Level::WARN),
+        "error" => line!(tracing::Level::ERROR),
+        _ => line!(tracing::Level::INFO),
     }
 }
 
