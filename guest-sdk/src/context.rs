@@ -457,7 +457,10 @@ impl Context {
         Ok(Elicited::from_json(&answer))
     }
 
-    /// Sets the task's status message (ignored for synchronous calls).
+    /// Sets the task's status message (ignored for synchronous calls). The host commits at
+    /// most about four a second per attempt (the newest wins); when the task finishes, its
+    /// status message is replaced by the end's (none for a result, the error's message for
+    /// a failure).
     ///
     /// ```
     /// # fn f(cx: &snodo_guest::Context) {
@@ -468,7 +471,13 @@ impl Context {
         host::set_status(message);
     }
 
-    /// Reports progress (sent to the client on synchronous calls that asked for it).
+    /// Reports progress. One call serves both modes:
+    /// - on a synchronous call, the client receives `notifications/progress` when its request
+    ///   carried `_meta.progressToken` and accepts `text/event-stream`; otherwise it is
+    ///   dropped;
+    /// - in a task, it becomes the task's status message (`"half way (50 of 100)"` below),
+    ///   coalesced as [`Context::set_status`] is, since a polling client sees no
+    ///   notifications.
     ///
     /// ```
     /// # fn f(cx: &snodo_guest::Context) {

@@ -271,6 +271,61 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
     runner.shutdown().await;
 }
 
+/// A layer that writes down every status message a worker commits.
+#[derive(Default, Clone)]
+struct Statuses(Arc<Mutex<Vec<String>>>);
+
+#[async_trait::async_trait]
+impl snodo::store::Layer for Statuses {
+    async fn transition(
+        &self,
+        inner: &dyn Store,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected: Option<u64>,
+    ) -> snodo::store::StoreResult<snodo::store::Committed> {
+        let message = match &event.kind {
+            snodo::model::EventKind::StatusMessage { message } => Some(message.clone()),
+            _ => None,
+        };
+        let c = inner.transition(by, event, expected).await?;
+        if let Some(m) = message {
+            self.0.lock().expect("lock").push(m);
+        }
+        Ok(c)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_progress_becomes_its_status_message() {
+    let statuses = Statuses::default();
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        statuses.clone(),
+    ));
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let id = create(
+        &*store,
+        "test_tool_with_progress",
+        json!({}),
+        RetryPolicy::none(),
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    // The first report commits at once; the later ones within the coalescing interval
+    // are folded into one commit that the completion may overtake.
+    let committed = statuses.0.lock().expect("lock").clone();
+    assert_eq!(
+        committed.first().map(String::as_str),
+        Some("0 of 100"),
+        "{committed:?}"
+    );
+    runner.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_task_runs_and_completes() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());

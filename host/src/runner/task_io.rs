@@ -246,8 +246,34 @@ impl ExecutionIo for TaskIo {
         Ok(())
     }
 
-    async fn progress(&self, _progress: Progress) {
-        // Progress notifications are not part of tasks; the status message is the channel.
+    async fn progress(&self, progress: Progress) {
+        // A task has no progress notifications (a client polls it): its status message is
+        // the channel, so progress becomes the message, coalesced like any other. Best
+        // effort, as progress is: a lost lease is the attempt's to notice, not this call's.
+        let _ = self.set_status(progress_text(&progress)).await;
+    }
+}
+
+/// A progress report as a status message: `"<message> (<progress> of <total>)"`, with the
+/// parts the guest gave.
+pub(crate) fn progress_text(p: &Progress) -> String {
+    let amount = match p.total {
+        Some(total) => format!("{} of {}", number(p.progress), number(total)),
+        None => number(p.progress),
+    };
+    match &p.message {
+        Some(m) if !m.is_empty() => format!("{m} ({amount})"),
+        _ => amount,
+    }
+}
+
+/// `50` rather than `50.0`; at most two decimals otherwise.
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        let s = format!("{x:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
     }
 }
 
@@ -259,5 +285,26 @@ struct Unsubscribe<'a> {
 impl Drop for Unsubscribe<'_> {
     fn drop(&mut self) {
         self.waiters.unsubscribe(&self.task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Progress, progress_text};
+
+    fn p(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
+        progress_text(&Progress {
+            progress,
+            total,
+            message: message.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn progress_reads_as_a_status_message() {
+        assert_eq!(p(50.0, Some(100.0), None), "50 of 100");
+        assert_eq!(p(3.0, None, None), "3");
+        assert_eq!(p(0.25, Some(1.0), Some("copying")), "copying (0.25 of 1)");
+        assert_eq!(p(1.0 / 3.0, None, Some("")), "0.33");
     }
 }
