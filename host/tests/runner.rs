@@ -705,9 +705,18 @@ async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
 async fn shutdown_releases_what_did_not_drain() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let rec = Arc::new(Recorder::default());
+    // An engine of its own: under the shared one, a guest that finds the instance pool or
+    // the memory budget taken by another test's guests ends at once, and shutdown would
+    // find nothing left to release.
+    let guests = common::load_guests(8, 32 << 20).await;
+    let catalog = Arc::new(
+        Catalog::new()
+            .with_component(&guests.fixtures)
+            .expect("catalog"),
+    );
     let runner = Runner::start(
         store.clone(),
-        registry().await,
+        catalog,
         RunnerOptions {
             drain_timeout: Duration::from_millis(50),
             ..opts(false)
@@ -723,7 +732,8 @@ async fn shutdown_releases_what_did_not_drain() {
     .await;
     runner.submit(&id).await.expect("submit");
     rec.started("started").await;
-    assert_eq!(runner.shutdown().await, 1);
+    let released = runner.shutdown().await;
+    assert_eq!(released, 1, "{:#?}", rec.events.lock().expect("lock"));
     let t = task(&*store, &id).await;
     assert_eq!(t.status, TaskStatus::Working);
     assert!(t.claim.is_none(), "released for another runner at once");
