@@ -1,8 +1,8 @@
 //! MemoryStore: the volatile adapter. A mutex over a hash map and three ordered indexes.
 //!
-//! Records are kept as the bytes redb stores (`store/record.rs`), with each task's head
-//! beside them: a parked task then costs a few hundred bytes instead of the several
-//! kilobytes its decoded JSON values would, and no reader can alias a stored value.
+//! Records are kept as JSON bytes (`store/record.rs`, uncompressed), with each task's head
+//! beside them: a parked task then costs about a kilobyte instead of the several its
+//! decoded JSON values would, and no reader can alias a stored value.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -82,7 +82,7 @@ impl Txn for Tables {
     fn put(&mut self, record: &Record) -> StoreResult<()> {
         let stored = Stored {
             head: Head::of(&record.task),
-            bytes: record::encode(record)?.into_boxed_slice(),
+            bytes: record::encode_json(record)?.into_boxed_slice(),
         };
         self.records.insert(record.task.id, stored);
         Ok(())

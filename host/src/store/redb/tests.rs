@@ -178,7 +178,7 @@ mod file {
         let dir = tempfile::tempdir().expect("tmp");
         let (store, id) = planted(&dir, |b| {
             let record = crate::store::record::decode(b).expect("decode");
-            crate::store::record::encode_json(&record)
+            crate::store::record::encode_json(&record).expect("encode")
         })
         .await;
         let (task, work) = store.inspect(&id).await.expect("read").expect("present");
