@@ -525,20 +525,38 @@ fn print_tools(
         .block_on(snodo::serve::load_tools(&opts))
         .map_err(|e| e.to_string())?;
     println!(
-        "{:<44} {:<9} {:<8} {:<8} component",
-        "tool", "mode", "retries", "ttl_ms"
+        "{:<44} {:<9} {:<20} {:<8} {:<8} component",
+        "tool", "mode", "hooks", "retries", "ttl_ms"
     );
     for t in catalog.tools() {
+        // The SDK's words: the configured or declared mode, and the `Tool` methods the
+        // component runs before a call is decided (`choose_mode` only where the
+        // configuration leaves the mode to the tool).
         let mode = match t.mode.unwrap_or(t.info.mode) {
             snodo::wasm::TaskMode::Sync => "sync",
-            snodo::wasm::TaskMode::Optional if t.info.has_mode_rule && t.mode.is_none() => "rule",
             snodo::wasm::TaskMode::Optional => "optional",
             snodo::wasm::TaskMode::Required => "required",
         };
+        let mut hooks = Vec::new();
+        if t.info.has_mode_rule
+            && t.mode.is_none()
+            && t.info.mode == snodo::wasm::TaskMode::Optional
+        {
+            hooks.push("choose_mode");
+        }
+        if t.info.has_prepare {
+            hooks.push("prepare");
+        }
+        let hooks = if hooks.is_empty() {
+            "-".to_owned()
+        } else {
+            hooks.join(",")
+        };
         println!(
-            "{:<44} {:<9} {:<8} {:<8} {}",
+            "{:<44} {:<9} {:<20} {:<8} {:<8} {}",
             t.info.name,
             mode,
+            hooks,
             t.retry_policy.delays_ms().len(),
             t.ttl_ms.map_or("none".to_owned(), |v| v.to_string()),
             t.component.path().display()

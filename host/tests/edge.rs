@@ -787,6 +787,39 @@ fn serve_exit_codes_tell_the_failure_apart() {
     );
 }
 
+#[test]
+fn snodo_tools_names_modes_and_hooks_in_the_sdks_words() {
+    let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args(["tools", "--component", snodo_test_guests::FIXTURES])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |tool: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(tool))
+            .unwrap_or_else(|| panic!("no row for {tool}: {text}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(
+        row("slow_compute")[1..3],
+        ["optional", "choose_mode"],
+        "{text}"
+    );
+    assert_eq!(row("test_tool_with_task")[2], "prepare", "{text}");
+    assert_eq!(row("test_simple_text")[2], "-", "{text}");
+    for line in text.lines().skip(1) {
+        let mode = line.split_whitespace().nth(1).unwrap_or_default();
+        assert!(["sync", "optional", "required"].contains(&mode), "{line}");
+    }
+}
+
 /// Regression: `snodo tools` and `snodo config validate` wrote a compile cache into the
 /// directory they were run from.
 #[test]
