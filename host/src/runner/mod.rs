@@ -291,11 +291,7 @@ impl Runner {
             _ => {
                 let task = inner.store.create(new).await?;
                 if !inner.stopping.is_cancelled() {
-                    inner
-                        .queue
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push(scope, task.id);
+                    enqueue(inner, scope, task.id);
                 }
                 return Ok(task);
             }
@@ -452,11 +448,7 @@ pub(crate) async fn submit_inner(
     let slot = match inner.running.try_acquire(scope.as_str()) {
         Ok(slot) => slot,
         Err(_) => {
-            inner
-                .queue
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(scope, *task);
+            enqueue(inner, scope, *task);
             return Ok(Submitted::Queued);
         }
     };
@@ -478,6 +470,16 @@ pub(crate) async fn submit_inner(
     };
     spawn_attempt(inner.clone(), claimed, slot).await;
     Ok(Submitted::Started)
+}
+
+/// Queues `task` to start when its tenant has a free execution slot (it is due in the store
+/// meanwhile, so another node may take it first).
+fn enqueue(inner: &Inner, scope: Scope, task: TaskId) {
+    inner
+        .queue
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(scope, task);
 }
 
 /// The claim request of an attempt that runs at once: a slot is held, so the claim's

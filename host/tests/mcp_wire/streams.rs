@@ -7,9 +7,8 @@ use tower::ServiceExt;
 
 use super::*;
 
-#[tokio::test]
-async fn progress_streams_over_sse() {
-    let app = app(vec![]).await;
+/// A synchronous call of the progress fixture that asks for progress (token `p1`).
+fn progress_call() -> Value {
     let mut body = rpc(
         1,
         "tools/call",
@@ -17,6 +16,13 @@ async fn progress_streams_over_sse() {
         caps(false),
     );
     body["params"]["_meta"]["progressToken"] = json!("p1");
+    body
+}
+
+#[tokio::test]
+async fn progress_streams_over_sse() {
+    let app = app(vec![]).await;
+    let body = progress_call();
     let req = post(&body)
         .body(Body::from(body.to_string()))
         .expect("request");
@@ -48,13 +54,7 @@ async fn progress_streams_over_sse() {
 #[tokio::test]
 async fn progress_never_streams_to_a_client_that_does_not_accept_a_stream() {
     let app = app(vec![]).await;
-    let mut body = rpc(
-        1,
-        "tools/call",
-        json!({"name": "test_tool_with_progress"}),
-        caps(false),
-    );
-    body["params"]["_meta"]["progressToken"] = json!("p1");
+    let body = progress_call();
     for (accept, streams) in [
         ("application/json", false),
         ("application/json, text/event-stream", true),
