@@ -300,7 +300,7 @@ pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, 
             .await
             .map_err(|e| e.to_string())?;
         let io: Arc<dyn snodo::wasm::ExecutionIo> =
-            Arc::new(SyncIo::new(Default::default(), json!({}), None));
+            Arc::new(SyncIo::new(Default::default(), json!({})));
         for _ in 0..opts.iterations.min(100) {
             let _ = component
                 .execute(Execution::new(&opts.tool, json!({}), io.clone()))

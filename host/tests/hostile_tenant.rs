@@ -633,7 +633,7 @@ async fn configured_fuel_is_metered() {
     let mut exec = snodo::wasm::Execution::new(
         "spin",
         json!({}),
-        Arc::new(snodo::mcp::SyncIo::new(Default::default(), json!({}), None)),
+        Arc::new(snodo::mcp::SyncIo::new(Default::default(), json!({}))),
     );
     exec.limits = spin.limits;
     let out = spin.component.execute(exec).await.outcome;

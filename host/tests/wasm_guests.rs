@@ -25,7 +25,43 @@ async fn guests() -> &'static Guests {
 
 fn io_with(responses: Value, capabilities: Value) -> Arc<dyn ExecutionIo> {
     let responses: Map<String, Value> = responses.as_object().cloned().unwrap_or_default();
-    Arc::new(SyncIo::new(responses, capabilities, None))
+    Arc::new(SyncIo::new(responses, capabilities))
+}
+
+/// IO that answers nothing and keeps what the guest reports.
+#[derive(Default)]
+struct Reports {
+    progress: std::sync::Mutex<Vec<(f64, Option<f64>)>>,
+    logs: std::sync::Mutex<Vec<(&'static str, String)>>,
+}
+
+#[async_trait::async_trait]
+impl ExecutionIo for Reports {
+    async fn await_inputs(
+        &self,
+        requests: Vec<(String, Value)>,
+        _cancel: &CancelToken,
+    ) -> Result<Vec<Value>, snodo::wasm::InputFailure> {
+        Err(snodo::wasm::InputFailure::Suspend(requests))
+    }
+
+    async fn set_status(&self, _message: String) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn progress(&self, p: snodo::wasm::Progress) {
+        self.progress
+            .lock()
+            .expect("lock")
+            .push((p.progress, p.total));
+    }
+
+    fn log(&self, level: &'static str, message: &str) {
+        self.logs
+            .lock()
+            .expect("lock")
+            .push((level, message.to_owned()));
+    }
 }
 
 fn io() -> Arc<dyn ExecutionIo> {
@@ -314,23 +350,20 @@ async fn core_fixtures_return_their_content() {
         .expect("run");
     assert!(is_error(&out));
 
-    // Progress reaches the request's channel.
-    let (tx, mut rx) = tokio::sync::mpsc::channel(64);
-    let with_progress: Arc<dyn ExecutionIo> =
-        Arc::new(SyncIo::new(Map::new(), json!({}), Some(tx)));
-    g.fixtures
-        .execute(Execution::new(
-            "test_tool_with_progress",
-            json!({}),
-            with_progress,
-        ))
-        .await
-        .outcome
-        .expect("run");
-    let mut seen = Vec::new();
-    while let Ok(p) = rx.try_recv() {
-        seen.push((p.progress, p.total));
+    // Progress and log lines reach the execution's IO as the guest reports them.
+    let reports = Arc::new(Reports::default());
+    for tool in ["test_tool_with_progress", "test_logging_tool"] {
+        g.fixtures
+            .execute(Execution::new(tool, json!({}), reports.clone()))
+            .await
+            .outcome
+            .expect("run");
     }
+    assert_eq!(
+        *reports.logs.lock().expect("lock"),
+        vec![("info", "test_logging_tool ran".to_owned())]
+    );
+    let seen = reports.progress.lock().expect("lock").clone();
     assert_eq!(
         seen,
         vec![

@@ -138,7 +138,10 @@ pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
         config: Arc::new(config),
     };
     Router::new()
-        .route("/mcp", post(post_mcp).get(not_allowed).delete(not_allowed))
+        .route(
+            "/mcp",
+            post(post_mcp).get(not_allowed).delete(delete_session),
+        )
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
@@ -164,11 +167,31 @@ async fn not_allowed() -> Response {
     let mut r = rpc_error(
         StatusCode::METHOD_NOT_ALLOWED,
         codes::INVALID_REQUEST,
-        "this endpoint accepts POST only (no sessions, no GET stream)",
+        "no GET stream here: server messages arrive on the stream of the POST they belong to",
     );
     r.headers_mut()
-        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
     r
+}
+
+/// A 2025-11-25 client ending its session. Sessions live in their ids, so this only drops
+/// what this node remembers of one (its log level); without a session id there is nothing
+/// to end.
+async fn delete_session(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if authenticate(&headers, &state.tokens).is_none() {
+        return unauthorized("a valid bearer token is required");
+    }
+    match routing_header(&headers, "mcp-session-id") {
+        Some(Ok(id)) => {
+            state.server.end_session(&id);
+            StatusCode::NO_CONTENT.into_response()
+        }
+        _ => rpc_error(
+            StatusCode::BAD_REQUEST,
+            codes::INVALID_REQUEST,
+            "DELETE ends a 2025-11-25 session: send its Mcp-Session-Id",
+        ),
+    }
 }
 
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
@@ -339,6 +362,7 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
         method: routing_header(&headers, "mcp-method"),
         name: routing_header(&headers, "mcp-name"),
         protocol_version: routing_header(&headers, "mcp-protocol-version"),
+        session: routing_header(&headers, "mcp-session-id"),
         accepts_sse: accepts_event_stream(&headers),
     };
     match state.server.handle(&routing, &principal, &bytes).await {
@@ -347,6 +371,14 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
             (status, axum::Json(body)).into_response()
         }
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
+        Reply::Initialized { session, body } => {
+            let mut r = (StatusCode::OK, axum::Json(body)).into_response();
+            // Sealed base64url: always a valid header value.
+            if let Ok(v) = HeaderValue::from_str(&session) {
+                r.headers_mut().insert("mcp-session-id", v);
+            }
+            r
+        }
         Reply::Stream(rx) => {
             let events = stream::unfold(rx, |mut rx| async move {
                 let msg = rx.recv().await?;

@@ -6,8 +6,10 @@
 //! (`http/`) owns sockets, limits and authentication; this module owns meaning.
 
 mod discover;
+mod legacy;
 mod method;
 mod resources_read;
+mod session;
 mod state;
 mod subscriptions_listen;
 mod sync_io;
@@ -52,6 +54,8 @@ pub struct RoutingHeaders {
     pub name: Option<Result<String, ()>>,
     /// `MCP-Protocol-Version`.
     pub protocol_version: Option<Result<String, ()>>,
+    /// `Mcp-Session-Id` (2025-11-25 clients send back the one `initialize` gave them).
+    pub session: Option<Result<String, ()>>,
     /// Whether the request's `Accept` allows `text/event-stream` (true when it has no
     /// `Accept`). A reply that could stream progress is a plain JSON body otherwise.
     pub accepts_sse: bool,
@@ -68,6 +72,14 @@ pub enum Reply {
     },
     /// A notification or response was received: 202, no body.
     Accepted,
+    /// The answer to a 2025-11-25 `initialize`: the body, with the session id to send as
+    /// `Mcp-Session-Id`.
+    Initialized {
+        /// `Mcp-Session-Id`.
+        session: String,
+        /// The JSON-RPC response.
+        body: Value,
+    },
     /// An SSE stream: notifications, then the response (or, for subscriptions, until the
     /// client goes away). Bounded: a client that stops reading holds up its producer (which
     /// coalesces or drops what it cannot queue), never the server's memory.
@@ -105,6 +117,20 @@ pub struct McpServer {
     stream_slots: Arc<Slots>,
     /// Task creations, per tenant.
     pub(crate) creates: Rate,
+    /// What this node remembers of 2025-11-25 sessions (log levels, ends).
+    sessions: session::SessionMemory,
+    /// Server requests 2025-11-25 calls wait on, answered by the client's posted responses.
+    outstanding: Arc<session::Outstanding>,
+}
+
+/// The protocol revision a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Revision {
+    /// 2026-07-28: stateless, MRTR, the tasks extension.
+    Current,
+    /// 2025-11-25 and earlier: the `initialize` handshake, questions as server requests on
+    /// the call's stream, no tasks.
+    Handshake,
 }
 
 /// What the request path hands to the runner once the store has committed a change.
@@ -150,6 +176,8 @@ impl McpServer {
             runner,
             config,
             changes: None,
+            sessions: session::SessionMemory::default(),
+            outstanding: Arc::default(),
             metrics: Arc::new(crate::telemetry::Metrics::new()),
             closing: tokio_util::sync::CancellationToken::new(),
         }
@@ -187,6 +215,19 @@ impl McpServer {
                 self.runner.cancel(&task);
             }
         }
+    }
+
+    /// The store's server key (it seals request states and session ids).
+    pub(crate) async fn server_key(&self) -> Result<[u8; 32], RpcError> {
+        self.store.server_key().await.map_err(|e| {
+            tracing::warn!(error = %e, "the server key could not be read");
+            RpcError::internal("the task store is unavailable; try again")
+        })
+    }
+
+    /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes.
+    pub fn end_session(&self, id: &str) {
+        self.sessions.end(id);
     }
 
     /// A budget's refusal as the request's error, counted by the limit that refused.
@@ -229,7 +270,13 @@ impl McpServer {
     ) -> Reply {
         let req = match protocol::parse(body) {
             Ok(Incoming::Request(r)) => r,
-            Ok(Incoming::Notification { .. } | Incoming::Response) => return Reply::Accepted,
+            Ok(Incoming::Notification { .. }) => return Reply::Accepted,
+            Ok(Incoming::Response { id, outcome }) => {
+                // An answer nothing waits on (late, or another node's) is dropped: the
+                // call that asked has ended or lives elsewhere.
+                self.outstanding.answer(principal, &id, outcome);
+                return Reply::Accepted;
+            }
             Err((id, e)) => return Reply::error(&id, &e),
         };
         let id = req.id.clone();
@@ -245,6 +292,16 @@ impl McpServer {
         principal: &Principal,
         req: protocol::Request,
     ) -> Result<Reply, RpcError> {
+        if legacy::speaks_handshake(headers, &req) {
+            let id = req.id.clone();
+            return Ok(self
+                .dispatch_handshake(headers, principal, req)
+                .await
+                .unwrap_or_else(|e| Reply::Json {
+                    status: 200,
+                    body: protocol::error_response(&id, &e),
+                }));
+        }
         // 1. Routing headers against the body.
         match &headers.method {
             None => {
@@ -332,7 +389,13 @@ impl McpServer {
             Method::ToolsList => self.tools_list(),
             Method::ToolsCall => {
                 return self
-                    .tools_call(&req, &meta, principal, headers.accepts_sse)
+                    .tools_call(
+                        &req,
+                        &meta,
+                        principal,
+                        headers.accepts_sse,
+                        Revision::Current,
+                    )
                     .await;
             }
             Method::ResourcesRead => self.resources_read(&req.params)?,

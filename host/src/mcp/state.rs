@@ -20,16 +20,74 @@ use crate::model::Principal;
 
 /// How long an issued state can be answered.
 pub(crate) const STATE_TTL: Duration = Duration::from_secs(15 * 60);
-/// Bound to the state's purpose: a key derived for states seals nothing else.
-const AAD: &[u8] = b"snodo/request-state/v2";
 const NONCE_LEN: usize = 24;
 
-fn cipher(key: &[u8; 32]) -> XChaCha20Poly1305 {
-    let derived = Sha256::new()
-        .chain_update(b"snodo request-state key v2\0")
-        .chain_update(key)
-        .finalize();
-    XChaCha20Poly1305::new(&derived)
+/// What a sealed token is for: each purpose derives its own key and binds its own
+/// associated data, so a token sealed for one purpose never opens as another.
+pub(crate) struct Purpose {
+    key_label: &'static [u8],
+    aad: &'static [u8],
+}
+
+/// MRTR `requestState`.
+const REQUEST_STATE: Purpose = Purpose {
+    key_label: b"snodo request-state key v2\0",
+    aad: b"snodo/request-state/v2",
+};
+
+impl Purpose {
+    /// A purpose named by its key label and associated data (both fixed per purpose).
+    pub(crate) const fn new(key_label: &'static [u8], aad: &'static [u8]) -> Self {
+        Self { key_label, aad }
+    }
+
+    fn cipher(&self, key: &[u8; 32]) -> XChaCha20Poly1305 {
+        let derived = Sha256::new()
+            .chain_update(self.key_label)
+            .chain_update(key)
+            .finalize();
+        XChaCha20Poly1305::new(&derived)
+    }
+
+    /// `body`, encrypted and authenticated, as URL-safe base64.
+    pub(crate) fn seal(&self, key: &[u8; 32], body: &[u8]) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        crate::store::fill_random(&mut nonce);
+        let sealed = self
+            .cipher(key)
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: body,
+                    aad: self.aad,
+                },
+            )
+            // Encryption fails only for messages over 256 GiB.
+            .unwrap_or_default();
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        URL_SAFE_NO_PAD.encode(out)
+    }
+
+    /// The body of a token [`seal`](Self::seal) made with the same key; `None` for anything
+    /// else, altered in any byte included.
+    pub(crate) fn open(&self, key: &[u8; 32], token: &str) -> Option<Vec<u8>> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+        let nonce = XNonce::try_from(nonce).ok()?;
+        self.cipher(key)
+            .decrypt(
+                &nonce,
+                Payload {
+                    msg: sealed,
+                    aad: self.aad,
+                },
+            )
+            .ok()
+    }
 }
 
 fn now_ms() -> u64 {
@@ -64,21 +122,7 @@ fn issue_at(
         "answers": answers,
     })
     .to_string();
-    let mut nonce = [0u8; NONCE_LEN];
-    crate::store::fill_random(&mut nonce);
-    let sealed = cipher(key)
-        .encrypt(
-            &XNonce::from(nonce),
-            Payload {
-                msg: body.as_bytes(),
-                aad: AAD,
-            },
-        )
-        // Encryption fails only for messages over 256 GiB.
-        .unwrap_or_default();
-    let mut out = nonce.to_vec();
-    out.extend_from_slice(&sealed);
-    URL_SAFE_NO_PAD.encode(out)
+    REQUEST_STATE.seal(key, body.as_bytes())
 }
 
 /// Opens a `requestState` presented by `principal` for `tool` and returns the answers it
@@ -100,21 +144,7 @@ fn verify_at(
     now: u64,
 ) -> Result<Map<String, Value>, &'static str> {
     const INVALID: &str = "requestState is not valid for this request";
-    let bytes = URL_SAFE_NO_PAD.decode(state).map_err(|_| INVALID)?;
-    if bytes.len() < NONCE_LEN {
-        return Err(INVALID);
-    }
-    let (nonce, sealed) = bytes.split_at(NONCE_LEN);
-    let nonce = XNonce::try_from(nonce).map_err(|_| INVALID)?;
-    let body = cipher(key)
-        .decrypt(
-            &nonce,
-            Payload {
-                msg: sealed,
-                aad: AAD,
-            },
-        )
-        .map_err(|_| INVALID)?;
+    let body = REQUEST_STATE.open(key, state).ok_or(INVALID)?;
     let v: Value = serde_json::from_slice(&body).map_err(|_| INVALID)?;
     if v["tool"] != tool || v["tenant"] != principal.tenant || v["subject"] != principal.subject {
         return Err(INVALID);

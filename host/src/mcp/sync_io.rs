@@ -1,33 +1,121 @@
-//! Input for a synchronous `tools/call`: answers come from the request (MRTR), and a
-//! question without one suspends the guest so the call can answer `input_required`.
+//! Input for a synchronous call. On 2026-07-28 answers come from the request (MRTR) and a
+//! question without one suspends the guest so the call can answer `input_required`; on
+//! 2025-11-25 a question goes to the client as a request on the call's event stream and
+//! the guest waits for the answer the client posts back.
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use crate::model::Principal;
+use crate::protocol::{self, LogLevel};
 use crate::wasm::{CancelToken, ExecutionIo, InputFailure, Progress, check_capabilities};
 
-/// Input for a synchronous call: answers come from the request's `inputResponses`; any
-/// question without one suspends the guest so the host can answer `input_required`.
+use super::session::Outstanding;
+
+/// Where a synchronous call's questions are answered.
+enum Answers {
+    /// The request's `inputResponses` (and its `requestState`'s): MRTR.
+    Given(Map<String, Value>),
+    /// Asked on the event stream as server requests (2025-11-25), answered by the client's
+    /// posted responses.
+    Ask {
+        outstanding: Arc<Outstanding>,
+        principal: Principal,
+    },
+}
+
+/// The event stream of a synchronous call: what the guest reports, as JSON-RPC messages,
+/// ahead of the response.
+pub(crate) struct Outbox {
+    /// The stream (bounded: reports that find it full are dropped, never queued).
+    pub(crate) tx: mpsc::Sender<Value>,
+    /// The request's progress token: progress goes out only when there is one.
+    pub(crate) progress_token: Option<Value>,
+    /// The least severe guest log level sent as `notifications/message`; none when `None`.
+    pub(crate) log_level: Option<LogLevel>,
+}
+
+/// Input for a synchronous call.
 pub struct SyncIo {
-    responses: Map<String, Value>,
+    answers: Answers,
     capabilities: Value,
-    progress: Option<mpsc::Sender<Progress>>,
+    outbox: Option<Outbox>,
 }
 
 impl SyncIo {
-    /// IO for a request that carried `responses` and declared `capabilities`, sending
-    /// progress to `progress` when the request asked for it.
-    pub fn new(
-        responses: Map<String, Value>,
-        capabilities: Value,
-        progress: Option<mpsc::Sender<Progress>>,
-    ) -> Self {
+    /// IO for a request that carried `responses` (MRTR) and declared `capabilities`.
+    pub fn new(responses: Map<String, Value>, capabilities: Value) -> Self {
         Self {
-            responses,
+            answers: Answers::Given(responses),
             capabilities,
-            progress,
+            outbox: None,
         }
+    }
+
+    /// Questions go to the client on the event stream and wait for its posted answers.
+    pub(crate) fn asking(mut self, outstanding: Arc<Outstanding>, principal: Principal) -> Self {
+        self.answers = Answers::Ask {
+            outstanding,
+            principal,
+        };
+        self
+    }
+
+    /// Progress, logs and questions go out on `outbox`.
+    pub(crate) fn streaming(mut self, outbox: Outbox) -> Self {
+        self.outbox = Some(outbox);
+        self
+    }
+
+    async fn ask(
+        &self,
+        outstanding: &Outstanding,
+        principal: &Principal,
+        requests: Vec<(String, Value)>,
+        cancel: &CancelToken,
+    ) -> Result<Vec<Value>, InputFailure> {
+        let Some(outbox) = &self.outbox else {
+            return Err(InputFailure::Unsupported(
+                "this tool asks the client for input, which on MCP 2025-11-25 needs an event \
+                 stream: send Accept: application/json, text/event-stream"
+                    .into(),
+            ));
+        };
+        let mut answers = Vec::with_capacity(requests.len());
+        for (key, request) in requests {
+            let (id, answer) = outstanding.open(principal);
+            let message = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": request["method"],
+                "params": request.get("params").cloned().unwrap_or_else(|| json!({})),
+            });
+            if outbox.tx.send(message).await.is_err() {
+                outstanding.forget(&id);
+                return Err(InputFailure::Cancelled);
+            }
+            let outcome = tokio::select! {
+                a = answer => a,
+                () = cancel.cancelled() => {
+                    outstanding.forget(&id);
+                    return Err(InputFailure::Cancelled);
+                }
+            };
+            match outcome {
+                Ok(Ok(result)) => answers.push(result),
+                Ok(Err(error)) => {
+                    return Err(InputFailure::Invalid(format!(
+                        "the client answered input {key:?} with an error: {error}"
+                    )));
+                }
+                // The call ended (the stream closed) before the answer came.
+                Err(_) => return Err(InputFailure::Cancelled),
+            }
+        }
+        Ok(answers)
     }
 }
 
@@ -36,12 +124,19 @@ impl ExecutionIo for SyncIo {
     async fn await_inputs(
         &self,
         requests: Vec<(String, Value)>,
-        _cancel: &CancelToken,
+        cancel: &CancelToken,
     ) -> Result<Vec<Value>, InputFailure> {
         check_capabilities(&self.capabilities, &requests)?;
+        let responses = match &self.answers {
+            Answers::Given(r) => r,
+            Answers::Ask {
+                outstanding,
+                principal,
+            } => return self.ask(outstanding, principal, requests, cancel).await,
+        };
         let missing: Vec<(String, Value)> = requests
             .iter()
-            .filter(|(k, _)| !self.responses.contains_key(k))
+            .filter(|(k, _)| !responses.contains_key(k))
             .cloned()
             .collect();
         if !missing.is_empty() {
@@ -49,7 +144,7 @@ impl ExecutionIo for SyncIo {
         }
         Ok(requests
             .iter()
-            .map(|(k, _)| self.responses.get(k).cloned().unwrap_or(Value::Null))
+            .map(|(k, _)| responses.get(k).cloned().unwrap_or(Value::Null))
             .collect())
     }
 
@@ -58,10 +153,47 @@ impl ExecutionIo for SyncIo {
     }
 
     async fn progress(&self, progress: Progress) {
-        if let Some(tx) = &self.progress {
-            // Progress is lossy by nature: a report that finds the queue full (a client
+        if let Some(Outbox {
+            tx,
+            progress_token: Some(token),
+            ..
+        }) = &self.outbox
+        {
+            // Progress is lossy by nature: a report that finds the stream full (a client
             // that does not read) is dropped rather than queued without bound.
-            let _ = tx.try_send(progress);
+            let _ = tx.try_send(progress_notification(token, progress));
         }
     }
+
+    fn log(&self, level: &'static str, message: &str) {
+        let Some(Outbox {
+            tx,
+            log_level: Some(least),
+            ..
+        }) = &self.outbox
+        else {
+            return;
+        };
+        let Some(level) = LogLevel::parse(level) else {
+            return;
+        };
+        if level >= *least {
+            let _ = tx.try_send(protocol::notification(
+                "notifications/message",
+                json!({"level": level.as_str(), "logger": "guest", "data": message}),
+            ));
+        }
+    }
+}
+
+/// `notifications/progress` for `token`.
+fn progress_notification(token: &Value, p: Progress) -> Value {
+    let mut params = json!({"progressToken": token, "progress": p.progress});
+    if let Some(t) = p.total {
+        params["total"] = json!(t);
+    }
+    if let Some(m) = p.message {
+        params["message"] = json!(m);
+    }
+    protocol::notification("notifications/progress", params)
 }

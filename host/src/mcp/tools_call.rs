@@ -14,25 +14,12 @@ use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
 use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
-/// Progress reports queued between a guest and its SSE stream; more are dropped.
-const PROGRESS_QUEUE: usize = 64;
-
-use super::{McpServer, Reply, SyncIo, state, wire};
+use super::sync_io::Outbox;
+use super::{McpServer, Reply, Revision, SyncIo, legacy, state, wire};
 
 fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();
     json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
-}
-
-fn progress_notification(token: &Value, p: crate::wasm::Progress) -> Value {
-    let mut params = json!({"progressToken": token, "progress": p.progress});
-    if let Some(t) = p.total {
-        params["total"] = json!(t);
-    }
-    if let Some(m) = p.message {
-        params["message"] = json!(m);
-    }
-    protocol::notification("notifications/progress", params)
 }
 
 fn attempt_error(e: &AttemptError) -> RpcError {
@@ -57,6 +44,7 @@ impl McpServer {
         meta: &RequestMeta,
         principal: &Principal,
         accepts_sse: bool,
+        revision: Revision,
     ) -> Result<Reply, RpcError> {
         let id = &req.id;
         // One slot covers every guest execution of this request (mode rule, prepare, the
@@ -96,10 +84,7 @@ impl McpServer {
                 "inputResponses[{k:?}] must be an object (an MCP input result)"
             )));
         }
-        let key = self.store.server_key().await.map_err(|e| {
-            tracing::warn!(error = %e, "the server key could not be read");
-            RpcError::internal("the task store is unavailable; try again")
-        })?;
+        let key = self.server_key().await?;
         if let Some(s) = req.params.get("requestState") {
             let s = s
                 .as_str()
@@ -128,7 +113,17 @@ impl McpServer {
             None => tool.info.mode,
         };
         if mode == TaskMode::Required && !declares {
-            return Err(RpcError::tasks_required());
+            return Err(match revision {
+                Revision::Current => RpcError::tasks_required(),
+                Revision::Handshake => RpcError {
+                    message: format!(
+                        "tool {name:?} runs only as a task: tasks need MCP 2026-07-28 and the \
+                         io.modelcontextprotocol/tasks extension, and this session speaks {}",
+                        meta.protocol_version
+                    ),
+                    ..RpcError::tasks_required()
+                },
+            });
         }
         let as_task = declares && mode != TaskMode::Sync;
         let caps = meta.client_capabilities.clone();
@@ -139,8 +134,7 @@ impl McpServer {
             if slot.is_none() {
                 slot = Some(self.sync_slot(principal)?);
             }
-            let io: Arc<dyn ExecutionIo> =
-                Arc::new(SyncIo::new(responses.clone(), caps.clone(), None));
+            let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses.clone(), caps.clone()));
             let mut exec = Execution::new(&tool.info.name, arguments.clone(), io);
             exec.grants = tool.grants.clone();
             exec.limits = tool.limits;
@@ -201,31 +195,59 @@ impl McpServer {
             None => self.sync_slot(principal)?,
         };
         self.metrics.sync_call();
-        // Progress streams only to a client whose `Accept` takes an event stream.
-        let (progress_tx, progress_rx) = match &meta.progress_token {
-            Some(_) if accepts_sse => {
-                let (tx, rx) = mpsc::channel(PROGRESS_QUEUE);
-                (Some(tx), Some(rx))
-            }
-            _ => (None, None),
+        // What the guest reports streams ahead of the response, to a client whose `Accept`
+        // takes an event stream, when the request asked for it (2026-07-28: a progress token
+        // or a log level) or may be asked something on it (2025-11-25).
+        let streams = accepts_sse
+            && match revision {
+                Revision::Current => meta.progress_token.is_some() || meta.log_level.is_some(),
+                Revision::Handshake => true,
+            };
+        let (stream_tx, stream_rx) = if streams {
+            let (tx, rx) = mpsc::channel(super::STREAM_QUEUE);
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
         };
         let answered = responses.clone();
-        let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::new(responses, caps, progress_tx));
+        let mut io = SyncIo::new(responses, caps);
+        if revision == Revision::Handshake {
+            io = io.asking(self.outstanding.clone(), principal.clone());
+        }
+        if let Some(tx) = &stream_tx {
+            io = io.streaming(Outbox {
+                tx: tx.clone(),
+                progress_token: meta.progress_token.clone(),
+                log_level: meta.log_level,
+            });
+        }
+        let io: Arc<dyn ExecutionIo> = Arc::new(io);
         let mut exec = Execution::new(&tool.info.name, arguments, io);
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         let component = tool.component.clone();
         let tool_name = tool.info.name.clone();
         let principal = principal.clone();
+        // 2025-11-25 clients read a JSON-RPC error from a 200 response.
+        let status_of = move |e: &RpcError| match revision {
+            Revision::Current => e.http_status(),
+            Revision::Handshake => 200,
+        };
         let to_message =
             move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
                 match outcome {
                     Ok(GuestOutcome::Completed(mut r)) => {
-                        r["resultType"] = json!("complete");
+                        let r = match revision {
+                            Revision::Current => {
+                                r["resultType"] = json!("complete");
+                                r
+                            }
+                            Revision::Handshake => legacy::plain(r),
+                        };
                         (200, protocol::result_response(id, r))
                     }
                     Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => {
-                        (e.http_status(), protocol::error_response(id, &e))
+                        (status_of(&e), protocol::error_response(id, &e))
                     }
                     Err(AttemptError::NeedInput(q)) => {
                         let st = state::issue(&key, &tool_name, &principal, &answered);
@@ -233,7 +255,7 @@ impl McpServer {
                     }
                     Err(e) => {
                         let e = attempt_error(&e);
-                        (e.http_status(), protocol::error_response(id, &e))
+                        (status_of(&e), protocol::error_response(id, &e))
                     }
                 }
             };
@@ -247,33 +269,21 @@ impl McpServer {
                 })),
             }
         };
-        match (progress_rx, meta.progress_token.clone()) {
-            (Some(mut progress), Some(token)) => {
-                let (tx, rx) = mpsc::channel(super::STREAM_QUEUE);
+        match (stream_tx, stream_rx) {
+            (Some(tx), Some(rx)) => {
                 let id = id.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
-                    tokio::pin!(run);
                     // A client that went away ends the call: the guest is dropped with
-                    // `run` when this task returns.
-                    let outcome = loop {
-                        tokio::select! {
-                            outcome = &mut run => break outcome,
-                            Some(p) = progress.recv() => {
-                                if tx.send(progress_notification(&token, p)).await.is_err() {
-                                    return;
-                                }
-                            }
-                            () = tx.closed() => return,
+                    // `run` when this task returns. What the guest reported is already on
+                    // the stream, ahead of the response.
+                    tokio::select! {
+                        outcome = run => {
+                            let (_, message) = to_message(&id, outcome);
+                            let _ = tx.send(message).await;
                         }
-                    };
-                    while let Ok(p) = progress.try_recv() {
-                        if tx.send(progress_notification(&token, p)).await.is_err() {
-                            return;
-                        }
+                        () = tx.closed() => {}
                     }
-                    let (_, message) = to_message(&id, outcome);
-                    let _ = tx.send(message).await;
                 });
                 Ok(Reply::Stream(rx))
             }

@@ -33,8 +33,14 @@ pub enum Incoming {
         /// The method.
         method: String,
     },
-    /// A response from the client (unsolicited on this stateless transport): ignored.
-    Response,
+    /// A response from the client: on 2026-07-28 unsolicited (ignored); on 2025-11-25 the
+    /// answer to a request the server sent on a call's event stream.
+    Response {
+        /// The id of the server's request it answers (`Null` if it had none).
+        id: Value,
+        /// `Ok(result)` or `Err(error object)`.
+        outcome: Result<Value, Value>,
+    },
 }
 
 struct Strict;
@@ -138,8 +144,17 @@ pub fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
         return Err(invalid("\"jsonrpc\" must be \"2.0\""));
     }
     let Some(method) = obj.remove("method") else {
-        if obj.contains_key("result") || obj.contains_key("error") {
-            return Ok(Incoming::Response);
+        if let Some(result) = obj.remove("result") {
+            return Ok(Incoming::Response {
+                id: id.unwrap_or(Value::Null),
+                outcome: Ok(result),
+            });
+        }
+        if let Some(error) = obj.remove("error") {
+            return Ok(Incoming::Response {
+                id: id.unwrap_or(Value::Null),
+                outcome: Err(error),
+            });
         }
         return Err(invalid("a request needs a \"method\""));
     };

@@ -13,6 +13,56 @@ pub struct RequestMeta {
     pub client_capabilities: Value,
     /// The progress token, if progress was asked for.
     pub progress_token: Option<Value>,
+    /// The least severe level of log notifications the client asked for
+    /// (`io.modelcontextprotocol/logLevel`); none are sent without it.
+    pub log_level: Option<LogLevel>,
+}
+
+/// A syslog severity, as MCP logging names them, least severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// `debug`.
+    Debug,
+    /// `info`.
+    Info,
+    /// `notice`.
+    Notice,
+    /// `warning`.
+    Warning,
+    /// `error`.
+    Error,
+    /// `critical`.
+    Critical,
+    /// `alert`.
+    Alert,
+    /// `emergency`.
+    Emergency,
+}
+
+impl LogLevel {
+    const ALL: [(&'static str, LogLevel); 8] = [
+        ("debug", LogLevel::Debug),
+        ("info", LogLevel::Info),
+        ("notice", LogLevel::Notice),
+        ("warning", LogLevel::Warning),
+        ("error", LogLevel::Error),
+        ("critical", LogLevel::Critical),
+        ("alert", LogLevel::Alert),
+        ("emergency", LogLevel::Emergency),
+    ];
+
+    /// The level MCP names `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
+    }
+
+    /// Its MCP name.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, l)| *l == self)
+            .map_or("info", |(n, _)| n)
+    }
 }
 
 impl RequestMeta {
@@ -63,10 +113,20 @@ impl RequestMeta {
                 ));
             }
         };
+        let log_level = match meta.get("io.modelcontextprotocol/logLevel") {
+            None | Some(Value::Null) => None,
+            Some(l) => Some(l.as_str().and_then(LogLevel::parse).ok_or_else(|| {
+                RpcError::invalid_params(
+                    "_meta io.modelcontextprotocol/logLevel must be one of debug, info, notice, \
+                     warning, error, critical, alert, emergency",
+                )
+            })?),
+        };
         Ok(Self {
             protocol_version: version,
             client_capabilities: caps,
             progress_token,
+            log_level,
         })
     }
 
@@ -128,6 +188,21 @@ mod tests {
         assert_eq!(
             RequestMeta::parse(&Map::new()).unwrap_err().code,
             codes::INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn levels_order_by_severity() {
+        assert!(LogLevel::parse("error").unwrap() > LogLevel::parse("info").unwrap());
+        assert_eq!(
+            LogLevel::parse("warning").map(LogLevel::as_str),
+            Some("warning")
+        );
+        assert_eq!(LogLevel::parse("loud"), None);
+        assert_eq!(
+            LogLevel::parse("stderr"),
+            None,
+            "captured output is not a level"
         );
     }
 

@@ -8,7 +8,7 @@ mod time;
 
 pub use envelope::{Incoming, Request, parse};
 pub use headers::{NameSource, decode_header_value, name_source};
-pub use meta::{RequestMeta, declares_tasks};
+pub use meta::{LogLevel, RequestMeta, declares_tasks};
 pub use time::rfc3339;
 
 use serde_json::{Value, json};

@@ -390,6 +390,7 @@ impl context::Host for HostState {
             types::LogLevel::Warning => "warning",
             types::LogLevel::Error => "error",
         };
+        self.io.log(level, &message);
         self.logs.push(level, message);
         Ok(())
     }

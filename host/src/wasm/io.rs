@@ -57,6 +57,10 @@ pub trait ExecutionIo: Send + Sync {
 
     /// Reports progress.
     async fn progress(&self, progress: Progress);
+
+    /// A line the guest logged (`debug` … `error`), for the client where the protocol
+    /// carries logs to it. The operator's log has it already; the default sends it nowhere.
+    fn log(&self, _level: &'static str, _message: &str) {}
 }
 
 /// The client capability an input request needs, as a path into `ClientCapabilities`.

@@ -84,20 +84,25 @@ async fn malformed_envelopes() {
         .body(Body::from(note.to_string()))
         .expect("request");
     assert_eq!(send(&app, req).await.0, StatusCode::ACCEPTED);
-    // GET and DELETE are not part of the stateless transport.
-    for m in ["GET", "DELETE"] {
-        let req = Request::builder()
-            .method(m)
-            .uri("/mcp")
-            .body(Body::empty())
-            .expect("request");
-        let resp = app.clone().oneshot(req).await.expect("response");
-        assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
-        assert_eq!(
-            resp.headers().get("allow").and_then(|v| v.to_str().ok()),
-            Some("POST")
-        );
-    }
+    // There is no GET stream; DELETE ends only a 2025-11-25 session, named by its id.
+    let get = Request::builder()
+        .method("GET")
+        .uri("/mcp")
+        .body(Body::empty())
+        .expect("request");
+    let resp = app.clone().oneshot(get).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(
+        resp.headers().get("allow").and_then(|v| v.to_str().ok()),
+        Some("POST, DELETE")
+    );
+    let delete = Request::builder()
+        .method("DELETE")
+        .uri("/mcp")
+        .body(Body::empty())
+        .expect("request");
+    let resp = app.clone().oneshot(delete).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ pub(crate) static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 mod common;
 
 mod envelope;
+mod handshake;
 mod health;
 mod methods;
 mod streams;

@@ -1,0 +1,211 @@
+//! Clients of 2025-11-25 on the same endpoint: the `initialize` handshake, sessions that
+//! live in their ids, the methods that revision has and 2026-07-28 removed, and tools
+//! without tasks.
+
+use axum::body::Body;
+use axum::http::Request;
+use serde_json::{Value, json};
+use snodo::model::Principal;
+
+use super::{app, call, code, rpc, send};
+
+/// A POST as a 2025-11-25 client sends it: no `_meta` version, no routing headers.
+fn post_25(body: &Value, session: Option<&str>) -> Request<Body> {
+    let mut b = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("host", "localhost:3001");
+    if body["method"] != "initialize" {
+        b = b.header("mcp-protocol-version", "2025-11-25");
+    }
+    if let Some(s) = session {
+        b = b.header("mcp-session-id", s);
+    }
+    b.body(Body::from(body.to_string())).expect("request")
+}
+
+fn request(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+async fn initialize(app: &axum::Router, version: &str) -> (Value, String) {
+    let body = request(
+        1,
+        "initialize",
+        json!({"protocolVersion": version, "capabilities": {"elicitation": {}},
+               "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let resp = tower::ServiceExt::oneshot(app.clone(), post_25(&body, None))
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), 200);
+    let session = resp
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("a session id")
+        .to_owned();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    (serde_json::from_slice(&bytes).expect("json"), session)
+}
+
+#[tokio::test]
+async fn the_handshake_opens_a_session_that_serves_tools() {
+    let app = app(vec![]).await;
+    let (init, session) = initialize(&app, "2025-11-25").await;
+    let r = &init["result"];
+    assert_eq!(r["protocolVersion"], "2025-11-25");
+    assert_eq!(r["capabilities"]["tools"], json!({"listChanged": false}));
+    assert!(r["capabilities"]["logging"].is_object());
+    assert!(r.get("resultType").is_none());
+    // An older revision is served as asked; an unknown one is answered with the newest.
+    assert_eq!(
+        initialize(&app, "2025-06-18").await.0["result"]["protocolVersion"],
+        "2025-06-18"
+    );
+    assert_eq!(
+        initialize(&app, "2024-01-01").await.0["result"]["protocolVersion"],
+        "2025-11-25"
+    );
+
+    let s = Some(session.as_str());
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(send(&app, post_25(&note, s)).await.0, 202);
+    let (st, v, _) = send(&app, post_25(&request(2, "ping", json!({})), s)).await;
+    assert_eq!((st.as_u16(), &v["result"]), (200, &json!({})));
+    let (_, v, _) = send(&app, post_25(&request(3, "tools/list", json!({})), s)).await;
+    let tools = v["result"]["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|t| t["name"] == "greet"));
+    assert!(v["result"].get("resultType").is_none() && v["result"].get("ttlMs").is_none());
+    let greet = request(
+        4,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    );
+    let (st, v, ctype) = send(&app, post_25(&greet, s)).await;
+    assert_eq!(st, 200);
+    // Every call may carry notifications or questions: it answers on an event stream.
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+    assert!(v.as_str().is_some_and(|t| t.contains("Hello, Ada!")), "{v}");
+
+    // Errors are JSON-RPC errors in a 200 response on this revision.
+    let (st, v, _) = send(
+        &app,
+        post_25(&request(5, "logging/setLevel", json!({"level": "loud"})), s),
+    )
+    .await;
+    assert_eq!((st.as_u16(), code(&v)), (200, -32602));
+    let (st, v, _) = send(
+        &app,
+        post_25(&request(6, "tasks/get", json!({"taskId": "x"})), s),
+    )
+    .await;
+    assert_eq!((st.as_u16(), code(&v), &v["id"]), (200, -32601, &json!(6)));
+    let task = request(
+        7,
+        "tools/call",
+        json!({"name": "test_tool_with_task", "arguments": {}}),
+    );
+    let (st, v, _) = send(&app, post_25(&task, s)).await;
+    assert_eq!(st, 200);
+    let v: Value = v
+        .as_str()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("data:")))
+        .map(|d| serde_json::from_str(d.trim()).expect("json"))
+        .unwrap_or(v);
+    assert_eq!(code(&v), -32021, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("2026-07-28") && message.contains("2025-11-25"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn sessions_open_only_for_their_principal_and_until_ended() {
+    let ada = Principal::new("acme", "ada");
+    let eve = Principal::new("evil", "eve");
+    let app = app(vec![("ada-token".into(), ada), ("eve-token".into(), eve)]).await;
+    let with_token = |body: &Value, session: &str, token: &str| {
+        let mut r = post_25(body, Some(session));
+        r.headers_mut().insert(
+            "authorization",
+            format!("Bearer {token}").parse().expect("value"),
+        );
+        r
+    };
+    let init = request(
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+    );
+    let mut req = post_25(&init, None);
+    req.headers_mut()
+        .insert("authorization", "Bearer ada-token".parse().expect("value"));
+    let resp = tower::ServiceExt::oneshot(app.clone(), req)
+        .await
+        .expect("response");
+    let session = resp.headers()["mcp-session-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let ping = request(2, "ping", json!({}));
+    assert_eq!(
+        send(&app, with_token(&ping, &session, "ada-token")).await.0,
+        200
+    );
+    // Another tenant presenting it, or a forged or altered id: unknown, start again.
+    let (st, v, _) = send(&app, with_token(&ping, &session, "eve-token")).await;
+    assert_eq!((st.as_u16(), &v["id"]), (404, &json!(2)));
+    let mut altered = session.clone().into_bytes();
+    altered[10] = if altered[10] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).expect("ascii");
+    assert_eq!(
+        send(&app, with_token(&ping, &altered, "ada-token")).await.0,
+        404
+    );
+    // Ended with DELETE: refused from then on.
+    let delete = Request::delete("/mcp")
+        .header("host", "localhost:3001")
+        .header("authorization", "Bearer ada-token")
+        .header("mcp-session-id", &session)
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(&app, delete).await.0, 204);
+    assert_eq!(
+        send(&app, with_token(&ping, &session, "ada-token")).await.0,
+        404
+    );
+}
+
+#[tokio::test]
+async fn the_stateless_revision_keeps_its_rules() {
+    let app = app(vec![]).await;
+    // initialize with 2026-07-28's marks is a removed method there.
+    let (st, v) = call(
+        &app,
+        rpc(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2026-07-28"}),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!((st.as_u16(), code(&v)), (404, -32601));
+    // A 2026-07-28-shaped request naming an old version is -32022, not a handshake.
+    let mut old = rpc(2, "tools/list", json!({}), json!({}));
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let req = Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("host", "localhost:3001")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-method", "tools/list")
+        .body(Body::from(old.to_string()))
+        .expect("request");
+    let (st, v, _) = send(&app, req).await;
+    assert_eq!((st.as_u16(), code(&v)), (400, -32022));
+}
