@@ -80,7 +80,7 @@ class Server:
             "io.modelcontextprotocol/clientCapabilities": caps,
         }
         headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
-        name = params.get("name") or params.get("taskId")
+        name = params.get("name") or params.get("taskId") or params.get("uri")
         if name:
             headers["Mcp-Name"] = name
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)

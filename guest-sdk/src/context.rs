@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use crate::bindings::snodo::tasks::{context as host, types};
+use crate::bindings::snodo::tasks0_1_0::{context as host, types};
 
 /// The execution was asked to stop.
 ///

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::bindings::snodo::tasks::types;
+use crate::bindings::snodo::tasks0_1_0::types;
 use crate::{Content, Context, Mode, Outcome, RpcError, Tool, ToolResult};
 
 fn mode(m: Mode) -> types::TaskMode {
@@ -133,4 +133,165 @@ pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
             status_message,
         }),
     }
+}
+
+// ---- the catalog (resources, prompts, completions) ----
+
+use crate::bindings::snodo::tasks0_2_0::catalog_types as ct;
+use crate::catalog::Body;
+use crate::{Contents, Prompt, Resource, Role, Vars};
+
+/// A catalog with nothing in it yet.
+pub fn empty_catalog() -> ct::Catalog {
+    ct::Catalog {
+        resources: Vec::new(),
+        resource_templates: Vec::new(),
+        prompts: Vec::new(),
+        completions: false,
+    }
+}
+
+/// Adds one resource (or template) to `c`.
+pub fn add_resource<R: Resource>(c: &mut ct::Catalog) {
+    let spec = R::spec();
+    if R::URI.contains('{') {
+        c.resource_templates.push(ct::ResourceTemplate {
+            uri_template: R::URI.to_owned(),
+            name: spec.name,
+            title: spec.title,
+            description: spec.description,
+            mime_type: spec.mime_type,
+        });
+        c.completions = true;
+    } else {
+        c.resources.push(ct::Resource {
+            uri: R::URI.to_owned(),
+            name: spec.name,
+            title: spec.title,
+            description: spec.description,
+            mime_type: spec.mime_type,
+        });
+    }
+}
+
+/// Adds one prompt to `c`.
+pub fn add_prompt<P: Prompt>(c: &mut ct::Catalog) {
+    let spec = P::spec();
+    c.prompts.push(ct::Prompt {
+        name: P::NAME.to_owned(),
+        title: spec.title,
+        description: spec.description,
+        arguments: spec
+            .arguments
+            .into_iter()
+            .map(|(name, description, required)| ct::PromptArgument {
+                name,
+                description,
+                required,
+            })
+            .collect(),
+    });
+    c.completions = true;
+}
+
+/// Whether a read is for `R` (its URI, or its template).
+pub fn resource_matches<R: Resource>(request: &ct::ResourceRequest) -> bool {
+    request.template.as_deref().unwrap_or(&request.uri) == R::URI
+}
+
+fn contents(c: Contents) -> ct::ResourceContents {
+    let (text, blob) = match c.body {
+        Body::Text(t) => (Some(t), None),
+        Body::Blob(b) => (None, Some(b)),
+    };
+    ct::ResourceContents {
+        uri: c.uri,
+        mime_type: c.mime_type,
+        text,
+        blob,
+    }
+}
+
+fn request_context() -> Context {
+    Context {
+        task_id: None,
+        idempotency_key: String::new(),
+        attempt: 0,
+    }
+}
+
+/// `read-resource` for `R`.
+pub fn read_resource<R: Resource>(
+    request: ct::ResourceRequest,
+) -> Result<Vec<ct::ResourceContents>, types::RpcError> {
+    let vars = Vars(request.variables);
+    R::read(&request_context(), &request.uri, &vars)
+        .map(|c| c.into_iter().map(contents).collect())
+        .map_err(rpc_error)
+}
+
+/// The error for a read of a URI no listed resource serves.
+pub fn unknown_resource(uri: &str) -> types::RpcError {
+    rpc_error(
+        RpcError::invalid_params("Resource not found").with_data(serde_json::json!({ "uri": uri })),
+    )
+}
+
+/// `get-prompt` for `P`.
+pub fn get_prompt<P: Prompt>(arguments: &str) -> Result<ct::PromptResult, types::RpcError> {
+    let args = parse_arguments(arguments)
+        .and_then(|v| {
+            serde_json::from_value::<P::Args>(v).map_err(|e| {
+                RpcError::invalid_params(format!("invalid arguments for prompt {}: {e}", P::NAME))
+            })
+        })
+        .map_err(rpc_error)?;
+    let rendered = P::get(&request_context(), args).map_err(rpc_error)?;
+    Ok(ct::PromptResult {
+        description: rendered.description,
+        messages: rendered
+            .messages
+            .into_iter()
+            .map(|(role, c)| ct::PromptMessage {
+                role: match role {
+                    Role::User => ct::Role::User,
+                    Role::Assistant => ct::Role::Assistant,
+                },
+                content: content(c),
+            })
+            .collect(),
+    })
+}
+
+/// The error for a prompt this component does not have.
+pub fn unknown_prompt(name: &str) -> types::RpcError {
+    rpc_error(RpcError::invalid_params(format!("unknown prompt: {name}")))
+}
+
+fn completion(mut values: Vec<String>) -> ct::Completion {
+    let total = values.len();
+    let has_more = total > 100;
+    values.truncate(100);
+    ct::Completion {
+        values,
+        total: u32::try_from(total).ok(),
+        has_more,
+    }
+}
+
+/// No suggestions.
+pub fn no_completion() -> ct::Completion {
+    completion(Vec::new())
+}
+
+/// `complete` for an argument of `P`.
+pub fn complete_prompt<P: Prompt>(argument: &str, value: &str, context: &str) -> ct::Completion {
+    let context =
+        serde_json::from_str::<serde_json::Map<String, Value>>(context).unwrap_or_default();
+    completion(P::complete(argument, value, &context))
+}
+
+/// `complete` for a variable of `R`'s template.
+pub fn complete_resource<R: Resource>(variable: &str, value: &str) -> ct::Completion {
+    completion(R::complete(variable, value))
 }

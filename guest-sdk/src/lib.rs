@@ -60,11 +60,13 @@
 // The generated bindings name this crate by path, from inside it and from tool crates alike.
 extern crate self as snodo_guest;
 
+mod catalog;
 mod context;
 mod glue;
 mod result;
 mod tool;
 
+pub use catalog::{Contents, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec, Role, Vars};
 pub use context::{
     Cancelled, Context, ElicitAction, Elicited, Form, InputError, InputRequest, LogLevel,
 };
@@ -75,8 +77,9 @@ pub use tool::{Mode, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "executor",
+        world: "snodo:tasks/executor@0.2.0",
         path: "../wit",
+        generate_all,
         pub_export_macro: true,
         export_macro_name: "__export_executor",
         default_bindings_module: "snodo_guest::bindings",
@@ -110,24 +113,67 @@ pub mod __private {
 #[macro_export]
 macro_rules! export_tools {
     ($($tool:ty),+ $(,)?) => {
+        $crate::export!(tools: [$($tool),+]);
+    };
+}
+
+/// Exports the component's tools, resources and prompts (each list optional but `tools`,
+/// in this order). Use it once per component; names and URIs must be unique.
+///
+/// ```
+/// # use serde_json::{Value, json};
+/// # use snodo_guest::*;
+/// # struct Ping;
+/// # impl Tool for Ping {
+/// #     const NAME: &'static str = "ping";
+/// #     type Args = Value;
+/// #     fn spec() -> ToolSpec { ToolSpec::new(json!({"type": "object"})) }
+/// #     fn run(_: &Context, _: Value) -> Outcome { ToolResult::text("pong").into() }
+/// # }
+/// struct Readme;
+/// impl Resource for Readme {
+///     const URI: &'static str = "docs://readme";
+///     fn spec() -> ResourceSpec { ResourceSpec::new("README").mime_type("text/markdown") }
+///     fn read(_: &Context, uri: &str, _: &Vars) -> Result<Vec<Contents>, RpcError> {
+///         Ok(vec![Contents::text(uri, "# Hello")])
+///     }
+/// }
+/// struct Hello;
+/// impl Prompt for Hello {
+///     const NAME: &'static str = "hello";
+///     type Args = Value;
+///     fn spec() -> PromptSpec { PromptSpec::new().description("Says hello") }
+///     fn get(_: &Context, _: Value) -> Result<PromptResult, RpcError> { Ok(PromptResult::user("Hello!")) }
+/// }
+/// snodo_guest::export!(tools: [Ping], resources: [Readme], prompts: [Hello]);
+/// ```
+#[macro_export]
+macro_rules! export {
+    (
+        tools: [$($tool:ty),* $(,)?]
+        $(, resources: [$($res:ty),* $(,)?])?
+        $(, prompts: [$($prompt:ty),* $(,)?])?
+        $(,)?
+    ) => {
         #[doc(hidden)]
         pub struct __SnodoExecutor;
 
-        impl $crate::bindings::exports::snodo::tasks::tools::Guest for __SnodoExecutor {
-            fn describe() -> ::std::vec::Vec<$crate::bindings::snodo::tasks::types::Tool> {
-                ::std::vec![$($crate::__private::describe::<$tool>()),+]
+        impl $crate::bindings::exports::snodo::tasks0_1_0::tools::Guest for __SnodoExecutor {
+            fn describe() -> ::std::vec::Vec<$crate::bindings::snodo::tasks0_1_0::types::Tool> {
+                ::std::vec![$($crate::__private::describe::<$tool>()),*]
             }
 
             fn choose_mode(
                 tool: ::std::string::String,
                 arguments: ::std::string::String,
-            ) -> $crate::bindings::snodo::tasks::types::TaskMode {
+            ) -> $crate::bindings::snodo::tasks0_1_0::types::TaskMode {
+                let _ = (&tool, &arguments);
                 $(
                     if tool == <$tool as $crate::Tool>::NAME {
                         return $crate::__private::choose_mode::<$tool>(&arguments);
                     }
-                )+
-                $crate::bindings::snodo::tasks::types::TaskMode::Sync
+                )*
+                $crate::bindings::snodo::tasks0_1_0::types::TaskMode::Sync
             }
 
             fn prepare(
@@ -135,27 +181,104 @@ macro_rules! export_tools {
                 arguments: ::std::string::String,
             ) -> ::std::result::Result<
                 ::std::string::String,
-                $crate::bindings::snodo::tasks::types::RpcError,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
             > {
+                let _ = &arguments;
                 $(
                     if tool == <$tool as $crate::Tool>::NAME {
                         return $crate::__private::prepare::<$tool>(&arguments);
                     }
-                )+
+                )*
                 ::std::result::Result::Err($crate::__private::unknown_tool(&tool))
             }
 
             fn execute(
-                work: $crate::bindings::snodo::tasks::types::Work,
-            ) -> $crate::bindings::snodo::tasks::types::Outcome {
+                work: $crate::bindings::snodo::tasks0_1_0::types::Work,
+            ) -> $crate::bindings::snodo::tasks0_1_0::types::Outcome {
                 $(
                     if work.tool == <$tool as $crate::Tool>::NAME {
                         return $crate::__private::execute::<$tool>(work);
                     }
-                )+
-                $crate::bindings::snodo::tasks::types::Outcome::Failed(
+                )*
+                $crate::bindings::snodo::tasks0_1_0::types::Outcome::Failed(
                     $crate::__private::unknown_tool(&work.tool),
                 )
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_2_0::catalog::Guest for __SnodoExecutor {
+            fn describe_catalog() -> $crate::bindings::snodo::tasks0_2_0::catalog_types::Catalog {
+                #[allow(unused_mut)]
+                let mut c = $crate::__private::empty_catalog();
+                $($($crate::__private::add_resource::<$res>(&mut c);)*)?
+                $($($crate::__private::add_prompt::<$prompt>(&mut c);)*)?
+                c
+            }
+
+            fn read_resource(
+                request: $crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceRequest,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceContents>,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                $($(
+                    if $crate::__private::resource_matches::<$res>(&request) {
+                        return $crate::__private::read_resource::<$res>(request);
+                    }
+                )*)?
+                ::std::result::Result::Err($crate::__private::unknown_resource(&request.uri))
+            }
+
+            fn get_prompt(
+                name: ::std::string::String,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::snodo::tasks0_2_0::catalog_types::PromptResult,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                let _ = &arguments;
+                $($(
+                    if name == <$prompt as $crate::Prompt>::NAME {
+                        return $crate::__private::get_prompt::<$prompt>(&arguments);
+                    }
+                )*)?
+                ::std::result::Result::Err($crate::__private::unknown_prompt(&name))
+            }
+
+            fn complete(
+                target: $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef,
+                argument: ::std::string::String,
+                value: ::std::string::String,
+                context: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::snodo::tasks0_2_0::catalog_types::Completion,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                use $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef;
+                let _ = (&argument, &value, &context);
+                match &target {
+                    CompletionRef::Prompt(name) => {
+                        let _ = name;
+                        $($(
+                            if name == <$prompt as $crate::Prompt>::NAME {
+                                return ::std::result::Result::Ok(
+                                    $crate::__private::complete_prompt::<$prompt>(&argument, &value, &context),
+                                );
+                            }
+                        )*)?
+                    }
+                    CompletionRef::ResourceTemplate(template) => {
+                        let _ = template;
+                        $($(
+                            if template == <$res as $crate::Resource>::URI {
+                                return ::std::result::Result::Ok(
+                                    $crate::__private::complete_resource::<$res>(&argument, &value),
+                                );
+                            }
+                        )*)?
+                    }
+                }
+                ::std::result::Result::Ok($crate::__private::no_completion())
             }
         }
 

@@ -562,6 +562,50 @@ fn print_tools(
             t.component.path().display()
         );
     }
+    let sources = catalog.sources();
+    if sources.iter().any(|s| {
+        let c = s.component.catalog();
+        !c.resources.is_empty() || !c.templates.is_empty()
+    }) {
+        println!("\n{:<44} {:<9} component", "resource", "kind");
+        for s in sources {
+            let c = s.component.catalog();
+            let path = s.component.path().display();
+            for r in &c.resources {
+                println!("{:<44} {:<9} {path}", r.uri, "fixed");
+            }
+            for t in &c.templates {
+                println!("{:<44} {:<9} {path}", t.template.as_str(), "template");
+            }
+        }
+    }
+    if sources
+        .iter()
+        .any(|s| !s.component.catalog().prompts.is_empty())
+    {
+        // Required arguments are marked with `*`.
+        println!("\n{:<44} {:<30} component", "prompt", "arguments");
+        for s in sources {
+            for p in &s.component.catalog().prompts {
+                let args: Vec<String> = p
+                    .arguments
+                    .iter()
+                    .map(|(n, required)| format!("{n}{}", if *required { "*" } else { "" }))
+                    .collect();
+                let args = if args.is_empty() {
+                    "-".to_owned()
+                } else {
+                    args.join(",")
+                };
+                println!(
+                    "{:<44} {:<30} {}",
+                    p.name,
+                    args,
+                    s.component.path().display()
+                );
+            }
+        }
+    }
     Ok(())
 }
 

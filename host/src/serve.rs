@@ -9,7 +9,7 @@ use crate::budget::TenantLimits;
 use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServerConfig};
 use crate::model::{Principal, RetryPolicy};
-use crate::runner::{Catalog, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
+use crate::runner::{Catalog, CatalogSource, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
 use crate::store::{MemoryStore, ObservedStore, PgStore, RedbStore, SqliteStore, Store};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
@@ -371,9 +371,12 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
             .await
             .map_err(|e| ServeError::Component(e.to_string()))?;
         let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
+        let served = component.catalog();
         tracing::info!(
             component = %path.display(),
             tools = %names.join(", "),
+            resources = served.resources.len() + served.templates.len(),
+            prompts = served.prompts.len(),
             cache_hit = component.info().cache_hit,
             load_ms = started.elapsed().as_millis() as u64,
             "component loaded"
@@ -413,6 +416,14 @@ pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
                 })
                 .map_err(ServeError::Component)?;
         }
+        // Resources and prompts run under the defaults' limits and grants.
+        catalog
+            .add_source(CatalogSource {
+                component: component.clone(),
+                limits: opts.defaults.limits.unwrap_or_default(),
+                grants: opts.defaults.grants.clone().unwrap_or_default(),
+            })
+            .map_err(ServeError::Component)?;
     }
     if let Some(unknown) = opts
         .tool_settings

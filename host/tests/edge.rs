@@ -788,7 +788,7 @@ fn serve_exit_codes_tell_the_failure_apart() {
 }
 
 #[test]
-fn snodo_tools_names_modes_and_hooks_in_the_sdks_words() {
+fn snodo_tools_names_modes_hooks_resources_and_prompts() {
     let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
         .args(["tools", "--component", snodo_test_guests::FIXTURES])
         .output()
@@ -814,10 +814,20 @@ fn snodo_tools_names_modes_and_hooks_in_the_sdks_words() {
     );
     assert_eq!(row("test_tool_with_task")[2], "prepare", "{text}");
     assert_eq!(row("test_simple_text")[2], "-", "{text}");
-    for line in text.lines().skip(1) {
+    let mut tables = text.split("\n\n");
+    for line in tables.next().unwrap_or_default().lines().skip(1) {
         let mode = line.split_whitespace().nth(1).unwrap_or_default();
         assert!(["sync", "optional", "required"].contains(&mode), "{line}");
     }
+    // Then what the component serves besides tools.
+    assert_eq!(row("test://template/{id}/data")[1], "template", "{text}");
+    assert_eq!(row("test://static-text")[1], "fixed", "{text}");
+    assert_eq!(
+        row("test_prompt_with_arguments")[1],
+        "arg1*,arg2*",
+        "{text}"
+    );
+    assert_eq!(row("test_simple_prompt")[1], "-", "{text}");
 }
 
 /// Regression: `snodo tools` and `snodo config validate` wrote a compile cache into the

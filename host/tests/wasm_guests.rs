@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 use snodo::mcp::SyncIo;
 use snodo::model::{ExecutionLimits, JsonRpcError};
 use snodo::wasm::{
-    AttemptError, CancelToken, Component, ComponentLoader, EngineConfig, Execution, ExecutionIo,
-    GuestOutcome, Limit, TaskMode, WasmEngine,
+    AttemptError, CancelToken, Completing, Component, ComponentLoader, EngineConfig, Execution,
+    ExecutionIo, GuestOutcome, Limit, TaskMode, WasmEngine,
 };
 use tokio::sync::OnceCell;
 
@@ -121,6 +121,152 @@ async fn fixtures_describe_the_conformance_tools() {
     let missing = g.fixtures.tool("test_missing_capability").expect("tool");
     assert_eq!(missing.required_capabilities, Some(json!({"sampling": {}})));
     assert!(!g.fixtures.info().digest.is_empty());
+}
+
+#[tokio::test]
+async fn a_0_2_0_component_serves_resources_prompts_and_completions() {
+    let g = guests().await;
+    let c = g.fixtures.catalog();
+    let uris: Vec<&str> = c.resources.iter().map(|r| r.uri.as_str()).collect();
+    assert_eq!(
+        uris,
+        [
+            "test://static-text",
+            "test://static-binary",
+            "test://watched-resource"
+        ]
+    );
+    assert_eq!(c.resources[0].listing["mimeType"], "text/plain");
+    assert_eq!(c.templates.len(), 1);
+    assert_eq!(
+        c.templates[0].listing["uriTemplate"],
+        "test://template/{id}/data"
+    );
+    let args = &c
+        .prompt("test_prompt_with_arguments")
+        .expect("prompt")
+        .arguments;
+    assert_eq!(
+        args,
+        &[("arg1".to_owned(), true), ("arg2".to_owned(), true)]
+    );
+    assert!(c.completions);
+
+    let read = |uri: &'static str| {
+        let exec = Execution::new("read", Value::Null, io());
+        g.fixtures.read_resource(exec, uri)
+    };
+    assert_eq!(
+        read("test://static-text")
+            .await
+            .expect("runs")
+            .expect("served")
+            .expect("ok"),
+        json!([{"uri": "test://static-text", "mimeType": "text/plain",
+                "text": "This is the content of the static text resource."}])
+    );
+    let t = read("test://template/123/data")
+        .await
+        .expect("runs")
+        .expect("served")
+        .expect("ok");
+    let body: Value = serde_json::from_str(t[0]["text"].as_str().expect("text")).expect("json");
+    assert_eq!(
+        body,
+        json!({"id": "123", "templateTest": true, "data": "Data for ID: 123"})
+    );
+    assert_eq!(
+        read("test://nowhere").await.expect("runs"),
+        None,
+        "not served: no guest runs"
+    );
+
+    let prompt = |name: &'static str, args: Value, responses: Value| {
+        let exec = Execution::new(
+            name,
+            Value::Null,
+            io_with(responses, json!({"elicitation": {}})),
+        );
+        async move { g.fixtures.get_prompt(exec, name, &args).await }
+    };
+    let p = prompt(
+        "test_prompt_with_arguments",
+        json!({"arg1": "hello", "arg2": "world"}),
+        json!({}),
+    )
+    .await
+    .expect("runs")
+    .expect("ok");
+    assert_eq!(
+        p["messages"],
+        json!([{"role": "user", "content": {"type": "text",
+                "text": "Prompt with arguments: arg1='hello', arg2='world'"}}])
+    );
+    // Bad arguments are the guest's -32602, not a trap.
+    let bad = prompt(
+        "test_prompt_with_arguments",
+        json!({"arg1": "x"}),
+        json!({}),
+    )
+    .await
+    .expect("runs")
+    .expect_err("missing arg2");
+    assert_eq!(bad.code, -32602);
+    // A prompt that asks suspends like a tool (MRTR), then renders with the answer.
+    match prompt("test_input_required_result_prompt", json!({}), json!({})).await {
+        Err(AttemptError::NeedInput(q)) => assert_eq!(q[0].0, "user_context"),
+        other => panic!("expected a question, got {other:?}"),
+    }
+    let answered = prompt(
+        "test_input_required_result_prompt",
+        json!({}),
+        json!({"user_context": {"action": "accept", "content": {"context": "tests"}}}),
+    )
+    .await
+    .expect("runs")
+    .expect("ok");
+    assert_eq!(
+        answered["messages"][0]["content"]["text"],
+        "Prompt with context: tests"
+    );
+
+    let done = g
+        .fixtures
+        .complete(
+            Completing::Prompt("test_prompt_with_arguments"),
+            "arg1",
+            "par",
+            &json!({}),
+        )
+        .await
+        .expect("runs")
+        .expect("ok");
+    assert_eq!(done["values"], json!(["paris", "park", "party"]));
+    let ids = g
+        .fixtures
+        .complete(
+            Completing::Template("test://template/{id}/data"),
+            "id",
+            "4",
+            &json!({}),
+        )
+        .await
+        .expect("runs")
+        .expect("ok");
+    assert_eq!(ids["values"], json!(["456"]));
+}
+
+#[tokio::test]
+async fn a_0_1_0_component_still_serves_its_tools_and_no_catalog() {
+    let g = guests().await;
+    // The hostile guest is bound to snodo:tasks@0.1.0 directly.
+    assert!(g.hostile.tool("counter").is_some());
+    assert_eq!(
+        g.hostile.catalog(),
+        &snodo::wasm::ComponentCatalog::default()
+    );
+    let out = run(&g.hostile, "counter", json!({})).await.expect("runs");
+    assert!(!is_error(&out), "{out:?}");
 }
 
 #[tokio::test]
@@ -643,7 +789,8 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .await
         .expect_err("wrong world");
     assert!(
-        err.reason.contains("not a snodo:tasks@0.1.0 executor"),
+        err.reason
+            .contains("not a snodo:tasks executor of 0.1.0 or 0.2.0"),
         "{err}"
     );
 

@@ -1,5 +1,6 @@
 // Real TypeScript MCP clients against the fixture server: the official SDK's Client
-// (protocol 2025-11-25, the initialize handshake) and the MCP Inspector CLI. The server is
+// (protocol 2025-11-25, the initialize handshake) and the MCP Inspector CLI, on tools,
+// resources, prompts and completion. The server is
 // `snodo serve` with the memory store and the conformance fixture component, started here
 // on a free port and stopped at the end.
 
@@ -207,6 +208,38 @@ test("progress and log notifications arrive while the tool runs", async () => {
   }
 });
 
+test("resources, prompts and completions from a component", async () => {
+  const { client } = await connect({ elicitation: {} });
+  try {
+    const caps = client.getServerCapabilities();
+    assert.ok(caps.resources && caps.prompts && caps.completions, JSON.stringify(caps));
+    const { resources } = await client.listResources();
+    assert.ok(resources.some((r) => r.uri === "test://static-text"));
+    const { resourceTemplates } = await client.listResourceTemplates();
+    assert.deepEqual(resourceTemplates.map((t) => t.uriTemplate), ["test://template/{id}/data"]);
+    const read = await client.readResource({ uri: "test://template/42/data" });
+    assert.deepEqual(JSON.parse(read.contents[0].text), { id: "42", templateTest: true, data: "Data for ID: 42" });
+    await assert.rejects(client.readResource({ uri: "test://missing" }), (e) => e.code === -32602);
+
+    const { prompts } = await client.listPrompts();
+    assert.ok(prompts.some((p) => p.name === "test_prompt_with_arguments"));
+    const p = await client.getPrompt({ name: "test_prompt_with_arguments", arguments: { arg1: "a", arg2: "b" } });
+    assert.equal(p.messages[0].content.text, "Prompt with arguments: arg1='a', arg2='b'");
+    const img = await client.getPrompt({ name: "test_prompt_with_image" });
+    assert.equal(img.messages[0].content.type, "image");
+
+    const c = await client.complete({
+      ref: { type: "ref/prompt", name: "test_prompt_with_arguments" },
+      argument: { name: "arg1", value: "par" },
+    });
+    assert.deepEqual(c.completion.values, ["paris", "park", "party"]);
+    await client.subscribeResource({ uri: "test://watched-resource" });
+    await client.unsubscribeResource({ uri: "test://watched-resource" });
+  } finally {
+    await client.close();
+  }
+});
+
 test("an ended session is refused with 404", async () => {
   const { client, transport } = await connect();
   const id = transport.sessionId;
@@ -239,9 +272,15 @@ async function inspector(...args) {
   return JSON.parse(stdout);
 }
 
-test("the MCP Inspector CLI lists and calls tools", async () => {
+test("the MCP Inspector CLI lists and calls tools, reads a resource and gets a prompt", async () => {
   const list = await inspector("--method", "tools/list");
   assert.ok(list.tools.some((t) => t.name === "greet"));
   const call = await inspector("--method", "tools/call", "--tool-name", "greet", "--tool-arg", "name=Inspector");
   assert.equal(text(call), "Hello, Inspector!");
+  const read = await inspector("--method", "resources/read", "--uri", "test://static-text");
+  assert.equal(read.contents[0].text, "This is the content of the static text resource.");
+  const prompt = await inspector(
+    "--method", "prompts/get", "--prompt-name", "test_prompt_with_arguments", "--prompt-args", "arg1=x", "arg2=y",
+  );
+  assert.equal(prompt.messages[0].content.text, "Prompt with arguments: arg1='x', arg2='y'");
 });

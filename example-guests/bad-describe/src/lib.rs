@@ -1,8 +1,17 @@
 //! A component whose `describe` is invalid: an input schema that is not JSON, and a name
 //! given twice. The host must refuse it at load time and say why.
 
-use snodo_guest::bindings::exports::snodo::tasks::tools::Guest;
-use snodo_guest::bindings::snodo::tasks::types::{Outcome, RpcError, TaskMode, Tool, Work};
+/// Bound to snodo:tasks@0.1.0 directly, not through the SDK (which targets 0.2.0): this
+/// component is also the proof that the host keeps serving 0.1.0 components unchanged.
+mod bindings {
+    wit_bindgen::generate!({
+        world: "executor",
+        path: "../../wit/deps/tasks-0.1.0",
+    });
+}
+
+use bindings::exports::snodo::tasks::tools::Guest;
+use bindings::snodo::tasks::types::{Outcome, RpcError, TaskMode, Tool, Work};
 
 struct Bad;
 
@@ -42,4 +51,4 @@ impl Guest for Bad {
     }
 }
 
-snodo_guest::bindings::__export_executor!(Bad with_types_in snodo_guest::bindings);
+bindings::export!(Bad with_types_in bindings);

@@ -4,7 +4,10 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use snodo_guest::{Context, Form, LogLevel, Mode, Outcome, RpcError, Tool, ToolResult, ToolSpec};
+use snodo_guest::{
+    Content, Contents, Context, Form, LogLevel, Mode, Outcome, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec,
+    Role, RpcError, Tool, ToolResult, ToolSpec, Vars,
+};
 
 /// `quick_report`: sums a synthetic table. Small tables run inline; large ones (more than
 /// 100,000 rows) become a task when the client supports tasks.
@@ -143,4 +146,74 @@ impl Tool for Flaky {
     }
 }
 
-snodo_guest::export_tools!(QuickReport, DurableExport, Flaky);
+/// `reports://{dataset}`: a dataset's report card, as JSON.
+pub struct ReportCard;
+
+impl Resource for ReportCard {
+    const URI: &'static str = "reports://{dataset}";
+
+    fn spec() -> ResourceSpec {
+        ResourceSpec::new("Report card").description("A dataset's size and owner").mime_type("application/json")
+    }
+
+    fn read(_cx: &Context, uri: &str, vars: &Vars) -> Result<Vec<Contents>, RpcError> {
+        let dataset = vars.get("dataset").unwrap_or_default();
+        let rows = dataset.bytes().map(u64::from).sum::<u64>() * 1_000;
+        let card = json!({"dataset": dataset, "rows": rows, "owner": "analytics"});
+        Ok(vec![Contents::text(uri, card.to_string()).with_mime_type("application/json")])
+    }
+
+    fn complete(variable: &str, value: &str) -> Vec<String> {
+        if variable != "dataset" {
+            return Vec::new();
+        }
+        DATASETS.iter().filter(|d| d.starts_with(value)).map(|d| d.to_string()).collect()
+    }
+}
+
+const DATASETS: [&str; 3] = ["sales", "support", "signups"];
+
+#[derive(Deserialize)]
+pub struct BriefArgs {
+    dataset: String,
+}
+
+/// `report_brief(dataset)`: asks the model for a brief of a dataset, with its report card
+/// embedded.
+pub struct ReportBrief;
+
+impl Prompt for ReportBrief {
+    const NAME: &'static str = "report_brief";
+    type Args = BriefArgs;
+
+    fn spec() -> PromptSpec {
+        PromptSpec::new().title("Report brief").description("A one-paragraph brief of a dataset").argument(
+            "dataset",
+            "The dataset to brief on",
+            true,
+        )
+    }
+
+    fn get(_cx: &Context, args: BriefArgs) -> Result<PromptResult, RpcError> {
+        Ok(PromptResult::default()
+            .with(
+                Role::User,
+                Content::Resource {
+                    uri: format!("reports://{}", args.dataset),
+                    mime_type: Some("application/json".into()),
+                    text: json!({"dataset": args.dataset}).to_string(),
+                },
+            )
+            .with(Role::User, Content::Text(format!("Write a one-paragraph brief of the {} dataset.", args.dataset))))
+    }
+
+    fn complete(argument: &str, value: &str, _context: &serde_json::Map<String, Value>) -> Vec<String> {
+        ReportCard::complete(if argument == "dataset" { "dataset" } else { "" }, value)
+    }
+}
+
+snodo_guest::export!(
+    tools: [QuickReport, DurableExport, Flaky],
+    resources: [ReportCard],
+    prompts: [ReportBrief],
+);

@@ -1,9 +1,18 @@
 //! Hostile guests for the host's containment tests. Implemented on the raw bindings, so
 //! they can return what the SDK would never produce.
 
-use snodo_guest::bindings::exports::snodo::tasks::tools::Guest;
-use snodo_guest::bindings::snodo::tasks::context;
-use snodo_guest::bindings::snodo::tasks::types::{
+/// Bound to snodo:tasks@0.1.0 directly, not through the SDK (which targets 0.2.0): this
+/// component is also the proof that the host keeps serving 0.1.0 components unchanged.
+mod bindings {
+    wit_bindgen::generate!({
+        world: "executor",
+        path: "../../wit/deps/tasks-0.1.0",
+    });
+}
+
+use bindings::exports::snodo::tasks::tools::Guest;
+use bindings::snodo::tasks::context;
+use bindings::snodo::tasks::types::{
     ContentBlock, EmbeddedResource, Outcome, RpcError, TaskMode, Tool, ToolResult, Work,
 };
 
@@ -122,7 +131,7 @@ impl Guest for Hostile {
                 let line = "x".repeat(1024);
                 for _ in 0..4096 {
                     println!("{line}");
-                    context::log(snodo_guest::bindings::snodo::tasks::types::LogLevel::Info, &line);
+                    context::log(bindings::snodo::tasks::types::LogLevel::Info, &line);
                 }
                 text("done talking")
             }
@@ -156,4 +165,4 @@ impl Guest for Hostile {
     }
 }
 
-snodo_guest::bindings::__export_executor!(Hostile with_types_in snodo_guest::bindings);
+bindings::export!(Hostile with_types_in bindings);

@@ -13,6 +13,9 @@ impl McpServer {
             "supportedVersions": [PROTOCOL_VERSION],
             "capabilities": {
                 "tools": {"listChanged": false},
+                "resources": {"listChanged": false},
+                "prompts": {"listChanged": false},
+                "completions": {},
                 "extensions": {TASKS_EXTENSION: {}},
             },
             "serverInfo": {"name": self.config.name, "version": self.config.version},

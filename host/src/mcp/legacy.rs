@@ -17,7 +17,7 @@ use crate::model::Principal;
 use crate::protocol::{self, LogLevel, RequestMeta, RpcError};
 
 use super::session::{HANDSHAKE_VERSIONS, Session};
-use super::{McpServer, Reply, RoutingHeaders};
+use super::{McpServer, Reply, Revision, RoutingHeaders};
 
 /// A request of a handshake revision, with its session.
 pub(super) struct Call<'a> {
@@ -25,6 +25,18 @@ pub(super) struct Call<'a> {
     pub(super) session: Session,
     /// Its `Mcp-Session-Id`, when it sent one.
     pub(super) session_id: Option<&'a str>,
+}
+
+impl Call<'_> {
+    /// What the session declared, as the per-request metadata the shared handlers read.
+    fn meta(&self, progress_token: Option<Value>) -> RequestMeta {
+        RequestMeta {
+            protocol_version: self.session.version.clone(),
+            client_capabilities: self.session.capabilities.clone(),
+            progress_token,
+            log_level: None,
+        }
+    }
 }
 
 /// Whether a request speaks a handshake revision rather than 2026-07-28.
@@ -114,10 +126,34 @@ impl McpServer {
                     .handshake_tools_call(&req, &call, principal, headers)
                     .await;
             }
-            "resources/read" => plain(self.resources_read(&req.params)?),
-            "resources/list" => json!({"resources": []}),
-            "resources/templates/list" => json!({"resourceTemplates": []}),
-            "prompts/list" => json!({"prompts": []}),
+            "resources/list" => self.resources_list(Revision::Handshake),
+            "resources/templates/list" => self.resource_templates_list(Revision::Handshake),
+            "resources/read" => {
+                let meta = call.meta(None);
+                self.resources_read(&req.params, &meta, principal, Revision::Handshake)
+                    .await?
+            }
+            // Served resources are read on demand and never announce changes, so a
+            // subscription is accepted and has nothing to deliver.
+            "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = req
+                    .params
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if self.config.catalog.resource_source(uri).is_none() {
+                    return Err(RpcError::invalid_params("Resource not found")
+                        .with_data(json!({"uri": uri})));
+                }
+                json!({})
+            }
+            "prompts/list" => self.prompts_list(Revision::Handshake),
+            "prompts/get" => {
+                let meta = call.meta(None);
+                self.prompts_get(&req.params, &meta, principal, Revision::Handshake)
+                    .await?
+            }
+            "completion/complete" => self.complete(&req.params, Revision::Handshake).await?,
             other => return Err(RpcError::method_not_found(other)),
         };
         Ok(Reply::result(&id, result))
@@ -158,6 +194,9 @@ impl McpServer {
             "protocolVersion": version,
             "capabilities": {
                 "tools": {"listChanged": false},
+                "resources": {"subscribe": true, "listChanged": false},
+                "prompts": {"listChanged": false},
+                "completions": {},
                 "logging": {},
             },
             "serverInfo": {"name": self.config.name, "version": self.config.version},

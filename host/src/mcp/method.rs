@@ -9,8 +9,18 @@ pub(crate) enum Method {
     ToolsList,
     /// `tools/call`.
     ToolsCall,
+    /// `resources/list`.
+    ResourcesList,
+    /// `resources/templates/list`.
+    ResourceTemplatesList,
     /// `resources/read`.
     ResourcesRead,
+    /// `prompts/list`.
+    PromptsList,
+    /// `prompts/get`.
+    PromptsGet,
+    /// `completion/complete`.
+    Complete,
     /// `tasks/get`.
     TasksGet,
     /// `tasks/update`.
@@ -28,7 +38,12 @@ impl Method {
             "server/discover" => Self::Discover,
             "tools/list" => Self::ToolsList,
             "tools/call" => Self::ToolsCall,
+            "resources/list" => Self::ResourcesList,
+            "resources/templates/list" => Self::ResourceTemplatesList,
             "resources/read" => Self::ResourcesRead,
+            "prompts/list" => Self::PromptsList,
+            "prompts/get" => Self::PromptsGet,
+            "completion/complete" => Self::Complete,
             "tasks/get" => Self::TasksGet,
             "tasks/update" => Self::TasksUpdate,
             "tasks/cancel" => Self::TasksCancel,
@@ -53,6 +68,7 @@ mod tests {
         assert!(Method::parse("tasks/get").is_some_and(Method::needs_tasks));
         assert!(!Method::ToolsCall.needs_tasks());
         assert_eq!(Method::parse("tasks/list"), None, "removed by SEP-2663");
-        assert_eq!(Method::parse("prompts/get"), None);
+        assert_eq!(Method::parse("prompts/get"), Some(Method::PromptsGet));
+        assert_eq!(Method::parse("initialize"), None, "removed in 2026-07-28");
     }
 }

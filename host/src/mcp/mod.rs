@@ -5,10 +5,10 @@
 //! implies: envelope, routing headers, `_meta`, method, tasks gate, lookup. The transport
 //! (`http/`) owns sockets, limits and authentication; this module owns meaning.
 
+mod catalog_calls;
 mod discover;
 mod legacy;
 mod method;
-mod resources_read;
 mod session;
 mod state;
 mod subscriptions_listen;
@@ -398,7 +398,18 @@ impl McpServer {
                     )
                     .await;
             }
-            Method::ResourcesRead => self.resources_read(&req.params)?,
+            Method::ResourcesList => self.resources_list(Revision::Current),
+            Method::ResourceTemplatesList => self.resource_templates_list(Revision::Current),
+            Method::ResourcesRead => {
+                self.resources_read(&req.params, &meta, principal, Revision::Current)
+                    .await?
+            }
+            Method::PromptsList => self.prompts_list(Revision::Current),
+            Method::PromptsGet => {
+                self.prompts_get(&req.params, &meta, principal, Revision::Current)
+                    .await?
+            }
+            Method::Complete => self.complete(&req.params, Revision::Current).await?,
             Method::TasksGet => self.tasks_get(&req.params, principal).await?,
             Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,
             Method::TasksCancel => self.tasks_cancel(&req.params, principal).await?,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::budget::{Over, Refusal, Slot};
@@ -14,13 +14,9 @@ use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
 use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
+use super::catalog_calls::{given_answers, input_required};
 use super::sync_io::Outbox;
 use super::{McpServer, Reply, Revision, SyncIo, legacy, state, wire};
-
-fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
-    let requests: Map<String, Value> = questions.into_iter().collect();
-    json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
-}
 
 fn attempt_error(e: &AttemptError) -> RpcError {
     e.to_rpc_error()
@@ -32,7 +28,7 @@ impl McpServer {
     }
 
     /// A slot for running a guest on the request path, or the refusal as a JSON-RPC error.
-    fn sync_slot(&self, principal: &Principal) -> Result<Slot, RpcError> {
+    pub(super) fn sync_slot(&self, principal: &Principal) -> Result<Slot, RpcError> {
         self.sync_slots
             .try_acquire(principal.tenant.as_str())
             .map_err(|r| self.refuse(&r))
@@ -68,33 +64,8 @@ impl McpServer {
                 ));
             }
         };
-        let mut responses = match req.params.get("inputResponses") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(r)) => r.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "params.inputResponses must be an object",
-                ));
-            }
-        };
-        // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
-        // ListRootsResult); anything else is a malformed round, not an answer.
-        if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-            return Err(RpcError::invalid_params(format!(
-                "inputResponses[{k:?}] must be an object (an MCP input result)"
-            )));
-        }
         let key = self.server_key().await?;
-        if let Some(s) = req.params.get("requestState") {
-            let s = s
-                .as_str()
-                .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
-            let earlier = state::verify(&key, &tool.info.name, principal, s)
-                .map_err(RpcError::invalid_params)?;
-            for (k, v) in earlier {
-                responses.entry(k).or_insert(v);
-            }
-        }
+        let responses = given_answers(&req.params, &key, &tool.info.name, principal)?;
         // Capabilities the tool needs are checked before it runs.
         if let Some(required) = &tool.info.required_capabilities
             && !ClientCapabilities::of(&meta.client_capabilities).covers(required)
@@ -299,7 +270,7 @@ impl McpServer {
     }
 
     /// Runs a request-path guest call under the wall-clock limit of synchronous calls.
-    async fn within_wall_clock<T>(
+    pub(super) async fn within_wall_clock<T>(
         &self,
         fut: impl std::future::Future<Output = Result<T, AttemptError>>,
     ) -> Result<Result<T, AttemptError>, RpcError> {

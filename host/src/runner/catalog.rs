@@ -1,6 +1,7 @@
-//! The catalog: every tool this host serves, in one place. MCP lists and calls tools from
-//! it, the runner resolves work with it, `serve`, tests and benches build it. An entry is
-//! the component, what the tool described, and the settings the operator gave it.
+//! The catalog: every tool, resource and prompt this host serves, in one place. MCP lists
+//! and calls from it, the runner resolves work with it, `serve`, tests and benches build
+//! it. A tool entry is the component, what the tool described, and the settings the
+//! operator gave it; resources and prompts are found through the component serving them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::model::{ExecutionLimits, RetryPolicy, TaskId, Work};
-use crate::wasm::{Component, Executable, TaskMode, ToolInfo, WasiGrants};
+use crate::wasm::{Component, Executable, PromptInfo, TaskMode, ToolInfo, WasiGrants};
 
 /// The work type of an MCP tool call. Its input is `{"tool": name, "arguments": {...}}`.
 pub const TOOL_CALL: &str = "snodo/tool-call";
@@ -122,11 +123,24 @@ impl CatalogTool {
 /// (`snodo_tasks_reaped_active_total`) and logged.
 pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
 
-/// Every served tool, by name, in the order they were added (the `tools/list` order).
+/// A component serving resources or prompts, and what its reads and renders run under.
+#[derive(Clone)]
+pub struct CatalogSource {
+    /// The component.
+    pub component: Arc<Component>,
+    /// Per-execution limits of its reads and renders.
+    pub limits: ExecutionLimits,
+    /// What they may reach.
+    pub grants: WasiGrants,
+}
+
+/// Every served tool, by name, in the order they were added (the `tools/list` order), and
+/// every component serving resources or prompts.
 #[derive(Default, Clone)]
 pub struct Catalog {
     tools: Vec<CatalogTool>,
     by_name: HashMap<String, usize>,
+    sources: Vec<CatalogSource>,
     policy: ComponentPolicy,
 }
 
@@ -147,12 +161,84 @@ impl Catalog {
         Ok(())
     }
 
-    /// Adds every tool `component` describes, with default settings (tests and benches).
+    /// Adds the resources, templates and prompts `source` serves (nothing for a component
+    /// that serves none). A URI, template or prompt name served twice is refused: a read
+    /// must mean one thing.
+    pub fn add_source(&mut self, source: CatalogSource) -> Result<(), String> {
+        let new = source.component.catalog();
+        if new.resources.is_empty() && new.templates.is_empty() && new.prompts.is_empty() {
+            return Ok(());
+        }
+        for other in &self.sources {
+            let old = other.component.catalog();
+            if let Some(r) = new.resources.iter().find(|r| old.serves_uri(&r.uri)) {
+                return Err(format!("resource {:?} is served by two components", r.uri));
+            }
+            if let Some(t) = new.templates.iter().find(|t| {
+                old.templates
+                    .iter()
+                    .any(|o| o.template.as_str() == t.template.as_str())
+            }) {
+                return Err(format!(
+                    "resource template {:?} is served by two components",
+                    t.template.as_str()
+                ));
+            }
+            if let Some(p) = new.prompts.iter().find(|p| old.prompt(&p.name).is_some()) {
+                return Err(format!("prompt {:?} is served by two components", p.name));
+            }
+        }
+        self.sources.push(source);
+        Ok(())
+    }
+
+    /// Adds every tool `component` describes, and its resources and prompts, with default
+    /// settings (tests and benches).
     pub fn with_component(mut self, component: &Arc<Component>) -> Result<Self, String> {
         for info in component.tools() {
             self.add(CatalogTool::new(component.clone(), info.clone()))?;
         }
+        self.add_source(CatalogSource {
+            component: component.clone(),
+            limits: ExecutionLimits::default(),
+            grants: WasiGrants::default(),
+        })?;
         Ok(self)
+    }
+
+    /// Every component serving resources or prompts, in the order added.
+    pub fn sources(&self) -> &[CatalogSource] {
+        &self.sources
+    }
+
+    /// The component serving `uri` (a listed resource first, then a template match).
+    pub fn resource_source(&self, uri: &str) -> Option<&CatalogSource> {
+        self.sources
+            .iter()
+            .find(|s| s.component.catalog().resources.iter().any(|r| r.uri == uri))
+            .or_else(|| {
+                self.sources
+                    .iter()
+                    .find(|s| s.component.catalog().serves_uri(uri))
+            })
+    }
+
+    /// The prompt named `name` and the component serving it.
+    pub fn prompt(&self, name: &str) -> Option<(&CatalogSource, &PromptInfo)> {
+        self.sources
+            .iter()
+            .find_map(|s| s.component.catalog().prompt(name).map(|p| (s, p)))
+    }
+
+    /// The component serving the resource template `template`.
+    pub fn template_source(&self, template: &str) -> Option<&CatalogSource> {
+        self.sources.iter().find(|s| {
+            s.component
+                .catalog()
+                .templates
+                .iter()
+                .any(|t| t.template.as_str() == template)
+        })
     }
 
     /// Sets what happens to work pinned to a component version no longer deployed.

@@ -29,8 +29,8 @@ use crate::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError};
 use crate::wasm::CancelToken;
 
 pub use catalog::{
-    Catalog, CatalogTool, ComponentPolicy, DEFAULT_TTL_MS, Executors, Resolved, TOOL_CALL,
-    Unresolved, tool_call_work,
+    Catalog, CatalogSource, CatalogTool, ComponentPolicy, DEFAULT_TTL_MS, Executors, Resolved,
+    TOOL_CALL, Unresolved, tool_call_work,
 };
 pub use instrument::{
     EventChannel, Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent,

@@ -12,7 +12,10 @@ use wasmtime::component::Linker;
 
 use crate::model::ExecutionLimits;
 
-use super::bindings::{Executor, ExecutorPre, types};
+use super::bindings::catalog_types::ResourceRequest;
+use super::bindings::{CatalogIndices, Executor, ExecutorIndices, types};
+use super::catalog::{self, ComponentCatalog};
+use super::exec::Linked;
 use super::exec::{self, Call, Env, Returned};
 use super::host::{HostState, Origin};
 use super::io::NoInput;
@@ -45,8 +48,9 @@ pub struct LoadInfo {
 pub struct Component {
     path: PathBuf,
     engine: WasmEngine,
-    pre: ExecutorPre<HostState>,
+    linked: Linked,
     tools: Vec<ToolInfo>,
+    catalog: ComponentCatalog,
     info: LoadInfo,
 }
 
@@ -115,37 +119,55 @@ impl ComponentLoader {
         let started = Instant::now();
         let (component, cache_hit) = self.compile(&digest, bytes).await.map_err(fail)?;
         let prepare_time = started.elapsed();
-        let pre = self
+        let instance = self
             .linker
             .instantiate_pre(&component)
             .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2 and snodo:tasks/context are provided): {e:#}")))?;
-        let pre = ExecutorPre::new(pre).map_err(|e| {
+        let tools = ExecutorIndices::new(&instance).map_err(|e| {
             fail(format!(
-                "it is not a snodo:tasks@0.1.0 executor (build it with the snodo-guest SDK): {e:#}"
+                "it is not a snodo:tasks executor of 0.1.0 or 0.2.0 (build it with the snodo-guest SDK): {e:#}"
             ))
         })?;
-        let env = Env {
-            origin: Origin::default(),
-            limits: ExecutionLimits {
-                deadline_ms: Some(5_000),
-                ..ExecutionLimits::default()
-            },
-            io: Arc::new(NoInput),
-            cancel: CancelToken::new(),
-            cancel_grace: Duration::ZERO,
-            grants: Default::default(),
+        // A 0.1.0 component has no catalog; a component that names the export with another
+        // shape is refused rather than half served.
+        let has_catalog = component.get_export_index(None, CATALOG_EXPORT).is_some();
+        let catalog = if has_catalog {
+            Some(CatalogIndices::new(&instance).map_err(|e| {
+                fail(format!(
+                    "its {CATALOG_EXPORT} export is not the 0.2.0 catalog: {e:#}"
+                ))
+            })?)
+        } else {
+            None
         };
-        let described = exec::run(&self.engine, &pre, env, Call::Describe).await;
+        let linked = Linked {
+            instance,
+            tools,
+            catalog,
+        };
+        let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
         let tools = match described.result {
             Ok(Returned::Tools(t)) => convert::tools(t).map_err(fail)?,
             Ok(_) => return Err(fail("describe() returned the wrong type".into())),
             Err(e) => return Err(fail(format!("describe() failed: {e}"))),
         };
+        let catalog = if linked.catalog.is_some() {
+            let described =
+                exec::run(&self.engine, &linked, describe_env(), Call::DescribeCatalog).await;
+            match described.result {
+                Ok(Returned::Catalog(c)) => catalog::catalog(c).map_err(fail)?,
+                Ok(_) => return Err(fail("describe-catalog() returned the wrong type".into())),
+                Err(e) => return Err(fail(format!("describe-catalog() failed: {e}"))),
+            }
+        } else {
+            ComponentCatalog::default()
+        };
         Ok(Arc::new(Component {
             path: path.clone(),
             engine: self.engine.clone(),
-            pre,
+            linked,
             tools,
+            catalog,
             info: LoadInfo {
                 digest,
                 cache_hit,
@@ -316,7 +338,7 @@ impl Component {
         };
         let ran = exec::run(
             &self.engine,
-            &self.pre,
+            &self.linked,
             Self::env(&exec),
             Call::Execute(work),
         )
@@ -350,7 +372,7 @@ impl Component {
             tool: exec.tool.clone(),
             arguments: exec.arguments.to_string(),
         };
-        let ran = exec::run(&self.engine, &self.pre, Self::env(&exec), call).await;
+        let ran = exec::run(&self.engine, &self.linked, Self::env(&exec), call).await;
         match ran.result? {
             Returned::Prepared(Ok(args)) => serde_json::from_str(&args).map(Ok).map_err(|e| {
                 AttemptError::InvalidOutcome(format!(
@@ -363,6 +385,111 @@ impl Component {
             _ => Err(AttemptError::InvalidOutcome(
                 "prepare returned the wrong type".into(),
             )),
+        }
+    }
+
+    /// The resources, templates and prompts it serves (empty for a 0.1.0 component).
+    pub fn catalog(&self) -> &ComponentCatalog {
+        &self.catalog
+    }
+
+    /// Reads the resource at `uri` in a fresh instance, with the execution's IO, limits
+    /// and grants (its `tool` names the read in the operator's log). `Ok(None)` when this
+    /// component serves no such URI; `Ok(Some(Err))` is the guest's own error;
+    /// `Err(NeedInput)` lists what to ask.
+    pub async fn read_resource(
+        &self,
+        exec: Execution,
+        uri: &str,
+    ) -> Result<Option<Result<Value, crate::model::JsonRpcError>>, AttemptError> {
+        let request = if self.catalog.resources.iter().any(|r| r.uri == uri) {
+            ResourceRequest {
+                uri: uri.to_owned(),
+                template: None,
+                variables: Vec::new(),
+            }
+        } else {
+            let found = self
+                .catalog
+                .templates
+                .iter()
+                .find_map(|t| t.template.capture(uri).map(|v| (t.template.as_str(), v)));
+            let Some((template, variables)) = found else {
+                return Ok(None);
+            };
+            ResourceRequest {
+                uri: uri.to_owned(),
+                template: Some(template.to_owned()),
+                variables,
+            }
+        };
+        let ran = exec::run(
+            &self.engine,
+            &self.linked,
+            Self::env(&exec),
+            Call::ReadResource(request),
+        )
+        .await;
+        match ran.result? {
+            Returned::Contents(Ok(c)) => catalog::contents(c)
+                .map(|c| Some(Ok(c)))
+                .map_err(AttemptError::InvalidOutcome),
+            Returned::Contents(Err(e)) => guest_error(e).map(Some),
+            _ => Err(wrong_type("read-resource")),
+        }
+    }
+
+    /// Renders the prompt `name` with `arguments`, like [`read_resource`](Self::read_resource).
+    pub async fn get_prompt(
+        &self,
+        exec: Execution,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<Result<Value, crate::model::JsonRpcError>, AttemptError> {
+        let call = Call::GetPrompt {
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        let ran = exec::run(&self.engine, &self.linked, Self::env(&exec), call).await;
+        match ran.result? {
+            Returned::Prompt(Ok(p)) => catalog::prompt_result(p)
+                .map(Ok)
+                .map_err(AttemptError::InvalidOutcome),
+            Returned::Prompt(Err(e)) => guest_error(e),
+            _ => Err(wrong_type("get-prompt")),
+        }
+    }
+
+    /// Suggests values for `argument` of a prompt (`Completing::Prompt`) or a template's
+    /// variable, given `value` typed so far and the other arguments in `context`.
+    pub async fn complete(
+        &self,
+        target: Completing<'_>,
+        argument: &str,
+        value: &str,
+        context: &Value,
+    ) -> Result<Result<Value, crate::model::JsonRpcError>, AttemptError> {
+        use super::bindings::catalog_types::CompletionRef;
+
+        let target = match target {
+            Completing::Prompt(n) => CompletionRef::Prompt(n.to_owned()),
+            Completing::Template(t) => CompletionRef::ResourceTemplate(t.to_owned()),
+        };
+        let call = Call::Complete {
+            target,
+            argument: argument.to_owned(),
+            value: value.to_owned(),
+            context: context.to_string(),
+        };
+        let mut env = describe_env();
+        env.limits.deadline_ms = Some(1_000);
+        match exec::run(&self.engine, &self.linked, env, call)
+            .await
+            .result?
+        {
+            Returned::Completion(Ok(c)) => Ok(Ok(catalog::completion(c))),
+            Returned::Completion(Err(e)) => guest_error(e),
+            _ => Err(wrong_type("complete")),
         }
     }
 
@@ -390,12 +517,55 @@ impl Component {
             tool: tool.to_owned(),
             arguments: arguments.to_string(),
         };
-        match exec::run(&self.engine, &self.pre, env, call).await.result? {
+        match exec::run(&self.engine, &self.linked, env, call)
+            .await
+            .result?
+        {
             Returned::Mode(m) => Ok(convert::mode(m)),
             _ => Err(AttemptError::InvalidOutcome(
                 "choose-mode returned the wrong type".into(),
             )),
         }
+    }
+}
+
+/// What a completion is for.
+#[derive(Debug, Clone, Copy)]
+pub enum Completing<'a> {
+    /// An argument of the prompt with this name.
+    Prompt(&'a str),
+    /// A variable of the resource template with this URI template.
+    Template(&'a str),
+}
+
+fn guest_error<T>(
+    e: types::RpcError,
+) -> Result<Result<T, crate::model::JsonRpcError>, AttemptError> {
+    convert::rpc_error(e)
+        .map(Err)
+        .map_err(AttemptError::InvalidOutcome)
+}
+
+fn wrong_type(export: &str) -> AttemptError {
+    AttemptError::InvalidOutcome(format!("{export} returned the wrong type"))
+}
+
+/// The export a 0.2.0 component serves its catalog from.
+const CATALOG_EXPORT: &str = "snodo:tasks/catalog@0.2.0";
+
+/// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
+/// short deadline.
+fn describe_env() -> Env {
+    Env {
+        origin: Origin::default(),
+        limits: ExecutionLimits {
+            deadline_ms: Some(5_000),
+            ..ExecutionLimits::default()
+        },
+        io: Arc::new(NoInput),
+        cancel: CancelToken::new(),
+        cancel_grace: Duration::ZERO,
+        grants: Default::default(),
     }
 }
 

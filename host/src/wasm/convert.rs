@@ -50,7 +50,7 @@ fn media(kind: &str, m: types::Media) -> Result<Value, String> {
     Ok(json!({"type": kind, "data": m.data, "mimeType": m.mime_type}))
 }
 
-fn content_block(b: types::ContentBlock) -> Result<Value, String> {
+pub(crate) fn content_block(b: types::ContentBlock) -> Result<Value, String> {
     Ok(match b {
         types::ContentBlock::Text(t) => json!({"type": "text", "text": t}),
         types::ContentBlock::Image(m) => media("image", m)?,

@@ -10,7 +10,7 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use crate::model::ExecutionLimits;
 
-use super::bindings::{ExecutorPre, types};
+use super::bindings::{CatalogIndices, ExecutorIndices, catalog_types, types};
 use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine, Origin};
 use super::{AttemptError, CancelToken, ExecutionIo, GuestOutcome, HostStop, Limit, WasmEngine};
 
@@ -100,12 +100,55 @@ pub struct ExecutionReport {
     pub run: Duration,
 }
 
+/// What it takes to instantiate a loaded component and find its exports.
+pub(crate) struct Linked {
+    pub(crate) instance: wasmtime::component::InstancePre<HostState>,
+    /// `snodo:tasks/tools@0.1.0`, which components of every version export.
+    pub(crate) tools: ExecutorIndices,
+    /// `snodo:tasks/catalog@0.2.0`, when the component is a 0.2.0 one.
+    pub(crate) catalog: Option<CatalogIndices>,
+}
+
+impl Linked {
+    /// The instance's catalog export; an error (a trap for the call) on a 0.1.0 component.
+    fn catalog(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<super::bindings::v2::exports::snodo::tasks0_2_0::catalog::Guest> {
+        match &self.catalog {
+            Some(c) => c.load(store, instance),
+            None => Err(wasmtime::Error::msg(
+                "the component serves no catalog (a snodo:tasks@0.1.0 component)",
+            )),
+        }
+    }
+}
+
 /// The export to call.
 pub(crate) enum Call {
     Describe,
-    ChooseMode { tool: String, arguments: String },
-    Prepare { tool: String, arguments: String },
+    ChooseMode {
+        tool: String,
+        arguments: String,
+    },
+    Prepare {
+        tool: String,
+        arguments: String,
+    },
     Execute(types::Work),
+    DescribeCatalog,
+    ReadResource(catalog_types::ResourceRequest),
+    GetPrompt {
+        name: String,
+        arguments: String,
+    },
+    Complete {
+        target: catalog_types::CompletionRef,
+        argument: String,
+        value: String,
+        context: String,
+    },
 }
 
 /// What the export returned.
@@ -114,6 +157,10 @@ pub(crate) enum Returned {
     Mode(types::TaskMode),
     Prepared(Result<String, types::RpcError>),
     Outcome(types::Outcome),
+    Catalog(catalog_types::Catalog),
+    Contents(Result<Vec<catalog_types::ResourceContents>, types::RpcError>),
+    Prompt(Result<catalog_types::PromptResult, types::RpcError>),
+    Completion(Result<catalog_types::Completion, types::RpcError>),
 }
 
 /// The environment of one call.
@@ -217,12 +264,7 @@ fn lines(level: &'static str, bytes: &[u8], logs: &mut LogBuffer) {
     }
 }
 
-pub(crate) async fn run(
-    engine: &WasmEngine,
-    pre: &ExecutorPre<HostState>,
-    env: Env,
-    call: Call,
-) -> Ran {
+pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Call) -> Ran {
     let cfg = engine.config();
     let memory_bytes = env.limits.memory_bytes.map_or(cfg.max_memory_bytes, |m| {
         (m as usize).min(cfg.max_memory_bytes)
@@ -299,7 +341,7 @@ pub(crate) async fn run(
     });
 
     let started = Instant::now();
-    let instance = match pre.instantiate_async(&mut store).await {
+    let instance = match linked.instance.instantiate_async(&mut store).await {
         Ok(i) => i,
         Err(e) => {
             let msg = format!("{e:#}");
@@ -318,7 +360,8 @@ pub(crate) async fn run(
     let grace = env.cancel_grace;
     let result = {
         let call_fut = async {
-            let tools = instance.snodo_tasks_tools();
+            let tools = linked.tools.load(&mut store, &instance)?;
+            let tools = tools.snodo_tasks0_1_0_tools();
             match call {
                 Call::Describe => tools.call_describe(&mut store).await.map(Returned::Tools),
                 Call::ChooseMode { tool, arguments } => tools
@@ -333,6 +376,35 @@ pub(crate) async fn run(
                     .call_execute(&mut store, &work)
                     .await
                     .map(Returned::Outcome),
+                Call::DescribeCatalog => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_describe_catalog(&mut store)
+                        .await
+                        .map(Returned::Catalog)
+                }
+                Call::ReadResource(request) => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_read_resource(&mut store, &request)
+                        .await
+                        .map(Returned::Contents)
+                }
+                Call::GetPrompt { name, arguments } => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_get_prompt(&mut store, &name, &arguments)
+                        .await
+                        .map(Returned::Prompt)
+                }
+                Call::Complete {
+                    target,
+                    argument,
+                    value,
+                    context,
+                } => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_complete(&mut store, &target, &argument, &value, &context)
+                        .await
+                        .map(Returned::Completion)
+                }
             }
         };
         tokio::select! {

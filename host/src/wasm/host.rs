@@ -15,7 +15,7 @@ use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use super::bindings::{snodo::tasks::context, types};
+use super::bindings::{context, types};
 use super::io::{ExecutionIo, InputFailure, Progress};
 use super::{HostStop, Limit};
 

@@ -5,12 +5,16 @@
 //! - [`ComponentLoader`] / [`Component`]: loading a `.wasm` file, compiling it once per
 //!   content digest (cached in memory and on disk), validating what it describes.
 //! - [`Component::execute`]: one execution under limits, with cancellation and input.
+//! - [`ComponentCatalog`]: the resources, templates and prompts a 0.2.0 component serves
+//!   ([`Component::read_resource`], [`Component::get_prompt`], [`Component::complete`] run
+//!   like synchronous tool calls).
 //! - [`ExecutionIo`]: what the `context` imports talk to (implemented by the layers that
 //!   own the input: `mcp::SyncIo`, `runner::TaskIo`).
 //!
 //! `wasm/` never touches the wire; it speaks the domain model and the store.
 
 mod bindings;
+mod catalog;
 mod component;
 mod convert;
 mod engine;
@@ -24,7 +28,8 @@ use serde_json::{Value, json};
 
 use crate::model::JsonRpcError;
 
-pub use component::{Component, ComponentLoader, Executable, LoadError, LoadInfo};
+pub use catalog::{ComponentCatalog, PromptInfo, ResourceInfo, TemplateInfo, UriTemplate};
+pub use component::{Completing, Component, ComponentLoader, Executable, LoadError, LoadInfo};
 pub use engine::{Allocation, EngineConfig, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,

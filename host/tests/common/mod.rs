@@ -126,6 +126,13 @@ pub(crate) fn catalog_of(
             tool.limits = limits;
             catalog.add(tool).expect("unique tool names");
         }
+        catalog
+            .add_source(snodo::runner::CatalogSource {
+                component: (*c).clone(),
+                limits,
+                grants: Default::default(),
+            })
+            .expect("unique resources and prompts");
     }
     catalog
 }

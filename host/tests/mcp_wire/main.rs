@@ -20,6 +20,7 @@ pub(crate) static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 #[path = "../common/mod.rs"]
 mod common;
 
+mod catalog;
 mod envelope;
 mod handshake;
 mod health;
@@ -74,7 +75,8 @@ pub(crate) fn post(body: &Value) -> axum::http::request::Builder {
         .header("mcp-method", method);
     let name = body["params"]["name"]
         .as_str()
-        .or_else(|| body["params"]["taskId"].as_str());
+        .or_else(|| body["params"]["taskId"].as_str())
+        .or_else(|| body["params"]["uri"].as_str());
     if let Some(n) = name {
         b = b.header("mcp-name", n);
     }

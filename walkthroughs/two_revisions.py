@@ -1,0 +1,85 @@
+"""Walkthrough: one component serving a tool, a resource and a prompt, used by a 2025-11-25
+client (the initialize handshake and a session) and by a 2026-07-28 client (stateless,
+with the tasks extension), side by side on the same endpoint."""
+
+import http.client
+import json
+
+import os
+
+from snodo_client import GUESTS, Server, check
+
+
+class HandshakeClient:
+    """What a 2025-11-25 client sends: initialize once, then the session id on every
+    request. It asks for plain JSON replies (no event stream), so a tool cannot ask it
+    anything mid-call."""
+
+    def __init__(self, port):
+        self.port = port
+        self.session = None
+        self.next_id = 0
+
+    def post(self, body):
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+            headers["MCP-Protocol-Version"] = "2025-11-25"
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("POST", "/mcp", json.dumps(body), headers)
+        resp = c.getresponse()
+        raw = resp.read()
+        return resp, (json.loads(raw) if raw else None)
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        _, body = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
+        return body
+
+    def initialize(self):
+        resp, body = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "walkthrough", "version": "1"}}})
+        self.session = resp.getheader("Mcp-Session-Id")
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return body["result"]
+
+
+server = Server("--component", os.path.join(GUESTS, "examples.wasm")).start()
+try:
+    old = HandshakeClient(server.port)
+    init = old.initialize()
+    check(init["protocolVersion"] == "2025-11-25", "2025-11-25: initialize negotiates the client's revision")
+    check(old.session is not None, "2025-11-25: the server gives a session id (the session lives in it)")
+    check({"tools", "resources", "prompts", "completions"} <= set(init["capabilities"]),
+          "2025-11-25: tools, resources, prompts and completions are advertised")
+    report = old.request("tools/call", {"name": "quick_report", "arguments": {"rows": 10}})["result"]
+    check(report["structuredContent"] == {"rows": 10, "sum": 45}, "2025-11-25: the tool answers on the call")
+    big = old.request("tools/call", {"name": "quick_report", "arguments": {"rows": 200000}})["result"]
+    check("structuredContent" in big and "taskId" not in big,
+          "2025-11-25: a call that would be a task for a 2026-07-28 client runs synchronously")
+    export = old.request("tools/call", {"name": "durable_export", "arguments": {"dataset": "sales"}})
+    check(export["error"]["code"] == -32021 and "2026-07-28" in export["error"]["message"],
+          "2025-11-25: a task-only tool says the client needs 2026-07-28 and the tasks extension")
+    card = old.request("resources/read", {"uri": "reports://sales"})["result"]
+    check(json.loads(card["contents"][0]["text"])["dataset"] == "sales",
+          "2025-11-25: a templated resource is read with its variable")
+    brief = old.request("prompts/get", {"name": "report_brief", "arguments": {"dataset": "sales"}})["result"]
+    check(brief["messages"][1]["content"]["text"].startswith("Write a one-paragraph brief of the sales"),
+          "2025-11-25: the prompt renders with its argument")
+    done = old.request("completion/complete", {"ref": {"type": "ref/prompt", "name": "report_brief"},
+                                               "argument": {"name": "dataset", "value": "s"}})["result"]
+    check(done["completion"]["values"] == ["sales", "support", "signups"], "2025-11-25: the argument completes")
+
+    card = server.rpc("resources/read", {"uri": "reports://support"})
+    check(card["resultType"] == "complete" and card["cacheScope"] == "private",
+          "2026-07-28: the same resource, with its caching hints")
+    prompts = server.rpc("prompts/list", {})["prompts"]
+    check([p["name"] for p in prompts] == ["report_brief"], "2026-07-28: the same prompt is listed")
+    task = server.call("quick_report", {"rows": 200000})
+    check(task["resultType"] == "task", "2026-07-28: the large report becomes a durable task")
+    finished = server.wait(task["taskId"], lambda t: t["status"] == "completed", "completed")
+    check(finished["result"]["structuredContent"]["rows"] == 200000, "2026-07-28: the task completes")
+    print("two_revisions walkthrough: ok")
+finally:
+    server.stop()
