@@ -720,6 +720,11 @@ async fn invalid_outcomes_and_reserved_codes_are_caught() {
         matches!(out, Err(AttemptError::InvalidOutcome(_))),
         "{out:?}"
     );
+    // A structured result that breaks the tool's own outputSchema is not passed on.
+    match run(&g.hostile, "broken_promise", json!({})).await {
+        Err(AttemptError::InvalidOutcome(why)) => assert!(why.contains("outputSchema"), "{why}"),
+        other => panic!("{other:?}"),
+    }
     let out = run(&g.hostile, "reserved_code", json!({}))
         .await
         .expect("run");

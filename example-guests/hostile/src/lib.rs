@@ -18,7 +18,7 @@ use bindings::snodo::tasks::types::{
 
 struct Hostile;
 
-const TOOLS: [&str; 12] = [
+const TOOLS: [&str; 13] = [
     "counter",
     "probe",
     "spin",
@@ -31,6 +31,7 @@ const TOOLS: [&str; 12] = [
     "big_result",
     "status_flood",
     "hold",
+    "broken_promise",
 ];
 
 /// A number argument of the call, or `default`.
@@ -58,7 +59,11 @@ impl Guest for Hostile {
                 title: None,
                 description: Some("hostile".into()),
                 input_schema: r#"{"type":"object"}"#.into(),
-                output_schema: None,
+                // `broken_promise` promises a `sum` and never keeps it.
+                output_schema: (*name == "broken_promise").then(|| {
+                    r#"{"type":"object","properties":{"sum":{"type":"integer"}},"required":["sum"]}"#
+                        .into()
+                }),
                 mode: TaskMode::Optional,
                 required_capabilities: None,
                 has_prepare: false,
@@ -112,6 +117,11 @@ impl Guest for Hostile {
                 }
             }
             "trap" => panic!("this guest traps on purpose"),
+            "broken_promise" => Outcome::Completed(ToolResult {
+                content: vec![ContentBlock::Text("no sum".into())],
+                structured_content: Some(r#"{"total":"many"}"#.into()),
+                is_error: false,
+            }),
             "invalid_outcome" => Outcome::Completed(ToolResult {
                 content: vec![ContentBlock::EmbeddedResource(EmbeddedResource {
                     uri: "test://x".into(),

@@ -64,6 +64,10 @@ impl McpServer {
                 ));
             }
         };
+        // Checked before anything is decided: a bad call is -32602 on the call in every
+        // mode, and no task, slot or guest is spent on it.
+        tool.component
+            .check_arguments(&tool.info.name, &arguments)?;
         let key = self.server_key().await?;
         let responses = given_answers(&req.params, &key, &tool.info.name, principal)?;
         // Capabilities the tool needs are checked before it runs.

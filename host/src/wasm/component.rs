@@ -19,6 +19,7 @@ use super::exec::Linked;
 use super::exec::{self, Call, Env, Returned};
 use super::host::{HostState, Origin};
 use super::io::NoInput;
+use super::schema::{self, Schemas};
 use super::{
     AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
 };
@@ -50,6 +51,7 @@ pub struct Component {
     engine: WasmEngine,
     linked: Linked,
     tools: Vec<ToolInfo>,
+    schemas: HashMap<String, Schemas>,
     catalog: ComponentCatalog,
     info: LoadInfo,
 }
@@ -151,6 +153,7 @@ impl ComponentLoader {
             Ok(_) => return Err(fail("describe() returned the wrong type".into())),
             Err(e) => return Err(fail(format!("describe() failed: {e}"))),
         };
+        let schemas = schema::compile_all(&tools).map_err(fail)?;
         let catalog = if linked.catalog.is_some() {
             let described =
                 exec::run(&self.engine, &linked, describe_env(), Call::DescribeCatalog).await;
@@ -167,6 +170,7 @@ impl ComponentLoader {
             engine: self.engine.clone(),
             linked,
             tools,
+            schemas,
             catalog,
             info: LoadInfo {
                 digest,
@@ -307,6 +311,19 @@ impl Component {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// -32602 naming what is wrong if `arguments` do not match the `inputSchema` of
+    /// `tool` (a tool this component does not have has no schema to break).
+    pub fn check_arguments(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<(), crate::model::JsonRpcError> {
+        match self.schemas.get(tool) {
+            Some(s) => s.check_arguments(tool, arguments),
+            None => Ok(()),
+        }
+    }
+
     /// How the load went.
     pub fn info(&self) -> &LoadInfo {
         &self.info
@@ -347,6 +364,7 @@ impl Component {
         let outcome = match ran.result {
             Ok(Returned::Outcome(o)) => convert::outcome(o)
                 .map_err(AttemptError::InvalidOutcome)
+                .and_then(|o| self.keeps_output_promise(&exec.tool, o))
                 .and_then(|o| convert::check_size(o, max)),
             Ok(_) => Err(AttemptError::InvalidOutcome(
                 "execute returned the wrong type".into(),
@@ -360,6 +378,18 @@ impl Component {
             instantiate: ran.instantiate,
             run: ran.run,
         }
+    }
+
+    /// `outcome`, unless it is a result that breaks the tool's `outputSchema`.
+    fn keeps_output_promise(
+        &self,
+        tool: &str,
+        outcome: super::GuestOutcome,
+    ) -> Result<super::GuestOutcome, AttemptError> {
+        if let (super::GuestOutcome::Completed(r), Some(s)) = (&outcome, self.schemas.get(tool)) {
+            s.check_result(r).map_err(AttemptError::InvalidOutcome)?;
+        }
+        Ok(outcome)
     }
 
     /// Runs the tool's `prepare` phase (inside the request, before a task exists). The

@@ -21,6 +21,7 @@ mod engine;
 mod exec;
 mod host;
 mod io;
+mod schema;
 
 use std::fmt;
 

@@ -180,3 +180,57 @@ async fn completion_suggests_prompt_arguments_and_template_variables() {
         assert_eq!(code(&call(&app, complete(3, bad, "x", "")).await.1), -32602);
     }
 }
+
+/// Arguments are checked against the tool's `inputSchema` before anything is decided:
+/// -32602 naming the problem, in every mode, and no task is created.
+#[tokio::test]
+async fn bad_arguments_are_refused_on_the_call_before_any_task_exists() {
+    let app = app(vec![]).await;
+    let tasks = super::caps(true);
+    for (tool, args) in [
+        ("slow_compute", json!({"seconds": -1})),
+        ("slow_compute", json!({"seconds": "soon"})),
+        ("slow_compute", json!({})),
+        ("greet", json!({"name": 7})),
+        ("confirm_delete", json!({"path": 3})),
+    ] {
+        let (s, v) = call(
+            &app,
+            rpc(
+                1,
+                "tools/call",
+                json!({"name": tool, "arguments": args}),
+                tasks.clone(),
+            ),
+        )
+        .await;
+        assert_eq!((s.as_u16(), code(&v)), (400, -32602), "{tool} {args}: {v}");
+        assert_eq!(v["error"]["data"]["tool"], tool);
+        assert!(
+            v["error"]["data"]["errors"][0]["message"].is_string(),
+            "{v}"
+        );
+    }
+    let req = axum::http::Request::get("/metrics")
+        .header("host", "localhost:3001")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let (_, metrics, _) = super::send(&app, req).await;
+    let metrics = metrics.as_str().expect("text").to_owned();
+    assert!(
+        metrics.lines().any(|l| l == "snodo_tasks_created_total 0"),
+        "{metrics}"
+    );
+    // Good arguments still make the task.
+    let (_, v) = call(
+        &app,
+        rpc(
+            2,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 1}}),
+            tasks,
+        ),
+    )
+    .await;
+    assert_eq!(v["result"]["resultType"], "task", "{v}");
+}
