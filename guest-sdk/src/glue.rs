@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::bindings::snodo::tasks0_1_0::types;
-use crate::{Content, Context, Mode, Outcome, RpcError, Tool, ToolResult};
+use crate::{ChooseMode, Content, Context, Mode, Outcome, Prepare, RpcError, Tool, ToolResult};
 
 fn mode(m: Mode) -> types::TaskMode {
     match m {
@@ -60,19 +60,26 @@ fn result(r: ToolResult) -> types::ToolResult {
     }
 }
 
-/// `describe` for one tool.
-pub fn describe<T: Tool>() -> types::Tool {
+/// `describe` for one tool. Whether it has a mode rule or a prepare phase is found by the
+/// export macro (it knows which traits the tool implements), never declared twice.
+pub fn describe<T: Tool>(has_mode_rule: bool, has_prepare: bool) -> types::Tool {
     let spec = T::spec();
+    let mut input = spec
+        .input_schema
+        .unwrap_or_else(crate::schema::of::<T::Args>);
+    for refine in &spec.refine_input {
+        refine(&mut input);
+    }
     types::Tool {
         name: T::NAME.to_owned(),
         title: spec.title,
         description: spec.description,
-        input_schema: spec.input_schema.to_string(),
+        input_schema: input.to_string(),
         output_schema: spec.output_schema.map(|s| s.to_string()),
         mode: mode(spec.mode),
         required_capabilities: spec.required_capabilities.map(|c| c.to_string()),
-        has_prepare: spec.has_prepare,
-        has_mode_rule: spec.has_mode_rule,
+        has_prepare,
+        has_mode_rule,
     }
 }
 
@@ -86,25 +93,107 @@ fn parse_arguments(arguments: &str) -> Result<Value, RpcError> {
         .map_err(|e| RpcError::invalid_params(format!("arguments are not JSON: {e}")))
 }
 
-/// `choose-mode` for one tool.
-pub fn choose_mode<T: Tool>(arguments: &str) -> types::TaskMode {
-    match parse_arguments(arguments) {
-        Ok(args) => mode(T::choose_mode(&args)),
-        Err(_) => mode(T::spec().mode),
-    }
+fn typed_arguments<T: Tool>(arguments: &str) -> Result<T::Args, RpcError> {
+    parse_arguments(arguments).and_then(|v| {
+        serde_json::from_value::<T::Args>(v).map_err(|e| {
+            RpcError::invalid_params(format!("invalid arguments for {}: {e}", T::NAME))
+        })
+    })
 }
 
-/// `prepare` for one tool.
-pub fn prepare<T: Tool>(arguments: &str) -> Result<String, types::RpcError> {
-    let cx = Context {
+fn request_context() -> Context {
+    Context {
         task_id: None,
         idempotency_key: String::new(),
         attempt: 0,
-    };
-    let args = parse_arguments(arguments).map_err(rpc_error)?;
-    T::prepare(&cx, args)
-        .map(|v| v.to_string())
-        .map_err(rpc_error)
+    }
+}
+
+/// Which optional phases a tool implements, found by method resolution on a concrete type
+/// (autoref specialisation): `(&Hooks::<T>::new()).has_mode_rule()` resolves to the
+/// `Has…` impl when `T` implements the trait, and to the `Lacks…` impl otherwise.
+pub struct Hooks<T>(std::marker::PhantomData<T>);
+
+impl<T> Hooks<T> {
+    /// The probe for `T`.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+/// `T` implements [`ChooseMode`].
+pub trait HasChooseMode {
+    /// Yes.
+    fn has_mode_rule(&self) -> bool;
+    /// `choose-mode` through the tool's rule.
+    fn choose_mode(&self, arguments: &str) -> types::TaskMode;
+}
+
+impl<T: ChooseMode> HasChooseMode for Hooks<T> {
+    fn has_mode_rule(&self) -> bool {
+        true
+    }
+    fn choose_mode(&self, arguments: &str) -> types::TaskMode {
+        match typed_arguments::<T>(arguments) {
+            Ok(args) => mode(T::choose_mode(&args)),
+            Err(_) => mode(T::spec().mode),
+        }
+    }
+}
+
+/// `T` does not implement [`ChooseMode`].
+pub trait LacksChooseMode {
+    /// No.
+    fn has_mode_rule(&self) -> bool;
+    /// The spec's mode.
+    fn choose_mode(&self, arguments: &str) -> types::TaskMode;
+}
+
+impl<T: Tool> LacksChooseMode for &Hooks<T> {
+    fn has_mode_rule(&self) -> bool {
+        false
+    }
+    fn choose_mode(&self, _arguments: &str) -> types::TaskMode {
+        mode(T::spec().mode)
+    }
+}
+
+/// `T` implements [`Prepare`].
+pub trait HasPrepare {
+    /// Yes.
+    fn has_prepare(&self) -> bool;
+    /// `prepare` through the tool's phase.
+    fn prepare(&self, arguments: &str) -> Result<String, types::RpcError>;
+}
+
+impl<T: Prepare> HasPrepare for Hooks<T> {
+    fn has_prepare(&self) -> bool {
+        true
+    }
+    fn prepare(&self, arguments: &str) -> Result<String, types::RpcError> {
+        let args = typed_arguments::<T>(arguments).map_err(rpc_error)?;
+        let prepared = T::prepare(&request_context(), args).map_err(rpc_error)?;
+        serde_json::to_string(&prepared)
+            .map_err(|e| rpc_error(RpcError::internal(format!("prepared arguments: {e}"))))
+    }
+}
+
+/// `T` does not implement [`Prepare`].
+pub trait LacksPrepare {
+    /// No.
+    fn has_prepare(&self) -> bool;
+    /// The arguments unchanged.
+    fn prepare(&self, arguments: &str) -> Result<String, types::RpcError>;
+}
+
+impl<T: Tool> LacksPrepare for &Hooks<T> {
+    fn has_prepare(&self) -> bool {
+        false
+    }
+    fn prepare(&self, arguments: &str) -> Result<String, types::RpcError> {
+        Ok(arguments.to_owned())
+    }
 }
 
 /// `execute` for one tool.
@@ -114,11 +203,7 @@ pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
         idempotency_key: work.idempotency_key,
         attempt: work.attempt,
     };
-    let args = match parse_arguments(&work.arguments).and_then(|v| {
-        serde_json::from_value::<T::Args>(v).map_err(|e| {
-            RpcError::invalid_params(format!("invalid arguments for {}: {e}", T::NAME))
-        })
-    }) {
+    let args = match typed_arguments::<T>(&work.arguments) {
         Ok(a) => a,
         Err(e) => return types::Outcome::Failed(rpc_error(e)),
     };
@@ -209,14 +294,6 @@ fn contents(c: Contents) -> ct::ResourceContents {
         mime_type: c.mime_type,
         text,
         blob,
-    }
-}
-
-fn request_context() -> Context {
-    Context {
-        task_id: None,
-        idempotency_key: String::new(),
-        attempt: 0,
     }
 }
 

@@ -1,30 +1,35 @@
 //! Write Snodo tools: WebAssembly components that run as durable MCP tasks.
 //!
 //! A tool is a type implementing [`Tool`]; a component exports one or more of them with
-//! [`export_tools!`]. Build it for `wasm32-wasip2` and point Snodo at the `.wasm` file:
+//! [`export_tools!`] (or, with resources and prompts, [`export!`]). The input schema is
+//! derived from the arguments' type, and the host checks every call against it. Build it
+//! for `wasm32-wasip2` and point Snodo at the `.wasm` file (`snodo new NAME` scaffolds a
+//! crate that does all of this):
 //!
 //! ```
-//! use serde_json::{Value, json};
+//! use schemars::JsonSchema;
+//! use serde::Deserialize;
 //! use snodo_guest::{Context, Outcome, Tool, ToolResult, ToolSpec};
+//!
+//! /// Who to greet.
+//! #[derive(Deserialize, JsonSchema)]
+//! struct GreetArgs {
+//!     /// Their name.
+//!     name: String,
+//! }
 //!
 //! struct Greet;
 //!
 //! impl Tool for Greet {
 //!     const NAME: &'static str = "greet";
-//!     type Args = Value;
+//!     type Args = GreetArgs;
 //!
 //!     fn spec() -> ToolSpec {
-//!         ToolSpec::new(json!({
-//!             "type": "object",
-//!             "properties": {"name": {"type": "string"}},
-//!             "required": ["name"]
-//!         }))
-//!         .description("Says hello")
+//!         ToolSpec::new().description("Says hello")
 //!     }
 //!
-//!     fn run(_cx: &Context, args: Value) -> Outcome {
-//!         let name = args["name"].as_str().unwrap_or("world");
-//!         ToolResult::text(format!("Hello, {name}!")).into()
+//!     fn run(_cx: &Context, args: GreetArgs) -> Outcome {
+//!         ToolResult::text(format!("Hello, {}!", args.name)).into()
 //!     }
 //! }
 //!
@@ -64,6 +69,7 @@ mod catalog;
 mod context;
 mod glue;
 mod result;
+mod schema;
 mod tool;
 
 pub use catalog::{Contents, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec, Role, Vars};
@@ -71,7 +77,7 @@ pub use context::{
     Cancelled, Context, ElicitAction, Elicited, Form, InputError, InputRequest, LogLevel,
 };
 pub use result::{Content, Outcome, RpcError, ToolResult};
-pub use tool::{Mode, Tool, ToolSpec};
+pub use tool::{ChooseMode, Mode, Prepare, Tool, ToolSpec};
 
 /// The generated WIT bindings. Not a stable interface: use the types above.
 #[doc(hidden)]
@@ -90,6 +96,7 @@ pub mod bindings {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::glue::*;
+    pub use schemars;
     pub use wit_bindgen;
 }
 
@@ -105,7 +112,7 @@ pub mod __private {
 /// # impl Tool for Ping {
 /// #     const NAME: &'static str = "ping";
 /// #     type Args = Value;
-/// #     fn spec() -> ToolSpec { ToolSpec::new(json!({"type": "object"})) }
+/// #     fn spec() -> ToolSpec { ToolSpec::with_input_schema(json!({"type": "object"})) }
 /// #     fn run(_: &Context, _: Value) -> Outcome { ToolResult::text("pong").into() }
 /// # }
 /// snodo_guest::export_tools!(Ping);
@@ -127,7 +134,7 @@ macro_rules! export_tools {
 /// # impl Tool for Ping {
 /// #     const NAME: &'static str = "ping";
 /// #     type Args = Value;
-/// #     fn spec() -> ToolSpec { ToolSpec::new(json!({"type": "object"})) }
+/// #     fn spec() -> ToolSpec { ToolSpec::with_input_schema(json!({"type": "object"})) }
 /// #     fn run(_: &Context, _: Value) -> Outcome { ToolResult::text("pong").into() }
 /// # }
 /// struct Readme;
@@ -160,17 +167,24 @@ macro_rules! export {
 
         impl $crate::bindings::exports::snodo::tasks0_1_0::tools::Guest for __SnodoExecutor {
             fn describe() -> ::std::vec::Vec<$crate::bindings::snodo::tasks0_1_0::types::Tool> {
-                ::std::vec![$($crate::__private::describe::<$tool>()),*]
+                #[allow(unused_imports)]
+                use $crate::__private::{HasChooseMode as _, HasPrepare as _, LacksChooseMode as _, LacksPrepare as _};
+                ::std::vec![$($crate::__private::describe::<$tool>(
+                    (&$crate::__private::Hooks::<$tool>::new()).has_mode_rule(),
+                    (&$crate::__private::Hooks::<$tool>::new()).has_prepare(),
+                )),*]
             }
 
             fn choose_mode(
                 tool: ::std::string::String,
                 arguments: ::std::string::String,
             ) -> $crate::bindings::snodo::tasks0_1_0::types::TaskMode {
+                #[allow(unused_imports)]
+                use $crate::__private::{HasChooseMode as _, LacksChooseMode as _};
                 let _ = (&tool, &arguments);
                 $(
                     if tool == <$tool as $crate::Tool>::NAME {
-                        return $crate::__private::choose_mode::<$tool>(&arguments);
+                        return (&$crate::__private::Hooks::<$tool>::new()).choose_mode(&arguments);
                     }
                 )*
                 $crate::bindings::snodo::tasks0_1_0::types::TaskMode::Sync
@@ -183,10 +197,12 @@ macro_rules! export {
                 ::std::string::String,
                 $crate::bindings::snodo::tasks0_1_0::types::RpcError,
             > {
+                #[allow(unused_imports)]
+                use $crate::__private::{HasPrepare as _, LacksPrepare as _};
                 let _ = &arguments;
                 $(
                     if tool == <$tool as $crate::Tool>::NAME {
-                        return $crate::__private::prepare::<$tool>(&arguments);
+                        return (&$crate::__private::Hooks::<$tool>::new()).prepare(&arguments);
                     }
                 )*
                 ::std::result::Result::Err($crate::__private::unknown_tool(&tool))

@@ -105,6 +105,22 @@ impl ToolResult {
         }
     }
 
+    /// Structured content from a value of the type the spec's output schema was derived
+    /// from ([`crate::ToolSpec::output`]), with its JSON text as the text block.
+    ///
+    /// ```
+    /// #[derive(serde::Serialize)]
+    /// struct Sum { sum: u64 }
+    /// let r = snodo_guest::ToolResult::structured_from(&Sum { sum: 3 });
+    /// assert_eq!(r.structured_content, Some(serde_json::json!({"sum": 3})));
+    /// ```
+    pub fn structured_from<T: serde::Serialize>(value: &T) -> Self {
+        match serde_json::to_value(value) {
+            Ok(v) => Self::structured(v),
+            Err(e) => Self::error(format!("the result could not be encoded: {e}")),
+        }
+    }
+
     /// A tool-domain error: the call completes with `isError: true` and this text.
     ///
     /// ```

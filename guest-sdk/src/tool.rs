@@ -1,5 +1,8 @@
-//! The [`Tool`] trait and its description, [`ToolSpec`].
+//! The [`Tool`] trait, its description ([`ToolSpec`]), and the two optional phases a tool
+//! can add by implementing them: [`ChooseMode`] and [`Prepare`].
 
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -8,17 +11,17 @@ use crate::{Context, Outcome, RpcError};
 /// How a tool runs when called. The host's configuration may pin another mode.
 ///
 /// ```
-/// # use serde_json::json;
 /// use snodo_guest::{Mode, ToolSpec};
 /// // Long work: always a durable task.
-/// let spec = ToolSpec::new(json!({"type": "object"})).mode(Mode::Required);
+/// let spec = ToolSpec::new().mode(Mode::Required);
 /// # let _ = spec;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     /// Always synchronously, inside the request; never a task.
     Sync,
-    /// As a task when the request declares the tasks extension, synchronously otherwise.
+    /// As a task when the request declares the tasks extension, synchronously otherwise
+    /// (or as [`ChooseMode`] decides per call).
     Optional,
     /// Only as a task; a request without the tasks extension is refused before the tool
     /// runs.
@@ -31,7 +34,7 @@ pub enum Mode {
 /// use serde_json::json;
 /// use snodo_guest::{Mode, ToolSpec};
 ///
-/// let spec = ToolSpec::new(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+/// let spec = ToolSpec::with_input_schema(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
 ///     .title("Export")
 ///     .description("Exports a report, asking for confirmation first")
 ///     .mode(Mode::Required);
@@ -41,41 +44,88 @@ pub enum Mode {
 pub struct ToolSpec {
     pub(crate) title: Option<String>,
     pub(crate) description: Option<String>,
-    pub(crate) input_schema: Value,
+    /// `None`: derived from the tool's `Args`.
+    pub(crate) input_schema: Option<Value>,
+    pub(crate) refine_input: Vec<fn(&mut Value)>,
     pub(crate) output_schema: Option<Value>,
     pub(crate) mode: Mode,
     pub(crate) required_capabilities: Option<Value>,
-    pub(crate) has_prepare: bool,
-    pub(crate) has_mode_rule: bool,
+}
+
+impl Default for ToolSpec {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ToolSpec {
-    /// A synchronous tool taking arguments described by `input_schema` (a JSON Schema
-    /// object).
+    /// A synchronous tool whose input schema is derived from its `Args` type (with
+    /// `#[derive(JsonSchema)]`; doc comments become descriptions).
     ///
     /// ```
-    /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"}));
+    /// let spec = snodo_guest::ToolSpec::new();
     /// # let _ = spec;
     /// ```
-    pub fn new(input_schema: Value) -> Self {
+    pub fn new() -> Self {
         Self {
             title: None,
             description: None,
-            input_schema,
+            input_schema: None,
+            refine_input: Vec::new(),
             output_schema: None,
             mode: Mode::Sync,
             required_capabilities: None,
-            has_prepare: false,
-            has_mode_rule: false,
         }
+    }
+
+    /// A synchronous tool taking arguments described by `input_schema`, written by hand
+    /// (for `Args` types without a derivable schema, such as `serde_json::Value`).
+    ///
+    /// ```
+    /// # use serde_json::json;
+    /// let spec = snodo_guest::ToolSpec::with_input_schema(json!({"type": "object"}));
+    /// # let _ = spec;
+    /// ```
+    pub fn with_input_schema(input_schema: Value) -> Self {
+        Self {
+            input_schema: Some(input_schema),
+            ..Self::new()
+        }
+    }
+
+    /// Adjusts the input schema (derived or given) before it is published: constraints a
+    /// type cannot say, such as a minimum or a pattern.
+    ///
+    /// ```
+    /// let spec = snodo_guest::ToolSpec::new().refine_input(|schema| {
+    ///     schema["properties"]["rows"]["maximum"] = 1_000_000.into();
+    /// });
+    /// # let _ = spec;
+    /// ```
+    pub fn refine_input(mut self, refine: fn(&mut Value)) -> Self {
+        self.refine_input.push(refine);
+        self
+    }
+
+    /// The output schema derived from `T`, the type of the result's structured content
+    /// (see [`crate::ToolResult::structured_from`]).
+    ///
+    /// ```
+    /// #[derive(serde::Serialize, schemars::JsonSchema)]
+    /// struct Sum { rows: u64, sum: u64 }
+    /// let spec = snodo_guest::ToolSpec::new().output::<Sum>();
+    /// # let _ = spec;
+    /// ```
+    pub fn output<T: JsonSchema + Serialize>(mut self) -> Self {
+        self.output_schema = Some(crate::schema::of::<T>());
+        self
     }
 
     /// A human-readable title.
     ///
     /// ```
     /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).title("Quick report");
+    /// let spec = snodo_guest::ToolSpec::new().title("Quick report");
     /// # let _ = spec;
     /// ```
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -87,7 +137,7 @@ impl ToolSpec {
     ///
     /// ```
     /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).description("Counts rows");
+    /// let spec = snodo_guest::ToolSpec::new().description("Counts rows");
     /// # let _ = spec;
     /// ```
     pub fn description(mut self, description: impl Into<String>) -> Self {
@@ -99,7 +149,7 @@ impl ToolSpec {
     ///
     /// ```
     /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"}))
+    /// let spec = snodo_guest::ToolSpec::new()
     ///     .output_schema(json!({"type": "object", "properties": {"rows": {"type": "integer"}}}));
     /// # let _ = spec;
     /// ```
@@ -112,7 +162,7 @@ impl ToolSpec {
     ///
     /// ```
     /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).mode(snodo_guest::Mode::Optional);
+    /// let spec = snodo_guest::ToolSpec::new().mode(snodo_guest::Mode::Optional);
     /// # let _ = spec;
     /// ```
     pub fn mode(mut self, mode: Mode) -> Self {
@@ -125,35 +175,11 @@ impl ToolSpec {
     ///
     /// ```
     /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).requires(json!({"sampling": {}}));
+    /// let spec = snodo_guest::ToolSpec::new().requires(json!({"sampling": {}}));
     /// # let _ = spec;
     /// ```
     pub fn requires(mut self, capabilities: Value) -> Self {
         self.required_capabilities = Some(capabilities);
-        self
-    }
-
-    /// Declares that the tool implements [`Tool::prepare`].
-    ///
-    /// ```
-    /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).with_prepare();
-    /// # let _ = spec;
-    /// ```
-    pub fn with_prepare(mut self) -> Self {
-        self.has_prepare = true;
-        self
-    }
-
-    /// Declares that the tool implements [`Tool::choose_mode`].
-    ///
-    /// ```
-    /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new(json!({"type": "object"})).with_mode_rule();
-    /// # let _ = spec;
-    /// ```
-    pub fn with_mode_rule(mut self) -> Self {
-        self.has_mode_rule = true;
         self
     }
 }
@@ -161,12 +187,16 @@ impl ToolSpec {
 /// One tool. Implement it on a unit struct and list the struct in [`crate::export_tools!`].
 ///
 /// ```
+/// use schemars::JsonSchema;
 /// use serde::Deserialize;
-/// use serde_json::json;
 /// use snodo_guest::{Context, Mode, Outcome, Tool, ToolResult, ToolSpec};
 ///
-/// #[derive(Deserialize)]
-/// struct Args { rows: u32 }
+/// /// What to count.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct Args {
+///     /// How many rows.
+///     rows: u32,
+/// }
 ///
 /// struct CountRows;
 ///
@@ -175,8 +205,7 @@ impl ToolSpec {
 ///     type Args = Args;
 ///
 ///     fn spec() -> ToolSpec {
-///         ToolSpec::new(json!({"type": "object", "properties": {"rows": {"type": "integer"}}}))
-///             .mode(Mode::Optional)
+///         ToolSpec::new().mode(Mode::Optional)
 ///     }
 ///
 ///     fn run(cx: &Context, args: Args) -> Outcome {
@@ -194,31 +223,77 @@ pub trait Tool {
     /// The tool's name, unique within the component.
     const NAME: &'static str;
 
-    /// The arguments, decoded from the call's JSON before [`Tool::run`] is called. A
-    /// decoding failure ends the execution with JSON-RPC -32602: on a synchronous call that
-    /// is the call's error; on a call that became a task, the task exists by then and fails
-    /// with that error (give the tool a `prepare` phase to refuse bad arguments before a
-    /// task is created). Use `serde_json::Value` to decode nothing.
-    type Args: DeserializeOwned;
+    /// The arguments. Their JSON Schema is the tool's `inputSchema` (unless the spec gives
+    /// one), and the host checks every call against it before anything else: a bad call is
+    /// -32602 on the call, in every mode, and no task is created. Use `serde_json::Value`
+    /// with [`ToolSpec::with_input_schema`] to decode nothing.
+    type Args: DeserializeOwned + JsonSchema;
 
     /// The tool's description.
     fn spec() -> ToolSpec;
 
     /// Runs one execution.
     fn run(cx: &Context, args: Self::Args) -> Outcome;
+}
 
-    /// For tools whose spec says [`ToolSpec::with_mode_rule`]: whether this call of an
-    /// optional tool runs as a task ([`Mode::Optional`] or [`Mode::Required`]) or
-    /// synchronously ([`Mode::Sync`]). Called with the raw arguments.
-    fn choose_mode(_args: &Value) -> Mode {
-        Self::spec().mode
-    }
+/// A per-call rule for an [`Mode::Optional`] tool: whether this call runs as a task or
+/// synchronously. Implementing it is all it takes: the export macro finds it, and the host
+/// refuses a component whose tool has a rule but is not optional.
+///
+/// ```
+/// # use schemars::JsonSchema;
+/// # use serde::Deserialize;
+/// # use snodo_guest::*;
+/// # #[derive(Deserialize, JsonSchema)] struct Args { rows: u64 }
+/// # struct Report;
+/// # impl Tool for Report {
+/// #     const NAME: &'static str = "report";
+/// #     type Args = Args;
+/// #     fn spec() -> ToolSpec { ToolSpec::new().mode(Mode::Optional) }
+/// #     fn run(_: &Context, a: Args) -> Outcome { ToolResult::text(a.rows.to_string()).into() }
+/// # }
+/// impl ChooseMode for Report {
+///     fn choose_mode(args: &Args) -> Mode {
+///         if args.rows > 100_000 { Mode::Optional } else { Mode::Sync }
+///     }
+/// }
+/// # snodo_guest::export_tools!(Report);
+/// ```
+pub trait ChooseMode: Tool {
+    /// [`Mode::Sync`] to answer on the call; [`Mode::Optional`] or [`Mode::Required`] to
+    /// become a task (when the client supports tasks).
+    fn choose_mode(args: &Self::Args) -> Mode;
+}
 
-    /// For tools whose spec says [`ToolSpec::with_prepare`]: runs inside the request,
-    /// before a task is created, and may ask for input with [`Context::await_input`]; the
-    /// answers travel through the request's own input round trips. Returns the arguments
-    /// the task will run with.
-    fn prepare(_cx: &Context, args: Value) -> Result<Value, RpcError> {
-        Ok(args)
-    }
+/// An input phase that runs inside the request, before a task is created: it may ask for
+/// input with [`Context::await_input`] (answered through the request's own round trips)
+/// and returns the arguments the task will run with. Implementing it is all it takes; the
+/// host refuses a component whose synchronous tool has one (it could never run).
+///
+/// ```
+/// # use schemars::JsonSchema;
+/// # use serde::{Deserialize, Serialize};
+/// # use snodo_guest::*;
+/// #[derive(Deserialize, Serialize, JsonSchema)]
+/// struct Args { path: String, #[serde(default)] confirmed: bool }
+/// # struct Delete;
+/// # impl Tool for Delete {
+/// #     const NAME: &'static str = "delete";
+/// #     type Args = Args;
+/// #     fn spec() -> ToolSpec { ToolSpec::new().mode(Mode::Required) }
+/// #     fn run(_: &Context, a: Args) -> Outcome { ToolResult::text(a.path).into() }
+/// # }
+/// impl Prepare for Delete {
+///     fn prepare(cx: &Context, mut args: Args) -> Result<Args, RpcError> {
+///         let form = Form::new(format!("Delete {}?", args.path)).boolean("ok", "Delete");
+///         let answer = cx.elicit("confirm", form).map_err(|e| RpcError::internal(e.to_string()))?;
+///         args.confirmed = answer.bool("ok") == Some(true);
+///         Ok(args)
+///     }
+/// }
+/// # snodo_guest::export_tools!(Delete);
+/// ```
+pub trait Prepare: Tool<Args: Serialize> {
+    /// Returns the arguments the task runs with, or the call's error.
+    fn prepare(cx: &Context, args: Self::Args) -> Result<Self::Args, RpcError>;
 }

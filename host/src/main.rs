@@ -532,11 +532,7 @@ fn print_tools(
         // The SDK's words: the configured or declared mode, and the `Tool` methods the
         // component runs before a call is decided (`choose_mode` only where the
         // configuration leaves the mode to the tool).
-        let mode = match t.mode.unwrap_or(t.info.mode) {
-            snodo::wasm::TaskMode::Sync => "sync",
-            snodo::wasm::TaskMode::Optional => "optional",
-            snodo::wasm::TaskMode::Required => "required",
-        };
+        let mode = t.mode.unwrap_or(t.info.mode).as_str();
         let mut hooks = Vec::new();
         if t.info.has_mode_rule
             && t.mode.is_none()

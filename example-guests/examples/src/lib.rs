@@ -2,10 +2,11 @@
 //! for confirmation and deduplicates its effect by idempotency key, and a flaky tool that
 //! asks for retries.
 
-use serde::Deserialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use snodo_guest::{
-    Content, Contents, Context, Form, LogLevel, Mode, Outcome, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec,
+    ChooseMode, Content, Contents, Context, Form, LogLevel, Mode, Outcome, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec,
     Role, RpcError, Tool, ToolResult, ToolSpec, Vars,
 };
 
@@ -13,9 +14,20 @@ use snodo_guest::{
 /// 100,000 rows) become a task when the client supports tasks.
 pub struct QuickReport;
 
-#[derive(Deserialize)]
+/// The report to compute.
+#[derive(Deserialize, JsonSchema)]
 pub struct ReportArgs {
+    /// How many synthetic rows to sum (at most 100,000,000).
     rows: u64,
+}
+
+/// The report.
+#[derive(Serialize, JsonSchema)]
+pub struct Report {
+    /// Rows summed.
+    rows: u64,
+    /// Their sum.
+    sum: u64,
 }
 
 impl Tool for QuickReport {
@@ -23,23 +35,13 @@ impl Tool for QuickReport {
     type Args = ReportArgs;
 
     fn spec() -> ToolSpec {
-        ToolSpec::new(json!({
-            "type": "object",
-            "properties": {"rows": {"type": "integer", "minimum": 0, "maximum": 100000000u64}},
-            "required": ["rows"]
-        }))
-        .title("Quick report")
-        .description("Sums a synthetic table of the given size")
-        .output_schema(json!({
-            "type": "object",
-            "properties": {"rows": {"type": "integer"}, "sum": {"type": "integer"}}
-        }))
-        .mode(Mode::Optional)
-        .with_mode_rule()
-    }
-
-    fn choose_mode(args: &Value) -> Mode {
-        if args["rows"].as_u64().unwrap_or(0) > 100_000 { Mode::Optional } else { Mode::Sync }
+        // The input schema comes from `ReportArgs`; the bound a type cannot say is added.
+        ToolSpec::new()
+            .refine_input(|schema| schema["properties"]["rows"]["maximum"] = json!(100_000_000u64))
+            .title("Quick report")
+            .description("Sums a synthetic table of the given size")
+            .output::<Report>()
+            .mode(Mode::Optional)
     }
 
     fn run(cx: &Context, args: ReportArgs) -> Outcome {
@@ -54,7 +56,14 @@ impl Tool for QuickReport {
                 cx.set_status(&format!("summed {i} of {rows} rows"));
             }
         }
-        ToolResult::structured(json!({"rows": rows, "sum": sum})).into()
+        ToolResult::structured_from(&Report { rows, sum }).into()
+    }
+}
+
+/// Small tables answer on the call; large ones become a task (for clients with tasks).
+impl ChooseMode for QuickReport {
+    fn choose_mode(args: &ReportArgs) -> Mode {
+        if args.rows > 100_000 { Mode::Optional } else { Mode::Sync }
     }
 }
 
@@ -62,8 +71,10 @@ impl Tool for QuickReport {
 /// recovered or retried execution repeats the same export instead of making a second one.
 pub struct DurableExport;
 
-#[derive(Deserialize)]
+/// What to export.
+#[derive(Deserialize, JsonSchema)]
 pub struct ExportArgs {
+    /// The dataset's name.
     dataset: String,
 }
 
@@ -72,11 +83,7 @@ impl Tool for DurableExport {
     type Args = ExportArgs;
 
     fn spec() -> ToolSpec {
-        ToolSpec::new(json!({
-            "type": "object",
-            "properties": {"dataset": {"type": "string"}},
-            "required": ["dataset"]
-        }))
+        ToolSpec::new()
         .title("Durable export")
         .description("Exports a dataset after the user confirms")
         .mode(Mode::Required)
@@ -110,9 +117,12 @@ impl Tool for DurableExport {
 /// retry policy at work (each retry waits the next delay of the task's policy).
 pub struct Flaky;
 
-#[derive(Deserialize)]
+/// When to stop failing.
+#[derive(Deserialize, JsonSchema)]
 pub struct FlakyArgs {
+    /// The attempt that succeeds (3 by default).
     #[serde(default = "default_succeed_on")]
+    #[schemars(range(min = 1))]
     succeed_on_attempt: u32,
 }
 
@@ -125,10 +135,7 @@ impl Tool for Flaky {
     type Args = FlakyArgs;
 
     fn spec() -> ToolSpec {
-        ToolSpec::new(json!({
-            "type": "object",
-            "properties": {"succeed_on_attempt": {"type": "integer", "minimum": 1}}
-        }))
+        ToolSpec::new()
         .title("Flaky")
         .description("Asks for retries until the given attempt")
         .mode(Mode::Required)

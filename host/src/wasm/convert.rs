@@ -208,13 +208,29 @@ pub(crate) fn tools(described: Vec<types::Tool>) -> Result<Vec<ToolInfo>, String
                 what("requiredCapabilities")
             ));
         }
+        // A phase the host would never run is a mistake to report, not to ignore: a mode
+        // rule decides only for optional tools, and prepare runs only before a task.
+        let m = mode(t.mode);
+        if t.has_mode_rule && m != TaskMode::Optional {
+            return Err(format!(
+                "{} has a mode rule (choose_mode) but its mode is {}: a rule decides only for optional tools",
+                what("mode"),
+                m.as_str()
+            ));
+        }
+        if t.has_prepare && m == TaskMode::Sync {
+            return Err(format!(
+                "{} has a prepare phase but is sync: prepare runs only before a task is created",
+                what("mode")
+            ));
+        }
         out.push(ToolInfo {
             name: t.name,
             title: t.title,
             description: t.description,
             input_schema,
             output_schema,
-            mode: mode(t.mode),
+            mode: m,
             required_capabilities,
             has_prepare: t.has_prepare,
             has_mode_rule: t.has_mode_rule,
@@ -233,6 +249,29 @@ mod tests {
             message: "m".into(),
             data: None,
         }
+    }
+
+    #[test]
+    fn phases_the_host_would_never_run_are_refused() {
+        let t = |mode: types::TaskMode, has_mode_rule: bool, has_prepare: bool| types::Tool {
+            name: "t".into(),
+            title: None,
+            description: None,
+            input_schema: r#"{"type":"object"}"#.into(),
+            output_schema: None,
+            mode,
+            required_capabilities: None,
+            has_prepare,
+            has_mode_rule,
+        };
+        use types::TaskMode::{Optional, Required, Sync};
+        assert!(tools(vec![t(Optional, true, true)]).is_ok());
+        assert!(tools(vec![t(Required, false, true)]).is_ok());
+        let e = tools(vec![t(Sync, true, false)]).expect_err("a rule on a sync tool");
+        assert!(e.contains("choose_mode") && e.contains("sync"), "{e}");
+        assert!(tools(vec![t(Required, true, false)]).is_err());
+        let e = tools(vec![t(Sync, false, true)]).expect_err("prepare on a sync tool");
+        assert!(e.contains("prepare"), "{e}");
     }
 
     #[test]

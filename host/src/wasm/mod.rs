@@ -50,6 +50,17 @@ pub enum TaskMode {
     Required,
 }
 
+impl TaskMode {
+    /// `sync`, `optional` or `required`: the SDK's, the docs' and the configuration's word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskMode::Sync => "sync",
+            TaskMode::Optional => "optional",
+            TaskMode::Required => "required",
+        }
+    }
+}
+
 /// One tool a component provides, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolInfo {
