@@ -12,6 +12,8 @@ static ALLOCATOR: heap::Heap = heap::Heap;
 
 // The measurements behind `snodo bench`: part of the command, not of the library's API.
 mod bench;
+// `snodo new`: the tool-crate template.
+mod scaffold;
 
 use bench::{
     BenchBackend, McpBenchOptions, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions,
@@ -59,6 +61,19 @@ enum Command {
     Config {
         #[command(subcommand)]
         what: ConfigCommand,
+    },
+    /// Create a tool crate that builds into a component (then build and serve it with the
+    /// commands it prints).
+    New {
+        /// The crate's name (ASCII letters, digits, '-' and '_').
+        name: String,
+        /// Where to create it (default: ./NAME).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        /// The snodo-guest crate to depend on (default: guest-sdk/ of the checkout this
+        /// binary was built from).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
     },
     /// List the tools a configuration (or the given components) serves.
     Tools {
@@ -915,6 +930,30 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::New { name, path, sdk } => {
+            let dir = path.unwrap_or_else(|| PathBuf::from(&name));
+            let Some(sdk) = sdk.or_else(scaffold::default_sdk) else {
+                eprintln!(
+                    "error: where is the snodo-guest crate? Pass --sdk PATH (guest-sdk/ in the Snodo repository)"
+                );
+                return ExitCode::from(2);
+            };
+            match scaffold::scaffold(&name, &dir, &sdk) {
+                Ok(made) => {
+                    println!(
+                        "Created {} (crate {name}: one tool, count_words, in src/lib.rs).\n\nNext:\n  cd {}\n  rustup target add wasm32-wasip2   # once\n  cargo build --release --target wasm32-wasip2\n  snodo serve --component {}",
+                        made.dir.display(),
+                        made.dir.display(),
+                        made.component.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Tools { config, components } => {
             let opts = match config {
                 Some(file) => load_config(&file),
