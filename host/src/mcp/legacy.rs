@@ -133,8 +133,9 @@ impl McpServer {
                 self.resources_read(&req.params, &meta, principal, Revision::Handshake)
                     .await?
             }
-            // Served resources are read on demand and never announce changes, so a
-            // subscription is accepted and has nothing to deliver.
+            // Served resources are read on demand and carry no change signal, so the
+            // capability says `subscribe: false`; a client that subscribes anyway is
+            // answered (for a resource that exists) and never sent an update.
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = req
                     .params
@@ -194,7 +195,7 @@ impl McpServer {
             "protocolVersion": version,
             "capabilities": {
                 "tools": {"listChanged": false},
-                "resources": {"subscribe": true, "listChanged": false},
+                "resources": {"subscribe": false, "listChanged": false},
                 "prompts": {"listChanged": false},
                 "completions": {},
                 "logging": {},
