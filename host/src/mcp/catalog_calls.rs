@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::model::Principal;
 use crate::protocol::{self, RequestMeta, RpcError};
 use crate::runner::CatalogSource;
-use crate::wasm::{AttemptError, Completing, Execution, ExecutionIo};
+use crate::wasm::{AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo};
 
 use super::{McpServer, Revision, SyncIo, state};
 
@@ -95,55 +95,43 @@ fn string_field<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str
 }
 
 impl McpServer {
-    pub(super) fn resources_list(&self, revision: Revision) -> Value {
-        let resources: Vec<Value> = self
+    /// The `key` list of every source's catalog entries `pick` selects, in the order the
+    /// components were added.
+    fn listed<'a, I>(
+        &'a self,
+        revision: Revision,
+        key: &str,
+        pick: impl Fn(&'a ComponentCatalog) -> I,
+    ) -> Value
+    where
+        I: Iterator<Item = &'a Value>,
+    {
+        let entries: Vec<Value> = self
             .config
             .catalog
             .sources()
             .iter()
-            .flat_map(|s| {
-                s.component
-                    .catalog()
-                    .resources
-                    .iter()
-                    .map(|r| r.listing.clone())
-            })
+            .flat_map(|s| pick(s.component.catalog()).cloned())
             .collect();
-        finished(revision, json!({"resources": resources}))
+        finished(revision, json!({ key: entries }))
+    }
+
+    pub(super) fn resources_list(&self, revision: Revision) -> Value {
+        self.listed(revision, "resources", |c| {
+            c.resources.iter().map(|r| &r.listing)
+        })
     }
 
     pub(super) fn resource_templates_list(&self, revision: Revision) -> Value {
-        let templates: Vec<Value> = self
-            .config
-            .catalog
-            .sources()
-            .iter()
-            .flat_map(|s| {
-                s.component
-                    .catalog()
-                    .templates
-                    .iter()
-                    .map(|t| t.listing.clone())
-            })
-            .collect();
-        finished(revision, json!({"resourceTemplates": templates}))
+        self.listed(revision, "resourceTemplates", |c| {
+            c.templates.iter().map(|t| &t.listing)
+        })
     }
 
     pub(super) fn prompts_list(&self, revision: Revision) -> Value {
-        let prompts: Vec<Value> = self
-            .config
-            .catalog
-            .sources()
-            .iter()
-            .flat_map(|s| {
-                s.component
-                    .catalog()
-                    .prompts
-                    .iter()
-                    .map(|p| p.listing.clone())
-            })
-            .collect();
-        finished(revision, json!({"prompts": prompts}))
+        self.listed(revision, "prompts", |c| {
+            c.prompts.iter().map(|p| &p.listing)
+        })
     }
 
     /// Runs a read or render of `source` for `subject` on the request path.
