@@ -182,6 +182,12 @@ impl Outstanding {
         (id, rx)
     }
 
+    /// How many server requests are waited on.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     /// Stops waiting on `id`.
     pub(crate) fn forget(&self, id: &str) {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);

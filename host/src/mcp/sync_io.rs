@@ -87,6 +87,12 @@ impl SyncIo {
         let mut answers = Vec::with_capacity(requests.len());
         for (key, request) in requests {
             let (id, answer) = outstanding.open(principal);
+            // However this wait ends (answered, cancelled, or dropped with the call when
+            // the client goes away), the entry goes with it.
+            let _waiting = Waiting {
+                outstanding,
+                id: &id,
+            };
             let message = json!({
                 "jsonrpc": "2.0",
                 "id": id,
@@ -94,15 +100,11 @@ impl SyncIo {
                 "params": request.get("params").cloned().unwrap_or_else(|| json!({})),
             });
             if outbox.tx.send(message).await.is_err() {
-                outstanding.forget(&id);
                 return Err(InputFailure::Cancelled);
             }
             let outcome = tokio::select! {
                 a = answer => a,
-                () = cancel.cancelled() => {
-                    outstanding.forget(&id);
-                    return Err(InputFailure::Cancelled);
-                }
+                () = cancel.cancelled() => return Err(InputFailure::Cancelled),
             };
             match outcome {
                 Ok(Ok(result)) => answers.push(result),
@@ -186,6 +188,18 @@ impl ExecutionIo for SyncIo {
     }
 }
 
+/// Removes a server request from [`Outstanding`] when its wait ends, however it ends.
+struct Waiting<'a> {
+    outstanding: &'a Outstanding,
+    id: &'a str,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.outstanding.forget(self.id);
+    }
+}
+
 /// `notifications/progress` for `token`.
 fn progress_notification(token: &Value, p: Progress) -> Value {
     let mut params = json!({"progressToken": token, "progress": p.progress});
@@ -196,4 +210,75 @@ fn progress_notification(token: &Value, p: Progress) -> Value {
         params["message"] = json!(m);
     }
     protocol::notification("notifications/progress", params)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asking(outstanding: &Arc<Outstanding>, tx: mpsc::Sender<Value>) -> SyncIo {
+        SyncIo::new(Map::new(), json!({"elicitation": {}}))
+            .asking(outstanding.clone(), Principal::new("acme", "ada"))
+            .streaming(Outbox {
+                tx,
+                progress_token: None,
+                log_level: None,
+            })
+    }
+
+    fn question() -> Vec<(String, Value)> {
+        vec![(
+            "name".to_owned(),
+            json!({"method": "elicitation/create", "params": {"message": "Who?", "requestedSchema": {"type": "object"}}}),
+        )]
+    }
+
+    #[tokio::test]
+    async fn a_question_is_a_server_request_answered_by_the_clients_response() {
+        let outstanding = Arc::new(Outstanding::default());
+        let (tx, mut rx) = mpsc::channel(4);
+        let io = asking(&outstanding, tx);
+        let cancel = CancelToken::new();
+        let ask = io.await_inputs(question(), &cancel);
+        tokio::pin!(ask);
+        let sent = tokio::select! {
+            m = rx.recv() => m.expect("a request"),
+            _ = &mut ask => panic!("answered before it was asked"),
+        };
+        assert_eq!(sent["method"], "elicitation/create");
+        assert!(outstanding.answer(
+            &Principal::new("acme", "ada"),
+            &sent["id"],
+            Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
+        ));
+        let answers = ask.await.expect("answered");
+        assert_eq!(answers[0]["content"]["name"], "Ada");
+        assert_eq!(outstanding.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_wait_dropped_with_its_call_leaves_nothing_behind() {
+        let outstanding = Arc::new(Outstanding::default());
+        let (tx, mut rx) = mpsc::channel(4);
+        let io = asking(&outstanding, tx);
+        let cancel = CancelToken::new();
+        {
+            let ask = io.await_inputs(question(), &cancel);
+            tokio::pin!(ask);
+            tokio::select! {
+                m = rx.recv() => assert!(m.is_some()),
+                _ = &mut ask => panic!("answered before it was asked"),
+            }
+            assert_eq!(outstanding.len(), 1);
+        }
+        assert_eq!(outstanding.len(), 0, "the dropped wait took its entry");
+        // A question without a stream to ask on is refused, not left waiting.
+        let streamless = SyncIo::new(Map::new(), json!({"elicitation": {}}))
+            .asking(outstanding.clone(), Principal::new("acme", "ada"));
+        let refused = streamless.await_inputs(question(), &cancel).await;
+        assert!(
+            matches!(refused, Err(InputFailure::Unsupported(_))),
+            "{refused:?}"
+        );
+    }
 }
