@@ -46,11 +46,14 @@ pub(super) fn speaks_handshake(headers: &RoutingHeaders, req: &protocol::Request
         .get("_meta")
         .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
         .is_some();
+    // Without a version header, a request that has none of 2026-07-28's marks either (no
+    // `Mcp-Method`, no `_meta` version) comes from a client of the handshake revisions:
+    // its `initialize`, or a later request of a client that predates the header.
     !stateless
         && match &headers.protocol_version {
             Some(Ok(v)) => HANDSHAKE_VERSIONS.contains(&v.as_str()),
             Some(Err(())) => false,
-            None => req.method == "initialize" && headers.method.is_none(),
+            None => headers.method.is_none(),
         }
 }
 

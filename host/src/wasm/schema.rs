@@ -93,6 +93,9 @@ impl Schemas {
                 "the tool declares an outputSchema but returned no structuredContent".into(),
             );
         };
+        if output.is_valid(structured) {
+            return Ok(());
+        }
         match violations(output, structured).first() {
             None => Ok(()),
             Some((path, m)) => Err(format!(

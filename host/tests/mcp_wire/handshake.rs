@@ -72,6 +72,12 @@ async fn the_handshake_opens_a_session_that_serves_tools() {
     );
 
     let s = Some(session.as_str());
+    // A client from before the version header (2025-03-26) sends none: still this revision.
+    let mut bare = post_25(&request(9, "tools/list", json!({})), s);
+    bare.headers_mut().remove("mcp-protocol-version");
+    let (st, v, _) = send(&app, bare).await;
+    assert_eq!(st, 200);
+    assert!(v["result"]["tools"].is_array(), "{v}");
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     assert_eq!(send(&app, post_25(&note, s)).await.0, 202);
     let (st, v, _) = send(&app, post_25(&request(2, "ping", json!({})), s)).await;
