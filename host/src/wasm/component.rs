@@ -104,7 +104,8 @@ impl ComponentLoader {
     }
 
     /// Loads the component at `path`: compiles it (or finds it in the cache), checks that it
-    /// is an executor of `snodo:tasks@0.1.0`, and validates the tools it describes.
+    /// is a `snodo:tasks` executor (0.1.0, or 0.2.0 with a catalog), and validates what it
+    /// describes: its tools (schemas compiled), and its resources, templates and prompts.
     pub async fn load(&self, path: impl AsRef<Path>) -> Result<Arc<Component>, LoadError> {
         let path = path.as_ref().to_path_buf();
         let fail = |reason: String| LoadError {
