@@ -95,24 +95,14 @@ impl ResourceSpec {
         }
     }
 
-    /// A human-readable title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// What it holds.
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
-        self
-    }
-
     /// Its MIME type.
     pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
         self.mime_type = Some(mime_type.into());
         self
     }
 }
+
+text_builders!(ResourceSpec, "new(\"Report\")");
 
 /// What a resource read returns: text or base64 bytes, for one URI.
 ///
@@ -236,18 +226,6 @@ impl PromptSpec {
         Self::default()
     }
 
-    /// A human-readable title.
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// What it is for.
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
-        self
-    }
-
     /// An argument: its name, what it means, and whether it is required.
     pub fn argument(mut self, name: &str, description: &str, required: bool) -> Self {
         self.arguments
@@ -255,6 +233,8 @@ impl PromptSpec {
         self
     }
 }
+
+text_builders!(PromptSpec, "new()");
 
 /// Who a prompt message speaks as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

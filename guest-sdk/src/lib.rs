@@ -65,6 +65,32 @@
 // The generated bindings name this crate by path, from inside it and from tool crates alike.
 extern crate self as snodo_guest;
 
+/// The `title` and `description` builders every spec shares. `$new` is how the doc
+/// examples make one.
+macro_rules! text_builders {
+    ($ty:ident, $new:literal) => {
+        impl $ty {
+            #[doc = concat!(
+                "A human-readable title.\n\n```\nlet spec = snodo_guest::",
+                stringify!($ty), "::", $new, ".title(\"Quick report\");\n# let _ = spec;\n```"
+            )]
+            pub fn title(mut self, title: impl Into<String>) -> Self {
+                self.title = Some(title.into());
+                self
+            }
+
+            #[doc = concat!(
+                "What it is for, for models and people.\n\n```\nlet spec = snodo_guest::",
+                stringify!($ty), "::", $new, ".description(\"Counts rows\");\n# let _ = spec;\n```"
+            )]
+            pub fn description(mut self, description: impl Into<String>) -> Self {
+                self.description = Some(description.into());
+                self
+            }
+        }
+    };
+}
+
 mod catalog;
 mod context;
 mod glue;

@@ -121,30 +121,6 @@ impl ToolSpec {
         self
     }
 
-    /// A human-readable title.
-    ///
-    /// ```
-    /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new().title("Quick report");
-    /// # let _ = spec;
-    /// ```
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// What the tool does, for models and people.
-    ///
-    /// ```
-    /// # use serde_json::json;
-    /// let spec = snodo_guest::ToolSpec::new().description("Counts rows");
-    /// # let _ = spec;
-    /// ```
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
-        self
-    }
-
     /// A JSON Schema object for the result's structured content.
     ///
     /// ```
@@ -183,6 +159,8 @@ impl ToolSpec {
         self
     }
 }
+
+text_builders!(ToolSpec, "new()");
 
 /// One tool. Implement it on a unit struct and list the struct in [`crate::export_tools!`].
 ///

@@ -24,12 +24,12 @@ pub(super) enum Answered {
 
 /// The request a read or render answers: what it carried, who sent it, on which revision.
 #[derive(Clone, Copy)]
-struct Asking<'a> {
-    params: &'a Map<String, Value>,
-    meta: &'a RequestMeta,
-    principal: &'a Principal,
-    revision: Revision,
-}
+struct Asking<'a>(
+    &'a Map<String, Value>,
+    &'a RequestMeta,
+    &'a Principal,
+    Revision,
+);
 
 /// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
 /// the earlier rounds' sealed in its `requestState` for `subject` (what the state was
@@ -146,12 +146,7 @@ impl McpServer {
         F: FnOnce(Execution) -> Fut,
         Fut: Future<Output = Result<Option<Result<Value, RpcError>>, AttemptError>>,
     {
-        let Asking {
-            params,
-            meta,
-            principal,
-            revision,
-        } = request;
+        let Asking(params, meta, principal, revision) = request;
         let key = self.server_key().await?;
         let responses = given_answers(params, &key, subject, principal)?;
         let _slot = self.sync_slot(principal)?;
@@ -196,12 +191,7 @@ impl McpServer {
         let component = source.component.clone();
         let answered = self
             .catalog_call(
-                Asking {
-                    params,
-                    meta,
-                    principal,
-                    revision,
-                },
+                Asking(params, meta, principal, revision),
                 &subject,
                 source,
                 |exec| async move { component.read_resource(exec, uri).await },
@@ -256,12 +246,7 @@ impl McpServer {
         let arguments = Value::Object(arguments);
         let answered = self
             .catalog_call(
-                Asking {
-                    params,
-                    meta,
-                    principal,
-                    revision,
-                },
+                Asking(params, meta, principal, revision),
                 &subject,
                 source,
                 |exec| async move { component.get_prompt(exec, name, &arguments).await.map(Some) },

@@ -233,6 +233,17 @@ mod tests {
         )]
     }
 
+    /// The server request `ask` sends on the stream (it must not finish first).
+    async fn sent<F: std::future::Future>(
+        rx: &mut mpsc::Receiver<Value>,
+        ask: std::pin::Pin<&mut F>,
+    ) -> Value {
+        tokio::select! {
+            m = rx.recv() => m.expect("a request"),
+            _ = ask => panic!("answered before it was asked"),
+        }
+    }
+
     #[tokio::test]
     async fn a_question_is_a_server_request_answered_by_the_clients_response() {
         let outstanding = Arc::new(Outstanding::default());
@@ -241,10 +252,7 @@ mod tests {
         let cancel = CancelToken::new();
         let ask = io.await_inputs(question(), &cancel);
         tokio::pin!(ask);
-        let sent = tokio::select! {
-            m = rx.recv() => m.expect("a request"),
-            _ = &mut ask => panic!("answered before it was asked"),
-        };
+        let sent = sent(&mut rx, ask.as_mut()).await;
         assert_eq!(sent["method"], "elicitation/create");
         assert!(outstanding.answer(
             &Principal::new("acme", "ada"),
@@ -265,10 +273,7 @@ mod tests {
         {
             let ask = io.await_inputs(question(), &cancel);
             tokio::pin!(ask);
-            tokio::select! {
-                m = rx.recv() => assert!(m.is_some()),
-                _ = &mut ask => panic!("answered before it was asked"),
-            }
+            sent(&mut rx, ask.as_mut()).await;
             assert_eq!(outstanding.len(), 1);
         }
         assert_eq!(outstanding.len(), 0, "the dropped wait took its entry");
