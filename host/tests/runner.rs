@@ -150,6 +150,25 @@ async fn create(store: &dyn Store, tool: &str, args: Value, policy: RetryPolicy)
     store.create(new).await.expect("create").id
 }
 
+/// Creates a task for `tool` and hands it to `runner`.
+async fn submitted(
+    runner: &Runner,
+    store: &dyn Store,
+    tool: &str,
+    args: Value,
+    policy: RetryPolicy,
+) -> TaskId {
+    let id = create(store, tool, args, policy).await;
+    runner.submit(&id).await.expect("submit");
+    id
+}
+
+/// A task of `slow_compute` for `seconds`, without retries, handed to `runner`.
+async fn slow_compute(runner: &Runner, store: &dyn Store, seconds: u64) -> TaskId {
+    let args = json!({ "seconds": seconds });
+    submitted(runner, store, "slow_compute", args, RetryPolicy::none()).await
+}
+
 async fn task(store: &dyn Store, id: &TaskId) -> Task {
     store
         .inspect(id)
@@ -305,14 +324,14 @@ async fn a_tasks_progress_becomes_its_status_message() {
     ));
     let rec = Arc::new(Recorder::default());
     let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
-    let id = create(
+    let id = submitted(
+        &runner,
         &*store,
         "test_tool_with_progress",
         json!({}),
         RetryPolicy::none(),
     )
     .await;
-    runner.submit(&id).await.expect("submit");
     let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
     assert_eq!(done.status, TaskStatus::Completed);
     // The first report commits at once; the later ones within the coalescing interval
@@ -492,8 +511,7 @@ async fn cancellation_stops_a_guest_that_ignores_its_token() {
     let rec = Arc::new(Recorder::default());
     let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
     for tool in ["ignore_cancel", "spin"] {
-        let id = create(&*store, tool, json!({}), RetryPolicy::none()).await;
-        runner.submit(&id).await.expect("submit");
+        let id = submitted(&runner, &*store, tool, json!({}), RetryPolicy::none()).await;
         rec.until("job started", |e| {
             e.iter()
                 .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == id))
@@ -532,14 +550,7 @@ async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
         },
         rec_a.clone(),
     );
-    let id = create(
-        &*store,
-        "slow_compute",
-        json!({"seconds": 1}),
-        RetryPolicy::none(),
-    )
-    .await;
-    a.submit(&id).await.expect("submit");
+    let id = slow_compute(&a, &*store, 1).await;
     rec_a.started("a started").await;
     clock.advance(30_000);
     let b = Runner::start(store.clone(), registry().await, opts(true), rec_b.clone());
@@ -723,14 +734,7 @@ async fn shutdown_releases_what_did_not_drain() {
         },
         rec.clone(),
     );
-    let id = create(
-        &*store,
-        "slow_compute",
-        json!({"seconds": 60}),
-        RetryPolicy::none(),
-    )
-    .await;
-    runner.submit(&id).await.expect("submit");
+    let id = slow_compute(&runner, &*store, 60).await;
     rec.started("started").await;
     let released = runner.shutdown().await;
     assert_eq!(released, 1, "{:#?}", rec.events.lock().expect("lock"));
@@ -765,14 +769,14 @@ async fn a_retry_runs_without_reading_the_store_clock() {
     ));
     let rec = Arc::new(Recorder::default());
     let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
-    let id = create(
+    let id = submitted(
+        &runner,
         &*store,
         "flaky",
         json!({"succeed_on_attempt": 2}),
         RetryPolicy::new([20]).expect("policy"),
     )
     .await;
-    runner.submit(&id).await.expect("submit");
     rec.until("the retry completed the task", |e| {
         e.iter().any(|e| {
             matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Completed, .. } if *task == id)
@@ -975,14 +979,14 @@ async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
         opts(false),
         rec.clone(),
     );
-    let id = create(
+    let id = submitted(
+        &runner,
         &*store,
         "lucky",
         json!({}),
         RetryPolicy::new([60_000]).expect("policy"),
     )
     .await;
-    runner.submit(&id).await.expect("submit");
     rec.until("the retry was scheduled", |e| {
         e.iter().any(|e| {
             matches!(

@@ -212,13 +212,28 @@ impl FileBoot {
     }
 }
 
-/// The inherent accessors and `Debug` of an embedded store kept in one file, for a type
-/// with a `boot: FileBoot` field.
+/// The inherent accessors, the write path and `Debug` of an embedded store kept in one
+/// file, for a type with a `boot: FileBoot` field and a `writer` that group-commits.
 macro_rules! file_store_accessors {
     ($ty:ident) => {
         impl $ty {
             fn ctx(&self) -> $crate::store::engine::Ctx {
                 self.boot.ctx()
+            }
+
+            /// Runs `f` inside one write the group-commit writer makes durable before it
+            /// answers.
+            async fn write<T, F>(&self, f: F) -> $crate::store::StoreResult<T>
+            where
+                F: FnOnce(
+                        &mut dyn $crate::store::engine::Txn,
+                        &$crate::store::engine::Ctx,
+                    ) -> $crate::store::StoreResult<T>
+                    + Send
+                    + 'static,
+                T: Send + 'static,
+            {
+                self.writer.submit(f).await
             }
 
             /// The file this store lives in.
@@ -244,6 +259,118 @@ macro_rules! file_store_accessors {
                     .field("path", &self.boot.path)
                     .field("epoch", &self.boot.epoch)
                     .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+/// The checks every store kept in one file owes its operator, written once: the boot epoch
+/// and server key across reopening, a second open refused while the first holds the file,
+/// an empty or foreign file refused and left as it was, and files private to the owner.
+/// Expanded inside an adapter's tests with its type, its file name, a phrase its refusal
+/// of a garbage file must contain, and the suffixes of the files it may leave beside its own
+/// name once closed.
+#[cfg(test)]
+macro_rules! file_store_checks {
+    ($ty:ty, $file:literal, garbage_says: $garbage:literal, leaves: [$($suffix:literal),*]) => {
+        mod shared_file_checks {
+            use $crate::store::{NewTask, Store, StoreError};
+
+            fn open(path: &std::path::Path) -> $crate::store::StoreResult<$ty> {
+                <$ty>::open(path)
+            }
+
+            fn new_task() -> NewTask {
+                let id = $crate::model::TaskId::generate();
+                NewTask::new(
+                    id,
+                    $crate::model::Scope::new("t"),
+                    $crate::model::Work::new("w", serde_json::json!({}), id.to_string()),
+                )
+            }
+
+            #[tokio::test]
+            async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
+                let dir = tempfile::tempdir().expect("tmp");
+                let path = dir.path().join($file);
+                let mut key = None;
+                for expected in 1..=3 {
+                    let store = open(&path).expect("open");
+                    assert_eq!(store.epoch(), expected);
+                    assert_eq!(store.path(), path);
+                    let k = store.server_key().await.expect("key");
+                    assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
+                }
+            }
+
+            #[tokio::test]
+            async fn a_second_open_while_the_first_is_open_is_refused() {
+                let dir = tempfile::tempdir().expect("tmp");
+                let path = dir.path().join($file);
+                let first = open(&path).expect("open");
+                let err = open(&path).expect_err("second open");
+                assert!(
+                    matches!(&err, StoreError::Unavailable(m)
+                        if m.contains("already open in another process")),
+                    "{err}"
+                );
+                drop(first);
+                let again = open(&path).expect("free again once the first is closed");
+                assert_eq!(again.epoch(), 2, "the refused open changed nothing");
+            }
+
+            #[tokio::test]
+            async fn a_file_that_is_not_a_store_is_refused_and_left_untouched() {
+                let dir = tempfile::tempdir().expect("tmp");
+                let path = dir.path().join($file);
+                std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
+                let err = open(&path).expect_err("garbage");
+                assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+                assert!(err.to_string().contains($file), "names the file: {err}");
+                assert!(err.to_string().contains($garbage), "{err}");
+                assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
+            }
+
+            #[tokio::test]
+            async fn an_empty_file_is_refused_never_initialised() {
+                let dir = tempfile::tempdir().expect("tmp");
+                let path = dir.path().join($file);
+                std::fs::write(&path, b"").expect("write");
+                let err = open(&path).expect_err("an empty file is not a store");
+                assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
+                assert!(err.to_string().contains($file), "names the file: {err}");
+                assert!(err.to_string().contains("empty"), "{err}");
+                let len = std::fs::metadata(&path).expect("meta").len();
+                assert_eq!(len, 0, "untouched");
+            }
+
+            #[tokio::test]
+            async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
+                use std::os::unix::fs::PermissionsExt;
+                let mode = |p: &std::path::Path| {
+                    std::fs::metadata(p).expect("meta").permissions().mode() & 0o777
+                };
+                let dir = tempfile::tempdir().expect("tmp");
+                let data = dir.path().join("data");
+                let path = data.join("nested").join($file);
+                let store = open(&path).expect("create");
+                store.create(new_task()).await.expect("create");
+                drop(store);
+                assert_eq!(mode(&data), 0o700);
+                assert_eq!(mode(&data.join("nested")), 0o700);
+                assert_eq!(mode(&path), 0o600);
+                for entry in std::fs::read_dir(data.join("nested")).expect("list") {
+                    let entry = entry.expect("entry");
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let allowed = [$(concat!($file, $suffix)),*];
+                    assert!(allowed.contains(&name.as_str()), "no other file: {name}");
+                    assert_eq!(mode(&entry.path()), 0o600, "{name}");
+                }
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+                    .expect("loosen");
+                let store = open(&path).expect("reopen");
+                assert_eq!(store.epoch(), 2, "the same store, reopened");
+                assert_eq!(mode(&path), 0o600);
             }
         }
     };

@@ -34,22 +34,14 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
     );
 
     // claim_next skips the live claim and takes the other task.
-    let c2 = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("second due");
+    let c2 = next_due(&*store, "second due").await;
     assert_eq!(c2.task.id, second);
     assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
 
     // Release makes it due at once, with a higher generation next time.
     store.release(&c2.lease).await.expect("release");
     clock.advance(1);
-    let c2b = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("released is due");
+    let c2b = next_due(&*store, "released is due").await;
     assert_eq!(c2b.task.id, second);
     assert_eq!(c2b.lease.generation(), 2);
     // The released lease is dead.
@@ -67,11 +59,7 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
 
     // An expired lease is recoverable work; the old holder is fenced.
     clock.advance(LEASE);
-    let c1b = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("expired is due");
+    let c1b = next_due(&*store, "expired is due").await;
     assert_eq!(c1b.task.id, first, "the longest-due task first");
     assert!(c1b.lease.generation() > c1.lease.generation());
     let err = store
@@ -85,16 +73,9 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
         .err();
     assert_eq!(err, Some(StoreError::LeaseLost));
     // The new holder commits.
-    store
-        .transition(Authority::Worker(&c1b.lease), ev(completed("fresh")), None)
-        .await
-        .expect("new generation commits");
+    as_worker(&*store, &c1b.lease, completed("fresh")).await;
     // A forged lease (right generation, wrong secret) is refused.
-    let c = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("second again");
+    let c = next_due(&*store, "second again").await;
     let mut forged = c.lease.clone();
     forged.token ^= 1;
     assert_eq!(
@@ -194,9 +175,6 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
     );
     assert!(store.inspect(&over_id).await.expect("inspect").is_none());
     // The lease commits like any other.
-    let done = store
-        .transition(Authority::Worker(&c.lease), ev(completed("done")), None)
-        .await
-        .expect("the creating claim commits");
+    let done = as_worker(&*store, &c.lease, completed("done")).await;
     assert_eq!(done.task.status, TaskStatus::Completed);
 }

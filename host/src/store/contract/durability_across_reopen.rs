@@ -13,14 +13,7 @@ pub async fn durability_across_reopen(b: &mut dyn Backend) {
     let store = b.open(&clock).await;
     let done = create(&*store, "acme").await;
     let done_lease = store.claim(&done, &cr()).await.expect("claim").lease;
-    store
-        .transition(
-            Authority::Worker(&done_lease),
-            ev_id("fin", completed("persisted")),
-            None,
-        )
-        .await
-        .expect("complete");
+    commit_as_worker(&*store, &done_lease, ev_id("fin", completed("persisted"))).await;
     let parked = create(&*store, "acme").await;
     let l = store.claim(&parked, &cr()).await.expect("claim").lease;
     store
@@ -52,11 +45,7 @@ pub async fn durability_across_reopen(b: &mut dyn Backend) {
         store.renew(&old.lease, LEASE).await.err(),
         Some(StoreError::LeaseLost)
     );
-    let next = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("running is due");
+    let next = next_due(&*store, "running is due").await;
     assert_eq!(next.task.id, running);
     assert!(next.lease.generation() > old.lease.generation());
     assert!(

@@ -7,26 +7,11 @@ use super::*;
 pub async fn event_idempotency(b: &mut dyn Backend) {
     let clock = clock();
     let store = b.open(&clock).await;
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    let (_, lease) = claimed(&*store, "acme").await;
 
-    let first = store
-        .transition(
-            Authority::Worker(&lease),
-            ev_id("start-1", EventKind::Started),
-            None,
-        )
-        .await
-        .expect("started");
+    let first = commit_as_worker(&*store, &lease, ev_id("start-1", EventKind::Started)).await;
     clock.advance(100);
-    let again = store
-        .transition(
-            Authority::Worker(&lease),
-            ev_id("start-1", EventKind::Started),
-            None,
-        )
-        .await
-        .expect("replay");
+    let again = commit_as_worker(&*store, &lease, ev_id("start-1", EventKind::Started)).await;
     assert!(again.replayed);
     assert_eq!(again.revision, first.revision);
     assert_eq!(again.task.attempt, 1, "a replay applies nothing");
@@ -55,22 +40,8 @@ pub async fn event_idempotency(b: &mut dyn Backend) {
 
     // The replay answer survives the claim's end: a worker whose completion was committed
     // but whose reply was lost can ask again and learn it committed.
-    let done = store
-        .transition(
-            Authority::Worker(&lease),
-            ev_id("done-1", completed("ok")),
-            None,
-        )
-        .await
-        .expect("completed");
-    let replay = store
-        .transition(
-            Authority::Worker(&lease),
-            ev_id("done-1", completed("ok")),
-            None,
-        )
-        .await
-        .expect("replay after terminal");
+    let done = commit_as_worker(&*store, &lease, ev_id("done-1", completed("ok"))).await;
+    let replay = commit_as_worker(&*store, &lease, ev_id("done-1", completed("ok"))).await;
     assert!(replay.replayed);
     assert_eq!(replay.revision, done.revision);
     // A replay even ignores a stale expected revision: it reports, it does not apply.
@@ -86,10 +57,7 @@ pub async fn event_idempotency(b: &mut dyn Backend) {
 
     // Request events replay too.
     let id = create(&*store, "acme").await;
-    let access = store
-        .authorize(&tenant("acme"), Action::Cancel, &id.to_string())
-        .await
-        .expect("authorize");
+    let access = access(&*store, "acme", Action::Cancel, &id).await;
     let a = store
         .transition(
             Authority::Request(&access),
@@ -112,10 +80,7 @@ pub async fn event_idempotency(b: &mut dyn Backend) {
     // Another generation reusing an id that an earlier generation committed is refused.
     let id = create(&*store, "acme").await;
     let l1 = store.claim(&id, &cr()).await.expect("claim").lease;
-    store
-        .transition(Authority::Worker(&l1), ev_id("s", EventKind::Started), None)
-        .await
-        .expect("started");
+    commit_as_worker(&*store, &l1, ev_id("s", EventKind::Started)).await;
     store.release(&l1).await.expect("release");
     let l2 = store.claim(&id, &cr()).await.expect("reclaim").lease;
     let err = store

@@ -7,12 +7,8 @@ use super::*;
 pub async fn input_lifecycle(b: &mut dyn Backend) {
     let clock = clock();
     let store = b.open(&clock).await;
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
-    let update = store
-        .authorize(&tenant("acme"), Action::Update, &id.to_string())
-        .await
-        .expect("authorize");
+    let (id, lease) = claimed(&*store, "acme").await;
+    let update = access(&*store, "acme", Action::Update, &id).await;
 
     let a = store
         .request_input(&lease, EventId::random(), "a", elicit("first?"))
@@ -139,14 +135,10 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         .await
         .err();
     assert_eq!(err, Some(StoreError::InputConflict { key: "a".into() }));
-    store
-        .transition(Authority::Worker(&lease), ev(completed("answered")), None)
-        .await
-        .expect("complete");
+    as_worker(&*store, &lease, completed("answered")).await;
 
     // A parked task with no live claim is not due; answering makes it due again.
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    let (id, lease) = claimed(&*store, "acme").await;
     store
         .request_input(&lease, EventId::random(), "q", elicit("?"))
         .await
@@ -156,10 +148,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         .await
         .expect("park: release the guest");
     assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
-    let update = store
-        .authorize(&tenant("acme"), Action::Update, &id.to_string())
-        .await
-        .expect("authorize");
+    let update = access(&*store, "acme", Action::Update, &id).await;
     store
         .accept_input(
             &update,
@@ -168,45 +157,23 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         )
         .await
         .expect("answer");
-    let next = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("due again");
+    let next = next_due(&*store, "due again").await;
     assert_eq!(next.task.id, id);
     // The replacement guest starts: started keeps no inputs outstanding -> working.
-    let c = store
-        .transition(Authority::Worker(&next.lease), ev(EventKind::Started), None)
-        .await
-        .expect("started");
+    let c = as_worker(&*store, &next.lease, EventKind::Started).await;
     assert_eq!(c.task.status, TaskStatus::Working);
-    store
-        .transition(
-            Authority::Worker(&next.lease),
-            ev(completed("resumed")),
-            None,
-        )
-        .await
-        .expect("complete");
+    as_worker(&*store, &next.lease, completed("resumed")).await;
 
     // Started while a question is still outstanding keeps the task input_required.
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    let (id, lease) = claimed(&*store, "acme").await;
     store
         .request_input(&lease, EventId::random(), "q", elicit("?"))
         .await
         .expect("request");
     clock.advance(LEASE);
-    let next = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("lease expired");
+    let next = next_due(&*store, "lease expired").await;
     assert_eq!(next.task.id, id);
-    let c = store
-        .transition(Authority::Worker(&next.lease), ev(EventKind::Started), None)
-        .await
-        .expect("started");
+    let c = as_worker(&*store, &next.lease, EventKind::Started).await;
     assert_eq!(c.task.status, TaskStatus::InputRequired);
     let reattach = store
         .request_input(&next.lease, EventId::random(), "q", elicit("?"))
@@ -220,10 +187,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
 
     // Accepting on a terminal task is refused as terminal.
     cancel(&*store, "acme", &id).await.expect("cancel");
-    let update = store
-        .authorize(&tenant("acme"), Action::Update, &id.to_string())
-        .await
-        .expect("authorize");
+    let update = access(&*store, "acme", Action::Update, &id).await;
     assert_eq!(
         store
             .accept_input(&update, EventId::random(), responses(&[("q", json!({}))]))

@@ -227,7 +227,12 @@ async fn read(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model
     store.get(&access).await.expect("get")
 }
 
-async fn cancel(store: &dyn Store, tenant_name: &str, id: &TaskId) -> Result<u64, StoreError> {
+/// Cancels `id` as a user of `tenant_name`, answering the new revision.
+pub(crate) async fn cancel(
+    store: &dyn Store,
+    tenant_name: &str,
+    id: &TaskId,
+) -> Result<u64, StoreError> {
     let access = store
         .authorize(&tenant(tenant_name), Action::Cancel, &id.to_string())
         .await?;
@@ -235,4 +240,61 @@ async fn cancel(store: &dyn Store, tenant_name: &str, id: &TaskId) -> Result<u64
         .transition(Authority::Request(&access), ev(cancelled()), None)
         .await
         .map(|c| c.revision)
+}
+
+/// A new task of `tenant`, claimed under [`cr`].
+async fn claimed(store: &dyn Store, tenant: &str) -> (TaskId, super::Lease) {
+    let id = create(store, tenant).await;
+    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    (id, lease)
+}
+
+/// `tenant`'s right to `action` on `id`, which the test expects to be granted.
+async fn access(
+    store: &dyn Store,
+    tenant_name: &str,
+    action: Action,
+    id: &TaskId,
+) -> super::Access {
+    store
+        .authorize(&tenant(tenant_name), action, &id.to_string())
+        .await
+        .unwrap_or_else(|e| panic!("{tenant_name} may {action:?} {id}: {e}"))
+}
+
+/// Commits `kind` under `lease`, which the test expects to be accepted.
+async fn as_worker(store: &dyn Store, lease: &super::Lease, kind: EventKind) -> super::Committed {
+    commit_as_worker(store, lease, ev(kind)).await
+}
+
+/// Commits `event` under `lease`, which the test expects to be accepted.
+async fn commit_as_worker(
+    store: &dyn Store,
+    lease: &super::Lease,
+    event: TaskEvent,
+) -> super::Committed {
+    store
+        .transition(Authority::Worker(lease), event, None)
+        .await
+        .unwrap_or_else(|e| panic!("the worker's event is accepted: {e}"))
+}
+
+/// The next due task, which the test expects there to be because `why`.
+async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
+    store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .unwrap_or_else(|| panic!("a task is due: {why}"))
+}
+
+/// Completes the task `lease` holds with a one-line text result: how the adapters' own
+/// tests finish a task they do not inspect the result of.
+pub(crate) async fn finish(
+    store: &dyn Store,
+    lease: &super::Lease,
+) -> Result<super::Committed, StoreError> {
+    store
+        .transition(Authority::Worker(lease), ev(completed("ok")), None)
+        .await
 }

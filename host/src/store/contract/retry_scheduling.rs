@@ -17,10 +17,7 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
 
     let lease = store.claim(&id, &cr()).await.expect("claim").lease;
     clock.advance(7);
-    let c = store
-        .transition(Authority::Worker(&lease), ev(retry("1")), None)
-        .await
-        .expect("retry 1");
+    let c = as_worker(&*store, &lease, retry("1")).await;
     assert_eq!(
         c.effect,
         Effect::RetryScheduled {
@@ -49,19 +46,12 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
     );
     assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
     clock.advance(1);
-    let second = store
-        .claim_next(&cr())
-        .await
-        .expect("claim_next")
-        .expect("due");
+    let second = next_due(&*store, "due").await;
     assert_eq!(second.task.id, id);
     assert_eq!(second.task.retry_count, 1);
     assert_eq!(second.task.retry_at, None);
 
-    let c = store
-        .transition(Authority::Worker(&second.lease), ev(retry("2")), None)
-        .await
-        .expect("retry 2");
+    let c = as_worker(&*store, &second.lease, retry("2")).await;
     assert_eq!(
         c.effect,
         Effect::RetryScheduled {
@@ -76,10 +66,7 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
         .expect("due exactly at retry_at");
 
     // Exhausted: the same transition fails the task with the executor's error.
-    let c = store
-        .transition(Authority::Worker(&third.lease), ev(retry("3")), None)
-        .await
-        .expect("retry 3");
+    let c = as_worker(&*store, &third.lease, retry("3")).await;
     assert_eq!(c.effect, Effect::RetryExhausted);
     assert_eq!(c.task.status, TaskStatus::Failed);
     assert_eq!(c.task.retry_count, 2);
@@ -92,11 +79,7 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
     assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
 
     // The default policy retries nothing.
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
-    let c = store
-        .transition(Authority::Worker(&lease), ev(retry("x")), None)
-        .await
-        .expect("retry");
+    let (_, lease) = claimed(&*store, "acme").await;
+    let c = as_worker(&*store, &lease, retry("x")).await;
     assert_eq!(c.effect, Effect::RetryExhausted);
 }

@@ -9,8 +9,7 @@ pub async fn terminal_races(b: &mut dyn Backend) {
     let store = b.open(&clock).await;
 
     // Cancelled first: the late result is refused and cannot resurrect the task.
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
+    let (id, lease) = claimed(&*store, "acme").await;
     cancel(&*store, "acme", &id).await.expect("cancel");
     let err = store
         .transition(Authority::Worker(&lease), ev(completed("late")), None)
@@ -34,12 +33,8 @@ pub async fn terminal_races(b: &mut dyn Backend) {
     );
 
     // Completed first: cancel is refused, the result stays.
-    let id = create(&*store, "acme").await;
-    let lease = store.claim(&id, &cr()).await.expect("claim").lease;
-    store
-        .transition(Authority::Worker(&lease), ev(completed("first")), None)
-        .await
-        .expect("complete");
+    let (id, lease) = claimed(&*store, "acme").await;
+    as_worker(&*store, &lease, completed("first")).await;
     assert_eq!(
         cancel(&*store, "acme", &id).await.err(),
         Some(StoreError::Terminal {
@@ -81,12 +76,8 @@ pub async fn terminal_races(b: &mut dyn Backend) {
     // Real races: both sides at once, many times; exactly one terminal commit each time.
     let mut handles = Vec::new();
     for _ in 0..32 {
-        let id = create(&*store, "acme").await;
-        let lease = store.claim(&id, &cr()).await.expect("claim").lease;
-        let access = store
-            .authorize(&tenant("acme"), Action::Cancel, &id.to_string())
-            .await
-            .expect("authorize");
+        let (id, lease) = claimed(&*store, "acme").await;
+        let access = access(&*store, "acme", Action::Cancel, &id).await;
         let s1 = store.clone();
         let s2 = store.clone();
         let done = tokio::spawn(async move {

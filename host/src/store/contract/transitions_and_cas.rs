@@ -52,10 +52,7 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
         .await
         .expect("input requested");
     assert_eq!(c.task.status, TaskStatus::InputRequired);
-    let update = store
-        .authorize(&tenant("acme"), Action::Update, &id.to_string())
-        .await
-        .expect("authorize");
+    let update = access(&*store, "acme", Action::Update, &id).await;
     let c = store
         .accept_input(
             &update,

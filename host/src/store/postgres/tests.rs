@@ -101,12 +101,10 @@ mod shared {
     use serde_json::json;
 
     use super::{Pg, options, support};
-    use crate::model::{
-        EventKind, ManualClock, Principal, Scope, TaskEvent, TaskId, Timestamp, Work,
-    };
+    use crate::model::{ManualClock, Principal, Scope, TaskId, Timestamp, Work};
+    use crate::store::contract::{cancel, finish};
     use crate::store::{
-        Action, Authority, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, Store,
-        StoreError,
+        Action, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, Store, StoreError,
     };
 
     const T0: u64 = 1_800_000_000_000;
@@ -170,32 +168,13 @@ mod shared {
             .await
             .expect("claim")
             .lease;
-        let access = b
-            .authorize(&Principal::new("acme", "u"), Action::Cancel, &t.to_string())
-            .await
-            .expect("authorize on b");
-        b.transition(
-            Authority::Request(&access),
-            TaskEvent::random(EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await
-        .expect("cancel on b");
+        cancel(&*b, "acme", &t).await.expect("cancel on b");
         assert!(matches!(
             a.renew(&lease, 30_000).await,
             Err(StoreError::Terminal { .. })
         ));
         assert!(matches!(
-            a.transition(
-                Authority::Worker(&lease),
-                TaskEvent::random(EventKind::Completed {
-                    result: json!({"content": []})
-                }),
-                None
-            )
-            .await,
+            finish(&*a, &lease).await,
             Err(StoreError::Terminal { .. })
         ));
         assert!(
@@ -242,15 +221,7 @@ mod shared {
         assert_eq!(again.task.id, ta, "ta {ta} tb {tb}: {:?}", again.task);
         assert_eq!(again.task.recoveries, 1);
         assert!(again.lease.generation() > la.generation());
-        a.transition(
-            Authority::Worker(&again.lease),
-            TaskEvent::random(EventKind::Completed {
-                result: json!({"content": []}),
-            }),
-            None,
-        )
-        .await
-        .expect("complete");
+        finish(&a, &again.lease).await.expect("complete");
         // A node that dies without coming back is recovered by the others once its lease
         // has run out.
         clock.advance(30_000);
@@ -276,19 +247,7 @@ mod shared {
                 .expect("the node listens");
         }
         let t = a.create(new_task("acme")).await.expect("create").id;
-        let access = a
-            .authorize(&Principal::new("acme", "u"), Action::Cancel, &t.to_string())
-            .await
-            .expect("authorize");
-        a.transition(
-            Authority::Request(&access),
-            TaskEvent::random(EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await
-        .expect("cancel");
+        cancel(&a, "acme", &t).await.expect("cancel");
         let mut seen = Vec::new();
         while seen.len() < 2 {
             match tokio::time::timeout(Duration::from_secs(10), from_a.recv()).await {
@@ -336,15 +295,7 @@ mod shared {
             .await
             .expect("claim")
             .expect("due");
-        a.transition(
-            Authority::Worker(&c.lease),
-            TaskEvent::random(EventKind::Completed {
-                result: json!({"content": []}),
-            }),
-            None,
-        )
-        .await
-        .expect("complete");
+        finish(&*a, &c.lease).await.expect("complete");
         let mut n = new_task("acme");
         n.max_live_in_scope = Some(25);
         assert!(b.create(n).await.is_ok());

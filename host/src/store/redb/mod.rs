@@ -19,7 +19,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
 use super::embedded::FileBoot;
-use super::engine::{self, Ctx, Head, Txn, View};
+use super::engine::{self, Ctx, Head, View};
 use super::group_commit::WriterThread;
 use super::{StoreError, StoreResult};
 
@@ -406,14 +406,6 @@ impl RedbStore {
     pub fn verify(path: impl AsRef<Path>) -> StoreResult<bool> {
         let mut db = Database::builder().open(path.as_ref()).map_err(backend)?;
         db.check_integrity().map_err(backend)
-    }
-
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.writer.submit(f).await
     }
 
     /// Runs `f` over a read snapshot on the calling task. A read is a point lookup or a

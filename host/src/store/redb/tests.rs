@@ -9,6 +9,8 @@ crate::store_contract_suite!(|| FileBackend::new("tasks.redb", |path, clock| {
     Ok(Arc::new(RedbStore::open_with_clock(path, clock)?))
 }));
 
+file_store_checks!(crate::store::RedbStore, "tasks.redb", garbage_says: "tasks.redb", leaves: [""]);
+
 mod file {
     use std::io::{Seek, SeekFrom, Write};
 
@@ -18,6 +20,7 @@ mod file {
 
     use super::super::{META, REDB_SCHEMA_VERSION, TASKS};
     use crate::model::{Scope, TaskId, Work};
+    use crate::store::contract::finish;
     use crate::store::{NewTask, RedbStore, Store, StoreError};
 
     fn new_task() -> NewTask {
@@ -45,32 +48,6 @@ mod file {
             ids.push(store.create(new_task()).await.expect("create").id);
         }
         ids
-    }
-
-    #[tokio::test]
-    async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.redb");
-        let mut key = None;
-        for expected in 1..=3 {
-            let store = RedbStore::open(&path).expect("open");
-            assert_eq!(store.epoch(), expected);
-            assert_eq!(store.path(), path);
-            let k = store.server_key().await.expect("key");
-            assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
-        }
-    }
-
-    #[tokio::test]
-    async fn a_second_open_in_the_same_moment_is_refused() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.redb");
-        let _first = RedbStore::open(&path).expect("open");
-        let err = RedbStore::open(&path).expect_err("second open");
-        assert!(
-            matches!(&err, StoreError::Unavailable(m) if m.contains("already open")),
-            "{err}"
-        );
     }
 
     #[tokio::test]
@@ -189,8 +166,8 @@ mod file {
     /// Creates `n` small tool-call tasks (claimed and started at creation) and completes
     /// each, 64 at a time, as a server under load would.
     async fn complete_many(store: &RedbStore, n: usize, ttl_ms: u64) {
-        use crate::model::{EventKind, Principal, TaskEvent};
-        use crate::store::{Authority, ClaimRequest};
+        use crate::model::Principal;
+        use crate::store::ClaimRequest;
         let one = || async {
             let id = TaskId::generate();
             let work =
@@ -204,15 +181,7 @@ mod file {
             let mut req = ClaimRequest::new(30_000, "host:1");
             req.start = true;
             let c = store.create_claimed(new, &req).await.expect("create");
-            let result = json!({"content": [{"type": "text", "text": "ok"}], "isError": false});
-            store
-                .transition(
-                    Authority::Worker(&c.lease),
-                    TaskEvent::random(EventKind::Completed { result }),
-                    None,
-                )
-                .await
-                .expect("complete");
+            finish(store, &c.lease).await.expect("complete");
         };
         for chunk in (0..n).collect::<Vec<_>>().chunks(64) {
             futures_util::future::join_all(chunk.iter().map(|_| one())).await;
@@ -280,18 +249,6 @@ mod file {
     }
 
     #[tokio::test]
-    async fn a_file_that_is_not_a_store_is_reported() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.redb");
-        std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
-        let err = RedbStore::open(&path).expect_err("garbage");
-        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
-        assert!(err.to_string().contains("s.redb"), "names the file: {err}");
-        // Nothing was reset: the bytes are as they were.
-        assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
-    }
-
-    #[tokio::test]
     async fn a_truncated_file_is_reported_never_reset() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.redb");
@@ -320,8 +277,8 @@ mod file {
     /// hang), and the file opens again.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn io_failures_lose_no_acknowledged_write() {
-        use crate::model::{EventKind, TaskEvent, TaskStatus};
-        use crate::store::{Authority, ClaimRequest};
+        use crate::model::TaskStatus;
+        use crate::store::ClaimRequest;
 
         for budget in [3i64, 10, 25, 60, 120, 250, 500] {
             let dir = tempfile::tempdir().expect("tmp");
@@ -368,12 +325,7 @@ mod file {
                             .claim(&id, &ClaimRequest::new(60_000, "t"))
                             .await?
                             .lease;
-                        let kind = EventKind::Completed {
-                            result: json!({"content": [{"type": "text", "text": "ok"}]}),
-                        };
-                        store
-                            .transition(Authority::Worker(&lease), TaskEvent::random(kind), None)
-                            .await
+                        finish(&store, &lease).await
                     };
                     match done.await {
                         Ok(_) => completed.push(id),
@@ -446,25 +398,6 @@ mod file {
     }
 
     #[tokio::test]
-    async fn an_empty_file_is_refused_never_initialised() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("tasks.redb");
-        std::fs::write(&path, b"").expect("write");
-        let err = RedbStore::open(&path).expect_err("an empty file is not a store");
-        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
-        assert!(
-            err.to_string().contains("tasks.redb"),
-            "names the file: {err}"
-        );
-        assert!(err.to_string().contains("empty"), "{err}");
-        assert_eq!(
-            std::fs::metadata(&path).expect("meta").len(),
-            0,
-            "untouched"
-        );
-    }
-
-    #[tokio::test]
     async fn another_programs_redb_file_is_refused_never_adopted() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("tasks.redb");
@@ -496,29 +429,6 @@ mod file {
             .expect("get")
             .map(|v| v.value());
         assert_eq!(value, Some(42));
-    }
-
-    #[tokio::test]
-    async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
-        use std::os::unix::fs::PermissionsExt;
-        let mode =
-            |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
-        let dir = tempfile::tempdir().expect("tmp");
-        let data = dir.path().join("data");
-        let path = data.join("nested").join("tasks.redb");
-        drop(RedbStore::open(&path).expect("create"));
-        assert_eq!(mode(&data), 0o700);
-        assert_eq!(mode(&data.join("nested")), 0o700);
-        assert_eq!(mode(&path), 0o600);
-        let names: Vec<_> = std::fs::read_dir(data.join("nested"))
-            .expect("list")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names, ["tasks.redb"], "only the store, no temporary name");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("loosen");
-        let store = RedbStore::open(&path).expect("reopen");
-        assert_eq!(store.epoch(), 2, "the same store, reopened");
-        assert_eq!(mode(&path), 0o600);
     }
 
     /// The readiness probe: a failing or stuck writer fails it within its bound, while

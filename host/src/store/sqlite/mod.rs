@@ -30,7 +30,7 @@ use tokio::sync::Semaphore;
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
-use super::engine::{self, Ctx, Txn, View};
+use super::engine::{self, Ctx, View};
 use super::{StoreError, StoreResult};
 
 mod rows;
@@ -535,14 +535,6 @@ impl SqliteStore {
             Found::Empty => Ok(None),
             Found::Store => engine::inspect(&Rows::new(&txn), id).map_err(&in_file),
         }
-    }
-
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.writer.submit(f).await
     }
 
     async fn read<T, F>(&self, f: F) -> StoreResult<T>

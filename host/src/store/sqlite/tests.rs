@@ -9,6 +9,9 @@ crate::store_contract_suite!(|| FileBackend::new("tasks.sqlite", |path, clock| {
     Ok(Arc::new(SqliteStore::open_with_clock(path, clock)?))
 }));
 
+file_store_checks!(crate::store::SqliteStore, "tasks.sqlite", garbage_says: "not a SQLite database",
+    leaves: ["", "-wal", "-shm", ".lock"]);
+
 mod file {
     use std::path::Path;
 
@@ -16,8 +19,9 @@ mod file {
     use serde_json::json;
 
     use super::super::SQLITE_SCHEMA_VERSION;
-    use crate::model::{EventKind, Scope, TaskEvent, TaskId, TaskStatus, Work};
-    use crate::store::{Authority, ClaimRequest, NewTask, SqliteStore, Store, StoreError};
+    use crate::model::{Scope, TaskId, TaskStatus, Work};
+    use crate::store::contract::finish;
+    use crate::store::{ClaimRequest, NewTask, SqliteStore, Store, StoreError};
 
     fn new_task(scope: &str) -> NewTask {
         let id = TaskId::generate();
@@ -44,20 +48,6 @@ mod file {
     }
 
     #[tokio::test]
-    async fn every_open_advances_the_boot_epoch_and_keeps_the_server_key() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.sqlite");
-        let mut key = None;
-        for expected in 1..=3 {
-            let store = SqliteStore::open(&path).expect("open");
-            assert_eq!(store.epoch(), expected);
-            assert_eq!(store.path(), path);
-            let k = store.server_key().await.expect("key");
-            assert_eq!(*key.get_or_insert(k), k, "the key survives reopening");
-        }
-    }
-
-    #[tokio::test]
     async fn data_and_live_counts_survive_a_reopen() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.sqlite");
@@ -74,13 +64,7 @@ mod file {
                 .await
                 .expect("claim")
                 .lease;
-            let kind = EventKind::Completed {
-                result: json!({"content": [{"type": "text", "text": "ok"}]}),
-            };
-            store
-                .transition(Authority::Worker(&lease), TaskEvent::random(kind), None)
-                .await
-                .expect("complete");
+            finish(&store, &lease).await.expect("complete");
             // And leave one claimed: the next open fences it.
             store
                 .claim(&ids[1], &ClaimRequest::new(60_000, "t"))
@@ -122,21 +106,6 @@ mod file {
     }
 
     #[tokio::test]
-    async fn a_second_open_while_the_first_is_open_is_refused() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.sqlite");
-        let first = SqliteStore::open(&path).expect("open");
-        let err = SqliteStore::open(&path).expect_err("second open");
-        assert!(
-            matches!(&err, StoreError::Unavailable(m) if m.contains("already open in another process")),
-            "{err}"
-        );
-        drop(first);
-        let again = SqliteStore::open(&path).expect("free again once the first is closed");
-        assert_eq!(again.epoch(), 2, "the refused open changed nothing");
-    }
-
-    #[tokio::test]
     async fn a_file_from_a_newer_schema_is_refused_and_left_untouched() {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("s.sqlite");
@@ -162,32 +131,6 @@ mod file {
             })
             .expect("epoch");
         assert_eq!(epoch, 1, "no boot was recorded");
-    }
-
-    #[tokio::test]
-    async fn a_file_that_is_not_sqlite_is_refused_and_left_untouched() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.sqlite");
-        std::fs::write(&path, vec![0x5a; 64 * 1024]).expect("write");
-        let err = SqliteStore::open(&path).expect_err("garbage");
-        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
-        assert!(
-            err.to_string().contains("s.sqlite"),
-            "names the file: {err}"
-        );
-        assert!(err.to_string().contains("not a SQLite database"), "{err}");
-        assert_eq!(std::fs::read(&path).expect("read"), vec![0x5a; 64 * 1024]);
-    }
-
-    #[tokio::test]
-    async fn an_empty_file_is_refused_never_initialised() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("tasks.sqlite");
-        std::fs::write(&path, b"").expect("write");
-        let err = SqliteStore::open(&path).expect_err("an empty file is not a store");
-        assert!(matches!(err, StoreError::Corrupt(_)), "{err}");
-        assert!(err.to_string().contains("empty"), "{err}");
-        assert_eq!(std::fs::metadata(&path).expect("meta").len(), 0);
     }
 
     #[tokio::test]
@@ -241,31 +184,10 @@ mod file {
     }
 
     #[tokio::test]
-    async fn a_new_store_is_private_and_an_existing_one_is_tightened() {
-        use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    async fn the_journal_is_write_ahead() {
         let dir = tempfile::tempdir().expect("tmp");
-        let data = dir.path().join("data");
-        let path = data.join("nested").join("tasks.sqlite");
-        let store = SqliteStore::open(&path).expect("create");
-        store.create(new_task("t")).await.expect("create");
-        drop(store);
-        assert_eq!(mode(&data), 0o700);
-        assert_eq!(mode(&data.join("nested")), 0o700);
-        assert_eq!(mode(&path), 0o600);
-        for entry in std::fs::read_dir(data.join("nested")).expect("list") {
-            let entry = entry.expect("entry");
-            let name = entry.file_name().to_string_lossy().into_owned();
-            assert!(
-                name.starts_with("tasks.sqlite"),
-                "no temporary name: {name}"
-            );
-            assert_eq!(mode(&entry.path()), 0o600, "{name}");
-        }
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("loosen");
-        let store = SqliteStore::open(&path).expect("reopen");
-        assert_eq!(store.epoch(), 2, "the same store, reopened");
-        assert_eq!(mode(&path), 0o600);
+        let path = dir.path().join("s.sqlite");
+        populated(&path, 1).await;
         let journal: String = raw(&path)
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
             .expect("mode");
