@@ -263,20 +263,33 @@ fn print_figures(
     figures: Result<Vec<bench::LatencyFigure>, String>,
     json: bool,
 ) -> ExitCode {
+    report(title, figures, json, |figures| {
+        println!("{title}");
+        println!(
+            "{:<64} {:>12} {:>12} {:>8}",
+            "what", "median (us)", "p99 (us)", "samples"
+        );
+        for f in figures {
+            println!(
+                "{:<64} {:>12.1} {:>12.1} {:>8}",
+                f.what, f.median_us, f.p99_us, f.samples
+            );
+        }
+    })
+}
+
+/// Prints a benchmark's figures as JSON or as the table `table` writes, or says why the
+/// benchmark failed.
+fn report<T: serde::Serialize>(
+    title: &str,
+    figures: Result<Vec<T>, String>,
+    json: bool,
+    table: impl FnOnce(&[T]),
+) -> ExitCode {
     match figures {
         Ok(figures) if json => print_json(&figures),
         Ok(figures) => {
-            println!("{title}");
-            println!(
-                "{:<64} {:>12} {:>12} {:>8}",
-                "what", "median (us)", "p99 (us)", "samples"
-            );
-            for f in figures {
-                println!(
-                    "{:<64} {:>12.1} {:>12.1} {:>8}",
-                    f.what, f.median_us, f.p99_us, f.samples
-                );
-            }
+            table(&figures);
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -1001,9 +1014,13 @@ fn main() -> ExitCode {
                 rounds: rounds.max(1),
                 dir,
             };
-            match runtime.block_on(bench::store(&opts)) {
-                Ok(figures) if json => print_json(&figures),
-                Ok(figures) => {
+            report(
+                "store benchmark",
+                runtime
+                    .block_on(bench::store(&opts))
+                    .map_err(|e| e.to_string()),
+                json,
+                |figures: &[bench::StoreFigure]| {
                     println!(
                         "store benchmark: {} tasks per round, median of {} rounds",
                         opts.tasks, opts.rounds
@@ -1018,13 +1035,8 @@ fn main() -> ExitCode {
                             f.backend, f.operation, f.concurrency, f.median_ops_per_sec
                         );
                     }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("snodo: store benchmark failed: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+                },
+            )
         }
         Command::Bench {
             what:
@@ -1065,20 +1077,17 @@ fn main() -> ExitCode {
                 grace_ms,
                 store,
             };
-            match runtime.block_on(bench::runner(&opts)) {
-                Ok(figures) if json => print_json(&figures),
-                Ok(figures) => {
+            report(
+                "runner benchmark",
+                runtime.block_on(bench::runner(&opts)),
+                json,
+                |figures: &[bench::RunnerFigure]| {
                     println!("runner benchmark");
                     for f in figures {
                         println!("{:<72} {:>10.2} {}", f.what, f.value, f.unit);
                     }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("snodo: runner benchmark failed: {e}");
-                    ExitCode::FAILURE
-                }
-            }
+                },
+            )
         }
         Command::Bench {
             what:

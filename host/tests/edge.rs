@@ -509,14 +509,8 @@ async fn the_bearer_scheme_is_case_insensitive_and_every_token_authenticates_its
 async fn readyz_fails_while_the_store_cannot_commit() {
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("tasks.redb");
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create_new(true)
-        .open(&path)
-        .expect("file");
     let faults = Arc::new(snodo::store::Faults::default());
-    let backend = snodo::store::FaultyDevice::new(file, faults.clone()).expect("backend");
+    let backend = snodo::store::FaultyDevice::at(&path, faults.clone()).expect("backend");
     let store =
         RedbStore::open_with_backend(backend, &path, Arc::new(snodo::model::SystemClock::new()))
             .expect("open");

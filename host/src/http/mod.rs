@@ -116,10 +116,13 @@ fn digest(token: &str) -> TokenDigest {
     Sha256::digest(token.as_bytes()).into()
 }
 
-#[derive(Clone)]
-struct AppState {
+/// What every route reads, shared behind one reference count: axum clones the state for
+/// each request, and one atomic is cheaper than one per field.
+type AppState = Arc<Shared>;
+
+struct Shared {
     server: Arc<McpServer>,
-    config: Arc<HttpConfig>,
+    config: HttpConfig,
     tokens: Arc<[(TokenDigest, Principal)]>,
     metrics_token: Option<TokenDigest>,
 }
@@ -127,7 +130,7 @@ struct AppState {
 /// The router: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics`, all behind the
 /// Host/Origin check.
 pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
-    let state = AppState {
+    let state = Arc::new(Shared {
         server,
         tokens: config
             .tokens
@@ -135,8 +138,8 @@ pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
             .map(|(t, p)| (digest(t), p.clone()))
             .collect(),
         metrics_token: config.metrics_token.as_deref().map(digest),
-        config: Arc::new(config),
-    };
+        config,
+    });
     Router::new()
         .route(
             "/mcp",

@@ -24,11 +24,11 @@ pub(super) enum Answered {
 
 /// The request a read or render answers: what it carried, who sent it, on which revision.
 #[derive(Clone, Copy)]
-struct Asking<'a>(
-    &'a Map<String, Value>,
-    &'a RequestMeta,
-    &'a Principal,
-    Revision,
+pub(super) struct Asking<'a>(
+    pub(super) &'a Map<String, Value>,
+    pub(super) &'a RequestMeta,
+    pub(super) &'a Principal,
+    pub(super) Revision,
 );
 
 /// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
@@ -171,13 +171,8 @@ impl McpServer {
         }
     }
 
-    pub(super) async fn resources_read(
-        &self,
-        params: &Map<String, Value>,
-        meta: &RequestMeta,
-        principal: &Principal,
-        revision: Revision,
-    ) -> Result<Value, RpcError> {
+    pub(super) async fn resources_read(&self, asking: Asking<'_>) -> Result<Value, RpcError> {
+        let Asking(params, _, _, revision) = asking;
         let uri = string_field(params, "uri")?;
         // SEP-2164: an unknown URI is -32602 with the URI, never an empty `contents`.
         let not_found =
@@ -190,12 +185,9 @@ impl McpServer {
         let subject = format!("resource:{uri}");
         let component = source.component.clone();
         let answered = self
-            .catalog_call(
-                Asking(params, meta, principal, revision),
-                &subject,
-                source,
-                |exec| async move { component.read_resource(exec, uri).await },
-            )
+            .catalog_call(asking, &subject, source, |exec| async move {
+                component.read_resource(exec, uri).await
+            })
             .await
             .map_err(|e| {
                 if e.code == protocol::codes::INVALID_PARAMS && e.data.is_none() {
@@ -210,13 +202,8 @@ impl McpServer {
         })
     }
 
-    pub(super) async fn prompts_get(
-        &self,
-        params: &Map<String, Value>,
-        meta: &RequestMeta,
-        principal: &Principal,
-        revision: Revision,
-    ) -> Result<Value, RpcError> {
+    pub(super) async fn prompts_get(&self, asking: Asking<'_>) -> Result<Value, RpcError> {
+        let Asking(params, _, _, revision) = asking;
         let name = string_field(params, "name")?;
         let (source, prompt) = self
             .config
@@ -245,12 +232,9 @@ impl McpServer {
         let component = source.component.clone();
         let arguments = Value::Object(arguments);
         let answered = self
-            .catalog_call(
-                Asking(params, meta, principal, revision),
-                &subject,
-                source,
-                |exec| async move { component.get_prompt(exec, name, &arguments).await.map(Some) },
-            )
+            .catalog_call(asking, &subject, source, |exec| async move {
+                component.get_prompt(exec, name, &arguments).await.map(Some)
+            })
             .await?;
         Ok(match answered {
             Answered::Complete(result) => {

@@ -17,7 +17,7 @@ use crate::model::Principal;
 use crate::protocol::{self, LogLevel, RequestMeta, RpcError};
 
 use super::session::{HANDSHAKE_VERSIONS, Session};
-use super::{McpServer, Reply, Revision, RoutingHeaders};
+use super::{Asking, McpServer, Reply, Revision, RoutingHeaders};
 
 /// A request of a handshake revision, with its session.
 pub(super) struct Call<'a> {
@@ -133,7 +133,7 @@ impl McpServer {
             "resources/templates/list" => self.resource_templates_list(Revision::Handshake),
             "resources/read" => {
                 let meta = call.meta(None);
-                self.resources_read(&req.params, &meta, principal, Revision::Handshake)
+                self.resources_read(Asking(&req.params, &meta, principal, Revision::Handshake))
                     .await?
             }
             // Served resources are read on demand and carry no change signal, so the
@@ -154,7 +154,7 @@ impl McpServer {
             "prompts/list" => self.prompts_list(Revision::Handshake),
             "prompts/get" => {
                 let meta = call.meta(None);
-                self.prompts_get(&req.params, &meta, principal, Revision::Handshake)
+                self.prompts_get(Asking(&req.params, &meta, principal, Revision::Handshake))
                     .await?
             }
             "completion/complete" => self.complete(&req.params, Revision::Handshake).await?,

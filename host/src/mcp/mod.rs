@@ -18,6 +18,7 @@ mod tools_call;
 mod tools_list;
 mod wire;
 
+use catalog_calls::Asking;
 use method::Method;
 pub use sync_io::SyncIo;
 
@@ -401,12 +402,12 @@ impl McpServer {
             Method::ResourcesList => self.resources_list(Revision::Current),
             Method::ResourceTemplatesList => self.resource_templates_list(Revision::Current),
             Method::ResourcesRead => {
-                self.resources_read(&req.params, &meta, principal, Revision::Current)
+                self.resources_read(Asking(&req.params, &meta, principal, Revision::Current))
                     .await?
             }
             Method::PromptsList => self.prompts_list(Revision::Current),
             Method::PromptsGet => {
-                self.prompts_get(&req.params, &meta, principal, Revision::Current)
+                self.prompts_get(Asking(&req.params, &meta, principal, Revision::Current))
                     .await?
             }
             Method::Complete => self.complete(&req.params, Revision::Current).await?,

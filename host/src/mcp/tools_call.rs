@@ -53,8 +53,7 @@ impl McpServer {
             .unwrap_or_default();
         let tool = self
             .tool(name)
-            .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?
-            .clone();
+            .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?;
         let arguments = match req.params.get("arguments") {
             None | Some(Value::Null) => json!({}),
             Some(a @ Value::Object(_)) => a.clone(),

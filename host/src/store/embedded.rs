@@ -212,6 +212,61 @@ impl FileBoot {
     }
 }
 
+/// An I/O failure on a store file, naming the file and what was being done.
+pub(crate) fn io_error(path: &std::path::Path, what: &str, e: std::io::Error) -> super::StoreError {
+    super::StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
+}
+
+/// Checks a store file that exists before it is opened: a regular file, not empty (only a
+/// missing path creates a store, so an empty file is damage or someone else's), and
+/// readable by its owner alone, tightened to 0600 if it is not.
+pub(crate) fn check_existing_file(
+    path: &std::path::Path,
+    meta: &std::fs::Metadata,
+) -> super::StoreResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if !meta.is_file() {
+        return Err(super::StoreError::corrupt(format!(
+            "{}: not a file, so not a snodo store",
+            path.display()
+        )));
+    }
+    if meta.len() == 0 {
+        return Err(super::StoreError::corrupt(format!(
+            "{}: the file is empty, so it is not a snodo store (only a missing path \
+             creates one); remove it, or restore it from a backup",
+            path.display()
+        )));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io_error(path, "others can read it and it cannot be made 0600", e))?;
+    }
+    Ok(())
+}
+
+/// Creates a new, empty 0600 file under a temporary name beside `path`, where a new store
+/// is built before it is linked or renamed to `path`, so that the path never names a
+/// half-created store. `fallback` names the file when `path` has no file name.
+pub(crate) fn create_beside(
+    path: &std::path::Path,
+    fallback: &str,
+) -> super::StoreResult<(std::fs::File, std::path::PathBuf)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path
+        .file_name()
+        .map_or_else(|| fallback.into(), |n| n.to_string_lossy().into_owned());
+    let temp = path.with_file_name(format!(".{name}.new-{:016x}", super::engine::random_u64()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(|e| io_error(path, "cannot create", e))?;
+    Ok((file, temp))
+}
+
 /// The inherent accessors, the write path and `Debug` of an embedded store kept in one
 /// file, for a type with a `boot: FileBoot` field and a `writer` that group-commits.
 macro_rules! file_store_accessors {

@@ -56,6 +56,18 @@ impl FaultyDevice {
         let inner = redb::backends::FileBackend::new(file).map_err(std::io::Error::other)?;
         Ok(Self { inner, faults })
     }
+
+    /// A device over the file at `path` (created if missing, kept if not), driven
+    /// through `faults`.
+    pub fn at(path: &std::path::Path, faults: Arc<Faults>) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        Self::new(file, faults)
+    }
 }
 
 impl redb::StorageBackend for FaultyDevice {

@@ -21,9 +21,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::model::{TaskId, TaskStatus};
 use crate::store::Store;
 
-use super::{
-    Observed, Rng, Shared, StressOptions, StressReport, check, observed, timings, verdicts,
-};
+use super::{Observed, Rng, Shared, StressOptions, StressReport, check, observed};
 
 /// The lease the children use: a killed node's running tasks are due again this long after
 /// its last heartbeat (a restarted single node releases them at once).
@@ -535,12 +533,12 @@ where
         "last restart to all finished",
         vec![slowest.as_micros() as u64],
     );
-    Ok(StressReport {
-        store: name.to_owned(),
-        mode: "kill",
-        seed: opts.seed,
-        invariants: verdicts(&mut o, CRASH_INVARIANTS),
-        timings: timings(&mut o),
-        elapsed_ms: began.elapsed().as_millis() as u64,
-    })
+    Ok(StressReport::judged(
+        name,
+        "kill",
+        opts.seed,
+        o,
+        CRASH_INVARIANTS,
+        began,
+    ))
 }

@@ -102,6 +102,26 @@ pub struct StressReport {
 }
 
 impl StressReport {
+    /// The report of a `mode` run on `name` begun at `began`: `invariants` judged against
+    /// what it observed, and its timings.
+    fn judged(
+        name: &str,
+        mode: &'static str,
+        seed: u64,
+        mut o: Observed,
+        invariants: &[(&'static str, &'static str)],
+        began: Instant,
+    ) -> Self {
+        Self {
+            store: name.to_owned(),
+            mode,
+            seed,
+            invariants: verdicts(&mut o, invariants),
+            timings: timings(&mut o),
+            elapsed_ms: began.elapsed().as_millis() as u64,
+        }
+    }
+
     /// Whether every invariant held.
     pub fn passed(&self) -> bool {
         self.invariants.iter().all(|i| i.violations == 0)
@@ -292,17 +312,14 @@ pub async fn contention(store: Arc<dyn Store>, name: &str, opts: &StressOptions)
             }
         }
     }
-    let mut o = observed(o);
-    let invariants = verdicts(&mut o, INVARIANTS);
-    let timings = timings(&mut o);
-    StressReport {
-        store: name.to_owned(),
-        mode: "contention",
-        seed: opts.seed,
-        invariants,
-        timings,
-        elapsed_ms: began.elapsed().as_millis() as u64,
-    }
+    StressReport::judged(
+        name,
+        "contention",
+        opts.seed,
+        observed(o),
+        INVARIANTS,
+        began,
+    )
 }
 
 /// Each named invariant's verdict from what was observed. An invariant nothing exercised
@@ -1119,13 +1136,13 @@ pub async fn runner_batches(
         }
     }
     runner.shutdown().await;
-    let mut o = observed(o);
-    Ok(StressReport {
-        store: name.to_owned(),
-        mode: "runner",
-        seed: opts.seed,
-        invariants: verdicts(&mut o, RUNNER_INVARIANTS),
-        timings: timings(&mut o),
-        elapsed_ms: began.elapsed().as_millis() as u64,
-    })
+    let o = observed(o);
+    Ok(StressReport::judged(
+        name,
+        "runner",
+        opts.seed,
+        o,
+        RUNNER_INVARIANTS,
+        began,
+    ))
 }

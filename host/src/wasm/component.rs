@@ -143,10 +143,15 @@ impl ComponentLoader {
         } else {
             None
         };
+        let execute = component
+            .get_export_index(None, TOOLS_EXPORT)
+            .and_then(|tools| component.get_export_index(Some(&tools), "execute"))
+            .ok_or_else(|| fail(format!("its {TOOLS_EXPORT} export has no execute")))?;
         let linked = Linked {
             instance,
             tools,
             catalog,
+            execute,
         };
         let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
         let tools = match described.result {
@@ -583,6 +588,8 @@ fn wrong_type(export: &str) -> AttemptError {
 
 /// The export a 0.2.0 component serves its catalog from.
 const CATALOG_EXPORT: &str = "snodo:tasks/catalog@0.2.0";
+/// The executor interface, which components of every WIT version export.
+const TOOLS_EXPORT: &str = "snodo:tasks/tools@0.1.0";
 
 /// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
 /// short deadline.

@@ -107,6 +107,9 @@ pub(crate) struct Linked {
     pub(crate) tools: ExecutorIndices,
     /// `snodo:tasks/catalog@0.2.0`, when the component is a 0.2.0 one.
     pub(crate) catalog: Option<CatalogIndices>,
+    /// `execute` of `snodo:tasks/tools@0.1.0`, found once: the one export every tool call
+    /// and task attempt reaches, called without loading (and type-checking) the others.
+    pub(crate) execute: wasmtime::component::ComponentExportIndex,
 }
 
 impl Linked {
@@ -360,22 +363,41 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     let grace = env.cancel_grace;
     let result = {
         let call_fut = async {
-            let tools = linked.tools.load(&mut store, &instance)?;
-            let tools = tools.snodo_tasks0_1_0_tools();
+            let tools = |store: &mut Store<HostState>| linked.tools.load(store, &instance);
             match call {
-                Call::Describe => tools.call_describe(&mut store).await.map(Returned::Tools),
-                Call::ChooseMode { tool, arguments } => tools
+                Call::Describe => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
+                    .call_describe(&mut store)
+                    .await
+                    .map(Returned::Tools),
+                Call::ChooseMode { tool, arguments } => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
                     .call_choose_mode(&mut store, &tool, &arguments)
                     .await
                     .map(Returned::Mode),
-                Call::Prepare { tool, arguments } => tools
+                Call::Prepare { tool, arguments } => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
                     .call_prepare(&mut store, &tool, &arguments)
                     .await
                     .map(Returned::Prepared),
-                Call::Execute(work) => tools
-                    .call_execute(&mut store, &work)
-                    .await
-                    .map(Returned::Outcome),
+                Call::Execute(work) => {
+                    let func = instance
+                        .get_func(&mut store, linked.execute)
+                        .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+                    // SAFETY: the signature is the one `tools.call_execute` uses, and this
+                    // component's `execute` was checked against it when the component was
+                    // loaded: `ComponentLoader::load` runs `describe` through `tools.load`,
+                    // which type-checks every export of the interface, and a loaded
+                    // component's types never change.
+                    #[allow(unsafe_code)]
+                    let execute = unsafe {
+                        wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(func)
+                    };
+                    execute
+                        .call_async(&mut store, (&work,))
+                        .await
+                        .map(|(outcome,)| Returned::Outcome(outcome))
+                }
                 Call::DescribeCatalog => {
                     let c = linked.catalog(&mut store, &instance)?;
                     c.call_describe_catalog(&mut store)

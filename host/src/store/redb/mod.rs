@@ -18,7 +18,7 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Work};
 
-use super::embedded::FileBoot;
+use super::embedded::{FileBoot, check_existing_file, create_beside, io_error};
 use super::engine::{self, Ctx, Head, View};
 use super::group_commit::WriterThread;
 use super::{StoreError, StoreResult};
@@ -104,47 +104,21 @@ enum PrivateFile {
 /// file (0600) under a temporary name; otherwise checks the file is not empty and that only
 /// its owner can read it, tightening it if not.
 fn private_file(path: &Path) -> StoreResult<PrivateFile> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-    let io = |what: &str, e: std::io::Error| {
-        StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
-    };
+    use std::os::unix::fs::DirBuilderExt;
     match std::fs::metadata(path) {
-        Ok(meta) => {
-            if meta.len() == 0 {
-                return Err(StoreError::corrupt(format!(
-                    "{}: the file is empty, so it is not a snodo store (only a missing path \
-                     creates one); remove it, or restore it from a backup",
-                    path.display()
-                )));
-            }
-            if meta.permissions().mode() & 0o077 != 0 {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| io("others can read it and it cannot be made 0600", e))?;
-            }
-            Ok(PrivateFile::Existing)
-        }
+        Ok(meta) => check_existing_file(path, &meta).map(|()| PrivateFile::Existing),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o700)
                     .create(dir)
-                    .map_err(|e| io("cannot create its directory", e))?;
+                    .map_err(|e| io_error(path, "cannot create its directory", e))?;
             }
-            let name = path
-                .file_name()
-                .map_or_else(|| "tasks.redb".into(), |n| n.to_string_lossy().into_owned());
-            let temp = path.with_file_name(format!(".{name}.new-{:016x}", engine::random_u64()));
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)
-                .map_err(|e| io("cannot create", e))?;
+            let (file, temp) = create_beside(path, "tasks.redb")?;
             Ok(PrivateFile::Created { file, temp })
         }
-        Err(e) => Err(io("cannot read its metadata", e)),
+        Err(e) => Err(io_error(path, "cannot read its metadata", e)),
     }
 }
 

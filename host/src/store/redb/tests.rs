@@ -283,18 +283,11 @@ mod file {
         for budget in [3i64, 10, 25, 60, 120, 250, 500] {
             let dir = tempfile::tempdir().expect("tmp");
             let path = dir.path().join("faulty.redb");
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&path)
-                .expect("file");
             let faults = std::sync::Arc::new(crate::store::Faults::default());
             faults
                 .budget
                 .store(budget, std::sync::atomic::Ordering::SeqCst);
-            let backend = crate::store::FaultyDevice::new(file, faults).expect("backend");
+            let backend = crate::store::FaultyDevice::at(&path, faults).expect("backend");
             let clock = std::sync::Arc::new(crate::model::SystemClock::new());
             let store = match RedbStore::open_with_backend(backend, &path, clock) {
                 Ok(s) => s,
@@ -439,14 +432,8 @@ mod file {
         use std::time::Duration;
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("probe.redb");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .expect("file");
         let faults = std::sync::Arc::new(crate::store::Faults::default());
-        let backend = crate::store::FaultyDevice::new(file, faults.clone()).expect("backend");
+        let backend = crate::store::FaultyDevice::at(&path, faults.clone()).expect("backend");
         let clock = std::sync::Arc::new(crate::model::SystemClock::new());
         let store = RedbStore::open_with_backend(backend, &path, clock).expect("open");
         let bound = Duration::from_millis(200);

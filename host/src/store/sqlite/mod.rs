@@ -38,7 +38,7 @@ mod rows;
 mod tests;
 mod writer;
 
-use super::embedded::FileBoot;
+use super::embedded::{FileBoot, check_existing_file, create_beside, io_error};
 use super::group_commit::WriterThread;
 use rows::{Rows, backend, code_of};
 use writer::Writer;
@@ -175,10 +175,6 @@ fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> StoreError {
-    StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
-}
-
 /// Creates the missing directories of `path` (0700), then takes the exclusive lock on
 /// `<path>.lock` (created 0600), or refuses: another process has the store open.
 fn lock(path: &Path) -> StoreResult<std::fs::File> {
@@ -218,42 +214,10 @@ fn lock(path: &Path) -> StoreResult<std::fs::File> {
 /// it linked at `path`, so the path never names a half-created store (a crash leaves only
 /// the temporary name).
 fn prepare_file(path: &Path) -> StoreResult<()> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     match std::fs::metadata(path) {
-        Ok(meta) => {
-            if !meta.is_file() {
-                return Err(StoreError::corrupt(format!(
-                    "{}: not a file, so not a snodo store",
-                    path.display()
-                )));
-            }
-            if meta.len() == 0 {
-                return Err(StoreError::corrupt(format!(
-                    "{}: the file is empty, so it is not a snodo store (only a missing path \
-                     creates one); remove it, or restore it from a backup",
-                    path.display()
-                )));
-            }
-            if meta.permissions().mode() & 0o077 != 0 {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(
-                    |e| io_error(path, "others can read it and it cannot be made 0600", e),
-                )?;
-            }
-            Ok(())
-        }
+        Ok(meta) => check_existing_file(path, &meta),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let name = path.file_name().map_or_else(
-                || "tasks.sqlite".into(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            let temp = path.with_file_name(format!(".{name}.new-{:016x}", engine::random_u64()));
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&temp)
-                .map_err(|e| io_error(path, "cannot create", e))?;
+            let (_, temp) = create_beside(path, "tasks.sqlite")?;
             let made = initialise(&temp).and_then(|()| {
                 std::fs::hard_link(&temp, path).map_err(|e| io_error(path, "cannot create", e))
             });
