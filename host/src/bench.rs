@@ -540,13 +540,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
                 .map_err(|e| e.to_string())?;
             let started = Instant::now();
             store
-                .transition(
-                    Authority::Request(&access),
-                    TaskEvent::random(EventKind::Cancelled {
-                        status_message: None,
-                    }),
-                    None,
-                )
+                .cancel(&access, None)
                 .await
                 .map_err(|e| e.to_string())?;
             runner.cancel(&id);

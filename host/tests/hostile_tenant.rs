@@ -123,14 +123,23 @@ async fn call(h: &Host, token: &str, tool: &str, args: Value, tasks: bool) -> Va
     send(&h.app, post(token, &body, true)).await.1
 }
 
-fn limit_of(v: &Value) -> (i64, String) {
-    (
+/// The defaults with `per_tenant` synchronous calls per tenant and `total` in all.
+fn sync_limits(per_tenant: usize, total: usize) -> TenantLimits {
+    TenantLimits {
+        sync_calls_per_tenant: per_tenant,
+        sync_calls: total,
+        ..TenantLimits::default()
+    }
+}
+
+/// Asserts `v` is the JSON-RPC error `code` naming the limit `limit` in its data.
+#[track_caller]
+fn assert_refused(v: &Value, code: i64, limit: &str) {
+    let said = (
         v["error"]["code"].as_i64().unwrap_or(0),
-        v["error"]["data"]["limit"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-    )
+        v["error"]["data"]["limit"].as_str().unwrap_or_default(),
+    );
+    assert_eq!(said, (code, limit), "{v}");
 }
 
 fn greeted(v: &Value) -> bool {
@@ -168,21 +177,12 @@ async fn hold_calls(h: &Host, n: usize) -> Vec<tokio::task::JoinHandle<(StatusCo
 
 #[tokio::test]
 async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
-    let h = with_limits(TenantLimits {
-        sync_calls_per_tenant: 3,
-        sync_calls: 5,
-        ..TenantLimits::default()
-    })
-    .await;
+    let h = with_limits(sync_limits(3, 5)).await;
     // Tenant a holds all of its share with guests that wait a minute.
     let held = hold_calls(&h, 3).await;
 
     let over = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
-    assert_eq!(
-        limit_of(&over),
-        (-32000, "limits.sync_calls_per_tenant".to_owned()),
-        "{over}"
-    );
+    assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
     let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
     assert!(greeted(&b), "the other tenant is served: {b}");
 
@@ -208,19 +208,10 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 
 #[tokio::test]
 async fn the_global_cap_refuses_at_once_and_names_itself() {
-    let h = with_limits(TenantLimits {
-        sync_calls_per_tenant: 2,
-        sync_calls: 2,
-        ..TenantLimits::default()
-    })
-    .await;
+    let h = with_limits(sync_limits(2, 2)).await;
     let held = hold_calls(&h, 2).await;
     let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
-    assert_eq!(
-        limit_of(&b),
-        (-32000, "limits.sync_calls".to_owned()),
-        "{b}"
-    );
+    assert_refused(&b, -32000, "limits.sync_calls");
     assert_eq!(b["error"]["data"]["scope"], "global");
     for t in held {
         t.abort();
@@ -301,11 +292,7 @@ async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
         ids.push(v["result"]["taskId"].as_str().expect("a task").to_owned());
     }
     let over = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
-    assert_eq!(
-        limit_of(&over),
-        (-32000, "limits.live_tasks_per_tenant".to_owned()),
-        "{over}"
-    );
+    assert_refused(&over, -32000, "limits.live_tasks_per_tenant");
     let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
     assert!(
         b["result"]["taskId"].is_string(),
@@ -329,11 +316,7 @@ async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
         assert!(v["result"]["taskId"].is_string(), "{v}");
     }
     let over = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
-    assert_eq!(
-        limit_of(&over),
-        (-32000, "limits.task_creates_per_second".to_owned()),
-        "{over}"
-    );
+    assert_refused(&over, -32000, "limits.task_creates_per_second");
     let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
     assert!(b["result"]["taskId"].is_string(), "{b}");
 }
@@ -440,11 +423,7 @@ async fn subscriptions_are_deduplicated_capped_and_counted() {
     assert!(text.contains(&format!("\"taskIds\":[\"{id}\"]")), "{text}");
     // The tenant's one stream is open: a second is refused; the other tenant's is not.
     let (_, v) = send(&h.app, post(TOKEN_A, &listen(json!([id])), true)).await;
-    assert_eq!(
-        limit_of(&v),
-        (-32000, "limits.streams_per_tenant".to_owned()),
-        "{v}"
-    );
+    assert_refused(&v, -32000, "limits.streams_per_tenant");
     let other = h
         .app
         .clone()
@@ -459,11 +438,7 @@ async fn subscriptions_are_deduplicated_capped_and_counted() {
         post(TOKEN_B, &listen(json!(["1", "2", "3", "4", "5"])), true),
     )
     .await;
-    assert_eq!(
-        limit_of(&v),
-        (-32000, "limits.stream_task_ids".to_owned()),
-        "{v}"
-    );
+    assert_refused(&v, -32000, "limits.stream_task_ids");
     drop(body);
     until("the stream closed", || {
         h.server.metrics_text().contains("snodo_streams_open 0")

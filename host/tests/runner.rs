@@ -223,16 +223,7 @@ async fn cancel_in_store(store: &dyn Store, id: &TaskId) {
         )
         .await
         .expect("authorize");
-    store
-        .transition(
-            Authority::Request(&access),
-            TaskEvent::random(snodo::model::EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await
-        .expect("cancel");
+    store.cancel(&access, None).await.expect("cancel");
 }
 
 fn store_ops(rec: &Recorder, op: &str) -> usize {

@@ -196,6 +196,17 @@ pub trait Store: Send + Sync + 'static {
         expected_revision: Option<u64>,
     ) -> StoreResult<Committed>;
 
+    /// A requester's cancellation: the `cancelled` transition under `access` (from
+    /// [`Store::authorize`] with [`Action::Cancel`]), with `message` as the task's last
+    /// status message. Errors as for [`Store::transition`].
+    async fn cancel(&self, access: &Access, message: Option<String>) -> StoreResult<Committed> {
+        let event = TaskEvent::random(EventKind::Cancelled {
+            status_message: message,
+        });
+        self.transition(Authority::Request(access), event, None)
+            .await
+    }
+
     /// Claims exactly this task for a worker.
     ///
     /// Errors: `NotFound`; `Terminal`; [`StoreError::Busy`] while another live lease holds

@@ -648,15 +648,7 @@ async fn terminal_race(
     let Some((status, revision)) = winners.first().copied() else {
         return;
     };
-    let late = store
-        .transition(
-            Authority::Request(&access),
-            TaskEvent::random(EventKind::Cancelled {
-                status_message: None,
-            }),
-            None,
-        )
-        .await;
+    let late = store.cancel(&access, None).await;
     let read = store
         .authorize_read(&tenant(), &id.to_string())
         .await
@@ -1014,16 +1006,7 @@ pub async fn runner_batches(
                     }
                     Kind::CancelRunning | Kind::CancelParked => {
                         if let Ok(access) = store.authorize(&principal, Action::Cancel, &id).await
-                            && store
-                                .transition(
-                                    Authority::Request(&access),
-                                    TaskEvent::random(EventKind::Cancelled {
-                                        status_message: None,
-                                    }),
-                                    None,
-                                )
-                                .await
-                                .is_ok()
+                            && store.cancel(&access, None).await.is_ok()
                         {
                             runner.cancel(&task);
                         }

@@ -2,9 +2,9 @@
 
 use serde_json::{Map, Value};
 
-use crate::model::{EventKind, Principal, TaskEvent};
+use crate::model::Principal;
 use crate::protocol::RpcError;
-use crate::store::{Action, Authority, StoreError};
+use crate::store::{Action, StoreError};
 
 use super::super::{Handoff, McpServer};
 use super::{ack, lookup_error};
@@ -17,14 +17,8 @@ impl McpServer {
         principal: &Principal,
     ) -> Result<Value, RpcError> {
         let access = self.access(params, principal, Action::Cancel).await?;
-        let event = TaskEvent::random(EventKind::Cancelled {
-            status_message: Some("Cancelled by the client".into()),
-        });
-        match self
-            .store
-            .transition(Authority::Request(&access), event, None)
-            .await
-        {
+        let message = Some("Cancelled by the client".to_owned());
+        match self.store.cancel(&access, message).await {
             Ok(_) => {
                 self.tell_runner(Handoff::Cancelled(*access.task_id()))
                     .await;

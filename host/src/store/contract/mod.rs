@@ -236,10 +236,8 @@ pub(crate) async fn cancel(
     let access = store
         .authorize(&tenant(tenant_name), Action::Cancel, &id.to_string())
         .await?;
-    store
-        .transition(Authority::Request(&access), ev(cancelled()), None)
-        .await
-        .map(|c| c.revision)
+    let message = Some("cancelled by the user".to_owned());
+    store.cancel(&access, message).await.map(|c| c.revision)
 }
 
 /// A new task of `tenant`, claimed under [`cr`].
