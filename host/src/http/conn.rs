@@ -93,11 +93,17 @@ impl Activity {
     }
 
     fn update(&self, f: impl FnOnce(Phase) -> Phase) {
-        let mut phase = self.phase.lock().unwrap_or_else(|p| p.into_inner());
-        *phase = f(*phase);
-        drop(phase);
+        self.set(f);
         // A stored permit if the watcher is not waiting: it re-reads the phase next time.
         self.changed.notify_one();
+    }
+
+    /// Changes the phase without waking the watcher: for a change that removes its
+    /// deadline, which the watcher learns when its timer fires (it re-reads the phase then
+    /// and closes nothing that is busy). Waking it would cost a poll per request.
+    fn set(&self, f: impl FnOnce(Phase) -> Phase) {
+        let mut phase = self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        *phase = f(*phase);
     }
 
     /// Bytes arrived: an idle connection starts a request head.
@@ -115,7 +121,7 @@ impl Activity {
     }
 
     fn request_started(&self) {
-        self.update(|p| match p {
+        self.set(|p| match p {
             Phase::Busy(n) => Phase::Busy(n + 1),
             _ => Phase::Busy(1),
         });

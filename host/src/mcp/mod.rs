@@ -122,6 +122,9 @@ pub struct McpServer {
     sessions: session::SessionMemory,
     /// Server requests 2025-11-25 calls wait on, answered by the client's posted responses.
     outstanding: Arc<session::Outstanding>,
+    /// The store's server key once read: it is made once per store and never changes, and
+    /// every call that may seal a request state needs it.
+    key: std::sync::OnceLock<[u8; 32]>,
 }
 
 /// The protocol revision a request speaks.
@@ -179,6 +182,7 @@ impl McpServer {
             changes: None,
             sessions: session::SessionMemory::default(),
             outstanding: Arc::default(),
+            key: std::sync::OnceLock::new(),
             metrics: Arc::new(crate::telemetry::Metrics::new()),
             closing: tokio_util::sync::CancellationToken::new(),
         }
@@ -220,10 +224,14 @@ impl McpServer {
 
     /// The store's server key (it seals request states and session ids).
     pub(crate) async fn server_key(&self) -> Result<[u8; 32], RpcError> {
-        self.store.server_key().await.map_err(|e| {
+        if let Some(key) = self.key.get() {
+            return Ok(*key);
+        }
+        let key = self.store.server_key().await.map_err(|e| {
             tracing::warn!(error = %e, "the server key could not be read");
             RpcError::internal("the task store is unavailable; try again")
-        })
+        })?;
+        Ok(*self.key.get_or_init(|| key))
     }
 
     /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes.

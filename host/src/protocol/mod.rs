@@ -120,15 +120,25 @@ impl RpcError {
 
 /// A JSON-RPC error response.
 pub fn error_response(id: &Value, error: &RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": error.to_json()})
+    message(("id", id.clone()), ("error", error.to_json()))
 }
 
 /// A JSON-RPC result response.
 pub fn result_response(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    message(("id", id.clone()), ("result", result))
 }
 
 /// A JSON-RPC notification.
 pub fn notification(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": method, "params": params})
+    message(("method", Value::from(method)), ("params", params))
+}
+
+/// `{"jsonrpc": "2.0", a, b}`, moving the values in: `json!` would serialize each one
+/// into a copy, and a result is the bulk of a response.
+fn message(a: (&str, Value), b: (&str, Value)) -> Value {
+    let mut m = serde_json::Map::new();
+    m.insert("jsonrpc".into(), Value::from("2.0"));
+    m.insert(a.0.into(), a.1);
+    m.insert(b.0.into(), b.1);
+    Value::Object(m)
 }
