@@ -6,10 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use snodo::model::{
-    EventId, ManualClock, Principal, RetryPolicy, Scope, Task, TaskEvent, TaskId, TaskStatus,
-    Timestamp,
+    ManualClock, Principal, RetryPolicy, Scope, Task, TaskEvent, TaskId, TaskStatus, Timestamp,
 };
 use snodo::runner::{
     Catalog, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
@@ -148,6 +147,14 @@ async fn create(store: &dyn Store, tool: &str, args: Value, policy: RetryPolicy)
     );
     new.client_capabilities = json!({"elicitation": {}});
     store.create(new).await.expect("create").id
+}
+
+/// A memory store, a recorder and a runner over the fixtures, without recovery.
+async fn fixtures_runner() -> (Arc<dyn Store>, Arc<Recorder>, Runner) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    (store, rec, runner)
 }
 
 /// Creates a task for `tool` and hands it to `runner`.
@@ -338,9 +345,7 @@ async fn a_tasks_progress_becomes_its_status_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_task_runs_and_completes() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let (store, rec, runner) = fixtures_runner().await;
     let id = create(
         &*store,
         "greet",
@@ -498,9 +503,7 @@ async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancellation_stops_a_guest_that_ignores_its_token() {
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let (store, rec, runner) = fixtures_runner().await;
     for tool in ["ignore_cancel", "spin"] {
         let id = submitted(&runner, &*store, tool, json!({}), RetryPolicy::none()).await;
         rec.until("job started", |e| {
@@ -632,22 +635,8 @@ async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() 
         assert_eq!(t.status, TaskStatus::InputRequired);
         assert!(t.claim.is_none());
     }
-    let principal = Principal::new("acme", "u");
     for id in &ids {
-        let access = store
-            .authorize(&principal, Action::Update, &id.to_string())
-            .await
-            .expect("authorize");
-        let answer: Map<String, Value> = [(
-            "confirm".to_owned(),
-            json!({"action": "accept", "content": {"confirm": true}}),
-        )]
-        .into_iter()
-        .collect();
-        let c = store
-            .accept_input(&access, EventId::random(), answer)
-            .await
-            .expect("accept");
+        let c = common::confirm(&*store, id).await;
         assert_eq!(c.task.status, TaskStatus::Working);
     }
     runner.wake();

@@ -5,12 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
-use snodo::model::{
-    EventId, ManualClock, Principal, Scope, Task, TaskId, TaskStatus, Timestamp, Work,
-};
+use serde_json::{Value, json};
+use snodo::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
 use snodo::runner::{InputWaiters, TaskIo};
-use snodo::store::{Action, ClaimRequest, Lease, MemoryStore, NewTask, Store};
+use snodo::store::{ClaimRequest, Lease, MemoryStore, NewTask, Store};
 use snodo::wasm::{AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome};
 
 mod common;
@@ -103,24 +101,7 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
     assert!(!running.is_finished(), "the guest waits for the answer");
 
     // tasks/update: the store accepts first, then the waiter is woken.
-    let access = store
-        .authorize(
-            &Principal::new("acme", "u"),
-            Action::Update,
-            &id.to_string(),
-        )
-        .await
-        .expect("authorize");
-    let answer: Map<String, Value> = [(
-        "confirm".to_owned(),
-        json!({"action": "accept", "content": {"confirm": true}}),
-    )]
-    .into_iter()
-    .collect();
-    store
-        .accept_input(&access, EventId::random(), answer)
-        .await
-        .expect("accept");
+    common::confirm(&*store, &id).await;
     waiters.notify(&id);
     let report = tokio::time::timeout(Duration::from_secs(20), running)
         .await

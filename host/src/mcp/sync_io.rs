@@ -216,14 +216,19 @@ fn progress_notification(token: &Value, p: Progress) -> Value {
 mod tests {
     use super::*;
 
-    fn asking(outstanding: &Arc<Outstanding>, tx: mpsc::Sender<Value>) -> SyncIo {
-        SyncIo::new(Map::new(), json!({"elicitation": {}}))
+    /// An IO that asks its questions on a stream, the stream's far end, and the table of
+    /// questions waiting for the client's answer.
+    fn asking() -> (SyncIo, mpsc::Receiver<Value>, Arc<Outstanding>) {
+        let outstanding = Arc::new(Outstanding::default());
+        let (tx, rx) = mpsc::channel(4);
+        let io = SyncIo::new(Map::new(), json!({"elicitation": {}}))
             .asking(outstanding.clone(), Principal::new("acme", "ada"))
             .streaming(Outbox {
                 tx,
                 progress_token: None,
                 log_level: None,
-            })
+            });
+        (io, rx, outstanding)
     }
 
     fn question() -> Vec<(String, Value)> {
@@ -246,9 +251,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_question_is_a_server_request_answered_by_the_clients_response() {
-        let outstanding = Arc::new(Outstanding::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let io = asking(&outstanding, tx);
+        let (io, mut rx, outstanding) = asking();
         let cancel = CancelToken::new();
         let ask = io.await_inputs(question(), &cancel);
         tokio::pin!(ask);
@@ -266,9 +269,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_dropped_with_its_call_leaves_nothing_behind() {
-        let outstanding = Arc::new(Outstanding::default());
-        let (tx, mut rx) = mpsc::channel(4);
-        let io = asking(&outstanding, tx);
+        let (io, mut rx, outstanding) = asking();
         let cancel = CancelToken::new();
         {
             let ask = io.await_inputs(question(), &cancel);

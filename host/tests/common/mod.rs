@@ -136,3 +136,27 @@ pub(crate) fn catalog_of(
     }
     catalog
 }
+
+/// Answers the `confirm` question of task `id` (tenant `acme`) with yes, as a client's
+/// `tasks/update` would: the store accepts it; waking a waiter is the caller's business.
+pub(crate) async fn confirm(
+    store: &dyn Store,
+    id: &snodo::model::TaskId,
+) -> snodo::store::Committed {
+    let access = store
+        .authorize(
+            &snodo::model::Principal::new("acme", "u"),
+            snodo::store::Action::Update,
+            &id.to_string(),
+        )
+        .await
+        .expect("authorize");
+    let answer = serde_json::Map::from_iter([(
+        "confirm".to_owned(),
+        serde_json::json!({"action": "accept", "content": {"confirm": true}}),
+    )]);
+    store
+        .accept_input(&access, snodo::model::EventId::random(), answer)
+        .await
+        .expect("accept")
+}
