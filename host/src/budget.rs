@@ -108,7 +108,10 @@ pub struct Slots {
 #[derive(Debug, Default)]
 struct Held {
     total: usize,
-    by_tenant: HashMap<String, usize>,
+    /// Slots held per tenant. An entry stays at zero once its tenant let go, so taking a
+    /// slot allocates nothing in the steady state: the tenants are the configured
+    /// principals, so the map is bounded by the configuration.
+    by_tenant: HashMap<Arc<str>, usize>,
 }
 
 impl Slots {
@@ -151,10 +154,14 @@ impl Slots {
             });
         }
         held.total += 1;
-        *held.by_tenant.entry(tenant.to_owned()).or_insert(0) += 1;
+        let tenant = match held.by_tenant.get_key_value(tenant) {
+            Some((known, _)) => known.clone(),
+            None => Arc::from(tenant),
+        };
+        *held.by_tenant.entry(tenant.clone()).or_insert(0) += 1;
         Ok(Slot {
             slots: self.clone(),
-            tenant: tenant.to_owned(),
+            tenant,
         })
     }
 
@@ -176,7 +183,7 @@ impl Slots {
             .by_tenant
             .iter()
             .filter(|(_, n)| **n >= self.per_tenant)
-            .map(|(t, _)| t.clone())
+            .map(|(t, _)| t.to_string())
             .collect()
     }
 
@@ -195,7 +202,7 @@ impl Slots {
 #[derive(Debug)]
 pub struct Slot {
     slots: Arc<Slots>,
-    tenant: String,
+    tenant: Arc<str>,
 }
 
 impl Slot {
@@ -211,9 +218,6 @@ impl Drop for Slot {
         held.total = held.total.saturating_sub(1);
         if let Some(n) = held.by_tenant.get_mut(&self.tenant) {
             *n = n.saturating_sub(1);
-            if *n == 0 {
-                held.by_tenant.remove(&self.tenant);
-            }
         }
     }
 }
