@@ -59,10 +59,14 @@ fn hex_val(c: u8) -> Option<u8> {
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
+        // One write of 32 digits: a lookup reply formats its id every time.
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
         }
-        Ok(())
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -149,6 +153,11 @@ mod tests {
         assert_eq!(TaskId::parse(&s), Some(a));
         let json = serde_json::to_string(&a).unwrap_or_default();
         assert_eq!(json, format!("\"{s}\""));
+        let known = "00ff10a0123456789abcdef0fedcba98";
+        assert_eq!(
+            TaskId::parse(known).map(|id| id.to_string()).as_deref(),
+            Some(known)
+        );
     }
 
     #[test]

@@ -3,19 +3,41 @@
 use crate::model::Timestamp;
 
 /// `2025-11-25T10:30:00.123Z` for a store timestamp (UTC).
+///
+/// Written digit by digit: every task a lookup returns carries two of these, and the
+/// formatting machinery cost more than the rest of building the reply.
 pub fn rfc3339(t: Timestamp) -> String {
     let ms = t.as_millis();
     let secs = ms / 1_000;
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3_600,
-        (rem % 3_600) / 60,
-        rem % 60,
-        ms % 1_000
-    )
+    let year = u64::try_from(y).unwrap_or(u64::MAX);
+    if year > 9_999 {
+        // Beyond four digits the layout widens; the slow path keeps it exact.
+        return format!(
+            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+            rem / 3_600,
+            (rem % 3_600) / 60,
+            rem % 60,
+            ms % 1_000
+        );
+    }
+    let mut out = *b"0000-00-00T00:00:00.000Z";
+    let mut put = |at: usize, width: usize, mut v: u64| {
+        for i in (at..at + width).rev() {
+            out[i] = b'0' + (v % 10) as u8;
+            v /= 10;
+        }
+    };
+    put(0, 4, year);
+    put(5, 2, u64::from(m));
+    put(8, 2, u64::from(d));
+    put(11, 2, rem / 3_600);
+    put(14, 2, (rem % 3_600) / 60);
+    put(17, 2, rem % 60);
+    put(20, 3, ms % 1_000);
+    out.iter().map(|&b| char::from(b)).collect()
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.
@@ -50,6 +72,15 @@ mod tests {
         assert_eq!(
             rfc3339(Timestamp(4_107_542_399_999)),
             "2100-02-28T23:59:59.999Z"
+        );
+        // The last instant with a four-digit year, and the first without one.
+        assert_eq!(
+            rfc3339(Timestamp(253_402_300_799_999)),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            rfc3339(Timestamp(253_402_300_800_000)),
+            "10000-01-01T00:00:00.000Z"
         );
     }
 }
