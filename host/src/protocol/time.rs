@@ -60,27 +60,16 @@ mod tests {
 
     #[test]
     fn formats_known_instants() {
-        assert_eq!(rfc3339(Timestamp(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            rfc3339(Timestamp(1_764_066_600_123)),
-            "2025-11-25T10:30:00.123Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(951_782_400_000)),
-            "2000-02-29T00:00:00.000Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(4_107_542_399_999)),
-            "2100-02-28T23:59:59.999Z"
-        );
-        // The last instant with a four-digit year, and the first without one.
-        assert_eq!(
-            rfc3339(Timestamp(253_402_300_799_999)),
-            "9999-12-31T23:59:59.999Z"
-        );
-        assert_eq!(
-            rfc3339(Timestamp(253_402_300_800_000)),
-            "10000-01-01T00:00:00.000Z"
-        );
+        for (ms, text) in [
+            (0, "1970-01-01T00:00:00.000Z"),
+            (1_764_066_600_123, "2025-11-25T10:30:00.123Z"),
+            (951_782_400_000, "2000-02-29T00:00:00.000Z"),
+            (4_107_542_399_999, "2100-02-28T23:59:59.999Z"),
+            // The last instant with a four-digit year, and the first without one.
+            (253_402_300_799_999, "9999-12-31T23:59:59.999Z"),
+            (253_402_300_800_000, "10000-01-01T00:00:00.000Z"),
+        ] {
+            assert_eq!(rfc3339(Timestamp(ms)), text);
+        }
     }
 }

@@ -288,6 +288,7 @@ async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
 
 /// Completes the task `lease` holds with a one-line text result: how the adapters' own
 /// tests finish a task they do not inspect the result of.
+#[cfg(test)]
 pub(crate) async fn finish(
     store: &dyn Store,
     lease: &super::Lease,
