@@ -124,6 +124,7 @@ pub(super) async fn run(
         }
     };
     job.started(task.attempt);
+    let stopped_by = job.stop_reason.clone();
     let stop = |outcome: JobOutcome| job.stop(outcome);
 
     // A task that took its attempt down too often (a crash or a stall every time) ends
@@ -229,6 +230,18 @@ pub(super) async fn run(
         instantiate: report.instantiate,
         run: report.run,
     });
+    // A stopper (shutdown, the reaper, a replacing claim, a client's cancel) that flipped
+    // the token owns what happens to the task: a guest that returned because it was told
+    // to stop has no outcome of its own to commit, and committing it would end a task that
+    // shutdown meant to release for another runner. The stopper leaves its reason before
+    // it flips the token, so an outcome caused by the stop always sees the reason.
+    if stopped_by
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_some()
+    {
+        return;
+    }
     let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
 
     let outcome = match report.outcome {
