@@ -267,17 +267,11 @@ pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, 
 
     let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
     let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-    warm_loader
-        .load(&opts.component)
-        .await
-        .map_err(|e| e.to_string())?;
+    load(&warm_loader, &opts.component).await?;
     let mut loads = Vec::new();
     for _ in 0..opts.compiles.max(1) {
         let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-        let c = loader
-            .load(&opts.component)
-            .await
-            .map_err(|e| e.to_string())?;
+        let c = load(&loader, &opts.component).await?;
         if !c.info().cache_hit {
             return Err("the disk cache was not used".into());
         }
@@ -294,11 +288,7 @@ pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, 
             allocation,
             ..EngineConfig::default()
         })?;
-        let loader = ComponentLoader::new(engine, None)?;
-        let component = loader
-            .load(&opts.component)
-            .await
-            .map_err(|e| e.to_string())?;
+        let component = load(&ComponentLoader::new(engine, None)?, &opts.component).await?;
         let io: Arc<dyn snodo::wasm::ExecutionIo> =
             Arc::new(SyncIo::new(Default::default(), json!({})));
         for _ in 0..opts.iterations.min(100) {
@@ -358,6 +348,14 @@ pub(crate) struct RunnerFigure {
     pub unit: &'static str,
 }
 
+/// Loads the component at `path`, its error as text.
+async fn load(
+    loader: &snodo::wasm::ComponentLoader,
+    path: &std::path::Path,
+) -> Result<Arc<snodo::wasm::Component>, String> {
+    loader.load(path).await.map_err(|e| e.to_string())
+}
+
 fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
@@ -391,11 +389,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             max_memory_bytes: 16 << 20,
             ..EngineConfig::default()
         })?;
-        let loader = ComponentLoader::new(engine, None)?;
-        let fixtures = loader
-            .load(&opts.fixtures)
-            .await
-            .map_err(|e| e.to_string())?;
+        let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
         let registry = Catalog::new().with_component(&fixtures)?;
         let store: Arc<dyn Store> = if opts.store == "redb" {
             let dir =
@@ -440,12 +434,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             let done = if live {
                 runner.waiters().len() >= n
             } else {
-                runner
-                    .stats()
-                    .parked_released
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                    >= n as u64
-                    && runner.active() == 0
+                runner.settled_parked(n as u64)
             };
             if done {
                 break;
@@ -485,14 +474,8 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
     // Cancel to stopped guest, for a guest that ignores its token and one that honours it.
     let engine = WasmEngine::new(EngineConfig::default())?;
     let loader = ComponentLoader::new(engine, None)?;
-    let fixtures = loader
-        .load(&opts.fixtures)
-        .await
-        .map_err(|e| e.to_string())?;
-    let hostile = loader
-        .load(&opts.hostile)
-        .await
-        .map_err(|e| e.to_string())?;
+    let fixtures = load(&loader, &opts.fixtures).await?;
+    let hostile = load(&loader, &opts.hostile).await?;
     let registry = Catalog::new()
         .with_component(&fixtures)?
         .with_component(&hostile)?;
@@ -514,6 +497,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             Arc::new(snodo::runner::EventChannel(tx)),
         );
         let mut samples = Vec::new();
+        let canceller = snodo::model::Principal::new("bench", "b");
         for _ in 0..opts.cancels.max(1) {
             let id = TaskId::generate();
             store
@@ -531,11 +515,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
                 }
             }
             let access = store
-                .authorize(
-                    &snodo::model::Principal::new("bench", "b"),
-                    snodo::store::Action::Cancel,
-                    &id.to_string(),
-                )
+                .authorize(&canceller, snodo::store::Action::Cancel, &id.to_string())
                 .await
                 .map_err(|e| e.to_string())?;
             let started = Instant::now();
@@ -609,13 +589,7 @@ impl Conn {
         body: &str,
     ) -> Result<serde_json::Value, String> {
         use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-        let name = name
-            .map(|n| format!("Mcp-Name: {n}\r\n"))
-            .unwrap_or_default();
-        let req = format!(
-            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: {method}\r\n{name}Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
+        let req = snodo::stress::mcp_post(method, name, body, false);
         self.stream
             .write_all(req.as_bytes())
             .await
@@ -660,20 +634,10 @@ pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, St
     if opts.store == "memory" {
         serve_opts.store = StoreChoice::Memory;
     }
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(snodo::serve::serve(
-        serve_opts,
-        move |addr| {
-            let _ = addr_tx.send(addr);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = addr_rx
+    let server = snodo::serve::spawn(serve_opts)
         .await
-        .map_err(|_| "the server did not start".to_string())?;
+        .map_err(|e| format!("the server did not start: {e}"))?;
+    let addr = server.addr;
     let meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
@@ -723,8 +687,7 @@ pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, St
         get.extend(g);
     }
     let elapsed = started.elapsed();
-    let _ = stop_tx.send(());
-    let _ = server.await;
+    let _ = server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
     let label = format!("{} store, {} clients", opts.store, opts.clients);
     let figures = vec![

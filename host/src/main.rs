@@ -265,17 +265,67 @@ fn print_figures(
 ) -> ExitCode {
     report(title, figures, json, |figures| {
         println!("{title}");
-        println!(
-            "{:<64} {:>12} {:>12} {:>8}",
-            "what", "median (us)", "p99 (us)", "samples"
+        print_table(
+            ["what", ">median (us)", ">p99 (us)", ">samples"],
+            figures.iter().map(|f| {
+                [
+                    f.what.clone(),
+                    format!("{:.1}", f.median_us),
+                    format!("{:.1}", f.p99_us),
+                    f.samples.to_string(),
+                ]
+            }),
         );
-        for f in figures {
-            println!(
-                "{:<64} {:>12.1} {:>12.1} {:>8}",
-                f.what, f.median_us, f.p99_us, f.samples
-            );
-        }
     })
+}
+
+/// Joins `items` with commas, or `-` for none.
+fn listed<T: AsRef<str>>(items: impl IntoIterator<Item = T>) -> String {
+    let joined: Vec<T> = items.into_iter().collect();
+    if joined.is_empty() {
+        "-".to_owned()
+    } else {
+        joined
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Prints a table under `header`, each column as wide as its widest cell. A header
+/// written `>name` is a column of figures, aligned right as `format!`'s `>` would.
+fn print_table<const N: usize>(header: [&str; N], rows: impl IntoIterator<Item = [String; N]>) {
+    let right = header.map(|h| h.starts_with('>'));
+    let header = header.map(|h| h.trim_start_matches('>'));
+    let rows: Vec<[String; N]> = rows.into_iter().collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let w = widths[i];
+            if i > 0 {
+                out.push(' ');
+            }
+            if right[i] {
+                out.push_str(&format!("{cell:>w$}"));
+            } else if i + 1 < N {
+                out.push_str(&format!("{cell:<w$}"));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        println!("{out}");
+    };
+    line(header);
+    for row in &rows {
+        line(row.each_ref().map(String::as_str));
+    }
 }
 
 /// Prints a benchmark's figures as JSON or as the table `table` writes, or says why the
@@ -552,10 +602,7 @@ fn print_tools(
     let catalog = runtime
         .block_on(snodo::serve::load_tools(&opts))
         .map_err(|e| e.to_string())?;
-    println!(
-        "{:<44} {:<9} {:<20} {:<8} {:<8} component",
-        "tool", "mode", "hooks", "retries", "ttl_ms"
-    );
+    let mut rows = Vec::new();
     for t in catalog.tools() {
         // The SDK's words: the configured or declared mode, and the `Tool` methods the
         // component runs before a call is decided (`choose_mode` only where the
@@ -571,64 +618,50 @@ fn print_tools(
         if t.info.has_prepare {
             hooks.push("prepare");
         }
-        let hooks = if hooks.is_empty() {
-            "-".to_owned()
-        } else {
-            hooks.join(",")
-        };
-        println!(
-            "{:<44} {:<9} {:<20} {:<8} {:<8} {}",
-            t.info.name,
-            mode,
-            hooks,
-            t.retry_policy.delays_ms().len(),
+        rows.push([
+            t.info.name.clone(),
+            mode.to_owned(),
+            listed(hooks),
+            t.retry_policy.delays_ms().len().to_string(),
             t.ttl_ms.map_or("none".to_owned(), |v| v.to_string()),
-            t.component.path().display()
-        );
+            t.component.path().display().to_string(),
+        ]);
     }
+    print_table(
+        ["tool", "mode", "hooks", ">retries", ">ttl_ms", "component"],
+        rows,
+    );
     let sources = catalog.sources();
-    if sources.iter().any(|s| {
+    let mut rows = Vec::new();
+    for s in sources {
         let c = s.component.catalog();
-        !c.resources.is_empty() || !c.templates.is_empty()
-    }) {
-        println!("\n{:<44} {:<9} component", "resource", "kind");
-        for s in sources {
-            let c = s.component.catalog();
-            let path = s.component.path().display();
-            for r in &c.resources {
-                println!("{:<44} {:<9} {path}", r.uri, "fixed");
-            }
-            for t in &c.templates {
-                println!("{:<44} {:<9} {path}", t.template.as_str(), "template");
-            }
+        let path = s.component.path().display().to_string();
+        for r in &c.resources {
+            rows.push([r.uri.clone(), "fixed".into(), path.clone()]);
+        }
+        for t in &c.templates {
+            rows.push([t.template.as_str().into(), "template".into(), path.clone()]);
         }
     }
-    if sources
-        .iter()
-        .any(|s| !s.component.catalog().prompts.is_empty())
-    {
-        // Required arguments are marked with `*`.
-        println!("\n{:<44} {:<30} component", "prompt", "arguments");
-        for s in sources {
-            for p in &s.component.catalog().prompts {
-                let args: Vec<String> = p
-                    .arguments
-                    .iter()
-                    .map(|(n, required)| format!("{n}{}", if *required { "*" } else { "" }))
-                    .collect();
-                let args = if args.is_empty() {
-                    "-".to_owned()
-                } else {
-                    args.join(",")
-                };
-                println!(
-                    "{:<44} {:<30} {}",
-                    p.name,
-                    args,
-                    s.component.path().display()
-                );
-            }
+    if !rows.is_empty() {
+        println!();
+        print_table(["resource", "kind", "component"], rows);
+    }
+    // Required arguments are marked with `*`.
+    let mut rows = Vec::new();
+    for s in sources {
+        for p in &s.component.catalog().prompts {
+            let args = p
+                .arguments
+                .iter()
+                .map(|(n, required)| format!("{n}{}", if *required { "*" } else { "" }));
+            let path = s.component.path().display().to_string();
+            rows.push([p.name.clone(), listed(args), path]);
         }
+    }
+    if !rows.is_empty() {
+        println!();
+        print_table(["prompt", "arguments", "component"], rows);
     }
     Ok(())
 }
@@ -1025,16 +1058,17 @@ fn main() -> ExitCode {
                         "store benchmark: {} tasks per round, median of {} rounds",
                         opts.tasks, opts.rounds
                     );
-                    println!(
-                        "{:<8} {:<11} {:>11} {:>14}",
-                        "backend", "operation", "concurrency", "ops/s (median)"
+                    print_table(
+                        ["backend", "operation", ">concurrency", ">ops/s (median)"],
+                        figures.iter().map(|f| {
+                            [
+                                f.backend.to_string(),
+                                f.operation.to_string(),
+                                f.concurrency.to_string(),
+                                format!("{:.0}", f.median_ops_per_sec),
+                            ]
+                        }),
                     );
-                    for f in figures {
-                        println!(
-                            "{:<8} {:<11} {:>11} {:>14.0}",
-                            f.backend, f.operation, f.concurrency, f.median_ops_per_sec
-                        );
-                    }
                 },
             )
         }
@@ -1083,9 +1117,16 @@ fn main() -> ExitCode {
                 json,
                 |figures: &[bench::RunnerFigure]| {
                     println!("runner benchmark");
-                    for f in figures {
-                        println!("{:<72} {:>10.2} {}", f.what, f.value, f.unit);
-                    }
+                    print_table(
+                        ["what", ">value", "unit"],
+                        figures.iter().map(|f| {
+                            [
+                                f.what.clone(),
+                                format!("{:.2}", f.value),
+                                f.unit.to_string(),
+                            ]
+                        }),
+                    );
                 },
             )
         }

@@ -1,7 +1,7 @@
 //! `snodo serve`: wiring a store, the wasm host, a runner and the HTTP server together.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -184,22 +184,12 @@ pub async fn serve(
         StoreChoice::Redb(path) => {
             // Creates the data directory (0700) and the file (0600) if missing.
             let s = RedbStore::open(path)?;
-            tracing::info!(
-                path = %path.display(),
-                epoch = s.epoch(),
-                recovered = s.fenced_claims(),
-                "store: redb"
-            );
+            file_opened("redb", path, s.epoch(), s.fenced_claims());
             Arc::new(s)
         }
         StoreChoice::Sqlite(path) => {
             let s = SqliteStore::open(path)?;
-            tracing::info!(
-                path = %path.display(),
-                epoch = s.epoch(),
-                recovered = s.fenced_claims(),
-                "store: sqlite"
-            );
+            file_opened("sqlite", path, s.epoch(), s.fenced_claims());
             Arc::new(s)
         }
         StoreChoice::Postgres(o) => {
@@ -313,6 +303,66 @@ pub async fn serve(
     let released = runner.shutdown().await;
     tracing::info!(released, "stopped");
     Ok(())
+}
+
+/// A server started by [`spawn`] on the current runtime. Dropping it asks the server to
+/// shut down without waiting; [`Running::stop`] waits until it has.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), ServeError>>,
+}
+
+impl Running {
+    /// Shuts the server down gracefully (draining as [`serve`] does) and answers how it
+    /// ended.
+    pub async fn stop(mut self) -> Result<(), ServeError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        ended(&mut self.done).await
+    }
+}
+
+/// Starts [`serve`] on the current runtime and answers once it listens, or with the error
+/// that kept it from starting.
+pub async fn spawn(opts: ServeOptions) -> Result<Running, ServeError> {
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let ready = move |addr| {
+        let _ = addr_tx.send(addr);
+    };
+    // A dropped sender ends the server as a sent one does.
+    let shutdown = async move {
+        let _ = stop_rx.await;
+    };
+    let mut done = tokio::spawn(serve(opts, ready, shutdown));
+    match addr_rx.await {
+        Ok(addr) => Ok(Running {
+            addr,
+            stop: Some(stop_tx),
+            done,
+        }),
+        Err(_) => Err(ended(&mut done)
+            .await
+            .err()
+            .unwrap_or_else(|| ServeError::Listen("the server ended before it listened".into()))),
+    }
+}
+
+async fn ended(
+    done: &mut tokio::task::JoinHandle<Result<(), ServeError>>,
+) -> Result<(), ServeError> {
+    done.await
+        .unwrap_or_else(|e| Err(ServeError::Listen(format!("the server task failed: {e}"))))
+}
+
+/// Logs a store file opened: where it is, the boot epoch, and how many claims of earlier
+/// processes its boot released (the tasks about to be recovered).
+fn file_opened(kind: &str, path: &Path, epoch: u64, recovered: usize) {
+    tracing::info!(path = %path.display(), epoch, recovered, "store: {kind}");
 }
 
 /// Hands other nodes' announced changes to this node's subscription streams and runner.

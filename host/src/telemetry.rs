@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::runner::{Instrumentation, JobOutcome, RunnerEvent, TracingInstrumentation};
@@ -94,7 +94,7 @@ impl Metrics {
     /// Names this node in the exposition (`snodo_node_info`), so a scrape of several nodes
     /// tells them apart.
     pub fn set_node(&self, node: &str) {
-        *self.node.lock().unwrap_or_else(|p| p.into_inner()) = Some(node.to_owned());
+        *held(&self.node) = Some(node.to_owned());
     }
 
     /// A task was created by a `tools/call`.
@@ -114,19 +114,14 @@ impl Metrics {
 
     /// A budget refused a request; `limit` is its configuration key.
     pub fn limit_hit(&self, limit: &'static str) {
-        *self
-            .limits_hit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(limit)
-            .or_insert(0) += 1;
+        *held(&self.limits_hit).entry(limit).or_insert(0) += 1;
     }
 
     /// Renders the Prometheus text exposition, with `active` attempts, `sync` guest
     /// executions on the request path and open subscription `streams` as gauges.
     pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
         let mut out = String::new();
-        if let Some(node) = &*self.node.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(node) = &*held(&self.node) {
             let node = node.replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(
                 out,
@@ -139,57 +134,51 @@ impl Metrics {
                 "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
             );
         };
-        counter(
-            &mut out,
-            "snodo_tasks_created_total",
-            "Tasks created by tools/call.",
-            self.tasks_created.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "snodo_tasks_cancelled_total",
-            "Tasks cancelled by tasks/cancel.",
-            self.tasks_cancelled.load(Ordering::Relaxed),
-        );
+        for (name, help, v) in [
+            (
+                "snodo_tasks_created_total",
+                "Tasks created by tools/call.",
+                &self.tasks_created,
+            ),
+            (
+                "snodo_tasks_cancelled_total",
+                "Tasks cancelled by tasks/cancel.",
+                &self.tasks_cancelled,
+            ),
+            (
+                "snodo_tasks_reaped_active_total",
+                "Tasks removed by their TTL before they finished (working or waiting for input).",
+                &self.reaped_active,
+            ),
+            (
+                "snodo_sync_calls_total",
+                "tools/call requests run synchronously.",
+                &self.sync_calls,
+            ),
+            (
+                "snodo_attempts_started_total",
+                "Task attempts started.",
+                &self.attempts_started,
+            ),
+            (
+                "snodo_recoveries_total",
+                "Attempts of tasks that had run before (recovery or retry).",
+                &self.recoveries,
+            ),
+        ] {
+            counter(&mut out, name, help, v.load(Ordering::Relaxed));
+        }
         let _ = writeln!(
             out,
             "# HELP snodo_pinned_component_gone_total Tasks whose component version was no longer deployed, by what runner.component_policy did.\n# TYPE snodo_pinned_component_gone_total counter\nsnodo_pinned_component_gone_total{{action=\"failed\"}} {}\nsnodo_pinned_component_gone_total{{action=\"ran_latest\"}} {}",
             self.pinned_failed.load(Ordering::Relaxed),
             self.pinned_ran_latest.load(Ordering::Relaxed)
         );
-        counter(
-            &mut out,
-            "snodo_tasks_reaped_active_total",
-            "Tasks removed by their TTL before they finished (working or waiting for input).",
-            self.reaped_active.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "snodo_sync_calls_total",
-            "tools/call requests run synchronously.",
-            self.sync_calls.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "snodo_attempts_started_total",
-            "Task attempts started.",
-            self.attempts_started.load(Ordering::Relaxed),
-        );
-        counter(
-            &mut out,
-            "snodo_recoveries_total",
-            "Attempts of tasks that had run before (recovery or retry).",
-            self.recoveries.load(Ordering::Relaxed),
-        );
         let _ = writeln!(
             out,
             "# HELP snodo_attempts_finished_total Task attempts finished, by outcome.\n# TYPE snodo_attempts_finished_total counter"
         );
-        let finished = self
-            .attempts_finished
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let finished = held(&self.attempts_finished).clone();
         for outcome in [
             JobOutcome::Completed,
             JobOutcome::Failed,
@@ -228,25 +217,17 @@ impl Metrics {
         for (status, v) in by_status {
             let _ = writeln!(out, "snodo_tasks_finished_total{{status=\"{status}\"}} {v}");
         }
-        let retries = finished
-            .get(JobOutcome::RetryScheduled.as_str())
-            .copied()
-            .unwrap_or(0);
         counter(
             &mut out,
             "snodo_retries_scheduled_total",
             "Retries scheduled from retry policies.",
-            retries,
+            count(JobOutcome::RetryScheduled),
         );
-        let parked = finished
-            .get(JobOutcome::Parked.as_str())
-            .copied()
-            .unwrap_or(0);
         counter(
             &mut out,
             "snodo_parked_guests_released_total",
             "Guests released while waiting for input.",
-            parked,
+            count(JobOutcome::Parked),
         );
         let _ = writeln!(
             out,
@@ -256,23 +237,14 @@ impl Metrics {
             out,
             "# HELP snodo_limit_refusals_total Requests refused by a budget, by limit.\n# TYPE snodo_limit_refusals_total counter"
         );
-        for (limit, n) in self
-            .limits_hit
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for (limit, n) in held(&self.limits_hit).iter() {
             let _ = writeln!(out, "snodo_limit_refusals_total{{limit=\"{limit}\"}} {n}");
         }
         let _ = writeln!(
             out,
             "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
         );
-        let ops = self
-            .store_ops
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let ops = held(&self.store_ops).clone();
         for (op, h) in ops {
             h.render(
                 &mut out,
@@ -305,21 +277,12 @@ impl Instrumentation for Metrics {
                 }
             }
             RunnerEvent::JobStopped { outcome, .. } => {
-                *self
-                    .attempts_finished
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
+                *held(&self.attempts_finished)
                     .entry(outcome.as_str())
                     .or_default() += 1;
             }
             RunnerEvent::StoreOp { op, elapsed, .. } => {
-                let h = self
-                    .store_ops
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(op)
-                    .or_default()
-                    .clone();
+                let h = held(&self.store_ops).entry(op).or_default().clone();
                 h.observe(*elapsed);
             }
             RunnerEvent::ReapedActive { .. } => {
@@ -351,6 +314,12 @@ impl Instrumentation for MetricsAndTracing {
         self.0.event(event);
         TracingInstrumentation.event(event);
     }
+}
+
+/// The counters behind `m`: a panic elsewhere while it was held leaves counts, not a
+/// broken invariant, so a poisoned lock is read as it stands.
+fn held<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -5,7 +5,6 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -23,60 +22,32 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tower::ServiceExt;
 
-use common::process::{await_log, post_mcp, read_response, spawn_serve, tool_call};
+use common::Served;
+use common::process::{await_log, post_mcp, read_response, run_ok, snodo, spawn_serve, tool_call};
 
 /// How long a test waits for something that should happen promptly before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
 
 // ---- a server in this process, on a real socket ----
 
-struct Served {
-    addr: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    done: tokio::task::JoinHandle<Result<(), snodo::serve::ServeError>>,
+/// A server with the memory store and no components, under `limits`.
+async fn serve_with(limits: HttpLimits) -> Served {
+    let mut opts = ServeOptions::new(std::env::temp_dir(), Vec::new());
+    opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    opts.store = StoreChoice::Memory;
+    opts.cache_dir = None;
+    opts.http_limits = limits;
+    // Longer than the patience: a stop within it proves connections closed on their
+    // own, not that the drain timeout cut them off.
+    opts.runner.drain_timeout = Duration::from_secs(120);
+    Served::start(opts).await
 }
 
-impl Served {
-    async fn start(limits: HttpLimits) -> Self {
-        let mut opts = ServeOptions::new(std::env::temp_dir(), Vec::new());
-        opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-        opts.store = StoreChoice::Memory;
-        opts.cache_dir = None;
-        opts.http_limits = limits;
-        // Longer than the patience: a stop within it proves connections closed on their
-        // own, not that the drain timeout cut them off.
-        opts.runner.drain_timeout = Duration::from_secs(120);
-        let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let done = tokio::spawn(snodo::serve::serve(
-            opts,
-            move |addr| {
-                let _ = addr_tx.send(addr);
-            },
-            async move {
-                let _ = stop_rx.await;
-            },
-        ));
-        let addr = addr_rx.await.expect("the server started");
-        Self {
-            addr,
-            stop: Some(stop_tx),
-            done,
-        }
-    }
-
-    async fn stop(mut self) {
-        let _ = self.stop.take().expect("running").send(());
-        tokio::time::timeout(PATIENCE, &mut self.done)
-            .await
-            .expect("the server stops within the patience")
-            .expect("join")
-            .expect("serve");
-    }
+/// Stops `server`: `serve` returns cleanly within the patience.
+async fn stop(server: Served) {
+    server.stop(PATIENCE).await.expect("serve");
 }
 
-/// Reads one HTTP/1.1 response with a `Content-Length` body; `None` if the connection
-/// closed first.
 /// Waits until the server closes `conn` (EOF or reset); fails after the patience.
 async fn closed_by_server(conn: &mut TcpStream) {
     let mut chunk = [0u8; 1024];
@@ -99,6 +70,17 @@ async fn healthz(conn: &mut TcpStream) -> Option<(u16, String)> {
     read_response(conn).await
 }
 
+/// A new connection to `addr` whose `/healthz` is answered `ok` within the patience (else the
+/// test fails saying `what`); kept alive.
+async fn served_connection(addr: SocketAddr, what: &str) -> TcpStream {
+    let mut c = TcpStream::connect(addr).await.expect("connect");
+    let reply = tokio::time::timeout(PATIENCE, healthz(&mut c))
+        .await
+        .expect(what);
+    assert_eq!(reply, Some((200, "ok".into())), "{what}");
+    c
+}
+
 fn limits(header_ms: u64, idle_ms: u64, body_ms: u64, max_connections: usize) -> HttpLimits {
     HttpLimits {
         header_timeout: Duration::from_millis(header_ms),
@@ -112,7 +94,7 @@ fn limits(header_ms: u64, idle_ms: u64, body_ms: u64, max_connections: usize) ->
 async fn slow_and_idle_connections_do_not_delay_a_request() {
     // Timeouts far longer than the test, so the slow connections stay open throughout;
     // the default connection cap.
-    let server = Served::start(HttpLimits {
+    let server = serve_with(HttpLimits {
         header_timeout: Duration::from_secs(120),
         idle_timeout: Duration::from_secs(120),
         ..HttpLimits::default()
@@ -128,11 +110,11 @@ async fn slow_and_idle_connections_do_not_delay_a_request() {
         slow.push(c);
     }
     let started = Instant::now();
-    let mut real = TcpStream::connect(server.addr).await.expect("connect");
-    let reply = tokio::time::timeout(PATIENCE, healthz(&mut real))
-        .await
-        .expect("a real request is answered while 200 slow connections are open");
-    assert_eq!(reply, Some((200, "ok".into())));
+    let _real = served_connection(
+        server.addr,
+        "a real request is answered while 200 slow connections are open",
+    )
+    .await;
     assert!(
         started.elapsed() < Duration::from_secs(10),
         "answered in {:?}",
@@ -154,7 +136,7 @@ async fn slow_and_idle_connections_do_not_delay_a_request() {
     }
     // They are idle keep-alive connections now, with two minutes to go: shutdown closes
     // them at once instead of waiting.
-    server.stop().await;
+    stop(server).await;
     for c in &mut slow {
         closed_by_server(c).await;
     }
@@ -162,7 +144,7 @@ async fn slow_and_idle_connections_do_not_delay_a_request() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_header_sent_too_slowly_is_closed_after_the_header_timeout() {
-    let server = Served::start(limits(300, 60_000, 60_000, 1_024)).await;
+    let server = serve_with(limits(300, 60_000, 60_000, 1_024)).await;
     // Nothing at all.
     let started = Instant::now();
     let mut silent = TcpStream::connect(server.addr).await.expect("connect");
@@ -199,15 +181,13 @@ async fn a_header_sent_too_slowly_is_closed_after_the_header_timeout() {
         "the whole trickled head was accepted ({elapsed:?})"
     );
     assert!(elapsed >= Duration::from_millis(300), "{elapsed:?}");
-    // A prompt client on the same server is served.
-    let mut c = TcpStream::connect(server.addr).await.expect("connect");
-    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
-    server.stop().await;
+    served_connection(server.addr, "a prompt client on the same server is served").await;
+    stop(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keep_alive_connections_are_closed_and_busy_ones_are_not() {
-    let server = Served::start(limits(300, 300, 60_000, 1_024)).await;
+    let server = serve_with(limits(300, 300, 60_000, 1_024)).await;
     // Busy: a body that takes longer than the header and idle timeouts together is still
     // read and answered (only the body timeout bounds it).
     let mut busy = TcpStream::connect(server.addr).await.expect("connect");
@@ -238,8 +218,7 @@ async fn idle_keep_alive_connections_are_closed_and_busy_ones_are_not() {
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("\"tools\""), "{text}");
 
-    let mut c = TcpStream::connect(server.addr).await.expect("connect");
-    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    let mut c = served_connection(server.addr, "a new connection is served").await;
     // Kept alive: a second request on the same connection.
     assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
     // The server's idle time starts when it has sent the response, a moment before the
@@ -247,12 +226,12 @@ async fn idle_keep_alive_connections_are_closed_and_busy_ones_are_not() {
     let idle_since = Instant::now();
     closed_by_server(&mut c).await;
     assert!(idle_since.elapsed() >= Duration::from_millis(250));
-    server.stop().await;
+    stop(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_sent_too_slowly_gets_408() {
-    let server = Served::start(limits(60_000, 60_000, 300, 1_024)).await;
+    let server = serve_with(limits(60_000, 60_000, 300, 1_024)).await;
     let mut c = TcpStream::connect(server.addr).await.expect("connect");
     c.write_all(
         b"POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"",
@@ -268,12 +247,12 @@ async fn a_body_sent_too_slowly_gets_408() {
     assert!(body.contains("http.body_timeout_ms"), "{body}");
     assert!(started.elapsed() >= Duration::from_millis(250));
     closed_by_server(&mut c).await;
-    server.stop().await;
+    stop(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_cap_wait_until_a_slot_frees() {
-    let server = Served::start(limits(400, 400, 60_000, 4)).await;
+    let server = serve_with(limits(400, 400, 60_000, 4)).await;
     let started = Instant::now();
     let mut holders = Vec::new();
     for _ in 0..4 {
@@ -281,11 +260,7 @@ async fn connections_over_the_cap_wait_until_a_slot_frees() {
     }
     // The fifth connects (the kernel queues it) but is accepted only when a holder's
     // header timeout frees its slot.
-    let mut fifth = TcpStream::connect(server.addr).await.expect("connect");
-    let reply = tokio::time::timeout(PATIENCE, healthz(&mut fifth))
-        .await
-        .expect("served once a slot frees");
-    assert_eq!(reply, Some((200, "ok".into())));
+    let _fifth = served_connection(server.addr, "served once a slot frees").await;
     assert!(
         started.elapsed() >= Duration::from_millis(400),
         "served before any slot could free: {:?}",
@@ -294,22 +269,21 @@ async fn connections_over_the_cap_wait_until_a_slot_frees() {
     for h in &mut holders {
         closed_by_server(h).await;
     }
-    server.stop().await;
+    stop(server).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_idle_keep_alive_connections() {
-    let server = Served::start(limits(60_000, 120_000, 60_000, 1_024)).await;
-    let mut c = TcpStream::connect(server.addr).await.expect("connect");
-    assert_eq!(healthz(&mut c).await, Some((200, "ok".into())));
+    let server = serve_with(limits(60_000, 120_000, 60_000, 1_024)).await;
+    let mut c = served_connection(server.addr, "served").await;
     // The idle timeout is two minutes: only shutdown can close this promptly.
-    server.stop().await;
+    stop(server).await;
     closed_by_server(&mut c).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_open_subscription_streams() {
-    let server = Served::start(HttpLimits::default()).await;
+    let server = serve_with(HttpLimits::default()).await;
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
         "notifications": {"taskIds": ["0123456789abcdef0123456789abcdef"]},
         "_meta": {
@@ -342,7 +316,7 @@ async fn shutdown_ends_open_subscription_streams() {
     .expect("the stream is acknowledged");
     assert!(String::from_utf8_lossy(&seen).contains("text/event-stream"));
     // The stream would stay open forever; shutdown ends it and then the server returns.
-    server.stop().await;
+    stop(server).await;
     closed_by_server(&mut c).await;
 }
 
@@ -663,14 +637,8 @@ async fn inspect_reads_a_store_a_killed_server_left() {
         ),
         "the killed server's file needs a repair before redb reads it"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args(["inspect", &id, "--store"])
-        .arg(&store)
-        .output()
-        .expect("run snodo inspect");
+    let out = run_ok(snodo(&["inspect", &id, "--store"]).arg(&store));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
     let view: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(view["taskId"], json!(id), "{view}");
     assert_eq!(view["work"]["tool"], "slow_compute", "{view}");
@@ -683,8 +651,7 @@ async fn inspect_reads_a_store_a_killed_server_left() {
 #[test]
 fn duplicate_or_anonymous_cli_tokens_are_refused() {
     let run = |tokens: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
-        cmd.args(["serve", "--store", "memory", "--component", "missing.wasm"]);
+        let mut cmd = snodo(&["serve", "--store", "memory", "--component", "missing.wasm"]);
         for t in tokens {
             cmd.args(["--token", t]);
         }
@@ -712,8 +679,7 @@ fn duplicate_or_anonymous_cli_tokens_are_refused() {
 fn serve_exit_codes_tell_the_failure_apart() {
     let dir = tempfile::tempdir().expect("tmp");
     let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-            .arg("serve")
+        snodo(&["serve"])
             .args(args)
             .env_remove("MCP_PORT")
             .output()
@@ -783,15 +749,11 @@ fn serve_exit_codes_tell_the_failure_apart() {
 
 #[test]
 fn snodo_tools_names_modes_hooks_resources_and_prompts() {
-    let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args(["tools", "--component", snodo_test_guests::FIXTURES])
-        .output()
-        .expect("run");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&mut snodo(&[
+        "tools",
+        "--component",
+        snodo_test_guests::FIXTURES,
+    ]));
     let text = String::from_utf8_lossy(&out.stdout);
     let row = |tool: &str| -> Vec<String> {
         text.lines()
@@ -839,16 +801,7 @@ fn operator_commands_leave_the_working_directory_alone() {
         vec!["tools", "--component", snodo_test_guests::FIXTURES],
         vec!["config", "validate", config.to_str().expect("utf-8")],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_snodo"))
-            .args(&args)
-            .current_dir(dir.path())
-            .output()
-            .expect("run");
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_ok(snodo(&args).current_dir(dir.path()));
         let left: Vec<_> = std::fs::read_dir(dir.path())
             .expect("dir")
             .map(|e| e.expect("entry").file_name())

@@ -123,6 +123,11 @@ async fn call(h: &Host, token: &str, tool: &str, args: Value, tasks: bool) -> Va
     send(&h.app, post(token, &body, true)).await.1
 }
 
+/// A synchronous `greet` of `name` by the tenant of `token`.
+async fn greet(h: &Host, token: &str, name: &str) -> Value {
+    call(h, token, "greet", json!({"name": name}), false).await
+}
+
 /// The defaults with `per_tenant` synchronous calls per tenant and `total` in all.
 fn sync_limits(per_tenant: usize, total: usize) -> TenantLimits {
     TenantLimits {
@@ -175,28 +180,33 @@ async fn hold_calls(h: &Host, n: usize) -> Vec<tokio::task::JoinHandle<(StatusCo
     held
 }
 
+/// Ends the held calls: dropping a request future drops its guest.
+async fn let_go(held: Vec<tokio::task::JoinHandle<(StatusCode, Value)>>) {
+    for t in held {
+        t.abort();
+        let _ = t.await;
+    }
+}
+
 #[tokio::test]
 async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
     let h = with_limits(sync_limits(3, 5)).await;
     // Tenant a holds all of its share with guests that wait a minute.
     let held = hold_calls(&h, 3).await;
 
-    let over = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
+    let over = greet(&h, TOKEN_A, "x").await;
     assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
-    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    let b = greet(&h, TOKEN_B, "Bea").await;
     assert!(greeted(&b), "the other tenant is served: {b}");
 
     // A client that goes away takes its guest with it: dropping the request future frees
     // the slot (the transport drops it when the connection closes).
-    for t in held {
-        t.abort();
-        let _ = t.await;
-    }
+    let_go(held).await;
     until("the held guests dropped", || {
         h.server.sync_calls_active() == 0
     })
     .await;
-    let again = call(&h, TOKEN_A, "greet", json!({"name": "x"}), false).await;
+    let again = greet(&h, TOKEN_A, "x").await;
     assert!(greeted(&again), "{again}");
 
     let metrics = h.server.metrics_text();
@@ -210,12 +220,10 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 async fn the_global_cap_refuses_at_once_and_names_itself() {
     let h = with_limits(sync_limits(2, 2)).await;
     let held = hold_calls(&h, 2).await;
-    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    let b = greet(&h, TOKEN_B, "Bea").await;
     assert_refused(&b, -32000, "limits.sync_calls");
     assert_eq!(b["error"]["data"]["scope"], "global");
-    for t in held {
-        t.abort();
-    }
+    let_go(held).await;
 }
 
 /// Sends a raw HTTP/1.1 request over a real socket (reading the status line of an SSE
@@ -340,7 +348,7 @@ async fn guests_share_one_memory_budget() {
         0,
         "memory returns with the guest"
     );
-    let b = call(&h, TOKEN_B, "greet", json!({"name": "Bea"}), false).await;
+    let b = greet(&h, TOKEN_B, "Bea").await;
     assert!(greeted(&b), "{b}");
 }
 
@@ -369,12 +377,8 @@ async fn results_status_updates_and_wall_clock_are_bounded() {
     let v = call(&h, TOKEN_A, "status_flood", json!({"times": 500}), true).await;
     let id = v["result"]["taskId"].as_str().expect("task").to_owned();
     let task_id = TaskId::parse(&id).expect("id");
-    let done = common::eventually("the flood task finished", || {
-        let store = h.store.clone();
-        async move {
-            let (t, _) = store.inspect(&task_id).await.ok()??;
-            t.status.is_terminal().then_some(t)
-        }
+    let done = common::await_stored(&*h.store, &task_id, "the flood task finished", |t| {
+        t.status.is_terminal()
     })
     .await;
     assert_eq!(done.status, TaskStatus::Completed);
@@ -482,24 +486,39 @@ async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
     assert_eq!(v["error"]["code"], -32020, "{v}");
 }
 
-#[tokio::test]
-async fn one_tenants_backlog_does_not_hold_another_tenants_task() {
-    let guests = common::load_guests(64, 32 << 20).await;
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+/// A runner over `store` with `options`, running the hostile guests in an engine of its own
+/// with `max_instances` slots.
+async fn hostile_runner(
+    store: &Arc<dyn Store>,
+    max_instances: u32,
+    options: RunnerOptions,
+) -> Runner {
+    let guests = common::load_guests(max_instances, 32 << 20).await;
     let registry = Catalog::new()
         .with_component(&guests.hostile)
         .expect("catalog");
-    let runner = Runner::start(
+    Runner::start(
         store.clone(),
         Arc::new(registry),
+        options,
+        Arc::new(NoInstrumentation),
+    )
+}
+
+#[tokio::test]
+async fn one_tenants_backlog_does_not_hold_another_tenants_task() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let runner = hostile_runner(
+        &store,
+        64,
         RunnerOptions {
             max_concurrent: 4,
             max_running_per_tenant: 2,
             poll_interval: Duration::from_millis(10),
             ..RunnerOptions::default()
         },
-        Arc::new(NoInstrumentation),
-    );
+    )
+    .await;
     let create = |tenant: &'static str, args: Value| {
         let store = store.clone();
         async move {
@@ -520,12 +539,8 @@ async fn one_tenants_backlog_does_not_hold_another_tenants_task() {
     until("a runs its share", || runner.active() == 2).await;
     let b = create("b", json!({"ms": 1})).await;
     runner.submit(&b).await.expect("submit");
-    let done = common::eventually("b's task completed", || {
-        let store = store.clone();
-        async move {
-            let (t, _) = store.inspect(&b).await.ok()??;
-            (t.status == TaskStatus::Completed).then_some(t)
-        }
+    let done = common::await_stored(&*store, &b, "b's task completed", |t| {
+        t.status == TaskStatus::Completed
     })
     .await;
     assert_eq!(done.status, TaskStatus::Completed);
@@ -554,30 +569,20 @@ async fn a_task_that_keeps_taking_its_attempt_down_fails_past_the_cap() {
             .expect("claim");
         clock.advance(2_000);
     }
-    let guests = common::load_guests(8, 32 << 20).await;
-    let registry = Catalog::new()
-        .with_component(&guests.hostile)
-        .expect("catalog");
-    let runner = Runner::start(
-        store.clone(),
-        Arc::new(registry),
+    let runner = hostile_runner(
+        &store,
+        8,
         RunnerOptions {
             recover: false,
             reap_interval: None,
             max_recoveries: 2,
             ..RunnerOptions::default()
         },
-        Arc::new(NoInstrumentation),
-    );
-    runner.submit(&id).await.expect("submit");
-    let failed = common::eventually("the task failed", || {
-        let store = store.clone();
-        async move {
-            let (t, _) = store.inspect(&id).await.ok()??;
-            t.status.is_terminal().then_some(t)
-        }
-    })
+    )
     .await;
+    runner.submit(&id).await.expect("submit");
+    let failed =
+        common::await_stored(&*store, &id, "the task failed", |t| t.status.is_terminal()).await;
     assert_eq!(failed.status, TaskStatus::Failed);
     assert_eq!(failed.recoveries, 3);
     let Some(snodo::model::Outcome::Error(e)) = failed.outcome else {

@@ -14,7 +14,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use common::process::{ServeProcess, Sse, get, post_mcp, request, spawn_serve, tool_call};
+use common::Served;
+use common::process::{
+    ServeProcess, Sse, get, post_mcp, request, run_ok, snodo, spawn_serve, tool_call,
+};
 
 /// How long a step may take before the test fails (the machine is shared and slow).
 const PATIENCE: Duration = Duration::from_secs(90);
@@ -28,20 +31,8 @@ fn url() -> String {
 }
 
 fn available() -> bool {
-    let up = std::env::var("SNODO_TEST_POSTGRES").is_ok()
-        || std::net::TcpStream::connect_timeout(
-            &"127.0.0.1:5432".parse().expect("address"),
-            Duration::from_secs(2),
-        )
-        .is_ok();
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer"
-        );
-        eprintln!("SKIPPED: PostgreSQL is not reachable; the multi-node test did not run");
-    }
-    up
+    std::env::var("SNODO_TEST_POSTGRES").is_ok()
+        || common::postgres_reachable("the multi-node test")
 }
 
 /// A schema for this test, dropped when the test ends.
@@ -196,17 +187,8 @@ async fn nodes_share_one_database_and_survive_one_of_them_dying() {
     let b_conf = config(dir.path(), "node-b", &schema.name);
 
     // The operator migrates once; the nodes refuse to start on an unmigrated database.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args(["migrate", "--config"])
-        .arg(&a_conf)
-        .output()
-        .expect("run snodo migrate");
+    let out = run_ok(snodo(&["migrate", "--config"]).arg(&a_conf));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert!(said.contains("applied"), "{said}");
     let a = spawn_serve(&["--config", a_conf.to_str().expect("utf-8")], &[]);
     let b = spawn_serve(&["--config", b_conf.to_str().expect("utf-8")], &[]);
@@ -445,21 +427,8 @@ async fn a_database_outage_fails_requests_at_once_and_the_node_resumes() {
     );
     opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     opts.store = snodo::serve::StoreChoice::Postgres(pg);
-    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let served = tokio::spawn(snodo::serve::serve(
-        opts,
-        move |a| {
-            let _ = addr_tx.send(a);
-        },
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let addr = tokio::time::timeout(PATIENCE, addr_rx)
-        .await
-        .expect("serving")
-        .expect("an address");
+    let served = Served::start(opts).await;
+    let addr = served.addr;
     let ready = || async { get(addr, "/readyz").await.0 };
     assert_eq!(ready().await, 200);
     let id = start_task(addr, "slow_compute", json!({"seconds": 1})).await;
@@ -501,6 +470,5 @@ async fn a_database_outage_fails_requests_at_once_and_the_node_resumes() {
         r["status"] == "completed"
     })
     .await;
-    let _ = stop_tx.send(());
-    let _ = served.await;
+    let _ = served.stop(PATIENCE).await;
 }

@@ -3,6 +3,7 @@
 //! of a reclaimed task's old attempt, parking many tasks without live guests, reaping and
 //! graceful shutdown. Time is the store's ManualClock; state is awaited, never slept for.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use snodo::model::{
     ManualClock, Principal, RetryPolicy, Scope, Task, TaskEvent, TaskId, TaskStatus, Timestamp,
 };
 use snodo::runner::{
-    Catalog, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
+    Catalog, Executors, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
     tool_call_work,
 };
 use snodo::store::{Action, Authority, MemoryStore, NewTask, RedbStore, Store};
@@ -69,17 +70,7 @@ impl Recorder {
     }
 
     fn stopped(&self, task: &TaskId) -> Vec<JobOutcome> {
-        self.events
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter_map(|e| match e {
-                RunnerEvent::JobStopped {
-                    task: t, outcome, ..
-                } if t == task => Some(*outcome),
-                _ => None,
-            })
-            .collect()
+        stops(&self.events.lock().expect("lock"), task)
     }
 
     /// Waits until any attempt has started.
@@ -104,6 +95,29 @@ impl Recorder {
     fn claim_nexts(&self) -> usize {
         count_claim_nexts(&self.events.lock().expect("lock"))
     }
+}
+
+// The predicates of `Recorder::until` get the events (the lock is held): these read them.
+
+/// How many attempts of `task` started.
+fn starts(events: &[RunnerEvent], task: &TaskId) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, RunnerEvent::JobStarted { task: t, .. } if t == task))
+        .count()
+}
+
+/// The outcomes of the attempts of `task` that stopped, in order.
+fn stops(events: &[RunnerEvent], task: &TaskId) -> Vec<JobOutcome> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunnerEvent::JobStopped {
+                task: t, outcome, ..
+            } if t == task => Some(*outcome),
+            _ => None,
+        })
+        .collect()
 }
 
 fn count_claim_nexts(events: &[RunnerEvent]) -> usize {
@@ -149,12 +163,42 @@ async fn create(store: &dyn Store, tool: &str, args: Value, policy: RetryPolicy)
     store.create(new).await.expect("create").id
 }
 
+/// A recorder and a runner over `store` that runs what `executors` resolve, with `options`.
+fn recorded(
+    store: &Arc<dyn Store>,
+    executors: Arc<dyn Executors>,
+    options: RunnerOptions,
+) -> (Arc<Recorder>, Runner) {
+    let rec = Arc::new(Recorder::default());
+    let runner = Runner::start(store.clone(), executors, options, rec.clone());
+    (rec, runner)
+}
+
+/// A recorder and a runner over `store` that runs the example guests, with `options`.
+async fn recorded_guests(
+    store: &Arc<dyn Store>,
+    options: RunnerOptions,
+) -> (Arc<Recorder>, Runner) {
+    recorded(store, registry().await, options)
+}
+
 /// A memory store, a recorder and a runner over the fixtures, without recovery.
 async fn fixtures_runner() -> (Arc<dyn Store>, Arc<Recorder>, Runner) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(false)).await;
     (store, rec, runner)
+}
+
+/// A memory store whose time is a [`ManualClock`] set to [`T0`], and that clock.
+fn memory_on_manual_clock() -> (ManualClock, Arc<dyn Store>) {
+    let clock = ManualClock::new(Timestamp(T0));
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
+    (clock, store)
+}
+
+/// The value of one of the runner's counters.
+fn count(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
 }
 
 /// Creates a task for `tool` and hands it to `runner`.
@@ -250,17 +294,15 @@ fn new_task(tool: &str, args: Value) -> NewTask {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slot_is_free() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(
-        store.clone(),
-        registry().await,
+    let (rec, runner) = recorded_guests(
+        &store,
         RunnerOptions {
             max_concurrent: 1,
             max_running_per_tenant: 1,
             ..opts(false)
         },
-        rec.clone(),
-    );
+    )
+    .await;
     // The one slot is free: the creation claims and starts the task.
     let held = runner
         .create(new_task("slow_compute", json!({"seconds": 60})))
@@ -320,8 +362,7 @@ async fn a_tasks_progress_becomes_its_status_message() {
         Arc::new(MemoryStore::new()),
         statuses.clone(),
     ));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(false)).await;
     let id = submitted(
         &runner,
         &*store,
@@ -370,11 +411,8 @@ async fn a_submitted_task_runs_and_completes() {
         runner.submit(&TaskId::generate()).await.expect("submit"),
         Submitted::NotFound
     );
-    rec.until("job stopped", |e| {
-        e.iter()
-            .any(|e| matches!(e, RunnerEvent::JobStopped { .. }))
-    })
-    .await;
+    rec.until("job stopped", |e| !stops(e, &id).is_empty())
+        .await;
     assert_eq!(rec.stopped(&id), vec![JobOutcome::Completed]);
     runner.shutdown().await;
 }
@@ -388,8 +426,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
         RedbStore::open_with_clock(&path, Arc::new(clock.clone())).expect("open")
     };
     let store: Arc<dyn Store> = Arc::new(open(&clock));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(true)).await;
     let policy = RetryPolicy::new([1_000u32, 2_000]).expect("policy");
     let id = create(&*store, "flaky", json!({"succeed_on_attempt": 3}), policy).await;
     runner.wake();
@@ -408,8 +445,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     drop(runner);
     drop(store);
     let store: Arc<dyn Store> = Arc::new(open(&clock));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(true)).await;
     // Many looks at the queue, none of them early.
     rec.until("claim_next polls", |_| true).await;
     rec.more_polls(10).await;
@@ -461,8 +497,7 @@ fn kind_of(e: &snodo::model::JsonRpcError) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(true), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(true)).await;
     let run_to_end = |tool: &'static str, args: Value, policy: RetryPolicy| {
         let (store, rec, runner) = (store.clone(), rec.clone(), runner.clone());
         async move {
@@ -506,19 +541,12 @@ async fn cancellation_stops_a_guest_that_ignores_its_token() {
     let (store, rec, runner) = fixtures_runner().await;
     for tool in ["ignore_cancel", "spin"] {
         let id = submitted(&runner, &*store, tool, json!({}), RetryPolicy::none()).await;
-        rec.until("job started", |e| {
-            e.iter()
-                .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == id))
-        })
-        .await;
+        rec.until("job started", |e| starts(e, &id) > 0).await;
         cancel_in_store(&*store, &id).await;
         let asked = std::time::Instant::now();
         runner.cancel(&id);
-        rec.until("job stopped", |e| {
-            e.iter()
-                .any(|e| matches!(e, RunnerEvent::JobStopped { task, .. } if *task == id))
-        })
-        .await;
+        rec.until("job stopped", |e| !stops(e, &id).is_empty())
+            .await;
         eprintln!("{tool}: cancel to stopped guest in {:?}", asked.elapsed());
         assert_eq!(rec.stopped(&id), vec![JobOutcome::Cancelled]);
         assert_eq!(task(&*store, &id).await.status, TaskStatus::Cancelled);
@@ -530,24 +558,20 @@ async fn cancellation_stops_a_guest_that_ignores_its_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
-    let clock = ManualClock::new(Timestamp(T0));
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
-    let rec_a = Arc::new(Recorder::default());
-    let rec_b = Arc::new(Recorder::default());
+    let (clock, store) = memory_on_manual_clock();
     // A never renews in time; B recovers what A loses.
-    let a = Runner::start(
-        store.clone(),
-        registry().await,
+    let (rec_a, a) = recorded_guests(
+        &store,
         RunnerOptions {
             heartbeat: Duration::from_secs(3_600),
             ..opts(false)
         },
-        rec_a.clone(),
-    );
+    )
+    .await;
     let id = slow_compute(&a, &*store, 1).await;
     rec_a.started("a started").await;
     clock.advance(30_000);
-    let b = Runner::start(store.clone(), registry().await, opts(true), rec_b.clone());
+    let (rec_b, b) = recorded_guests(&store, opts(true)).await;
     rec_b
         .until("b started", |e| {
             e.iter().any(|e| {
@@ -563,10 +587,7 @@ async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
         })
         .await;
     rec_a
-        .until("a stopped", |e| {
-            e.iter()
-                .any(|e| matches!(e, RunnerEvent::JobStopped { .. }))
-        })
+        .until("a stopped", |e| !stops(e, &id).is_empty())
         .await;
     assert_eq!(
         rec_a.stopped(&id),
@@ -596,16 +617,14 @@ async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
 async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() {
     const N: usize = 1_000;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(
-        store.clone(),
-        registry().await,
+    let (rec, runner) = recorded_guests(
+        &store,
         RunnerOptions {
             park_after: Duration::from_millis(1),
             ..opts(true)
         },
-        rec.clone(),
-    );
+    )
+    .await;
     let mut ids = Vec::with_capacity(N);
     for i in 0..N {
         ids.push(
@@ -620,12 +639,7 @@ async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() 
     }
     runner.wake();
     rec.until("every guest parked and released", |_| {
-        runner
-            .stats()
-            .parked_released
-            .load(std::sync::atomic::Ordering::Relaxed)
-            >= N as u64
-            && runner.active() == 0
+        count(&runner.stats().parked_released) >= N as u64 && runner.active() == 0
     })
     .await;
     assert_eq!(runner.active(), 0, "no live guest");
@@ -651,18 +665,15 @@ async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
-    let clock = ManualClock::new(Timestamp(T0));
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(
-        store.clone(),
-        registry().await,
+    let (clock, store) = memory_on_manual_clock();
+    let (rec, runner) = recorded_guests(
+        &store,
         RunnerOptions {
             reap_interval: Some(Duration::from_millis(5)),
             ..opts(false)
         },
-        rec.clone(),
-    );
+    )
+    .await;
     let id = TaskId::generate();
     let mut new = NewTask::new(
         id,
@@ -695,7 +706,6 @@ async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_what_did_not_drain() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let rec = Arc::new(Recorder::default());
     // An engine of its own: under the shared one, a guest that finds the instance pool or
     // the memory budget taken by another test's guests ends at once, and shutdown would
     // find nothing left to release.
@@ -705,14 +715,13 @@ async fn shutdown_releases_what_did_not_drain() {
             .with_component(&guests.fixtures)
             .expect("catalog"),
     );
-    let runner = Runner::start(
-        store.clone(),
+    let (rec, runner) = recorded(
+        &store,
         catalog,
         RunnerOptions {
             drain_timeout: Duration::from_millis(50),
             ..opts(false)
         },
-        rec.clone(),
     );
     let id = slow_compute(&runner, &*store, 60).await;
     rec.started("started").await;
@@ -747,8 +756,7 @@ async fn a_retry_runs_without_reading_the_store_clock() {
         Arc::new(MemoryStore::new()),
         NoClock,
     ));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(store.clone(), registry().await, opts(false), rec.clone());
+    let (rec, runner) = recorded_guests(&store, opts(false)).await;
     let id = submitted(
         &runner,
         &*store,
@@ -758,9 +766,7 @@ async fn a_retry_runs_without_reading_the_store_clock() {
     )
     .await;
     rec.until("the retry completed the task", |e| {
-        e.iter().any(|e| {
-            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Completed, .. } if *task == id)
-        })
+        stops(e, &id).contains(&JobOutcome::Completed)
     })
     .await;
     assert_eq!(
@@ -775,19 +781,16 @@ async fn a_retry_runs_without_reading_the_store_clock() {
 /// from the events.
 #[tokio::test]
 async fn every_started_job_stops_exactly_once() {
-    let clock = Arc::new(ManualClock::new(Timestamp(T0)));
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(
-        store.clone(),
-        registry().await,
+    let (clock, store) = memory_on_manual_clock();
+    let (rec, runner) = recorded_guests(
+        &store,
         RunnerOptions {
             reap_interval: Some(Duration::from_millis(10)),
             drain_timeout: Duration::from_millis(20),
             ..opts(false)
         },
-        rec.clone(),
-    );
+    )
+    .await;
     let hold = |ttl: Option<u64>| {
         let store = store.clone();
         async move {
@@ -811,9 +814,7 @@ async fn every_started_job_stops_exactly_once() {
     rec.started("the first job").await;
     clock.advance(2_000);
     rec.until("the reaped job stopped", |e| {
-        e.iter().any(|e| {
-            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Reaped, .. } if *task == reaped)
-        })
+        stops(e, &reaped).contains(&JobOutcome::Reaped)
     })
     .await;
     // A start the store refuses (the task was cancelled) is no job at all.
@@ -822,27 +823,23 @@ async fn every_started_job_stops_exactly_once() {
     // Released at shutdown.
     let released = hold(None).await;
     runner.submit(&released).await.expect("submit");
-    rec.until("the second job started", |e| {
-        e.iter()
-            .any(|e| matches!(e, RunnerEvent::JobStarted { task, .. } if *task == released))
-    })
-    .await;
+    rec.until("the second job started", |e| starts(e, &released) > 0)
+        .await;
     runner.shutdown().await;
 
     let events = rec.events.lock().expect("lock").clone();
     for task in [reaped, cancelled, released] {
-        let starts = events
-            .iter()
-            .filter(|e| matches!(e, RunnerEvent::JobStarted { task: t, .. } if *t == task))
-            .count();
-        assert_eq!(starts, rec.stopped(&task).len(), "task {task}");
+        assert_eq!(
+            starts(&events, &task),
+            rec.stopped(&task).len(),
+            "task {task}"
+        );
     }
     assert_eq!(rec.stopped(&reaped), vec![JobOutcome::Reaped]);
     assert_eq!(rec.stopped(&released), vec![JobOutcome::Released]);
     assert!(rec.stopped(&cancelled).is_empty());
     let stats = runner.stats();
-    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-    assert_eq!((load(&stats.started), load(&stats.finished)), (2, 2));
+    assert_eq!((count(&stats.started), count(&stats.finished)), (2, 2));
 }
 
 /// Regression: MCP-created work was never pinned to its component, so a recovered task ran
@@ -854,8 +851,7 @@ async fn a_task_whose_component_version_is_gone_follows_the_policy() {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let mut registry = (*registry().await).clone();
         registry.set_component_policy(policy);
-        let rec = Arc::new(Recorder::default());
-        let runner = Runner::start(store.clone(), Arc::new(registry), opts(false), rec.clone());
+        let (rec, runner) = recorded(&store, Arc::new(registry), opts(false));
         let id = TaskId::generate();
         let work = tool_call_work(&id, "counter", json!({})).with_component_digest("0".repeat(64));
         store
@@ -863,11 +859,8 @@ async fn a_task_whose_component_version_is_gone_follows_the_policy() {
             .await
             .expect("create");
         runner.submit(&id).await.expect("submit");
-        rec.until("the job stopped", |e| {
-            e.iter()
-                .any(|e| matches!(e, RunnerEvent::JobStopped { task, .. } if *task == id))
-        })
-        .await;
+        rec.until("the job stopped", |e| !stops(e, &id).is_empty())
+            .await;
         let gone: Vec<bool> = rec
             .events
             .lock()
@@ -909,7 +902,7 @@ struct SecondTimeLucky {
 #[async_trait::async_trait]
 impl snodo::wasm::Executable for SecondTimeLucky {
     async fn execute(&self, _exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
-        let n = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = self.runs.fetch_add(1, Ordering::SeqCst);
         let outcome = if n == 0 {
             snodo::wasm::GuestOutcome::Retry {
                 error: snodo::model::JsonRpcError::new(-32000, "try later"),
@@ -949,16 +942,9 @@ impl snodo::runner::Executors for Fake {
 /// refused before its delay on the store's clock and runs once the delay has passed.
 #[tokio::test(start_paused = true)]
 async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
-    let clock = Arc::new(ManualClock::new(Timestamp(T0)));
-    let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(clock.clone()));
+    let (clock, store) = memory_on_manual_clock();
     let lucky = Arc::new(SecondTimeLucky::default());
-    let rec = Arc::new(Recorder::default());
-    let runner = Runner::start(
-        store.clone(),
-        Arc::new(Fake(lucky.clone())),
-        opts(false),
-        rec.clone(),
-    );
+    let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(false));
     let id = submitted(
         &runner,
         &*store,
@@ -968,30 +954,20 @@ async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
     )
     .await;
     rec.until("the retry was scheduled", |e| {
-        e.iter().any(|e| {
-            matches!(
-                e,
-                RunnerEvent::JobStopped {
-                    outcome: JobOutcome::RetryScheduled,
-                    ..
-                }
-            )
-        })
+        stops(e, &id).contains(&JobOutcome::RetryScheduled)
     })
     .await;
     // Local time runs on (the paused clock advances whenever the runtime idles), but the
     // store's clock has not reached the retry: nothing may run.
     tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(lucky.runs.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 1);
     let (t, _) = store.inspect(&id).await.expect("inspect").expect("task");
     assert_eq!(t.retry_at, Some(Timestamp(T0 + 60_000)));
     clock.advance(60_000);
     rec.until("the retry completed the task", |e| {
-        e.iter().any(|e| {
-            matches!(e, RunnerEvent::JobStopped { task, outcome: JobOutcome::Completed, .. } if *task == id)
-        })
+        stops(e, &id).contains(&JobOutcome::Completed)
     })
     .await;
-    assert_eq!(lucky.runs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
     runner.shutdown().await;
 }

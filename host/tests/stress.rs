@@ -7,10 +7,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use async_trait::async_trait;
 use snodo::model::{EventKind, TaskEvent};
 use snodo::store::{
-    Authority, Committed, Effect, Layer, Layered, Lease, MemoryStore, RedbStore, SqliteStore,
-    Store, StoreError, StoreResult,
+    Authority, Committed, Effect, Layer, Layered, Lease, MemoryStore, PgOptions, PgStore,
+    RedbStore, SqliteStore, Store, StoreError, StoreResult, drop_postgres_schema,
 };
 use snodo::stress::{StressOptions, StressReport, contention, runner_batches};
+
+mod common;
+
+use common::process::{run_ok, snodo};
 
 fn small() -> StressOptions {
     StressOptions {
@@ -54,28 +58,13 @@ async fn every_store_here_passes_every_contention_invariant() {
         Arc::new(SqliteStore::open(dir.path().join("s.sqlite")).expect("sqlite"));
     assert_all_pass(&contention(sqlite, "sqlite", &small()).await);
 
-    let reachable = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:5432".parse().expect("addr"),
-        std::time::Duration::from_secs(2),
-    )
-    .is_ok();
-    if !reachable {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL is required under CI=true"
-        );
-        eprintln!("SKIPPED: PostgreSQL is not reachable; stress on postgres did not run");
+    if !common::postgres_reachable("contention stress on postgres") {
         return;
     }
-    let mut pg = snodo::store::PgOptions::new(
-        "host=127.0.0.1 port=5432 user=postgres dbname=test",
-        "stress-test",
-    );
-    pg.schema = format!("snodo_stress_test_{}", std::process::id());
-    let store: Arc<dyn Store> =
-        Arc::new(snodo::store::PgStore::open(pg.clone()).await.expect("pg"));
+    let pg = postgres("stress-test");
+    let store: Arc<dyn Store> = Arc::new(PgStore::open(pg.clone()).await.expect("pg"));
     let report = contention(store, "postgres", &small()).await;
-    snodo::store::drop_postgres_schema(&pg).await.expect("drop");
+    drop_postgres_schema(&pg).await.expect("drop");
     assert_all_pass(&report);
 }
 
@@ -110,34 +99,22 @@ async fn runner_batches_hold_every_invariant_on_every_store_here() {
         assert_all_pass(&report);
         assert_eq!(verdict(&report, "every_task_terminal").checked, 14);
     }
-    if !postgres_reachable() {
+    if !common::postgres_reachable("runner-batch stress on postgres") {
         return;
     }
-    let mut pg = snodo::store::PgOptions::new(PG_URL, "stress-runner");
-    pg.schema = format!("snodo_stress_runner_{}", std::process::id());
-    let store: Arc<dyn Store> =
-        Arc::new(snodo::store::PgStore::open(pg.clone()).await.expect("pg"));
+    let pg = postgres("stress-runner");
+    let store: Arc<dyn Store> = Arc::new(PgStore::open(pg.clone()).await.expect("pg"));
     let report = runner_batches(store, "postgres", &components, &opts).await;
-    snodo::store::drop_postgres_schema(&pg).await.expect("drop");
+    drop_postgres_schema(&pg).await.expect("drop");
     assert_all_pass(&report.expect("runs"));
 }
 
-const PG_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
-
-fn postgres_reachable() -> bool {
-    let up = std::net::TcpStream::connect_timeout(
-        &"127.0.0.1:5432".parse().expect("addr"),
-        std::time::Duration::from_secs(2),
-    )
-    .is_ok();
-    if !up {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL is required under CI=true"
-        );
-        eprintln!("SKIPPED: PostgreSQL is not reachable; stress on postgres did not run");
-    }
-    up
+/// The machine's PostgreSQL as node `node`, in a schema of its own named after the node and
+/// this process.
+fn postgres(node: &str) -> PgOptions {
+    let mut pg = PgOptions::new("host=127.0.0.1 port=5432 user=postgres dbname=test", node);
+    pg.schema = format!("snodo_{}_{}", node.replace('-', "_"), std::process::id());
+    pg
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,28 +239,20 @@ async fn a_store_that_commits_a_stale_generation_fails_that_invariant() {
 
 #[test]
 fn the_command_prints_every_invariant_and_exits_by_the_verdict() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args([
-            "stress",
-            "--store",
-            "sqlite",
-            "--writers",
-            "3",
-            "--tasks",
-            "3",
-            "--ops",
-            "3",
-            "--rounds",
-            "1",
-            "--json",
-        ])
-        .output()
-        .expect("run snodo stress");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&mut snodo(&[
+        "stress",
+        "--store",
+        "sqlite",
+        "--writers",
+        "3",
+        "--tasks",
+        "3",
+        "--ops",
+        "3",
+        "--rounds",
+        "1",
+        "--json",
+    ]));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     let invariants = report["invariants"].as_array().expect("invariants");
     assert_eq!(invariants.len(), 8, "{report}");
@@ -292,8 +261,7 @@ fn the_command_prints_every_invariant_and_exits_by_the_verdict() {
         "{report}"
     );
     assert!(report["timings"].as_array().is_some_and(|t| !t.is_empty()));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args(["stress", "--store", "mongo"])
+    let out = snodo(&["stress", "--store", "mongo"])
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
@@ -302,21 +270,20 @@ fn the_command_prints_every_invariant_and_exits_by_the_verdict() {
 
 /// `snodo stress --kill` on a store: the JSON report, every invariant PASS.
 fn kill_mode(args: &[&str]) -> serde_json::Value {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args([
-            "stress",
-            "--kill",
-            "--rounds",
-            "2",
-            "--writers",
-            "2",
-            "--json",
-        ])
-        .args(["--component", snodo_test_guests::FIXTURES])
-        .args(["--component", snodo_test_guests::EXAMPLES])
-        .args(args)
-        .output()
-        .expect("run snodo stress --kill");
+    let out = snodo(&[
+        "stress",
+        "--kill",
+        "--rounds",
+        "2",
+        "--writers",
+        "2",
+        "--json",
+    ])
+    .args(["--component", snodo_test_guests::FIXTURES])
+    .args(["--component", snodo_test_guests::EXAMPLES])
+    .args(args)
+    .output()
+    .expect("run snodo stress --kill");
     let report: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|_| panic!("no JSON report: {}", String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{report}");
@@ -337,8 +304,7 @@ fn killed_servers_keep_every_acknowledged_reply_on_the_file_stores() {
         let report = kill_mode(&["--store", store]);
         assert_eq!(report["mode"], "kill");
     }
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
-        .args(["stress", "--kill", "--store", "memory"])
+    let out = snodo(&["stress", "--kill", "--store", "memory"])
         .output()
         .expect("run");
     assert_eq!(
@@ -350,7 +316,7 @@ fn killed_servers_keep_every_acknowledged_reply_on_the_file_stores() {
 
 #[test]
 fn a_killed_node_of_two_loses_nothing_on_postgres() {
-    if !postgres_reachable() {
+    if !common::postgres_reachable("crash stress on postgres") {
         return;
     }
     kill_mode(&["--store", "postgres", "--nodes", "2"]);

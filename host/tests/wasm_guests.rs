@@ -69,7 +69,41 @@ fn io() -> Arc<dyn ExecutionIo> {
 }
 
 async fn run(c: &Component, tool: &str, args: Value) -> Result<GuestOutcome, AttemptError> {
-    c.execute(Execution::new(tool, args, io())).await.outcome
+    run_with(c, tool, args, io()).await
+}
+
+/// [`run`] with `io` answering the guest.
+async fn run_with(
+    c: &Component,
+    tool: &str,
+    args: Value,
+    io: Arc<dyn ExecutionIo>,
+) -> Result<GuestOutcome, AttemptError> {
+    c.execute(Execution::new(tool, args, io)).await.outcome
+}
+
+/// Runs `exec` on `c` and cancels it at once, allowing `grace` to return; the report, or a
+/// failure saying `what` if the guest is still running twenty seconds on.
+async fn run_cancelled(
+    c: &Arc<Component>,
+    mut exec: Execution,
+    grace: Duration,
+    what: &str,
+) -> snodo::wasm::ExecutionReport {
+    let cancel = CancelToken::new();
+    exec.cancel = cancel.clone();
+    exec.cancel_grace = grace;
+    let c = c.clone();
+    let running = tokio::spawn(async move { c.execute(exec).await });
+    cancel.cancel();
+    common::join_soon(running, what).await
+}
+
+/// Asserts the mode `c` chooses for each call of `tool`, given as `(arguments, mode)`.
+async fn assert_modes(c: &Component, tool: &str, cases: &[(Value, TaskMode)]) {
+    for (args, mode) in cases {
+        assert_eq!(c.choose_mode(tool, args).await, Ok(*mode), "{tool} {args}");
+    }
 }
 
 fn text(outcome: &GuestOutcome) -> String {
@@ -292,18 +326,15 @@ async fn greet_says_hello_exactly() {
 #[tokio::test]
 async fn slow_compute_chooses_its_mode_per_call_and_honours_cancellation() {
     let g = guests().await;
-    assert_eq!(
-        g.fixtures
-            .choose_mode("slow_compute", &json!({"seconds": 0}))
-            .await,
-        Ok(TaskMode::Sync)
-    );
-    assert_eq!(
-        g.fixtures
-            .choose_mode("slow_compute", &json!({"seconds": 2}))
-            .await,
-        Ok(TaskMode::Optional)
-    );
+    assert_modes(
+        &g.fixtures,
+        "slow_compute",
+        &[
+            (json!({"seconds": 0}), TaskMode::Sync),
+            (json!({"seconds": 2}), TaskMode::Optional),
+        ],
+    )
+    .await;
     let out = run(
         &g.fixtures,
         "slow_compute",
@@ -314,17 +345,9 @@ async fn slow_compute_chooses_its_mode_per_call_and_honours_cancellation() {
     assert!(text(&out).contains("x"));
 
     // Cancelled mid-sleep: the guest notices through its token and returns.
-    let cancel = CancelToken::new();
-    let mut exec = Execution::new("slow_compute", json!({"seconds": 60}), io());
-    exec.cancel = cancel.clone();
-    exec.cancel_grace = Duration::from_secs(30);
-    let fixtures = g.fixtures.clone();
-    let running = tokio::spawn(async move { fixtures.execute(exec).await });
-    cancel.cancel();
-    let report = tokio::time::timeout(Duration::from_secs(20), running)
-        .await
-        .expect("a cancelled guest stops")
-        .expect("join");
+    let exec = Execution::new("slow_compute", json!({"seconds": 60}), io());
+    let grace = Duration::from_secs(30);
+    let report = run_cancelled(&g.fixtures, exec, grace, "a cancelled guest stops").await;
     let out = report.outcome.expect("cooperative stop returns an outcome");
     assert!(is_error(&out));
     assert!(text(&out).contains("cancelled"));
@@ -370,30 +393,26 @@ async fn confirm_delete_asks_then_deletes() {
         json!({"confirm": {"action": "accept", "content": {"confirm": true}}}),
         json!({"elicitation": {}}),
     );
-    let out = g
-        .fixtures
-        .execute(Execution::new(
-            "confirm_delete",
-            json!({"filename": "a.txt"}),
-            answered,
-        ))
-        .await
-        .outcome
-        .expect("answered");
+    let out = run_with(
+        &g.fixtures,
+        "confirm_delete",
+        json!({"filename": "a.txt"}),
+        answered,
+    )
+    .await
+    .expect("answered");
     assert_eq!(text(&out), "Deleted a.txt");
 
     // Without the elicitation capability the tool is told, and reports it as a tool error.
     let no_caps = io_with(json!({}), json!({}));
-    let out = g
-        .fixtures
-        .execute(Execution::new(
-            "confirm_delete",
-            json!({"filename": "a.txt"}),
-            no_caps,
-        ))
-        .await
-        .outcome
-        .expect("outcome");
+    let out = run_with(
+        &g.fixtures,
+        "confirm_delete",
+        json!({"filename": "a.txt"}),
+        no_caps,
+    )
+    .await
+    .expect("outcome");
     assert!(is_error(&out));
     assert!(text(&out).contains("elicitation"), "{}", text(&out));
 }
@@ -415,11 +434,8 @@ async fn multi_input_asks_two_questions_at_once() {
                "input-b": {"action": "accept", "content": {"name": "p", "confirm": true}}}),
         json!({"elicitation": {}}),
     );
-    let out = g
-        .fixtures
-        .execute(Execution::new("multi_input", json!({}), both))
+    let out = run_with(&g.fixtures, "multi_input", json!({}), both)
         .await
-        .outcome
         .expect("ok");
     assert!(text(&out).starts_with("Received both answers"));
 }
@@ -499,10 +515,8 @@ async fn core_fixtures_return_their_content() {
     // Progress and log lines reach the execution's IO as the guest reports them.
     let reports = Arc::new(Reports::default());
     for tool in ["test_tool_with_progress", "test_logging_tool"] {
-        g.fixtures
-            .execute(Execution::new(tool, json!({}), reports.clone()))
+        run_with(&g.fixtures, tool, json!({}), reports.clone())
             .await
-            .outcome
             .expect("run");
     }
     assert_eq!(
@@ -525,18 +539,15 @@ async fn core_fixtures_return_their_content() {
 #[tokio::test]
 async fn examples_quick_report_durable_export_and_flaky() {
     let g = guests().await;
-    assert_eq!(
-        g.examples
-            .choose_mode("quick_report", &json!({"rows": 10}))
-            .await,
-        Ok(TaskMode::Sync)
-    );
-    assert_eq!(
-        g.examples
-            .choose_mode("quick_report", &json!({"rows": 5_000_000}))
-            .await,
-        Ok(TaskMode::Optional)
-    );
+    assert_modes(
+        &g.examples,
+        "quick_report",
+        &[
+            (json!({"rows": 10}), TaskMode::Sync),
+            (json!({"rows": 5_000_000}), TaskMode::Optional),
+        ],
+    )
+    .await;
     let GuestOutcome::Completed(r) = run(&g.examples, "quick_report", json!({"rows": 10}))
         .await
         .expect("run")
@@ -564,16 +575,14 @@ async fn examples_quick_report_durable_export_and_flaky() {
         json!({"export-confirmation": {"action": "decline"}}),
         json!({"elicitation": {}}),
     );
-    let out = g
-        .examples
-        .execute(Execution::new(
-            "durable_export",
-            json!({"dataset": "sales"}),
-            declined,
-        ))
-        .await
-        .outcome
-        .expect("run");
+    let out = run_with(
+        &g.examples,
+        "durable_export",
+        json!({"dataset": "sales"}),
+        declined,
+    )
+    .await
+    .expect("run");
     assert!(text(&out).contains("not confirmed"));
 
     let mut exec = Execution::new("flaky", json!({"succeed_on_attempt": 3}), io());
@@ -741,17 +750,10 @@ async fn invalid_outcomes_and_reserved_codes_are_caught() {
 async fn guests_that_ignore_cancellation_are_stopped_after_the_grace_period() {
     let g = guests().await;
     for tool in ["ignore_cancel", "spin"] {
-        let cancel = CancelToken::new();
-        let mut exec = Execution::new(tool, json!({}), io());
-        exec.cancel = cancel.clone();
-        exec.cancel_grace = Duration::from_millis(100);
-        let hostile = g.hostile.clone();
-        let running = tokio::spawn(async move { hostile.execute(exec).await });
-        cancel.cancel();
-        let report = tokio::time::timeout(Duration::from_secs(20), running)
-            .await
-            .unwrap_or_else(|_| panic!("{tool} was not stopped"))
-            .expect("join");
+        let exec = Execution::new(tool, json!({}), io());
+        let grace = Duration::from_millis(100);
+        let stopped = format!("{tool} was not stopped");
+        let report = run_cancelled(&g.hostile, exec, grace, &stopped).await;
         assert_eq!(report.outcome, Err(AttemptError::Cancelled), "{tool}");
     }
 }
@@ -844,10 +846,8 @@ async fn a_restart_finds_compiled_components_in_the_disk_cache() {
         .await
         .expect("load");
     assert!(c.info().cache_hit, "the restart found the cached code");
-    let out = c
-        .execute(Execution::new("quick_report", json!({"rows": 3}), io()))
+    let out = run(&c, "quick_report", json!({"rows": 3}))
         .await
-        .outcome
         .expect("run");
     assert!(matches!(out, GuestOutcome::Completed(_)));
 
@@ -948,10 +948,6 @@ async fn fuel_limits_end_a_computing_guest() {
         Err(AttemptError::Limit(Limit::Fuel { units: 5_000_000 }))
     );
     // Work without a fuel limit still runs on a fuel-metered engine.
-    let out = hostile
-        .execute(Execution::new("counter", json!({}), io()))
-        .await
-        .outcome
-        .expect("run");
+    let out = run(&hostile, "counter", json!({})).await.expect("run");
     assert_eq!(text(&out), "1");
 }

@@ -3,7 +3,6 @@
 //! for an attempt whose lease was superseded.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use snodo::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
@@ -14,10 +13,6 @@ use snodo::wasm::{AttemptError, CancelToken, Component, Execution, ExecutionRepo
 mod common;
 
 const LEASE_MS: u64 = 30_000;
-
-async fn fixtures() -> Arc<Component> {
-    common::load_guests(8, 64 << 20).await.fixtures
-}
 
 async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
     let id = TaskId::generate();
@@ -31,36 +26,60 @@ async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
     store.create(new).await.expect("create").id
 }
 
-fn attempt(
-    component: &Arc<Component>,
-    store: &Arc<dyn Store>,
-    waiters: &Arc<InputWaiters>,
-    lease: Lease,
-    tool: &str,
-    args: Value,
-    cancel: CancelToken,
-) -> tokio::task::JoinHandle<ExecutionReport> {
-    let io = Arc::new(TaskIo::new(
-        store.clone(),
-        lease.clone(),
-        json!({"elicitation": {}}),
-        waiters.clone(),
-    ));
-    let mut exec = Execution::new(tool, args, io);
-    exec.task_id = Some(lease.task_id().to_string());
-    exec.idempotency_key = lease.task_id().to_string();
-    exec.cancel = cancel;
-    let component = component.clone();
-    tokio::spawn(async move { component.execute(exec).await })
+/// What the attempts of a test share: the fixtures, a store and the input waiters.
+struct Attempts {
+    component: Arc<Component>,
+    store: Arc<dyn Store>,
+    waiters: Arc<InputWaiters>,
 }
 
-/// Waits (without sleeping) until the stored task satisfies `pred`.
-async fn await_state(store: &dyn Store, id: &TaskId, pred: impl Fn(&Task) -> bool) -> Task {
-    common::eventually("the task's state", || async {
-        let (t, _) = store.inspect(id).await.expect("inspect").expect("present");
-        pred(&t).then_some(t)
-    })
-    .await
+impl Attempts {
+    async fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            component: common::load_guests(8, 64 << 20).await.fixtures,
+            store,
+            waiters: Arc::new(InputWaiters::new()),
+        }
+    }
+
+    /// Starts an attempt of `tool` under `lease`, as the runner would.
+    fn start(
+        &self,
+        lease: Lease,
+        tool: &str,
+        args: Value,
+        cancel: CancelToken,
+    ) -> tokio::task::JoinHandle<ExecutionReport> {
+        let io = Arc::new(TaskIo::new(
+            self.store.clone(),
+            lease.clone(),
+            json!({"elicitation": {}}),
+            self.waiters.clone(),
+        ));
+        let mut exec = Execution::new(tool, args, io);
+        exec.task_id = Some(lease.task_id().to_string());
+        exec.idempotency_key = lease.task_id().to_string();
+        exec.cancel = cancel;
+        let component = self.component.clone();
+        tokio::spawn(async move { component.execute(exec).await })
+    }
+
+    /// Starts an attempt under `lease` of deleting `a.txt`, a question to confirm first.
+    fn delete_a_txt(&self, lease: Lease) -> tokio::task::JoinHandle<ExecutionReport> {
+        let args = json!({"filename": "a.txt"});
+        self.start(lease, "confirm_delete", args, CancelToken::new())
+    }
+
+    /// The task `id` as stored.
+    async fn stored(&self, id: &TaskId) -> Task {
+        let (task, _) = self
+            .store
+            .inspect(id)
+            .await
+            .expect("inspect")
+            .expect("present");
+        task
+    }
 }
 
 fn text(report: &ExecutionReport) -> String {
@@ -75,27 +94,22 @@ fn text(report: &ExecutionReport) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn input_is_recorded_answered_and_replayed_from_the_store() {
-    let component = fixtures().await;
     let clock = ManualClock::new(Timestamp(1_700_000_000_000));
     let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
-    let waiters = Arc::new(InputWaiters::new());
+    let attempts = Attempts::new(store.clone()).await;
+    let waiters = &attempts.waiters;
     let id = create(&*store, "confirm_delete", json!({"filename": "a.txt"})).await;
     let first = store
         .claim(&id, &ClaimRequest::new(LEASE_MS, "t"))
         .await
         .expect("claim");
 
-    let running = attempt(
-        &component,
-        &store,
-        &waiters,
-        first.lease.clone(),
-        "confirm_delete",
-        json!({"filename": "a.txt"}),
-        CancelToken::new(),
-    );
+    let running = attempts.delete_a_txt(first.lease.clone());
     // The question is in the store before anyone answers it.
-    let parked = await_state(&*store, &id, |t| t.status == TaskStatus::InputRequired).await;
+    let parked = common::await_stored(&*store, &id, "the question stored", |t| {
+        t.status == TaskStatus::InputRequired
+    })
+    .await;
     let questions: Vec<&str> = parked.outstanding_inputs().map(|(k, _)| k).collect();
     assert_eq!(questions, vec!["confirm"]);
     assert!(!running.is_finished(), "the guest waits for the answer");
@@ -103,22 +117,13 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
     // tasks/update: the store accepts first, then the waiter is woken.
     common::confirm(&*store, &id).await;
     waiters.notify(&id);
-    let report = tokio::time::timeout(Duration::from_secs(20), running)
-        .await
-        .expect("finished")
-        .expect("join");
+    let report = common::join_soon(running, "finished").await;
     assert_eq!(text(&report), "Deleted a.txt");
     assert!(waiters.is_empty(), "the attempt unregistered");
 
     // Recovery: the lease runs out, a new generation replays the guest, which gets the
     // stored answer without a new input event.
-    let revision = store
-        .inspect(&id)
-        .await
-        .expect("inspect")
-        .expect("present")
-        .0
-        .revision;
+    let revision = attempts.stored(&id).await.revision;
     clock.advance(LEASE_MS);
     let second = store
         .claim_next(&ClaimRequest::new(LEASE_MS, "t"))
@@ -126,86 +131,54 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
         .expect("claim")
         .expect("due");
     assert!(second.lease.generation() > first.lease.generation());
-    let report = attempt(
-        &component,
-        &store,
-        &waiters,
-        second.lease.clone(),
-        "confirm_delete",
-        json!({"filename": "a.txt"}),
-        CancelToken::new(),
-    )
-    .await
-    .expect("join");
-    assert_eq!(text(&report), "Deleted a.txt");
-    let after = store
-        .inspect(&id)
+    let report = attempts
+        .delete_a_txt(second.lease.clone())
         .await
-        .expect("inspect")
-        .expect("present")
-        .0;
+        .expect("join");
+    assert_eq!(text(&report), "Deleted a.txt");
+    let after = attempts.stored(&id).await;
     assert_eq!(after.revision, revision, "no second question to the user");
 
     // The superseded attempt cannot ask anything any more.
-    let report = attempt(
-        &component,
-        &store,
-        &waiters,
-        first.lease.clone(),
-        "multi_input",
-        json!({}),
-        CancelToken::new(),
-    )
-    .await
-    .expect("join");
+    let report = attempts
+        .start(
+            first.lease.clone(),
+            "multi_input",
+            json!({}),
+            CancelToken::new(),
+        )
+        .await
+        .expect("join");
     assert!(
         matches!(report.outcome, Err(AttemptError::Stopped(_))),
         "{:?}",
         report.outcome
     );
-    assert_eq!(
-        store
-            .inspect(&id)
-            .await
-            .expect("inspect")
-            .expect("present")
-            .0
-            .revision,
-        revision
-    );
+    assert_eq!(attempts.stored(&id).await.revision, revision);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_guest_is_released_by_cancellation() {
-    let component = fixtures().await;
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let waiters = Arc::new(InputWaiters::new());
+    let attempts = Attempts::new(store.clone()).await;
     let id = create(&*store, "multi_input", json!({})).await;
     let claimed = store
         .claim(&id, &ClaimRequest::new(LEASE_MS, "t"))
         .await
         .expect("claim");
     let cancel = CancelToken::new();
-    let running = attempt(
-        &component,
-        &store,
-        &waiters,
-        claimed.lease,
-        "multi_input",
-        json!({}),
-        cancel.clone(),
-    );
-    let parked = await_state(&*store, &id, |t| t.outstanding_inputs().count() == 2).await;
+    let running = attempts.start(claimed.lease, "multi_input", json!({}), cancel.clone());
+    let parked = common::await_stored(&*store, &id, "both questions stored", |t| {
+        t.outstanding_inputs().count() == 2
+    })
+    .await;
     assert_eq!(
         parked.status,
         TaskStatus::InputRequired,
         "both questions are outstanding at once"
     );
     cancel.cancel();
-    let report = tokio::time::timeout(Duration::from_secs(20), running)
-        .await
-        .expect("stopped")
-        .expect("join");
+    let report = common::join_soon(running, "stopped").await;
     // The guest was told through its input error and answered with a tool error.
     let out = report.outcome.expect("a cooperative outcome");
     assert!(

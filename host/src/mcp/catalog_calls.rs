@@ -40,15 +40,7 @@ pub(super) fn given_answers(
     subject: &str,
     principal: &Principal,
 ) -> Result<Map<String, Value>, RpcError> {
-    let mut responses = match params.get("inputResponses") {
-        None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(r)) => r.clone(),
-        Some(_) => {
-            return Err(RpcError::invalid_params(
-                "params.inputResponses must be an object",
-            ));
-        }
-    };
+    let mut responses = object_field(params, "inputResponses")?;
     // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
     // ListRootsResult); anything else is a malformed round, not an answer.
     if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
@@ -85,6 +77,20 @@ fn finished(revision: Revision, mut result: Value) -> Value {
         result["cacheScope"] = json!("private");
     }
     result
+}
+
+/// An optional object parameter: absent or null is an empty object.
+pub(super) fn object_field(
+    params: &Map<String, Value>,
+    key: &str,
+) -> Result<Map<String, Value>, RpcError> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(m)) => Ok(m.clone()),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "params.{key} must be an object"
+        ))),
+    }
 }
 
 fn string_field<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, RpcError> {

@@ -16,6 +16,7 @@ use serde_json::{Map, Value, json};
 use crate::model::Principal;
 use crate::protocol::{self, LogLevel, RequestMeta, RpcError};
 
+use super::catalog_calls::object_field;
 use super::session::{HANDSHAKE_VERSIONS, Session};
 use super::{Asking, McpServer, Reply, Revision, RoutingHeaders};
 
@@ -173,15 +174,7 @@ impl McpServer {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::invalid_params("params.protocolVersion must be a string"))?;
-        let capabilities = match req.params.get("capabilities") {
-            None | Some(Value::Null) => json!({}),
-            Some(c @ Value::Object(_)) => c.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "params.capabilities must be an object",
-                ));
-            }
-        };
+        let capabilities = Value::Object(object_field(&req.params, "capabilities")?);
         // The client's version when served, else the newest: the client decides whether
         // it can speak that.
         let version = HANDSHAKE_VERSIONS

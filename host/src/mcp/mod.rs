@@ -62,6 +62,21 @@ pub struct RoutingHeaders {
     pub accepts_sse: bool,
 }
 
+/// A routing header's value if it was sent; a header sent but not readable is refused
+/// whether or not the method needs it.
+fn readable<'h>(
+    header: &'h Option<Result<String, ()>>,
+    name: &str,
+) -> Result<Option<&'h str>, RpcError> {
+    match header {
+        None => Ok(None),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(())) => Err(RpcError::header_mismatch(format!(
+            "the {name} header is not readable"
+        ))),
+    }
+}
+
 /// What to send back.
 pub enum Reply {
     /// One JSON body with an HTTP status.
@@ -312,47 +327,37 @@ impl McpServer {
                 }));
         }
         // 1. Routing headers against the body.
-        match &headers.method {
+        match readable(&headers.method, "Mcp-Method")? {
             None => {
                 return Err(RpcError::header_mismatch(
                     "the Mcp-Method header is required",
                 ));
             }
-            Some(Err(())) => {
-                return Err(RpcError::header_mismatch(
-                    "the Mcp-Method header is not readable",
-                ));
-            }
-            Some(Ok(m)) if *m != req.method => {
+            Some(m) if m != req.method => {
                 return Err(RpcError::header_mismatch(format!(
                     "Mcp-Method {m:?} does not match the body's method {:?}",
                     req.method
                 )));
             }
-            Some(Ok(_)) => {}
+            Some(_) => {}
         }
         match protocol::name_source(&req.method, &req.params) {
             NameSource::Body {
                 value: body_name,
                 required,
-            } => match &headers.name {
+            } => match readable(&headers.name, "Mcp-Name")? {
                 None if !required => {}
                 None => {
                     return Err(RpcError::header_mismatch(
                         "the Mcp-Name header is required for this method",
                     ));
                 }
-                Some(Err(())) => {
-                    return Err(RpcError::header_mismatch(
-                        "the Mcp-Name header is not readable",
-                    ));
-                }
-                Some(Ok(n)) if n != body_name => {
+                Some(n) if n != body_name => {
                     return Err(RpcError::header_mismatch(
                         "Mcp-Name does not match the body",
                     ));
                 }
-                Some(Ok(_)) => {}
+                Some(_) => {}
             },
             NameSource::None => {}
             NameSource::Missing(field) => {

@@ -216,9 +216,9 @@ fn progress_notification(token: &Value, p: Progress) -> Value {
 mod tests {
     use super::*;
 
-    /// An IO that asks its questions on a stream, the stream's far end, and the table of
-    /// questions waiting for the client's answer.
-    fn asking() -> (SyncIo, mpsc::Receiver<Value>, Arc<Outstanding>) {
+    /// An IO that asks its questions on a stream, the stream's far end, the table of
+    /// questions waiting for the client's answer, and the call's cancellation token.
+    fn asking() -> (SyncIo, mpsc::Receiver<Value>, Arc<Outstanding>, CancelToken) {
         let outstanding = Arc::new(Outstanding::default());
         let (tx, rx) = mpsc::channel(4);
         let io = SyncIo::new(Map::new(), json!({"elicitation": {}}))
@@ -228,7 +228,7 @@ mod tests {
                 progress_token: None,
                 log_level: None,
             });
-        (io, rx, outstanding)
+        (io, rx, outstanding, CancelToken::new())
     }
 
     fn question() -> Vec<(String, Value)> {
@@ -251,8 +251,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_question_is_a_server_request_answered_by_the_clients_response() {
-        let (io, mut rx, outstanding) = asking();
-        let cancel = CancelToken::new();
+        let (io, mut rx, outstanding, cancel) = asking();
         let ask = io.await_inputs(question(), &cancel);
         tokio::pin!(ask);
         let sent = sent(&mut rx, ask.as_mut()).await;
@@ -269,8 +268,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_wait_dropped_with_its_call_leaves_nothing_behind() {
-        let (io, mut rx, outstanding) = asking();
-        let cancel = CancelToken::new();
+        let (io, mut rx, outstanding, cancel) = asking();
         {
             let ask = io.await_inputs(question(), &cancel);
             tokio::pin!(ask);

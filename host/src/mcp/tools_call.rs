@@ -14,7 +14,7 @@ use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
 use crate::wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
-use super::catalog_calls::{given_answers, input_required};
+use super::catalog_calls::{given_answers, input_required, object_field};
 use super::sync_io::Outbox;
 use super::{McpServer, Reply, Revision, SyncIo, legacy, state, wire};
 
@@ -54,15 +54,7 @@ impl McpServer {
         let tool = self
             .tool(name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {name}")))?;
-        let arguments = match req.params.get("arguments") {
-            None | Some(Value::Null) => json!({}),
-            Some(a @ Value::Object(_)) => a.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "params.arguments must be an object",
-                ));
-            }
-        };
+        let arguments = Value::Object(object_field(&req.params, "arguments")?);
         // Checked before anything is decided: a bad call is -32602 on the call in every
         // mode, and no task, slot or guest is spent on it.
         tool.component

@@ -167,25 +167,21 @@ mod tests {
         assert_eq!(back, w);
     }
 
+    /// Why `w` is refused, or nothing.
+    fn refusal(w: &Work) -> String {
+        w.validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
     #[test]
     fn validation_names_the_field() {
         let mut w = Work::new("", json!({}), "k");
-        assert!(
-            w.validate()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-                .contains("work type")
-        );
+        assert!(refusal(&w).contains("work type"), "{w:?}");
         w.kind = "t".into();
         w.idempotency_key = "x".repeat(300);
-        assert!(
-            w.validate()
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default()
-                .contains("idempotency")
-        );
+        assert!(refusal(&w).contains("idempotency"), "{w:?}");
         w.idempotency_key = "k".into();
         w.schema_version = 9;
         assert!(matches!(

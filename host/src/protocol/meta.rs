@@ -78,29 +78,23 @@ impl RequestMeta {
                 ));
             }
         };
-        let version = match meta.get("io.modelcontextprotocol/protocolVersion") {
-            Some(Value::String(v)) => v.clone(),
-            Some(_) => {
+        let required = |key: &str| {
+            meta.get(key)
+                .ok_or_else(|| RpcError::invalid_params(format!("_meta is missing {key}")))
+        };
+        let version = match required("io.modelcontextprotocol/protocolVersion")? {
+            Value::String(v) => v.clone(),
+            _ => {
                 return Err(RpcError::invalid_params(
                     "_meta protocolVersion must be a string",
                 ));
             }
-            None => {
-                return Err(RpcError::invalid_params(
-                    "_meta is missing io.modelcontextprotocol/protocolVersion",
-                ));
-            }
         };
-        let caps = match meta.get("io.modelcontextprotocol/clientCapabilities") {
-            Some(c @ Value::Object(_)) => c.clone(),
-            Some(_) => {
+        let caps = match required("io.modelcontextprotocol/clientCapabilities")? {
+            c @ Value::Object(_) => c.clone(),
+            _ => {
                 return Err(RpcError::invalid_params(
                     "_meta clientCapabilities must be an object",
-                ));
-            }
-            None => {
-                return Err(RpcError::invalid_params(
-                    "_meta is missing io.modelcontextprotocol/clientCapabilities",
                 ));
             }
         };

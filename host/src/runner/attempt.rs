@@ -84,6 +84,23 @@ async fn commit(
 }
 
 /// What a refused commit means for the job.
+/// Fails a task without running its guest, with `status` as its last message.
+async fn fail_unrun(
+    inner: &Inner,
+    lease: &Lease,
+    error: crate::model::JsonRpcError,
+    status: &str,
+) -> JobOutcome {
+    let kind = EventKind::Failed {
+        error,
+        status_message: Some(status.into()),
+    };
+    match commit(inner, lease, "outcome", kind).await {
+        Ok(_) => JobOutcome::Failed,
+        Err(e) => refused(&e),
+    }
+}
+
 fn refused(e: &StoreError) -> JobOutcome {
     match e {
         StoreError::Terminal {
@@ -142,14 +159,8 @@ pub(super) async fn run(
             "recoveries": claimed.task.recoveries,
         }));
         tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
-        let kind = EventKind::Failed {
-            error,
-            status_message: Some("stopped: its attempts kept ending without an outcome".into()),
-        };
-        return stop(match commit(inner, &lease, "outcome", kind).await {
-            Ok(_) => JobOutcome::Failed,
-            Err(e) => refused(&e),
-        });
+        let status = "stopped: its attempts kept ending without an outcome";
+        return stop(fail_unrun(inner, &lease, error, status).await);
     }
 
     let resolved = match inner.executors.resolve(&claimed.work) {
@@ -184,14 +195,7 @@ pub(super) async fn run(
                 format!("the tool cannot run: {reason}"),
             )
             .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
-            let kind = EventKind::Failed {
-                error,
-                status_message: Some("the tool is not deployed".into()),
-            };
-            return stop(match commit(inner, &lease, "outcome", kind).await {
-                Ok(_) => JobOutcome::Failed,
-                Err(e) => refused(&e),
-            });
+            return stop(fail_unrun(inner, &lease, error, "the tool is not deployed").await);
         }
     };
 

@@ -258,6 +258,12 @@ impl Runner {
         &self.inner.stats
     }
 
+    /// Whether at least `n` parked guests were released and no attempt runs now: a
+    /// batch of tasks waiting for input has settled into the store.
+    pub fn settled_parked(&self, n: u64) -> bool {
+        self.inner.stats.parked_released.load(Ordering::Relaxed) >= n && self.active() == 0
+    }
+
     /// Attempts running on this node now.
     pub fn active(&self) -> usize {
         self.lock_attempts().len()

@@ -86,34 +86,12 @@ macro_rules! embedded_store {
                 event: $crate::model::TaskEvent,
                 expected_revision: Option<u64>,
             ) -> $crate::store::StoreResult<$crate::store::Committed> {
-                match by {
-                    $crate::store::Authority::Worker(lease) => {
-                        let lease = lease.clone();
-                        self.write(move |txn, ctx| {
-                            $crate::store::engine::transition(
-                                txn,
-                                ctx,
-                                $crate::store::Authority::Worker(&lease),
-                                event,
-                                expected_revision,
-                            )
-                        })
-                        .await
-                    }
-                    $crate::store::Authority::Request(access) => {
-                        let access = access.clone();
-                        self.write(move |txn, ctx| {
-                            $crate::store::engine::transition(
-                                txn,
-                                ctx,
-                                $crate::store::Authority::Request(&access),
-                                event,
-                                expected_revision,
-                            )
-                        })
-                        .await
-                    }
-                }
+                let by = $crate::store::HeldAuthority::of(by);
+                self.write(move |txn, ctx| {
+                    let by = by.authority();
+                    $crate::store::engine::transition(txn, ctx, by, event, expected_revision)
+                })
+                .await
             }
 
             async fn claim(
@@ -202,6 +180,22 @@ pub(crate) struct FileBoot {
 }
 
 impl FileBoot {
+    pub(crate) fn new(
+        path: std::path::PathBuf,
+        clock: std::sync::Arc<dyn crate::model::Clock>,
+        epoch: u64,
+        issuer: u64,
+        fenced: usize,
+    ) -> std::sync::Arc<Self> {
+        std::sync::Arc::new(Self {
+            path,
+            clock,
+            epoch,
+            issuer,
+            fenced,
+        })
+    }
+
     /// The context one operation runs in: the clock read now, and this process's identity.
     pub(crate) fn ctx(&self) -> super::engine::Ctx {
         super::engine::Ctx {
@@ -268,7 +262,7 @@ pub(crate) fn create_beside(
 }
 
 /// The inherent accessors, the write path and `Debug` of an embedded store kept in one
-/// file, for a type with a `boot: FileBoot` field and a `writer` that group-commits.
+/// file, for a type with a `boot: Arc<FileBoot>` field and a `writer` that group-commits.
 macro_rules! file_store_accessors {
     ($ty:ident) => {
         impl $ty {

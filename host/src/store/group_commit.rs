@@ -179,6 +179,37 @@ pub(crate) fn next_batch(
     Some(batch)
 }
 
+/// The backend transaction a writer thread applies one batch in.
+pub(crate) trait BatchTxn {
+    /// Commits it durably.
+    fn commit(self) -> StoreResult<()>;
+    /// Abandons it: nothing of the batch is written.
+    fn abandon(self);
+}
+
+/// Ends a batch's transaction. After a `failure` the jobs not yet run hear it, the
+/// transaction is abandoned and every job that ran hears the failure too: nothing of the
+/// batch was written. Otherwise it commits and every job hears how that went, so nobody
+/// is answered before the commit is durable.
+pub(crate) fn settle(
+    failure: Option<StoreError>,
+    unrun: impl Iterator<Item = Box<dyn WriteJob>>,
+    replies: Vec<Box<dyn Reply>>,
+    txn: impl BatchTxn,
+) {
+    let outcome = match failure {
+        Some(err) => {
+            fail_all(unrun.collect(), err.clone());
+            txn.abandon();
+            Err(err)
+        }
+        None => txn.commit(),
+    };
+    for reply in replies {
+        reply.deliver(outcome.clone());
+    }
+}
+
 /// Answers every job of `batch` with `err` (nothing of it ran).
 pub(crate) fn fail_all(batch: Vec<Box<dyn WriteJob>>, err: StoreError) {
     for job in batch {

@@ -48,6 +48,7 @@ pub use postgres::{
 };
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};
+pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
     InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,

@@ -90,10 +90,7 @@ impl Layer for Announcer {
         event: TaskEvent,
         expected_revision: Option<u64>,
     ) -> StoreResult<Committed> {
-        let before = match by {
-            Authority::Worker(l) => *l.task_id(),
-            Authority::Request(a) => *a.task_id(),
-        };
+        let before = *by.task_id();
         let c = inner.transition(by, event, expected_revision).await?;
         // A replay changed nothing. Other successes are announced even when they were
         // no-ops (a reattach): a duplicate notification carries the same state.

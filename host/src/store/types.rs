@@ -174,6 +174,40 @@ pub enum Authority<'a> {
     Request(&'a Access),
 }
 
+impl Authority<'_> {
+    /// The task it speaks for.
+    pub fn task_id(&self) -> &TaskId {
+        match self {
+            Self::Worker(lease) => lease.task_id(),
+            Self::Request(access) => access.task_id(),
+        }
+    }
+}
+
+/// An [`Authority`] that owns its lease or access, for a write that runs on another
+/// thread.
+#[derive(Debug, Clone)]
+pub(crate) enum HeldAuthority {
+    Worker(Lease),
+    Request(Access),
+}
+
+impl HeldAuthority {
+    pub(crate) fn of(by: Authority<'_>) -> Self {
+        match by {
+            Authority::Worker(lease) => Self::Worker(lease.clone()),
+            Authority::Request(access) => Self::Request(access.clone()),
+        }
+    }
+
+    pub(crate) fn authority(&self) -> Authority<'_> {
+        match self {
+            Self::Worker(lease) => Authority::Worker(lease),
+            Self::Request(access) => Authority::Request(access),
+        }
+    }
+}
+
 /// Parameters of a claim.
 #[derive(Debug, Clone)]
 pub struct ClaimRequest {

@@ -172,13 +172,7 @@ async fn rpc(
         },
     });
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let name = name
-        .map(|n| format!("Mcp-Name: {n}\r\n"))
-        .unwrap_or_default();
-    let request = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nMcp-Method: {method}\r\n{name}MCP-Protocol-Version: 2026-07-28\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let request = mcp_post(method, name, &body, true);
     let exchange = async {
         let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
         c.write_all(request.as_bytes()).await.ok()?;
@@ -196,6 +190,19 @@ async fn rpc(
         .await
         .ok()
         .flatten()
+}
+
+/// A raw HTTP/1.1 `POST /mcp` of `body` with the 2026-07-28 routing headers, as the load
+/// generators send it; `close` asks the server to close the connection after the reply.
+pub fn mcp_post(method: &str, name: Option<&str>, body: &str, close: bool) -> String {
+    let name = name
+        .map(|n| format!("Mcp-Name: {n}\r\n"))
+        .unwrap_or_default();
+    let connection = if close { "Connection: close\r\n" } else { "" };
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nMcp-Method: {method}\r\n{name}MCP-Protocol-Version: 2026-07-28\r\n{connection}Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {

@@ -161,6 +161,35 @@ impl UriTemplate {
     }
 }
 
+/// A resource's or a template's listing: its address under `at.0`, its names and its MIME
+/// type.
+fn listing(
+    at: (&str, &str),
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+    mime_type: Option<String>,
+) -> Value {
+    let mut m = Map::new();
+    m.insert(at.0.into(), json!(at.1));
+    described(&mut m, name, title, description);
+    put(&mut m, "mimeType", mime_type);
+    Value::Object(m)
+}
+
+/// The fields every listed resource, template and prompt has: a name, and an optional
+/// title and description.
+fn described(
+    m: &mut Map<String, Value>,
+    name: String,
+    title: Option<String>,
+    description: Option<String>,
+) {
+    m.insert("name".into(), json!(name));
+    put(m, "title", title);
+    put(m, "description", description);
+}
+
 fn put(m: &mut Map<String, Value>, key: &str, v: Option<String>) {
     if let Some(v) = v {
         m.insert(key.to_owned(), json!(v));
@@ -191,15 +220,10 @@ pub(crate) fn catalog(c: wit::Catalog) -> Result<ComponentCatalog, String> {
         if out.resources.iter().any(|x| x.uri == r.uri) {
             return Err(format!("resource {:?} is described twice", r.uri));
         }
-        let mut m = Map::new();
-        m.insert("uri".into(), json!(r.uri));
-        m.insert("name".into(), json!(r.name));
-        put(&mut m, "title", r.title);
-        put(&mut m, "description", r.description);
-        put(&mut m, "mimeType", r.mime_type);
+        let listing = listing(("uri", &r.uri), r.name, r.title, r.description, r.mime_type);
         out.resources.push(ResourceInfo {
             uri: r.uri,
-            listing: Value::Object(m),
+            listing,
         });
     }
     for t in c.resource_templates {
@@ -207,25 +231,16 @@ pub(crate) fn catalog(c: wit::Catalog) -> Result<ComponentCatalog, String> {
         if !valid_uri(&t.uri_template) {
             return Err(format!("template {:?} has no URI scheme", t.uri_template));
         }
-        let mut m = Map::new();
-        m.insert("uriTemplate".into(), json!(t.uri_template));
-        m.insert("name".into(), json!(t.name));
-        put(&mut m, "title", t.title);
-        put(&mut m, "description", t.description);
-        put(&mut m, "mimeType", t.mime_type);
-        out.templates.push(TemplateInfo {
-            template,
-            listing: Value::Object(m),
-        });
+        let at = ("uriTemplate", t.uri_template.as_str());
+        let listing = listing(at, t.name, t.title, t.description, t.mime_type);
+        out.templates.push(TemplateInfo { template, listing });
     }
     for p in c.prompts {
         if p.name.is_empty() || out.prompts.iter().any(|x| x.name == p.name) {
             return Err(format!("prompt {:?} is unnamed or described twice", p.name));
         }
         let mut m = Map::new();
-        m.insert("name".into(), json!(p.name));
-        put(&mut m, "title", p.title);
-        put(&mut m, "description", p.description);
+        described(&mut m, p.name.clone(), p.title, p.description);
         let args: Vec<Value> = p
             .arguments
             .iter()

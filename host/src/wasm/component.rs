@@ -335,6 +335,11 @@ impl Component {
         &self.info
     }
 
+    /// Runs `call` in a fresh instance of this component.
+    async fn run(&self, env: Env, call: Call) -> exec::Ran {
+        exec::run(&self.engine, &self.linked, env, call).await
+    }
+
     fn env(exec: &Execution) -> Env {
         Env {
             origin: Origin {
@@ -359,13 +364,7 @@ impl Component {
             idempotency_key: exec.idempotency_key.clone(),
             attempt: exec.attempt,
         };
-        let ran = exec::run(
-            &self.engine,
-            &self.linked,
-            Self::env(&exec),
-            Call::Execute(work),
-        )
-        .await;
+        let ran = self.run(Self::env(&exec), Call::Execute(work)).await;
         let max = self.engine.config().max_result_bytes;
         let outcome = match ran.result {
             Ok(Returned::Outcome(o)) => convert::outcome(o)
@@ -408,7 +407,7 @@ impl Component {
             tool: exec.tool.clone(),
             arguments: exec.arguments.to_string(),
         };
-        let ran = exec::run(&self.engine, &self.linked, Self::env(&exec), call).await;
+        let ran = self.run(Self::env(&exec), call).await;
         match ran.result? {
             Returned::Prepared(Ok(args)) => serde_json::from_str(&args).map(Ok).map_err(|e| {
                 AttemptError::InvalidOutcome(format!(
@@ -459,13 +458,9 @@ impl Component {
                 variables,
             }
         };
-        let ran = exec::run(
-            &self.engine,
-            &self.linked,
-            Self::env(&exec),
-            Call::ReadResource(request),
-        )
-        .await;
+        let ran = self
+            .run(Self::env(&exec), Call::ReadResource(request))
+            .await;
         match ran.result? {
             Returned::Contents(Ok(c)) => catalog::contents(c)
                 .map(|c| Some(Ok(c)))
@@ -486,7 +481,7 @@ impl Component {
             name: name.to_owned(),
             arguments: arguments.to_string(),
         };
-        let ran = exec::run(&self.engine, &self.linked, Self::env(&exec), call).await;
+        let ran = self.run(Self::env(&exec), call).await;
         match ran.result? {
             Returned::Prompt(Ok(p)) => catalog::prompt_result(p)
                 .map(Ok)
@@ -519,10 +514,7 @@ impl Component {
         };
         let mut env = describe_env();
         env.limits.deadline_ms = Some(1_000);
-        match exec::run(&self.engine, &self.linked, env, call)
-            .await
-            .result?
-        {
+        match self.run(env, call).await.result? {
             Returned::Completion(Ok(c)) => Ok(Ok(catalog::completion(c))),
             Returned::Completion(Err(e)) => guest_error(e),
             _ => Err(wrong_type("complete")),
@@ -553,10 +545,7 @@ impl Component {
             tool: tool.to_owned(),
             arguments: arguments.to_string(),
         };
-        match exec::run(&self.engine, &self.linked, env, call)
-            .await
-            .result?
-        {
+        match self.run(env, call).await.result? {
             Returned::Mode(m) => Ok(convert::mode(m)),
             _ => Err(AttemptError::InvalidOutcome(
                 "choose-mode returned the wrong type".into(),

@@ -185,29 +185,17 @@ pub(crate) fn tools(described: Vec<types::Tool>) -> Result<Vec<ToolInfo>, String
                 what("inputSchema")
             ));
         }
-        let output_schema = t
-            .output_schema
-            .as_deref()
-            .map(|s| json_field(&what("outputSchema"), s))
-            .transpose()?;
-        if let Some(s) = &output_schema
-            && !s.is_object()
-        {
-            return Err(format!("{} must be a JSON object", what("outputSchema")));
-        }
-        let required_capabilities = t
-            .required_capabilities
-            .as_deref()
-            .map(|s| json_field(&what("requiredCapabilities"), s))
-            .transpose()?;
-        if let Some(c) = &required_capabilities
-            && !c.is_object()
-        {
-            return Err(format!(
-                "{} must be a JSON object",
-                what("requiredCapabilities")
-            ));
-        }
+        // Optional JSON fields that must hold an object when present.
+        let object = |field: &str, text: Option<&str>| match text {
+            None => Ok(None),
+            Some(text) => match json_field(&what(field), text)? {
+                v @ Value::Object(_) => Ok(Some(v)),
+                _ => Err(format!("{} must be a JSON object", what(field))),
+            },
+        };
+        let output_schema = object("outputSchema", t.output_schema.as_deref())?;
+        let required_capabilities =
+            object("requiredCapabilities", t.required_capabilities.as_deref())?;
         // A phase the host would never run is a mistake to report, not to ignore: a mode
         // rule decides only for optional tools, and prepare runs only before a task.
         let m = mode(t.mode);

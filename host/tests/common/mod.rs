@@ -1,5 +1,6 @@
 //! Shared by the host's integration tests: one way to build an engine and load the example
-//! guests, and one way to wait for a state without sleeping.
+//! guests, one way to wait for a state without sleeping, one way to serve in the test's own
+//! process, and one answer to whether the machine's PostgreSQL is there.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -7,12 +8,14 @@
 pub(crate) mod process;
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use snodo::budget::TenantLimits;
 use snodo::mcp::{McpServer, ServerConfig};
 use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions};
+use snodo::serve::{ServeError, ServeOptions};
 use snodo::store::{MemoryStore, ObservedStore, Store};
 use snodo::wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
 
@@ -75,6 +78,30 @@ where
     })
     .await;
     found.unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Awaits the stored task `id` satisfying `pred`, re-reading it every [`tick`]; fails the
+/// test after a minute naming `what`.
+pub(crate) async fn await_stored(
+    store: &dyn Store,
+    id: &snodo::model::TaskId,
+    what: &str,
+    pred: impl Fn(&snodo::model::Task) -> bool,
+) -> snodo::model::Task {
+    eventually(what, || async {
+        let (t, _) = store.inspect(id).await.expect("inspect").expect("present");
+        pred(&t).then_some(t)
+    })
+    .await
+}
+
+/// Awaits what the spawned `handle` returns; fails the test, saying `what`, if it has not
+/// ended within twenty seconds.
+pub(crate) async fn join_soon<T>(handle: tokio::task::JoinHandle<T>, what: &str) -> T {
+    tokio::time::timeout(Duration::from_secs(20), handle)
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .expect("join")
 }
 
 /// The pace of re-probing a state that has no event of its own. The test waits for the
@@ -159,4 +186,52 @@ pub(crate) async fn confirm(
         .accept_input(&access, snodo::model::EventId::random(), answer)
         .await
         .expect("accept")
+}
+
+/// Whether the PostgreSQL server of the machine answers at 127.0.0.1:5432. Where it does
+/// not, the test fails under `CI=true` (which requires it) and otherwise says loudly that
+/// `what` did not run.
+pub(crate) fn postgres_reachable(what: &str) -> bool {
+    let up = std::net::TcpStream::connect_timeout(
+        &"127.0.0.1:5432".parse().expect("address"),
+        Duration::from_secs(2),
+    )
+    .is_ok();
+    if !up {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer"
+        );
+        eprintln!("SKIPPED: PostgreSQL is not reachable; {what} did not run");
+    }
+    up
+}
+
+/// `snodo::serve::serve` running in the test's own process, on a real socket.
+pub(crate) struct Served {
+    /// Where it listens.
+    pub(crate) addr: SocketAddr,
+    running: snodo::serve::Running,
+}
+
+impl Served {
+    /// Serves `opts` in the background; returns once the server listens.
+    pub(crate) async fn start(opts: ServeOptions) -> Self {
+        let running = tokio::time::timeout(Duration::from_secs(120), snodo::serve::spawn(opts))
+            .await
+            .expect("serving")
+            .expect("the server started");
+        Self {
+            addr: running.addr,
+            running,
+        }
+    }
+
+    /// Asks the server to stop and waits, at most `patience`, for `serve` to return: what it
+    /// returned.
+    pub(crate) async fn stop(self, patience: Duration) -> Result<(), ServeError> {
+        tokio::time::timeout(patience, self.running.stop())
+            .await
+            .expect("the server stops within the patience")
+    }
 }

@@ -1,9 +1,9 @@
-//! A `snodo serve` child process and a plain HTTP/1.1 client for it: for the tests that
-//! run the binary as an operator would.
+//! A `snodo serve` child process and a plain HTTP/1.1 client for it, and the other `snodo`
+//! commands run to their end: for the tests that run the binary as an operator would.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -25,6 +25,26 @@ impl Drop for ServeProcess {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The `snodo` binary with `args`, ready to run.
+pub(crate) fn snodo(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
+    cmd.args(args);
+    cmd
+}
+
+/// Runs `cmd` to its end; fails the test, with what it wrote to stderr, unless it exited 0.
+pub(crate) fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {

@@ -1,47 +1,30 @@
 //! Resources, prompts and completion served from a component, on 2026-07-28: lists with
 //! caching hints, reads and renders with MRTR, and every bad request a -32602.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{app, call, code, rpc};
+use super::{app, ask, call, code, fields, rpc};
 
 #[tokio::test]
 async fn resources_are_listed_and_read_with_caching_hints() {
     let app = app(vec![]).await;
-    let (s, v) = call(&app, rpc(1, "resources/list", json!({}), json!({}))).await;
+    let (s, v) = ask(&app, 1, "resources/list", json!({}), json!({})).await;
     assert_eq!(s, 200);
     let r = &v["result"];
     assert_eq!(
         (&r["resultType"], &r["ttlMs"], &r["cacheScope"]),
         (&json!("complete"), &json!(0), &json!("private"))
     );
-    let uris: Vec<&str> = r["resources"]
-        .as_array()
-        .expect("resources")
-        .iter()
-        .filter_map(|x| x["uri"].as_str())
-        .collect();
+    let uris = fields(&r["resources"], "uri");
     assert!(uris.contains(&"test://static-text") && uris.contains(&"test://static-binary"));
-    let (_, v) = call(
-        &app,
-        rpc(2, "resources/templates/list", json!({}), json!({})),
-    )
-    .await;
+    let (_, v) = ask(&app, 2, "resources/templates/list", json!({}), json!({})).await;
     assert_eq!(
         v["result"]["resourceTemplates"][0]["uriTemplate"],
         "test://template/{id}/data"
     );
 
-    let (s, v) = call(
-        &app,
-        rpc(
-            3,
-            "resources/read",
-            json!({"uri": "test://static-binary"}),
-            json!({}),
-        ),
-    )
-    .await;
+    let read = |id, uri: Value| ask(&app, id, "resources/read", json!({"uri": uri}), json!({}));
+    let (s, v) = read(3, json!("test://static-binary")).await;
     assert_eq!(s, 200);
     let c = &v["result"]["contents"][0];
     assert_eq!(
@@ -50,19 +33,10 @@ async fn resources_are_listed_and_read_with_caching_hints() {
     );
     assert_eq!(v["result"]["cacheScope"], "private");
     // Unknown: -32602 naming the URI, whether no component or the guest says so.
-    let (s, v) = call(
-        &app,
-        rpc(
-            4,
-            "resources/read",
-            json!({"uri": "test://nope"}),
-            json!({}),
-        ),
-    )
-    .await;
+    let (s, v) = read(4, json!("test://nope")).await;
     assert_eq!((s.as_u16(), code(&v)), (400, -32602));
     assert_eq!(v["error"]["data"]["uri"], "test://nope");
-    let (_, v) = call(&app, rpc(5, "resources/read", json!({"uri": 7}), json!({}))).await;
+    let (_, v) = read(5, json!(7)).await;
     assert_eq!(code(&v), -32602);
 }
 
@@ -87,15 +61,8 @@ async fn prompts_render_with_arguments_and_ask_for_input() {
             json!({"elicitation": {}}),
         )
     };
-    let (_, v) = call(
-        &app,
-        get(
-            2,
-            "test_prompt_with_arguments",
-            json!({"arg1": "a", "arg2": "b"}),
-        ),
-    )
-    .await;
+    let args = json!({"arg1": "a", "arg2": "b"});
+    let (_, v) = call(&app, get(2, "test_prompt_with_arguments", args)).await;
     assert_eq!(v["result"]["resultType"], "complete");
     assert_eq!(
         v["result"]["messages"][0]["content"]["text"],
@@ -146,31 +113,15 @@ async fn completion_suggests_prompt_arguments_and_template_variables() {
             json!({}),
         )
     };
-    let (_, v) = call(
-        &app,
-        complete(
-            1,
-            json!({"type": "ref/prompt", "name": "test_prompt_with_arguments"}),
-            "arg1",
-            "pa",
-        ),
-    )
-    .await;
+    let prompt = json!({"type": "ref/prompt", "name": "test_prompt_with_arguments"});
+    let (_, v) = call(&app, complete(1, prompt, "arg1", "pa")).await;
     assert_eq!(
         v["result"]["completion"]["values"],
         json!(["paris", "park", "party"])
     );
     assert_eq!(v["result"]["resultType"], "complete");
-    let (_, v) = call(
-        &app,
-        complete(
-            2,
-            json!({"type": "ref/resource", "uri": "test://template/{id}/data"}),
-            "id",
-            "7",
-        ),
-    )
-    .await;
+    let template = json!({"type": "ref/resource", "uri": "test://template/{id}/data"});
+    let (_, v) = call(&app, complete(2, template, "id", "7")).await;
     assert_eq!(v["result"]["completion"]["values"], json!(["789"]));
     for bad in [
         json!({"type": "ref/prompt", "name": "nope"}),
@@ -194,16 +145,8 @@ async fn bad_arguments_are_refused_on_the_call_before_any_task_exists() {
         ("greet", json!({"name": 7})),
         ("confirm_delete", json!({"path": 3})),
     ] {
-        let (s, v) = call(
-            &app,
-            rpc(
-                1,
-                "tools/call",
-                json!({"name": tool, "arguments": args}),
-                tasks.clone(),
-            ),
-        )
-        .await;
+        let params = json!({"name": tool, "arguments": args});
+        let (s, v) = ask(&app, 1, "tools/call", params, tasks.clone()).await;
         assert_eq!((s.as_u16(), code(&v)), (400, -32602), "{tool} {args}: {v}");
         assert_eq!(v["error"]["data"]["tool"], tool);
         assert!(
@@ -222,15 +165,7 @@ async fn bad_arguments_are_refused_on_the_call_before_any_task_exists() {
         "{metrics}"
     );
     // Good arguments still make the task.
-    let (_, v) = call(
-        &app,
-        rpc(
-            2,
-            "tools/call",
-            json!({"name": "slow_compute", "arguments": {"seconds": 1}}),
-            tasks,
-        ),
-    )
-    .await;
+    let good = json!({"name": "slow_compute", "arguments": {"seconds": 1}});
+    let (_, v) = ask(&app, 2, "tools/call", good, tasks).await;
     assert_eq!(v["result"]["resultType"], "task", "{v}");
 }

@@ -7,6 +7,15 @@ use tower::ServiceExt;
 
 use super::*;
 
+/// A POST of the bytes `body` as they are, declaring JSON and `tools/list`.
+fn raw_list(body: impl Into<Body>) -> Request<Body> {
+    Request::post("/mcp")
+        .header("content-type", "application/json")
+        .header("mcp-method", "tools/list")
+        .body(body.into())
+        .expect("request")
+}
+
 #[tokio::test]
 async fn malformed_envelopes() {
     let app = app(vec![]).await;
@@ -34,12 +43,7 @@ async fn malformed_envelopes() {
             -32600,
         ),
     ] {
-        let req = Request::post("/mcp")
-            .header("content-type", "application/json")
-            .header("mcp-method", "tools/list")
-            .body(Body::from(body))
-            .expect("request");
-        let (s, v, _) = send(&app, req).await;
+        let (s, v, _) = send(&app, raw_list(body)).await;
         assert_eq!((s.as_u16(), code(&v)), (status, expect), "{body}: {v}");
         assert_eq!(v["jsonrpc"], "2.0");
     }
@@ -55,12 +59,7 @@ async fn malformed_envelopes() {
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"x":"{}"}}}}"#,
         "a".repeat(70_000)
     );
-    let req = Request::post("/mcp")
-        .header("content-type", "application/json")
-        .header("mcp-method", "tools/list")
-        .body(Body::from(big))
-        .expect("request");
-    let (s, v, _) = send(&app, req).await;
+    let (s, v, _) = send(&app, raw_list(big)).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(code(&v), -32600);
     // Wrong content type.
@@ -80,29 +79,19 @@ async fn malformed_envelopes() {
     assert_eq!((s, code(&v)), (StatusCode::UNSUPPORTED_MEDIA_TYPE, -32600));
     // Notifications are accepted without a body.
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
-    let req = post(&note)
-        .body(Body::from(note.to_string()))
-        .expect("request");
-    assert_eq!(send(&app, req).await.0, StatusCode::ACCEPTED);
+    assert_eq!(send(&app, request_of(&note)).await.0, StatusCode::ACCEPTED);
     // There is no GET stream; DELETE ends only a 2025-11-25 session, named by its id.
-    let get = Request::builder()
-        .method("GET")
-        .uri("/mcp")
-        .body(Body::empty())
-        .expect("request");
+    let get = Request::get("/mcp").body(Body::empty()).expect("request");
     let resp = app.clone().oneshot(get).await.expect("response");
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(
         resp.headers().get("allow").and_then(|v| v.to_str().ok()),
         Some("POST, DELETE")
     );
-    let delete = Request::builder()
-        .method("DELETE")
-        .uri("/mcp")
+    let delete = Request::delete("/mcp")
         .body(Body::empty())
         .expect("request");
-    let resp = app.clone().oneshot(delete).await.expect("response");
-    assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(send(&app, delete).await.0, StatusCode::BAD_REQUEST);
 }
 
 #[tokio::test]
@@ -126,17 +115,7 @@ async fn routing_headers_and_meta() {
         (400, -32020, json!(1))
     );
     // Mismatched method.
-    let req = post(&body)
-        .header("mcp-method", "tasks/get")
-        .body(Body::from(body.to_string()))
-        .expect("r");
-    let req = {
-        let (mut parts, b) = req.into_parts();
-        parts
-            .headers
-            .insert("mcp-method", "tasks/get".parse().expect("value"));
-        Request::from_parts(parts, b)
-    };
+    let req = post_with(&body, "mcp-method", "tasks/get");
     assert_eq!(code(&send(&app, req).await.1), -32020);
     // Mcp-Name mismatch, missing, base64 form, unreadable bytes.
     let with_name = |name: &[u8]| {
@@ -166,7 +145,7 @@ async fn routing_headers_and_meta() {
         .expect("r");
     assert_eq!(code(&send(&app, req).await.1), -32020);
     // A missing MCP-Protocol-Version is a header failure too (400, -32020).
-    let mut req = post(&body).body(Body::from(body.to_string())).expect("r");
+    let mut req = request_of(&body);
     req.headers_mut().remove("mcp-protocol-version");
     let (s, v, _) = send(&app, req).await;
     assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{v}");
@@ -180,17 +159,7 @@ async fn routing_headers_and_meta() {
     assert_eq!((s.as_u16(), code(&v)), (400, -32602));
     let mut old = body.clone();
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
-    let req = post(&old)
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(Body::from(old.to_string()))
-        .expect("r");
-    let req = {
-        let (mut parts, b) = req.into_parts();
-        parts
-            .headers
-            .insert("mcp-protocol-version", "2025-11-25".parse().expect("value"));
-        Request::from_parts(parts, b)
-    };
+    let req = post_with(&old, "mcp-protocol-version", "2025-11-25");
     let (s, v, _) = send(&app, req).await;
     assert_eq!((s.as_u16(), code(&v)), (400, -32022));
     assert_eq!(

@@ -7,7 +7,7 @@ use axum::http::Request;
 use serde_json::{Value, json};
 use snodo::model::Principal;
 
-use super::{app, call, code, rpc, send};
+use super::{app, ask, code, post_with, rpc, send};
 
 /// A POST as a 2025-11-25 client sends it: no `_meta` version, no routing headers.
 fn post_25(body: &Value, session: Option<&str>) -> Request<Body> {
@@ -191,27 +191,13 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
 async fn the_stateless_revision_keeps_its_rules() {
     let app = app(vec![]).await;
     // initialize with 2026-07-28's marks is a removed method there.
-    let (st, v) = call(
-        &app,
-        rpc(
-            1,
-            "initialize",
-            json!({"protocolVersion": "2026-07-28"}),
-            json!({}),
-        ),
-    )
-    .await;
+    let params = json!({"protocolVersion": "2026-07-28"});
+    let (st, v) = ask(&app, 1, "initialize", params, json!({})).await;
     assert_eq!((st.as_u16(), code(&v)), (404, -32601));
     // A 2026-07-28-shaped request naming an old version is -32022, not a handshake.
     let mut old = rpc(2, "tools/list", json!({}), json!({}));
     old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
-    let req = Request::post("/mcp")
-        .header("content-type", "application/json")
-        .header("host", "localhost:3001")
-        .header("mcp-protocol-version", "2025-11-25")
-        .header("mcp-method", "tools/list")
-        .body(Body::from(old.to_string()))
-        .expect("request");
+    let req = post_with(&old, "mcp-protocol-version", "2025-11-25");
     let (st, v, _) = send(&app, req).await;
     assert_eq!((st.as_u16(), code(&v)), (400, -32022));
 }

@@ -9,17 +9,10 @@ use super::*;
 #[tokio::test]
 async fn metrics_and_health() {
     let app = app(vec![]).await;
-    let (_, v) = call(
-        &app,
-        rpc(1, "tools/call", json!({"name": "failing_job"}), caps(true)),
-    )
-    .await;
+    let failing_job = json!({"name": "failing_job"});
+    let (_, v) = ask(&app, 1, "tools/call", failing_job, caps(true)).await;
     assert_eq!(v["result"]["resultType"], "task");
-    let (_, _) = call(
-        &app,
-        rpc(2, "tools/call", json!({"name": "greet"}), caps(false)),
-    )
-    .await;
+    let (_, _) = ask(&app, 2, "tools/call", json!({"name": "greet"}), caps(false)).await;
     let req = Request::get("/metrics")
         .body(Body::empty())
         .expect("request");

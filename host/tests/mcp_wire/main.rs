@@ -103,12 +103,50 @@ pub(crate) async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode,
     (status, body, ctype)
 }
 
-pub(crate) async fn call(app: &axum::Router, body: Value) -> (StatusCode, Value) {
-    let req = post(&body)
+/// The POST of `body` with the routing headers derived from it.
+pub(crate) fn request_of(body: &Value) -> Request<Body> {
+    post(body)
         .body(Body::from(body.to_string()))
-        .expect("request");
-    let (s, b, _) = send(app, req).await;
+        .expect("request")
+}
+
+/// The POST of `body`, but with the one header `name` set to `value` in place of whatever
+/// the routing headers derived.
+pub(crate) fn post_with(body: &Value, name: &'static str, value: &str) -> Request<Body> {
+    let mut req = request_of(body);
+    req.headers_mut()
+        .insert(name, value.parse().expect("header value"));
+    req
+}
+
+pub(crate) async fn call(app: &axum::Router, body: Value) -> (StatusCode, Value) {
+    let (s, b, _) = send(app, request_of(&body)).await;
     (s, b)
+}
+
+/// Request `id` of `method` with `params`, from a client declaring `caps`.
+pub(crate) async fn ask(
+    app: &axum::Router,
+    id: i64,
+    method: &str,
+    params: Value,
+    caps: Value,
+) -> (StatusCode, Value) {
+    call(app, rpc(id, method, params, caps)).await
+}
+
+/// The id of the task that a `tools/call` answer `v` made.
+pub(crate) fn task_id(v: &Value) -> String {
+    v["result"]["taskId"].as_str().expect("task id").to_owned()
+}
+
+/// The string `key` of every element of the array `list`.
+pub(crate) fn fields<'a>(list: &'a Value, key: &str) -> Vec<&'a str> {
+    list.as_array()
+        .expect("an array")
+        .iter()
+        .filter_map(|x| x[key].as_str())
+        .collect()
 }
 
 pub(crate) fn code(v: &Value) -> i64 {

@@ -1,6 +1,5 @@
 //! SSE: progress on synchronous calls and `notifications/tasks` on subscriptions.
 
-use axum::body::Body;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -23,10 +22,7 @@ fn progress_call() -> Value {
 async fn progress_streams_over_sse() {
     let app = app(vec![]).await;
     let body = progress_call();
-    let req = post(&body)
-        .body(Body::from(body.to_string()))
-        .expect("request");
-    let (s, v, ctype) = send(&app, req).await;
+    let (s, v, ctype) = send(&app, request_of(&body)).await;
     assert_eq!(s, StatusCode::OK);
     assert!(ctype.starts_with("text/event-stream"), "{ctype}");
     let text = v.as_str().expect("sse text").to_owned();
@@ -61,11 +57,7 @@ async fn progress_never_streams_to_a_client_that_does_not_accept_a_stream() {
         ("application/json, text/event-stream;q=0", false),
         ("*/*", true),
     ] {
-        let req = post(&body)
-            .header("accept", accept)
-            .body(Body::from(body.to_string()))
-            .expect("request");
-        let (s, v, ctype) = send(&app, req).await;
+        let (s, v, ctype) = send(&app, post_with(&body, "accept", accept)).await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(
             ctype.starts_with("text/event-stream"),
@@ -81,28 +73,12 @@ async fn progress_never_streams_to_a_client_that_does_not_accept_a_stream() {
 #[tokio::test]
 async fn subscriptions_deliver_task_notifications() {
     let app = app(vec![]).await;
-    let (_, v) = call(
-        &app,
-        rpc(
-            1,
-            "tools/call",
-            json!({"name": "slow_compute", "arguments": {"seconds": 1}}),
-            caps(true),
-        ),
-    )
-    .await;
-    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 1}});
+    let (_, v) = ask(&app, 1, "tools/call", slow, caps(true)).await;
+    let id = task_id(&v);
     // Without the tasks declaration, asking for task notifications is -32021.
-    let (_, v) = call(
-        &app,
-        rpc(
-            2,
-            "subscriptions/listen",
-            json!({"notifications": {"taskIds": [id]}}),
-            caps(false),
-        ),
-    )
-    .await;
+    let notifications = json!({"notifications": {"taskIds": [id]}});
+    let (_, v) = ask(&app, 2, "subscriptions/listen", notifications, caps(false)).await;
     assert_eq!(code(&v), -32021);
 
     let listen = rpc(
@@ -111,10 +87,11 @@ async fn subscriptions_deliver_task_notifications() {
         json!({"notifications": {"taskIds": [id, "0123456789abcdef0123456789abcdef", "not-an-id"]}}),
         caps(true),
     );
-    let req = post(&listen)
-        .body(Body::from(listen.to_string()))
-        .expect("request");
-    let resp = app.clone().oneshot(req).await.expect("response");
+    let resp = app
+        .clone()
+        .oneshot(request_of(&listen))
+        .await
+        .expect("response");
     assert!(
         resp.headers()["content-type"]
             .to_str()

@@ -1,28 +1,35 @@
 //! The task flow end to end: input, cancellation, tenants, failures and MRTR.
 
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
 
-async fn await_task(app: &axum::Router, id: &str, pred: impl Fn(&Value) -> bool) -> Value {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (_, v) = call(
-                app,
-                rpc(100, "tasks/get", json!({"taskId": id}), caps(true)),
-            )
-            .await;
-            if pred(&v["result"]) {
-                return v["result"].clone();
-            }
-            common::tick().await;
-        }
+/// The POST of `body`, bearing `token` if there is one.
+fn with_token(body: &Value, token: Option<&str>) -> Request<Body> {
+    let mut b = post(body);
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    b.body(Body::from(body.to_string())).expect("request")
+}
+
+/// Sends `get` (a `tasks/get`, bearing `token`) until the task's status is `status`; the
+/// task as it is then.
+async fn await_status(app: &axum::Router, get: &Value, token: Option<&str>, status: &str) -> Value {
+    common::eventually(&format!("the task to be {status}"), move || async move {
+        let (_, v, _) = send(app, with_token(get, token)).await;
+        (v["result"]["status"] == status).then(|| v["result"].clone())
     })
     .await
-    .expect("the task reached the state")
+}
+
+/// Task `id` (of a server without tokens) once its status is `status`.
+async fn await_task(app: &axum::Router, id: &str, status: &str) -> Value {
+    let get = rpc(100, "tasks/get", json!({"taskId": id}), caps(true));
+    await_status(app, &get, None, status).await
 }
 
 #[tokio::test]
@@ -36,13 +43,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
         Principal::new("globex", "bob"),
     );
     let app = app(vec![alice.clone(), bob.clone()]).await;
-    let with_token = |body: &Value, token: Option<&str>| {
-        let mut b = post(body);
-        if let Some(t) = token {
-            b = b.header("authorization", format!("Bearer {t}"));
-        }
-        b.body(Body::from(body.to_string())).expect("request")
-    };
+    let as_alice = |body: &Value| send(&app, with_token(body, Some(&alice.0)));
     let create = rpc(
         1,
         "tools/call",
@@ -64,7 +65,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
         StatusCode::UNAUTHORIZED
     );
 
-    let (s, v, _) = send(&app, with_token(&create, Some(&alice.0))).await;
+    let (s, v, _) = as_alice(&create).await;
     assert_eq!(s, StatusCode::OK);
     let r = &v["result"];
     assert_eq!(r["resultType"], "task");
@@ -78,7 +79,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
             .is_some_and(|t| t.len() >= 20 && t.ends_with('Z'))
     );
     assert_eq!(r["ttlMs"], 600_000);
-    let id = r["taskId"].as_str().expect("id").to_owned();
+    let id = task_id(&v);
 
     // Another tenant sees nothing.
     let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
@@ -89,17 +90,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
     assert_eq!(code(&v), -32602);
 
     // Parks in input_required with the question inlined.
-    let parked = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
-            if v["result"]["status"] == "input_required" {
-                return v["result"].clone();
-            }
-            common::tick().await;
-        }
-    })
-    .await
-    .expect("parked");
+    let parked = await_status(&app, &get, Some(&alice.0), "input_required").await;
     assert_eq!(parked["resultType"], "complete");
     assert_eq!(
         parked["inputRequests"]["confirm"]["method"],
@@ -116,41 +107,18 @@ async fn task_flow_with_input_cancel_and_tenants() {
             caps(true),
         )
     };
-    let (_, v, _) = send(
-        &app,
-        with_token(
-            &update(json!({"unknown-key": {"ignored": true}})),
-            Some(&alice.0),
-        ),
-    )
-    .await;
+    let (_, v, _) = as_alice(&update(json!({"unknown-key": {"ignored": true}}))).await;
     assert_eq!(v["result"], json!({"resultType": "complete"}));
-    let (_, v, _) = send(
-        &app,
-        with_token(
-            &update(json!({"confirm": {"action": "accept", "content": {"confirm": true}}})),
-            Some(&alice.0),
-        ),
-    )
-    .await;
+    let yes = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let (_, v, _) = as_alice(&update(yes)).await;
     assert_eq!(v["result"], json!({"resultType": "complete"}));
-    let done = tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
-            if v["result"]["status"] == "completed" {
-                return v["result"].clone();
-            }
-            common::tick().await;
-        }
-    })
-    .await
-    .expect("completed");
+    let done = await_status(&app, &get, Some(&alice.0), "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "Deleted a.txt");
     assert!(done.get("inputRequests").is_none() && done.get("error").is_none());
     // Cancelling a finished task: the same ack, nothing changes.
-    let (_, v, _) = send(&app, with_token(&cancel, Some(&alice.0))).await;
+    let (_, v, _) = as_alice(&cancel).await;
     assert_eq!(v["result"], json!({"resultType": "complete"}));
-    let (_, v, _) = send(&app, with_token(&get, Some(&alice.0))).await;
+    let (_, v, _) = as_alice(&get).await;
     assert_eq!(v["result"]["status"], "completed");
 }
 
@@ -158,39 +126,18 @@ async fn task_flow_with_input_cancel_and_tenants() {
 async fn failures_cancellation_and_mrtr() {
     let app = app(vec![]).await;
     // A protocol error fails the task; a tool error completes it with isError.
-    let (_, v) = call(
-        &app,
-        rpc(
-            1,
-            "tools/call",
-            json!({"name": "protocol_error_job"}),
-            caps(true),
-        ),
-    )
-    .await;
-    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
-    let t = await_task(&app, &id, |t| t["status"] == "failed").await;
+    let protocol_error = json!({"name": "protocol_error_job"});
+    let (_, v) = ask(&app, 1, "tools/call", protocol_error, caps(true)).await;
+    let t = await_task(&app, &task_id(&v), "failed").await;
     assert_eq!(t["error"]["code"], -32603);
     assert!(t.get("result").is_none());
     // Cancellation of a long task settles it.
-    let (_, v) = call(
-        &app,
-        rpc(
-            2,
-            "tools/call",
-            json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
-            caps(true),
-        ),
-    )
-    .await;
-    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
-    let (_, v) = call(
-        &app,
-        rpc(3, "tasks/cancel", json!({"taskId": id}), caps(true)),
-    )
-    .await;
+    let long = json!({"name": "slow_compute", "arguments": {"seconds": 60}});
+    let (_, v) = ask(&app, 2, "tools/call", long, caps(true)).await;
+    let id = task_id(&v);
+    let (_, v) = ask(&app, 3, "tasks/cancel", json!({"taskId": id}), caps(true)).await;
     assert_eq!(v["result"], json!({"resultType": "complete"}));
-    let t = await_task(&app, &id, |t| t["status"] == "cancelled").await;
+    let t = await_task(&app, &id, "cancelled").await;
     assert_eq!(t["statusMessage"], "Cancelled by the client");
 
     // MRTR before the task: input_required, then a task; a tampered state is refused.
@@ -235,7 +182,6 @@ async fn failures_cancellation_and_mrtr() {
     assert!(
         v["result"].get("requestState").is_none() && v["result"].get("inputRequests").is_none()
     );
-    let id = v["result"]["taskId"].as_str().expect("id").to_owned();
-    let t = await_task(&app, &id, |t| t["status"] == "completed").await;
+    let t = await_task(&app, &task_id(&v), "completed").await;
     assert_eq!(t["result"]["content"][0]["text"], "Hello, Alice! (async)");
 }

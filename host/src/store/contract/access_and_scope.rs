@@ -45,10 +45,7 @@ pub async fn access_and_scope(b: &mut dyn Backend) {
     // Same subject name, other tenant: still foreign.
     let globex_same_subject = Principal::new("globex", "user-1");
     assert_eq!(
-        store
-            .authorize(&globex_same_subject, Action::Read, &mine.to_string())
-            .await
-            .err(),
+        denial(&*store, &globex_same_subject, Action::Read, &mine).await,
         Some(StoreError::NotFound)
     );
     // A different subject of the same tenant shares the scope.
@@ -67,55 +64,27 @@ pub async fn access_and_scope(b: &mut dyn Backend) {
         .expect("authorize");
     assert_eq!(read_access.action(), Action::Read);
     assert_eq!(read_access.task_id(), &mine);
-    let err = store
-        .transition(Authority::Request(&read_access), ev(cancelled()), None)
-        .await
-        .err();
-    assert_eq!(
-        err,
-        Some(StoreError::WrongAction {
-            granted: Action::Read
-        })
-    );
+    let err = refusal(&*store, Authority::Request(&read_access), cancelled()).await;
+    assert_eq!(err, wrong_action(Action::Read));
     let cancel_access = store
         .authorize(&acme, Action::Cancel, &mine.to_string())
         .await
         .expect("authorize");
     assert_eq!(
         store.get(&cancel_access).await.err(),
-        Some(StoreError::WrongAction {
-            granted: Action::Cancel
-        })
+        wrong_action(Action::Cancel)
     );
-    let err = store
-        .accept_input(
-            &cancel_access,
-            EventId::random(),
-            responses(&[("k", json!({}))]),
-        )
+    let err = answer(&*store, &cancel_access, &[("k", json!({}))])
         .await
         .err();
-    assert_eq!(
-        err,
-        Some(StoreError::WrongAction {
-            granted: Action::Cancel
-        })
-    );
+    assert_eq!(err, wrong_action(Action::Cancel));
     // A request cannot send worker events, whatever its action.
     let update_access = store
         .authorize(&acme, Action::Update, &mine.to_string())
         .await
         .expect("authorize");
-    let err = store
-        .transition(Authority::Request(&update_access), ev(completed("x")), None)
-        .await
-        .err();
-    assert_eq!(
-        err,
-        Some(StoreError::WrongAction {
-            granted: Action::Update
-        })
-    );
+    let err = refusal(&*store, Authority::Request(&update_access), completed("x")).await;
+    assert_eq!(err, wrong_action(Action::Update));
     assert_eq!(
         read(&*store, "acme", &mine).await.status,
         TaskStatus::Working
@@ -129,10 +98,7 @@ pub async fn access_and_scope(b: &mut dyn Backend) {
     clock.advance(5_000);
     assert_eq!(store.get(&held).await.err(), Some(StoreError::NotFound));
     assert_eq!(
-        store
-            .authorize(&acme, Action::Read, &short.to_string())
-            .await
-            .err(),
+        denial(&*store, &acme, Action::Read, &short).await,
         Some(StoreError::NotFound)
     );
 }

@@ -62,15 +62,9 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
     let c1b = next_due(&*store, "expired is due").await;
     assert_eq!(c1b.task.id, first, "the longest-due task first");
     assert!(c1b.lease.generation() > c1.lease.generation());
-    let err = store
-        .transition(Authority::Worker(&c1.lease), ev(completed("stale")), None)
-        .await
-        .err();
+    let err = refusal(&*store, Authority::Worker(&c1.lease), completed("stale")).await;
     assert_eq!(err, Some(StoreError::LeaseLost));
-    let err = store
-        .request_input(&c1.lease, EventId::random(), "k", elicit("?"))
-        .await
-        .err();
+    let err = ask(&*store, &c1.lease, "k", elicit("?")).await.err();
     assert_eq!(err, Some(StoreError::LeaseLost));
     // The new holder commits.
     as_worker(&*store, &c1b.lease, completed("fresh")).await;
@@ -79,10 +73,7 @@ pub async fn claims_and_fencing(b: &mut dyn Backend) {
     let mut forged = c.lease.clone();
     forged.token ^= 1;
     assert_eq!(
-        store
-            .transition(Authority::Worker(&forged), ev(completed("forged")), None)
-            .await
-            .err(),
+        refusal(&*store, Authority::Worker(&forged), completed("forged")).await,
         Some(StoreError::LeaseLost)
     );
     // Claims have bounds.

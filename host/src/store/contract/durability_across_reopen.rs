@@ -16,10 +16,7 @@ pub async fn durability_across_reopen(b: &mut dyn Backend) {
     commit_as_worker(&*store, &done_lease, ev_id("fin", completed("persisted"))).await;
     let parked = create(&*store, "acme").await;
     let l = store.claim(&parked, &cr()).await.expect("claim").lease;
-    store
-        .request_input(&l, EventId::random(), "q", elicit("?"))
-        .await
-        .expect("request");
+    ask(&*store, &l, "q", elicit("?")).await.expect("request");
     let running = create(&*store, "acme").await;
     let old = store.claim(&running, &cr()).await.expect("claim");
     let before_done = read(&*store, "acme", &done).await;

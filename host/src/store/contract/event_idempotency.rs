@@ -58,20 +58,14 @@ pub async fn event_idempotency(b: &mut dyn Backend) {
     // Request events replay too.
     let id = create(&*store, "acme").await;
     let access = access(&*store, "acme", Action::Cancel, &id).await;
+    let cancel_1 = || ev_id("cancel-1", cancelled());
+    let by = Authority::Request(&access);
     let a = store
-        .transition(
-            Authority::Request(&access),
-            ev_id("cancel-1", cancelled()),
-            None,
-        )
+        .transition(by, cancel_1(), None)
         .await
         .expect("cancel");
     let b2 = store
-        .transition(
-            Authority::Request(&access),
-            ev_id("cancel-1", cancelled()),
-            None,
-        )
+        .transition(by, cancel_1(), None)
         .await
         .expect("cancel replay");
     assert!(b2.replayed);

@@ -10,14 +10,12 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     let (id, lease) = claimed(&*store, "acme").await;
     let update = access(&*store, "acme", Action::Update, &id).await;
 
-    let a = store
-        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+    let a = ask(&*store, &lease, "a", elicit("first?"))
         .await
         .expect("request a");
     assert_eq!(a.effect, Effect::Input(InputReply::Pending));
     assert_eq!(a.task.status, TaskStatus::InputRequired);
-    let b_ = store
-        .request_input(&lease, EventId::random(), "b", elicit("second?"))
+    let b_ = ask(&*store, &lease, "b", elicit("second?"))
         .await
         .expect("request b");
     assert_eq!(b_.revision, 2);
@@ -25,38 +23,27 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     assert_eq!(outstanding, vec!["a", "b"]);
 
     // Same key, identical request: reattach, no new event.
-    let again = store
-        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+    let again = ask(&*store, &lease, "a", elicit("first?"))
         .await
         .expect("reattach");
     assert_eq!(again.effect, Effect::Input(InputReply::Pending));
     assert_eq!(again.revision, 2);
     // Same key, different request: refused.
-    let err = store
-        .request_input(&lease, EventId::random(), "a", elicit("changed?"))
-        .await
-        .err();
+    let err = ask(&*store, &lease, "a", elicit("changed?")).await.err();
     assert_eq!(err, Some(StoreError::InputConflict { key: "a".into() }));
 
     // Partial fulfilment; unknown keys ignored whatever they hold.
-    let c = store
-        .accept_input(
-            &update,
-            EventId::random(),
-            responses(&[
-                ("a", json!({"action": "accept", "content": {"ok": true}})),
-                ("zzz", json!({"ignored": true})),
-            ]),
-        )
-        .await
-        .expect("accept a");
-    assert_eq!(
-        c.effect,
-        Effect::Accepted {
-            keys: vec!["a".into()],
-            complete: false
-        }
-    );
+    let c = answer(
+        &*store,
+        &update,
+        &[
+            ("a", json!({"action": "accept", "content": {"ok": true}})),
+            ("zzz", json!({"ignored": true})),
+        ],
+    )
+    .await
+    .expect("accept a");
+    assert_eq!(c.effect, accepted(&["a"], false));
     assert_eq!(c.task.status, TaskStatus::InputRequired);
     let t = read(&*store, "acme", &id).await;
     let outstanding: Vec<&str> = t.outstanding_inputs().map(|(k, _)| k).collect();
@@ -71,21 +58,14 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     );
 
     // Answering again, or only unknown keys: ignored, nothing commits.
-    let c = store
-        .accept_input(
-            &update,
-            EventId::random(),
-            responses(&[("a", json!({"action": "decline"})), ("nope", json!(1))]),
-        )
-        .await
-        .expect("accept nothing");
-    assert_eq!(
-        c.effect,
-        Effect::Accepted {
-            keys: vec![],
-            complete: false
-        }
-    );
+    let c = answer(
+        &*store,
+        &update,
+        &[("a", json!({"action": "decline"})), ("nope", json!(1))],
+    )
+    .await
+    .expect("accept nothing");
+    assert_eq!(c.effect, accepted(&[], false));
     assert_eq!(c.revision, t.revision);
     assert_eq!(
         read(&*store, "acme", &id)
@@ -98,27 +78,15 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     );
 
     // The last answer resumes the task.
-    let c = store
-        .accept_input(
-            &update,
-            EventId::random(),
-            responses(&[("b", json!({"action": "accept"}))]),
-        )
+    let c = answer(&*store, &update, &[("b", json!({"action": "accept"}))])
         .await
         .expect("accept b");
-    assert_eq!(
-        c.effect,
-        Effect::Accepted {
-            keys: vec!["b".into()],
-            complete: true
-        }
-    );
+    assert_eq!(c.effect, accepted(&["b"], true));
     assert_eq!(c.task.status, TaskStatus::Working);
 
     // A replayed guest asking the same question gets the stored answer, no new event.
     let before = read(&*store, "acme", &id).await.revision;
-    let replay = store
-        .request_input(&lease, EventId::random(), "a", elicit("first?"))
+    let replay = ask(&*store, &lease, "a", elicit("first?"))
         .await
         .expect("replay a");
     assert_eq!(
@@ -130,17 +98,13 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     assert_eq!(replay.revision, before);
     assert_eq!(replay.task.status, TaskStatus::Working);
     // ...and the answered key still cannot be reused for another question.
-    let err = store
-        .request_input(&lease, EventId::random(), "a", elicit("other"))
-        .await
-        .err();
+    let err = ask(&*store, &lease, "a", elicit("other")).await.err();
     assert_eq!(err, Some(StoreError::InputConflict { key: "a".into() }));
     as_worker(&*store, &lease, completed("answered")).await;
 
     // A parked task with no live claim is not due; answering makes it due again.
     let (id, lease) = claimed(&*store, "acme").await;
-    store
-        .request_input(&lease, EventId::random(), "q", elicit("?"))
+    ask(&*store, &lease, "q", elicit("?"))
         .await
         .expect("request");
     store
@@ -149,12 +113,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         .expect("park: release the guest");
     assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
     let update = access(&*store, "acme", Action::Update, &id).await;
-    store
-        .accept_input(
-            &update,
-            EventId::random(),
-            responses(&[("q", json!({"action": "accept"}))]),
-        )
+    answer(&*store, &update, &[("q", json!({"action": "accept"}))])
         .await
         .expect("answer");
     let next = next_due(&*store, "due again").await;
@@ -166,8 +125,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
 
     // Started while a question is still outstanding keeps the task input_required.
     let (id, lease) = claimed(&*store, "acme").await;
-    store
-        .request_input(&lease, EventId::random(), "q", elicit("?"))
+    ask(&*store, &lease, "q", elicit("?"))
         .await
         .expect("request");
     clock.advance(LEASE);
@@ -175,8 +133,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     assert_eq!(next.task.id, id);
     let c = as_worker(&*store, &next.lease, EventKind::Started).await;
     assert_eq!(c.task.status, TaskStatus::InputRequired);
-    let reattach = store
-        .request_input(&next.lease, EventId::random(), "q", elicit("?"))
+    let reattach = ask(&*store, &next.lease, "q", elicit("?"))
         .await
         .expect("reattach");
     assert_eq!(reattach.effect, Effect::Input(InputReply::Pending));
@@ -189,12 +146,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
     cancel(&*store, "acme", &id).await.expect("cancel");
     let update = access(&*store, "acme", Action::Update, &id).await;
     assert_eq!(
-        store
-            .accept_input(&update, EventId::random(), responses(&[("q", json!({}))]))
-            .await
-            .err(),
-        Some(StoreError::Terminal {
-            status: TaskStatus::Cancelled
-        })
+        answer(&*store, &update, &[("q", json!({}))]).await.err(),
+        terminal(TaskStatus::Cancelled)
     );
 }

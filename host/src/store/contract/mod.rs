@@ -277,6 +277,65 @@ async fn commit_as_worker(
         .unwrap_or_else(|e| panic!("the worker's event is accepted: {e}"))
 }
 
+/// Why `principal` is refused `action` on `id`; `None` if it was granted.
+async fn denial(
+    store: &dyn Store,
+    principal: &Principal,
+    action: Action,
+    id: &TaskId,
+) -> Option<StoreError> {
+    store
+        .authorize(principal, action, &id.to_string())
+        .await
+        .err()
+}
+
+/// The error a transition of `kind` by `by` is refused with; `None` if it was accepted.
+async fn refusal(store: &dyn Store, by: Authority<'_>, kind: EventKind) -> Option<StoreError> {
+    store.transition(by, ev(kind), None).await.err()
+}
+
+/// Asks the user `question` under `key` for the task `lease` holds.
+async fn ask(
+    store: &dyn Store,
+    lease: &super::Lease,
+    key: &str,
+    question: Value,
+) -> Result<super::Committed, StoreError> {
+    store
+        .request_input(lease, EventId::random(), key, question)
+        .await
+}
+
+/// Delivers the user's answers with the rights `update` grants.
+async fn answer(
+    store: &dyn Store,
+    update: &super::Access,
+    pairs: &[(&str, Value)],
+) -> Result<super::Committed, StoreError> {
+    store
+        .accept_input(update, EventId::random(), responses(pairs))
+        .await
+}
+
+/// The effect of answers that accepted `keys`, `complete` when none is left outstanding.
+fn accepted(keys: &[&str], complete: bool) -> super::Effect {
+    super::Effect::Accepted {
+        keys: keys.iter().map(|k| (*k).to_owned()).collect(),
+        complete,
+    }
+}
+
+/// A refusal because the access was granted for another action.
+fn wrong_action(granted: Action) -> Option<StoreError> {
+    Some(StoreError::WrongAction { granted })
+}
+
+/// A refusal because the task already ended in `status`.
+fn terminal(status: crate::model::TaskStatus) -> Option<StoreError> {
+    Some(StoreError::Terminal { status })
+}
+
 /// The next due task, which the test expects there to be because `why`.
 async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
     store

@@ -11,25 +11,15 @@ pub async fn terminal_races(b: &mut dyn Backend) {
     // Cancelled first: the late result is refused and cannot resurrect the task.
     let (id, lease) = claimed(&*store, "acme").await;
     cancel(&*store, "acme", &id).await.expect("cancel");
-    let err = store
-        .transition(Authority::Worker(&lease), ev(completed("late")), None)
-        .await
-        .err();
-    assert_eq!(
-        err,
-        Some(StoreError::Terminal {
-            status: TaskStatus::Cancelled
-        })
-    );
+    let err = refusal(&*store, Authority::Worker(&lease), completed("late")).await;
+    assert_eq!(err, terminal(TaskStatus::Cancelled));
     let t = read(&*store, "acme", &id).await;
     assert_eq!(t.status, TaskStatus::Cancelled);
     assert_eq!(t.outcome, None);
     // The worker learns from renew that it should stop.
     assert_eq!(
         store.renew(&lease, LEASE).await.err(),
-        Some(StoreError::Terminal {
-            status: TaskStatus::Cancelled
-        })
+        terminal(TaskStatus::Cancelled)
     );
 
     // Completed first: cancel is refused, the result stays.
@@ -37,9 +27,7 @@ pub async fn terminal_races(b: &mut dyn Backend) {
     as_worker(&*store, &lease, completed("first")).await;
     assert_eq!(
         cancel(&*store, "acme", &id).await.err(),
-        Some(StoreError::Terminal {
-            status: TaskStatus::Completed
-        })
+        terminal(TaskStatus::Completed)
     );
     let t = read(&*store, "acme", &id).await;
     let before_revision = t.revision;

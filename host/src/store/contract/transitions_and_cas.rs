@@ -7,9 +7,8 @@ use super::*;
 pub async fn transitions_and_cas(b: &mut dyn Backend) {
     let clock = clock();
     let store = b.open(&clock).await;
-    let id = create(&*store, "acme").await;
-    let claimed = store.claim(&id, &cr()).await.expect("claim");
-    let lease = &claimed.lease;
+    let (id, lease) = claimed(&*store, "acme").await;
+    let lease = &lease;
 
     clock.advance(10);
     let c = store
@@ -21,27 +20,20 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
     assert!(!c.replayed);
 
     // A stale expected revision is refused with the current one and changes nothing.
+    let half_way = || {
+        ev(EventKind::StatusMessage {
+            message: "half way".into(),
+        })
+    };
     let err = store
-        .transition(
-            Authority::Worker(lease),
-            ev(EventKind::StatusMessage {
-                message: "half way".into(),
-            }),
-            Some(0),
-        )
+        .transition(Authority::Worker(lease), half_way(), Some(0))
         .await
         .err();
     assert_eq!(err, Some(StoreError::Conflict { current: 1 }));
     assert_eq!(read(&*store, "acme", &id).await.status_message, None);
 
     let c = store
-        .transition(
-            Authority::Worker(lease),
-            ev(EventKind::StatusMessage {
-                message: "half way".into(),
-            }),
-            Some(1),
-        )
+        .transition(Authority::Worker(lease), half_way(), Some(1))
         .await
         .expect("status message");
     assert_eq!(c.task.status_message.as_deref(), Some("half way"));
@@ -53,14 +45,13 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
         .expect("input requested");
     assert_eq!(c.task.status, TaskStatus::InputRequired);
     let update = access(&*store, "acme", Action::Update, &id).await;
-    let c = store
-        .accept_input(
-            &update,
-            EventId::random(),
-            responses(&[("confirm", json!({"action": "accept"}))]),
-        )
-        .await
-        .expect("accept");
+    let c = answer(
+        &*store,
+        &update,
+        &[("confirm", json!({"action": "accept"}))],
+    )
+    .await
+    .expect("accept");
     assert_eq!(c.task.status, TaskStatus::Working);
     clock.advance(5);
     let c = store
@@ -89,22 +80,17 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
     // Invalid events are refused before anything is looked at.
     let id2 = create(&*store, "acme").await;
     let l2 = store.claim(&id2, &cr()).await.expect("claim").lease;
-    let err = store
-        .transition(
-            Authority::Worker(&l2),
-            ev(EventKind::Completed {
-                result: json!("no"),
-            }),
-            None,
-        )
-        .await
-        .err();
+    let err = refusal(
+        &*store,
+        Authority::Worker(&l2),
+        EventKind::Completed {
+            result: json!("no"),
+        },
+    )
+    .await;
     assert!(matches!(err, Some(StoreError::Invalid(_))), "{err:?}");
     // A worker cannot send request events.
-    let err = store
-        .transition(Authority::Worker(&l2), ev(cancelled()), None)
-        .await
-        .err();
+    let err = refusal(&*store, Authority::Worker(&l2), cancelled()).await;
     assert!(matches!(err, Some(StoreError::Invalid(_))), "{err:?}");
     assert_eq!(read(&*store, "acme", &id2).await.revision, 0);
 }

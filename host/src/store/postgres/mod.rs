@@ -742,10 +742,7 @@ impl Store for PgStore {
             crate::model::EventKind::Cancelled { .. } => ChangeKind::Cancelled,
             _ => ChangeKind::Other,
         };
-        let id = match by {
-            Authority::Worker(l) => *l.task_id(),
-            Authority::Request(a) => *a.task_id(),
-        };
+        let id = *by.task_id();
         let committed = self
             .write(Fetch::Task(id), |txn, ctx| {
                 engine::transition(txn, ctx, by, event, expected_revision)

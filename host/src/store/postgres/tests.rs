@@ -124,6 +124,16 @@ mod shared {
             .expect("open node")
     }
 
+    /// Nodes A and B on a fresh schema (dropped with the `Pg`), reading one clock that
+    /// stays at `T0`; `None` where PostgreSQL is not available (as [`fresh`] says).
+    async fn two_nodes() -> Option<(Pg, Arc<PgStore>, Arc<PgStore>)> {
+        let pg = fresh()?;
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = Arc::new(node(&pg, "node-a", &clock).await);
+        let b = Arc::new(node(&pg, "node-b", &clock).await);
+        Some((pg, a, b))
+    }
+
     fn fresh() -> Option<Pg> {
         support::available().then(|| Pg {
             schema: support::schema(),
@@ -132,10 +142,9 @@ mod shared {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_nodes_share_tasks_and_never_claim_the_same_one() {
-        let Some(pg) = fresh() else { return };
-        let clock = ManualClock::new(Timestamp(T0));
-        let a = Arc::new(node(&pg, "node-a", &clock).await);
-        let b = Arc::new(node(&pg, "node-b", &clock).await);
+        let Some((_pg, a, b)) = two_nodes().await else {
+            return;
+        };
         let mut ids = Vec::new();
         for _ in 0..40 {
             ids.push(a.create(new_task("acme")).await.expect("create").id);
@@ -265,10 +274,9 @@ mod shared {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_live_cap_is_exact_under_concurrent_creations() {
-        let Some(pg) = fresh() else { return };
-        let clock = ManualClock::new(Timestamp(T0));
-        let a = Arc::new(node(&pg, "node-a", &clock).await);
-        let b = Arc::new(node(&pg, "node-b", &clock).await);
+        let Some((_pg, a, b)) = two_nodes().await else {
+            return;
+        };
         // 60 creations race from two nodes for 25 places: the fast path admits the first
         // ones, exact mode decides near the cap.
         let mut joins = Vec::new();

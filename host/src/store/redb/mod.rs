@@ -51,7 +51,7 @@ pub struct RedbStore {
     /// holds the other handle to the database.
     writer: WriterThread,
     db: Arc<Database>,
-    boot: FileBoot,
+    boot: Arc<FileBoot>,
     key: [u8; 32],
 }
 
@@ -203,22 +203,15 @@ impl RedbStore {
             }
         };
         let db = Arc::new(db);
+        let boot = FileBoot::new(path, clock, epoch, issuer, fenced);
         let writer = Writer {
             db: db.clone(),
-            clock: clock.clone(),
-            epoch,
-            issuer,
+            boot: boot.clone(),
         };
         Ok(Self {
             writer: WriterThread::spawn("snodo-redb-writer", move |rx| writer.run(rx))?,
             db,
-            boot: FileBoot {
-                path,
-                clock,
-                epoch,
-                issuer,
-                fenced,
-            },
+            boot,
             key,
         })
     }

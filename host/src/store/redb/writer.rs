@@ -4,16 +4,14 @@
 use std::sync::mpsc;
 
 use super::super::StoreError;
-use super::super::engine::Ctx;
-use super::super::group_commit::{Ran, Reply, WriteJob, fail_all, next_batch};
+use super::super::group_commit::{BatchTxn, Ran, Reply, WriteJob, fail_all, next_batch, settle};
 use super::tables::WriteTables;
 use super::*;
 
 pub(super) struct Writer {
     pub(super) db: Arc<Database>,
-    pub(super) clock: Arc<dyn Clock>,
-    pub(super) epoch: u64,
-    pub(super) issuer: u64,
+    /// The store's boot: each batch runs at one reading of its clock.
+    pub(super) boot: Arc<FileBoot>,
 }
 
 impl Writer {
@@ -27,11 +25,7 @@ impl Writer {
     /// A backend failure or a panic in any job aborts the whole transaction: every job
     /// then gets the error and nothing of the batch is written.
     fn commit_batch(&self, batch: Vec<Box<dyn WriteJob>>) {
-        let ctx = Ctx {
-            now: self.clock.now(),
-            epoch: self.epoch,
-            issuer: self.issuer,
-        };
+        let ctx = self.boot.ctx();
         let mut txn = match self.db.begin_write() {
             Ok(t) => t,
             Err(e) => return fail_all(batch, backend(e)),
@@ -41,12 +35,12 @@ impl Writer {
         }
         let mut replies: Vec<Box<dyn Reply>> = Vec::with_capacity(batch.len());
         let mut failure = None;
+        let mut jobs = batch.into_iter();
         {
             let mut tables = match WriteTables::open(&txn) {
                 Ok(t) => t,
-                Err(e) => return fail_all(batch, e),
+                Err(e) => return fail_all(jobs.collect(), e),
             };
-            let mut jobs = batch.into_iter();
             for job in jobs.by_ref() {
                 match catch_unwind(AssertUnwindSafe(|| job.run(&mut tables, &ctx))) {
                     // A refused operation wrote nothing (the engine decides first).
@@ -66,19 +60,17 @@ impl Writer {
                     }
                 }
             }
-            if let Some(err) = &failure {
-                fail_all(jobs.collect(), err.clone());
-            }
         }
-        let outcome = match failure {
-            Some(err) => {
-                let _ = txn.abort();
-                Err(err)
-            }
-            None => txn.commit().map_err(backend),
-        };
-        for reply in replies {
-            reply.deliver(outcome.clone());
-        }
+        settle(failure, jobs, replies, txn);
+    }
+}
+
+impl BatchTxn for redb::WriteTransaction {
+    fn commit(self) -> StoreResult<()> {
+        redb::WriteTransaction::commit(self).map_err(backend)
+    }
+
+    fn abandon(self) {
+        let _ = self.abort();
     }
 }

@@ -93,7 +93,7 @@ pub struct SqliteStore {
     /// owns the write connection.
     writer: WriterThread,
     readers: Arc<Readers>,
-    boot: FileBoot,
+    boot: Arc<FileBoot>,
     key: [u8; 32],
     /// Holds the exclusive lock on `<path>.lock`; declared last, so it is released only
     /// after every connection above is closed.
@@ -422,22 +422,15 @@ impl SqliteStore {
         }
         let readers = Arc::new(Readers::open(&path).map_err(&in_file)?);
         drop(in_file);
+        let boot = FileBoot::new(path, clock, epoch, issuer, fenced);
         let writer = Writer {
             conn,
-            clock: clock.clone(),
-            epoch,
-            issuer,
+            boot: boot.clone(),
         };
         Ok(Self {
             writer: WriterThread::spawn("snodo-sqlite-writer", move |rx| writer.run(rx))?,
             readers,
-            boot: FileBoot {
-                path,
-                clock,
-                epoch,
-                issuer,
-                fenced,
-            },
+            boot,
             key,
             _lock: lock,
         })

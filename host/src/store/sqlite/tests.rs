@@ -276,6 +276,7 @@ mod group_commit {
     use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
     use crate::model::{ManualClock, Scope, Timestamp};
     use crate::store::Store;
+    use crate::store::embedded::FileBoot;
     use crate::store::group_commit::{self, WriteJob};
 
     type Reply = oneshot::Receiver<StoreResult<()>>;
@@ -306,21 +307,22 @@ mod group_commit {
             .expect("rows")
     }
 
-    fn writer(path: &std::path::Path) -> Writer {
-        drop(SqliteStore::open(path).expect("create"));
-        Writer {
-            conn: writer_connection(path).expect("connect"),
-            clock: Arc::new(ManualClock::new(Timestamp(1))),
-            epoch: 1,
-            issuer: 1,
-        }
+    /// A new store file and a writer of its own on it, outside any store.
+    fn writer() -> (tempfile::TempDir, std::path::PathBuf, Writer) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("s.sqlite");
+        drop(SqliteStore::open(&path).expect("create"));
+        let clock = Arc::new(ManualClock::new(Timestamp(1)));
+        let w = Writer {
+            conn: writer_connection(&path).expect("connect"),
+            boot: FileBoot::new(path.clone(), clock, 1, 1, 0),
+        };
+        (dir, path, w)
     }
 
     #[test]
     fn a_refused_job_leaves_nothing_and_the_others_commit() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.sqlite");
-        let mut w = writer(&path);
+        let (_dir, path, mut w) = writer();
         let (a, ra) = set("a", 1);
         // Writes, then refuses: its write must not survive.
         let (b, rb) = job(|txn, _| {
@@ -338,9 +340,7 @@ mod group_commit {
 
     #[test]
     fn a_backend_failure_or_a_panic_aborts_the_whole_batch() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("s.sqlite");
-        let mut w = writer(&path);
+        let (_dir, path, mut w) = writer();
         let (a, ra) = set("a", 1);
         let (b, rb) = job(|_, _| Err(StoreError::unavailable("the disk went away")));
         let (c, rc) = set("c", 3);

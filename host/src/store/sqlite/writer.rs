@@ -8,10 +8,8 @@ use std::sync::mpsc;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use crate::model::Clock;
-
-use super::super::engine::Ctx;
-use super::super::group_commit::{Ran, Reply, WriteJob, fail_all, next_batch};
+use super::super::embedded::FileBoot;
+use super::super::group_commit::{BatchTxn, Ran, Reply, WriteJob, fail_all, next_batch, settle};
 use super::super::{StoreError, StoreResult};
 use super::MAX_BATCH;
 use super::rows::{Rows, backend};
@@ -19,9 +17,8 @@ use super::rows::{Rows, backend};
 /// The writer thread's state.
 pub(super) struct Writer {
     pub(super) conn: Connection,
-    pub(super) clock: Arc<dyn Clock>,
-    pub(super) epoch: u64,
-    pub(super) issuer: u64,
+    /// The store's boot: each batch runs at one reading of its clock.
+    pub(super) boot: Arc<FileBoot>,
 }
 
 impl Writer {
@@ -40,11 +37,7 @@ impl Writer {
     /// whole transaction: every job then gets the error and nothing of the batch is
     /// written.
     pub(super) fn commit_batch(&mut self, batch: Vec<Box<dyn WriteJob>>) {
-        let ctx = Ctx {
-            now: self.clock.now(),
-            epoch: self.epoch,
-            issuer: self.issuer,
-        };
+        let ctx = self.boot.ctx();
         let txn = match self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -92,19 +85,7 @@ impl Writer {
                 break;
             }
         }
-        if let Some(err) = &failure {
-            fail_all(jobs.collect(), err.clone());
-        }
-        let outcome = match failure {
-            Some(err) => {
-                let _ = txn.rollback();
-                Err(err)
-            }
-            None => txn.commit().map_err(backend),
-        };
-        for reply in replies {
-            reply.deliver(outcome.clone());
-        }
+        settle(failure, jobs, replies, txn);
         if let Some(reply) = culprit {
             // Its result is the backend error itself; "committed" passes that through.
             reply.deliver(Ok(()));
@@ -118,4 +99,14 @@ fn statement(conn: &Connection, sql: &str) -> StoreResult<()> {
         .and_then(|mut s| s.execute([]))
         .map(|_| ())
         .map_err(backend)
+}
+
+impl BatchTxn for rusqlite::Transaction<'_> {
+    fn commit(self) -> StoreResult<()> {
+        rusqlite::Transaction::commit(self).map_err(backend)
+    }
+
+    fn abandon(self) {
+        let _ = self.rollback();
+    }
 }
