@@ -9,13 +9,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use snodo::model::{
-    ManualClock, Principal, RetryPolicy, Scope, Task, TaskEvent, TaskId, TaskStatus, Timestamp,
+    ManualClock, Principal, RetryPolicy, Scope, Task, TaskId, TaskStatus, Timestamp,
 };
 use snodo::runner::{
     Catalog, Executors, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
     tool_call_work,
 };
-use snodo::store::{Action, Authority, MemoryStore, NewTask, RedbStore, Store};
+use snodo::store::{
+    Action, Committed, MemoryStore, NewTask, RedbStore, Store, StoreResult, Transition,
+};
 use tokio::sync::OnceCell;
 
 mod common;
@@ -336,18 +338,12 @@ struct Statuses(Arc<Mutex<Vec<String>>>);
 
 #[async_trait::async_trait]
 impl snodo::store::Layer for Statuses {
-    async fn transition(
-        &self,
-        inner: &dyn Store,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected: Option<u64>,
-    ) -> snodo::store::StoreResult<snodo::store::Committed> {
-        let message = match &event.kind {
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let message = match &t.event.kind {
             snodo::model::EventKind::StatusMessage { message } => Some(message.clone()),
             _ => None,
         };
-        let c = inner.transition(by, event, expected).await?;
+        let c = t.apply(inner).await?;
         if let Some(m) = message {
             self.0.lock().expect("lock").push(m);
         }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use snodo::model::{EventKind, TaskEvent};
+use snodo::model::EventKind;
 use snodo::store::{
     Authority, Committed, Effect, Layer, Layered, Lease, MemoryStore, PgOptions, PgStore,
-    RedbStore, SqliteStore, Store, StoreError, StoreResult, drop_postgres_schema,
+    RedbStore, SqliteStore, Store, StoreError, StoreResult, Transition, drop_postgres_schema,
 };
 use snodo::stress::{StressOptions, StressReport, contention, runner_batches};
 
@@ -175,30 +175,24 @@ impl Lying {
 
 #[async_trait]
 impl Layer for Lying {
-    async fn transition(
-        &self,
-        inner: &dyn Store,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected: Option<u64>,
-    ) -> StoreResult<Committed> {
-        let status = matches!(event.kind, EventKind::StatusMessage { .. });
-        match (self.fault, by) {
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let status = matches!(t.event.kind, EventKind::StatusMessage { .. });
+        match (self.fault, t.by) {
             (Fault::LosesAcknowledgedWrites, Authority::Worker(lease))
-                if status && expected.is_some() =>
+                if status && t.expected_revision.is_some() =>
             {
                 if self.n.fetch_add(1, Ordering::Relaxed) % 3 == 2 {
                     return self.fake(inner, lease).await;
                 }
-                inner.transition(by, event, expected).await
+                t.apply(inner).await
             }
             (Fault::CommitsStaleGenerations, Authority::Worker(lease)) => {
-                match inner.transition(by, event, expected).await {
+                match t.apply(inner).await {
                     Err(StoreError::LeaseLost) => self.fake(inner, lease).await,
                     other => other,
                 }
             }
-            _ => inner.transition(by, event, expected).await,
+            _ => t.apply(inner).await,
         }
     }
 }

@@ -9,7 +9,7 @@ use snodo::mcp::SyncIo;
 use snodo::model::{ExecutionLimits, JsonRpcError};
 use snodo::wasm::{
     AttemptError, CancelToken, Completing, Component, ComponentLoader, EngineConfig, Execution,
-    ExecutionIo, GuestOutcome, Limit, TaskMode, WasmEngine,
+    ExecutionIo, GuestOutcome, InputAnswers, InputRequests, Limit, TaskMode, WasmEngine,
 };
 use tokio::sync::OnceCell;
 
@@ -37,11 +37,7 @@ struct Reports {
 
 #[async_trait::async_trait]
 impl ExecutionIo for Reports {
-    async fn await_inputs(
-        &self,
-        requests: Vec<(String, Value)>,
-        _cancel: &CancelToken,
-    ) -> Result<Vec<Value>, snodo::wasm::InputFailure> {
+    async fn await_inputs(&self, requests: InputRequests, _cancel: &CancelToken) -> InputAnswers {
         Err(snodo::wasm::InputFailure::Suspend(requests))
     }
 

@@ -10,7 +10,9 @@ use serde_json::{Map, Value, json};
 use crate::model::Principal;
 use crate::protocol::{self, RequestMeta, RpcError};
 use crate::runner::CatalogSource;
-use crate::wasm::{AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo};
+use crate::wasm::{
+    AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo, InputRequests,
+};
 
 use super::{McpServer, Revision, SyncIo, state};
 
@@ -62,7 +64,7 @@ pub(super) fn given_answers(
 }
 
 /// An `InputRequiredResult` asking `questions`, carrying `request_state`.
-pub(super) fn input_required(questions: Vec<(String, Value)>, request_state: String) -> Value {
+pub(super) fn input_required(questions: InputRequests, request_state: String) -> Value {
     let requests: Map<String, Value> = questions.into_iter().collect();
     json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
 }

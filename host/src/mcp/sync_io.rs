@@ -11,7 +11,10 @@ use tokio::sync::mpsc;
 
 use crate::model::Principal;
 use crate::protocol::{self, LogLevel};
-use crate::wasm::{CancelToken, ExecutionIo, InputFailure, Progress, check_capabilities};
+use crate::wasm::{
+    CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
+    check_capabilities,
+};
 
 use super::session::Outstanding;
 
@@ -74,7 +77,7 @@ impl SyncIo {
         &self,
         outstanding: &Outstanding,
         principal: &Principal,
-        requests: Vec<(String, Value)>,
+        requests: InputRequests,
         cancel: &CancelToken,
     ) -> Result<Vec<Value>, InputFailure> {
         let Some(outbox) = &self.outbox else {
@@ -123,11 +126,7 @@ impl SyncIo {
 
 #[async_trait]
 impl ExecutionIo for SyncIo {
-    async fn await_inputs(
-        &self,
-        requests: Vec<(String, Value)>,
-        cancel: &CancelToken,
-    ) -> Result<Vec<Value>, InputFailure> {
+    async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {
         check_capabilities(&self.capabilities, &requests)?;
         let responses = match &self.answers {
             Answers::Given(r) => r,
@@ -136,7 +135,7 @@ impl ExecutionIo for SyncIo {
                 principal,
             } => return self.ask(outstanding, principal, requests, cancel).await,
         };
-        let missing: Vec<(String, Value)> = requests
+        let missing: InputRequests = requests
             .iter()
             .filter(|(k, _)| !responses.contains_key(k))
             .cloned()
@@ -231,7 +230,7 @@ mod tests {
         (io, rx, outstanding, CancelToken::new())
     }
 
-    fn question() -> Vec<(String, Value)> {
+    fn question() -> InputRequests {
         vec![(
             "name".to_owned(),
             json!({"method": "elicitation/create", "params": {"message": "Who?", "requestedSchema": {"type": "object"}}}),

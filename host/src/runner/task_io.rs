@@ -11,7 +11,10 @@ use tokio::sync::Notify;
 
 use crate::model::{EventId, EventKind, TaskEvent, TaskId};
 use crate::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
-use crate::wasm::{CancelToken, ExecutionIo, InputFailure, Progress, check_capabilities};
+use crate::wasm::{
+    CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
+    check_capabilities,
+};
 
 /// Wakes attempts parked in `await-input` when their task's inputs change.
 ///
@@ -142,11 +145,7 @@ fn stop(e: StoreError) -> InputFailure {
 
 #[async_trait]
 impl ExecutionIo for TaskIo {
-    async fn await_inputs(
-        &self,
-        requests: Vec<(String, Value)>,
-        cancel: &CancelToken,
-    ) -> Result<Vec<Value>, InputFailure> {
+    async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {
         check_capabilities(&self.capabilities, &requests)?;
         let task = *self.lease.task_id();
         // Subscribe before recording, so an answer that lands in between still wakes us.

@@ -42,14 +42,8 @@ pub trait Layer: Send + Sync + 'static {
     }
 
     /// [`Store::transition`].
-    async fn transition(
-        &self,
-        inner: &dyn Store,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected_revision: Option<u64>,
-    ) -> StoreResult<Committed> {
-        inner.transition(by, event, expected_revision).await
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        t.apply(inner).await
     }
 
     /// [`Store::claim`].
@@ -69,6 +63,27 @@ pub trait Layer: Send + Sync + 'static {
         request: &ClaimRequest,
     ) -> StoreResult<Option<Claimed>> {
         inner.claim_next(request).await
+    }
+}
+
+/// A [`Store::transition`] a layer is asked to pass on: who asks, the event, and the
+/// revision the asker expects.
+#[derive(Debug)]
+pub struct Transition<'a> {
+    /// Who asks.
+    pub by: Authority<'a>,
+    /// The event.
+    pub event: TaskEvent,
+    /// The revision the asker expects the task to be at; `None` applies at any.
+    pub expected_revision: Option<u64>,
+}
+
+impl Transition<'_> {
+    /// Passes it on to `store`.
+    pub async fn apply(self, store: &dyn Store) -> StoreResult<Committed> {
+        store
+            .transition(self.by, self.event, self.expected_revision)
+            .await
     }
 }
 
@@ -141,9 +156,12 @@ impl<L: Layer> Store for Layered<L> {
         event: TaskEvent,
         expected_revision: Option<u64>,
     ) -> StoreResult<Committed> {
-        self.layer
-            .transition(&*self.inner, by, event, expected_revision)
-            .await
+        let t = Transition {
+            by,
+            event,
+            expected_revision,
+        };
+        self.layer.transition(&*self.inner, t).await
     }
 
     async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {

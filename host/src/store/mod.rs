@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 pub(crate) use engine::fill_random;
 pub use error::StoreError;
 pub use fault::{Faults, FaultyDevice};
-pub use layer::{Layer, Layered};
+pub use layer::{Layer, Layered, Transition};
 pub use memory::MemoryStore;
 pub use observed::{Announcer, Changed, ObservedStore};
 pub use postgres::{

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::broadcast;
 
-use crate::model::{Task, TaskEvent, TaskId};
+use crate::model::{Task, TaskId};
 
 use super::{
-    Authority, ClaimRequest, Claimed, Committed, Layer, Layered, NewTask, Store, StoreResult,
+    ClaimRequest, Claimed, Committed, Layer, Layered, NewTask, Store, StoreResult, Transition,
 };
 
 /// What changed, as announced to subscribers.
@@ -83,15 +83,9 @@ impl Layer for Announcer {
         Ok(c)
     }
 
-    async fn transition(
-        &self,
-        inner: &dyn Store,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected_revision: Option<u64>,
-    ) -> StoreResult<Committed> {
-        let before = *by.task_id();
-        let c = inner.transition(by, event, expected_revision).await?;
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let before = *t.by.task_id();
+        let c = t.apply(inner).await?;
         // A replay changed nothing. Other successes are announced even when they were
         // no-ops (a reattach): a duplicate notification carries the same state.
         if !c.replayed {

@@ -24,7 +24,8 @@ use serde_json::json;
 
 use crate::model::{EventId, EventKind, Principal, Scope, TaskEvent, TaskId, TaskStatus, Work};
 use crate::store::{
-    Action, Authority, ClaimRequest, Layer, Layered, Lease, NewTask, Store, StoreError,
+    Action, Authority, ClaimRequest, Committed, Layer, Layered, Lease, NewTask, Store, StoreError,
+    StoreResult, Transition,
 };
 
 /// The shape of one run.
@@ -753,14 +754,8 @@ impl Recorder {
 
 #[async_trait::async_trait]
 impl Layer for Recorder {
-    async fn transition(
-        &self,
-        inner: &dyn Store,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected: Option<u64>,
-    ) -> crate::store::StoreResult<crate::store::Committed> {
-        let c = inner.transition(by, event, expected).await?;
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let c = t.apply(inner).await?;
         if let crate::store::Effect::RetryScheduled { retry_at, .. } = c.effect {
             let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
             log.retry_at

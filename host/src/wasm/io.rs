@@ -10,6 +10,13 @@ use crate::model::ClientCapabilities;
 
 use super::CancelToken;
 
+/// The questions one `await-input` call asks together: (key, MCP input request JSON), in
+/// the guest's order.
+pub type InputRequests = Vec<(String, Value)>;
+
+/// The answers to [`InputRequests`], in the same order, or why there are none.
+pub type InputAnswers = Result<Vec<Value>, InputFailure>;
+
 /// Why an input request did not produce answers.
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputFailure {
@@ -23,7 +30,7 @@ pub enum InputFailure {
     Invalid(String),
     /// The answers must come from the client first: stop the guest, the host answers the
     /// request with `input_required` and the listed questions.
-    Suspend(Vec<(String, Value)>),
+    Suspend(InputRequests),
     /// The attempt lost its right to continue (lease lost, task finished or gone).
     Stop(String),
     /// The guest has waited longer than the park limit: release it (the store keeps the
@@ -45,12 +52,8 @@ pub struct Progress {
 /// The host side of an execution's imports.
 #[async_trait]
 pub trait ExecutionIo: Send + Sync {
-    /// Obtains answers to `requests` (key, MCP input request JSON), in order.
-    async fn await_inputs(
-        &self,
-        requests: Vec<(String, Value)>,
-        cancel: &CancelToken,
-    ) -> Result<Vec<Value>, InputFailure>;
+    /// Obtains answers to `requests`, in order.
+    async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers;
 
     /// Sets the status message. An error stops the attempt.
     async fn set_status(&self, message: String) -> Result<(), String>;
@@ -86,11 +89,7 @@ pub(crate) struct NoInput;
 
 #[async_trait]
 impl ExecutionIo for NoInput {
-    async fn await_inputs(
-        &self,
-        _requests: Vec<(String, Value)>,
-        _cancel: &CancelToken,
-    ) -> Result<Vec<Value>, InputFailure> {
+    async fn await_inputs(&self, _requests: InputRequests, _cancel: &CancelToken) -> InputAnswers {
         Err(InputFailure::Invalid(
             "this export cannot ask for input".into(),
         ))

@@ -36,7 +36,9 @@ pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
 pub use host::{CancelToken, LogLine};
-pub use io::{ExecutionIo, InputFailure, Progress, check_capabilities};
+pub use io::{
+    ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
+};
 
 /// How a tool runs when called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -184,7 +186,7 @@ pub enum AttemptError {
     /// It was cancelled (and stopped, cooperatively or not).
     Cancelled,
     /// A synchronous call needs these answers from the client first (MRTR).
-    NeedInput(Vec<(String, Value)>),
+    NeedInput(InputRequests),
     /// The attempt lost its right to continue (lease lost, task gone); not a failure of
     /// the task.
     Stopped(String),
@@ -241,7 +243,7 @@ impl fmt::Display for AttemptError {
 /// trap so the call's error can be classified.
 #[derive(Debug, Clone)]
 pub(crate) enum HostStop {
-    NeedInput(Vec<(String, Value)>),
+    NeedInput(InputRequests),
     Lost(String),
     Parked,
     Limit(Limit),
