@@ -1,11 +1,12 @@
-//! MemoryStore: the volatile adapter. A mutex over a hash map and three ordered indexes.
+//! MemoryStore: the volatile adapter. A readers-writer lock over a hash map and three
+//! ordered indexes.
 //!
 //! Records are kept as JSON bytes (`store/record.rs`, uncompressed), with each task's head
 //! beside them: a parked task then costs about a kilobyte instead of the several its
 //! decoded JSON values would, and no reader can alias a stored value.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, RwLock};
 
 use crate::model::{Clock, Scope, SystemClock, Task, TaskId};
 
@@ -15,10 +16,11 @@ use super::{StoreError, StoreResult};
 
 /// A fast, volatile store: everything is lost when it is dropped.
 ///
-/// Operations are atomic (one mutex, held only for the synchronous rule evaluation, never
-/// across an await). There is one boot epoch for its whole life.
+/// Operations are atomic (one lock, held only for the synchronous rule evaluation, never
+/// across an await; reads share it, so lookups on both cores do not queue behind each
+/// other's decoding). There is one boot epoch for its whole life.
 pub struct MemoryStore {
-    inner: Mutex<Tables>,
+    inner: RwLock<Tables>,
     clock: Arc<dyn Clock>,
     issuer: u64,
     key: [u8; 32],
@@ -122,7 +124,7 @@ impl MemoryStore {
     /// An empty store on `clock`.
     pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
         Self {
-            inner: Mutex::new(Tables::default()),
+            inner: RwLock::new(Tables::default()),
             clock,
             issuer: engine::random_u64(),
             key: engine::random_key(),
@@ -144,7 +146,7 @@ impl MemoryStore {
     {
         let mut tables = self
             .inner
-            .lock()
+            .write()
             .map_err(|_| StoreError::unavailable("a store operation panicked earlier"))?;
         let ctx = self.ctx();
         f(&mut *tables, &ctx)
@@ -157,7 +159,7 @@ impl MemoryStore {
     {
         let tables = self
             .inner
-            .lock()
+            .read()
             .map_err(|_| StoreError::unavailable("a store operation panicked earlier"))?;
         let ctx = self.ctx();
         f(&*tables, &ctx)
