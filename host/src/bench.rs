@@ -387,6 +387,8 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         let engine = WasmEngine::new(EngineConfig {
             max_instances: if live { n as u32 + 16 } else { 64 },
             max_memory_bytes: 16 << 20,
+            // Every live guest may hold its whole allowance at once.
+            max_total_memory_bytes: (n + 16) * (16 << 20),
             ..EngineConfig::default()
         })?;
         let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
@@ -408,7 +410,9 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
                 } else {
                     Duration::from_millis(1)
                 },
+                // One tenant holds every task here: its share is the whole runner.
                 max_concurrent: if live { n + 8 } else { 64 },
+                max_running_per_tenant: if live { n + 8 } else { 64 },
                 poll_interval: Duration::from_millis(5),
                 reap_interval: None,
                 ..RunnerOptions::default()
@@ -438,6 +442,20 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             };
             if done {
                 break;
+            }
+            // Every attempt here either waits for its answer or parks; one that ended
+            // otherwise was refused something (a budget, a limit) and would be waited
+            // for in vain.
+            let stats = runner.stats();
+            let finished = stats.finished.load(std::sync::atomic::Ordering::Relaxed);
+            let parked = stats
+                .parked_released
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if finished > parked {
+                return Err(format!(
+                    "{} of {n} attempts ended instead of waiting for input",
+                    finished - parked
+                ));
             }
             if started.elapsed() > Duration::from_secs(600) {
                 return Err(format!("{n} tasks did not park in time"));
