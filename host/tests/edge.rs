@@ -342,7 +342,7 @@ fn server_over(store: Arc<dyn Store>) -> Arc<McpServer> {
     ))
 }
 
-async fn get(app: &axum::Router, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
+async fn get(app: &snodo::http::App, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {
     let mut req = Request::get(path);
     for (k, v) in headers {
         req = req.header(*k, *v);

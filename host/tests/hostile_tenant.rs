@@ -27,7 +27,7 @@ const TOKEN_A: &str = "tenant-a-token-0123456789";
 const TOKEN_B: &str = "tenant-b-token-0123456789";
 
 struct Host {
-    app: axum::Router,
+    app: snodo::http::App,
     server: Arc<McpServer>,
     store: Arc<dyn Store>,
     engine: snodo::wasm::WasmEngine,
@@ -96,7 +96,7 @@ fn post(token: &str, body: &Value, name_header: bool) -> Request<Body> {
     b.body(Body::from(body.to_string())).expect("request")
 }
 
-async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value) {
+async fn send(app: &snodo::http::App, req: Request<Body>) -> (StatusCode, Value) {
     let resp = app.clone().oneshot(req).await.expect("response");
     let status = resp.status();
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();

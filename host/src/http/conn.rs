@@ -1,4 +1,4 @@
-//! Serving the router on a TCP listener with the transport's limits: a cap on open
+//! Serving the routes on a TCP listener with the transport's limits: a cap on open
 //! connections, the header and idle timeouts, TCP_NODELAY, and graceful shutdown.
 //!
 //! Each connection is watched by its own task. Its phase decides which timer runs:
@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper_util::rt::TokioIo;
@@ -31,7 +30,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
-use tower::ServiceExt;
 
 /// The transport's limits. Every field has a default, documented in docs/configuration.md
 /// (`[http]`).
@@ -239,7 +237,7 @@ impl HttpBody for Tracked {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` resolves, within `limits`, with
+/// Serves `app` on `listener` until `shutdown` resolves, within `limits`, with
 /// TCP_NODELAY on every connection (SSE replies otherwise stall on Nagle + delayed ACK).
 ///
 /// At shutdown it stops accepting, asks every connection to finish (idle ones close at
@@ -248,7 +246,7 @@ impl HttpBody for Tracked {
 /// wait.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    app: super::App,
     limits: &HttpLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> io::Result<()> {
@@ -289,7 +287,7 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
-            router.clone(),
+            app.clone(),
             http1.clone(),
             limits,
             stop_rx.clone(),
@@ -315,7 +313,7 @@ fn is_per_connection(e: &io::Error) -> bool {
 
 async fn connection(
     stream: TcpStream,
-    router: Router,
+    app: super::App,
     http1: hyper::server::conn::http1::Builder,
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
@@ -329,12 +327,9 @@ async fn connection(
     let for_service = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
         let in_flight = InFlight::start(for_service.clone());
-        let router = router.clone();
+        let app = app.clone();
         async move {
-            let response = match router.oneshot(request.map(Body::new)).await {
-                Ok(r) => r,
-                Err(never) => match never {},
-            };
+            let response = app.handle(request.map(Body::new)).await;
             Ok::<_, Infallible>(response.map(|body| Tracked {
                 body,
                 _in_flight: in_flight,

@@ -1,21 +1,19 @@
-//! Streamable HTTP with axum: `POST /mcp` and the rules that belong to the transport:
-//! Host/Origin checks against DNS rebinding (on every route), bearer authentication, the
-//! body limit and body timeout, the routing headers, SSE responses, 405 for GET/DELETE,
-//! health endpoints and metrics. Connection limits and timeouts are in `conn`.
+//! Streamable HTTP on hyper (with axum's body, response and SSE types): `POST /mcp` and the
+//! rules that belong to the transport: Host/Origin checks against DNS rebinding (on every
+//! route), bearer authentication, the body limit and body timeout, the routing headers, SSE
+//! responses, 405 for GET, DELETE of a 2025-11-25 session, health endpoints and metrics.
+//! Connection limits and timeouts are in `conn`.
 
 mod conn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use futures_util::stream;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -127,10 +125,66 @@ struct Shared {
     metrics_token: Option<TokenDigest>,
 }
 
-/// The router: `POST /mcp`, `GET /healthz`, `GET /readyz`, `GET /metrics`, all behind the
-/// Host/Origin check.
-pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
-    let state = Arc::new(Shared {
+/// The routes: `POST /mcp` (a `GET` is 405, a `DELETE` ends a 2025-11-25 session),
+/// `GET /healthz`, `GET /readyz`, `GET /metrics`, every one behind the Host/Origin check.
+///
+/// Matched by hand rather than by a routing framework: an MCP request is small enough that a
+/// router's layers of boxed futures and response mapping were a measurable share of it. It
+/// is a `tower::Service` for tests that drive it without sockets; the server calls
+/// [`App::handle`] directly.
+#[derive(Clone)]
+pub struct App(AppState);
+
+impl App {
+    /// Answers one request.
+    pub async fn handle(&self, request: Request) -> Response {
+        let state = &self.0;
+        if let Err(why) = check_host(request.headers(), &state.config.allowed_hosts) {
+            return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
+        }
+        let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
+        match request.uri().path() {
+            "/mcp" => match *request.method() {
+                Method::POST => post_mcp(state, request).await,
+                Method::DELETE => delete_session(state, request.headers()),
+                _ => not_allowed(),
+            },
+            "/healthz" if read_only => (StatusCode::OK, "ok").into_response(),
+            "/readyz" if read_only => ready(state).await,
+            "/metrics" if read_only => metrics(state, request.headers()),
+            "/healthz" | "/readyz" | "/metrics" => {
+                let mut r = StatusCode::METHOD_NOT_ALLOWED.into_response();
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+                r
+            }
+            _ => StatusCode::NOT_FOUND.into_response(),
+        }
+    }
+}
+
+impl tower::Service<Request> for App {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let app = self.clone();
+        Box::pin(async move { Ok(app.handle(request).await) })
+    }
+}
+
+/// The routes over `server`.
+pub fn router(server: Arc<McpServer>, config: HttpConfig) -> App {
+    App(Arc::new(Shared {
         server,
         tokens: config
             .tokens
@@ -139,34 +193,15 @@ pub fn router(server: Arc<McpServer>, config: HttpConfig) -> Router {
             .collect(),
         metrics_token: config.metrics_token.as_deref().map(digest),
         config,
-    });
-    Router::new()
-        .route(
-            "/mcp",
-            post(post_mcp).get(not_allowed).delete(delete_session),
-        )
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .layer(middleware::from_fn_with_state(state.clone(), host_guard))
-        .with_state(state)
-}
-
-/// The DNS-rebinding defence, before any route: a page on another origin that resolves
-/// its own name to this server must not reach it through a victim's browser.
-async fn host_guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    if let Err(why) = check_host(request.headers(), &state.config.allowed_hosts) {
-        return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
-    }
-    next.run(request).await
+    }))
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
-    let body = protocol::error_response(&Value::Null, &RpcError::new(code, message));
-    (status, axum::Json(body)).into_response()
+    let body = protocol::error_bytes(&Value::Null, &RpcError::new(code, message));
+    json_response(status, body)
 }
 
-async fn not_allowed() -> Response {
+fn not_allowed() -> Response {
     let mut r = rpc_error(
         StatusCode::METHOD_NOT_ALLOWED,
         codes::INVALID_REQUEST,
@@ -180,11 +215,11 @@ async fn not_allowed() -> Response {
 /// A 2025-11-25 client ending its session. Sessions live in their ids, so this only drops
 /// what this node remembers of one (its log level); without a session id there is nothing
 /// to end.
-async fn delete_session(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if authenticate(&headers, &state.tokens).is_none() {
+fn delete_session(state: &Shared, headers: &HeaderMap) -> Response {
+    if authenticate(headers, &state.tokens).is_none() {
         return unauthorized("a valid bearer token is required");
     }
-    match routing_header(&headers, "mcp-session-id") {
+    match routing_header(headers, "mcp-session-id") {
         Some(Ok(id)) => {
             state.server.end_session(&id);
             StatusCode::NO_CONTENT.into_response()
@@ -197,9 +232,9 @@ async fn delete_session(State(state): State<AppState>, headers: HeaderMap) -> Re
     }
 }
 
-async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+fn metrics(state: &Shared, headers: &HeaderMap) -> Response {
     if let Some(expected) = &state.metrics_token {
-        let presented = bearer_token(&headers).map(digest);
+        let presented = bearer_token(headers).map(digest);
         if !presented.is_some_and(|p| digests_equal(&p, expected)) {
             return unauthorized("a valid bearer token is required (metrics.token)");
         }
@@ -213,7 +248,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 
 /// Ready when the store commits a probe write within [`READY_PROBE_TIMEOUT`]: a read alone
 /// stays green while the writer is stuck or the disk refuses writes.
-async fn ready(State(state): State<AppState>) -> Response {
+async fn ready(state: &Shared) -> Response {
     match state.server.store_ready(READY_PROBE_TIMEOUT).await {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(e) => {
@@ -312,7 +347,7 @@ fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>>
         })
 }
 
-async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
+async fn post_mcp(state: &Shared, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     let Some(principal) = authenticate(&headers, &state.tokens) else {
@@ -370,12 +405,11 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
     };
     match state.server.handle(&routing, &principal, &bytes).await {
         Reply::Json { status, body } => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            (status, axum::Json(body)).into_response()
+            json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Initialized { session, body } => {
-            let mut r = (StatusCode::OK, axum::Json(body)).into_response();
+            let mut r = json_response(StatusCode::OK, body);
             // Sealed base64url: always a valid header value.
             if let Ok(v) = HeaderValue::from_str(&session) {
                 r.headers_mut().insert("mcp-session-id", v);
@@ -393,6 +427,17 @@ async fn post_mcp(State(state): State<AppState>, request: Request) -> Response {
             Sse::new(events).into_response()
         }
     }
+}
+
+/// A serialized JSON message as the response body.
+fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
 }
 
 /// A JSON body for tests and tools: `{"jsonrpc":"2.0", ...}` with `_meta` filled in.

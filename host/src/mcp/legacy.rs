@@ -103,16 +103,14 @@ impl McpServer {
                     // Not issued here, issued to someone else, or ended: the client starts a
                     // new session.
                     None => {
-                        return Ok(Reply::Json {
-                            status: 404,
-                            body: protocol::error_response(
-                                &id,
-                                &RpcError::new(
-                                    protocol::codes::INVALID_REQUEST,
-                                    "unknown session: send initialize to start a new one",
-                                ),
+                        return Ok(Reply::error_with_status(
+                            404,
+                            &id,
+                            &RpcError::new(
+                                protocol::codes::INVALID_REQUEST,
+                                "unknown session: send initialize to start a new one",
                             ),
-                        });
+                        ));
                     }
                 }
             }
@@ -203,7 +201,7 @@ impl McpServer {
         });
         Ok(Reply::Initialized {
             session: session_id,
-            body: protocol::result_response(&req.id, result),
+            body: protocol::result_bytes(&req.id, &result),
         })
     }
 

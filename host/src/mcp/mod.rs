@@ -83,8 +83,8 @@ pub enum Reply {
     Json {
         /// The HTTP status.
         status: u16,
-        /// The JSON-RPC message.
-        body: Value,
+        /// The JSON-RPC message, serialized.
+        body: Vec<u8>,
     },
     /// A notification or response was received: 202, no body.
     Accepted,
@@ -93,8 +93,8 @@ pub enum Reply {
     Initialized {
         /// `Mcp-Session-Id`.
         session: String,
-        /// The JSON-RPC response.
-        body: Value,
+        /// The JSON-RPC response, serialized.
+        body: Vec<u8>,
     },
     /// An SSE stream: notifications, then the response (or, for subscriptions, until the
     /// client goes away). Bounded: a client that stops reading holds up its producer (which
@@ -103,17 +103,29 @@ pub enum Reply {
 }
 
 impl Reply {
-    fn result(id: &Value, result: Value) -> Self {
+    fn result(id: &Value, result: impl serde::Serialize) -> Self {
         Reply::Json {
             status: 200,
-            body: protocol::result_response(id, result),
+            body: protocol::result_bytes(id, &result),
         }
     }
 
     fn error(id: &Value, e: &RpcError) -> Self {
+        Self::error_with_status(e.http_status(), id, e)
+    }
+
+    fn error_with_status(status: u16, id: &Value, e: &RpcError) -> Self {
         Reply::Json {
-            status: e.http_status(),
-            body: protocol::error_response(id, e),
+            status,
+            body: protocol::error_bytes(id, e),
+        }
+    }
+
+    /// A message already built as a JSON tree.
+    fn message(status: u16, message: &Value) -> Self {
+        Reply::Json {
+            status,
+            body: serde_json::to_vec(message).unwrap_or_default(),
         }
     }
 }
@@ -321,10 +333,7 @@ impl McpServer {
             return Ok(self
                 .dispatch_handshake(headers, principal, req)
                 .await
-                .unwrap_or_else(|e| Reply::Json {
-                    status: 200,
-                    body: protocol::error_response(&id, &e),
-                }));
+                .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
         // 1. Routing headers against the body.
         match readable(&headers.method, "Mcp-Method")? {
@@ -424,7 +433,7 @@ impl McpServer {
                     .await?
             }
             Method::Complete => self.complete(&req.params, Revision::Current).await?,
-            Method::TasksGet => self.tasks_get(&req.params, principal).await?,
+            Method::TasksGet => return self.tasks_get(id, &req.params, principal).await,
             Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,
             Method::TasksCancel => self.tasks_cancel(&req.params, principal).await?,
             Method::SubscriptionsListen => {

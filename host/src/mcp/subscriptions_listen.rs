@@ -6,7 +6,6 @@ use tokio::sync::mpsc;
 use crate::budget::{Over, Refusal};
 use crate::model::Principal;
 use crate::protocol::{self, RequestMeta, RpcError};
-use crate::store::Action;
 
 use super::{McpServer, Reply, STREAM_QUEUE, wire};
 
@@ -138,18 +137,13 @@ impl McpServer {
                         let Some(i) = marked.pop_front() else { continue };
                         // Authorized on every send: a task that expired or was reaped is
                         // dropped. The task is read now, so the newest state goes out.
-                        let Ok(access) = store.authorize(&principal, Action::Read, &watched[i]).await else {
+                        let Ok((_, task)) = store.authorize_read(&principal, &watched[i]).await else {
                             continue;
                         };
-                        let Ok(task) = store.get(&access).await else {
+                        let Ok(params) = serde_json::to_value(wire::detailed_task(&task, &sub)) else {
                             continue;
                         };
-                        let mut params = wire::detailed_task(&task);
-                        params.insert("_meta".into(), sub.clone());
-                        permit.send(protocol::notification(
-                            "notifications/tasks",
-                            Value::Object(params),
-                        ));
+                        permit.send(protocol::notification("notifications/tasks", params));
                     }
                 }
             }

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 
 use crate::budget::{Over, Refusal, Slot};
 use crate::model::ClientCapabilities;
-use crate::model::{Principal, TaskId};
+use crate::model::{Principal, TaskId, TaskView};
 use crate::protocol::{self, RequestMeta, RpcError};
 use crate::runner::tool_call_work;
 use crate::store::{NewTask, StoreError};
@@ -152,7 +152,10 @@ impl McpServer {
                 }
             };
             self.metrics.task_created();
-            return Ok(Reply::result(id, wire::create_task_result(&task)));
+            return Ok(Reply::result(
+                id,
+                wire::create_task_result(&TaskView::of(&task)),
+            ));
         }
 
         // Synchronous: progress goes out on an SSE stream when the request asked for it.
@@ -258,8 +261,8 @@ impl McpServer {
                 // drops the guest with it.
                 let outcome = run.await;
                 drop(slot);
-                let (status, body) = to_message(id, outcome);
-                Ok(Reply::Json { status, body })
+                let (status, message) = to_message(id, outcome);
+                Ok(Reply::message(status, &message))
             }
         }
     }

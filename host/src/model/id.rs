@@ -59,14 +59,8 @@ fn hex_val(c: u8) -> Option<u8> {
 
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One write of 32 digits: a lookup reply formats its id every time.
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut out = [0u8; 32];
-        for (i, b) in self.0.iter().enumerate() {
-            out[2 * i] = HEX[usize::from(b >> 4)];
-            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
-        }
-        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+        let hex = self.hex();
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -76,17 +70,42 @@ impl fmt::Debug for TaskId {
     }
 }
 
+impl TaskId {
+    /// The 32 hex digits, written without the formatting machinery: every reply that names
+    /// a task writes its id.
+    pub(crate) fn hex(&self) -> [u8; 32] {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 32];
+        for (i, b) in self.0.iter().enumerate() {
+            out[2 * i] = HEX[usize::from(b >> 4)];
+            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
+        }
+        out
+    }
+}
+
 impl Serialize for TaskId {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        let hex = self.hex();
+        s.serialize_str(std::str::from_utf8(&hex).map_err(serde::ser::Error::custom)?)
     }
 }
 
 impl<'de> Deserialize<'de> for TaskId {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        TaskId::parse(&s)
-            .ok_or_else(|| serde::de::Error::custom("a task id is 32 lowercase hex digits"))
+        // Read in place where the input allows it: a stored record names its task, and
+        // every lookup decodes one.
+        struct Id;
+        impl serde::de::Visitor<'_> for Id {
+            type Value = TaskId;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a task id: 32 lowercase hex digits")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<TaskId, E> {
+                TaskId::parse(s).ok_or_else(|| E::custom("a task id is 32 lowercase hex digits"))
+            }
+        }
+        d.deserialize_str(Id)
     }
 }
 

@@ -11,6 +11,7 @@ mod id;
 mod retry;
 mod task;
 mod time;
+mod view;
 mod work;
 
 pub use capabilities::ClientCapabilities;
@@ -21,6 +22,7 @@ pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,
 };
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use view::{RawJson, TaskView, ViewOutcome};
 pub use work::{ExecutionLimits, WORK_SCHEMA_VERSION, Work, WorkError};
 
 /// A validation failure in a value that came from outside (a caller, a guest, a file).

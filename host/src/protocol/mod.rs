@@ -11,6 +11,7 @@ pub use headers::{NameSource, decode_header_value, name_source};
 pub use meta::{LogLevel, RequestMeta, declares_tasks};
 pub use time::rfc3339;
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The protocol version served.
@@ -116,6 +117,45 @@ impl RpcError {
         }
         v
     }
+}
+
+/// The bytes of a JSON-RPC result response: the result is serialized in place, never built
+/// into a JSON tree first.
+pub fn result_bytes<T: Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Out<'a, T: ?Sized> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a T,
+    }
+    to_bytes(&Out {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+}
+
+/// The bytes of a JSON-RPC error response.
+pub fn error_bytes(id: &Value, error: &RpcError) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        error: &'a RpcError,
+    }
+    to_bytes(&Out {
+        jsonrpc: "2.0",
+        id,
+        error,
+    })
+}
+
+fn to_bytes<T: Serialize>(message: &T) -> Vec<u8> {
+    serde_json::to_vec(message).unwrap_or_else(|e| {
+        // Only a map with non-string keys can fail to serialize, and no message has one.
+        tracing::error!(error = %e, "a response could not be serialized");
+        br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"the response could not be serialized"}}"#.to_vec()
+    })
 }
 
 /// A JSON-RPC error response.

@@ -37,7 +37,8 @@ pub fn rfc3339(t: Timestamp) -> String {
     put(14, 2, (rem % 3_600) / 60);
     put(17, 2, rem % 60);
     put(20, 3, ms % 1_000);
-    out.iter().map(|&b| char::from(b)).collect()
+    // Every byte written above is an ASCII digit or separator.
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Days since 1970-01-01 to (year, month, day) in the proleptic Gregorian calendar.

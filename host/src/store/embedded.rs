@@ -63,7 +63,7 @@ macro_rules! embedded_store {
                 &self,
                 principal: &$crate::model::Principal,
                 task_id: &str,
-            ) -> $crate::store::StoreResult<($crate::store::Access, $crate::model::Task)> {
+            ) -> $crate::store::StoreResult<($crate::store::Access, $crate::model::TaskView)> {
                 let (principal, task_id) = (principal.clone(), task_id.to_owned());
                 self.read(move |view, ctx| {
                     $crate::store::engine::authorize_read(view, ctx, &principal, &task_id)

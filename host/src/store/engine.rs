@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use crate::model::{
     AppliedEvent, Claim, EventKind, InputEntry, Outcome, Principal, Scope, Task, TaskEvent, TaskId,
-    TaskStatus, Timestamp, Work,
+    TaskStatus, TaskView, Timestamp, Work,
 };
 
 use super::types::{
@@ -88,6 +88,11 @@ pub(crate) trait View {
     /// the task's state needs. An adapter that keeps the work apart skips reading it.
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
         Ok(self.load(id)?.map(|r| r.task))
+    }
+    /// What a client may see of the task, if stored (expired or not): what a lookup needs.
+    /// An adapter that keeps records as JSON decodes the view alone.
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        Ok(self.load_task(id)?.map(|t| TaskView::of(&t)))
     }
 }
 
@@ -323,16 +328,19 @@ pub(crate) fn authorize(
     })
 }
 
-/// [`authorize`] for reading, then the task, in one view.
+/// [`authorize`] for reading, then what a client may see of the task, in one view.
 pub(crate) fn authorize_read(
     view: &dyn View,
     ctx: &Ctx,
     principal: &Principal,
     task_id: &str,
-) -> StoreResult<(Access, Task)> {
+) -> StoreResult<(Access, TaskView)> {
     let access = authorize(view, ctx, principal, Action::Read, task_id)?;
-    let task = get(view, ctx, &access)?;
-    Ok((access, task))
+    // The same checks as `get`, on the view.
+    match view.load_view(&access.task_id)? {
+        Some(t) if !t.is_expired(ctx.now) && t.scope == access.scope => Ok((access, t)),
+        _ => Err(StoreError::NotFound),
+    }
 }
 
 pub(crate) fn get(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Task> {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::model::{Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+use crate::model::{Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
 
 use super::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
@@ -142,7 +142,7 @@ impl<L: Layer> Store for Layered<L> {
         &self,
         principal: &Principal,
         task_id: &str,
-    ) -> StoreResult<(Access, Task)> {
+    ) -> StoreResult<(Access, TaskView)> {
         self.inner.authorize_read(principal, task_id).await
     }
 

@@ -8,7 +8,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use crate::model::{Clock, Scope, SystemClock, Task, TaskId};
+use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView};
 
 use super::engine::{self, Ctx, Head, Index, Record, Txn, View};
 use super::record;
@@ -68,6 +68,13 @@ impl View for Tables {
         self.records
             .get(id)
             .map(|s| record::decode_task(&s.bytes))
+            .transpose()
+    }
+
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        self.records
+            .get(id)
+            .map(|s| record::decode_view(&s.bytes))
             .transpose()
     }
 

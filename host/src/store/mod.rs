@@ -54,7 +54,9 @@ pub use types::{
     InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
 };
 
-use crate::model::{EventId, EventKind, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+use crate::model::{
+    EventId, EventKind, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+};
 
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -141,16 +143,18 @@ pub trait Store: Send + Sync + 'static {
     /// Reads the task through a [`Action::Read`] access value. A pure read: changes nothing.
     async fn get(&self, access: &Access) -> StoreResult<Task>;
 
-    /// [`Store::authorize`] for [`Action::Read`] and [`Store::get`] in one read: what
-    /// `tasks/get` needs. Errors as for those two.
+    /// [`Store::authorize`] for [`Action::Read`] and what a client may see of the task
+    /// ([`TaskView`]) in one read: what `tasks/get` needs. Errors as for `authorize` and
+    /// [`Store::get`]. An adapter that keeps tasks as JSON decodes the view alone, so a
+    /// lookup never builds what only the runner reads.
     async fn authorize_read(
         &self,
         principal: &Principal,
         task_id: &str,
-    ) -> StoreResult<(Access, Task)> {
+    ) -> StoreResult<(Access, TaskView)> {
         let access = self.authorize(principal, Action::Read, task_id).await?;
         let task = self.get(&access).await?;
-        Ok((access, task))
+        Ok((access, TaskView::of(&task)))
     }
 
     /// Applies one state-transition event as a compare-and-set.

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Task, Work};
+use crate::model::{Task, TaskView, Work};
 
 use super::engine::Record;
 use super::{StoreError, StoreResult};
@@ -31,6 +31,14 @@ pub(crate) struct RecordIn {
 pub(crate) struct TaskIn {
     v: u32,
     task: Task,
+}
+
+/// A record read for what a client may see of its task: the work and the task's
+/// runner-only fields are skipped over, never built.
+#[derive(Deserialize)]
+pub(crate) struct ViewIn {
+    v: u32,
+    task: TaskView,
 }
 
 #[derive(Deserialize)]
@@ -191,4 +199,9 @@ pub(crate) fn decode(bytes: &[u8]) -> StoreResult<Record> {
 /// The task of an encoded record, without building its work.
 pub(crate) fn decode_task(bytes: &[u8]) -> StoreResult<Task> {
     Ok(decode_as(bytes, |r: &TaskIn| r.v)?.task)
+}
+
+/// The view of an encoded record's task, without building anything else.
+pub(crate) fn decode_view(bytes: &[u8]) -> StoreResult<TaskView> {
+    Ok(decode_as(bytes, |r: &ViewIn| r.v)?.task)
 }

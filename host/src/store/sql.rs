@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Claim, Scope, Task, TaskId, Timestamp, Work};
+use crate::model::{Claim, Scope, Task, TaskId, TaskView, Timestamp, Work};
 
 use super::engine::{Head, Record};
 use super::{StoreError, StoreResult};
@@ -204,6 +204,18 @@ pub(crate) fn decode_task(body: &[u8], claim: Option<ClaimCols>) -> StoreResult<
     let mut task = b.task;
     task.claim = claim.map(ClaimCols::into_claim);
     Ok(task)
+}
+
+/// What a client may see of the task in a body (the view needs no claim column).
+pub(crate) fn decode_view(body: &[u8]) -> StoreResult<TaskView> {
+    #[derive(Deserialize)]
+    struct ViewIn {
+        v: u32,
+        task: TaskView,
+    }
+    let b: ViewIn = serde_json::from_slice(body).map_err(|e| unreadable(body, "task record", e))?;
+    check_version(b.v)?;
+    Ok(b.task)
 }
 
 /// The record from its bodies and claim columns.

@@ -650,10 +650,13 @@ async fn terminal_race(
         return;
     };
     let late = store.cancel(&access, None).await;
-    let read = store
-        .authorize_read(&tenant(), &id.to_string())
+    let read = match store
+        .authorize(&tenant(), Action::Read, &id.to_string())
         .await
-        .map(|(_, t)| (t.status, t.revision));
+    {
+        Ok(access) => store.get(&access).await.map(|t| (t.status, t.revision)),
+        Err(e) => Err(e),
+    };
     check(
         o,
         "terminal_never_changes",

@@ -28,7 +28,7 @@ fn request(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-async fn initialize(app: &axum::Router, version: &str) -> (Value, String) {
+async fn initialize(app: &snodo::http::App, version: &str) -> (Value, String) {
     let body = request(
         1,
         "initialize",

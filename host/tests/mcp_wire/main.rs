@@ -30,7 +30,7 @@ mod tasks;
 
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> axum::Router {
+pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> snodo::http::App {
     let fixtures = FIXTURES
         .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
         .await
@@ -88,7 +88,10 @@ pub(crate) fn rpc(id: i64, method: &str, mut params: Value, caps: Value) -> Valu
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-pub(crate) async fn send(app: &axum::Router, req: Request<Body>) -> (StatusCode, Value, String) {
+pub(crate) async fn send(
+    app: &snodo::http::App,
+    req: Request<Body>,
+) -> (StatusCode, Value, String) {
     let resp = app.clone().oneshot(req).await.expect("response");
     let status = resp.status();
     let ctype = resp
@@ -119,14 +122,14 @@ pub(crate) fn post_with(body: &Value, name: &'static str, value: &str) -> Reques
     req
 }
 
-pub(crate) async fn call(app: &axum::Router, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn call(app: &snodo::http::App, body: Value) -> (StatusCode, Value) {
     let (s, b, _) = send(app, request_of(&body)).await;
     (s, b)
 }
 
 /// Request `id` of `method` with `params`, from a client declaring `caps`.
 pub(crate) async fn ask(
-    app: &axum::Router,
+    app: &snodo::http::App,
     id: i64,
     method: &str,
     params: Value,

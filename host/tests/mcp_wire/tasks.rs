@@ -18,7 +18,12 @@ fn with_token(body: &Value, token: Option<&str>) -> Request<Body> {
 
 /// Sends `get` (a `tasks/get`, bearing `token`) until the task's status is `status`; the
 /// task as it is then.
-async fn await_status(app: &axum::Router, get: &Value, token: Option<&str>, status: &str) -> Value {
+async fn await_status(
+    app: &snodo::http::App,
+    get: &Value,
+    token: Option<&str>,
+    status: &str,
+) -> Value {
     common::eventually(&format!("the task to be {status}"), move || async move {
         let (_, v, _) = send(app, with_token(get, token)).await;
         (v["result"]["status"] == status).then(|| v["result"].clone())
@@ -27,7 +32,7 @@ async fn await_status(app: &axum::Router, get: &Value, token: Option<&str>, stat
 }
 
 /// Task `id` (of a server without tokens) once its status is `status`.
-async fn await_task(app: &axum::Router, id: &str, status: &str) -> Value {
+async fn await_task(app: &snodo::http::App, id: &str, status: &str) -> Value {
     let get = rpc(100, "tasks/get", json!({"taskId": id}), caps(true));
     await_status(app, &get, None, status).await
 }

@@ -56,6 +56,15 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         t.inputs.get("a").and_then(|e| e.response.clone()),
         Some(json!({"action": "accept", "content": {"ok": true}}))
     );
+    let seen = view(&*store, "acme", &id).await;
+    assert_eq!(
+        (seen.status, seen.input_requests),
+        (
+            TaskStatus::InputRequired,
+            vec![("b".to_owned(), RawJson::of(&elicit("second?")))]
+        ),
+        "a lookup shows the question still open, not the answered one"
+    );
 
     // Answering again, or only unknown keys: ignored, nothing commits.
     let c = answer(

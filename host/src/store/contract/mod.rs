@@ -35,8 +35,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::model::{
-    EventId, EventKind, JsonRpcError, ManualClock, Outcome, Principal, RetryPolicy, Scope,
-    TaskEvent, TaskId, TaskStatus, Timestamp, Work,
+    EventId, EventKind, JsonRpcError, ManualClock, Outcome, Principal, RawJson, RetryPolicy, Scope,
+    TaskEvent, TaskId, TaskStatus, Timestamp, ViewOutcome, Work,
 };
 
 use super::{Action, Authority, ClaimRequest, Effect, InputReply, NewTask, Store, StoreError};
@@ -225,6 +225,23 @@ async fn read(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model
         .await
         .expect("authorize read");
     store.get(&access).await.expect("get")
+}
+
+/// What a lookup of `id` sees as a user of `tenant_name`, checked against the view of the
+/// whole task: every adapter's lookup must show exactly what the task holds.
+async fn view(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model::TaskView {
+    let (access, view) = store
+        .authorize_read(&tenant(tenant_name), &id.to_string())
+        .await
+        .expect("authorize_read");
+    assert_eq!((access.task_id(), access.action()), (id, Action::Read));
+    let task = read(store, tenant_name, id).await;
+    assert_eq!(
+        view,
+        crate::model::TaskView::of(&task),
+        "the lookup of {id}"
+    );
+    view
 }
 
 /// Cancels `id` as a user of `tenant_name`, answering the new revision.

@@ -76,6 +76,43 @@ pub async fn transitions_and_cas(b: &mut dyn Backend) {
         "the running task's last message (\"half way\") is not the finished task's"
     );
     assert_eq!(read(&*store, "acme", &id).await, c.task);
+    let seen = view(&*store, "acme", &id).await;
+    assert_eq!(
+        (seen.status, &seen.outcome, seen.input_requests.len()),
+        (
+            TaskStatus::Completed,
+            &Some(ViewOutcome::Result(RawJson::of(
+                &json!({"content": [{"type": "text", "text": "done"}]})
+            ))),
+            0
+        ),
+        "a lookup shows the result, and no answered question"
+    );
+
+    // A failure shows its error (data included) and its message.
+    let id3 = create(&*store, "acme").await;
+    let l3 = store.claim(&id3, &cr()).await.expect("claim").lease;
+    let error = JsonRpcError::new(-32603, "broke").with_data(json!({"kind": "trap"}));
+    store
+        .transition(
+            Authority::Worker(&l3),
+            ev(EventKind::Failed {
+                error: error.clone(),
+                status_message: Some("gave up".into()),
+            }),
+            None,
+        )
+        .await
+        .expect("failed");
+    let seen = view(&*store, "acme", &id3).await;
+    assert_eq!(
+        (seen.status, seen.status_message.as_deref(), seen.outcome),
+        (
+            TaskStatus::Failed,
+            Some("gave up"),
+            Some(ViewOutcome::Error(RawJson::of(&error)))
+        )
+    );
 
     // Invalid events are refused before anything is looked at.
     let id2 = create(&*store, "acme").await;

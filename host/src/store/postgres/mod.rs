@@ -26,7 +26,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, R
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
-use crate::model::{Clock, Principal, Task, TaskEvent, TaskId, Timestamp, Work};
+use crate::model::{Clock, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
 
 use super::engine::{self, Ctx, Head, Index, Record, View};
 use super::{
@@ -716,7 +716,7 @@ impl Store for PgStore {
         &self,
         principal: &Principal,
         task_id: &str,
-    ) -> StoreResult<(Access, Task)> {
+    ) -> StoreResult<(Access, TaskView)> {
         let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
         self.read_one(Some(id), false, |view, ctx| {
             engine::authorize_read(view, ctx, principal, task_id)

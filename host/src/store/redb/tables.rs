@@ -3,11 +3,11 @@
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use crate::model::{Scope, Task, TaskId};
+use crate::model::{Scope, Task, TaskId, TaskView};
 
 use super::super::StoreResult;
 use super::super::engine::{Head, Index, Record, Txn, View};
-use super::super::record::{decode, decode_task, encode};
+use super::super::record::{decode, decode_task, decode_view, encode};
 use super::codec::{decode_head, encode_head, id_of_index_key, index_key};
 use super::*;
 
@@ -58,6 +58,13 @@ where
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
         match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
             Some(v) => decode_task(v.value()).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        match self.tasks.get(id.as_bytes().as_slice()).map_err(backend)? {
+            Some(v) => decode_view(v.value()).map(Some),
             None => Ok(None),
         }
     }

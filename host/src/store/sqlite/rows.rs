@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, ToSql, params};
 
-use crate::model::{Scope, Task, TaskId};
+use crate::model::{Scope, Task, TaskId, TaskView};
 
 use super::super::engine::{Head, Index, Record, Txn, View};
 use super::super::sql::{self, ClaimCols};
@@ -24,6 +24,8 @@ pub(super) const CLAIMED_UPTO: &str =
 const LOAD: &str = "SELECT body, work, claim_generation, claim_token, claim_epoch, \
      claim_expires_at, claim_owner FROM tasks WHERE id = ?1";
 const HEAD: &str = "SELECT scope, expires_at FROM tasks WHERE id = ?1";
+/// What a lookup reads: the task's body alone (the claim and the work are the runner's).
+const BODY: &str = "SELECT body FROM tasks WHERE id = ?1";
 const LIVE_COUNT: &str = "SELECT n FROM live WHERE scope = ?1";
 const INSERT: &str = "INSERT INTO tasks (id, scope, status, live, due_at, expires_at, \
      claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, body, work) \
@@ -107,6 +109,17 @@ impl View for Rows<'_> {
         };
         let claim = claim_cols(id, generation, token, epoch, expires_at, owner)?;
         sql::decode_record(&body, &work, claim).map(Some)
+    }
+
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        let mut stmt = self.conn.prepare_cached(BODY).map_err(backend)?;
+        let body = stmt
+            .query_row(params![id.as_bytes().as_slice()], |r| {
+                r.get::<_, Vec<u8>>(0)
+            })
+            .optional()
+            .map_err(backend)?;
+        body.map(|b| sql::decode_view(&b)).transpose()
     }
 
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
