@@ -149,7 +149,15 @@ impl Instrumentation for TracingInstrumentation {
                 generation,
                 attempt,
                 recovered,
-            } => tracing::info!(task = %task, generation, attempt, recovered, "job started"),
+            } => {
+                // A task's first attempt is routine: its "job stopped" line says how it went
+                // and how long it took. Retries and recoveries are what an operator looks for.
+                if *recovered || *attempt > 1 {
+                    tracing::info!(task = %task, generation, attempt, recovered, "job started");
+                } else {
+                    tracing::debug!(task = %task, generation, attempt, recovered, "job started");
+                }
+            }
             RunnerEvent::JobStopped {
                 task,
                 generation,

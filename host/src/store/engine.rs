@@ -164,6 +164,121 @@ pub(crate) trait Txn: View {
     }
 }
 
+/// A write that changes one record several times (create, claim, start) keeps the record
+/// here between the steps and stores it once at the end: each step's rules run unchanged,
+/// but the record is encoded once instead of after every step and never decoded back.
+///
+/// Everything but the records passes straight to the transaction underneath (index
+/// entries, heads, live counts), in the order the steps make them; only `put` is deferred,
+/// and [`Scratch::flush`] makes it. A step that fails leaves the write to be abandoned, as
+/// it would without the scratch.
+struct Scratch<'t> {
+    txn: &'t mut dyn Txn,
+    records: Vec<Record>,
+}
+
+impl<'t> Scratch<'t> {
+    fn new(txn: &'t mut dyn Txn) -> Self {
+        Self {
+            txn,
+            records: Vec::new(),
+        }
+    }
+
+    fn held(&self, id: &TaskId) -> Option<&Record> {
+        self.records.iter().find(|r| r.task.id == *id)
+    }
+
+    /// Stores every record the steps saved, once each.
+    fn flush(self) -> StoreResult<()> {
+        for r in &self.records {
+            self.txn.put(r)?;
+        }
+        Ok(())
+    }
+}
+
+impl View for Scratch<'_> {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(r.clone())),
+            None => self.txn.load(id),
+        }
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(Head::of(&r.task))),
+            None => self.txn.head(id),
+        }
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.txn.index_upto(index, upto, limit)
+    }
+
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        self.txn.live_count(scope)
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(r.task.clone())),
+            None => self.txn.load_task(id),
+        }
+    }
+
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(TaskView::of(&r.task))),
+            None => self.txn.load_view(id),
+        }
+    }
+}
+
+impl Txn for Scratch<'_> {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        match self
+            .records
+            .iter_mut()
+            .find(|r| r.task.id == record.task.id)
+        {
+            Some(held) => *held = record.clone(),
+            None => self.records.push(record.clone()),
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.records.retain(|r| r.task.id != *id);
+        self.txn.remove(id)
+    }
+
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.txn.index_put(index, key, id)
+    }
+
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.txn.index_del(index, key, id)
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        self.txn.set_live_count(scope, count)
+    }
+
+    fn created(&mut self, task: &Task) -> StoreResult<()> {
+        self.txn.created(task)
+    }
+
+    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+        self.txn.admit_live(scope, max)
+    }
+
+    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
+        self.txn.add_live(scope, up)
+    }
+}
+
 /// What every operation is evaluated against: the commit time, the store's boot epoch and
 /// the identity of the store instance (for access values).
 #[derive(Debug, Clone, Copy)]
@@ -630,13 +745,16 @@ fn take_claim(
     after.task.claim = Some(claim);
     // The backoff, if any, is over: this claim is the retry.
     after.task.retry_at = None;
-    txn.save(Some(&before), &after)?;
     if req.start {
+        // The claim and the start in one store of the record.
+        let mut scratch = Scratch::new(txn);
+        scratch.save(Some(&before), &after)?;
         let event = TaskEvent::new(
             crate::model::EventId::for_claim(generation, "started"),
             EventKind::Started,
         );
-        let c = transition(txn, ctx, Authority::Worker(&lease), event, None)?;
+        let c = transition(&mut scratch, ctx, Authority::Worker(&lease), event, None)?;
+        scratch.flush()?;
         return Ok(Claimed {
             lease,
             task: c.task,
@@ -644,6 +762,7 @@ fn take_claim(
             started: true,
         });
     }
+    txn.save(Some(&before), &after)?;
     Ok(Claimed {
         lease,
         task: after.task,
@@ -660,8 +779,11 @@ pub(crate) fn create_claimed(
     req: &ClaimRequest,
 ) -> StoreResult<Claimed> {
     check_claim_request(req)?;
-    let task = create(txn, ctx, new)?;
-    claim(txn, ctx, &task.id, req)
+    let mut scratch = Scratch::new(txn);
+    let task = create(&mut scratch, ctx, new)?;
+    let claimed = claim(&mut scratch, ctx, &task.id, req)?;
+    scratch.flush()?;
+    Ok(claimed)
 }
 
 pub(crate) fn claim(
