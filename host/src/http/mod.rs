@@ -139,6 +139,8 @@ impl App {
     /// Answers one request.
     pub async fn handle(&self, request: Request) -> Response {
         let state = &self.0;
+        // The DNS-rebinding defence, before any route: a page on another origin that
+        // resolves its own name to this server must not reach it through a victim's browser.
         if let Err(why) = check_host(request.headers(), &state.config.allowed_hosts) {
             return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
         }
@@ -147,7 +149,11 @@ impl App {
             "/mcp" => match *request.method() {
                 Method::POST => post_mcp(state, request).await,
                 Method::DELETE => delete_session(state, request.headers()),
-                _ => not_allowed(),
+                Method::GET => not_allowed(
+                    "no GET stream here: server messages arrive on the stream of the POST they \
+                     belong to",
+                ),
+                _ => not_allowed("/mcp takes POST, and DELETE to end a 2025-11-25 session"),
             },
             "/healthz" if read_only => (StatusCode::OK, "ok").into_response(),
             "/readyz" if read_only => ready(state).await,
@@ -201,11 +207,12 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
     json_response(status, body)
 }
 
-fn not_allowed() -> Response {
+/// 405 on `/mcp`, with its `Allow`.
+fn not_allowed(message: &str) -> Response {
     let mut r = rpc_error(
         StatusCode::METHOD_NOT_ALLOWED,
         codes::INVALID_REQUEST,
-        "no GET stream here: server messages arrive on the stream of the POST they belong to",
+        message,
     );
     r.headers_mut()
         .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));

@@ -92,6 +92,43 @@ async fn malformed_envelopes() {
         .body(Body::empty())
         .expect("request");
     assert_eq!(send(&app, delete).await.0, StatusCode::BAD_REQUEST);
+    // Every other method and path: 405 naming what is allowed, or 404.
+    for (method, path, allow) in [
+        ("PUT", "/mcp", "POST, DELETE"),
+        ("PATCH", "/mcp", "POST, DELETE"),
+        ("POST", "/healthz", "GET, HEAD"),
+        ("DELETE", "/metrics", "GET, HEAD"),
+    ] {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "localhost")
+            .body(Body::empty())
+            .expect("request");
+        let resp = app.clone().oneshot(req).await.expect("response");
+        assert_eq!(
+            resp.status(),
+            StatusCode::METHOD_NOT_ALLOWED,
+            "{method} {path}"
+        );
+        assert_eq!(
+            resp.headers().get("allow").and_then(|v| v.to_str().ok()),
+            Some(allow),
+            "{method} {path}"
+        );
+    }
+    for path in ["/", "/mcp/", "/mcpx", "/health"] {
+        let req = Request::get(path)
+            .header("host", "localhost")
+            .body(Body::empty())
+            .expect("request");
+        assert_eq!(send(&app, req).await.0, StatusCode::NOT_FOUND, "{path}");
+    }
+    let head = Request::head("/healthz")
+        .header("host", "localhost")
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(send(&app, head).await.0, StatusCode::OK);
 }
 
 #[tokio::test]
