@@ -125,7 +125,7 @@ impl Reply {
     fn message(status: u16, message: &Value) -> Self {
         Reply::Json {
             status,
-            body: serde_json::to_vec(message).unwrap_or_default(),
+            body: protocol::message_bytes(message),
         }
     }
 }

@@ -230,7 +230,7 @@ impl Task {
 
     /// When the task's TTL runs out, if it has one.
     pub fn expires_at(&self) -> Option<Timestamp> {
-        self.ttl_ms.map(|ttl| self.created_at.plus_ms(ttl))
+        expiry(self.created_at, self.ttl_ms)
     }
 
     /// Whether the TTL has run out at `now`.
@@ -263,6 +263,12 @@ impl Task {
         }
         Some(self.retry_at.unwrap_or(self.last_updated_at))
     }
+}
+
+/// When a task created at `created_at` with `ttl_ms` expires: the one definition a task and
+/// its view share.
+pub(crate) fn expiry(created_at: Timestamp, ttl_ms: Option<u64>) -> Option<Timestamp> {
+    ttl_ms.map(|ttl| created_at.plus_ms(ttl))
 }
 
 fn is_zero(n: &u32) -> bool {

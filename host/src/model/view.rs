@@ -121,8 +121,7 @@ impl TaskView {
 
     /// Whether the TTL has run out at `now` (as [`Task::is_expired`]).
     pub fn is_expired(&self, now: Timestamp) -> bool {
-        self.ttl_ms
-            .is_some_and(|ttl| self.created_at.plus_ms(ttl) <= now)
+        super::task::expiry(self.created_at, self.ttl_ms).is_some_and(|at| at <= now)
     }
 }
 

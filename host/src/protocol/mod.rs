@@ -128,7 +128,7 @@ pub fn result_bytes<T: Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
         id: &'a Value,
         result: &'a T,
     }
-    to_bytes(&Out {
+    message_bytes(&Out {
         jsonrpc: "2.0",
         id,
         result,
@@ -143,14 +143,15 @@ pub fn error_bytes(id: &Value, error: &RpcError) -> Vec<u8> {
         id: &'a Value,
         error: &'a RpcError,
     }
-    to_bytes(&Out {
+    message_bytes(&Out {
         jsonrpc: "2.0",
         id,
         error,
     })
 }
 
-fn to_bytes<T: Serialize>(message: &T) -> Vec<u8> {
+/// The bytes of a JSON-RPC message.
+pub fn message_bytes<T: Serialize + ?Sized>(message: &T) -> Vec<u8> {
     serde_json::to_vec(message).unwrap_or_else(|e| {
         // Only a map with non-string keys can fail to serialize, and no message has one.
         tracing::error!(error = %e, "a response could not be serialized");

@@ -37,8 +37,8 @@ pub(crate) struct TaskIn {
 /// runner-only fields are skipped over, never built.
 #[derive(Deserialize)]
 pub(crate) struct ViewIn {
-    v: u32,
-    task: TaskView,
+    pub(crate) v: u32,
+    pub(crate) task: TaskView,
 }
 
 #[derive(Deserialize)]

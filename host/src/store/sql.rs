@@ -208,12 +208,8 @@ pub(crate) fn decode_task(body: &[u8], claim: Option<ClaimCols>) -> StoreResult<
 
 /// What a client may see of the task in a body (the view needs no claim column).
 pub(crate) fn decode_view(body: &[u8]) -> StoreResult<TaskView> {
-    #[derive(Deserialize)]
-    struct ViewIn {
-        v: u32,
-        task: TaskView,
-    }
-    let b: ViewIn = serde_json::from_slice(body).map_err(|e| unreadable(body, "task record", e))?;
+    let b: super::record::ViewIn =
+        serde_json::from_slice(body).map_err(|e| unreadable(body, "task record", e))?;
     check_version(b.v)?;
     Ok(b.task)
 }
