@@ -4,23 +4,49 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A task id: 128 random bits, written as 32 lowercase hex digits.
+/// A task id: a 48-bit millisecond wall-clock prefix and 80 random bits, written as 32
+/// lowercase hex digits.
 ///
-/// Task ids may act as bearer capabilities on the wire, so they come from the operating
-/// system's CSPRNG and cannot be enumerated. The hex alphabet is header-safe, so the id
-/// travels in `Mcp-Name` without the base64 escape form.
+/// Task ids may act as bearer capabilities on the wire, so the 80 bits come from the
+/// operating system's CSPRNG: guessing one live id takes on the order of 2^80 tries for
+/// every millisecond's worth of tasks, far beyond the 64 bits session identifiers are held
+/// to. The prefix reveals only the creation time, which everyone who holds the id can read
+/// from the task itself. It makes ids created close together sort close together, so a
+/// store's ordered tables take new tasks at the edge of their key space instead of
+/// rewriting a random page per task (a redb commit writes each page it touched, and a
+/// PostgreSQL B-tree dirties a page per insert). Nothing relies on the order for
+/// correctness: clocks may step, and ids of any layout (older stores' fully random ones
+/// among them) parse and work the same. The hex alphabet is header-safe, so the id travels
+/// in `Mcp-Name` without the base64 escape form.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TaskId([u8; 16]);
 
+/// The bytes of an id's time prefix.
+const TIME_PREFIX: usize = 6;
+
 impl TaskId {
-    /// A fresh random id.
+    /// A fresh id, stamped with the current wall-clock time.
     ///
     /// # Panics
     /// If the operating system has no randomness source; nothing safe can be done without one.
     pub fn generate() -> Self {
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        Self::generate_at(ms)
+    }
+
+    /// A fresh id whose time prefix is `ms` (milliseconds since the Unix epoch, taken
+    /// modulo 2^48, which wraps in the year 10889).
+    ///
+    /// # Panics
+    /// As [`TaskId::generate`].
+    pub(crate) fn generate_at(ms: u64) -> Self {
         let mut bytes = [0u8; 16];
+        bytes[..TIME_PREFIX].copy_from_slice(&ms.to_be_bytes()[8 - TIME_PREFIX..]);
         #[allow(clippy::expect_used)]
-        getrandom::fill(&mut bytes).expect("the OS randomness source is unavailable");
+        getrandom::fill(&mut bytes[TIME_PREFIX..])
+            .expect("the OS randomness source is unavailable");
         Self(bytes)
     }
 
@@ -172,11 +198,33 @@ mod tests {
         assert_eq!(TaskId::parse(&s), Some(a));
         let json = serde_json::to_string(&a).unwrap_or_default();
         assert_eq!(json, format!("\"{s}\""));
+        // Any 32 hex digits are an id, whatever made them (older builds drew all 128 bits
+        // at random).
         let known = "00ff10a0123456789abcdef0fedcba98";
         assert_eq!(
             TaskId::parse(known).map(|id| id.to_string()).as_deref(),
             Some(known)
         );
+    }
+
+    #[test]
+    fn ids_lead_with_their_millisecond_and_keep_80_random_bits() {
+        let t = 0x0123_4567_89ab_u64;
+        let a = TaskId::generate_at(t);
+        let b = TaskId::generate_at(t);
+        assert_eq!(&a.to_string()[..12], "0123456789ab");
+        assert_eq!(&a.as_bytes()[..6], &b.as_bytes()[..6]);
+        // Same millisecond: the random part alone tells them apart.
+        assert_ne!(a.as_bytes()[6..], b.as_bytes()[6..]);
+        // A later millisecond sorts after every id of an earlier one.
+        let later = TaskId::generate_at(t + 1);
+        assert!(later > a && later > b);
+        // The prefix keeps the low 48 bits of the time.
+        let wrapped = TaskId::generate_at((1 << 48) | 7);
+        assert_eq!(&wrapped.as_bytes()[..6], &[0, 0, 0, 0, 0, 7]);
+        // The wall clock drives `generate`: an id made now sorts after one stamped in 2020.
+        let old = TaskId::generate_at(1_577_836_800_000);
+        assert!(TaskId::generate() > old);
     }
 
     #[test]

@@ -383,7 +383,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
             ));
         }
     };
-    if txn.load(&new.id)?.is_some() {
+    if txn.head(&new.id)?.is_some() {
         return Err(StoreError::AlreadyExists);
     }
     if let Some(max) = new.max_live_in_scope
