@@ -30,10 +30,7 @@ impl TaskId {
     /// # Panics
     /// If the operating system has no randomness source; nothing safe can be done without one.
     pub fn generate() -> Self {
-        let ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        Self::generate_at(ms)
+        Self::generate_at(super::time::wall_millis())
     }
 
     /// A fresh id whose time prefix is `ms` (milliseconds since the Unix epoch, taken

@@ -52,13 +52,18 @@ impl SystemClock {
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-            .unwrap_or(0);
+        let wall = wall_millis();
         let prev = self.last.fetch_max(wall, Ordering::AcqRel);
         Timestamp(prev.max(wall))
     }
+}
+
+/// The wall clock in milliseconds since the Unix epoch (0 before it), unsmoothed.
+pub(crate) fn wall_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 /// A clock that only moves when told to. Cloning shares the same time.
