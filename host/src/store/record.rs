@@ -81,37 +81,42 @@ fn zstd_error(what: &str, e: std::io::Error) -> StoreError {
     StoreError::corrupt(format!("{what}: {e}"))
 }
 
-/// `json` as a compressed record: the first byte, the JSON's length (4 bytes, little
-/// endian), the zstd frame (with its content checksum; frames written without one, as
-/// earlier builds did, still read).
+/// `json` as a compressed record (see [`framed`]), its frame with a content checksum;
+/// frames written without one, as earlier builds did, still read.
 fn compress(json: &[u8]) -> StoreResult<Vec<u8>> {
     COMPRESSOR.with(|cell| {
         let mut cell = cell.borrow_mut();
         let c = match &mut *cell {
             Some(c) => c,
             none => {
+                let start = |e| zstd_error("cannot start the record compressor", e);
                 let mut c = zstd::bulk::Compressor::with_dictionary(ZSTD_LEVEL, DICTIONARY_1)
-                    .map_err(|e| zstd_error("cannot start the record compressor", e))?;
+                    .map_err(start)?;
                 // Each frame carries a checksum of its content, which the decompressor
                 // verifies: without it a flipped byte in a stored record often decodes to
                 // different bytes of the same length (a third of single-byte flips did), and
                 // a damaged record could then be read as a valid one. Four bytes a record.
-                c.include_checksum(true)
-                    .map_err(|e| zstd_error("cannot start the record compressor", e))?;
+                c.include_checksum(true).map_err(start)?;
                 none.insert(c)
             }
         };
         let frame = c
             .compress(json)
             .map_err(|e| zstd_error("cannot compress a record", e))?;
-        let len = u32::try_from(json.len())
-            .map_err(|_| StoreError::invalid("a task record is larger than 4 GiB"))?;
-        let mut out = Vec::with_capacity(5 + frame.len());
-        out.push(ZSTD_DICT_1);
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&frame);
-        Ok(out)
+        framed(json.len(), &frame)
     })
+}
+
+/// A compressed record's bytes: the first byte, the JSON's length (4 bytes, little
+/// endian), the zstd frame.
+fn framed(json_len: usize, frame: &[u8]) -> StoreResult<Vec<u8>> {
+    let len = u32::try_from(json_len)
+        .map_err(|_| StoreError::invalid("a task record is larger than 4 GiB"))?;
+    let mut out = Vec::with_capacity(5 + frame.len());
+    out.push(ZSTD_DICT_1);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(frame);
+    Ok(out)
 }
 
 /// The JSON of a stored record, whichever way it was written.
@@ -256,11 +261,10 @@ mod tests {
 
     #[test]
     fn a_frame_without_a_checksum_as_earlier_builds_wrote_still_reads() {
-        let mut c = zstd::bulk::Compressor::with_dictionary(3, DICTIONARY_1).expect("compressor");
+        let mut c =
+            zstd::bulk::Compressor::with_dictionary(ZSTD_LEVEL, DICTIONARY_1).expect("compressor");
         let frame = c.compress(RECORD).expect("compress");
-        let mut stored = vec![ZSTD_DICT_1];
-        stored.extend_from_slice(&u32::try_from(RECORD.len()).expect("len").to_le_bytes());
-        stored.extend_from_slice(&frame);
+        let stored = framed(RECORD.len(), &frame).expect("framed");
         assert_eq!(json_of(&stored).expect("read").as_ref(), RECORD);
     }
 }
