@@ -166,15 +166,27 @@ impl Instrumentation for TracingInstrumentation {
             } => {
                 // A completion or a guest parked on a question is the normal end of a job,
                 // thousands a second on a busy node: the metrics count them by outcome, and
-                // a line each would flood the log (and cost a write each). Everything else
-                // (failed, cancelled, released, reaped, superseded, aborted) is what an
-                // operator looks for.
+                // a line each would flood the log (and cost a write each). Every other
+                // outcome (failed, retried, cancelled, lease lost, released, reaped,
+                // superseded, aborted) is what an operator looks for.
                 let elapsed_ms = elapsed.as_millis() as u64;
                 let outcome_name = outcome.as_str();
                 if matches!(outcome, JobOutcome::Completed | JobOutcome::Parked) {
-                    tracing::debug!(task = %task, generation, outcome = outcome_name, elapsed_ms, "job stopped");
+                    tracing::debug!(
+                        task = %task,
+                        generation,
+                        outcome = outcome_name,
+                        elapsed_ms,
+                        "job stopped"
+                    );
                 } else {
-                    tracing::info!(task = %task, generation, outcome = outcome_name, elapsed_ms, "job stopped");
+                    tracing::info!(
+                        task = %task,
+                        generation,
+                        outcome = outcome_name,
+                        elapsed_ms,
+                        "job stopped"
+                    );
                 }
             }
             RunnerEvent::GuestRan {
