@@ -332,6 +332,102 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
     runner.shutdown().await;
 }
 
+/// A layer that holds every worker's completion commit until the test opens its gate.
+#[derive(Default, Clone)]
+struct HeldCompletions {
+    open: Arc<tokio::sync::Notify>,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<AtomicU64>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl HeldCompletions {
+    /// Waits until `n` completion commits are held.
+    async fn until_held(&self, n: u64) {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let arrived = self.arrived.notified();
+                if self.held.load(Ordering::Acquire) >= n {
+                    return;
+                }
+                arrived.await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{n} completion commits were never held"));
+    }
+
+    /// Lets every held completion, and every later one, through.
+    fn open(&self) {
+        self.opened.store(true, Ordering::Release);
+        self.open.notify_waiters();
+    }
+}
+
+#[async_trait::async_trait]
+impl snodo::store::Layer for HeldCompletions {
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        if matches!(t.event.kind, snodo::model::EventKind::Completed { .. }) {
+            let opened = self.open.notified();
+            self.held.fetch_add(1, Ordering::AcqRel);
+            self.arrived.notify_waiters();
+            if !self.opened.load(Ordering::Acquire) {
+                opened.await;
+            }
+        }
+        t.apply(inner).await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_commit() {
+    let gate = HeldCompletions::default();
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        gate.clone(),
+    ));
+    let (rec, runner) = recorded_guests(
+        &store,
+        RunnerOptions {
+            max_concurrent: 1,
+            max_running_per_tenant: 1,
+            ..opts(false)
+        },
+    )
+    .await;
+    let quick = || new_task("flaky", json!({"succeed_on_attempt": 1}));
+    let first = runner.create(quick()).await.expect("create");
+    assert_eq!(
+        first.attempt, 1,
+        "the one slot was free: started at creation"
+    );
+    // Its guest returned; the commit of its outcome waits at the gate.
+    gate.until_held(1).await;
+    assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
+
+    // The slot stood for the guest, which is gone: the next task takes it at once, in its
+    // creation commit, while the first task's outcome is still uncommitted.
+    let second = runner.create(quick()).await.expect("create");
+    assert_eq!(
+        second.attempt, 1,
+        "created, claimed and started in one commit while the first outcome waits"
+    );
+    gate.until_held(2).await;
+    assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
+
+    gate.open();
+    for id in [first.id, second.id] {
+        let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+        assert_eq!(done.status, TaskStatus::Completed);
+    }
+    assert_eq!(
+        store_ops(&rec, "claim"),
+        0,
+        "neither task needed a claim of its own"
+    );
+    runner.shutdown().await;
+}
+
 /// A layer that writes down every status message a worker commits.
 #[derive(Default, Clone)]
 struct Statuses(Arc<Mutex<Vec<String>>>);

@@ -11,7 +11,7 @@ use crate::wasm::{AttemptError, CancelToken, Execution, GuestOutcome};
 
 use super::TaskIo;
 
-use super::{Inner, JobOutcome, RunnerEvent, Submitted, Unresolved, submit_inner, timed};
+use super::{Inner, JobOutcome, RunnerEvent, Running, Submitted, Unresolved, submit_inner, timed};
 
 /// One job's instrumentation. `JobStarted` is sent once the `started` event committed, and
 /// then exactly one `JobStopped`, however the attempt ends: with the outcome it reports,
@@ -116,6 +116,7 @@ pub(super) async fn run(
     cancel: CancelToken,
     lease_cell: Arc<Mutex<Lease>>,
     stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+    mut slot: Running,
 ) {
     let lease = claimed.lease.clone();
     let task_id = *lease.task_id();
@@ -160,6 +161,7 @@ pub(super) async fn run(
         }));
         tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
         let status = "stopped: its attempts kept ending without an outcome";
+        slot.free();
         return stop(fail_unrun(inner, &lease, error, status).await);
     }
 
@@ -195,6 +197,7 @@ pub(super) async fn run(
                 format!("the tool cannot run: {reason}"),
             )
             .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
+            slot.free();
             return stop(fail_unrun(inner, &lease, error, "the tool is not deployed").await);
         }
     };
@@ -229,6 +232,9 @@ pub(super) async fn run(
         report = resolved.component.execute(exec) => report,
         never = beat => match never {},
     };
+    // The guest is gone (its instance dropped with the execution): what is left is the
+    // outcome's commit, which needs no execution slot.
+    slot.free();
     inner.instr.event(&RunnerEvent::GuestRan {
         task: task_id,
         instantiate: report.instantiate,

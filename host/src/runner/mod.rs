@@ -552,15 +552,16 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
         // Tracked until the future is gone (finished or aborted), so shutdown can wait for
         // every attempt to let go of the store.
         inner.clone().tasks.spawn(async move {
-            // Gives the slot back however this future ends (finished or aborted).
-            let _running = Running {
+            // Gives the slot back however this future ends (finished or aborted); the
+            // attempt lets go of it sooner, once its guest is gone.
+            let running = Running {
                 slot: Some(slot),
                 inner: inner.clone(),
             };
             if ready.await.is_err() {
                 return;
             }
-            attempt::run(&inner, claimed, cancel, lease, stop_reason).await;
+            attempt::run(&inner, claimed, cancel, lease, stop_reason, running).await;
             let mut attempts = inner.attempts.lock().unwrap_or_else(|p| p.into_inner());
             if attempts.get(&task).is_some_and(|a| a.id == id) {
                 attempts.remove(&task);
@@ -649,17 +650,30 @@ async fn recover_loop(inner: Arc<Inner>) {
     }
 }
 
-/// An attempt's execution slot, given back when the attempt's future ends, however it
-/// ends; the queue is served then.
-struct Running {
+/// An attempt's execution slot, given back when its guest is gone (see [`Running::free`])
+/// or when the attempt's future ends, however it ends; the queue is served then.
+pub(crate) struct Running {
     slot: Option<Slot>,
     inner: Arc<Inner>,
 }
 
+impl Running {
+    /// Gives the slot back now. A slot stands for an executing guest (its instance, its
+    /// memory, its share of the cores); an attempt whose guest has returned only waits for
+    /// its outcome's commit, which holds nothing a slot budgets. Keeping the slot through
+    /// that commit would let the store's latency decide how much work runs: under load
+    /// new tasks would find their tenant's share taken by attempts that only wait, and be
+    /// created unclaimed and claimed in a commit of their own.
+    pub(crate) fn free(&mut self) {
+        if self.slot.take().is_some() {
+            slot_freed(&self.inner);
+        }
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
-        drop(self.slot.take());
-        slot_freed(&self.inner);
+        self.free();
     }
 }
 
