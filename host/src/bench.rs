@@ -333,8 +333,11 @@ pub(crate) struct RunnerBenchOptions {
     pub cancels: usize,
     /// The cancel grace period.
     pub grace_ms: u64,
-    /// Store for the memory figures: `memory` or `redb` (a temporary file).
+    /// Store for the memory figures: `memory`, `redb` or `sqlite` (a temporary file), or
+    /// `postgres` (a fresh schema at `pg_url`, dropped after).
     pub store: String,
+    /// PostgreSQL's connection string, for `--store postgres`.
+    pub pg_url: String,
 }
 
 /// One runner figure.
@@ -393,14 +396,16 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         })?;
         let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
         let registry = Catalog::new().with_component(&fixtures)?;
-        let store: Arc<dyn Store> = if opts.store == "redb" {
-            let dir =
-                std::env::temp_dir().join(format!("snodo-bench-runner-{}", TaskId::generate()));
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            Arc::new(RedbStore::open(dir.join("tasks.redb")).map_err(|e| e.to_string())?)
-        } else {
-            Arc::new(MemoryStore::new())
-        };
+        let dir = crate::scratch::temp_dir("bench-runner")?;
+        let schema = format!("snodo_bench_runner_{}_{n}", std::process::id());
+        let opened = crate::scratch::ScratchStore::open(
+            &opts.store,
+            &dir.join(format!("tasks.{}", opts.store)),
+            &opts.pg_url,
+            schema,
+        )
+        .await?;
+        let store = opened.store.clone();
         let runner = Runner::start(
             store.clone(),
             Arc::new(registry),
@@ -487,6 +492,8 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             unit: "KiB",
         });
         runner.shutdown().await;
+        opened.remove().await?;
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     // Cancel to stopped guest, for a guest that ignores its token and one that honours it.

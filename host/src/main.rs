@@ -14,6 +14,8 @@ static ALLOCATOR: heap::Heap = heap::Heap;
 mod bench;
 // `snodo new`: the tool-crate template.
 mod scaffold;
+// The store a stress run or a benchmark opens for itself.
+mod scratch;
 
 use bench::{
     BenchBackend, McpBenchOptions, RunnerBenchOptions, StoreBenchOptions, WasmBenchOptions,
@@ -228,9 +230,15 @@ enum BenchCommand {
         /// Cancel grace period in ms.
         #[arg(long, default_value_t = 100)]
         grace_ms: u64,
-        /// Store for the memory figures: memory or redb.
+        /// Store for the memory figures: memory, redb, sqlite or postgres.
         #[arg(long, default_value = "memory")]
         store: String,
+        /// PostgreSQL: the connection string (a fresh schema is made and dropped after).
+        #[arg(
+            long,
+            default_value = "host=127.0.0.1 port=5432 user=postgres dbname=test"
+        )]
+        pg_url: String,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -440,8 +448,8 @@ async fn stress(
     pg_url: &str,
     run: &Workload<'_>,
 ) -> Result<snodo::stress::StressReport, String> {
-    use snodo::store::{MemoryStore, PgOptions, PgStore, RedbStore, SqliteStore};
-    let scratch = tempfile_dir()?;
+    use snodo::store::PgOptions;
+    let scratch = scratch::temp_dir("stress")?;
     let file = |name: &str| path.clone().unwrap_or_else(|| scratch.join(name));
     let err = |e: snodo::store::StoreError| e.to_string();
     if run.mode == "kill" {
@@ -497,46 +505,17 @@ async fn stress(
         let _ = std::fs::remove_dir_all(&scratch);
         return report;
     }
-    let report = match kind {
-        "memory" => {
-            run.run(std::sync::Arc::new(MemoryStore::new()), kind)
-                .await?
-        }
-        "redb" => {
-            let store = RedbStore::open(file("stress.redb")).map_err(err)?;
-            run.run(std::sync::Arc::new(store), kind).await?
-        }
-        "sqlite" => {
-            let store = SqliteStore::open(file("stress.sqlite")).map_err(err)?;
-            run.run(std::sync::Arc::new(store), kind).await?
-        }
-        "postgres" => {
-            let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
-            pg.schema = format!("snodo_stress_{}", std::process::id());
-            let store = PgStore::open(pg.clone()).await.map_err(err)?;
-            let report = run.run(std::sync::Arc::new(store), kind).await;
-            snodo::store::drop_postgres_schema(&pg).await.map_err(err)?;
-            report?
-        }
-        other => {
-            return Err(format!(
-                "--store {other:?}: use memory, redb, sqlite or postgres"
-            ));
-        }
+    let file = match kind {
+        "sqlite" => file("stress.sqlite"),
+        _ => file("stress.redb"),
     };
+    let schema = format!("snodo_stress_{}", std::process::id());
+    let opened = scratch::ScratchStore::open(kind, &file, pg_url, schema).await?;
+    let report = run.run(opened.store.clone(), kind).await;
+    opened.remove().await?;
+    let report = report?;
     let _ = std::fs::remove_dir_all(&scratch);
     Ok(report)
-}
-
-/// A fresh private directory under the system's temporary directory.
-fn tempfile_dir() -> Result<PathBuf, String> {
-    let dir = std::env::temp_dir().join(format!(
-        "snodo-stress-{}-{}",
-        std::process::id(),
-        snodo::model::TaskId::generate()
-    ));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
 }
 
 /// Opens, in this process, the store crash mode's children used: the verdict reads it
@@ -1099,6 +1078,7 @@ fn main() -> ExitCode {
                     cancels,
                     grace_ms,
                     store,
+                    pg_url,
                     json,
                 },
         } => {
@@ -1110,6 +1090,7 @@ fn main() -> ExitCode {
                 cancels,
                 grace_ms,
                 store,
+                pg_url,
             };
             report(
                 "runner benchmark",
