@@ -15,8 +15,9 @@ pub(crate) struct ScratchStore {
 }
 
 impl ScratchStore {
-    /// Opens `kind`: `memory`; `redb` or `sqlite` at `file` (a new file is created there);
-    /// `postgres` at `pg_url` in a new schema named `schema`.
+    /// Opens `kind`: `memory`; `redb` or `sqlite` at `file` (created if it does not exist);
+    /// `postgres` at `pg_url` in a new schema named `schema`, which [`ScratchStore::remove`]
+    /// drops.
     pub(crate) async fn open(
         kind: &str,
         file: &Path,
