@@ -293,18 +293,20 @@ fn new_task(tool: &str, args: Value) -> NewTask {
     NewTask::new(id, Scope::new("acme"), tool_call_work(&id, tool, args))
 }
 
+/// A recorder and a runner over `store` with one execution slot, without recovery.
+async fn one_slot_runner(store: &Arc<dyn Store>) -> (Arc<Recorder>, Runner) {
+    let options = RunnerOptions {
+        max_concurrent: 1,
+        max_running_per_tenant: 1,
+        ..opts(false)
+    };
+    recorded_guests(store, options).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slot_is_free() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-    let (rec, runner) = recorded_guests(
-        &store,
-        RunnerOptions {
-            max_concurrent: 1,
-            max_running_per_tenant: 1,
-            ..opts(false)
-        },
-    )
-    .await;
+    let (rec, runner) = one_slot_runner(&store).await;
     // The one slot is free: the creation claims and starts the task.
     let held = runner
         .create(new_task("slow_compute", json!({"seconds": 60})))
@@ -386,15 +388,7 @@ async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_co
         Arc::new(MemoryStore::new()),
         gate.clone(),
     ));
-    let (rec, runner) = recorded_guests(
-        &store,
-        RunnerOptions {
-            max_concurrent: 1,
-            max_running_per_tenant: 1,
-            ..opts(false)
-        },
-    )
-    .await;
+    let (rec, runner) = one_slot_runner(&store).await;
     let quick = || new_task("flaky", json!({"succeed_on_attempt": 1}));
     let first = runner.create(quick()).await.expect("create");
     assert_eq!(
