@@ -56,7 +56,9 @@ impl Host {
         serde_json::from_str(reply.strip_prefix("task ").expect("task")).expect("json")
     }
 
-    /// Asks again until `pred` holds (each ask is a round trip, not a sleep).
+    /// Asks again until `pred` holds. The wait is for the state, never for time: the pause
+    /// between asks only keeps the test from spinning against the child it waits for on two
+    /// cores (each ask is a round trip through the child's store).
     fn await_task(&mut self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
         loop {
@@ -68,7 +70,7 @@ impl Host {
                 std::time::Instant::now() < deadline,
                 "{id} never became {what}: {t}"
             );
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
 

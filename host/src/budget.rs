@@ -6,7 +6,9 @@
 //! answer with a clear error. Nothing already accepted is ever taken back by a budget.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use tokio::time::Instant;
 
@@ -131,8 +133,8 @@ impl Slots {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Held> {
+        self.held.lock()
     }
 
     /// Takes a slot for `tenant`, or says which cap is reached.
@@ -248,7 +250,7 @@ impl Rate {
     /// Takes one token for `tenant`, or refuses.
     pub fn try_take(&self, tenant: &str) -> Result<(), Refusal> {
         let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let mut buckets = self.buckets.lock();
         let (tokens, at) = buckets
             .entry(tenant.to_owned())
             .or_insert((self.burst, now));

@@ -255,6 +255,8 @@ pub struct RunnerSection {
     pub max_running_per_tenant: Option<usize>,
     /// Recoveries a task may have before it fails.
     pub max_recoveries: Option<u32>,
+    /// Times an attempt of a task may fail to start its guest on a node before it fails.
+    pub max_start_failures: Option<u32>,
     /// `pinned` (default) or `latest`: what recovery does with a task whose component
     /// version is no longer deployed.
     pub component_policy: Option<ComponentPolicy>,
@@ -546,6 +548,7 @@ impl Config {
                 .max_running_per_tenant
                 .unwrap_or(base.max_running_per_tenant),
             max_recoveries: r.max_recoveries.unwrap_or(base.max_recoveries),
+            max_start_failures: r.max_start_failures.unwrap_or(base.max_start_failures),
             park_after: r.park_after_ms.map_or(base.park_after, ms),
             cancel_grace: r.cancel_grace_ms.map_or(base.cancel_grace, ms),
             drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),

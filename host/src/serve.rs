@@ -220,13 +220,14 @@ pub async fn serve(
         runner_opts,
         Arc::new(MetricsAndTracing(metrics.clone())),
     );
-    if let Some(changes) = remote {
+    // Ended after the runner drained: remote cancellations reach attempts until then.
+    let following = remote.map(|changes| {
         tokio::spawn(follow_remote_changes(
             changes,
             observed.clone(),
             runner.clone(),
-        ));
-    }
+        ))
+    });
     let server = Arc::new(
         McpServer::new(
             store,
@@ -301,6 +302,10 @@ pub async fn serve(
     }
     tracing::info!("shutting down: draining the runner");
     let released = runner.shutdown().await;
+    if let Some(following) = following {
+        following.abort();
+        let _ = following.await;
+    }
     tracing::info!(released, "stopped");
     Ok(())
 }

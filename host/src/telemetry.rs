@@ -1,10 +1,10 @@
 //! Metrics: counters and latency histograms fed by runner instrumentation and the MCP
 //! server, rendered in the Prometheus text format at `GET /metrics`.
 
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use crate::runner::{Instrumentation, JobOutcome, RunnerEvent, TracingInstrumentation};
@@ -79,6 +79,10 @@ pub struct Metrics {
     /// Tasks whose pinned component version was gone: failed, or run on the deployed one.
     pinned_failed: AtomicU64,
     pinned_ran_latest: AtomicU64,
+    /// Restarts of the runner's loops after a panic, by loop.
+    loop_restarts: Mutex<BTreeMap<&'static str, u64>>,
+    /// Attempts whose guest could not be started.
+    start_failures: AtomicU64,
     /// Refusals by the limit (configuration key) that refused.
     limits_hit: Mutex<BTreeMap<&'static str, u64>>,
     /// This node's identity, rendered as `snodo_node_info{node="..."} 1`.
@@ -94,7 +98,7 @@ impl Metrics {
     /// Names this node in the exposition (`snodo_node_info`), so a scrape of several nodes
     /// tells them apart.
     pub fn set_node(&self, node: &str) {
-        *held(&self.node) = Some(node.to_owned());
+        *self.node.lock() = Some(node.to_owned());
     }
 
     /// A task was created by a `tools/call`.
@@ -114,14 +118,14 @@ impl Metrics {
 
     /// A budget refused a request; `limit` is its configuration key.
     pub fn limit_hit(&self, limit: &'static str) {
-        *held(&self.limits_hit).entry(limit).or_insert(0) += 1;
+        *self.limits_hit.lock().entry(limit).or_insert(0) += 1;
     }
 
     /// Renders the Prometheus text exposition, with `active` attempts, `sync` guest
     /// executions on the request path and open subscription `streams` as gauges.
     pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
         let mut out = String::new();
-        if let Some(node) = &*held(&self.node) {
+        if let Some(node) = &*self.node.lock() {
             let node = node.replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(
                 out,
@@ -165,6 +169,11 @@ impl Metrics {
                 "Attempts of tasks that had run before (recovery or retry).",
                 &self.recoveries,
             ),
+            (
+                "snodo_attempt_start_failures_total",
+                "Attempts whose guest the host could not start.",
+                &self.start_failures,
+            ),
         ] {
             counter(&mut out, name, help, v.load(Ordering::Relaxed));
         }
@@ -178,7 +187,7 @@ impl Metrics {
             out,
             "# HELP snodo_attempts_finished_total Task attempts finished, by outcome.\n# TYPE snodo_attempts_finished_total counter"
         );
-        let finished = held(&self.attempts_finished).clone();
+        let finished = self.attempts_finished.lock().clone();
         for outcome in [
             JobOutcome::Completed,
             JobOutcome::Failed,
@@ -235,16 +244,28 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP snodo_runner_loop_restarts_total Runner loops restarted after a panic, by loop.\n# TYPE snodo_runner_loop_restarts_total counter"
+        );
+        let restarts = self.loop_restarts.lock().clone();
+        for name in ["recover", "reap"] {
+            let n = restarts.get(name).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "snodo_runner_loop_restarts_total{{loop=\"{name}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
             "# HELP snodo_limit_refusals_total Requests refused by a budget, by limit.\n# TYPE snodo_limit_refusals_total counter"
         );
-        for (limit, n) in held(&self.limits_hit).iter() {
+        for (limit, n) in self.limits_hit.lock().iter() {
             let _ = writeln!(out, "snodo_limit_refusals_total{{limit=\"{limit}\"}} {n}");
         }
         let _ = writeln!(
             out,
             "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
         );
-        let ops = held(&self.store_ops).clone();
+        let ops = self.store_ops.lock().clone();
         for (op, h) in ops {
             h.render(
                 &mut out,
@@ -277,16 +298,24 @@ impl Instrumentation for Metrics {
                 }
             }
             RunnerEvent::JobStopped { outcome, .. } => {
-                *held(&self.attempts_finished)
+                *self
+                    .attempts_finished
+                    .lock()
                     .entry(outcome.as_str())
                     .or_default() += 1;
             }
             RunnerEvent::StoreOp { op, elapsed, .. } => {
-                let h = held(&self.store_ops).entry(op).or_default().clone();
+                let h = self.store_ops.lock().entry(op).or_default().clone();
                 h.observe(*elapsed);
             }
             RunnerEvent::ReapedActive { .. } => {
                 self.reaped_active.fetch_add(1, Ordering::Relaxed);
+            }
+            RunnerEvent::LoopRestarted { name, .. } => {
+                *self.loop_restarts.lock().entry(name).or_default() += 1;
+            }
+            RunnerEvent::StartFailed { .. } => {
+                self.start_failures.fetch_add(1, Ordering::Relaxed);
             }
             RunnerEvent::PinnedComponentGone { ran_latest, .. } => {
                 let n = if *ran_latest {
@@ -314,12 +343,6 @@ impl Instrumentation for MetricsAndTracing {
         self.0.event(event);
         TracingInstrumentation.event(event);
     }
-}
-
-/// The counters behind `m`: a panic elsewhere while it was held leaves counts, not a
-/// broken invariant, so a poisoned lock is read as it stands.
-fn held<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -995,7 +995,10 @@ impl snodo::wasm::Executable for SecondTimeLucky {
                 status_message: "waiting to try again".into(),
             }
         } else {
-            snodo::wasm::GuestOutcome::Completed(json!({"content": [], "isError": false}))
+            let mut result = serde_json::Map::new();
+            result.insert("content".into(), json!([]));
+            result.insert("isError".into(), json!(false));
+            snodo::wasm::GuestOutcome::Completed(result)
         };
         snodo::wasm::ExecutionReport {
             outcome: Ok(outcome),
@@ -1056,4 +1059,184 @@ async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
     .await;
     assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
     runner.shutdown().await;
+}
+
+/// An attempt the host cannot start (a fuel limit on an engine without fuel metering, a
+/// memory limit below the component's initial memory) used to be released and claimed
+/// again forever, a store write each time, counted against neither retries nor
+/// recoveries. It now fails once its start failures pass `runner.max_start_failures`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_cannot_start_fails_past_the_start_failure_cap() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let options = RunnerOptions {
+        max_start_failures: 3,
+        ..opts(true)
+    };
+    let (rec, runner) = recorded_guests(&store, options).await;
+    let unstartable = [
+        snodo::model::ExecutionLimits {
+            fuel: Some(1_000_000),
+            ..Default::default()
+        },
+        snodo::model::ExecutionLimits {
+            memory_bytes: Some(64 << 10),
+            ..Default::default()
+        },
+    ];
+    for limits in unstartable {
+        let id = TaskId::generate();
+        let mut work = tool_call_work(&id, "slow_compute", json!({"seconds": 0}));
+        work.limits = limits;
+        store
+            .create(NewTask::new(id, Scope::new("acme"), work))
+            .await
+            .expect("create");
+        runner.wake();
+        let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+        assert_eq!(t.status, TaskStatus::Failed, "{limits:?}");
+        let Some(snodo::model::Outcome::Error(e)) = &t.outcome else {
+            panic!("failed without an error: {t:?}");
+        };
+        let data = e.data.clone().unwrap_or_default();
+        assert_eq!(
+            (data["kind"].as_str(), data["limit"].as_str(), e.code),
+            (Some("limit"), Some("runner.max_start_failures"), -32603),
+            "{limits:?}: {e:?}"
+        );
+        assert_eq!(t.attempt, 4, "three released starts, then the failing one");
+        let failures = rec
+            .events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter(|e| matches!(e, RunnerEvent::StartFailed { task, .. } if *task == id))
+            .count();
+        assert_eq!(failures, 4);
+    }
+    runner.shutdown().await;
+}
+
+/// A layer whose `claim_next` panics, `left` more times.
+#[derive(Clone)]
+struct PanickingClaims {
+    left: Arc<AtomicU64>,
+}
+
+impl PanickingClaims {
+    fn times(n: u64) -> Self {
+        Self {
+            left: Arc::new(AtomicU64::new(n)),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl snodo::store::Layer for PanickingClaims {
+    async fn claim_next(
+        &self,
+        inner: &dyn Store,
+        request: &snodo::store::ClaimRequest,
+    ) -> StoreResult<Option<snodo::store::Claimed>> {
+        let panics = self
+            .left
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        assert!(!panics, "claim_next panics (a bug under test)");
+        inner.claim_next(request).await
+    }
+}
+
+/// A panic in the recovery loop used to end it for the life of the process: nothing was
+/// claimed again. The loop is supervised: restarted after a backoff, counted, and work
+/// created meanwhile is claimed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_recovery_loop_is_restarted_counted_and_reported() {
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        PanickingClaims::times(2),
+    ));
+    let options = RunnerOptions {
+        loop_backoff: Duration::from_millis(10),
+        ..opts(true)
+    };
+    let (rec, runner) = recorded_guests(&store, options).await;
+    let id = create(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 0}),
+        RetryPolicy::none(),
+    )
+    .await;
+    runner.wake();
+    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Completed);
+    let restarts: Vec<Duration> = rec
+        .events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter_map(|e| match e {
+            RunnerEvent::LoopRestarted {
+                name: "recover",
+                backoff,
+            } => Some(*backoff),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        restarts,
+        [Duration::from_millis(10), Duration::from_millis(20)],
+        "each panic is counted, and the backoff doubles"
+    );
+    assert!(runner.loops_down().is_empty());
+    runner.shutdown().await;
+}
+
+/// While a panicked loop waits out its backoff the node is not ready: `/readyz` says
+/// which loop is down, and shutdown does not wait for the backoff.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runner_loop_that_is_down_makes_the_node_unready() {
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        PanickingClaims::times(u64::MAX),
+    ));
+    let options = RunnerOptions {
+        loop_backoff: Duration::from_secs(3_600),
+        ..opts(true)
+    };
+    let (_rec, runner) = recorded_guests(&store, options).await;
+    let server = Arc::new(snodo::mcp::McpServer::new(
+        store.clone(),
+        runner.clone(),
+        snodo::mcp::ServerConfig {
+            name: "snodo-test".into(),
+            version: "0".into(),
+            catalog: registry().await,
+            limits: Default::default(),
+        },
+    ));
+    let app = snodo::http::router(server, snodo::http::HttpConfig::default());
+    common::eventually("the recovery loop to be down", || async {
+        (runner.loops_down() == ["recover"]).then_some(())
+    })
+    .await;
+    let ready = axum::http::Request::get("/readyz")
+        .header("host", "localhost")
+        .body(axum::body::Body::empty())
+        .expect("request");
+    let resp = tower::ServiceExt::oneshot(app, ready)
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), 503);
+    let body = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(
+        String::from_utf8_lossy(&body),
+        "not ready: the runner's recover loop is not running"
+    );
+    tokio::time::timeout(Duration::from_secs(20), runner.shutdown())
+        .await
+        .expect("shutdown does not wait out a loop's backoff");
 }

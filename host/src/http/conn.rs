@@ -19,7 +19,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -100,16 +102,13 @@ impl Activity {
     /// deadline, which the watcher learns when its timer fires (it re-reads the phase then
     /// and closes nothing that is busy). Waking it would cost a poll per request.
     fn set(&self, f: impl FnOnce(Phase) -> Phase) {
-        let mut phase = self.phase.lock().unwrap_or_else(|p| p.into_inner());
+        let mut phase = self.phase.lock();
         *phase = f(*phase);
     }
 
     /// Bytes arrived: an idle connection starts a request head.
     fn read_bytes(&self) {
-        let idle = matches!(
-            *self.phase.lock().unwrap_or_else(|p| p.into_inner()),
-            Phase::Idle(_)
-        );
+        let idle = matches!(*self.phase.lock(), Phase::Idle(_));
         if idle {
             self.update(|p| match p {
                 Phase::Idle(_) => Phase::Head(Instant::now()),
@@ -134,7 +133,7 @@ impl Activity {
 
     /// When the connection must be closed if nothing changes, with the limit's name.
     fn deadline(&self, limits: &HttpLimits) -> Option<(Instant, &'static str)> {
-        match *self.phase.lock().unwrap_or_else(|p| p.into_inner()) {
+        match *self.phase.lock() {
             Phase::Head(since) => Some((since + limits.header_timeout, "http.header_timeout_ms")),
             Phase::Idle(since) => Some((since + limits.idle_timeout, "http.idle_timeout_ms")),
             Phase::Busy(_) => None,

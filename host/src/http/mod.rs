@@ -148,7 +148,7 @@ impl App {
         match request.uri().path() {
             "/mcp" => match *request.method() {
                 Method::POST => post_mcp(state, request).await,
-                Method::DELETE => delete_session(state, request.headers()),
+                Method::DELETE => delete_session(state, request.headers()).await,
                 Method::GET => not_allowed(
                     "no GET stream here: server messages arrive on the stream of the POST they \
                      belong to",
@@ -220,21 +220,42 @@ fn not_allowed(message: &str) -> Response {
 }
 
 /// A 2025-11-25 client ending its session. Sessions live in their ids, so this only drops
-/// what this node remembers of one (its log level); without a session id there is nothing
-/// to end.
-fn delete_session(state: &Shared, headers: &HeaderMap) -> Response {
-    if authenticate(headers, &state.tokens).is_none() {
+/// what this node remembers of one (its log level) and answers 404 for it from then on.
+///
+/// 2026-07-28 has no sessions: a DELETE that speaks it is 405. An id this server did not
+/// issue to the caller (forged, another principal's, or already ended) is 404, as the
+/// transport says for a session the server does not know; without an id it is 400.
+async fn delete_session(state: &Shared, headers: &HeaderMap) -> Response {
+    let Some(principal) = authenticate(headers, &state.tokens) else {
         return unauthorized("a valid bearer token is required");
+    };
+    let version = headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    if version == Some(protocol::PROTOCOL_VERSION) {
+        return not_allowed("2026-07-28 has no sessions to end: DELETE ends a 2025-11-25 session");
     }
-    match routing_header(headers, "mcp-session-id") {
-        Some(Ok(id)) => {
-            state.server.end_session(&id);
-            StatusCode::NO_CONTENT.into_response()
+    let id = match routing_header(headers, "mcp-session-id") {
+        Some(Ok(id)) => id,
+        _ => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "DELETE ends a 2025-11-25 session: send its Mcp-Session-Id",
+            );
         }
-        _ => rpc_error(
-            StatusCode::BAD_REQUEST,
+    };
+    match state.server.end_session(&principal, &id).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => rpc_error(
+            StatusCode::NOT_FOUND,
             codes::INVALID_REQUEST,
-            "DELETE ends a 2025-11-25 session: send its Mcp-Session-Id",
+            "no such session: it was not issued to this caller, or it has ended",
+        ),
+        Err(e) => json_response(
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            protocol::error_bytes(&Value::Null, &e),
         ),
     }
 }
@@ -256,6 +277,19 @@ fn metrics(state: &Shared, headers: &HeaderMap) -> Response {
 /// Ready when the store commits a probe write within [`READY_PROBE_TIMEOUT`]: a read alone
 /// stays green while the writer is stuck or the disk refuses writes.
 async fn ready(state: &Shared) -> Response {
+    let down = state.server.runner_loops_down();
+    if !down.is_empty() {
+        // A loop that panicked runs again after its backoff; until then this node does
+        // not claim (or reap) what it should.
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: the runner's {} loop is not running",
+                down.join(" and ")
+            ),
+        )
+            .into_response();
+    }
     match state.server.store_ready(READY_PROBE_TIMEOUT).await {
         Ok(()) => (StatusCode::OK, "ready").into_response(),
         Err(e) => {
@@ -313,8 +347,8 @@ fn bearer_token(headers: &HeaderMap) -> Option<&str> {
 
 /// Compares two digests without an early exit.
 fn digests_equal(a: &TokenDigest, b: &TokenDigest) -> bool {
-    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-    std::hint::black_box(diff) == 0
+    use subtle::ConstantTimeEq;
+    bool::from(a.ct_eq(b))
 }
 
 /// The principal of the presented bearer token. Every configured token is compared (by

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::model::Principal;
-use crate::protocol::{self, RequestMeta, RpcError};
+use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
 use crate::runner::CatalogSource;
 use crate::wasm::{
     AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo, InputRequests,
@@ -17,9 +17,9 @@ use crate::wasm::{
 use super::{McpServer, Revision, SyncIo, state};
 
 /// What a guest call on the request path produced.
-pub(super) enum Answered {
+pub(super) enum Answered<T = Value> {
     /// The result.
-    Complete(Value),
+    Complete(T),
     /// The guest asked for input the request did not carry: an `InputRequiredResult`.
     InputRequired(Value),
 }
@@ -70,15 +70,19 @@ pub(super) fn input_required(questions: InputRequests, request_state: String) ->
 }
 
 /// A list or read result of this revision: 2026-07-28 marks it complete and says how long
-/// it may be cached (not at all, and only by this principal: components may answer
-/// differently per call).
-fn finished(revision: Revision, mut result: Value) -> Value {
-    if revision == Revision::Current {
-        result["resultType"] = json!("complete");
-        result["ttlMs"] = json!(0);
-        result["cacheScope"] = json!("private");
+/// it may be cached ([`protocol::complete_uncached`]).
+fn finished(revision: Revision, result: ResultObject) -> Value {
+    match revision {
+        Revision::Current => protocol::complete_uncached(result),
+        Revision::Handshake => Value::Object(result),
     }
-    result
+}
+
+/// A result with one field.
+fn object(key: &str, value: Value) -> ResultObject {
+    let mut m = ResultObject::new();
+    m.insert(key.into(), value);
+    m
 }
 
 /// An optional object parameter: absent or null is an empty object.
@@ -121,7 +125,7 @@ impl McpServer {
             .iter()
             .flat_map(|s| pick(s.component.catalog()).cloned())
             .collect();
-        finished(revision, json!({ key: entries }))
+        finished(revision, object(key, Value::from(entries)))
     }
 
     pub(super) fn resources_list(&self, revision: Revision) -> Value {
@@ -143,16 +147,16 @@ impl McpServer {
     }
 
     /// Runs a read or render of `source` for `subject` on the request path.
-    async fn catalog_call<F, Fut>(
+    async fn catalog_call<F, Fut, T>(
         &self,
         request: Asking<'_>,
         subject: &str,
         source: &CatalogSource,
         call: F,
-    ) -> Result<Answered, RpcError>
+    ) -> Result<Answered<T>, RpcError>
     where
         F: FnOnce(Execution) -> Fut,
-        Fut: Future<Output = Result<Option<Result<Value, RpcError>>, AttemptError>>,
+        Fut: Future<Output = Result<Option<Result<T, RpcError>>, AttemptError>>,
     {
         let Asking(params, meta, principal, revision) = request;
         let key = self.server_key().await?;
@@ -205,7 +209,7 @@ impl McpServer {
                 }
             })?;
         Ok(match answered {
-            Answered::Complete(contents) => finished(revision, json!({"contents": contents})),
+            Answered::Complete(contents) => finished(revision, object("contents", contents)),
             Answered::InputRequired(v) => v,
         })
     }
@@ -245,13 +249,10 @@ impl McpServer {
             })
             .await?;
         Ok(match answered {
-            Answered::Complete(result) => {
-                let mut r = result;
-                if revision == Revision::Current {
-                    r["resultType"] = json!("complete");
-                }
-                r
-            }
+            Answered::Complete(result) => match revision {
+                Revision::Current => protocol::complete(result),
+                Revision::Handshake => Value::Object(result),
+            },
             Answered::InputRequired(v) => v,
         })
     }
@@ -305,10 +306,10 @@ impl McpServer {
         } else {
             json!({"values": [], "hasMore": false})
         };
-        let mut result = json!({"completion": completion});
-        if revision == Revision::Current {
-            result["resultType"] = json!("complete");
-        }
-        Ok(result)
+        let result = object("completion", completion);
+        Ok(match revision {
+            Revision::Current => protocol::complete(result),
+            Revision::Handshake => Value::Object(result),
+        })
     }
 }

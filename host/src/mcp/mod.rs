@@ -22,6 +22,7 @@ use catalog_calls::Asking;
 use method::Method;
 pub use sync_io::SyncIo;
 
+use std::future::Future;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -31,7 +32,7 @@ use crate::budget::{Rate, Refusal, Slots, TenantLimits};
 use crate::model::{Principal, TaskId};
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use crate::runner::{Catalog, CatalogTool, Runner};
-use crate::store::{ObservedStore, Store};
+use crate::store::{ObservedStore, Store, StoreError};
 
 /// Server identity and tools.
 #[derive(Clone)]
@@ -165,7 +166,7 @@ pub(crate) enum Revision {
 }
 
 /// What the request path hands to the runner once the store has committed a change.
-/// Every hand-off goes through [`McpServer::tell_runner`], after the commit, never before.
+/// Every hand-off goes through [`McpServer::commit_then_tell`], after the commit, never before.
 pub(crate) enum Handoff {
     /// Answers were accepted; `complete` when none is outstanding any more.
     InputAccepted {
@@ -176,6 +177,19 @@ pub(crate) enum Handoff {
     },
     /// The task was cancelled: stop its attempt here (other nodes see it at renewal).
     Cancelled(TaskId),
+}
+
+/// Tells the runner about a committed change, and counts it.
+async fn tell_runner(runner: &Runner, metrics: &crate::telemetry::Metrics, handoff: Handoff) {
+    match handoff {
+        Handoff::InputAccepted { task, complete } => {
+            runner.input_accepted(&task, complete).await;
+        }
+        Handoff::Cancelled(task) => {
+            metrics.task_cancelled();
+            runner.cancel(&task);
+        }
+    }
 }
 
 /// How many messages an SSE reply queues before its producer waits.
@@ -236,17 +250,38 @@ impl McpServer {
         )
     }
 
-    /// Tells the runner about a committed change, and counts it.
-    pub(crate) async fn tell_runner(&self, handoff: Handoff) {
-        match handoff {
-            Handoff::InputAccepted { task, complete } => {
-                self.runner.input_accepted(&task, complete).await;
+    /// Runs a request's `commit` apart from the request, and there, once it committed, tells
+    /// the runner what `handoff` makes of it, then answers the request.
+    ///
+    /// Invariant: a committed change reaches the runner even when its client goes away
+    /// mid-commit. The request only waits for the answer, so dropping it (a disconnect)
+    /// drops the wait and never the hand-off; otherwise a cancelled guest would run on
+    /// until its next heartbeat. Tracked by the runner, so shutdown waits for it.
+    /// (`mcp_wire::tasks::a_cancel_reaches_the_runner_though_its_client_left_mid_commit`)
+    pub(crate) async fn commit_then_tell<T, C, H>(
+        &self,
+        commit: C,
+        handoff: H,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        C: Future<Output = Result<T, StoreError>> + Send + 'static,
+        H: FnOnce(&T) -> Option<Handoff> + Send + 'static,
+    {
+        let runner = self.runner.clone();
+        let metrics = self.metrics.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.runner.spawn_tracked(async move {
+            let result = commit.await;
+            if let Ok(committed) = &result
+                && let Some(h) = handoff(committed)
+            {
+                tell_runner(&runner, &metrics, h).await;
             }
-            Handoff::Cancelled(task) => {
-                self.metrics.task_cancelled();
-                self.runner.cancel(&task);
-            }
-        }
+            let _ = tx.send(result);
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(StoreError::unavailable("the commit was abandoned")))
     }
 
     /// The store's server key (it seals request states and session ids).
@@ -261,9 +296,15 @@ impl McpServer {
         Ok(*self.key.get_or_init(|| key))
     }
 
-    /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes.
-    pub fn end_session(&self, id: &str) {
+    /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes. False
+    /// when `id` names no live session this server issued to `principal`.
+    pub async fn end_session(&self, principal: &Principal, id: &str) -> Result<bool, RpcError> {
+        let key = self.server_key().await?;
+        if self.sessions.ended(id) || session::Session::open(&key, principal, id).is_none() {
+            return Ok(false);
+        }
         self.sessions.end(id);
+        Ok(true)
     }
 
     /// A budget's refusal as the request's error, counted by the limit that refused.
@@ -287,6 +328,11 @@ impl McpServer {
     /// The served tools.
     pub fn tools(&self) -> &[CatalogTool] {
         self.config.catalog.tools()
+    }
+
+    /// The runner's loops that are not running now (see [`Runner::loops_down`]).
+    pub fn runner_loops_down(&self) -> Vec<&'static str> {
+        self.runner.loops_down()
     }
 
     /// Whether the store commits a probe write within `within` (for readiness checks).

@@ -13,8 +13,8 @@
 //! 2025-11-25 call is waiting on (an answer must reach the node whose
 //! stream asked; a load balancer keeps a session on one node by `Mcp-Session-Id`).
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
 
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
@@ -125,8 +125,8 @@ fn bounded_insert<V>(m: &mut HashMap<String, V>, id: &str, v: V) {
 }
 
 impl SessionMemory {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Remembered> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Remembered> {
+        self.0.lock()
     }
 
     /// Remembers `level` for the session `id`.
@@ -175,22 +175,19 @@ impl Outstanding {
             raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
         let (tx, rx) = oneshot::channel();
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), (principal.clone(), tx));
+        self.0.lock().insert(id.clone(), (principal.clone(), tx));
         (id, rx)
     }
 
     /// How many server requests are waited on.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.0.lock().len()
     }
 
     /// Stops waiting on `id`.
     pub(crate) fn forget(&self, id: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(id);
+        self.0.lock().remove(id);
     }
 
     /// Delivers a client's response; false if nothing of `principal`'s waits on `id`.
@@ -198,7 +195,7 @@ impl Outstanding {
         let Some(id) = id.as_str() else {
             return false;
         };
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut m = self.0.lock();
         match m.get(id) {
             Some((p, _)) if p == principal => {}
             _ => return false,

@@ -41,7 +41,19 @@ impl Purpose {
         Self { key_label, aad }
     }
 
+    /// The purpose's cipher: its key is HKDF-SHA256 of the server key, with the purpose's
+    /// label as the context (`info`).
     fn cipher(&self, key: &[u8; 32]) -> XChaCha20Poly1305 {
+        let mut derived = [0u8; 32];
+        // HKDF expands up to 255 blocks; 32 bytes is one.
+        let _ = hkdf::Hkdf::<Sha256>::new(None, key).expand(self.key_label, &mut derived);
+        XChaCha20Poly1305::new(&derived.into())
+    }
+
+    /// The cipher of tokens sealed before keys were derived with HKDF (one SHA-256 over the
+    /// label and the key). Tokens are only opened with it, never sealed: session ids issued
+    /// then stay readable.
+    fn earlier_cipher(&self, key: &[u8; 32]) -> XChaCha20Poly1305 {
         let derived = Sha256::new()
             .chain_update(self.key_label)
             .chain_update(key)
@@ -78,15 +90,33 @@ impl Purpose {
         }
         let (nonce, sealed) = bytes.split_at(NONCE_LEN);
         let nonce = XNonce::try_from(nonce).ok()?;
+        let payload = || Payload {
+            msg: sealed,
+            aad: self.aad,
+        };
         self.cipher(key)
-            .decrypt(
-                &nonce,
+            .decrypt(&nonce, payload())
+            .or_else(|_| self.earlier_cipher(key).decrypt(&nonce, payload()))
+            .ok()
+    }
+
+    /// `seal` with the cipher of earlier builds, for the test that they still open.
+    #[cfg(test)]
+    fn seal_as_earlier(&self, key: &[u8; 32], body: &[u8]) -> String {
+        let nonce = [3u8; NONCE_LEN];
+        let sealed = self
+            .earlier_cipher(key)
+            .encrypt(
+                &XNonce::from(nonce),
                 Payload {
-                    msg: sealed,
+                    msg: body,
                     aad: self.aad,
                 },
             )
-            .ok()
+            .unwrap_or_default();
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        URL_SAFE_NO_PAD.encode(out)
     }
 }
 
@@ -158,6 +188,36 @@ fn verify_at(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_sealed_by_earlier_builds_still_open_and_new_ones_use_the_derived_key() {
+        let key = [9u8; 32];
+        let earlier = REQUEST_STATE.seal_as_earlier(&key, b"issued before");
+        assert_eq!(
+            REQUEST_STATE.open(&key, &earlier).as_deref(),
+            Some(&b"issued before"[..])
+        );
+        let sealed = REQUEST_STATE.seal(&key, b"issued now");
+        let bytes = URL_SAFE_NO_PAD.decode(&sealed).expect("base64");
+        let (nonce, body) = bytes.split_at(NONCE_LEN);
+        let nonce = XNonce::try_from(nonce).expect("nonce");
+        let payload = Payload {
+            msg: body,
+            aad: REQUEST_STATE.aad,
+        };
+        assert!(
+            REQUEST_STATE
+                .earlier_cipher(&key)
+                .decrypt(&nonce, payload)
+                .is_err(),
+            "new tokens are sealed with the HKDF key only"
+        );
+        assert_eq!(
+            REQUEST_STATE.open(&key, &sealed).as_deref(),
+            Some(&b"issued now"[..])
+        );
+        assert_eq!(REQUEST_STATE.open(&[8u8; 32], &earlier), None);
+    }
 
     #[test]
     fn states_open_only_for_their_tool_principal_and_time() {

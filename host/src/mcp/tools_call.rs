@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::budget::{Over, Refusal, Slot};
@@ -205,13 +205,10 @@ impl McpServer {
         let to_message =
             move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
                 match outcome {
-                    Ok(GuestOutcome::Completed(mut r)) => {
+                    Ok(GuestOutcome::Completed(r)) => {
                         let r = match revision {
-                            Revision::Current => {
-                                r["resultType"] = json!("complete");
-                                r
-                            }
-                            Revision::Handshake => legacy::plain(r),
+                            Revision::Current => protocol::complete(r),
+                            Revision::Handshake => legacy::plain(Value::Object(r)),
                         };
                         (200, protocol::result_response(id, r))
                     }

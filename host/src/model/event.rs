@@ -10,7 +10,6 @@ use super::task::{JsonRpcError, MAX_INPUT_KEY_LEN};
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
 
 const MAX_EVENT_ID_LEN: usize = 128;
-const MAX_STATUS_MESSAGE_LEN: usize = 4 * 1024;
 const INPUT_METHODS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 /// The id of one event. Repeating an event with the same id returns the first commit
@@ -206,14 +205,32 @@ impl TaskEvent {
     }
 }
 
-fn check_message(m: Option<&str>) -> Result<(), Invalid> {
+/// The longest status message, in bytes (UTF-8): what the store accepts, and what a guest's
+/// messages (status, retry, progress lines) are cut to before they reach it.
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 4 * 1024;
+
+/// Refuses a status message over [`MAX_STATUS_MESSAGE_BYTES`].
+pub(crate) fn check_message(m: Option<&str>) -> Result<(), Invalid> {
     match m {
-        Some(m) if m.len() > MAX_STATUS_MESSAGE_LEN => Err(Invalid::new(format!(
-            "a status message is at most {MAX_STATUS_MESSAGE_LEN} bytes, got {}",
+        Some(m) if m.len() > MAX_STATUS_MESSAGE_BYTES => Err(Invalid::new(format!(
+            "a status message is at most {MAX_STATUS_MESSAGE_BYTES} bytes, got {}",
             m.len()
         ))),
         _ => Ok(()),
     }
+}
+
+/// `message` cut to at most [`MAX_STATUS_MESSAGE_BYTES`] bytes, at a character boundary: a
+/// guest's message is shortened, never refused.
+pub fn truncate_status_message(mut message: String) -> String {
+    if message.len() > MAX_STATUS_MESSAGE_BYTES {
+        let mut end = MAX_STATUS_MESSAGE_BYTES;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+    }
+    message
 }
 
 /// Input keys are lifetime-unique names chosen by the executor.
@@ -257,6 +274,25 @@ fn check_result(result: &Value) -> Result<(), Invalid> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_guests_status_message_is_cut_to_the_stored_limit_in_bytes_at_a_character_boundary() {
+        // Four-byte characters: a cut counted in characters would keep four times the limit.
+        let long = "\u{1F600}".repeat(MAX_STATUS_MESSAGE_BYTES);
+        let cut = truncate_status_message(long);
+        assert_eq!(
+            cut.len(),
+            MAX_STATUS_MESSAGE_BYTES,
+            "4096 is a multiple of 4"
+        );
+        assert!(check_message(Some(&cut)).is_ok());
+        // A cut that would split a character stops before it.
+        let odd = format!("a{}", "\u{e9}".repeat(MAX_STATUS_MESSAGE_BYTES));
+        let cut = truncate_status_message(odd);
+        assert_eq!(cut.len(), MAX_STATUS_MESSAGE_BYTES - 1);
+        assert!(check_message(Some(&format!("{cut}ab"))).is_err());
+        assert_eq!(truncate_status_message("short".into()), "short");
+    }
 
     fn ev(kind: EventKind) -> TaskEvent {
         TaskEvent::new(EventId::new("e1").unwrap(), kind)

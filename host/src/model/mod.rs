@@ -15,7 +15,11 @@ mod view;
 mod work;
 
 pub use capabilities::ClientCapabilities;
-pub use event::{EVENT_SCHEMA_VERSION, EventId, EventKind, TaskEvent};
+pub(crate) use event::check_message;
+pub use event::{
+    EVENT_SCHEMA_VERSION, EventId, EventKind, MAX_STATUS_MESSAGE_BYTES, TaskEvent,
+    truncate_status_message,
+};
 pub use id::{Principal, Scope, TaskId};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
 pub use task::{

@@ -164,6 +164,24 @@ pub fn error_response(id: &Value, error: &RpcError) -> Value {
     message(("id", id.clone()), ("error", error.to_json()))
 }
 
+/// A result as every MCP result is: a JSON object. Results are built as objects, so marking
+/// one never meets a value it cannot mark.
+pub type ResultObject = serde_json::Map<String, Value>;
+
+/// A 2026-07-28 result: `"resultType": "complete"` beside the result's own fields.
+pub fn complete(mut result: ResultObject) -> Value {
+    result.insert("resultType".into(), Value::from("complete"));
+    Value::Object(result)
+}
+
+/// A 2026-07-28 list or read result: complete, and not to be cached (`ttlMs` 0), and only by
+/// this principal (`cacheScope` private): components may answer differently per call.
+pub fn complete_uncached(mut result: ResultObject) -> Value {
+    result.insert("ttlMs".into(), Value::from(0));
+    result.insert("cacheScope".into(), Value::from("private"));
+    complete(result)
+}
+
 /// A JSON-RPC result response.
 pub fn result_response(id: &Value, result: Value) -> Value {
     message(("id", id.clone()), ("result", result))

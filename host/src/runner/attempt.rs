@@ -2,7 +2,9 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::model::{EventId, EventKind, TaskEvent, TaskStatus};
@@ -49,12 +51,10 @@ impl Drop for Job<'_> {
         if !self.started {
             return;
         }
-        let outcome = self.outcome.take().unwrap_or_else(|| {
-            self.stop_reason
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .unwrap_or(JobOutcome::Aborted)
-        });
+        let outcome = self
+            .outcome
+            .take()
+            .unwrap_or_else(|| self.stop_reason.lock().unwrap_or(JobOutcome::Aborted));
         self.inner.instr.event(&RunnerEvent::JobStopped {
             task: self.task,
             generation: self.generation,
@@ -209,7 +209,8 @@ pub(super) async fn run(
         task.client_capabilities.clone(),
         inner.waiters.clone(),
     )
-    .park_after(inner.opts.park_after);
+    .park_after(inner.opts.park_after)
+    .tracked(inner.tasks.clone());
     let exec = Execution {
         task_id: Some(task_id.to_string()),
         tool: resolved.tool,
@@ -245,17 +246,14 @@ pub(super) async fn run(
     // to stop has no outcome of its own to commit, and committing it would end a task that
     // shutdown meant to release for another runner. The stopper leaves its reason before
     // it flips the token, so an outcome caused by the stop always sees the reason.
-    if stopped_by
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .is_some()
-    {
+    if stopped_by.lock().is_some() {
         return;
     }
-    let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let lease = lease_cell.lock().clone();
 
     let outcome = match report.outcome {
         Ok(GuestOutcome::Completed(result)) => {
+            let result = serde_json::Value::Object(result);
             match commit(inner, &lease, "outcome", EventKind::Completed { result }).await {
                 Ok(_) => JobOutcome::Completed,
                 Err(e) => refused(&e),
@@ -316,6 +314,9 @@ pub(super) async fn run(
             let _ = timed(inner, "release", inner.store.release(&lease)).await;
             JobOutcome::Parked
         }
+        Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
+            start_failed(inner, &lease, task_id, reason).await
+        }
         Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
             if lost.load(Ordering::Acquire) {
                 JobOutcome::LeaseLost
@@ -329,7 +330,66 @@ pub(super) async fn run(
             }
         }
     };
+    if !matches!(outcome, JobOutcome::Released) {
+        inner.start_failures.lock().remove(&task_id);
+    }
     stop(outcome);
+}
+
+/// The host could not start the attempt's guest. The task is released to be claimed again,
+/// up to `runner.max_start_failures` times on this node; past that it fails with
+/// `data.kind = "limit"`: a permanent cause (a memory limit below the component's initial
+/// memory, a fuel limit on an engine without metering) would otherwise be claimed, refused
+/// and released forever, a store write each time.
+///
+/// Counted per node, in memory: with several nodes a task fails after at most the cap on
+/// each node that claims it, and a restart counts afresh. (`runner::
+/// an_attempt_that_cannot_start_fails_past_the_start_failure_cap`)
+async fn start_failed(
+    inner: &Inner,
+    lease: &Lease,
+    task_id: crate::model::TaskId,
+    reason: String,
+) -> JobOutcome {
+    /// Tasks whose start failures this node remembers; past it the map starts over (a
+    /// task then gets a few more tries, never fewer).
+    const REMEMBERED: usize = 4_096;
+    let failures = {
+        let mut counts = inner.start_failures.lock();
+        if counts.len() >= REMEMBERED && !counts.contains_key(&task_id) {
+            counts.clear();
+        }
+        let n = counts.entry(task_id).or_insert(0);
+        *n += 1;
+        *n
+    };
+    inner.instr.event(&RunnerEvent::StartFailed {
+        task: task_id,
+        failures,
+    });
+    let max = inner.opts.max_start_failures;
+    if failures <= max {
+        return match timed(inner, "release", inner.store.release(lease)).await {
+            Ok(()) => JobOutcome::Released,
+            Err(e) => refused(&e),
+        };
+    }
+    inner.start_failures.lock().remove(&task_id);
+    tracing::warn!(task = %task_id, failures, %reason, "task failed: its guest could not start");
+    let error = crate::model::JsonRpcError::new(
+        crate::protocol::codes::INTERNAL_ERROR,
+        format!(
+            "the tool could not start {failures} times (runner.max_start_failures = {max}): \
+             {reason}"
+        ),
+    )
+    .with_data(serde_json::json!({
+        "kind": "limit",
+        "limit": "runner.max_start_failures",
+        "max": max,
+        "detail": reason,
+    }));
+    fail_unrun(inner, lease, error, "stopped: its guest could not start").await
 }
 
 /// Renews the lease every heartbeat; on refusal (lease lost, task cancelled, reaped) flips
@@ -343,10 +403,10 @@ async fn heartbeat(
     let lease_ms = inner.opts.lease.as_millis() as u64;
     loop {
         tokio::time::sleep(inner.opts.heartbeat).await;
-        let lease = lease_cell.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let lease = lease_cell.lock().clone();
         match timed(inner, "renew", inner.store.renew(&lease, lease_ms)).await {
             Ok(renewed) => {
-                *lease_cell.lock().unwrap_or_else(|p| p.into_inner()) = renewed;
+                *lease_cell.lock() = renewed;
                 // A guest waiting for input re-reads its answers once a beat: on a shared
                 // store an answer accepted by another node reaches it even when that
                 // node's announcement was lost.

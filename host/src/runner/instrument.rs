@@ -103,6 +103,22 @@ pub enum RunnerEvent {
         /// Whether the deployed version ran in its place.
         ran_latest: bool,
     },
+    /// A background loop of the runner (`recover`, `reap`) panicked; it runs again after
+    /// `backoff`.
+    LoopRestarted {
+        /// The loop.
+        name: &'static str,
+        /// How long it stays down first.
+        backoff: Duration,
+    },
+    /// An attempt could not start its guest (the host refused to instantiate it); the task
+    /// is due again, and fails once its start failures pass `runner.max_start_failures`.
+    StartFailed {
+        /// The task.
+        task: TaskId,
+        /// Start failures of the task on this node so far, this one included.
+        failures: u32,
+    },
     /// A store operation the runner made.
     StoreOp {
         /// `claim`, `claim_next`, `renew`, `release`, `transition`, `reap`.
@@ -208,6 +224,16 @@ impl Instrumentation for TracingInstrumentation {
                 task = %task,
                 ran_latest,
                 "pinned component version gone"
+            ),
+            RunnerEvent::LoopRestarted { name, backoff } => tracing::error!(
+                runner_loop = name,
+                backoff_ms = backoff.as_millis() as u64,
+                "a runner loop panicked; it restarts after its backoff"
+            ),
+            RunnerEvent::StartFailed { task, failures } => tracing::warn!(
+                task = %task,
+                failures,
+                "an attempt could not start its guest"
             ),
             RunnerEvent::StoreOp { op, elapsed, ok } => {
                 tracing::debug!(

@@ -14,8 +14,10 @@ mod instrument;
 mod task_io;
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -61,6 +63,15 @@ pub struct RunnerOptions {
     /// a lost lease or a crashed process) before it fails with `data.kind = "limit"`
     /// instead of running again.
     pub max_recoveries: u32,
+    /// How often an attempt of a task may fail to start its guest on this node (the host
+    /// refused to instantiate it: a memory limit below the component's initial memory, a
+    /// fuel limit on an engine without metering, every instance slot busy) before the task
+    /// fails with `data.kind = "limit"` instead of being released and claimed again.
+    pub max_start_failures: u32,
+    /// How long a runner loop that panicked stays down before it runs again; doubled after
+    /// each panic up to [`MAX_LOOP_BACKOFF`], and back to this once the loop has run that
+    /// long without one.
+    pub loop_backoff: Duration,
     /// How long a guest may wait for input before it is released.
     pub park_after: Duration,
     /// How long a cancelled guest may keep running before it is stopped.
@@ -82,6 +93,8 @@ impl Default for RunnerOptions {
             max_concurrent: 64,
             max_running_per_tenant: 48,
             max_recoveries: 10,
+            max_start_failures: 5,
+            loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
             cancel_grace: crate::wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
@@ -89,6 +102,9 @@ impl Default for RunnerOptions {
         }
     }
 }
+
+/// The longest a panicked runner loop stays down before it runs again.
+pub const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What [`Runner::submit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,6 +207,11 @@ pub(crate) struct Inner {
     pub(crate) stopping: CancellationToken,
     /// Every attempt and retry timer, so shutdown can wait until none holds the store.
     pub(crate) tasks: TaskTracker,
+    /// The loops that should be running, and whether each is (a panicked loop is down for
+    /// its backoff).
+    loops_up: Mutex<Vec<(&'static str, bool)>>,
+    /// Start failures per task on this node (see [`RunnerOptions::max_start_failures`]).
+    start_failures: Mutex<HashMap<TaskId, u32>>,
 }
 
 /// The runner. Cloning shares it.
@@ -233,13 +254,17 @@ impl Runner {
             wake: Notify::new(),
             stopping: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            loops_up: Mutex::new(Vec::new()),
+            start_failures: Mutex::new(HashMap::new()),
         });
         let mut loops = Vec::new();
         if inner.opts.recover {
-            loops.push(tokio::spawn(recover_loop(inner.clone())));
+            loops.push(supervise(&inner, "recover", recover_loop));
         }
         if let Some(every) = inner.opts.reap_interval {
-            loops.push(tokio::spawn(reap_loop(inner.clone(), every)));
+            loops.push(supervise(&inner, "reap", move |inner| {
+                reap_loop(inner, every)
+            }));
         }
         Self {
             inner,
@@ -264,16 +289,25 @@ impl Runner {
         self.inner.stats.parked_released.load(Ordering::Relaxed) >= n && self.active() == 0
     }
 
+    /// The runner's loops (`recover`, `reap`) that are not running now: a loop that
+    /// panicked is down until its backoff ends. `/readyz` reports them.
+    pub fn loops_down(&self) -> Vec<&'static str> {
+        self.inner
+            .loops_up
+            .lock()
+            .iter()
+            .filter(|(_, up)| !up)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
     /// Attempts running on this node now.
     pub fn active(&self) -> usize {
         self.lock_attempts().len()
     }
 
-    fn lock_attempts(&self) -> std::sync::MutexGuard<'_, HashMap<TaskId, Local>> {
-        self.inner
-            .attempts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+    fn lock_attempts(&self) -> parking_lot::MutexGuard<'_, HashMap<TaskId, Local>> {
+        self.inner.attempts.lock()
     }
 
     /// Claims exactly `task` and runs it, or queues it when its tenant has no free
@@ -316,11 +350,13 @@ impl Runner {
             .await
             {
                 Ok(claimed) => {
-                    let _ = tx.send(Ok(claimed.task.clone()));
-                    // Lets the woken caller send its reply before the attempt is spawned
-                    // (a task spawned here would otherwise run ahead of it on this worker).
-                    tokio::task::yield_now().await;
+                    let task = claimed.task.clone();
+                    // The attempt is spawned before the caller is woken: the woken caller
+                    // then runs next on this worker and its reply leaves ahead of the
+                    // attempt's work. (A fresh task has no earlier attempt to stop, so
+                    // this does not wait.)
                     spawn_attempt(inner, claimed, slot).await;
+                    let _ = tx.send(Ok(task));
                 }
                 Err(e) => {
                     drop(slot);
@@ -382,6 +418,16 @@ impl Runner {
         }
     }
 
+    /// Runs `work` beside the runner's attempts and timers: shutdown waits for it. The
+    /// request path hands its committed changes over through this, so a request dropped
+    /// mid-commit cannot drop the hand-off.
+    pub fn spawn_tracked<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(work);
+    }
+
     /// Wakes the recovery loop (e.g. after creating tasks).
     pub fn wake(&self) {
         self.inner.wake.notify_one();
@@ -393,8 +439,7 @@ impl Runner {
     pub async fn shutdown(&self) -> usize {
         // Loops and retry timers end on this token.
         self.inner.stopping.cancel();
-        let loops: Vec<JoinHandle<()>> =
-            std::mem::take(&mut *self.loops.lock().unwrap_or_else(|p| p.into_inner()));
+        let loops: Vec<JoinHandle<()>> = std::mem::take(&mut *self.loops.lock());
         for l in loops {
             let _ = l.await;
         }
@@ -423,7 +468,7 @@ impl Runner {
         let mut released = 0;
         for mut a in rest {
             stop_local(&mut a, JobOutcome::Released).await;
-            let lease = a.lease.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let lease = a.lease.lock().clone();
             if timed(&self.inner, "release", self.inner.store.release(&lease))
                 .await
                 .is_ok()
@@ -481,11 +526,7 @@ pub(crate) async fn submit_inner(
 /// Queues `task` to start when its tenant has a free execution slot (it is due in the store
 /// meanwhile, so another node may take it first).
 fn enqueue(inner: &Inner, scope: Scope, task: TaskId) {
-    inner
-        .queue
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(scope, task);
+    inner.queue.lock().push(scope, task);
 }
 
 /// The claim request of an attempt that runs at once: a slot is held, so the claim's
@@ -502,7 +543,7 @@ fn start_request(inner: &Inner) -> ClaimRequest {
 /// Flips the token, aborts the attempt's future (dropping its guest) and waits for it. Its
 /// job, if it started, reports `why` as its outcome.
 async fn stop_local(a: &mut Local, why: JobOutcome) {
-    *a.stop_reason.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    *a.stop_reason.lock() = Some(why);
     a.cancel.cancel();
     if let Some(h) = a.handle.take() {
         h.abort();
@@ -531,11 +572,7 @@ pub(crate) async fn timed<T>(
 /// late result or input request of the old attempt can never overlap the new one.
 async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
     let task = *claimed.lease.task_id();
-    let old = inner
-        .attempts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .remove(&task);
+    let old = inner.attempts.lock().remove(&task);
     if let Some(mut old) = old {
         stop_local(&mut old, JobOutcome::Superseded).await;
     }
@@ -562,7 +599,7 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
                 return;
             }
             attempt::run(&inner, claimed, cancel, lease, stop_reason, running).await;
-            let mut attempts = inner.attempts.lock().unwrap_or_else(|p| p.into_inner());
+            let mut attempts = inner.attempts.lock();
             if attempts.get(&task).is_some_and(|a| a.id == id) {
                 attempts.remove(&task);
             }
@@ -570,21 +607,61 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
             inner.attempts_changed.notify_waiters();
         })
     };
-    inner
-        .attempts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(
-            task,
-            Local {
-                id,
-                stop_reason,
-                cancel,
-                lease,
-                handle: Some(handle),
-            },
-        );
+    inner.attempts.lock().insert(
+        task,
+        Local {
+            id,
+            stop_reason,
+            cancel,
+            lease,
+            handle: Some(handle),
+        },
+    );
     let _ = go.send(());
+}
+
+/// Runs the loop `run` makes under supervision: a panic is logged and counted
+/// ([`RunnerEvent::LoopRestarted`]), the loop is reported down for its backoff, then runs
+/// again. It ends when the loop returns (shutdown) or shutdown begins while it is down.
+///
+/// Invariant: a panic never ends a runner loop for the life of the process
+/// (`runner::a_panicking_recovery_loop_is_restarted_counted_and_reported`).
+fn supervise<F, Fut>(inner: &Arc<Inner>, name: &'static str, run: F) -> JoinHandle<()>
+where
+    F: Fn(Arc<Inner>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    inner.loops_up.lock().push((name, true));
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let set_up = |up: bool| {
+            if let Some(entry) = inner.loops_up.lock().iter_mut().find(|(n, _)| *n == name) {
+                entry.1 = up;
+            }
+        };
+        let mut backoff = inner.opts.loop_backoff;
+        loop {
+            set_up(true);
+            let began = std::time::Instant::now();
+            match tokio::spawn(run(inner.clone())).await {
+                Err(e) if e.is_panic() => {}
+                // Returned (shutdown began) or aborted with the runtime.
+                _ => return,
+            }
+            set_up(false);
+            if began.elapsed() >= MAX_LOOP_BACKOFF {
+                backoff = inner.opts.loop_backoff;
+            }
+            inner
+                .instr
+                .event(&RunnerEvent::LoopRestarted { name, backoff });
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = inner.stopping.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(MAX_LOOP_BACKOFF);
+        }
+    })
 }
 
 async fn recover_loop(inner: Arc<Inner>) {
@@ -682,7 +759,7 @@ impl Drop for Running {
 fn slot_freed(inner: &Arc<Inner>) {
     inner.wake.notify_one();
     let next = {
-        let mut q = inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = inner.queue.lock();
         q.pop_fair(&inner.running)
     };
     if let Some((scope, task)) = next {
@@ -763,11 +840,7 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
                         status: r.status,
                     });
                 }
-                let local = inner
-                    .attempts
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(task);
+                let local = inner.attempts.lock().remove(task);
                 if let Some(mut a) = local {
                     stop_local(&mut a, JobOutcome::Reaped).await;
                     inner.attempts_changed.notify_waiters();

@@ -3,7 +3,9 @@
 //! coalesced; parked attempts are woken through [`InputWaiters`].
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -33,18 +35,18 @@ impl InputWaiters {
     }
 
     fn subscribe(&self, task: TaskId) -> Arc<Notify> {
-        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.waiters.lock();
         w.entry(task).or_default().clone()
     }
 
     fn unsubscribe(&self, task: &TaskId) {
-        let mut w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.waiters.lock();
         w.remove(task);
     }
 
     /// Tells the attempt running `task` (if any, on this node) that its inputs changed.
     pub fn notify(&self, task: &TaskId) {
-        let w = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+        let w = self.waiters.lock();
         if let Some(n) = w.get(task) {
             n.notify_one();
         }
@@ -52,7 +54,7 @@ impl InputWaiters {
 
     /// How many attempts are registered.
     pub fn len(&self) -> usize {
-        self.waiters.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.waiters.lock().len()
     }
 
     /// Whether none is.
@@ -70,6 +72,7 @@ pub struct TaskIo {
     waiters: Arc<InputWaiters>,
     park_after: Option<std::time::Duration>,
     status: Arc<Mutex<StatusGate>>,
+    tracker: Option<tokio_util::task::TaskTracker>,
 }
 
 /// The shortest gap between two status commits of one attempt. A guest that sets its
@@ -92,7 +95,7 @@ struct StatusGate {
 
 impl Drop for TaskIo {
     fn drop(&mut self) {
-        let gate = self.status.lock().unwrap_or_else(|p| p.into_inner());
+        let gate = self.status.lock();
         if let Some(f) = &gate.flush {
             f.abort();
         }
@@ -115,7 +118,15 @@ impl TaskIo {
             waiters,
             park_after: None,
             status: Arc::default(),
+            tracker: None,
         }
+    }
+
+    /// Runs the deferred commit of a coalesced status message on `tracker`, so whoever
+    /// waits for the tracker (the runner's shutdown) waits for that commit too.
+    pub fn tracked(mut self, tracker: tokio_util::task::TaskTracker) -> Self {
+        self.tracker = Some(tracker);
+        self
     }
 
     /// Releases the guest (with [`InputFailure::Park`]) once it has waited `idle` for
@@ -200,7 +211,7 @@ impl ExecutionIo for TaskIo {
         // `Some(message)`: commit it now; `None`: coalesced (with a flush due at `flush_at`
         // when this call scheduled one).
         let (now_message, flush_at) = {
-            let mut gate = self.status.lock().unwrap_or_else(|p| p.into_inner());
+            let mut gate = self.status.lock();
             if gate.pending.is_none() && gate.last.as_deref() == Some(message.as_str()) {
                 return Ok(());
             }
@@ -227,10 +238,10 @@ impl ExecutionIo for TaskIo {
         // Commit the newest pending message when the gap has passed. Its lease may be gone
         // by then (the attempt ended): the store refuses it and nothing changes.
         let (store, lease, gate) = (self.store.clone(), self.lease.clone(), self.status.clone());
-        let flush = tokio::spawn(async move {
+        let flush = async move {
             tokio::time::sleep_until(flush_at).await;
             let message = {
-                let mut g = gate.lock().unwrap_or_else(|p| p.into_inner());
+                let mut g = gate.lock();
                 g.flushing = false;
                 g.committed_at = Some(tokio::time::Instant::now());
                 let m = g.pending.take();
@@ -240,8 +251,12 @@ impl ExecutionIo for TaskIo {
             if let Some(m) = message {
                 let _ = commit_status(&*store, &lease, m).await;
             }
-        });
-        self.status.lock().unwrap_or_else(|p| p.into_inner()).flush = Some(flush.abort_handle());
+        };
+        let flush = match &self.tracker {
+            Some(tracker) => tracker.spawn(flush),
+            None => tokio::spawn(flush),
+        };
+        self.status.lock().flush = Some(flush.abort_handle());
         Ok(())
     }
 

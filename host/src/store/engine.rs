@@ -22,7 +22,6 @@ use super::{StoreError, StoreResult};
 
 const MAX_POLL_INTERVAL_MS: u64 = 24 * 60 * 60 * 1000;
 const MAX_OWNER_LEN: usize = 128;
-const MAX_STATUS_MESSAGE_LEN: usize = 4 * 1024;
 /// How many due-index entries one `claim_next` looks at past expired tasks.
 const CLAIM_SCAN: usize = 64;
 
@@ -347,12 +346,7 @@ fn check_lease(task: &Task, lease: &Lease, ctx: &Ctx) -> StoreResult<()> {
 }
 
 fn check_message(m: Option<&str>) -> StoreResult<()> {
-    match m {
-        Some(m) if m.len() > MAX_STATUS_MESSAGE_LEN => Err(StoreError::invalid(format!(
-            "a status message is at most {MAX_STATUS_MESSAGE_LEN} bytes"
-        ))),
-        _ => Ok(()),
-    }
+    crate::model::check_message(m).map_err(|e| StoreError::invalid(e.0))
 }
 
 pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<Task> {

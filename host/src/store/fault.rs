@@ -3,8 +3,10 @@
 //! a failing device or a stuck controller would. It serves the fault-injection tests and
 //! operators who want to see their monitoring react (`RedbStore::open_with_backend`).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+
+use parking_lot::{Condvar, Mutex};
 
 /// The switches of a [`FaultyDevice`], shared with whoever drives the faults.
 #[derive(Debug)]
@@ -31,7 +33,7 @@ impl Default for Faults {
 impl Faults {
     /// While `stalled`, syncs block (as on a hung device) until it is cleared.
     pub fn stall(&self, stalled: bool) {
-        *self.stalled.lock().unwrap_or_else(|p| p.into_inner()) = stalled;
+        *self.stalled.lock() = stalled;
         self.resumed.notify_all();
     }
 
@@ -85,17 +87,9 @@ impl redb::StorageBackend for FaultyDevice {
     }
 
     fn sync_data(&self) -> Result<(), std::io::Error> {
-        let mut stalled = self
-            .faults
-            .stalled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut stalled = self.faults.stalled.lock();
         while *stalled {
-            stalled = self
-                .faults
-                .resumed
-                .wait(stalled)
-                .unwrap_or_else(|p| p.into_inner());
+            self.faults.resumed.wait(&mut stalled);
         }
         drop(stalled);
         self.faults.spend()?;

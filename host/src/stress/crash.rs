@@ -12,7 +12,9 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -243,12 +245,7 @@ async fn client(
     let mut created = 0;
     while Instant::now() < until {
         let addr = nodes[rng.below(nodes.len() as u64) as usize];
-        let known: Vec<String> = model
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect();
+        let known: Vec<String> = model.lock().keys().cloned().collect();
         let pick = |rng: &mut Rng| {
             known
                 .get(rng.below(known.len().max(1) as u64) as usize)
@@ -273,7 +270,7 @@ async fn client(
                 )
                 .await;
                 if let Some(id) = reply.as_ref().and_then(|r| r["result"]["taskId"].as_str()) {
-                    model.lock().unwrap_or_else(|p| p.into_inner()).insert(
+                    model.lock().insert(
                         id.to_owned(),
                         Told {
                             tool,
@@ -291,7 +288,6 @@ async fn client(
                 let Some(id) = pick(&mut rng) else { continue };
                 let asks = model
                     .lock()
-                    .unwrap_or_else(|p| p.into_inner())
                     .get(&id)
                     .is_some_and(|t| t.tool == "confirm_delete");
                 if asks {
@@ -305,7 +301,7 @@ async fn client(
                     .is_some_and(|r| r.get("result").is_some());
                 if acked
                     && observe(addr, &model, &id).await.as_deref() == Some("cancelled")
-                    && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
+                    && let Some(t) = model.lock().get_mut(&id)
                 {
                     t.cancel_held = true;
                 }
@@ -325,7 +321,7 @@ async fn answer(addr: SocketAddr, model: &Model, id: &str) {
     )
     .await;
     if reply.is_some_and(|r| r.get("result").is_some())
-        && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(id)
+        && let Some(t) = model.lock().get_mut(id)
     {
         t.answered = true;
     }
@@ -337,7 +333,7 @@ async fn observe(addr: SocketAddr, model: &Model, id: &str) -> Option<String> {
     let r = &reply["result"];
     let status = r["status"].as_str()?.to_owned();
     if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
-        let mut m = model.lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = model.lock();
         if let Some(t) = m.get_mut(id) {
             let seen = (status.clone(), r["result"].clone());
             match &t.terminal {
@@ -426,7 +422,7 @@ where
     .await
     .and_then(|r| r["result"]["taskId"].as_str().map(str::to_owned))
     {
-        model.lock().unwrap_or_else(|p| p.into_inner()).insert(
+        model.lock().insert(
             id.clone(),
             Told {
                 tool: "slow_compute",
@@ -438,14 +434,13 @@ where
             .is_some_and(|r| r.get("result").is_some());
         if acked
             && observe(addrs[0], &model, &id).await.as_deref() == Some("cancelled")
-            && let Some(t) = model.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&id)
+            && let Some(t) = model.lock().get_mut(&id)
         {
             t.cancel_held = true;
         }
     }
     let ids: Vec<(String, &'static str)> = model
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
         .iter()
         .map(|(k, t)| (k.clone(), t.tool))
         .collect();
@@ -471,7 +466,7 @@ where
     }
     drop(running);
     let store = open().await?;
-    let model = std::mem::take(&mut *model.lock().unwrap_or_else(|p| p.into_inner()));
+    let model = std::mem::take(&mut *model.lock());
     let mut slowest = Duration::ZERO;
     for (id, told) in &model {
         let Some(task_id) = TaskId::parse(id) else {

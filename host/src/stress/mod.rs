@@ -16,7 +16,9 @@ mod crash;
 pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash, mcp_post};
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -203,18 +205,18 @@ type Shared = Arc<Mutex<Observed>>;
 /// What the workload observed, once its writers are done with it.
 fn observed(o: Shared) -> Observed {
     Arc::try_unwrap(o)
-        .map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
+        .map(|m| m.into_inner())
         .unwrap_or_default()
 }
 
 fn check(o: &Shared, name: &'static str, ok: bool, what: impl FnOnce() -> String) {
-    let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
+    let mut o = o.lock();
     o.tallies.entry(name).or_default().check(ok, what);
 }
 
 fn timed(o: &Shared, op: &'static str, since: Instant) {
     let us = since.elapsed().as_micros() as u64;
-    let mut o = o.lock().unwrap_or_else(|p| p.into_inner());
+    let mut o = o.lock();
     o.timings.entry(op).or_default().push(us);
 }
 
@@ -416,7 +418,7 @@ async fn one_task(
                 timed(&o, "cas transition", t0);
                 match r {
                     Ok(c) => {
-                        let mut w = wins.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut w = wins.lock();
                         *w.entry(c.revision).or_default() += 1;
                     }
                     Err(StoreError::Conflict { .. }) => {}
@@ -430,7 +432,7 @@ async fn one_task(
     for j in joins {
         let _ = j.await;
     }
-    let wins = std::mem::take(&mut *wins.lock().unwrap_or_else(|p| p.into_inner()));
+    let wins = std::mem::take(&mut *wins.lock());
     for (rev, n) in &wins {
         check(&o, "one_winner_per_revision", *n == 1, || {
             format!("{label}: revision {rev} was committed {n} times")
@@ -750,7 +752,7 @@ struct Recorder {
 impl Recorder {
     fn claimed(&self, c: &crate::store::Claimed) {
         let at = c.lease.expires_at().as_millis().saturating_sub(LEASE_MS);
-        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let mut log = self.log.lock();
         log.claimed_at.entry(c.task.id).or_default().push(at);
     }
 }
@@ -760,7 +762,7 @@ impl Layer for Recorder {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
         let c = t.apply(inner).await?;
         if let crate::store::Effect::RetryScheduled { retry_at, .. } = c.effect {
-            let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+            let mut log = self.log.lock();
             log.retry_at
                 .entry(c.task.id)
                 .or_default()
@@ -1053,7 +1055,7 @@ pub async fn runner_batches(
                 format!("task {} generation {}: {s} starts, {p} stops", key.0, key.1)
             });
         }
-        let log = std::mem::take(&mut *log.lock().unwrap_or_else(|p| p.into_inner()));
+        let log = std::mem::take(&mut *log.lock());
         for id in &order {
             let kind = kinds[id];
             let t = store.inspect(id).await.ok().flatten().map(|(t, _)| t);

@@ -294,7 +294,7 @@ pub(crate) fn contents(read: Vec<wit::ResourceContents>) -> Result<Value, String
 }
 
 /// A `GetPromptResult` from what `get-prompt` returned.
-pub(crate) fn prompt_result(r: wit::PromptResult) -> Result<Value, String> {
+pub(crate) fn prompt_result(r: wit::PromptResult) -> Result<Map<String, Value>, String> {
     let messages = r
         .messages
         .into_iter()
@@ -309,7 +309,7 @@ pub(crate) fn prompt_result(r: wit::PromptResult) -> Result<Value, String> {
     let mut out = Map::new();
     put(&mut out, "description", r.description);
     out.insert("messages".into(), Value::Array(messages));
-    Ok(Value::Object(out))
+    Ok(out)
 }
 
 /// A `CompleteResult.completion` from what `complete` returned (at most 100 values).

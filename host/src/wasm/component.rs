@@ -3,7 +3,9 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -193,12 +195,7 @@ impl ComponentLoader {
         digest: &str,
         bytes: Vec<u8>,
     ) -> Result<(wasmtime::component::Component, bool), String> {
-        if let Some(c) = self
-            .loaded
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(digest)
-        {
+        if let Some(c) = self.loaded.lock().get(digest) {
             return Ok((c.clone(), true));
         }
         let engine = self.engine.engine.clone();
@@ -257,7 +254,6 @@ impl ComponentLoader {
         .map_err(|e| format!("compilation was abandoned: {e}"))??;
         self.loaded
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .insert(digest.to_owned(), component.clone());
         Ok((component, hit))
     }
@@ -476,7 +472,8 @@ impl Component {
         exec: Execution,
         name: &str,
         arguments: &Value,
-    ) -> Result<Result<Value, crate::model::JsonRpcError>, AttemptError> {
+    ) -> Result<Result<serde_json::Map<String, Value>, crate::model::JsonRpcError>, AttemptError>
+    {
         let call = Call::GetPrompt {
             name: name.to_owned(),
             arguments: arguments.to_string(),

@@ -88,7 +88,7 @@ pub(crate) fn content_block(b: types::ContentBlock) -> Result<Value, String> {
 }
 
 /// The `CallToolResult` JSON for a guest's tool result.
-pub(crate) fn tool_result(r: types::ToolResult) -> Result<Value, String> {
+pub(crate) fn tool_result(r: types::ToolResult) -> Result<Map<String, Value>, String> {
     let content = r
         .content
         .into_iter()
@@ -104,7 +104,7 @@ pub(crate) fn tool_result(r: types::ToolResult) -> Result<Value, String> {
         out.insert("structuredContent".into(), v);
     }
     out.insert("isError".into(), json!(r.is_error));
-    Ok(Value::Object(out))
+    Ok(out)
 }
 
 /// Refuses an outcome whose JSON is larger than `max` bytes: it would be stored and sent
@@ -141,7 +141,7 @@ pub(crate) fn outcome(o: types::Outcome) -> Result<GuestOutcome, String> {
         types::Outcome::Failed(e) => GuestOutcome::Failed(rpc_error(e)?),
         types::Outcome::Retry(r) => GuestOutcome::Retry {
             error: rpc_error(r.error)?,
-            status_message: r.status_message.chars().take(1024).collect(),
+            status_message: crate::model::truncate_status_message(r.status_message),
         },
     })
 }
@@ -298,7 +298,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(
-            r,
+            Value::Object(r),
             json!({"content": [{"type": "text", "text": "hi"},
                 {"type": "resource", "resource": {"uri": "test://r", "mimeType": "text/plain", "text": "body"}}],
                 "structuredContent": {"a": 1}, "isError": true})

@@ -5,8 +5,10 @@
 //! captured stdout/stderr, a resource limiter, and the execution's IO and cancellation.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+
+use parking_lot::Mutex;
 use std::task::{Context as TaskCx, Poll};
 
 use serde_json::Value;
@@ -118,7 +120,7 @@ impl Captured {
 
     /// The kept bytes and how many were dropped.
     pub(crate) fn take(&self) -> (Vec<u8>, usize) {
-        let mut b = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.buf.lock();
         (std::mem::take(&mut b.0), b.1)
     }
 }
@@ -141,7 +143,7 @@ impl tokio::io::AsyncWrite for Captured {
         _: &mut TaskCx<'_>,
         data: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        let mut b = self.buf.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.buf.lock();
         let room = self.cap.saturating_sub(b.0.len());
         let kept = room.min(data.len());
         b.0.extend_from_slice(&data[..kept]);
@@ -354,7 +356,7 @@ impl context::Host for HostState {
     }
 
     async fn set_status(&mut self, message: String) -> WtResult<()> {
-        let message: String = message.chars().take(1024).collect();
+        let message = crate::model::truncate_status_message(message);
         let io = self.io.clone();
         if let Err(reason) = io.set_status(message).await {
             self.stop = Some(HostStop::Lost(reason.clone()));
@@ -375,7 +377,7 @@ impl context::Host for HostState {
                 progress,
                 total,
                 // The same cap as status messages: a progress line is a line, not a payload.
-                message: message.map(|m| m.chars().take(1024).collect()),
+                message: message.map(crate::model::truncate_status_message),
             })
             .await;
         }

@@ -89,8 +89,8 @@ pub struct ToolInfo {
 /// What a guest's execution returned, validated.
 #[derive(Debug, Clone, PartialEq)]
 pub enum GuestOutcome {
-    /// A `CallToolResult` (JSON), `isError` possibly set.
-    Completed(Value),
+    /// A `CallToolResult` (a JSON object), `isError` possibly set.
+    Completed(serde_json::Map<String, Value>),
     /// A JSON-RPC error.
     Failed(JsonRpcError),
     /// Try again after the next retry delay.

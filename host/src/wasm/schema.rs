@@ -81,7 +81,10 @@ impl Schemas {
 
     /// What is wrong with a completed `CallToolResult` against the output schema: a result
     /// that is not an error must carry `structuredContent` matching it.
-    pub(crate) fn check_result(&self, result: &Value) -> Result<(), String> {
+    pub(crate) fn check_result(
+        &self,
+        result: &serde_json::Map<String, Value>,
+    ) -> Result<(), String> {
         let Some(output) = &self.output else {
             return Ok(());
         };
@@ -165,17 +168,22 @@ mod tests {
         )])
         .expect("compiles");
         let s = &schemas["t"];
+        let obj = |v: Value| v.as_object().cloned().unwrap_or_default();
         assert!(
-            s.check_result(&json!({"content": [], "structuredContent": {"sum": 1}}))
-                .is_ok()
+            s.check_result(&obj(
+                json!({"content": [], "structuredContent": {"sum": 1}})
+            ))
+            .is_ok()
         );
         assert!(
-            s.check_result(&json!({"content": [], "structuredContent": {"sum": "1"}}))
-                .is_err()
+            s.check_result(&obj(
+                json!({"content": [], "structuredContent": {"sum": "1"}})
+            ))
+            .is_err()
         );
-        assert!(s.check_result(&json!({"content": []})).is_err());
+        assert!(s.check_result(&obj(json!({"content": []}))).is_err());
         assert!(
-            s.check_result(&json!({"content": [], "isError": true}))
+            s.check_result(&obj(json!({"content": [], "isError": true})))
                 .is_ok()
         );
     }

@@ -173,16 +173,64 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
         send(&app, with_token(&ping, &altered, "ada-token")).await.0,
         404
     );
-    // Ended with DELETE: refused from then on.
-    let delete = Request::delete("/mcp")
-        .header("host", "localhost:3001")
-        .header("authorization", "Bearer ada-token")
-        .header("mcp-session-id", &session)
-        .body(Body::empty())
-        .expect("request");
-    assert_eq!(send(&app, delete).await.0, 204);
+    let delete = |id: Option<&str>, token: &str, version: Option<&str>| {
+        let mut r = Request::delete("/mcp")
+            .header("host", "localhost:3001")
+            .header("authorization", format!("Bearer {token}"));
+        if let Some(id) = id {
+            r = r.header("mcp-session-id", id);
+        }
+        if let Some(v) = version {
+            r = r.header("mcp-protocol-version", v);
+        }
+        r.body(Body::empty()).expect("request")
+    };
+    // A DELETE never ends what the caller was not given: another principal's id and a
+    // forged one are unknown sessions (404), and the session still serves its owner.
+    assert_eq!(
+        send(&app, delete(Some(&session), "eve-token", None))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        send(&app, delete(Some(&altered), "ada-token", None))
+            .await
+            .0,
+        404
+    );
     assert_eq!(
         send(&app, with_token(&ping, &session, "ada-token")).await.0,
+        200
+    );
+    // Without an id there is nothing to end (400); 2026-07-28 has no sessions (405).
+    assert_eq!(send(&app, delete(None, "ada-token", None)).await.0, 400);
+    let resp = tower::ServiceExt::oneshot(
+        app.clone(),
+        delete(Some(&session), "ada-token", Some("2026-07-28")),
+    )
+    .await
+    .expect("response");
+    assert_eq!(resp.status(), 405);
+    assert_eq!(resp.headers()["allow"], "POST, DELETE");
+    // Ended with DELETE by its owner: refused from then on, and ending it again is 404.
+    assert_eq!(
+        send(
+            &app,
+            delete(Some(&session), "ada-token", Some("2025-11-25"))
+        )
+        .await
+        .0,
+        204
+    );
+    assert_eq!(
+        send(&app, with_token(&ping, &session, "ada-token")).await.0,
+        404
+    );
+    assert_eq!(
+        send(&app, delete(Some(&session), "ada-token", None))
+            .await
+            .0,
         404
     );
 }

@@ -190,3 +190,103 @@ async fn failures_cancellation_and_mrtr() {
     let t = await_task(&app, &task_id(&v), "completed").await;
     assert_eq!(t["result"]["content"][0]["text"], "Hello, Alice! (async)");
 }
+
+/// A layer that commits every cancellation and then holds its answer until the test opens
+/// the gate: the commit is in the store, and its request has not heard back.
+#[derive(Default, Clone)]
+struct HeldAnswers {
+    open: Arc<tokio::sync::Notify>,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl snodo::store::Layer for HeldAnswers {
+    async fn transition(
+        &self,
+        inner: &dyn snodo::store::Store,
+        t: snodo::store::Transition<'_>,
+    ) -> snodo::store::StoreResult<snodo::store::Committed> {
+        let cancel = matches!(t.event.kind, snodo::model::EventKind::Cancelled { .. });
+        let committed = t.apply(inner).await?;
+        if cancel {
+            let opened = self.open.notified();
+            self.held.notify_one();
+            if !self.opened.load(std::sync::atomic::Ordering::Acquire) {
+                opened.await;
+            }
+        }
+        Ok(committed)
+    }
+}
+
+/// A `tasks/cancel` whose client disconnected after the cancellation committed, before the
+/// reply: the runner must still hear of it and stop the guest at once. The heartbeat is fifty
+/// minutes, so only the hand-off can stop it within the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
+    let fixtures = FIXTURES
+        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
+        .await
+        .clone();
+    let gate = HeldAnswers::default();
+    let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(snodo::store::MemoryStore::new()),
+        gate.clone(),
+    ));
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let runner = snodo::runner::Runner::start(
+        store.clone(),
+        catalog.clone(),
+        snodo::runner::RunnerOptions {
+            heartbeat: Duration::from_secs(3_000),
+            lease: Duration::from_secs(3_600),
+            ..snodo::runner::RunnerOptions::default()
+        },
+        Arc::new(snodo::runner::NoInstrumentation),
+    );
+    let config = snodo::mcp::ServerConfig {
+        name: "snodo-test".into(),
+        version: "0".into(),
+        catalog,
+        limits: Default::default(),
+    };
+    let server = Arc::new(snodo::mcp::McpServer::new(
+        store.clone(),
+        runner.clone(),
+        config,
+    ));
+    let app = router(server, HttpConfig::default());
+
+    let long = json!({"name": "slow_compute", "arguments": {"seconds": 3600}});
+    let (_, v) = ask(&app, 1, "tools/call", long, caps(true)).await;
+    assert!(v["result"]["taskId"].is_string(), "{v}");
+    let id = task_id(&v);
+    common::eventually("the attempt to run", || async {
+        (runner.active() == 1).then_some(())
+    })
+    .await;
+
+    let cancel = rpc(2, "tasks/cancel", json!({"taskId": id}), caps(true));
+    let request = tokio::spawn({
+        let app = app.clone();
+        async move { send(&app, request_of(&cancel)).await }
+    });
+    // Committed, unanswered: the client goes away now.
+    tokio::time::timeout(Duration::from_secs(60), gate.held.notified())
+        .await
+        .expect("the cancellation was never committed");
+    request.abort();
+    assert!(request.await.is_err(), "the request was dropped mid-commit");
+    gate.opened
+        .store(true, std::sync::atomic::Ordering::Release);
+    gate.open.notify_waiters();
+
+    common::eventually("the cancelled guest to stop", || async {
+        (runner.active() == 0).then_some(())
+    })
+    .await;
+    let t = await_task(&app, &id, "cancelled").await;
+    assert_eq!(t["statusMessage"], "Cancelled by the client");
+    runner.shutdown().await;
+}

@@ -18,12 +18,14 @@ impl McpServer {
     ) -> Result<Value, RpcError> {
         let access = self.access(params, principal, Action::Cancel).await?;
         let message = Some("Cancelled by the client".to_owned());
-        match self.store.cancel(&access, message).await {
-            Ok(_) => {
-                self.tell_runner(Handoff::Cancelled(*access.task_id()))
-                    .await;
-                Ok(ack())
-            }
+        let store = self.store.clone();
+        let task = *access.task_id();
+        let commit = async move { store.cancel(&access, message).await };
+        match self
+            .commit_then_tell(commit, move |_| Some(Handoff::Cancelled(task)))
+            .await
+        {
+            Ok(_) => Ok(ack()),
             Err(StoreError::Terminal { .. }) => Ok(ack()),
             Err(e) => Err(lookup_error(e)),
         }

@@ -26,23 +26,24 @@ impl McpServer {
             }
         };
         let access = self.access(params, principal, Action::Update).await?;
-        match self
-            .store
-            .accept_input(&access, EventId::random(), responses)
-            .await
-        {
-            Ok(c) => {
-                if let Effect::Accepted { keys, complete } = c.effect
-                    && !keys.is_empty()
-                {
-                    self.tell_runner(Handoff::InputAccepted {
-                        task: *access.task_id(),
-                        complete,
-                    })
-                    .await;
-                }
-                Ok(ack())
+        let store = self.store.clone();
+        let task = *access.task_id();
+        let commit = async move {
+            store
+                .accept_input(&access, EventId::random(), responses)
+                .await
+        };
+        let handoff = move |c: &crate::store::Committed| match &c.effect {
+            Effect::Accepted { keys, complete } if !keys.is_empty() => {
+                Some(Handoff::InputAccepted {
+                    task,
+                    complete: *complete,
+                })
             }
+            _ => None,
+        };
+        match self.commit_then_tell(commit, handoff).await {
+            Ok(_) => Ok(ack()),
             // Nothing is outstanding on a finished task: every key is ignored.
             Err(StoreError::Terminal { .. }) => Ok(ack()),
             Err(e) => Err(lookup_error(e)),

@@ -21,7 +21,9 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 use std::time::Duration;
 
 use rusqlite::types::Value;
@@ -123,11 +125,7 @@ impl Readers {
     }
 
     fn take(&self) -> StoreResult<Connection> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        let idle = self.idle.lock().pop();
         match idle {
             Some(conn) => Ok(conn),
             None => reader(&self.path),
@@ -135,10 +133,7 @@ impl Readers {
     }
 
     fn give_back(&self, conn: Connection) {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(conn);
+        self.idle.lock().push(conn);
     }
 }
 
