@@ -995,22 +995,33 @@ impl snodo::wasm::Executable for SecondTimeLucky {
                 status_message: "waiting to try again".into(),
             }
         } else {
-            let mut result = serde_json::Map::new();
-            result.insert("content".into(), json!([]));
-            result.insert("isError".into(), json!(false));
-            snodo::wasm::GuestOutcome::Completed(result)
+            empty_result()
         };
-        snodo::wasm::ExecutionReport {
-            outcome: Ok(outcome),
-            logs: Vec::new(),
-            dropped_logs: 0,
-            instantiate: Duration::ZERO,
-            run: Duration::ZERO,
-        }
+        report(outcome)
     }
 }
 
-struct Fake(Arc<SecondTimeLucky>);
+/// A tool result with no content.
+fn empty_result() -> snodo::wasm::GuestOutcome {
+    let mut result = serde_json::Map::new();
+    result.insert("content".into(), json!([]));
+    result.insert("isError".into(), json!(false));
+    snodo::wasm::GuestOutcome::Completed(result)
+}
+
+/// What a stand-in executable reports for `outcome`.
+fn report(outcome: snodo::wasm::GuestOutcome) -> snodo::wasm::ExecutionReport {
+    snodo::wasm::ExecutionReport {
+        outcome: Ok(outcome),
+        logs: Vec::new(),
+        dropped_logs: 0,
+        instantiate: Duration::ZERO,
+        run: Duration::ZERO,
+    }
+}
+
+/// Resolves every work to one stand-in executable.
+struct Fake(Arc<dyn snodo::wasm::Executable>);
 
 impl snodo::runner::Executors for Fake {
     fn resolve(
@@ -1239,4 +1250,126 @@ async fn a_runner_loop_that_is_down_makes_the_node_unready() {
     tokio::time::timeout(Duration::from_secs(20), runner.shutdown())
         .await
         .expect("shutdown does not wait out a loop's backoff");
+}
+
+/// Runs until it is dropped, writing down when each attempt began and when its future was
+/// dropped.
+#[derive(Default)]
+struct Hangs {
+    log: Mutex<Vec<String>>,
+    changed: tokio::sync::Notify,
+}
+
+impl Hangs {
+    fn note(&self, what: String) {
+        self.log.lock().expect("lock").push(what);
+        self.changed.notify_waiters();
+    }
+
+    async fn until(&self, n: usize) -> Vec<String> {
+        tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let changed = self.changed.notified();
+                let log = self.log.lock().expect("lock").clone();
+                if log.len() >= n {
+                    return log;
+                }
+                changed.await;
+            }
+        })
+        .await
+        .expect("the attempts were logged")
+    }
+}
+
+struct Dropped<'a>(&'a Hangs, u32);
+
+impl Drop for Dropped<'_> {
+    fn drop(&mut self) {
+        self.0.note(format!("end {}", self.1));
+    }
+}
+
+#[async_trait::async_trait]
+impl snodo::wasm::Executable for Hangs {
+    async fn execute(&self, exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+        self.note(format!("start {}", exec.attempt));
+        let _dropped = Dropped(self, exec.attempt);
+        std::future::pending::<snodo::wasm::ExecutionReport>().await
+    }
+}
+
+/// A task reclaimed by the runner that already runs it (its lease ran out on the store's
+/// clock while its guest hung): the old attempt is stopped, its guest dropped, before the
+/// new one starts, so two guests of one task never overlap on a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_on_the_same_runner_stops_the_old_attempt_before_the_new_one_starts() {
+    let (clock, store) = memory_on_manual_clock();
+    let hangs = Arc::new(Hangs::default());
+    let options = RunnerOptions {
+        // No renewal moves the lease while the store's clock jumps past it.
+        heartbeat: Duration::from_secs(3_000),
+        lease: Duration::from_secs(30),
+        // The second guest hangs too: shutdown releases it at once.
+        drain_timeout: Duration::ZERO,
+        ..opts(true)
+    };
+    let (rec, runner) = recorded(&store, Arc::new(Fake(hangs.clone())), options);
+    let id = create(&*store, "hangs", json!({}), RetryPolicy::none()).await;
+    runner.wake();
+    assert_eq!(hangs.until(1).await, ["start 1"]);
+    clock.advance(31_000);
+    runner.wake();
+    assert_eq!(hangs.until(3).await, ["start 1", "end 1", "start 2"]);
+    rec.until("the first attempt reported its replacement", |e| {
+        stops(e, &id) == [JobOutcome::Superseded]
+    })
+    .await;
+    let t = task(&*store, &id).await;
+    assert_eq!((t.generation, t.recoveries), (2, 1));
+    runner.shutdown().await;
+}
+
+/// Completes at once.
+struct Completes;
+
+#[async_trait::async_trait]
+impl snodo::wasm::Executable for Completes {
+    async fn execute(&self, _exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+        report(empty_result())
+    }
+}
+
+/// A commit that takes an hour is awaited: the attempt reports no failure and no lost lease
+/// while it waits, and the task completes once the store answers. (Time is tokio's paused
+/// clock: an hour passes while the commit is held.)
+#[tokio::test(start_paused = true)]
+async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
+    let gate = HeldCompletions::default();
+    let (_clock, inner) = memory_on_manual_clock();
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(inner, gate.clone()));
+    let options = RunnerOptions {
+        heartbeat: Duration::from_secs(600),
+        ..opts(false)
+    };
+    let (rec, runner) = recorded(&store, Arc::new(Fake(Arc::new(Completes))), options);
+    let id = submitted(
+        &runner,
+        &*store,
+        "completes",
+        json!({}),
+        RetryPolicy::none(),
+    )
+    .await;
+    gate.until_held(1).await;
+    tokio::time::sleep(Duration::from_secs(3_600)).await;
+    assert!(stops(&rec.events.lock().expect("lock"), &id).is_empty());
+    assert_eq!(task(&*store, &id).await.status, TaskStatus::Working);
+    gate.open();
+    rec.until("the held completion committed", |e| {
+        stops(e, &id) == [JobOutcome::Completed]
+    })
+    .await;
+    assert_eq!(task(&*store, &id).await.status, TaskStatus::Completed);
+    runner.shutdown().await;
 }

@@ -120,13 +120,27 @@ pub(crate) fn mcp_server(
     let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
     let store: Arc<dyn Store> = observed.clone();
     let catalog = Arc::new(catalog);
+    let options = RunnerOptions {
+        poll_interval: Duration::from_millis(10),
+        ..RunnerOptions::default()
+    };
+    let (server, _) = server_over(&store, catalog.clone(), catalog, limits, options);
+    (Arc::new(server.with_change_feed(observed)), store)
+}
+
+/// An MCP server serving `catalog` over `store`, and its runner, which resolves work with
+/// `executors` under `options`.
+pub(crate) fn server_over(
+    store: &Arc<dyn Store>,
+    executors: Arc<dyn snodo::runner::Executors>,
+    catalog: Arc<Catalog>,
+    limits: TenantLimits,
+    options: RunnerOptions,
+) -> (McpServer, Runner) {
     let runner = Runner::start(
         store.clone(),
-        catalog.clone(),
-        RunnerOptions {
-            poll_interval: Duration::from_millis(10),
-            ..RunnerOptions::default()
-        },
+        executors,
+        options,
         Arc::new(NoInstrumentation),
     );
     let config = ServerConfig {
@@ -135,8 +149,10 @@ pub(crate) fn mcp_server(
         catalog,
         limits,
     };
-    let server = McpServer::new(store.clone(), runner, config).with_change_feed(observed);
-    (Arc::new(server), store)
+    (
+        McpServer::new(store.clone(), runner.clone(), config),
+        runner,
+    )
 }
 
 /// A catalog of every tool of `components`, each with `limits` and a ten-minute TTL.

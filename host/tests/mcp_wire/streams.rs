@@ -148,3 +148,98 @@ async fn subscriptions_deliver_task_notifications() {
             .all(|f| f["method"] == "notifications/tasks")
     );
 }
+
+/// A listener whose stream fell behind the change feed (its reader stalled while more
+/// changes were announced than the feed holds) may have missed any change: it re-sends the
+/// newest state of every watched task. Here both tasks end without an announcement of their
+/// own, so only that path can tell the client. The runtime has one thread: the stream's
+/// producer cannot run while the test announces, so the feed is overrun for certain.
+#[tokio::test]
+async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_state() {
+    use snodo::store::Store;
+    let fixtures = FIXTURES
+        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
+        .await
+        .clone();
+    let inner: Arc<dyn Store> = Arc::new(snodo::store::MemoryStore::new());
+    let observed = Arc::new(snodo::store::ObservedStore::new(inner.clone(), 8));
+    let store: Arc<dyn Store> = observed.clone();
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    // Nothing claims the tasks: they change only as the test says.
+    let options = snodo::runner::RunnerOptions {
+        recover: false,
+        ..Default::default()
+    };
+    let (server, runner) = common::server_over(
+        &store,
+        catalog.clone(),
+        catalog,
+        Default::default(),
+        options,
+    );
+    let server = server.with_change_feed(observed.clone());
+    let principal = snodo::http::local_principal();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let id = snodo::model::TaskId::generate();
+        let work = snodo::runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
+            .with_principal(principal.clone());
+        let new = snodo::store::NewTask::new(id, principal.scope(), work);
+        inner.create(new).await.expect("create");
+        ids.push(id.to_string());
+    }
+    let listen = rpc(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": ids}}),
+        caps(true),
+    );
+    let headers = snodo::mcp::RoutingHeaders {
+        method: Some(Ok("subscriptions/listen".into())),
+        protocol_version: Some(Ok("2026-07-28".into())),
+        accepts_sse: true,
+        ..Default::default()
+    };
+    let reply = server
+        .handle(&headers, &principal, listen.to_string().as_bytes())
+        .await;
+    let snodo::mcp::Reply::Stream(mut stream) = reply else {
+        panic!("subscriptions/listen answers with a stream");
+    };
+    let ack = next_message(&mut stream).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(ack["params"]["notifications"]["taskIds"], json!(ids));
+
+    for id in &ids {
+        let access = inner
+            .authorize(&principal, snodo::store::Action::Cancel, id)
+            .await
+            .expect("authorize");
+        inner
+            .cancel(&access, Some("ended unannounced".into()))
+            .await
+            .expect("cancel");
+    }
+    for _ in 0..64 {
+        observed.announce(snodo::model::TaskId::generate());
+    }
+    let mut sent = std::collections::BTreeMap::new();
+    while sent.len() < ids.len() {
+        let n = next_message(&mut stream).await;
+        assert_eq!(n["method"], "notifications/tasks", "{n}");
+        let id = n["params"]["taskId"].as_str().expect("task id").to_owned();
+        sent.insert(id, n["params"]["status"].clone());
+    }
+    for id in &ids {
+        assert_eq!(sent[id], "cancelled", "{id}: {sent:?}");
+    }
+    runner.shutdown().await;
+}
+
+/// The next message of an SSE reply's queue.
+async fn next_message(stream: &mut tokio::sync::mpsc::Receiver<Value>) -> Value {
+    tokio::time::timeout(Duration::from_secs(30), stream.recv())
+        .await
+        .expect("a message in time")
+        .expect("the stream is open")
+}

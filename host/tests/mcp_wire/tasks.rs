@@ -235,28 +235,19 @@ async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
         gate.clone(),
     ));
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
-    let runner = snodo::runner::Runner::start(
-        store.clone(),
-        catalog.clone(),
-        snodo::runner::RunnerOptions {
-            heartbeat: Duration::from_secs(3_000),
-            lease: Duration::from_secs(3_600),
-            ..snodo::runner::RunnerOptions::default()
-        },
-        Arc::new(snodo::runner::NoInstrumentation),
-    );
-    let config = snodo::mcp::ServerConfig {
-        name: "snodo-test".into(),
-        version: "0".into(),
-        catalog,
-        limits: Default::default(),
+    let options = snodo::runner::RunnerOptions {
+        heartbeat: Duration::from_secs(3_000),
+        lease: Duration::from_secs(3_600),
+        ..snodo::runner::RunnerOptions::default()
     };
-    let server = Arc::new(snodo::mcp::McpServer::new(
-        store.clone(),
-        runner.clone(),
-        config,
-    ));
-    let app = router(server, HttpConfig::default());
+    let (server, runner) = common::server_over(
+        &store,
+        catalog.clone(),
+        catalog,
+        Default::default(),
+        options,
+    );
+    let app = router(Arc::new(server), HttpConfig::default());
 
     let long = json!({"name": "slow_compute", "arguments": {"seconds": 3600}});
     let (_, v) = ask(&app, 1, "tools/call", long, caps(true)).await;
@@ -288,5 +279,128 @@ async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
     .await;
     let t = await_task(&app, &id, "cancelled").await;
     assert_eq!(t["statusMessage"], "Cancelled by the client");
+    runner.shutdown().await;
+}
+
+/// Writes down what the runner hands an executor (the work it resolves, the execution it
+/// runs), then resolves and runs as the catalog does.
+struct Recording {
+    catalog: Arc<snodo::runner::Catalog>,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl snodo::runner::Executors for Recording {
+    fn resolve(
+        &self,
+        work: &snodo::model::Work,
+    ) -> Result<snodo::runner::Resolved, snodo::runner::Unresolved> {
+        let written = serde_json::to_string(work).expect("work serializes");
+        self.seen.lock().expect("lock").push(written);
+        let mut resolved = self.catalog.resolve(work)?;
+        resolved.component = Arc::new(RecordingExecutable {
+            inner: resolved.component,
+            seen: self.seen.clone(),
+        });
+        Ok(resolved)
+    }
+}
+
+struct RecordingExecutable {
+    inner: Arc<dyn snodo::wasm::Executable>,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+#[async_trait::async_trait]
+impl snodo::wasm::Executable for RecordingExecutable {
+    async fn execute(&self, exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+        let given = format!(
+            "{:?} {} {} {} {} {:?} {:?}",
+            exec.task_id,
+            exec.tool,
+            exec.arguments,
+            exec.idempotency_key,
+            exec.attempt,
+            exec.limits,
+            exec.grants,
+        );
+        self.seen.lock().expect("lock").push(given);
+        self.inner.execute(exec).await
+    }
+}
+
+/// What reaches an executor, and what is stored with a task, is the work: the tool's
+/// arguments and the caller's identity. Never the request's id, its `_meta` (progress token
+/// and any other key), or the bearer token it was authorized by.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_and_the_stored_work_get_the_principal_and_no_request_fields() {
+    const TOKEN: &str = "bearer-marker-0123456789";
+    let fixtures = FIXTURES
+        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
+        .await
+        .clone();
+    let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::MemoryStore::new());
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let seen = Arc::<std::sync::Mutex<Vec<String>>>::default();
+    let recording = Arc::new(Recording {
+        catalog: catalog.clone(),
+        seen: seen.clone(),
+    });
+    let (server, runner) = common::server_over(
+        &store,
+        recording,
+        catalog,
+        Default::default(),
+        Default::default(),
+    );
+    let ada = Principal::new("acme", "ada");
+    let config = HttpConfig {
+        tokens: vec![(TOKEN.to_owned(), ada.clone())],
+        ..HttpConfig::default()
+    };
+    let app = router(Arc::new(server), config);
+
+    let mut call = rpc(
+        1,
+        "tools/call",
+        json!({"name": "protocol_error_job"}),
+        caps(true),
+    );
+    call["id"] = json!("request-id-marker");
+    call["params"]["_meta"]["progressToken"] = json!("progress-marker");
+    call["params"]["_meta"]["com.example/trace"] = json!("meta-marker");
+    let (_, v, _) = send(&app, with_token(&call, Some(TOKEN))).await;
+    let id = task_id(&v);
+    let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
+    await_status(&app, &get, Some(TOKEN), "failed").await;
+
+    let task_id = snodo::model::TaskId::parse(&id).expect("task id");
+    let (task, work) = store
+        .inspect(&task_id)
+        .await
+        .expect("inspect")
+        .expect("stored");
+    assert_eq!(work.principal, Some(ada));
+    let stored = format!(
+        "{} {}",
+        serde_json::to_string(&task).expect("task"),
+        serde_json::to_string(&work).expect("work")
+    );
+    let mut given = seen.lock().expect("lock").clone();
+    assert_eq!(
+        given.len(),
+        2,
+        "one resolution and one execution: {given:?}"
+    );
+    given.push(stored);
+    for text in &given {
+        for marker in [TOKEN, "request-id-marker", "progress-marker", "meta-marker"] {
+            assert!(!text.contains(marker), "{marker} reached {text}");
+        }
+    }
+    assert!(
+        given[1].contains(&id),
+        "the execution names its task: {}",
+        given[1]
+    );
     runner.shutdown().await;
 }
