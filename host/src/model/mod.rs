@@ -1,5 +1,5 @@
-//! The domain model: the Task aggregate, the Work descriptor, retry policies and
-//! state-transition events. Everything here is plain data plus pure rules; nothing does I/O.
+//! The domain model: the Task aggregate, the Work descriptor, retry policies,
+//! state-transition events and the state machine that applies them. Everything here is plain data plus pure rules; nothing does I/O.
 //!
 //! Every type serializes to JSON (camelCase keys) and the stored forms carry a schema
 //! version, so a record written today can be read, or refused with a clear error, by a later
@@ -11,6 +11,7 @@ mod id;
 mod retry;
 mod task;
 mod time;
+mod transition;
 mod view;
 mod work;
 
@@ -26,6 +27,7 @@ pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,
 };
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
 pub use view::{RawJson, TaskView, ViewOutcome};
 pub use work::{ExecutionLimits, WORK_SCHEMA_VERSION, Work, WorkError};
 

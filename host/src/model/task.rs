@@ -148,7 +148,7 @@ pub struct AppliedEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<u64>,
     /// A status message: only the newest few of these are remembered (see
-    /// [`crate::store::REMEMBERED_STATUS_EVENTS`]), so a guest cannot grow its record
+    /// [`super::REMEMBERED_STATUS_EVENTS`]), so a guest cannot grow its record
     /// without bound.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub status: bool,

@@ -10,13 +10,13 @@
 use serde_json::Value;
 
 use crate::model::{
-    AppliedEvent, Claim, EventKind, InputEntry, Outcome, Principal, Scope, Task, TaskEvent, TaskId,
-    TaskStatus, TaskView, Timestamp, Work,
+    Claim, EventKind, Principal, Rejected, Scope, Task, TaskEvent, TaskId, TaskStatus, TaskView,
+    Timestamp, Work,
 };
 
 use super::types::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Effect, InputReply, Lease,
-    MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, MAX_LEASE_MS, MAX_TTL_MS,
+    NewTask, Reaped,
 };
 use super::{StoreError, StoreResult};
 
@@ -498,25 +498,14 @@ pub(crate) fn transition(
         Authority::Request(_) => None,
     };
 
-    let digest = event.digest();
-    if let Some(applied) = rec.task.events.iter().find(|e| e.id == event.id.as_str()) {
-        if applied.digest != digest || applied.generation != generation {
-            return Err(StoreError::EventIdReused {
-                id: applied.id.clone(),
-            });
-        }
-        let effect = match &event.kind {
-            EventKind::InputRequested { key, .. } => Effect::Input(input_reply(&rec.task, key)),
-            _ => Effect::Applied,
-        };
+    if let Some((revision, effect)) = rec.task.replay_of(&event, generation).map_err(rejected)? {
         return Ok(Committed {
-            revision: applied.revision,
+            revision,
             task: rec.task,
             replayed: true,
             effect,
         });
     }
-
     if rec.task.status.is_terminal() {
         return Err(StoreError::Terminal {
             status: rec.task.status,
@@ -535,159 +524,33 @@ pub(crate) fn transition(
 
     let before = rec.task.clone();
     let mut after = rec;
-    let t = &mut after.task;
-    let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
-    let effect = match event.kind {
-        EventKind::Started => {
-            t.attempt = t.attempt.saturating_add(1);
-            t.status = if t.has_outstanding_inputs() {
-                TaskStatus::InputRequired
-            } else {
-                TaskStatus::Working
-            };
-            Effect::Applied
-        }
-        EventKind::StatusMessage { message } => {
-            t.status_message = Some(message);
-            Effect::Applied
-        }
-        EventKind::InputRequested { key, request } => {
-            if let Some(existing) = t.inputs.get(&key) {
-                if existing.request != request {
-                    return Err(StoreError::InputConflict { key });
-                }
-                // Same key, same request: a replayed guest reattaching. Nothing to commit.
-                let reply = input_reply(&before, &key);
-                return Ok(Committed {
-                    revision: before.revision,
-                    task: before,
-                    replayed: false,
-                    effect: Effect::Input(reply),
-                });
-            }
-            t.inputs.insert(
-                key,
-                InputEntry {
-                    request,
-                    response: None,
-                },
-            );
-            t.status = TaskStatus::InputRequired;
-            Effect::Input(InputReply::Pending)
-        }
-        EventKind::InputAccepted { responses } => {
-            let mut keys = Vec::new();
-            for (key, response) in responses {
-                if let Some(entry) = t.inputs.get_mut(&key)
-                    && entry.response.is_none()
-                {
-                    entry.response = Some(response);
-                    keys.push(key);
-                }
-            }
-            let complete = !t.has_outstanding_inputs();
-            if keys.is_empty() {
-                // Unknown and answered keys are ignored; nothing changed, nothing commits.
-                return Ok(Committed {
-                    revision: before.revision,
-                    task: before,
-                    replayed: false,
-                    effect: Effect::Accepted { keys, complete },
-                });
-            }
-            if complete {
-                t.status = TaskStatus::Working;
-            }
-            Effect::Accepted { keys, complete }
-        }
-        EventKind::RetryRequested {
-            error,
-            status_message,
-        } => match after.work.retry_policy.delay_for(t.retry_count) {
-            Some(delay) => {
-                let retry_at = ctx.now.plus_ms(delay);
-                t.retry_count += 1;
-                t.retry_at = Some(retry_at);
-                t.claim = None;
-                t.status = TaskStatus::Working;
-                if status_message.is_some() {
-                    t.status_message = status_message;
-                }
-                Effect::RetryScheduled {
-                    retry_at,
-                    retry_count: t.retry_count,
-                }
-            }
-            None => {
-                finish(
-                    t,
-                    TaskStatus::Failed,
-                    Some(Outcome::Error(error)),
-                    status_message,
-                );
-                Effect::RetryExhausted
-            }
-        },
-        EventKind::Completed { result } => {
-            finish(
-                t,
-                TaskStatus::Completed,
-                Some(Outcome::Result(result)),
-                None,
-            );
-            Effect::Applied
-        }
-        EventKind::Failed {
-            error,
-            status_message,
-        } => {
-            let message = status_message.or_else(|| Some(error.message.clone()));
-            finish(t, TaskStatus::Failed, Some(Outcome::Error(error)), message);
-            Effect::Applied
-        }
-        EventKind::Cancelled { status_message } => {
-            finish(t, TaskStatus::Cancelled, None, status_message);
-            Effect::Applied
-        }
-    };
-    t.revision += 1;
-    t.last_updated_at = ctx.now;
-    t.events.push(AppliedEvent {
-        id: event.id.as_str().to_owned(),
-        revision: t.revision,
-        digest,
-        generation,
-        status: is_status,
-    });
-    if is_status
-        && t.events.iter().filter(|e| e.status).count() > super::REMEMBERED_STATUS_EVENTS
-        && let Some(oldest) = t.events.iter().position(|e| e.status)
-    {
-        t.events.remove(oldest);
+    let step = after
+        .task
+        .apply(&event, generation, &after.work.retry_policy, ctx.now)
+        .map_err(rejected)?;
+    if !step.changed {
+        return Ok(Committed {
+            revision: before.revision,
+            task: before,
+            replayed: false,
+            effect: step.effect,
+        });
     }
     txn.save(Some(&before), &after)?;
     Ok(Committed {
         revision: after.task.revision,
         task: after.task,
         replayed: false,
-        effect,
+        effect: step.effect,
     })
 }
 
-/// Makes `t` terminal. Its status message becomes the terminal event's own (or none): a
-/// message set while it ran ("waiting for your answer…") described a state that is over.
-fn finish(t: &mut Task, status: TaskStatus, outcome: Option<Outcome>, message: Option<String>) {
-    t.status = status;
-    t.outcome = outcome;
-    t.claim = None;
-    t.retry_at = None;
-    t.status_message = message;
-}
-
-fn input_reply(task: &Task, key: &str) -> InputReply {
-    match task.inputs.get(key).and_then(|e| e.response.clone()) {
-        Some(answer) => InputReply::Answered(answer),
-        None => InputReply::Pending,
+/// The store's error for a transition the state machine refused.
+fn rejected(r: Rejected) -> StoreError {
+    match r {
+        Rejected::Terminal(status) => StoreError::Terminal { status },
+        Rejected::InputConflict(key) => StoreError::InputConflict { key },
+        Rejected::EventIdReused(id) => StoreError::EventIdReused { id },
     }
 }
 

@@ -61,11 +61,7 @@ use crate::model::{
 /// The result of a store operation.
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// How many `status_message` event ids a task remembers for replay. Older ones are
-/// forgotten (a replay of a forgotten one applies the same message again, which changes
-/// nothing a client can tell from a repeat), so a guest that sets its status in a loop
-/// cannot grow its task record without bound.
-pub const REMEMBERED_STATUS_EVENTS: usize = 16;
+pub use crate::model::REMEMBERED_STATUS_EVENTS;
 
 /// The task store contract.
 ///

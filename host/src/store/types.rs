@@ -262,40 +262,7 @@ pub struct Reaped {
     pub status: crate::model::TaskStatus,
 }
 
-/// The state of one input request after `input_requested`.
-#[derive(Debug, Clone, PartialEq)]
-pub enum InputReply {
-    /// No answer yet: wait for one.
-    Pending,
-    /// The store already holds the accepted answer.
-    Answered(Value),
-}
-
-/// What a committed transition did, beyond the new snapshot.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// The event was applied as described by its kind.
-    Applied,
-    /// `input_requested`: whether the request is answered.
-    Input(InputReply),
-    /// `input_accepted`: the keys accepted (possibly none) and whether that left no input
-    /// outstanding.
-    Accepted {
-        /// Keys taken into the inbox, in key order.
-        keys: Vec<String>,
-        /// No input is outstanding any more.
-        complete: bool,
-    },
-    /// `retry_requested` with an entry left.
-    RetryScheduled {
-        /// When the retry may run.
-        retry_at: Timestamp,
-        /// Retries consumed so far, this one included.
-        retry_count: u32,
-    },
-    /// `retry_requested` with no entry left: the task failed.
-    RetryExhausted,
-}
+pub use crate::model::{Effect, InputReply};
 
 /// The report of a transition.
 #[derive(Debug, Clone)]
