@@ -28,18 +28,31 @@ pub(crate) enum BenchBackend {
 }
 
 /// Parameters of the store benchmark.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct StoreBenchOptions {
-    /// Adapters to measure.
+    /// Which store adapters to measure.
+    #[arg(long, value_enum, default_value_t = BenchBackend::All)]
     pub backend: BenchBackend,
     /// Tasks per round.
+    #[arg(long, default_value_t = 2_000, value_parser = at_least_one)]
     pub tasks: usize,
-    /// Concurrent callers to measure at (each a separate run).
+    /// Concurrent callers, one run per value.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
     pub concurrency: Vec<usize>,
-    /// Rounds per figure; the median is reported.
+    /// Rounds per figure (the median is reported).
+    #[arg(long, default_value_t = 3, value_parser = at_least_one)]
     pub rounds: usize,
-    /// Where redb files go (a fresh subdirectory is made and removed).
+    /// Directory for the redb files (a fresh subdirectory, removed afterwards).
+    #[arg(long, default_value_os_t = std::env::temp_dir())]
     pub dir: PathBuf,
+}
+
+/// A count of one or more.
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err("a count of at least 1".into()),
+    }
 }
 
 /// One measured line.
@@ -198,15 +211,19 @@ fn rate(n: usize, since: Instant) -> f64 {
 }
 
 /// Parameters of the wasm benchmark.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct WasmBenchOptions {
-    /// The component to measure.
+    /// The component (e.g. target/guests/wasm32-wasip2/release/fixtures.wasm).
+    #[arg(long)]
     pub component: PathBuf,
-    /// A tool of it that does (nearly) nothing.
+    /// A tool of it that does almost nothing.
+    #[arg(long, default_value = "test_simple_text")]
     pub tool: String,
     /// Warm executions per allocator.
+    #[arg(long, default_value_t = 5_000)]
     pub iterations: usize,
     /// Cold compilations.
+    #[arg(long, default_value_t = 5)]
     pub compiles: usize,
 }
 
@@ -319,24 +336,32 @@ pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, 
 }
 
 /// Parameters of the runner benchmark.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunnerBenchOptions {
     /// The fixtures component (provides `confirm_delete` and `slow_compute`).
+    #[arg(long, default_value_os_t = crate::cli::guest("fixtures.wasm"))]
     pub fixtures: PathBuf,
     /// The hostile component (provides `ignore_cancel`).
+    #[arg(long, default_value_os_t = crate::cli::guest("hostile.wasm"))]
     pub hostile: PathBuf,
     /// Parked-task counts to measure resident memory at.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
     pub parked: Vec<usize>,
-    /// Live-guest counts to measure resident memory at (for comparison).
+    /// Live-guest counts to measure resident memory at, for comparison.
+    #[arg(long, value_delimiter = ',', default_value = "1000")]
     pub live: Vec<usize>,
     /// Cancellations to time.
+    #[arg(long, default_value_t = 20)]
     pub cancels: usize,
-    /// The cancel grace period.
+    /// The cancel grace period in ms.
+    #[arg(long, default_value_t = 100)]
     pub grace_ms: u64,
     /// Store for the memory figures: `memory`, `redb` or `sqlite` (a temporary file), or
-    /// `postgres` (a fresh schema at `pg_url`, dropped after).
+    /// `postgres` (a fresh schema at --pg-url, dropped after).
+    #[arg(long, default_value = "memory")]
     pub store: String,
-    /// PostgreSQL's connection string, for `--store postgres`.
+    /// PostgreSQL: the connection string.
+    #[arg(long, default_value = crate::cli::PG_URL)]
     pub pg_url: String,
 }
 
@@ -579,15 +604,19 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
 }
 
 /// Parameters of the MCP latency benchmark.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct McpBenchOptions {
     /// Components to serve (must include `flaky`, from the examples component).
+    #[arg(long = "component", default_values_os_t = [crate::cli::guest("examples.wasm")])]
     pub components: Vec<PathBuf>,
     /// `redb` (in a temporary directory) or `memory`.
+    #[arg(long, default_value = "redb")]
     pub store: String,
-    /// Concurrent HTTP clients (keep-alive connections).
+    /// Concurrent keep-alive clients.
+    #[arg(long, default_value_t = 16)]
     pub clients: usize,
     /// Requests per phase, split over the clients.
+    #[arg(long, default_value_t = 4_000)]
     pub requests: usize,
 }
 

@@ -418,7 +418,7 @@ impl Config {
                 if let Some(schema) = &st.schema {
                     o.schema = schema.clone();
                 }
-                if let Err(e) = o.pg_config() {
+                if let Err(e) = o.check() {
                     let key = if e.to_string().contains("schema") {
                         "store.schema"
                     } else if st.url.is_some() {

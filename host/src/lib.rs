@@ -1,30 +1,28 @@
 //! Snodo: a durable task host for MCP whose tool bodies are WebAssembly components.
 //!
-//! The crate is layered so that each part can be read on its own:
+//! This crate is the `snodo` binary's library: its configuration file and its stress
+//! harness, over the layers it assembles, re-exported under the names the binary and the
+//! end-to-end tests use. Each layer is a crate of its own:
 //!
-//! - [`model`]: the domain model (Task, Work, RetryPolicy, events); pure data and rules.
-//! - [`budget`]: per-tenant and global admission budgets (slots and rates).
-//! - [`store`]: the [`store::Store`] contract and its adapters (memory, redb).
-//! - [`wasm`]: the WebAssembly host: engine, components, sandboxed executions.
-//! - [`runner`]: claims, leases, heartbeats, retries, recovery, parking and reaping.
-//! - [`protocol`]: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O).
-//! - [`mcp`]: the MCP server: method dispatch, tools, the tasks extension.
-//! - [`http`]: Streamable HTTP with axum: headers, limits, auth, SSE.
+//! - [`model`], [`store`] (`snodo-core`): the domain model and its state machine, the
+//!   [`store::Store`] contract, its engine and its adapters (cargo features `redb`,
+//!   `sqlite`, `postgres`).
+//! - [`wasm`] (`snodo-wasm`): the WebAssembly host: engine, components, sandboxed
+//!   executions.
+//! - [`runner`], [`budget`] (`snodo-runner`): claims, leases, heartbeats, retries, recovery,
+//!   parking and reaping; per-tenant admission budgets.
+//! - [`protocol`], [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): the wire,
+//!   the MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
-//! - [`serve`]: `snodo serve`: the store, the wasm host, the runner and HTTP wired together.
-//! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
+//! - [`stress`]: `snodo stress`, the invariant-counting workloads.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
-pub mod budget;
+pub use snodo_core::{model, store};
+pub use snodo_runner as runner;
+pub use snodo_runner::budget;
+pub use snodo_server::{http, mcp, protocol, serve, telemetry};
+pub use snodo_wasm as wasm;
+
 pub mod config;
-pub mod http;
-pub mod mcp;
-pub mod model;
-pub mod protocol;
-pub mod runner;
-pub mod serve;
-pub mod store;
 pub mod stress;
-pub mod telemetry;
-pub mod wasm;

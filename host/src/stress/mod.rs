@@ -30,18 +30,24 @@ use crate::store::{
     StoreResult, Transition,
 };
 
-/// The shape of one run.
-#[derive(Debug, Clone)]
+/// The shape of one run (the options of `snodo stress`, and their defaults).
+#[derive(Debug, Clone, clap::Args)]
 pub struct StressOptions {
-    /// Concurrent writers per shared task.
+    /// Concurrent writers per shared task (crash mode: concurrent clients).
+    #[arg(long, default_value_t = 8)]
     pub writers: usize,
-    /// Shared tasks per round.
+    /// Shared tasks per round (runner mode: tasks per batch, at least one of each kind;
+    /// crash mode: tasks each client creates per round at most).
+    #[arg(long, default_value_t = 16)]
     pub tasks: usize,
     /// Compare-and-set attempts each writer makes on each task.
+    #[arg(long, default_value_t = 8)]
     pub ops: usize,
-    /// Rounds (fresh tasks each).
+    /// Rounds, fresh tasks each (runner mode: batches; crash mode: kills).
+    #[arg(long, default_value_t = 3)]
     pub rounds: usize,
     /// The seed: the same seed makes the same workload.
+    #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
 

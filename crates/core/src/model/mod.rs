@@ -1,0 +1,73 @@
+//! The domain model: the Task aggregate, the Work descriptor, retry policies,
+//! state-transition events and the state machine that applies them. Everything here is plain data plus pure rules; nothing does I/O.
+//!
+//! Every type serializes to JSON (camelCase keys) and the stored forms carry a schema
+//! version, so a record written today can be read, or refused with a clear error, by a later
+//! build.
+
+mod capabilities;
+mod event;
+mod id;
+mod retry;
+mod task;
+mod time;
+mod transition;
+mod view;
+mod work;
+
+pub use capabilities::ClientCapabilities;
+
+/// The tasks extension's identifier.
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// JSON-RPC and MCP error codes.
+pub mod codes {
+    /// Invalid JSON.
+    pub const PARSE_ERROR: i64 = -32700;
+    /// Not a valid request object.
+    pub const INVALID_REQUEST: i64 = -32600;
+    /// Unknown or removed method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Bad params (including unknown task ids).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// Internal error.
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// An HTTP header disagrees with the body.
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request lacks a client capability the server needs.
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// The protocol version is not supported.
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+    /// A budget refused the request (JSON-RPC's implementation-defined server-error range,
+    /// below the -32020..-32099 block MCP reserves).
+    pub const LIMIT_REACHED: i64 = -32000;
+}
+
+pub(crate) use event::check_message;
+pub use event::{
+    EVENT_SCHEMA_VERSION, EventId, EventKind, MAX_STATUS_MESSAGE_BYTES, TaskEvent,
+    truncate_status_message,
+};
+pub use id::{Principal, Scope, TaskId};
+pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
+pub use task::{
+    AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,
+};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
+pub use view::{RawJson, TaskView, ViewOutcome};
+pub use work::{ExecutionLimits, WORK_SCHEMA_VERSION, Work, WorkError};
+
+/// A validation failure in a value that came from outside (a caller, a guest, a file).
+///
+/// The message names the field and the rule it broke, so it can be shown to whoever sent
+/// the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl Invalid {
+    pub(crate) fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}

@@ -1,0 +1,806 @@
+//! The store's rules, written once over a small key-value transaction interface.
+//!
+//! The embedded adapters (memory, redb) are a record table plus three ordered indexes; each
+//! implements [`Txn`] and runs these functions inside its own atomic write. Every rule of the
+//! [`super::Store`] contract lives here, so the adapters differ only in how bytes are kept.
+//!
+//! Every operation validates and decides before it writes: an operation that returns an
+//! error has written nothing, so an adapter may batch several operations in one commit.
+
+use serde_json::Value;
+
+use crate::model::{
+    Claim, EventKind, Principal, Rejected, Scope, Task, TaskEvent, TaskId, TaskStatus, TaskView,
+    Timestamp, Work,
+};
+
+use super::types::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, MAX_LEASE_MS, MAX_TTL_MS,
+    NewTask, Reaped,
+};
+use super::{StoreError, StoreResult};
+
+const MAX_POLL_INTERVAL_MS: u64 = 24 * 60 * 60 * 1000;
+const MAX_OWNER_LEN: usize = 128;
+/// How many due-index entries one `claim_next` looks at past expired tasks.
+const CLAIM_SCAN: usize = 64;
+
+/// A task and its work descriptor: the unit every adapter stores.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Record {
+    pub(crate) task: Task,
+    pub(crate) work: Work,
+}
+
+/// The ordered secondary indexes. Each maps `(key, task id)` to nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Index {
+    /// Key: when a runner may claim the task ([`Task::due_at`]).
+    Due,
+    /// Key: when the TTL runs out ([`Task::expires_at`]).
+    Expiry,
+    /// Key: the boot epoch of the task's claim, to fence a previous process's claims.
+    Claimed,
+}
+
+impl Index {
+    pub(crate) const ALL: [Index; 3] = [Index::Due, Index::Expiry, Index::Claimed];
+
+    fn key(self, task: &Task) -> Option<u64> {
+        match self {
+            Index::Due => task.due_at().map(Timestamp::as_millis),
+            Index::Expiry => task.expires_at().map(Timestamp::as_millis),
+            Index::Claimed => task.claim.as_ref().map(|c| c.epoch),
+        }
+    }
+}
+
+/// What authorizing a request needs of a task: whose it is and until when. Fixed at
+/// creation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) scope: Scope,
+    pub(crate) expires_at: Option<Timestamp>,
+}
+
+impl Head {
+    pub(crate) fn of(task: &Task) -> Self {
+        Self {
+            scope: task.scope.clone(),
+            expires_at: task.expires_at(),
+        }
+    }
+}
+
+/// Read access to records.
+pub(crate) trait View {
+    /// The record, if stored (expired or not).
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>>;
+    /// The task's head, if stored, without reading the record: refusing another scope's
+    /// task must cost what refusing a missing one does, however large its record.
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>>;
+    /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
+    /// How many live (non-terminal, still stored) tasks `scope` has.
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64>;
+    /// The task, if stored (expired or not), without its work descriptor: what a read of
+    /// the task's state needs. An adapter that keeps the work apart skips reading it.
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        Ok(self.load(id)?.map(|r| r.task))
+    }
+    /// What a client may see of the task, if stored (expired or not): what a lookup needs.
+    /// An adapter that keeps records as JSON decodes the view alone.
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        Ok(self.load_task(id)?.map(|t| TaskView::of(&t)))
+    }
+}
+
+/// Write access: records and index entries, inside one atomic write.
+pub(crate) trait Txn: View {
+    fn put(&mut self, record: &Record) -> StoreResult<()>;
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()>;
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()>;
+    /// A task was created: an adapter that keeps heads apart from records stores its head
+    /// (records are removed with their head by `remove`).
+    fn created(&mut self, _task: &Task) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Whether `scope` may hold one more live task under `max`. An adapter whose counts
+    /// are not serialized by its write lock answers this exactly under concurrency in its
+    /// own way (and its `add_live` then keeps what this admitted).
+    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+        Ok(self.live_count(scope)? < max)
+    }
+
+    /// Moves `scope`'s live count by one.
+    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
+        let n = self.live_count(scope)?;
+        let n = if up { n + 1 } else { n.saturating_sub(1) };
+        self.set_live_count(scope, n)
+    }
+
+    /// Stores `after` and moves its index entries from where `before` had them. The
+    /// scope's live count follows every change between live and terminal here, so no
+    /// operation can forget it.
+    fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
+        if before.is_none() {
+            self.created(&after.task)?;
+        }
+        let was_live = before.is_some_and(|t| !t.status.is_terminal());
+        let is_live = !after.task.status.is_terminal();
+        if was_live != is_live {
+            self.add_live(&after.task.scope, is_live)?;
+        }
+        for index in Index::ALL {
+            let old = before.and_then(|t| index.key(t));
+            let new = index.key(&after.task);
+            if old != new {
+                if let Some(k) = old {
+                    self.index_del(index, k, &after.task.id)?;
+                }
+                if let Some(k) = new {
+                    self.index_put(index, k, &after.task.id)?;
+                }
+            }
+        }
+        self.put(after)
+    }
+
+    /// Removes the record and all its index entries.
+    fn delete(&mut self, task: &Task) -> StoreResult<()> {
+        if !task.status.is_terminal() {
+            self.add_live(&task.scope, false)?;
+        }
+        for index in Index::ALL {
+            if let Some(k) = index.key(task) {
+                self.index_del(index, k, &task.id)?;
+            }
+        }
+        self.remove(&task.id)
+    }
+}
+
+/// A write that changes one record several times (create, claim, start) keeps the record
+/// here between the steps and stores it once at the end: each step's rules run unchanged,
+/// but the record is encoded once instead of after every step and never decoded back.
+///
+/// Everything but the records passes straight to the transaction underneath (index
+/// entries, heads, live counts), in the order the steps make them; only `put` is deferred,
+/// and [`Scratch::flush`] makes it. A step that fails leaves the write to be abandoned, as
+/// it would without the scratch.
+struct Scratch<'t> {
+    txn: &'t mut dyn Txn,
+    records: Vec<Record>,
+}
+
+impl<'t> Scratch<'t> {
+    fn new(txn: &'t mut dyn Txn) -> Self {
+        Self {
+            txn,
+            records: Vec::new(),
+        }
+    }
+
+    fn held(&self, id: &TaskId) -> Option<&Record> {
+        self.records.iter().find(|r| r.task.id == *id)
+    }
+
+    /// Stores every record the steps saved, once each.
+    fn flush(self) -> StoreResult<()> {
+        for r in &self.records {
+            self.txn.put(r)?;
+        }
+        Ok(())
+    }
+}
+
+impl View for Scratch<'_> {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(r.clone())),
+            None => self.txn.load(id),
+        }
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(Head::of(&r.task))),
+            None => self.txn.head(id),
+        }
+    }
+
+    fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.txn.index_upto(index, upto, limit)
+    }
+
+    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
+        self.txn.live_count(scope)
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(r.task.clone())),
+            None => self.txn.load_task(id),
+        }
+    }
+
+    fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
+        match self.held(id) {
+            Some(r) => Ok(Some(TaskView::of(&r.task))),
+            None => self.txn.load_view(id),
+        }
+    }
+}
+
+impl Txn for Scratch<'_> {
+    fn put(&mut self, record: &Record) -> StoreResult<()> {
+        match self
+            .records
+            .iter_mut()
+            .find(|r| r.task.id == record.task.id)
+        {
+            Some(held) => *held = record.clone(),
+            None => self.records.push(record.clone()),
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
+        self.records.retain(|r| r.task.id != *id);
+        self.txn.remove(id)
+    }
+
+    fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.txn.index_put(index, key, id)
+    }
+
+    fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
+        self.txn.index_del(index, key, id)
+    }
+
+    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+        self.txn.set_live_count(scope, count)
+    }
+
+    fn created(&mut self, task: &Task) -> StoreResult<()> {
+        self.txn.created(task)
+    }
+
+    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+        self.txn.admit_live(scope, max)
+    }
+
+    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
+        self.txn.add_live(scope, up)
+    }
+}
+
+/// What every operation is evaluated against: the commit time, the store's boot epoch and
+/// the identity of the store instance (for access values).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ctx {
+    pub(crate) now: Timestamp,
+    pub(crate) epoch: u64,
+    pub(crate) issuer: u64,
+}
+
+/// Fills `buf` from the OS randomness source (it never fails on a supported system).
+pub fn fill_random(buf: &mut [u8]) {
+    #[allow(clippy::expect_used)]
+    getrandom::fill(buf).expect("the OS randomness source is unavailable");
+}
+
+pub(crate) fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    #[allow(clippy::expect_used)]
+    getrandom::fill(&mut b).expect("the OS randomness source is unavailable");
+    u64::from_le_bytes(b)
+}
+
+pub(crate) fn random_key() -> [u8; 32] {
+    let mut k = [0u8; 32];
+    #[allow(clippy::expect_used)]
+    getrandom::fill(&mut k).expect("the OS randomness source is unavailable");
+    k
+}
+
+/// The record if it exists and its TTL has not run out.
+fn load_live(view: &dyn View, id: &TaskId, now: Timestamp) -> StoreResult<Record> {
+    match view.load(id)? {
+        Some(r) if !r.task.is_expired(now) => Ok(r),
+        _ => Err(StoreError::NotFound),
+    }
+}
+
+fn check_access(access: &Access, ctx: &Ctx, wanted: Action) -> StoreResult<()> {
+    if access.issuer != ctx.issuer || access.action != wanted {
+        return Err(StoreError::WrongAction {
+            granted: access.action,
+        });
+    }
+    Ok(())
+}
+
+/// The record behind an access value, re-checking its scope (the task may be gone).
+fn load_for_access(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Record> {
+    let rec = load_live(view, &access.task_id, ctx.now)?;
+    if rec.task.scope != access.scope {
+        return Err(StoreError::NotFound);
+    }
+    Ok(rec)
+}
+
+fn check_lease(task: &Task, lease: &Lease, ctx: &Ctx) -> StoreResult<()> {
+    if task.status.is_terminal() {
+        return Err(StoreError::Terminal {
+            status: task.status,
+        });
+    }
+    match task.live_claim(ctx.now, ctx.epoch) {
+        Some(c) if c.generation == lease.generation && c.token == lease.token => Ok(()),
+        _ => Err(StoreError::LeaseLost),
+    }
+}
+
+fn check_message(m: Option<&str>) -> StoreResult<()> {
+    crate::model::check_message(m).map_err(|e| StoreError::invalid(e.0))
+}
+
+pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<Task> {
+    new.work
+        .validate()
+        .map_err(|e| StoreError::invalid(e.to_string()))?;
+    if let Some(ttl) = new.ttl_ms
+        && !(1..=MAX_TTL_MS).contains(&ttl)
+    {
+        return Err(StoreError::invalid(format!(
+            "ttlMs must be 1..={MAX_TTL_MS} or unlimited, got {ttl}"
+        )));
+    }
+    if let Some(p) = new.poll_interval_ms
+        && !(1..=MAX_POLL_INTERVAL_MS).contains(&p)
+    {
+        return Err(StoreError::invalid(format!(
+            "pollIntervalMs must be 1..={MAX_POLL_INTERVAL_MS}, got {p}"
+        )));
+    }
+    check_message(new.status_message.as_deref())?;
+    let client_capabilities = match new.client_capabilities {
+        Value::Null => Value::Object(Default::default()),
+        v @ Value::Object(_) => v,
+        _ => {
+            return Err(StoreError::invalid(
+                "client capabilities must be a JSON object",
+            ));
+        }
+    };
+    if txn.head(&new.id)?.is_some() {
+        return Err(StoreError::AlreadyExists);
+    }
+    if let Some(max) = new.max_live_in_scope
+        && !txn.admit_live(&new.scope, max)?
+    {
+        return Err(StoreError::LiveLimit { max });
+    }
+    let task = Task {
+        id: new.id,
+        scope: new.scope,
+        status: TaskStatus::Working,
+        status_message: new.status_message,
+        created_at: ctx.now,
+        last_updated_at: ctx.now,
+        ttl_ms: new.ttl_ms,
+        poll_interval_ms: new.poll_interval_ms,
+        revision: 0,
+        attempt: 0,
+        retry_count: 0,
+        retry_at: None,
+        inputs: Default::default(),
+        outcome: None,
+        generation: 0,
+        recoveries: 0,
+        claim: None,
+        client_capabilities,
+        events: Vec::new(),
+    };
+    let rec = Record {
+        task,
+        work: new.work,
+    };
+    txn.save(None, &rec)?;
+    Ok(rec.task)
+}
+
+pub(crate) fn authorize(
+    view: &dyn View,
+    ctx: &Ctx,
+    principal: &Principal,
+    action: Action,
+    task_id: &str,
+) -> StoreResult<Access> {
+    let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+    let head = match view.head(&id)? {
+        Some(h) if h.expires_at.is_none_or(|at| at > ctx.now) => h,
+        _ => return Err(StoreError::NotFound),
+    };
+    if head.scope.as_str() != principal.tenant {
+        return Err(StoreError::NotFound);
+    }
+    Ok(Access {
+        task_id: id,
+        scope: head.scope,
+        action,
+        issuer: ctx.issuer,
+    })
+}
+
+/// [`authorize`] for reading, then what a client may see of the task, in one view.
+pub(crate) fn authorize_read(
+    view: &dyn View,
+    ctx: &Ctx,
+    principal: &Principal,
+    task_id: &str,
+) -> StoreResult<(Access, TaskView)> {
+    let access = authorize(view, ctx, principal, Action::Read, task_id)?;
+    // The same checks as `get`, on the view.
+    match view.load_view(&access.task_id)? {
+        Some(t) if !t.is_expired(ctx.now) && t.scope == access.scope => Ok((access, t)),
+        _ => Err(StoreError::NotFound),
+    }
+}
+
+pub(crate) fn get(view: &dyn View, ctx: &Ctx, access: &Access) -> StoreResult<Task> {
+    check_access(access, ctx, Action::Read)?;
+    // The same checks as `load_for_access`, on the task alone.
+    match view.load_task(&access.task_id)? {
+        Some(t) if !t.is_expired(ctx.now) && t.scope == access.scope => Ok(t),
+        _ => Err(StoreError::NotFound),
+    }
+}
+
+pub(crate) fn transition(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    by: Authority<'_>,
+    event: TaskEvent,
+    expected_revision: Option<u64>,
+) -> StoreResult<Committed> {
+    event.validate()?;
+    let rec = match by {
+        Authority::Worker(lease) => {
+            if !event.kind.is_worker_event() {
+                return Err(StoreError::invalid(format!(
+                    "`{}` comes from a request, not from a worker",
+                    event.kind.name()
+                )));
+            }
+            load_live(txn, &lease.task_id, ctx.now)?
+        }
+        Authority::Request(access) => {
+            let wanted = match event.kind {
+                EventKind::InputAccepted { .. } => Action::Update,
+                EventKind::Cancelled { .. } => Action::Cancel,
+                _ => {
+                    return Err(StoreError::WrongAction {
+                        granted: access.action,
+                    });
+                }
+            };
+            check_access(access, ctx, wanted)?;
+            load_for_access(txn, ctx, access)?
+        }
+    };
+    let generation = match by {
+        Authority::Worker(lease) => Some(lease.generation),
+        Authority::Request(_) => None,
+    };
+
+    if let Some((revision, effect)) = rec.task.replay_of(&event, generation).map_err(rejected)? {
+        return Ok(Committed {
+            revision,
+            task: rec.task,
+            replayed: true,
+            effect,
+        });
+    }
+    if rec.task.status.is_terminal() {
+        return Err(StoreError::Terminal {
+            status: rec.task.status,
+        });
+    }
+    if let Authority::Worker(lease) = by {
+        check_lease(&rec.task, lease, ctx)?;
+    }
+    if let Some(expected) = expected_revision
+        && expected != rec.task.revision
+    {
+        return Err(StoreError::Conflict {
+            current: rec.task.revision,
+        });
+    }
+
+    let before = rec.task.clone();
+    let mut after = rec;
+    let step = after
+        .task
+        .apply(&event, generation, &after.work.retry_policy, ctx.now)
+        .map_err(rejected)?;
+    if !step.changed {
+        return Ok(Committed {
+            revision: before.revision,
+            task: before,
+            replayed: false,
+            effect: step.effect,
+        });
+    }
+    txn.save(Some(&before), &after)?;
+    Ok(Committed {
+        revision: after.task.revision,
+        task: after.task,
+        replayed: false,
+        effect: step.effect,
+    })
+}
+
+/// The store's error for a transition the state machine refused.
+fn rejected(r: Rejected) -> StoreError {
+    match r {
+        Rejected::Terminal(status) => StoreError::Terminal { status },
+        Rejected::InputConflict(key) => StoreError::InputConflict { key },
+        Rejected::EventIdReused(id) => StoreError::EventIdReused { id },
+    }
+}
+
+pub(crate) fn check_claim_request(req: &ClaimRequest) -> StoreResult<()> {
+    if !(1..=MAX_LEASE_MS).contains(&req.lease_ms) {
+        return Err(StoreError::invalid(format!(
+            "a lease is 1..={MAX_LEASE_MS} ms, got {}",
+            req.lease_ms
+        )));
+    }
+    if req.owner.len() > MAX_OWNER_LEN {
+        return Err(StoreError::invalid(format!(
+            "a claim owner is at most {MAX_OWNER_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
+/// Takes a claim on `rec`, whose claimability the caller has checked.
+fn take_claim(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    rec: Record,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    let before = rec.task.clone();
+    let mut after = rec;
+    let generation = after.task.generation + 1;
+    let claim = Claim {
+        generation,
+        token: random_u64(),
+        epoch: ctx.epoch,
+        expires_at: ctx.now.plus_ms(req.lease_ms),
+        owner: req.owner.clone(),
+    };
+    let lease = Lease {
+        task_id: after.task.id,
+        generation,
+        token: claim.token,
+        epoch: claim.epoch,
+        expires_at: claim.expires_at,
+    };
+    after.task.generation = generation;
+    // A claim still on the record here is one whose lease ran out (live claims refuse a
+    // new claim): its worker never let go.
+    if after.task.claim.is_some() {
+        after.task.recoveries = after.task.recoveries.saturating_add(1);
+    }
+    after.task.claim = Some(claim);
+    // The backoff, if any, is over: this claim is the retry.
+    after.task.retry_at = None;
+    if req.start {
+        // The claim and the start in one store of the record.
+        let mut scratch = Scratch::new(txn);
+        scratch.save(Some(&before), &after)?;
+        let event = TaskEvent::new(
+            crate::model::EventId::for_claim(generation, "started"),
+            EventKind::Started,
+        );
+        let c = transition(&mut scratch, ctx, Authority::Worker(&lease), event, None)?;
+        scratch.flush()?;
+        return Ok(Claimed {
+            lease,
+            task: c.task,
+            work: after.work,
+            started: true,
+        });
+    }
+    txn.save(Some(&before), &after)?;
+    Ok(Claimed {
+        lease,
+        task: after.task,
+        work: after.work,
+        started: false,
+    })
+}
+
+/// [`create`] then [`claim`] of the new task, in the caller's one write.
+pub(crate) fn create_claimed(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    new: NewTask,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    check_claim_request(req)?;
+    let mut scratch = Scratch::new(txn);
+    let task = create(&mut scratch, ctx, new)?;
+    let claimed = claim(&mut scratch, ctx, &task.id, req)?;
+    scratch.flush()?;
+    Ok(claimed)
+}
+
+pub(crate) fn claim(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    id: &TaskId,
+    req: &ClaimRequest,
+) -> StoreResult<Claimed> {
+    check_claim_request(req)?;
+    let rec = load_live(txn, id, ctx.now)?;
+    let t = &rec.task;
+    if t.status.is_terminal() {
+        return Err(StoreError::Terminal { status: t.status });
+    }
+    if let Some(c) = t.live_claim(ctx.now, ctx.epoch) {
+        return Err(StoreError::Busy {
+            until: c.expires_at,
+        });
+    }
+    if let Some(at) = t.retry_at
+        && at > ctx.now
+    {
+        return Err(StoreError::NotDue { retry_at: at });
+    }
+    take_claim(txn, ctx, rec, req)
+}
+
+pub(crate) fn claim_next(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    req: &ClaimRequest,
+) -> StoreResult<Option<Claimed>> {
+    check_claim_request(req)?;
+    let scan = if req.skip_scopes.is_empty() {
+        CLAIM_SCAN
+    } else {
+        super::types::CLAIM_SKIP_SCAN
+    };
+    for id in txn.index_upto(Index::Due, ctx.now.as_millis(), scan)? {
+        let Some(rec) = txn.load(&id)? else {
+            return Err(StoreError::corrupt(format!(
+                "the due index names task {id}, which is not stored"
+            )));
+        };
+        if rec.task.is_expired(ctx.now) {
+            // Past its TTL: nobody may run it. Remove it now rather than let it block the
+            // head of the queue until the next reap.
+            txn.delete(&rec.task)?;
+            continue;
+        }
+        if req.skip_scopes.contains(&rec.task.scope) {
+            continue;
+        }
+        return take_claim(txn, ctx, rec, req).map(Some);
+    }
+    Ok(None)
+}
+
+pub(crate) fn renew(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    lease: &Lease,
+    lease_ms: u64,
+) -> StoreResult<Lease> {
+    check_claim_request(&ClaimRequest::new(lease_ms, ""))?;
+    let rec = load_live(txn, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    let before = rec.task.clone();
+    let mut after = rec;
+    let expires_at = ctx.now.plus_ms(lease_ms);
+    if let Some(c) = after.task.claim.as_mut() {
+        c.expires_at = expires_at;
+    }
+    txn.save(Some(&before), &after)?;
+    Ok(Lease {
+        expires_at,
+        ..lease.clone()
+    })
+}
+
+pub(crate) fn release(txn: &mut dyn Txn, ctx: &Ctx, lease: &Lease) -> StoreResult<()> {
+    let rec = load_live(txn, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    let before = rec.task.clone();
+    let mut after = rec;
+    after.task.claim = None;
+    txn.save(Some(&before), &after)
+}
+
+pub(crate) fn worker_snapshot(
+    view: &dyn View,
+    ctx: &Ctx,
+    lease: &Lease,
+) -> StoreResult<(Task, Work)> {
+    let rec = load_live(view, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    Ok((rec.task, rec.work))
+}
+
+pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<Reaped>> {
+    let ids = txn.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
+    let mut reaped = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(rec) = txn.load(&id)? {
+            txn.delete(&rec.task)?;
+            reaped.push(Reaped {
+                id,
+                status: rec.task.status,
+            });
+        }
+    }
+    Ok(reaped)
+}
+
+pub(crate) fn inspect(view: &dyn View, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+    Ok(view.load(id)?.map(|r| (r.task, r.work)))
+}
+
+/// Releases every claim made in a boot epoch before `ctx.epoch`: the process that held it
+/// is gone (the store is exclusively ours), so its work is due again at once. Returns how
+/// many claims were released.
+#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
+pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult<usize> {
+    let mut released = 0;
+    loop {
+        let ids = txn.index_upto(Index::Claimed, ctx.epoch.saturating_sub(1), 256)?;
+        if ids.is_empty() {
+            return Ok(released);
+        }
+        let n = release_dead_claims(txn, &ids)?;
+        if n == 0 {
+            return Err(StoreError::corrupt(
+                "the claim index names tasks that hold no claim",
+            ));
+        }
+        released += n;
+    }
+}
+
+/// Releases the claims on `ids`, whose holders are known to be gone (a previous boot of
+/// this store, or of this node on a shared store), counting each as a recovery. Returns
+/// how many were released.
+#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
+pub(crate) fn release_dead_claims(txn: &mut dyn Txn, ids: &[TaskId]) -> StoreResult<usize> {
+    let mut released = 0;
+    for id in ids {
+        let Some(rec) = txn.load(id)? else {
+            return Err(StoreError::corrupt(format!(
+                "the claim index names task {id}, which is not stored"
+            )));
+        };
+        if rec.task.claim.is_none() {
+            continue;
+        }
+        let before = rec.task.clone();
+        let mut after = rec;
+        after.task.claim = None;
+        after.task.recoveries = after.task.recoveries.saturating_add(1);
+        txn.save(Some(&before), &after)?;
+        released += 1;
+    }
+    Ok(released)
+}

@@ -1,0 +1,297 @@
+//! The task store: the [`Store`] contract and its adapters.
+//!
+//! A store is the single source of truth for tasks. It owns the clock (leases, `retry_at`
+//! and TTL are computed from store time), assigns revisions and claim generations, and
+//! decides every transition atomically. Adapters:
+//!
+//! - [`MemoryStore`]: fast and volatile, for tests and demos.
+//! - [`RedbStore`]: the embedded durable default; every acknowledged write is on disk.
+//! - [`SqliteStore`]: embedded and durable on a single SQLite file (WAL,
+//!   `synchronous=FULL`), for operators who want a file standard tools can read.
+//! - [`PgStore`]: many nodes sharing one PostgreSQL database.
+//!
+//! Every adapter passes the same contract suite (`contract`, run by each adapter's tests).
+//! `store/` never calls into wasm or the wire; it speaks only the domain model.
+
+mod engine;
+mod error;
+#[macro_use]
+mod embedded;
+#[cfg(feature = "redb")]
+mod fault;
+#[cfg(any(feature = "redb", feature = "sqlite"))]
+mod group_commit;
+mod layer;
+mod memory;
+mod observed;
+#[cfg(feature = "postgres")]
+mod postgres;
+mod record;
+#[cfg(feature = "redb")]
+mod redb;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod sql;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+mod types;
+
+#[cfg(any(test, feature = "contract-suite"))]
+pub mod contract;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+pub use engine::fill_random;
+pub use error::StoreError;
+#[cfg(feature = "redb")]
+pub use fault::{Faults, FaultyDevice};
+pub use layer::{Layer, Layered, Transition};
+pub use memory::MemoryStore;
+pub use observed::{Announcer, Changed, ObservedStore};
+#[cfg(feature = "postgres")]
+pub use postgres::{
+    ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
+    drop_schema as drop_postgres_schema, drop_schema_blocking as drop_postgres_schema_blocking,
+    migrate as migrate_postgres,
+};
+#[cfg(feature = "redb")]
+pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};
+pub(crate) use types::HeldAuthority;
+pub use types::{
+    Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
+    InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
+};
+
+use crate::model::{
+    EventId, EventKind, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+};
+
+/// The result of a store operation.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+pub use crate::model::REMEMBERED_STATUS_EVENTS;
+
+/// The task store contract.
+///
+/// # Guarantees every adapter gives
+///
+/// - **Authoritative answers.** A method returns only once its effect is committed (or
+///   definitely not committed, with an error). No adapter times out on its own; a caller
+///   that gives up on a future may still find the write committed, and event ids make the
+///   retry safe.
+/// - **Durability** (durable adapters): every acknowledged `create`, `transition`, `claim`,
+///   `claim_next`, `renew`, `release` and `reap` survives a crash of the process.
+/// - **Store time.** "Now" is the store's clock: lease expiry, `retry_at`, TTL and
+///   timestamps never come from the caller.
+/// - **Scope isolation.** A task of another scope is reported exactly like an unknown one
+///   ([`StoreError::NotFound`]), by every method a request can reach.
+/// - **TTL.** A task whose `createdAt + ttlMs` has passed is gone for every method
+///   (reported as [`StoreError::NotFound`]) even before [`Store::reap`] removes it.
+/// - **Cost.** Every per-request operation is O(log n) or better in the number of stored
+///   tasks; nothing scans the whole store.
+/// - **Live counts.** Each scope's live (non-terminal, still stored) tasks are counted in
+///   the same commit that creates, finishes or removes one, so
+///   [`NewTask::max_live_in_scope`] is exact under concurrency
+///   ([`StoreError::LiveLimit`]).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The store's current time.
+    async fn now(&self) -> StoreResult<Timestamp>;
+
+    /// Proves the store can still commit: a write that changes nothing goes through the
+    /// same path as every other write (for a durable adapter: the writer and its sync).
+    ///
+    /// The one method with a bound of its own, because it serves health checks: if the
+    /// probe has not committed within `within` it reports [`StoreError::Unavailable`]
+    /// naming the bound (the probe may still commit later; it changes nothing).
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()>;
+
+    /// Commits a new task and its work descriptor in one atomic write.
+    ///
+    /// When this returns, reads of the task (by anyone authorized for its scope) see it.
+    /// The task starts `working`, unclaimed, revision 0, generation 0; `createdAt` and
+    /// `lastUpdatedAt` are the store's commit time.
+    ///
+    /// Errors: [`StoreError::Invalid`] for a bad descriptor, TTL or poll interval;
+    /// [`StoreError::AlreadyExists`] if the id is taken (ids are random, so this is a bug or
+    /// an attack, never a normal outcome).
+    async fn create(&self, new: NewTask) -> StoreResult<Task>;
+
+    /// [`Store::create`] and [`Store::claim`] of the new task in one atomic write: what a
+    /// node with a free execution slot does with a task it creates, one commit instead of
+    /// two. The claim is the task's first (generation 1); with `request.start` the first
+    /// attempt is started in the same commit.
+    ///
+    /// Errors: those of `create`, and [`StoreError::Invalid`] for a bad claim request;
+    /// either way nothing is written. The default runs the two operations one after the
+    /// other (a crash between them leaves an unclaimed task, which recovery claims);
+    /// every adapter here overrides it with one write.
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        engine::check_claim_request(request)?;
+        let task = self.create(new).await?;
+        self.claim(&task.id, request).await
+    }
+
+    /// Checks that `principal` may perform `action` on the task named by `task_id` (the
+    /// wire form) and returns an access value bound to that task and that action only.
+    ///
+    /// Unknown ids, malformed ids, expired tasks and tasks of another scope all return
+    /// [`StoreError::NotFound`], indistinguishably.
+    async fn authorize(
+        &self,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> StoreResult<Access>;
+
+    /// Reads the task through a [`Action::Read`] access value. A pure read: changes nothing.
+    async fn get(&self, access: &Access) -> StoreResult<Task>;
+
+    /// [`Store::authorize`] for [`Action::Read`] and what a client may see of the task
+    /// ([`TaskView`]) in one read: what `tasks/get` needs. Errors as for `authorize` and
+    /// [`Store::get`]. An adapter that keeps tasks as JSON decodes the view alone, so a
+    /// lookup never builds what only the runner reads.
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, TaskView)> {
+        let access = self.authorize(principal, Action::Read, task_id).await?;
+        let task = self.get(&access).await?;
+        Ok((access, TaskView::of(&task)))
+    }
+
+    /// Applies one state-transition event as a compare-and-set.
+    ///
+    /// In order:
+    /// 1. the task must exist (and be in the access value's scope): else `NotFound`;
+    /// 2. an event id already committed on this task with the same content returns the
+    ///    original commit (`replayed: true`, the original revision) and changes nothing;
+    ///    the same id with different content is [`StoreError::EventIdReused`];
+    /// 3. the authority must fit the event: worker events need the lease of the live claim
+    ///    ([`StoreError::LeaseLost`] otherwise), `input_accepted` an `update` access and
+    ///    `cancelled` a `cancel` access ([`StoreError::WrongAction`]);
+    /// 4. a terminal task rejects every event with [`StoreError::Terminal`], so a late
+    ///    result cannot resurrect a cancelled task and of two racing terminal events
+    ///    exactly one commits;
+    /// 5. `expected_revision`, when given, must equal the current revision
+    ///    ([`StoreError::Conflict`] otherwise);
+    /// 6. the event is applied and the revision grows by one.
+    ///
+    /// Per kind:
+    /// - `started`: `attempt` += 1; the status becomes `working` unless inputs are still
+    ///   outstanding.
+    /// - `status_message`: replaces the status message. Only the newest
+    ///   [`REMEMBERED_STATUS_EVENTS`] of these ids are remembered for replay.
+    /// - `input_requested`: a new key is recorded and the task becomes `input_required`.
+    ///   The same key with a structurally identical request commits nothing and returns
+    ///   [`Effect::Input`] with the stored answer or `Pending` (reattach); the same key with
+    ///   a different request is [`StoreError::InputConflict`].
+    /// - `input_accepted`: responses for outstanding keys are stored in the inbox; unknown
+    ///   and already answered keys are ignored. Commits only if at least one key was
+    ///   accepted; reports the accepted keys. When none remain outstanding the task returns
+    ///   to `working` (and, if unclaimed, becomes due for a runner).
+    /// - `retry_requested`: with an entry left in the retry policy, schedules
+    ///   `retry_at = commit time + delays_ms[retry_count]`, increments `retry_count` and
+    ///   releases the claim, in one commit; with none left, fails the task with the
+    ///   event's error in that same commit.
+    /// - `completed` / `failed` / `cancelled`: terminal; the claim is released, and the
+    ///   status message becomes the event's own (none for `completed`, the error's message
+    ///   for a `failed` without one): what was said while the task ran is over.
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> StoreResult<Committed>;
+
+    /// A requester's cancellation: the `cancelled` transition under `access` (from
+    /// [`Store::authorize`] with [`Action::Cancel`]), with `message` as the task's last
+    /// status message. Errors as for [`Store::transition`].
+    async fn cancel(&self, access: &Access, message: Option<String>) -> StoreResult<Committed> {
+        let event = TaskEvent::random(EventKind::Cancelled {
+            status_message: message,
+        });
+        self.transition(Authority::Request(access), event, None)
+            .await
+    }
+
+    /// Claims exactly this task for a worker.
+    ///
+    /// Errors: `NotFound`; `Terminal`; [`StoreError::Busy`] while another live lease holds
+    /// it; [`StoreError::NotDue`] while a retry backoff runs. The new claim's generation is
+    /// one more than the task's previous highest.
+    async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed>;
+
+    /// Claims the task that has been due longest: unclaimed work, work whose lease expired
+    /// (or was made in an earlier boot epoch), and retries whose `retry_at` has passed.
+    /// Tasks parked on unanswered input with no claim are not due. `None` if nothing is due.
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>>;
+
+    /// Extends a live lease to `lease_ms` from now.
+    ///
+    /// Errors: `Terminal` if the task finished (e.g. it was cancelled: stop the guest);
+    /// `LeaseLost` if the lease expired, was released, or a newer claim exists; `NotFound`
+    /// if the task was reaped.
+    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease>;
+
+    /// Gives up a live claim without an outcome, so another runner can take the task at
+    /// once (or at `retry_at`). Errors as for [`Store::renew`].
+    async fn release(&self, lease: &Lease) -> StoreResult<()>;
+
+    /// Reads the task and its work under a live lease. Errors as for [`Store::renew`].
+    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)>;
+
+    /// Removes up to `limit` whole aggregates whose `createdAt + ttlMs` has passed, active
+    /// ones included, and reports each with its status, so running attempts can be stopped
+    /// and cut-off work counted. Tasks with no TTL are never reaped.
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>>;
+
+    /// Operator read of any task, bypassing scopes. Never reachable from a request.
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>>;
+
+    /// A 256-bit secret created once per store and kept with it, for integrity tags the
+    /// server hands to clients (MRTR `requestState`): they verify after restarts and on
+    /// every node sharing the store.
+    async fn server_key(&self) -> StoreResult<[u8; 32]>;
+
+    /// Records an input request under `lease` (an `input_requested` transition) and says
+    /// whether it is answered yet.
+    async fn request_input(
+        &self,
+        lease: &Lease,
+        event_id: EventId,
+        key: &str,
+        request: Value,
+    ) -> StoreResult<Committed> {
+        let kind = EventKind::InputRequested {
+            key: key.to_owned(),
+            request,
+        };
+        self.transition(
+            Authority::Worker(lease),
+            TaskEvent::new(event_id, kind),
+            None,
+        )
+        .await
+    }
+
+    /// Accepts input responses through an `update` access (an `input_accepted`
+    /// transition); [`Effect::Accepted`] lists the keys taken.
+    async fn accept_input(
+        &self,
+        access: &Access,
+        event_id: EventId,
+        responses: Map<String, Value>,
+    ) -> StoreResult<Committed> {
+        let kind = EventKind::InputAccepted { responses };
+        self.transition(
+            Authority::Request(access),
+            TaskEvent::new(event_id, kind),
+            None,
+        )
+        .await
+    }
+}

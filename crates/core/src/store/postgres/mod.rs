@@ -1,0 +1,889 @@
+//! PgStore: the shared adapter, many `snodo serve` nodes on one PostgreSQL database.
+//!
+//! Every node answers every request from the database: a task's row is the truth, a claim
+//! is a lease in its columns, and a node that dies is recovered by the others once its
+//! leases run out. Time is the database's (the transaction's start), so nodes with
+//! drifting clocks agree on every lease, `retry_at` and TTL.
+//!
+//! The rules are the engine's ([`super::engine`]), run over the rows a write fetched
+//! ([`staged`]): one transaction, two pipelined round trips. The row a write needs is
+//! chosen in SQL: `claim_next` takes the oldest due row with `FOR UPDATE SKIP LOCKED`
+//! (nodes never wait on one another's claims); a heartbeat is one `UPDATE` of the lease
+//! columns; reads fetch one row without a transaction.
+//!
+//! Changes a node commits are announced to the others after the commit, coalesced into one
+//! `NOTIFY` per batch (never inside a hot transaction): see [`notify`].
+
+mod notify;
+mod schema;
+mod staged;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+
+use crate::model::{Clock, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
+
+use super::engine::{self, Ctx, Head, Index, Record, View};
+use super::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
+    StoreError, StoreResult,
+};
+
+pub use notify::{ChangeKind, RemoteChange, RemoteChanges};
+pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
+use staged::{Admission, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of};
+
+/// How to reach the database and who this node is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PgOptions {
+    /// A libpq-style connection string or `postgres://` URL.
+    pub url: String,
+    /// The schema that holds Snodo's tables (created by [`migrate`]).
+    pub schema: String,
+    /// Connections this node keeps open at most.
+    pub pool_size: usize,
+    /// This node's identity, unique among the nodes sharing the database. Claims carry
+    /// it; on open, claims this identity held are released (its previous life is gone).
+    pub node: String,
+    /// Apply pending migrations on open (otherwise an out-of-date schema is refused).
+    pub migrate: bool,
+    /// How long connecting may take before a request fails.
+    pub connect_timeout: Duration,
+}
+
+impl PgOptions {
+    /// Options with the documented defaults: schema `snodo`, 16 connections, migrations on
+    /// open, a 5 s connect timeout.
+    pub fn new(url: impl Into<String>, node: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            schema: "snodo".into(),
+            pool_size: 16,
+            node: node.into(),
+            migrate: true,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// Checks the connection string and the schema name, without connecting.
+    pub fn check(&self) -> StoreResult<()> {
+        self.pg_config().map(|_| ())
+    }
+
+    pub(crate) fn pg_config(&self) -> StoreResult<tokio_postgres::Config> {
+        super::sql::check_identifier(&self.schema)?;
+        let mut cfg: tokio_postgres::Config = self.url.parse().map_err(|e| {
+            StoreError::invalid(format!(
+                "store.url is not a PostgreSQL connection string: {e}"
+            ))
+        })?;
+        cfg.options(format!("-c search_path={}", self.schema))
+            .connect_timeout(self.connect_timeout)
+            .application_name("snodo");
+        Ok(cfg)
+    }
+}
+
+/// Maps a driver error into the contract's terms. The message names the SQLSTATE but never
+/// the statement or its parameters.
+pub(crate) fn pg_error(e: tokio_postgres::Error) -> StoreError {
+    if let Some(db) = e.as_db_error() {
+        return StoreError::unavailable(format!(
+            "PostgreSQL refused the operation ({}): {}",
+            db.code().code(),
+            db.message()
+        ));
+    }
+    if e.is_closed() {
+        return StoreError::unavailable(
+            "the connection to PostgreSQL was lost; the operation's outcome is unknown",
+        );
+    }
+    StoreError::unavailable(format!("PostgreSQL: {e}"))
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
+    match e {
+        deadpool_postgres::PoolError::Backend(e) => pg_error(e),
+        deadpool_postgres::PoolError::Timeout(_) => {
+            StoreError::unavailable("no PostgreSQL connection became free in time (store.pool)")
+        }
+        other => StoreError::unavailable(format!("PostgreSQL connection pool: {other}")),
+    }
+}
+
+/// The shared store.
+pub struct PgStore {
+    pool: Pool,
+    node: String,
+    schema: String,
+    /// A test clock; `None` (always, outside tests) means database time.
+    clock: Option<Arc<dyn Clock>>,
+    issuer: u64,
+    key: [u8; 32],
+    fenced: usize,
+    notifier: notify::Notifier,
+    /// When `claim_next` last removed expired due tasks (this node's clock, ms; only paces
+    /// the cleanup).
+    last_clean: std::sync::atomic::AtomicU64,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("node", &self.node)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// Creates `new` through `f` (creation alone, or creation and claim), admitting it
+    /// against the scope's live cap: on the fast sharded count first, and exactly when
+    /// that count is close to the cap. The creation is announced after the commit.
+    async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>
+    where
+        F: Fn(&mut Staged, &Ctx, NewTask) -> StoreResult<T>,
+    {
+        let id = new.id;
+        let scope = new.scope.as_str().to_owned();
+        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
+        let again = new.clone();
+        let out = match self
+            .write_admitted(Fetch::New(id), admit, false, |txn, ctx| f(txn, ctx, new))
+            .await
+        {
+            Err(e) if e == NEEDS_EXACT => {
+                self.write_admitted(Fetch::New(id), admit, true, |txn, ctx| f(txn, ctx, again))
+                    .await?
+            }
+            other => other?,
+        };
+        self.notifier.announce(id, ChangeKind::Created);
+        Ok(out)
+    }
+
+    /// Connects, applies migrations when `options.migrate` (else refuses an out-of-date
+    /// schema), releases the claims this node's previous life held, and starts listening
+    /// for other nodes' changes.
+    pub async fn open(options: PgOptions) -> StoreResult<Self> {
+        Self::open_inner(options, None).await
+    }
+
+    /// [`PgStore::open`] with time from `clock` instead of the database: for tests that
+    /// move time without sleeping.
+    pub async fn open_with_clock(options: PgOptions, clock: Arc<dyn Clock>) -> StoreResult<Self> {
+        Self::open_inner(options, Some(clock)).await
+    }
+
+    async fn open_inner(options: PgOptions, clock: Option<Arc<dyn Clock>>) -> StoreResult<Self> {
+        if options.node.is_empty() || options.node.len() > 128 {
+            return Err(StoreError::invalid("a node id is 1..=128 bytes"));
+        }
+        if options.migrate {
+            migrate(&options).await?;
+        }
+        let cfg = options.pg_config()?;
+        let manager = Manager::from_config(
+            cfg.clone(),
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let timeout = Some(options.connect_timeout);
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(timeout)
+            .create_timeout(timeout)
+            .recycle_timeout(timeout)
+            .build()
+            .map_err(|e| StoreError::unavailable(format!("PostgreSQL connection pool: {e}")))?;
+        {
+            let client = pool.get().await.map_err(pool_error)?;
+            schema::check_current(&client).await?;
+        }
+        let key = schema::server_key(&pool).await?;
+        let notifier = notify::Notifier::start(cfg, &options.schema);
+        let mut store = Self {
+            pool,
+            node: options.node,
+            schema: options.schema,
+            clock,
+            issuer: engine::random_u64(),
+            key,
+            fenced: 0,
+            notifier,
+            last_clean: std::sync::atomic::AtomicU64::new(0),
+        };
+        store.fenced = store
+            .write(Fetch::Owner(store.node.clone()), |txn, _| {
+                let ids = txn.index_upto(Index::Claimed, 0, usize::MAX)?;
+                engine::release_dead_claims(txn, &ids)
+            })
+            .await?;
+        Ok(store)
+    }
+
+    /// This node's identity.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// How many claims of this node's previous life were released on open.
+    pub fn fenced_claims(&self) -> usize {
+        self.fenced
+    }
+
+    /// Task ids other nodes changed, as they announce them.
+    pub fn remote_changes(&self) -> RemoteChanges {
+        self.notifier.subscribe()
+    }
+
+    /// Resolves once this node listens for other nodes' announcements.
+    pub async fn listening(&self) {
+        self.notifier.listening().await;
+    }
+
+    fn now_param(&self) -> Option<i64> {
+        self.clock.as_ref().map(|c| c.now().as_millis() as i64)
+    }
+
+    /// Runs the rules `f` over the rows `fetch` selects, in one transaction: `BEGIN`, the
+    /// time and the rows in one round trip, the changes and `COMMIT` in another. Nothing
+    /// is committed when `f` fails.
+    async fn write<T>(
+        &self,
+        fetch: Fetch,
+        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        self.write_admitted(fetch, None, false, f).await
+    }
+
+    /// [`PgStore::write`] for a creation capped at `admit` = (scope, max) live tasks: the
+    /// fast admission rides in the first round trip; `exact` locks every shard of the scope
+    /// first. A fast admission that cannot decide fails with [`NEEDS_EXACT`].
+    async fn write_admitted<T>(
+        &self,
+        fetch: Fetch,
+        admit: Option<(&str, u64)>,
+        exact: bool,
+        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let mut conn = Conn::new(self.pool.get().await.map_err(pool_error)?);
+        let c = conn.client()?;
+        let writes = Writes::prepare(c).await?;
+        let now_param = self.now_param();
+        let fetch_st = prepared(c, &fetch.sql()).await?;
+        let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
+        let sum_st = prepared(
+            c,
+            "SELECT coalesce(sum(n), 0)::bigint FROM live WHERE scope = $1",
+        )
+        .await?;
+        let (id_param, skip, limit, owner) = fetch.params();
+        let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
+        let fetch_params: Vec<&(dyn ToSql + Sync)> = match &fetch {
+            Fetch::Task(_) => vec![&now_param, &id_bytes],
+            Fetch::NextDue(_) => vec![&now_param, &skip],
+            Fetch::ExpiredDue(_) | Fetch::Expired(_) => vec![&now_param, &limit],
+            Fetch::Owner(_) => vec![&now_param, &owner],
+            Fetch::New(_) | Fetch::Probe => vec![&now_param],
+        };
+        let fast = admit.filter(|_| !exact);
+        let one: i64 = 1;
+
+        // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
+        let begin = c.batch_execute("BEGIN");
+        let rows_f = c.query(&fetch_st, &fetch_params);
+        let admit_f = async {
+            match fast {
+                Some((scope, _)) => {
+                    // Its shard's lock first (by writing the +1), then the sum.
+                    let bump_params: [&(dyn ToSql + Sync); 3] = [&scope, &shard, &one];
+                    let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
+                    let bump = c.query(writes.bump(), &bump_params);
+                    let sum = c.query_one(&sum_st, &sum_params);
+                    let (b, s) = tokio::join!(bump, sum);
+                    b?;
+                    Ok(Some(s?.get::<_, i64>(0)))
+                }
+                None => Ok(None),
+            }
+        };
+        let (begun, rows, fast_sum) = tokio::join!(begin, rows_f, admit_f);
+        let read = async {
+            begun.map_err(pg_error)?;
+            let rows = rows.map_err(pg_error)?;
+            // Every row carries the time; a fetch that found nothing still has one row.
+            let now: Option<i64> = rows.first().map(|r| r.get(0));
+            let fast_sum: Option<i64> = fast_sum.map_err(pg_error)?;
+            Ok::<_, StoreError>((now, rows, fast_sum))
+        }
+        .await;
+        let (now, rows, fast_sum) = match read {
+            Ok(r) => r,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        let admission = match (admit, exact, fast_sum) {
+            (None, _, _) => None,
+            (Some((_, max)), false, Some(sum)) => {
+                let max = max.min(i64::MAX as u64) as i64;
+                Some(if sum + i64::from(LIVE_SHARDS - 1) <= max {
+                    Admission::Admitted
+                } else {
+                    Admission::Undecided
+                })
+            }
+            (Some((scope, _)), _, _) => match exact_count(c, scope).await {
+                Ok(n) => Some(Admission::Counted(n)),
+                Err(e) => {
+                    conn.rollback().await;
+                    return Err(e);
+                }
+            },
+        };
+        let ctx = Ctx {
+            now: Timestamp(now.unwrap_or(0).max(0) as u64),
+            // Claims on a shared store are not tied to a boot epoch: one node's restart
+            // must not end the others' leases. A node's own earlier claims are fenced by
+            // owner on open.
+            epoch: 0,
+            issuer: self.issuer,
+        };
+        let fetched = match rows
+            .iter()
+            .filter(|r| r.get::<_, Option<&[u8]>>(1).is_some())
+            .map(|r| record_of(r, 1))
+            .collect::<StoreResult<Vec<_>>>()
+        {
+            Ok(f) => f,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        let mut staged = Staged::new(fetched, id_param);
+        if let Some(a) = admission {
+            staged = staged.with_admission(a);
+        }
+        let out = f(&mut staged, &ctx);
+        let value = match out {
+            Ok(v) => v,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(if staged.needs_exact { NEEDS_EXACT } else { e });
+            }
+        };
+        let changes = match staged.changes(shard) {
+            Ok(ch) => ch,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
+            }
+        };
+        if changes.is_empty() && fast_sum.is_none() && !matches!(fetch, Fetch::Probe) {
+            // Nothing to write (a replay, an empty queue): nothing to make durable.
+            conn.rollback().await;
+            return Ok(value);
+        }
+
+        // Round trip 2: the changes and COMMIT, pipelined. A failed change aborts the
+        // transaction, so the COMMIT after it rolls back.
+        let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, &writes)));
+        let probe = async {
+            if matches!(fetch, Fetch::Probe) {
+                // A write that changes nothing, so the commit flushes like any other.
+                c.execute(
+                    "UPDATE meta SET value = value WHERE key = 'server_key'",
+                    &[],
+                )
+                .await
+                .map(|_| ())
+                .map_err(pg_error)
+            } else {
+                Ok(())
+            }
+        };
+        let commit = c.batch_execute("COMMIT");
+        let (applied, probed, committed) = tokio::join!(applied, probe, commit);
+        let result = applied
+            .into_iter()
+            .chain(std::iter::once(probed))
+            .find_map(Result::err);
+        match (result, committed) {
+            (Some(e), _) => {
+                conn.finish();
+                Err(e)
+            }
+            (None, Err(e)) => Err(pg_error(e)),
+            (None, Ok(())) => {
+                conn.finish();
+                Ok(value)
+            }
+        }
+    }
+
+    /// Reads one task's row (and the time) without a transaction, then evaluates `f` over
+    /// it as the engine's view.
+    async fn read_one<T>(
+        &self,
+        id: Option<TaskId>,
+        with_work: bool,
+        f: impl FnOnce(&OneRow, &Ctx) -> StoreResult<T>,
+    ) -> StoreResult<T> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        // The work descriptor only when the caller needs it: a status read never decodes it.
+        let st = prepared(
+            &client,
+            &format!(
+                "SELECT {TXN_NOW}, t.scope, t.expires_at, t.body,
+                        CASE WHEN $2 THEN t.work END,
+                        t.claim_generation, t.claim_token, t.claim_epoch, t.claim_expires_at,
+                        t.claim_owner
+                 FROM (SELECT 1) one LEFT JOIN tasks t ON t.id = $1"
+            ),
+        )
+        .await?;
+        let bytes: Vec<u8> = id.map(|i| i.as_bytes().to_vec()).unwrap_or_default();
+        let row = client
+            .query_one(&st, &[&bytes, &with_work])
+            .await
+            .map_err(pg_error)?;
+        let now = self
+            .now_param()
+            .unwrap_or_else(|| row.get::<_, i64>(0))
+            .max(0) as u64;
+        let ctx = Ctx {
+            now: Timestamp(now),
+            epoch: 0,
+            issuer: self.issuer,
+        };
+        let found = match (id, row.get::<_, Option<String>>(1)) {
+            (Some(id), Some(scope)) => {
+                let claim = staged::claim_cols(&row, 5);
+                let body: &[u8] = row.get(3);
+                let work: Option<&[u8]> = row.get(4);
+                let (task, work) = match work {
+                    Some(w) => {
+                        let r = super::sql::decode_record(body, w, claim)?;
+                        (r.task, Some(r.work))
+                    }
+                    None => (super::sql::decode_task(body, claim)?, None),
+                };
+                Some(OneTask {
+                    id,
+                    head: super::sql::head_of(scope, row.get(2)),
+                    task,
+                    work,
+                })
+            }
+            _ => None,
+        };
+        f(&OneRow(found), &ctx)
+    }
+}
+
+/// Returned from a write whose admission needs exact mode; never leaves this module.
+const NEEDS_EXACT: StoreError = StoreError::LiveLimit { max: u64::MAX };
+
+/// The rows a write reads (and locks) in its first round trip.
+enum Fetch {
+    /// One task by id (absent is an answer too).
+    Task(TaskId),
+    /// Nothing: a creation (a taken id fails the insert).
+    New(TaskId),
+    /// The task due longest, outside these scopes and unexpired, skipping rows other
+    /// transactions hold.
+    NextDue(Vec<String>),
+    /// Up to this many due tasks past their TTL, skipping held rows.
+    ExpiredDue(i64),
+    /// Up to this many tasks past their TTL, oldest expiry first, skipping held rows.
+    Expired(i64),
+    /// Every task whose claim names this owner.
+    Owner(String),
+    /// Nothing: the readiness probe.
+    Probe,
+}
+
+/// `$1` of the time-dependent fetches: a test clock's value, or the transaction's time.
+const NOW_PARAM: &str =
+    "coalesce($1::bigint, floor(extract(epoch from transaction_timestamp()) * 1000)::bigint)";
+
+impl Fetch {
+    fn sql(&self) -> String {
+        let cols = RECORD_COLS;
+        let rows = match self {
+            Fetch::Task(_) => format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE"),
+            Fetch::NextDue(_) => format!(
+                "SELECT {cols} FROM tasks
+                 WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+                   AND scope <> ALL($2)
+                 ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::ExpiredDue(_) => format!(
+                "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
+                 ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::Expired(_) => format!(
+                "SELECT {cols} FROM tasks WHERE expires_at <= {NOW_PARAM}
+                 ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            ),
+            Fetch::Owner(_) => {
+                format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
+            }
+            Fetch::New(_) | Fetch::Probe => format!("SELECT {cols} FROM tasks WHERE false"),
+        };
+        // The time and the rows in one statement: the lateral side locks what it selects,
+        // and the outer row carries the time when it selects nothing.
+        format!("SELECT {NOW_PARAM}, t.* FROM (SELECT 1) one LEFT JOIN LATERAL ({rows}) t ON true")
+    }
+
+    /// (the task id, the skipped scopes, the limit, the owner).
+    fn params(&self) -> (Option<TaskId>, Vec<String>, i64, String) {
+        match self {
+            Fetch::Task(id) | Fetch::New(id) => (Some(*id), Vec::new(), 0, String::new()),
+            Fetch::NextDue(skip) => (None, skip.clone(), 1, String::new()),
+            Fetch::ExpiredDue(n) | Fetch::Expired(n) => (None, Vec::new(), *n, String::new()),
+            Fetch::Owner(o) => (None, Vec::new(), 0, o.clone()),
+            Fetch::Probe => (None, Vec::new(), 0, String::new()),
+        }
+    }
+}
+
+/// A pooled connection inside a transaction. A connection whose transaction was not
+/// ended cleanly (an error on the way, or the future dropped mid-flight) is closed, never
+/// handed back to the pool half-way through a transaction.
+struct Conn {
+    obj: Option<Object>,
+    clean: bool,
+}
+
+impl Conn {
+    fn new(obj: Object) -> Self {
+        Self {
+            obj: Some(obj),
+            clean: false,
+        }
+    }
+
+    fn client(&self) -> StoreResult<&Object> {
+        self.obj
+            .as_ref()
+            .ok_or_else(|| StoreError::unavailable("the connection was closed"))
+    }
+
+    fn finish(&mut self) {
+        self.clean = true;
+    }
+
+    async fn rollback(&mut self) {
+        if let Some(c) = &self.obj
+            && c.batch_execute("ROLLBACK").await.is_ok()
+        {
+            self.clean = true;
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if !self.clean
+            && let Some(obj) = self.obj.take()
+        {
+            drop(Object::take(obj));
+        }
+    }
+}
+
+/// Exact mode: every shard of `scope` locked in shard order, then counted.
+async fn exact_count(c: &Object, scope: &str) -> StoreResult<u64> {
+    c.execute(
+        "INSERT INTO live (scope, shard, n)
+         SELECT $1, s::smallint, 0 FROM generate_series(0, $2::int - 1) s
+         ON CONFLICT (scope, shard) DO NOTHING",
+        &[&scope, &i32::from(LIVE_SHARDS)],
+    )
+    .await
+    .map_err(pg_error)?;
+    let row = c
+        .query_one(
+            "SELECT coalesce(sum(n), 0)::bigint FROM
+               (SELECT n FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
+            &[&scope],
+        )
+        .await
+        .map_err(pg_error)?;
+    Ok(row.get::<_, i64>(0).max(0) as u64)
+}
+
+/// The one task a read fetched; its work only when the read asked for it.
+struct OneTask {
+    id: TaskId,
+    head: Head,
+    task: Task,
+    work: Option<Work>,
+}
+
+/// A view holding at most one task.
+struct OneRow(Option<OneTask>);
+
+impl OneRow {
+    fn get(&self, id: &TaskId) -> Option<&OneTask> {
+        self.0.as_ref().filter(|t| t.id == *id)
+    }
+}
+
+impl View for OneRow {
+    fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
+        self.get(id)
+            .map(|t| match &t.work {
+                Some(work) => Ok(Record {
+                    task: t.task.clone(),
+                    work: work.clone(),
+                }),
+                None => Err(StoreError::invalid(
+                    "this read did not fetch the work descriptor",
+                )),
+            })
+            .transpose()
+    }
+
+    fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
+        Ok(self.get(id).map(|t| t.task.clone()))
+    }
+
+    fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
+        Ok(self.get(id).map(|t| t.head.clone()))
+    }
+
+    fn index_upto(&self, _: Index, _: u64, _: usize) -> StoreResult<Vec<TaskId>> {
+        Err(StoreError::invalid("a one-row read has no index"))
+    }
+
+    fn live_count(&self, _: &crate::model::Scope) -> StoreResult<u64> {
+        Err(StoreError::invalid("a one-row read has no counts"))
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.read_one(None, false, |_, ctx| Ok(ctx.now)).await
+    }
+
+    async fn check_writable(&self, within: Duration) -> StoreResult<()> {
+        match tokio::time::timeout(within, self.write(Fetch::Probe, |_, _| Ok(()))).await {
+            Ok(committed) => committed,
+            Err(_) => Err(StoreError::unavailable(format!(
+                "a probe write did not commit within {} ms",
+                within.as_millis()
+            ))),
+        }
+    }
+
+    async fn create(&self, new: NewTask) -> StoreResult<Task> {
+        self.create_with(new, |txn, ctx, new| engine::create(txn, ctx, new))
+            .await
+    }
+
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        engine::check_claim_request(request)?;
+        self.create_with(new, |txn, ctx, new| {
+            engine::create_claimed(txn, ctx, new, request)
+        })
+        .await
+    }
+
+    async fn authorize(
+        &self,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> StoreResult<Access> {
+        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+        self.read_one(Some(id), false, |view, ctx| {
+            engine::authorize(view, ctx, principal, action, task_id)
+        })
+        .await
+    }
+
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, TaskView)> {
+        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+        self.read_one(Some(id), false, |view, ctx| {
+            engine::authorize_read(view, ctx, principal, task_id)
+        })
+        .await
+    }
+
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        self.read_one(Some(access.task_id), false, |view, ctx| {
+            engine::get(view, ctx, access)
+        })
+        .await
+    }
+
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> StoreResult<Committed> {
+        let kind = match event.kind {
+            crate::model::EventKind::InputAccepted { .. } => ChangeKind::InputAccepted,
+            crate::model::EventKind::Cancelled { .. } => ChangeKind::Cancelled,
+            _ => ChangeKind::Other,
+        };
+        let id = *by.task_id();
+        let committed = self
+            .write(Fetch::Task(id), |txn, ctx| {
+                engine::transition(txn, ctx, by, event, expected_revision)
+            })
+            .await?;
+        if !committed.replayed {
+            self.notifier.announce(committed.task.id, kind);
+        }
+        Ok(committed)
+    }
+
+    async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
+        self.write(Fetch::Task(*task_id), |txn, ctx| {
+            engine::claim(txn, ctx, task_id, request)
+        })
+        .await
+    }
+
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+        engine::check_claim_request(request)?;
+        let skip = request
+            .skip_scopes
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect();
+        let claimed = self
+            .write(Fetch::NextDue(skip), |txn, ctx| {
+                match txn.index_upto(Index::Due, 0, 1)?.first() {
+                    // The row is locked and due, so the engine's checks pass: it takes
+                    // the claim.
+                    Some(id) => engine::claim(txn, ctx, id, request).map(Some),
+                    None => Ok(None),
+                }
+            })
+            .await?;
+        let now = self.now_param().map_or_else(
+            || {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64)
+            },
+            |n| n as u64,
+        );
+        // At most once a second per node: an idle queue is polled far more often.
+        let due_clean = self.last_clean.load(std::sync::atomic::Ordering::Relaxed) + 1_000 <= now
+            || self.clock.is_some();
+        if claimed.is_none() && due_clean {
+            self.last_clean
+                .store(now, std::sync::atomic::Ordering::Relaxed);
+            // Nothing to run: remove due tasks past their TTL now rather than at the next
+            // reap (the claim query passes over them).
+            self.write(Fetch::ExpiredDue(64), |txn, _| {
+                for id in txn.index_upto(Index::Due, 0, 64)? {
+                    if let Some(rec) = txn.load(&id)? {
+                        engine::Txn::delete(txn, &rec.task)?;
+                    }
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
+        if (1..=super::MAX_LEASE_MS).contains(&lease_ms) {
+            // The heartbeat: one statement, the lease columns only, when the lease is live.
+            let client = self.pool.get().await.map_err(pool_error)?;
+            let st = prepared(
+                &client,
+                &format!(
+                    "UPDATE tasks SET claim_expires_at = {NOW_PARAM} + $5, due_at = {NOW_PARAM} + $5
+                     WHERE id = $2 AND claim_generation = $3 AND claim_token = $4
+                       AND claim_expires_at > {NOW_PARAM} AND claim_epoch = 0 AND live
+                       AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+                     RETURNING claim_expires_at"
+                ),
+            )
+            .await?;
+            let rows = client
+                .query(
+                    &st,
+                    &[
+                        &self.now_param(),
+                        &lease.task_id().as_bytes().as_slice(),
+                        &(lease.generation() as i64),
+                        &(lease.token() as i64),
+                        &(lease_ms as i64),
+                    ],
+                )
+                .await
+                .map_err(pg_error)?;
+            if let Some(r) = rows.first() {
+                return Ok(Lease {
+                    expires_at: Timestamp(r.get::<_, i64>(0).max(0) as u64),
+                    ..lease.clone()
+                });
+            }
+        }
+        // Refused: the engine says why (terminal, lost, gone, a bad length).
+        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
+            engine::renew(txn, ctx, lease, lease_ms)
+        })
+        .await
+    }
+
+    async fn release(&self, lease: &Lease) -> StoreResult<()> {
+        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
+            engine::release(txn, ctx, lease)
+        })
+        .await
+    }
+
+    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
+        self.read_one(Some(*lease.task_id()), true, |view, ctx| {
+            engine::worker_snapshot(view, ctx, lease)
+        })
+        .await
+    }
+
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
+        let n = limit.min(i64::MAX as usize) as i64;
+        self.write(Fetch::Expired(n), |txn, ctx| engine::reap(txn, ctx, limit))
+            .await
+    }
+
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        let id = *task_id;
+        self.read_one(Some(id), true, |view, _| engine::inspect(view, &id))
+            .await
+    }
+
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        Ok(self.key)
+    }
+}
+
+#[cfg(test)]
+mod tests;

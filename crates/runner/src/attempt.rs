@@ -1,0 +1,456 @@
+//! One attempt: start, heartbeat, execute, commit the outcome with the lease's generation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use snodo_core::model::{EventId, EventKind, TaskEvent, TaskStatus};
+use snodo_core::store::{Authority, Claimed, Committed, Effect, Lease, StoreError};
+use snodo_wasm::{AttemptError, CancelToken, Execution, GuestOutcome};
+
+use super::TaskIo;
+
+use super::{Inner, JobOutcome, RunnerEvent, Running, Submitted, Unresolved, submit_inner, timed};
+
+/// One job's instrumentation. `JobStarted` is sent once the `started` event committed, and
+/// then exactly one `JobStopped`, however the attempt ends: with the outcome it reports,
+/// or, when its future is dropped (stopped by the reaper, a replacing claim or shutdown),
+/// with the reason the stopper left in `stop_reason`. A job that never started sends
+/// neither.
+struct Job<'a> {
+    inner: &'a Inner,
+    task: snodo_core::model::TaskId,
+    generation: u64,
+    began: Instant,
+    started: bool,
+    outcome: Option<JobOutcome>,
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+}
+
+impl Job<'_> {
+    fn started(&mut self, attempt: u32) {
+        self.started = true;
+        self.inner.instr.event(&RunnerEvent::JobStarted {
+            task: self.task,
+            generation: self.generation,
+            attempt,
+            recovered: attempt > 1,
+        });
+    }
+
+    fn stop(mut self, outcome: JobOutcome) {
+        self.outcome = Some(outcome);
+    }
+}
+
+impl Drop for Job<'_> {
+    fn drop(&mut self) {
+        if !self.started {
+            return;
+        }
+        let outcome = self
+            .outcome
+            .take()
+            .unwrap_or_else(|| self.stop_reason.lock().unwrap_or(JobOutcome::Aborted));
+        self.inner.instr.event(&RunnerEvent::JobStopped {
+            task: self.task,
+            generation: self.generation,
+            outcome,
+            elapsed: self.began.elapsed(),
+        });
+    }
+}
+
+async fn commit(
+    inner: &Inner,
+    lease: &Lease,
+    what: &'static str,
+    kind: EventKind,
+) -> Result<Committed, StoreError> {
+    // Deterministic per claim generation: a commit retried after an unknown reply is a
+    // replay of the same event, never a second one.
+    let event = TaskEvent::new(EventId::for_claim(lease.generation(), what), kind);
+    timed(
+        inner,
+        "transition",
+        inner
+            .store
+            .transition(Authority::Worker(lease), event, None),
+    )
+    .await
+}
+
+/// What a refused commit means for the job.
+/// Fails a task without running its guest, with `status` as its last message.
+async fn fail_unrun(
+    inner: &Inner,
+    lease: &Lease,
+    error: snodo_core::model::JsonRpcError,
+    status: &str,
+) -> JobOutcome {
+    let kind = EventKind::Failed {
+        error,
+        status_message: Some(status.into()),
+    };
+    match commit(inner, lease, "outcome", kind).await {
+        Ok(_) => JobOutcome::Failed,
+        Err(e) => refused(&e),
+    }
+}
+
+fn refused(e: &StoreError) -> JobOutcome {
+    match e {
+        StoreError::Terminal {
+            status: TaskStatus::Cancelled,
+        } => JobOutcome::Cancelled,
+        _ => JobOutcome::LeaseLost,
+    }
+}
+
+pub(super) async fn run(
+    inner: &Arc<Inner>,
+    claimed: Claimed,
+    cancel: CancelToken,
+    lease_cell: Arc<Mutex<Lease>>,
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+    mut slot: Running,
+) {
+    let lease = claimed.lease.clone();
+    let task_id = *lease.task_id();
+    let generation = lease.generation();
+    let mut job = Job {
+        inner,
+        task: task_id,
+        generation,
+        began: Instant::now(),
+        started: false,
+        outcome: None,
+        stop_reason,
+    };
+
+    // A refused start (cancelled, superseded) is no job: nothing is reported. A claim that
+    // committed the start itself saved this commit.
+    let task = if claimed.started {
+        claimed.task.clone()
+    } else {
+        match commit(inner, &lease, "started", EventKind::Started).await {
+            Ok(c) => c.task,
+            Err(_) => return,
+        }
+    };
+    job.started(task.attempt);
+    let stopped_by = job.stop_reason.clone();
+    let stop = |outcome: JobOutcome| job.stop(outcome);
+
+    // A task that took its attempt down too often (a crash or a stall every time) ends
+    // here instead of being replayed forever.
+    if claimed.task.recoveries > inner.opts.max_recoveries {
+        let max = inner.opts.max_recoveries;
+        let error = snodo_core::model::JsonRpcError::new(
+            snodo_core::model::codes::INTERNAL_ERROR,
+            format!("the task was recovered more than {max} times (runner.max_recoveries)"),
+        )
+        .with_data(serde_json::json!({
+            "kind": "limit",
+            "limit": "runner.max_recoveries",
+            "max": max,
+            "recoveries": claimed.task.recoveries,
+        }));
+        tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
+        let status = "stopped: its attempts kept ending without an outcome";
+        slot.free();
+        return stop(fail_unrun(inner, &lease, error, status).await);
+    }
+
+    let resolved = match inner.executors.resolve(&claimed.work) {
+        Ok(r) => {
+            if let Some(pinned) = &r.replaced {
+                tracing::warn!(
+                    task = %task_id,
+                    pinned = %pinned,
+                    "the task's component version is gone; running the deployed one (runner.component_policy = \"latest\")"
+                );
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: true,
+                });
+            }
+            r
+        }
+        Err(Unresolved {
+            reason,
+            pinned_gone,
+        }) => {
+            if pinned_gone {
+                tracing::warn!(task = %task_id, %reason, "the task's component version is gone; failing it");
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: false,
+                });
+            }
+            let error = AttemptError::Trap(String::new()).to_rpc_error();
+            let error = snodo_core::model::JsonRpcError::new(
+                error.code,
+                format!("the tool cannot run: {reason}"),
+            )
+            .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
+            slot.free();
+            return stop(fail_unrun(inner, &lease, error, "the tool is not deployed").await);
+        }
+    };
+
+    let lost = AtomicBool::new(false);
+    let io = TaskIo::new(
+        inner.store.clone(),
+        lease.clone(),
+        task.client_capabilities.clone(),
+        inner.waiters.clone(),
+    )
+    .park_after(inner.opts.park_after)
+    .tracked(inner.tasks.clone());
+    let exec = Execution {
+        task_id: Some(task_id.to_string()),
+        tool: resolved.tool,
+        arguments: resolved.arguments,
+        idempotency_key: claimed.work.idempotency_key.clone(),
+        attempt: task.attempt,
+        limits: claimed.work.limits,
+        io: Arc::new(io),
+        cancel: cancel.clone(),
+        cancel_grace: inner.opts.cancel_grace,
+        grants: resolved.grants,
+    };
+    // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
+    // nothing keeps renewing a lease nobody uses.
+    let beat = async {
+        heartbeat(inner, &lease_cell, &cancel, &lost).await;
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let report = tokio::select! {
+        report = resolved.component.execute(exec) => report,
+        never = beat => match never {},
+    };
+    // The guest is gone (its instance dropped with the execution): what is left is the
+    // outcome's commit, which needs no execution slot.
+    slot.free();
+    inner.instr.event(&RunnerEvent::GuestRan {
+        task: task_id,
+        instantiate: report.instantiate,
+        run: report.run,
+    });
+    // A stopper (shutdown, the reaper, a replacing claim, a client's cancel) that flipped
+    // the token owns what happens to the task: a guest that returned because it was told
+    // to stop has no outcome of its own to commit, and committing it would end a task that
+    // shutdown meant to release for another runner. The stopper leaves its reason before
+    // it flips the token, so an outcome caused by the stop always sees the reason.
+    if stopped_by.lock().is_some() {
+        return;
+    }
+    let lease = lease_cell.lock().clone();
+
+    let outcome = match report.outcome {
+        Ok(GuestOutcome::Completed(result)) => {
+            let result = serde_json::Value::Object(result);
+            match commit(inner, &lease, "outcome", EventKind::Completed { result }).await {
+                Ok(_) => JobOutcome::Completed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Failed(error)) => {
+            let kind = EventKind::Failed {
+                error,
+                status_message: None,
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Retry {
+            error,
+            status_message,
+        }) => {
+            let kind = EventKind::RetryRequested {
+                error,
+                status_message: Some(status_message),
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(Committed {
+                    effect: Effect::RetryScheduled { retry_at, .. },
+                    task: committed_task,
+                    ..
+                }) => {
+                    // Both instants are the store's clock: the wait needs no clock read.
+                    let wait = retry_at
+                        .as_millis()
+                        .saturating_sub(committed_task.last_updated_at.as_millis());
+                    schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
+                    JobOutcome::RetryScheduled
+                }
+                Ok(_) => JobOutcome::RetryExhausted,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(
+            e @ (AttemptError::Trap(_)
+            | AttemptError::Limit(_)
+            | AttemptError::InvalidOutcome(_)
+            | AttemptError::NeedInput(_)),
+        ) => {
+            // Not the tool's own answer: fail without consuming retries.
+            let kind = EventKind::Failed {
+                error: e.to_rpc_error(),
+                status_message: Some(e.to_string()),
+            };
+            match commit(inner, &lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(AttemptError::Parked) => {
+            let _ = timed(inner, "release", inner.store.release(&lease)).await;
+            JobOutcome::Parked
+        }
+        Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
+            start_failed(inner, &lease, task_id, reason).await
+        }
+        Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
+            if lost.load(Ordering::Acquire) {
+                JobOutcome::LeaseLost
+            } else {
+                // Cancelled in the store, or stopped for another reason with the lease
+                // still ours: give it back so the task is due again at once.
+                match timed(inner, "release", inner.store.release(&lease)).await {
+                    Ok(()) => JobOutcome::Released,
+                    Err(e) => refused(&e),
+                }
+            }
+        }
+    };
+    if !matches!(outcome, JobOutcome::Released) {
+        inner.start_failures.lock().remove(&task_id);
+    }
+    stop(outcome);
+}
+
+/// The host could not start the attempt's guest. The task is released to be claimed again,
+/// up to `runner.max_start_failures` times on this node; past that it fails with
+/// `data.kind = "limit"`: a permanent cause (a memory limit below the component's initial
+/// memory, a fuel limit on an engine without metering) would otherwise be claimed, refused
+/// and released forever, a store write each time.
+///
+/// Counted per node, in memory: with several nodes a task fails after at most the cap on
+/// each node that claims it, and a restart counts afresh. (`runner::
+/// an_attempt_that_cannot_start_fails_past_the_start_failure_cap`)
+async fn start_failed(
+    inner: &Inner,
+    lease: &Lease,
+    task_id: snodo_core::model::TaskId,
+    reason: String,
+) -> JobOutcome {
+    /// Tasks whose start failures this node remembers; past it the map starts over (a
+    /// task then gets a few more tries, never fewer).
+    const REMEMBERED: usize = 4_096;
+    let failures = {
+        let mut counts = inner.start_failures.lock();
+        if counts.len() >= REMEMBERED && !counts.contains_key(&task_id) {
+            counts.clear();
+        }
+        let n = counts.entry(task_id).or_insert(0);
+        *n += 1;
+        *n
+    };
+    inner.instr.event(&RunnerEvent::StartFailed {
+        task: task_id,
+        failures,
+    });
+    let max = inner.opts.max_start_failures;
+    if failures <= max {
+        return match timed(inner, "release", inner.store.release(lease)).await {
+            Ok(()) => JobOutcome::Released,
+            Err(e) => refused(&e),
+        };
+    }
+    inner.start_failures.lock().remove(&task_id);
+    tracing::warn!(task = %task_id, failures, %reason, "task failed: its guest could not start");
+    let error = snodo_core::model::JsonRpcError::new(
+        snodo_core::model::codes::INTERNAL_ERROR,
+        format!(
+            "the tool could not start {failures} times (runner.max_start_failures = {max}): \
+             {reason}"
+        ),
+    )
+    .with_data(serde_json::json!({
+        "kind": "limit",
+        "limit": "runner.max_start_failures",
+        "max": max,
+        "detail": reason,
+    }));
+    fail_unrun(inner, lease, error, "stopped: its guest could not start").await
+}
+
+/// Renews the lease every heartbeat; on refusal (lease lost, task cancelled, reaped) flips
+/// the attempt's token so the guest stops.
+async fn heartbeat(
+    inner: &Inner,
+    lease_cell: &Mutex<Lease>,
+    cancel: &CancelToken,
+    lost: &AtomicBool,
+) {
+    let lease_ms = inner.opts.lease.as_millis() as u64;
+    loop {
+        tokio::time::sleep(inner.opts.heartbeat).await;
+        let lease = lease_cell.lock().clone();
+        match timed(inner, "renew", inner.store.renew(&lease, lease_ms)).await {
+            Ok(renewed) => {
+                *lease_cell.lock() = renewed;
+                // A guest waiting for input re-reads its answers once a beat: on a shared
+                // store an answer accepted by another node reaches it even when that
+                // node's announcement was lost.
+                inner.waiters.notify(lease.task_id());
+            }
+            // A slow store is not a lost lease; try again at the next beat.
+            Err(StoreError::Unavailable(_)) => {}
+            Err(e) => {
+                if !matches!(e, StoreError::Terminal { .. }) {
+                    lost.store(true, Ordering::Release);
+                }
+                cancel.cancel();
+                return;
+            }
+        }
+    }
+}
+
+/// Looks again when the retry is due, `wait` after the retry was committed. The persisted
+/// `retry_at` decides: an early claim is refused by the store, so this timer can only make
+/// the retry prompt, never early.
+fn schedule_retry(inner: Arc<Inner>, task: snodo_core::model::TaskId, wait: Duration) {
+    let tasks = inner.tasks.clone();
+    tasks.spawn(async move {
+        // Shutdown ends the timer; the retry is due in the store for the next start.
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = inner.stopping.cancelled() => return,
+        }
+        if inner.opts.recover {
+            inner.wake.notify_one();
+            return;
+        }
+        // Nobody else looks without the recovery loop: try until the store agrees it is
+        // due (the local clock may run ahead of the store's) or the task is settled.
+        loop {
+            match submit_inner(&inner, &task, None).await {
+                Ok(Submitted::NotDue) | Err(_) => {}
+                Ok(_) => return,
+            }
+            tokio::select! {
+                () = tokio::time::sleep(inner.opts.poll_interval) => {}
+                () = inner.stopping.cancelled() => return,
+            }
+        }
+    });
+}

@@ -1,0 +1,312 @@
+//! The catalog: every tool, resource and prompt this host serves, in one place. MCP lists
+//! and calls from it, the runner resolves work with it, `serve`, tests and benches build
+//! it. A tool entry is the component, what the tool described, and the settings the
+//! operator gave it; resources and prompts are found through the component serving them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use snodo_core::model::{ExecutionLimits, RetryPolicy, TaskId, Work};
+use snodo_wasm::{Component, Executable, PromptInfo, TaskMode, ToolInfo, WasiGrants};
+
+/// The work type of an MCP tool call. Its input is `{"tool": name, "arguments": {...}}`.
+pub const TOOL_CALL: &str = "snodo/tool-call";
+
+/// The work descriptor for calling `tool` with `arguments` as task `id`; the idempotency
+/// key is the task id, so every attempt shares one dedupe identity.
+pub fn tool_call_work(id: &TaskId, tool: &str, arguments: Value) -> Work {
+    Work::new(
+        TOOL_CALL,
+        json!({"tool": tool, "arguments": arguments}),
+        id.to_string(),
+    )
+}
+
+/// What runs a piece of work.
+#[derive(Clone)]
+pub struct Resolved {
+    /// What executes it (the tool's component).
+    pub component: Arc<dyn Executable>,
+    /// The tool within it.
+    pub tool: String,
+    /// The tool's arguments.
+    pub arguments: Value,
+    /// What the tool may reach.
+    pub grants: WasiGrants,
+    /// The digest the work was pinned to, when the latest component runs in its place
+    /// ([`ComponentPolicy::Latest`]).
+    pub replaced: Option<String>,
+}
+
+/// Why work cannot run here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unresolved {
+    /// For the task's error and the log.
+    pub reason: String,
+    /// The work was pinned to a component version that is no longer deployed.
+    pub pinned_gone: bool,
+}
+
+/// What recovery does with work pinned to a component version that is no longer deployed
+/// (the tool is still served, by another version).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComponentPolicy {
+    /// Fail the task (`component_missing`): a task never runs code other than the code it
+    /// was created against.
+    #[default]
+    Pinned,
+    /// Run the deployed version under the same task and idempotency key (an upgrade).
+    Latest,
+}
+
+impl ComponentPolicy {
+    /// `"pinned"` or `"latest"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentPolicy::Pinned => "pinned",
+            ComponentPolicy::Latest => "latest",
+        }
+    }
+}
+
+/// Maps work to executors. Rebuilt by the application on every start; never stored.
+pub trait Executors: Send + Sync + 'static {
+    /// The executor for `work`, or why there is none (the task then fails with
+    /// `component_missing`).
+    fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved>;
+}
+
+/// One served tool: its component, what it described, and the operator's settings.
+#[derive(Clone)]
+pub struct CatalogTool {
+    /// The component providing it.
+    pub component: Arc<Component>,
+    /// What it described.
+    pub info: ToolInfo,
+    /// A task mode pinned by configuration (overrides the tool's own and its rule).
+    pub mode: Option<TaskMode>,
+    /// Retry policy for tasks of this tool.
+    pub retry_policy: RetryPolicy,
+    /// Task TTL; `None` unlimited.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// Per-execution limits of its tasks and calls.
+    pub limits: ExecutionLimits,
+    /// What it may reach.
+    pub grants: WasiGrants,
+}
+
+impl CatalogTool {
+    /// `info` from `component` with default settings: no pinned mode, no retries, the
+    /// default TTL, a one-second poll interval, the engine's limits, no grants.
+    pub fn new(component: Arc<Component>, info: ToolInfo) -> Self {
+        Self {
+            component,
+            info,
+            mode: None,
+            retry_policy: RetryPolicy::default(),
+            ttl_ms: Some(DEFAULT_TTL_MS),
+            poll_interval_ms: 1_000,
+            limits: ExecutionLimits::default(),
+            grants: WasiGrants::default(),
+        }
+    }
+}
+
+/// The default task TTL: one day, far longer than the default retry schedule (none) and
+/// park time (30 s), so a default never reaps a task that is still running or waiting for
+/// a prompt answer. A task the TTL does cut off is counted
+/// (`snodo_tasks_reaped_active_total`) and logged.
+pub const DEFAULT_TTL_MS: u64 = 24 * 60 * 60 * 1000;
+
+/// A component serving resources or prompts, and what its reads and renders run under.
+#[derive(Clone)]
+pub struct CatalogSource {
+    /// The component.
+    pub component: Arc<Component>,
+    /// Per-execution limits of its reads and renders.
+    pub limits: ExecutionLimits,
+    /// What they may reach.
+    pub grants: WasiGrants,
+}
+
+/// Every served tool, by name, in the order they were added (the `tools/list` order), and
+/// every component serving resources or prompts.
+#[derive(Default, Clone)]
+pub struct Catalog {
+    tools: Vec<CatalogTool>,
+    by_name: HashMap<String, usize>,
+    sources: Vec<CatalogSource>,
+    policy: ComponentPolicy,
+}
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool. Two tools with one name are refused: a call must mean one thing.
+    pub fn add(&mut self, tool: CatalogTool) -> Result<(), String> {
+        let name = tool.info.name.clone();
+        if self.by_name.contains_key(&name) {
+            return Err(format!("tool {name:?} is provided by two components"));
+        }
+        self.by_name.insert(name, self.tools.len());
+        self.tools.push(tool);
+        Ok(())
+    }
+
+    /// Adds the resources, templates and prompts `source` serves (nothing for a component
+    /// that serves none). A URI, template or prompt name served twice is refused: a read
+    /// must mean one thing.
+    pub fn add_source(&mut self, source: CatalogSource) -> Result<(), String> {
+        let new = source.component.catalog();
+        if new.resources.is_empty() && new.templates.is_empty() && new.prompts.is_empty() {
+            return Ok(());
+        }
+        for other in &self.sources {
+            let old = other.component.catalog();
+            if let Some(r) = new.resources.iter().find(|r| old.serves_uri(&r.uri)) {
+                return Err(format!("resource {:?} is served by two components", r.uri));
+            }
+            if let Some(t) = new.templates.iter().find(|t| {
+                old.templates
+                    .iter()
+                    .any(|o| o.template.as_str() == t.template.as_str())
+            }) {
+                return Err(format!(
+                    "resource template {:?} is served by two components",
+                    t.template.as_str()
+                ));
+            }
+            if let Some(p) = new.prompts.iter().find(|p| old.prompt(&p.name).is_some()) {
+                return Err(format!("prompt {:?} is served by two components", p.name));
+            }
+        }
+        self.sources.push(source);
+        Ok(())
+    }
+
+    /// Adds every tool `component` describes, and its resources and prompts, with default
+    /// settings (tests and benches).
+    pub fn with_component(mut self, component: &Arc<Component>) -> Result<Self, String> {
+        for info in component.tools() {
+            self.add(CatalogTool::new(component.clone(), info.clone()))?;
+        }
+        self.add_source(CatalogSource {
+            component: component.clone(),
+            limits: ExecutionLimits::default(),
+            grants: WasiGrants::default(),
+        })?;
+        Ok(self)
+    }
+
+    /// Every component serving resources or prompts, in the order added.
+    pub fn sources(&self) -> &[CatalogSource] {
+        &self.sources
+    }
+
+    /// The component serving `uri` (a listed resource first, then a template match).
+    pub fn resource_source(&self, uri: &str) -> Option<&CatalogSource> {
+        self.sources
+            .iter()
+            .find(|s| s.component.catalog().resources.iter().any(|r| r.uri == uri))
+            .or_else(|| {
+                self.sources
+                    .iter()
+                    .find(|s| s.component.catalog().serves_uri(uri))
+            })
+    }
+
+    /// The prompt named `name` and the component serving it.
+    pub fn prompt(&self, name: &str) -> Option<(&CatalogSource, &PromptInfo)> {
+        self.sources
+            .iter()
+            .find_map(|s| s.component.catalog().prompt(name).map(|p| (s, p)))
+    }
+
+    /// The component serving the resource template `template`.
+    pub fn template_source(&self, template: &str) -> Option<&CatalogSource> {
+        self.sources.iter().find(|s| {
+            s.component
+                .catalog()
+                .templates
+                .iter()
+                .any(|t| t.template.as_str() == template)
+        })
+    }
+
+    /// Sets what happens to work pinned to a component version no longer deployed.
+    pub fn set_component_policy(&mut self, policy: ComponentPolicy) {
+        self.policy = policy;
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&CatalogTool> {
+        self.by_name.get(name).map(|i| &self.tools[*i])
+    }
+
+    /// The tool named `name`, to change its settings.
+    pub fn tool_mut(&mut self, name: &str) -> Option<&mut CatalogTool> {
+        self.by_name.get(name).map(|i| &mut self.tools[*i])
+    }
+
+    /// Every tool, in the order added.
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.tools
+    }
+}
+
+impl Executors for Catalog {
+    fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved> {
+        let missing = |reason: String| Unresolved {
+            reason,
+            pinned_gone: false,
+        };
+        if work.kind != TOOL_CALL {
+            return Err(missing(format!(
+                "no executor handles work of type {:?}",
+                work.kind
+            )));
+        }
+        let tool = work.input["tool"]
+            .as_str()
+            .ok_or_else(|| missing("the work input names no tool".into()))?;
+        let entry = self
+            .tool(tool)
+            .ok_or_else(|| missing(format!("tool {tool:?} is not deployed on this host")))?;
+        let (component, grants) = (&entry.component, &entry.grants);
+        let mut replaced = None;
+        if let Some(digest) = &work.component_digest
+            && *digest != component.info().digest
+        {
+            match self.policy {
+                ComponentPolicy::Pinned => {
+                    return Err(Unresolved {
+                        reason: format!(
+                            "tool {tool:?} was created against component {digest}, which is no longer deployed (runner.component_policy = \"pinned\")"
+                        ),
+                        pinned_gone: true,
+                    });
+                }
+                ComponentPolicy::Latest => replaced = Some(digest.clone()),
+            }
+        }
+        Ok(Resolved {
+            replaced,
+            component: component.clone() as Arc<dyn Executable>,
+            tool: tool.to_owned(),
+            arguments: work
+                .input
+                .get("arguments")
+                .cloned()
+                .unwrap_or_else(|| json!({})),
+            grants: grants.clone(),
+        })
+    }
+}

@@ -1,0 +1,889 @@
+//! The runner: turns stored tasks into executions of fresh guests, and keeps the store's
+//! promises under crashes.
+//!
+//! A [`Runner`] is started explicitly and runs beside (never inside) any request. It claims
+//! tasks (exactly, on [`Runner::submit`]; or whatever is due, when `recover` is on), renews
+//! their leases while the guest runs, commits outcomes with the lease's generation, parks
+//! guests that wait too long for input, stops attempts whose task was cancelled or reaped,
+//! and drains on shutdown. Store time decides when retries are due; local timers only make
+//! the runner look sooner.
+
+mod attempt;
+pub mod budget;
+mod catalog;
+mod instrument;
+mod task_io;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::budget::{Slot, Slots};
+use snodo_core::model::{Scope, Task, TaskId};
+use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError};
+use snodo_wasm::CancelToken;
+
+pub use catalog::{
+    Catalog, CatalogSource, CatalogTool, ComponentPolicy, DEFAULT_TTL_MS, Executors, Resolved,
+    TOOL_CALL, Unresolved, tool_call_work,
+};
+pub use instrument::{
+    EventChannel, Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent,
+    TracingInstrumentation,
+};
+pub use task_io::{InputWaiters, TaskIo};
+
+/// Runner settings.
+#[derive(Debug, Clone)]
+pub struct RunnerOptions {
+    /// Who claims, for operators (e.g. the host name).
+    pub owner: String,
+    /// Pick up unclaimed work, expired leases and due retries with `claim_next`.
+    pub recover: bool,
+    /// Lease length.
+    pub lease: Duration,
+    /// How often a running attempt renews its lease (well under `lease`).
+    pub heartbeat: Duration,
+    /// How often expired tasks are reaped; `None` never.
+    pub reap_interval: Option<Duration>,
+    /// Most attempts running at once on this node, all tenants together.
+    pub max_concurrent: usize,
+    /// Most attempts of one tenant running at once on this node. Work of a tenant at its
+    /// share waits (in a per-tenant queue served round-robin, or in the store for the
+    /// recovery loop) while other tenants' work starts.
+    pub max_running_per_tenant: usize,
+    /// How often a task may be recovered (its claim ended without the worker letting go:
+    /// a lost lease or a crashed process) before it fails with `data.kind = "limit"`
+    /// instead of running again.
+    pub max_recoveries: u32,
+    /// How often an attempt of a task may fail to start its guest on this node (the host
+    /// refused to instantiate it: a memory limit below the component's initial memory, a
+    /// fuel limit on an engine without metering, every instance slot busy) before the task
+    /// fails with `data.kind = "limit"` instead of being released and claimed again.
+    pub max_start_failures: u32,
+    /// How long a runner loop that panicked stays down before it runs again; doubled after
+    /// each panic up to [`MAX_LOOP_BACKOFF`], and back to this once the loop has run that
+    /// long without one.
+    pub loop_backoff: Duration,
+    /// How long a guest may wait for input before it is released.
+    pub park_after: Duration,
+    /// How long a cancelled guest may keep running before it is stopped.
+    pub cancel_grace: Duration,
+    /// How often the recovery loop looks for due work when nothing woke it.
+    pub poll_interval: Duration,
+    /// How long shutdown lets attempts finish before releasing them.
+    pub drain_timeout: Duration,
+}
+
+impl Default for RunnerOptions {
+    fn default() -> Self {
+        Self {
+            owner: "snodo".into(),
+            recover: true,
+            lease: Duration::from_secs(30),
+            heartbeat: Duration::from_secs(10),
+            reap_interval: Some(Duration::from_secs(60)),
+            max_concurrent: 64,
+            max_running_per_tenant: 48,
+            max_recoveries: 10,
+            max_start_failures: 5,
+            loop_backoff: Duration::from_millis(100),
+            park_after: Duration::from_secs(30),
+            cancel_grace: snodo_wasm::DEFAULT_CANCEL_GRACE,
+            poll_interval: Duration::from_millis(500),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The longest a panicked runner loop stays down before it runs again.
+pub const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What [`Runner::submit`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// An attempt started.
+    Started,
+    /// No execution slot is free for its tenant now: it starts when one is (the task is
+    /// due in the store and queued here).
+    Queued,
+    /// Another live lease holds the task.
+    Busy,
+    /// A retry backoff runs; the task is due then.
+    NotDue,
+    /// The task has finished.
+    Terminal,
+    /// No such task (or it expired).
+    NotFound,
+}
+
+/// A running attempt on this node.
+struct Local {
+    id: u64,
+    cancel: CancelToken,
+    lease: Arc<Mutex<Lease>>,
+    handle: Option<JoinHandle<()>>,
+    /// Why the attempt was stopped from outside, for its `JobStopped` event.
+    stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+}
+
+/// Counters an operator can read, counted from the same events the instrumentation
+/// receives, so they always agree with the metrics.
+#[derive(Debug, Default)]
+pub struct RunnerStats {
+    /// Attempts started.
+    pub started: AtomicU64,
+    /// Attempts that ended, by any outcome.
+    pub finished: AtomicU64,
+    /// Retries scheduled.
+    pub retries: AtomicU64,
+    /// Attempts of tasks that had been claimed before.
+    pub recoveries: AtomicU64,
+    /// Guests released while parked on input.
+    pub parked_released: AtomicU64,
+    /// Attempts running now.
+    pub active: AtomicUsize,
+}
+
+/// Counts [`RunnerStats`] from the events, then passes them on.
+struct Counted {
+    stats: Arc<RunnerStats>,
+    next: Arc<dyn Instrumentation>,
+}
+
+impl Instrumentation for Counted {
+    fn event(&self, event: &RunnerEvent) {
+        let s = &self.stats;
+        match event {
+            RunnerEvent::JobStarted { recovered, .. } => {
+                s.started.fetch_add(1, Ordering::Relaxed);
+                s.active.fetch_add(1, Ordering::Relaxed);
+                if *recovered {
+                    s.recoveries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            RunnerEvent::JobStopped { outcome, .. } => {
+                s.finished.fetch_add(1, Ordering::Relaxed);
+                s.active.fetch_sub(1, Ordering::Relaxed);
+                match outcome {
+                    JobOutcome::RetryScheduled => {
+                        s.retries.fetch_add(1, Ordering::Relaxed);
+                    }
+                    JobOutcome::Parked => {
+                        s.parked_released.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+        self.next.event(event);
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) executors: Arc<dyn Executors>,
+    pub(crate) opts: RunnerOptions,
+    pub(crate) instr: Arc<dyn Instrumentation>,
+    pub(crate) waiters: Arc<InputWaiters>,
+    pub(crate) stats: Arc<RunnerStats>,
+    /// Execution slots: per tenant and for the node.
+    pub(crate) running: Arc<Slots>,
+    /// Tasks waiting for a slot, per tenant, served round-robin.
+    queue: Mutex<FairQueue>,
+    attempts: Mutex<HashMap<TaskId, Local>>,
+    attempts_changed: Notify,
+    next_id: AtomicU64,
+    wake: Notify,
+    /// Cancelled when shutdown begins: loops and retry timers end on it.
+    pub(crate) stopping: CancellationToken,
+    /// Every attempt and retry timer, so shutdown can wait until none holds the store.
+    pub(crate) tasks: TaskTracker,
+    /// The loops that should be running, and whether each is (a panicked loop is down for
+    /// its backoff).
+    loops_up: Mutex<Vec<(&'static str, bool)>>,
+    /// Start failures per task on this node (see [`RunnerOptions::max_start_failures`]).
+    start_failures: Mutex<HashMap<TaskId, u32>>,
+}
+
+/// The runner. Cloning shares it.
+#[derive(Clone)]
+pub struct Runner {
+    inner: Arc<Inner>,
+    loops: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl Runner {
+    /// Starts a runner over `store`, resolving work with `executors`.
+    pub fn start(
+        store: Arc<dyn Store>,
+        executors: Arc<dyn Executors>,
+        opts: RunnerOptions,
+        instr: Arc<dyn Instrumentation>,
+    ) -> Self {
+        let stats = Arc::new(RunnerStats::default());
+        let instr: Arc<dyn Instrumentation> = Arc::new(Counted {
+            stats: stats.clone(),
+            next: instr,
+        });
+        let inner = Arc::new(Inner {
+            store,
+            executors,
+            running: Slots::new(
+                "runner.max_running_per_tenant",
+                opts.max_running_per_tenant.max(1),
+                "runner.max_concurrent",
+                opts.max_concurrent.max(1),
+            ),
+            queue: Mutex::new(FairQueue::default()),
+            opts,
+            instr,
+            waiters: Arc::new(InputWaiters::new()),
+            stats,
+            attempts: Mutex::new(HashMap::new()),
+            attempts_changed: Notify::new(),
+            next_id: AtomicU64::new(1),
+            wake: Notify::new(),
+            stopping: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            loops_up: Mutex::new(Vec::new()),
+            start_failures: Mutex::new(HashMap::new()),
+        });
+        let mut loops = Vec::new();
+        if inner.opts.recover {
+            loops.push(supervise(&inner, "recover", recover_loop));
+        }
+        if let Some(every) = inner.opts.reap_interval {
+            loops.push(supervise(&inner, "reap", move |inner| {
+                reap_loop(inner, every)
+            }));
+        }
+        Self {
+            inner,
+            loops: Arc::new(Mutex::new(loops)),
+        }
+    }
+
+    /// The registry parked attempts wait on; the request path notifies it after the store
+    /// accepted input (see [`Runner::input_accepted`]).
+    pub fn waiters(&self) -> &Arc<InputWaiters> {
+        &self.inner.waiters
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &RunnerStats {
+        &self.inner.stats
+    }
+
+    /// Whether at least `n` parked guests were released and no attempt runs now: a
+    /// batch of tasks waiting for input has settled into the store.
+    pub fn settled_parked(&self, n: u64) -> bool {
+        self.inner.stats.parked_released.load(Ordering::Relaxed) >= n && self.active() == 0
+    }
+
+    /// The runner's loops (`recover`, `reap`) that are not running now: a loop that
+    /// panicked is down until its backoff ends. `/readyz` reports them.
+    pub fn loops_down(&self) -> Vec<&'static str> {
+        self.inner
+            .loops_up
+            .lock()
+            .iter()
+            .filter(|(_, up)| !up)
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    /// Attempts running on this node now.
+    pub fn active(&self) -> usize {
+        self.lock_attempts().len()
+    }
+
+    fn lock_attempts(&self) -> parking_lot::MutexGuard<'_, HashMap<TaskId, Local>> {
+        self.inner.attempts.lock()
+    }
+
+    /// Claims exactly `task` and runs it, or queues it when its tenant has no free
+    /// execution slot (then it starts when one frees).
+    pub async fn submit(&self, task: &TaskId) -> Result<Submitted, StoreError> {
+        submit_inner(&self.inner, task, None).await
+    }
+
+    /// Creates `new` and runs it. With an execution slot free for its tenant, the task is
+    /// created, claimed and started in one commit (a commit fewer than creating and then
+    /// submitting) and its attempt begins at once; otherwise it is created unclaimed and
+    /// queued here, like a submit that found no slot. Returns the committed task.
+    ///
+    /// Once the store acknowledged the creation the attempt starts even if the caller's
+    /// future is dropped: a task claimed here with no attempt would wait out its lease.
+    pub async fn create(&self, new: NewTask) -> Result<Task, StoreError> {
+        let inner = &self.inner;
+        let scope = new.scope.clone();
+        let slot = match inner.running.try_acquire(scope.as_str()) {
+            Ok(slot) if !inner.stopping.is_cancelled() => slot,
+            _ => {
+                let task = inner.store.create(new).await?;
+                if !inner.stopping.is_cancelled() {
+                    enqueue(inner, scope, task.id);
+                }
+                return Ok(task);
+            }
+        };
+        // The commit and the start run apart from the caller; the caller waits only for
+        // the commit's answer.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let inner = inner.clone();
+        self.inner.tasks.spawn(async move {
+            let req = start_request(&inner);
+            match timed(
+                &inner,
+                "create_claimed",
+                inner.store.create_claimed(new, &req),
+            )
+            .await
+            {
+                Ok(claimed) => {
+                    let task = claimed.task.clone();
+                    // The attempt is spawned before the caller is woken: the woken caller
+                    // then runs next on this worker and its reply leaves ahead of the
+                    // attempt's work. (A fresh task has no earlier attempt to stop, so
+                    // this does not wait.)
+                    spawn_attempt(inner, claimed, slot).await;
+                    let _ = tx.send(Ok(task));
+                }
+                Err(e) => {
+                    drop(slot);
+                    slot_freed(&inner);
+                    let _ = tx.send(Err(e));
+                }
+            }
+        });
+        rx.await
+            .map_err(|_| StoreError::unavailable("the task creation was abandoned"))?
+    }
+
+    /// Tells the runner that the store committed a cancellation of `task`: the attempt's
+    /// token flips now and its guest is stopped after the grace period. (Runners on other
+    /// nodes learn it from their next lease renewal.)
+    pub fn cancel(&self, task: &TaskId) {
+        if let Some(a) = self.lock_attempts().get(task) {
+            a.cancel.cancel();
+        }
+    }
+
+    /// Tells the runner that the store accepted input for `task`. A live waiting guest is
+    /// woken; a parked task whose last question was answered is started again.
+    pub async fn input_accepted(&self, task: &TaskId, complete: bool) {
+        self.inner.waiters.notify(task);
+        let live = self.lock_attempts().contains_key(task);
+        if complete && !live {
+            // Started beside the caller (a tasks/update must not wait for an execution
+            // slot); the recovery loop, here or on another node, finds it otherwise.
+            let runner = self.clone();
+            let task = *task;
+            self.inner.tasks.spawn(async move {
+                let _ = runner.submit(&task).await;
+            });
+        }
+    }
+
+    /// Tells the runner that another node accepted input for `task` (a shared store
+    /// announced it): a guest waiting on it here re-reads its answers, and the recovery
+    /// loop looks for due work (a parked task whose last question was answered).
+    pub fn remote_input_accepted(&self, task: &TaskId) {
+        self.inner.waiters.notify(task);
+        if !self.lock_attempts().contains_key(task) {
+            self.wake();
+        }
+    }
+
+    /// Tells the runner that another node cancelled `task`. An attempt here is stopped
+    /// once the store confirms the task finished: the announcement is a hint, the store
+    /// the authority. (Without the announcement the next heartbeat finds it.)
+    pub async fn remote_cancelled(&self, task: &TaskId) {
+        if !self.lock_attempts().contains_key(task) {
+            return;
+        }
+        if let Ok(Some((t, _))) = self.inner.store.inspect(task).await
+            && t.status.is_terminal()
+        {
+            self.cancel(task);
+        }
+    }
+
+    /// Runs `work` beside the runner's attempts and timers: shutdown waits for it. The
+    /// request path hands its committed changes over through this, so a request dropped
+    /// mid-commit cannot drop the hand-off.
+    pub fn spawn_tracked<F>(&self, work: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner.tasks.spawn(work);
+    }
+
+    /// Wakes the recovery loop (e.g. after creating tasks).
+    pub fn wake(&self) {
+        self.inner.wake.notify_one();
+    }
+
+    /// Stops claiming, lets running attempts finish within the drain timeout, then stops
+    /// the rest and releases their leases so another runner can take them at once.
+    /// Returns how many attempts were released.
+    pub async fn shutdown(&self) -> usize {
+        // Loops and retry timers end on this token.
+        self.inner.stopping.cancel();
+        let loops: Vec<JoinHandle<()>> = std::mem::take(&mut *self.loops.lock());
+        for l in loops {
+            let _ = l.await;
+        }
+        let drained = tokio::time::timeout(self.inner.opts.drain_timeout, async {
+            loop {
+                let changed = self.inner.attempts_changed.notified();
+                if self.lock_attempts().is_empty() {
+                    return;
+                }
+                changed.await;
+            }
+        })
+        .await;
+        let mut released = 0;
+        if drained.is_err() {
+            released = self.release_rest().await;
+        }
+        // Wait until no attempt or timer holds the store any more.
+        self.inner.tasks.close();
+        self.inner.tasks.wait().await;
+        released
+    }
+
+    async fn release_rest(&self) -> usize {
+        let rest: Vec<Local> = self.lock_attempts().drain().map(|(_, a)| a).collect();
+        let mut released = 0;
+        for mut a in rest {
+            stop_local(&mut a, JobOutcome::Released).await;
+            let lease = a.lease.lock().clone();
+            if timed(&self.inner, "release", self.inner.store.release(&lease))
+                .await
+                .is_ok()
+            {
+                released += 1;
+            }
+        }
+        self.inner.attempts_changed.notify_waiters();
+        released
+    }
+}
+
+pub(crate) async fn submit_inner(
+    inner: &Arc<Inner>,
+    task: &TaskId,
+    scope: Option<&Scope>,
+) -> Result<Submitted, StoreError> {
+    if inner.stopping.is_cancelled() {
+        return Err(StoreError::unavailable("the runner is shutting down"));
+    }
+    let scope = match scope {
+        Some(s) => s.clone(),
+        None => match inner.store.inspect(task).await? {
+            Some((t, _)) => t.scope,
+            None => return Ok(Submitted::NotFound),
+        },
+    };
+    let slot = match inner.running.try_acquire(scope.as_str()) {
+        Ok(slot) => slot,
+        Err(_) => {
+            enqueue(inner, scope, *task);
+            return Ok(Submitted::Queued);
+        }
+    };
+    let req = start_request(inner);
+    let claimed = match timed(inner, "claim", inner.store.claim(task, &req)).await {
+        Ok(c) => c,
+        Err(e) => {
+            // The slot goes unused: whoever waits for one may have it.
+            drop(slot);
+            slot_freed(inner);
+            return match e {
+                StoreError::Busy { .. } => Ok(Submitted::Busy),
+                StoreError::NotDue { .. } => Ok(Submitted::NotDue),
+                StoreError::Terminal { .. } => Ok(Submitted::Terminal),
+                StoreError::NotFound => Ok(Submitted::NotFound),
+                e => Err(e),
+            };
+        }
+    };
+    spawn_attempt(inner.clone(), claimed, slot).await;
+    Ok(Submitted::Started)
+}
+
+/// Queues `task` to start when its tenant has a free execution slot (it is due in the store
+/// meanwhile, so another node may take it first).
+fn enqueue(inner: &Inner, scope: Scope, task: TaskId) {
+    inner.queue.lock().push(scope, task);
+}
+
+/// The claim request of an attempt that runs at once: a slot is held, so the claim's
+/// commit starts the attempt too.
+fn start_request(inner: &Inner) -> ClaimRequest {
+    let mut req = ClaimRequest::new(
+        inner.opts.lease.as_millis() as u64,
+        inner.opts.owner.clone(),
+    );
+    req.start = true;
+    req
+}
+
+/// Flips the token, aborts the attempt's future (dropping its guest) and waits for it. Its
+/// job, if it started, reports `why` as its outcome.
+async fn stop_local(a: &mut Local, why: JobOutcome) {
+    *a.stop_reason.lock() = Some(why);
+    a.cancel.cancel();
+    if let Some(h) = a.handle.take() {
+        h.abort();
+        let _ = h.await;
+    }
+}
+
+/// Runs a store call, reporting its duration.
+pub(crate) async fn timed<T>(
+    inner: &Inner,
+    op: &'static str,
+    fut: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    let started = std::time::Instant::now();
+    let r = fut.await;
+    inner.instr.event(&RunnerEvent::StoreOp {
+        op,
+        elapsed: started.elapsed(),
+        ok: r.is_ok(),
+    });
+    r
+}
+
+/// Starts an attempt for a fresh claim. A previous local attempt of the same task is
+/// stopped first (its token flips, its guest is dropped, and we wait for it to end), so a
+/// late result or input request of the old attempt can never overlap the new one.
+async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
+    let task = *claimed.lease.task_id();
+    let old = inner.attempts.lock().remove(&task);
+    if let Some(mut old) = old {
+        stop_local(&mut old, JobOutcome::Superseded).await;
+    }
+    let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
+    let cancel = CancelToken::new();
+    let lease = Arc::new(Mutex::new(claimed.lease.clone()));
+    let stop_reason: Arc<Mutex<Option<JobOutcome>>> = Arc::default();
+    let (go, ready) = tokio::sync::oneshot::channel::<()>();
+    let handle = {
+        let inner = inner.clone();
+        let cancel = cancel.clone();
+        let lease = lease.clone();
+        let stop_reason = stop_reason.clone();
+        // Tracked until the future is gone (finished or aborted), so shutdown can wait for
+        // every attempt to let go of the store.
+        inner.clone().tasks.spawn(async move {
+            // Gives the slot back however this future ends (finished or aborted); the
+            // attempt lets go of it sooner, once its guest is gone.
+            let running = Running {
+                slot: Some(slot),
+                inner: inner.clone(),
+            };
+            if ready.await.is_err() {
+                return;
+            }
+            attempt::run(&inner, claimed, cancel, lease, stop_reason, running).await;
+            let mut attempts = inner.attempts.lock();
+            if attempts.get(&task).is_some_and(|a| a.id == id) {
+                attempts.remove(&task);
+            }
+            drop(attempts);
+            inner.attempts_changed.notify_waiters();
+        })
+    };
+    inner.attempts.lock().insert(
+        task,
+        Local {
+            id,
+            stop_reason,
+            cancel,
+            lease,
+            handle: Some(handle),
+        },
+    );
+    let _ = go.send(());
+}
+
+/// Runs the loop `run` makes under supervision: a panic is logged and counted
+/// ([`RunnerEvent::LoopRestarted`]), the loop is reported down for its backoff, then runs
+/// again. It ends when the loop returns (shutdown) or shutdown begins while it is down.
+///
+/// Invariant: a panic never ends a runner loop for the life of the process
+/// (`runner::a_panicking_recovery_loop_is_restarted_counted_and_reported`).
+fn supervise<F, Fut>(inner: &Arc<Inner>, name: &'static str, run: F) -> JoinHandle<()>
+where
+    F: Fn(Arc<Inner>) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    inner.loops_up.lock().push((name, true));
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let set_up = |up: bool| {
+            if let Some(entry) = inner.loops_up.lock().iter_mut().find(|(n, _)| *n == name) {
+                entry.1 = up;
+            }
+        };
+        let mut backoff = inner.opts.loop_backoff;
+        loop {
+            set_up(true);
+            let began = std::time::Instant::now();
+            match tokio::spawn(run(inner.clone())).await {
+                Err(e) if e.is_panic() => {}
+                // Returned (shutdown began) or aborted with the runtime.
+                _ => return,
+            }
+            set_up(false);
+            if began.elapsed() >= MAX_LOOP_BACKOFF {
+                backoff = inner.opts.loop_backoff;
+            }
+            inner
+                .instr
+                .event(&RunnerEvent::LoopRestarted { name, backoff });
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = inner.stopping.cancelled() => return,
+            }
+            backoff = (backoff * 2).min(MAX_LOOP_BACKOFF);
+        }
+    })
+}
+
+async fn recover_loop(inner: Arc<Inner>) {
+    let mut failing = false;
+    let req = ClaimRequest::new(
+        inner.opts.lease.as_millis() as u64,
+        inner.opts.owner.clone(),
+    );
+    loop {
+        if inner.stopping.is_cancelled() {
+            return;
+        }
+        // Wait for a free slot on this node (an ending attempt wakes this loop).
+        if !inner.running.has_global_room() {
+            tokio::select! {
+                () = inner.wake.notified() => {}
+                () = inner.stopping.cancelled() => return,
+            }
+            continue;
+        }
+        // Tenants at their share are skipped, so their backlog cannot hold the slot.
+        let mut req = req.clone();
+        req.skip_scopes = inner
+            .running
+            .saturated_tenants()
+            .into_iter()
+            .map(Scope::new)
+            .collect();
+        match timed(&inner, "claim_next", inner.store.claim_next(&req)).await {
+            Ok(Some(claimed)) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!("claim_next succeeds again: claiming resumed");
+                }
+                match inner.running.try_acquire(claimed.task.scope.as_str()) {
+                    Ok(slot) => spawn_attempt(inner.clone(), claimed, slot).await,
+                    // Another path took the share meanwhile: give the claim back at once.
+                    Err(_) => {
+                        let _ = timed(&inner, "release", inner.store.release(&claimed.lease)).await;
+                    }
+                }
+                continue;
+            }
+            Ok(None) => {
+                if std::mem::take(&mut failing) {
+                    tracing::info!("claim_next succeeds again: claiming resumed");
+                }
+            }
+            Err(e) => {
+                // Once per outage at warn: a store that stays down for an hour must not
+                // write two lines a second.
+                if std::mem::replace(&mut failing, true) {
+                    tracing::debug!(error = %e, "claim_next failed");
+                } else {
+                    tracing::warn!(error = %e, "claim_next failed: no work is claimed until the store answers");
+                }
+            }
+        }
+        tokio::select! {
+            () = inner.wake.notified() => {}
+            () = tokio::time::sleep(inner.opts.poll_interval) => {}
+            () = inner.stopping.cancelled() => return,
+        }
+    }
+}
+
+/// An attempt's execution slot, given back when its guest is gone (see [`Running::free`])
+/// or when the attempt's future ends, however it ends; the queue is served then.
+pub(crate) struct Running {
+    slot: Option<Slot>,
+    inner: Arc<Inner>,
+}
+
+impl Running {
+    /// Gives the slot back now. A slot stands for an executing guest (its instance, its
+    /// memory, its share of the cores); an attempt whose guest has returned only waits for
+    /// its outcome's commit, which holds nothing a slot budgets. Keeping the slot through
+    /// that commit would let the store's latency decide how much work runs: under load
+    /// new tasks would find their tenant's share taken by attempts that only wait, and be
+    /// created unclaimed and claimed in a commit of their own.
+    pub(crate) fn free(&mut self) {
+        if self.slot.take().is_some() {
+            slot_freed(&self.inner);
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
+/// A slot was given back: start queued work of the tenants that have room, round-robin,
+/// and let the recovery loop look again.
+fn slot_freed(inner: &Arc<Inner>) {
+    inner.wake.notify_one();
+    let next = {
+        let mut q = inner.queue.lock();
+        q.pop_fair(&inner.running)
+    };
+    if let Some((scope, task)) = next {
+        let inner = inner.clone();
+        // A submit that does not use its slot frees it again, which serves the next one.
+        // Tracked: shutdown waits for it.
+        inner.clone().tasks.spawn(async move {
+            let _ = submit_inner(&inner, &task, Some(&scope)).await;
+        });
+    }
+}
+
+/// Tasks waiting for an execution slot, one queue per tenant, served round-robin so one
+/// tenant's backlog never delays another tenant's next task by more than one turn.
+#[derive(Default)]
+struct FairQueue {
+    by_tenant: HashMap<Scope, VecDeque<TaskId>>,
+    turn: VecDeque<Scope>,
+    /// Every queued id, so a task submitted twice is queued once.
+    queued: HashSet<TaskId>,
+}
+
+impl FairQueue {
+    fn push(&mut self, scope: Scope, task: TaskId) {
+        if !self.queued.insert(task) {
+            return;
+        }
+        let q = self.by_tenant.entry(scope.clone()).or_default();
+        if q.is_empty() {
+            self.turn.push_back(scope);
+        }
+        q.push_back(task);
+    }
+
+    /// The next task of the first tenant in turn that has room now.
+    fn pop_fair(&mut self, slots: &Slots) -> Option<(Scope, TaskId)> {
+        for _ in 0..self.turn.len() {
+            let scope = self.turn.pop_front()?;
+            if !slots.has_room(scope.as_str()) {
+                self.turn.push_back(scope);
+                continue;
+            }
+            let q = self.by_tenant.get_mut(&scope)?;
+            let task = q.pop_front();
+            if q.is_empty() {
+                self.by_tenant.remove(&scope);
+            } else {
+                self.turn.push_back(scope.clone());
+            }
+            let task = task?;
+            self.queued.remove(&task);
+            return Some((scope, task));
+        }
+        None
+    }
+}
+
+async fn reap_loop(inner: Arc<Inner>, every: Duration) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = inner.stopping.cancelled() => return,
+        }
+        loop {
+            let reaped = match timed(&inner, "reap", inner.store.reap(1_000)).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reap failed");
+                    break;
+                }
+            };
+            for r in &reaped {
+                let task = &r.id;
+                if !r.status.is_terminal() {
+                    // TTL cut off unfinished work: operators must hear of it (decision 25).
+                    inner.instr.event(&RunnerEvent::ReapedActive {
+                        task: *task,
+                        status: r.status,
+                    });
+                }
+                let local = inner.attempts.lock().remove(task);
+                if let Some(mut a) = local {
+                    stop_local(&mut a, JobOutcome::Reaped).await;
+                    inner.attempts_changed.notify_waiters();
+                }
+            }
+            if reaped.len() < 1_000 {
+                break;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queued_work_is_served_round_robin_to_tenants_with_room() {
+        let slots = Slots::new("t", 1, "g", 10);
+        let mut q = FairQueue::default();
+        let (a, b) = (Scope::new("a"), Scope::new("b"));
+        let ids: Vec<TaskId> = (0..4).map(|_| TaskId::generate()).collect();
+        for id in &ids[..3] {
+            q.push(a.clone(), *id);
+        }
+        q.push(a.clone(), ids[0]);
+        q.push(b.clone(), ids[3]);
+        assert_eq!(q.pop_fair(&slots), Some((a.clone(), ids[0])));
+        assert_eq!(
+            q.pop_fair(&slots),
+            Some((b.clone(), ids[3])),
+            "b's turn comes next"
+        );
+        let _held = slots.try_acquire("a").expect("slot");
+        assert_eq!(q.pop_fair(&slots), None, "a is at its share");
+        drop(_held);
+        assert_eq!(q.pop_fair(&slots), Some((a.clone(), ids[1])));
+        assert_eq!(
+            q.pop_fair(&slots),
+            Some((a, ids[2])),
+            "a duplicate push queued nothing"
+        );
+        assert_eq!(q.pop_fair(&slots), None);
+    }
+}

@@ -1,0 +1,324 @@
+//! Input for a task attempt: each question is recorded in the store under the attempt's
+//! lease before it waits; answers are what the store accepted; status messages are
+//! coalesced; parked attempts are woken through [`InputWaiters`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use snodo_core::model::{EventId, EventKind, TaskEvent, TaskId};
+use snodo_core::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
+use snodo_wasm::{
+    CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
+    check_capabilities,
+};
+
+/// Wakes attempts parked in `await-input` when their task's inputs change.
+///
+/// The store is the authority: a waiter woken here re-reads the task, so a spurious or
+/// early wake is harmless, and a wake that comes before the waiter parks is kept
+/// (`Notify` stores one permit).
+#[derive(Default)]
+pub struct InputWaiters {
+    waiters: Mutex<HashMap<TaskId, Arc<Notify>>>,
+}
+
+impl InputWaiters {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn subscribe(&self, task: TaskId) -> Arc<Notify> {
+        let mut w = self.waiters.lock();
+        w.entry(task).or_default().clone()
+    }
+
+    fn unsubscribe(&self, task: &TaskId) {
+        let mut w = self.waiters.lock();
+        w.remove(task);
+    }
+
+    /// Tells the attempt running `task` (if any, on this node) that its inputs changed.
+    pub fn notify(&self, task: &TaskId) {
+        let w = self.waiters.lock();
+        if let Some(n) = w.get(task) {
+            n.notify_one();
+        }
+    }
+
+    /// How many attempts are registered.
+    pub fn len(&self) -> usize {
+        self.waiters.lock().len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Input for a task attempt: questions are recorded in the store under the attempt's lease
+/// before it waits; answers are what the store accepted.
+pub struct TaskIo {
+    store: Arc<dyn Store>,
+    lease: Lease,
+    capabilities: Value,
+    waiters: Arc<InputWaiters>,
+    park_after: Option<std::time::Duration>,
+    status: Arc<Mutex<StatusGate>>,
+    tracker: Option<tokio_util::task::TaskTracker>,
+}
+
+/// The shortest gap between two status commits of one attempt. A guest that sets its
+/// status faster has its messages coalesced: the newest is committed once the gap has
+/// passed, so a status loop costs a few commits a second, not one per call.
+pub(crate) const STATUS_COMMIT_INTERVAL: std::time::Duration =
+    std::time::Duration::from_millis(250);
+
+/// Coalescing of one attempt's status messages.
+#[derive(Default)]
+struct StatusGate {
+    committed_at: Option<tokio::time::Instant>,
+    last: Option<String>,
+    pending: Option<String>,
+    flushing: bool,
+    /// The scheduled flush, stopped with the attempt's IO: nothing outlives the attempt
+    /// holding the store.
+    flush: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for TaskIo {
+    fn drop(&mut self) {
+        let gate = self.status.lock();
+        if let Some(f) = &gate.flush {
+            f.abort();
+        }
+    }
+}
+
+impl TaskIo {
+    /// IO for the attempt holding `lease`. `capabilities` are those the creating request
+    /// declared (stored with the task).
+    pub fn new(
+        store: Arc<dyn Store>,
+        lease: Lease,
+        capabilities: Value,
+        waiters: Arc<InputWaiters>,
+    ) -> Self {
+        Self {
+            store,
+            lease,
+            capabilities,
+            waiters,
+            park_after: None,
+            status: Arc::default(),
+            tracker: None,
+        }
+    }
+
+    /// Runs the deferred commit of a coalesced status message on `tracker`, so whoever
+    /// waits for the tracker (the runner's shutdown) waits for that commit too.
+    pub fn tracked(mut self, tracker: tokio_util::task::TaskTracker) -> Self {
+        self.tracker = Some(tracker);
+        self
+    }
+
+    /// Releases the guest (with [`InputFailure::Park`]) once it has waited `idle` for
+    /// answers, so parked tasks hold no live instance.
+    pub fn park_after(mut self, idle: std::time::Duration) -> Self {
+        self.park_after = Some(idle);
+        self
+    }
+}
+
+async fn commit_status(store: &dyn Store, lease: &Lease, message: String) -> Result<(), String> {
+    let event = TaskEvent::random(EventKind::StatusMessage { message });
+    store
+        .transition(Authority::Worker(lease), event, None)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+fn stop(e: StoreError) -> InputFailure {
+    match e {
+        StoreError::InputConflict { key } => InputFailure::KeyConflict(key),
+        StoreError::Invalid(m) => InputFailure::Invalid(m.to_string()),
+        other => InputFailure::Stop(other.to_string()),
+    }
+}
+
+#[async_trait]
+impl ExecutionIo for TaskIo {
+    async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {
+        check_capabilities(&self.capabilities, &requests)?;
+        let task = *self.lease.task_id();
+        // Subscribe before recording, so an answer that lands in between still wakes us.
+        let notify = self.waiters.subscribe(task);
+        let _unsubscribe = Unsubscribe {
+            waiters: &self.waiters,
+            task,
+        };
+        let mut answers: Vec<Option<Value>> = vec![None; requests.len()];
+        for (i, (key, request)) in requests.iter().enumerate() {
+            let committed = self
+                .store
+                .request_input(&self.lease, EventId::random(), key, request.clone())
+                .await
+                .map_err(stop)?;
+            if let Effect::Input(InputReply::Answered(v)) = committed.effect {
+                answers[i] = Some(v);
+            }
+        }
+        let park = async {
+            match self.park_after {
+                // A real-time idle allowance: how long a live guest may sit waiting.
+                Some(idle) => tokio::time::sleep(idle).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(park);
+        loop {
+            if answers.iter().all(Option::is_some) {
+                return Ok(answers.into_iter().flatten().collect());
+            }
+            tokio::select! {
+                _ = notify.notified() => {}
+                _ = cancel.cancelled() => return Err(InputFailure::Cancelled),
+                () = &mut park => return Err(InputFailure::Park),
+            }
+            let (t, _) = self
+                .store
+                .worker_snapshot(&self.lease)
+                .await
+                .map_err(stop)?;
+            for (i, (key, _)) in requests.iter().enumerate() {
+                if answers[i].is_none() {
+                    answers[i] = t.inputs.get(key).and_then(|e| e.response.clone());
+                }
+            }
+        }
+    }
+
+    async fn set_status(&self, message: String) -> Result<(), String> {
+        let now = tokio::time::Instant::now();
+        // `Some(message)`: commit it now; `None`: coalesced (with a flush due at `flush_at`
+        // when this call scheduled one).
+        let (now_message, flush_at) = {
+            let mut gate = self.status.lock();
+            if gate.pending.is_none() && gate.last.as_deref() == Some(message.as_str()) {
+                return Ok(());
+            }
+            match gate.committed_at {
+                Some(at) if now < at + STATUS_COMMIT_INTERVAL => {
+                    gate.pending = Some(message);
+                    let schedule = !gate.flushing;
+                    gate.flushing = true;
+                    (None, schedule.then_some(at + STATUS_COMMIT_INTERVAL))
+                }
+                _ => {
+                    gate.committed_at = Some(now);
+                    gate.last = Some(message.clone());
+                    (Some(message), None)
+                }
+            }
+        };
+        if let Some(m) = now_message {
+            return commit_status(&*self.store, &self.lease, m).await;
+        }
+        let Some(flush_at) = flush_at else {
+            return Ok(());
+        };
+        // Commit the newest pending message when the gap has passed. Its lease may be gone
+        // by then (the attempt ended): the store refuses it and nothing changes.
+        let (store, lease, gate) = (self.store.clone(), self.lease.clone(), self.status.clone());
+        let flush = async move {
+            tokio::time::sleep_until(flush_at).await;
+            let message = {
+                let mut g = gate.lock();
+                g.flushing = false;
+                g.committed_at = Some(tokio::time::Instant::now());
+                let m = g.pending.take();
+                g.last.clone_from(&m);
+                m
+            };
+            if let Some(m) = message {
+                let _ = commit_status(&*store, &lease, m).await;
+            }
+        };
+        let flush = match &self.tracker {
+            Some(tracker) => tracker.spawn(flush),
+            None => tokio::spawn(flush),
+        };
+        self.status.lock().flush = Some(flush.abort_handle());
+        Ok(())
+    }
+
+    async fn progress(&self, progress: Progress) {
+        // A task has no progress notifications (a client polls it): its status message is
+        // the channel, so progress becomes the message, coalesced like any other. Best
+        // effort, as progress is: a lost lease is the attempt's to notice, not this call's.
+        let _ = self.set_status(progress_text(&progress)).await;
+    }
+}
+
+/// A progress report as a status message: `"<message> (<progress> of <total>)"`, with the
+/// parts the guest gave.
+pub(crate) fn progress_text(p: &Progress) -> String {
+    let amount = match p.total {
+        Some(total) => format!("{} of {}", number(p.progress), number(total)),
+        None => number(p.progress),
+    };
+    match &p.message {
+        Some(m) if !m.is_empty() => format!("{m} ({amount})"),
+        _ => amount,
+    }
+}
+
+/// `50` rather than `50.0`; at most two decimals otherwise.
+fn number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{}", x as i64)
+    } else {
+        let s = format!("{x:.2}");
+        s.trim_end_matches('0').trim_end_matches('.').to_owned()
+    }
+}
+
+struct Unsubscribe<'a> {
+    waiters: &'a InputWaiters,
+    task: TaskId,
+}
+
+impl Drop for Unsubscribe<'_> {
+    fn drop(&mut self) {
+        self.waiters.unsubscribe(&self.task);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Progress, progress_text};
+
+    fn p(progress: f64, total: Option<f64>, message: Option<&str>) -> String {
+        progress_text(&Progress {
+            progress,
+            total,
+            message: message.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn progress_reads_as_a_status_message() {
+        assert_eq!(p(50.0, Some(100.0), None), "50 of 100");
+        assert_eq!(p(3.0, None, None), "3");
+        assert_eq!(p(0.25, Some(1.0), Some("copying")), "copying (0.25 of 1)");
+        assert_eq!(p(1.0 / 3.0, None, Some("")), "0.33");
+    }
+}

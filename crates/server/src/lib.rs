@@ -1,0 +1,14 @@
+//! Snodo's edge: the MCP server over Streamable HTTP, and `snodo serve`'s wiring.
+//!
+//! - [`protocol`]: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O).
+//! - [`mcp`]: the MCP server: method dispatch, tools, resources, prompts, the tasks
+//!   extension, and the 2025-11-25 handshake revisions beside it.
+//! - [`http`]: Streamable HTTP: headers, limits, auth, SSE, the connection loop.
+//! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
+//! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
+
+pub mod http;
+pub mod mcp;
+pub mod protocol;
+pub mod serve;
+pub mod telemetry;

@@ -1,0 +1,491 @@
+//! The MCP server: method dispatch for protocol 2026-07-28 with the tasks extension.
+//!
+//! [`McpServer::handle`] takes one POST (its routing headers, the authenticated principal
+//! and the body) and returns a [`Reply`]. It applies the rules in the order the spec
+//! implies: envelope, routing headers, `_meta`, method, tasks gate, lookup. The transport
+//! (`http/`) owns sockets, limits and authentication; this module owns meaning.
+
+mod catalog_calls;
+mod discover;
+mod legacy;
+mod method;
+mod session;
+mod state;
+mod subscriptions_listen;
+mod sync_io;
+mod tasks;
+mod tools_call;
+mod tools_list;
+mod wire;
+
+use catalog_calls::Asking;
+use method::Method;
+pub use sync_io::SyncIo;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
+use snodo_core::model::{Principal, TaskId};
+use snodo_core::store::{ObservedStore, Store, StoreError};
+use snodo_runner::budget::{Rate, Refusal, Slots, TenantLimits};
+use snodo_runner::{Catalog, CatalogTool, Runner};
+
+/// Server identity and tools.
+#[derive(Clone)]
+pub struct ServerConfig {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// The tools (the same catalog the runner resolves work with).
+    pub catalog: Arc<Catalog>,
+    /// Per-tenant and global budgets.
+    pub limits: TenantLimits,
+}
+
+/// The headers the dispatcher checks, already read from the transport.
+#[derive(Debug, Clone, Default)]
+pub struct RoutingHeaders {
+    /// `Mcp-Method`, decoded; `Err` if present but unreadable.
+    pub method: Option<Result<String, ()>>,
+    /// `Mcp-Name`, decoded; `Err` if present but unreadable.
+    pub name: Option<Result<String, ()>>,
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<Result<String, ()>>,
+    /// `Mcp-Session-Id` (2025-11-25 clients send back the one `initialize` gave them).
+    pub session: Option<Result<String, ()>>,
+    /// Whether the request's `Accept` allows `text/event-stream` (true when it has no
+    /// `Accept`). A reply that could stream progress is a plain JSON body otherwise.
+    pub accepts_sse: bool,
+}
+
+/// A routing header's value if it was sent; a header sent but not readable is refused
+/// whether or not the method needs it.
+fn readable<'h>(
+    header: &'h Option<Result<String, ()>>,
+    name: &str,
+) -> Result<Option<&'h str>, RpcError> {
+    match header {
+        None => Ok(None),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(())) => Err(RpcError::header_mismatch(format!(
+            "the {name} header is not readable"
+        ))),
+    }
+}
+
+/// What to send back.
+pub enum Reply {
+    /// One JSON body with an HTTP status.
+    Json {
+        /// The HTTP status.
+        status: u16,
+        /// The JSON-RPC message, serialized.
+        body: Vec<u8>,
+    },
+    /// A notification or response was received: 202, no body.
+    Accepted,
+    /// The answer to a 2025-11-25 `initialize`: the body, with the session id to send as
+    /// `Mcp-Session-Id`.
+    Initialized {
+        /// `Mcp-Session-Id`.
+        session: String,
+        /// The JSON-RPC response, serialized.
+        body: Vec<u8>,
+    },
+    /// An SSE stream: notifications, then the response (or, for subscriptions, until the
+    /// client goes away). Bounded: a client that stops reading holds up its producer (which
+    /// coalesces or drops what it cannot queue), never the server's memory.
+    Stream(mpsc::Receiver<Value>),
+}
+
+impl Reply {
+    fn result(id: &Value, result: impl serde::Serialize) -> Self {
+        Reply::Json {
+            status: 200,
+            body: protocol::result_bytes(id, &result),
+        }
+    }
+
+    fn error(id: &Value, e: &RpcError) -> Self {
+        Self::error_with_status(protocol::http_status(e), id, e)
+    }
+
+    fn error_with_status(status: u16, id: &Value, e: &RpcError) -> Self {
+        Reply::Json {
+            status,
+            body: protocol::error_bytes(id, e),
+        }
+    }
+
+    /// A message already built as a JSON tree.
+    fn message(status: u16, message: &Value) -> Self {
+        Reply::Json {
+            status,
+            body: protocol::message_bytes(message),
+        }
+    }
+}
+
+/// The MCP server over a store and a runner.
+pub struct McpServer {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) runner: Runner,
+    pub(crate) config: ServerConfig,
+    changes: Option<Arc<ObservedStore>>,
+    pub(crate) metrics: Arc<crate::telemetry::Metrics>,
+    /// Flipped at shutdown: open subscription streams end so connections can drain.
+    closing: tokio_util::sync::CancellationToken,
+    /// Guest executions on the request path, per tenant.
+    pub(crate) sync_slots: Arc<Slots>,
+    /// Open subscription streams, per tenant.
+    stream_slots: Arc<Slots>,
+    /// Task creations, per tenant.
+    pub(crate) creates: Rate,
+    /// What this node remembers of 2025-11-25 sessions (log levels, ends).
+    sessions: session::SessionMemory,
+    /// Server requests 2025-11-25 calls wait on, answered by the client's posted responses.
+    outstanding: Arc<session::Outstanding>,
+    /// The store's server key once read: it is made once per store and never changes, and
+    /// every call that may seal a request state needs it.
+    key: std::sync::OnceLock<[u8; 32]>,
+}
+
+/// The protocol revision a request speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Revision {
+    /// 2026-07-28: stateless, MRTR, the tasks extension.
+    Current,
+    /// 2025-11-25 and earlier: the `initialize` handshake, questions as server requests on
+    /// the call's stream, no tasks.
+    Handshake,
+}
+
+/// What the request path hands to the runner once the store has committed a change.
+/// Every hand-off goes through [`McpServer::commit_then_tell`], after the commit, never before.
+pub(crate) enum Handoff {
+    /// Answers were accepted; `complete` when none is outstanding any more.
+    InputAccepted {
+        /// The task.
+        task: TaskId,
+        /// No input is outstanding.
+        complete: bool,
+    },
+    /// The task was cancelled: stop its attempt here (other nodes see it at renewal).
+    Cancelled(TaskId),
+}
+
+/// Tells the runner about a committed change, and counts it.
+async fn tell_runner(runner: &Runner, metrics: &crate::telemetry::Metrics, handoff: Handoff) {
+    match handoff {
+        Handoff::InputAccepted { task, complete } => {
+            runner.input_accepted(&task, complete).await;
+        }
+        Handoff::Cancelled(task) => {
+            metrics.task_cancelled();
+            runner.cancel(&task);
+        }
+    }
+}
+
+/// How many messages an SSE reply queues before its producer waits.
+const STREAM_QUEUE: usize = 16;
+
+impl McpServer {
+    /// A server over `store`, running tasks with `runner`.
+    pub fn new(store: Arc<dyn Store>, runner: Runner, config: ServerConfig) -> Self {
+        let l = &config.limits;
+        Self {
+            sync_slots: Slots::new(
+                "limits.sync_calls_per_tenant",
+                l.sync_calls_per_tenant.max(1),
+                "limits.sync_calls",
+                l.sync_calls.max(1),
+            ),
+            stream_slots: Slots::new(
+                "limits.streams_per_tenant",
+                l.streams_per_tenant.max(1),
+                "limits.streams",
+                l.streams.max(1),
+            ),
+            creates: Rate::new(
+                "limits.task_creates_per_second",
+                l.task_creates_per_second.max(1),
+                l.task_create_burst,
+            ),
+            store,
+            runner,
+            config,
+            changes: None,
+            sessions: session::SessionMemory::default(),
+            outstanding: Arc::default(),
+            key: std::sync::OnceLock::new(),
+            metrics: Arc::new(crate::telemetry::Metrics::new()),
+            closing: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+
+    /// Ends every open subscription stream (at shutdown; the streams would otherwise keep
+    /// their connections open forever).
+    pub fn close_streams(&self) {
+        self.closing.cancel();
+    }
+
+    /// Counts into `metrics` (shared with the runner's instrumentation).
+    pub fn with_metrics(mut self, metrics: Arc<crate::telemetry::Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The Prometheus text exposition of this server's metrics.
+    pub fn metrics_text(&self) -> String {
+        self.metrics.render(
+            self.runner.active(),
+            self.sync_slots.held(),
+            self.stream_slots.held(),
+        )
+    }
+
+    /// Runs a request's `commit` apart from the request, and there, once it committed, tells
+    /// the runner what `handoff` makes of it, then answers the request.
+    ///
+    /// Invariant: a committed change reaches the runner even when its client goes away
+    /// mid-commit. The request only waits for the answer, so dropping it (a disconnect)
+    /// drops the wait and never the hand-off; otherwise a cancelled guest would run on
+    /// until its next heartbeat. Tracked by the runner, so shutdown waits for it.
+    /// (`mcp_wire::tasks::a_cancel_reaches_the_runner_though_its_client_left_mid_commit`)
+    pub(crate) async fn commit_then_tell<T, C, H>(
+        &self,
+        commit: C,
+        handoff: H,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        C: Future<Output = Result<T, StoreError>> + Send + 'static,
+        H: FnOnce(&T) -> Option<Handoff> + Send + 'static,
+    {
+        let runner = self.runner.clone();
+        let metrics = self.metrics.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.runner.spawn_tracked(async move {
+            let result = commit.await;
+            if let Ok(committed) = &result
+                && let Some(h) = handoff(committed)
+            {
+                tell_runner(&runner, &metrics, h).await;
+            }
+            let _ = tx.send(result);
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(StoreError::unavailable("the commit was abandoned")))
+    }
+
+    /// The store's server key (it seals request states and session ids).
+    pub(crate) async fn server_key(&self) -> Result<[u8; 32], RpcError> {
+        if let Some(key) = self.key.get() {
+            return Ok(*key);
+        }
+        let key = self.store.server_key().await.map_err(|e| {
+            tracing::warn!(error = %e, "the server key could not be read");
+            RpcError::internal("the task store is unavailable; try again")
+        })?;
+        Ok(*self.key.get_or_init(|| key))
+    }
+
+    /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes. False
+    /// when `id` names no live session this server issued to `principal`.
+    pub async fn end_session(&self, principal: &Principal, id: &str) -> Result<bool, RpcError> {
+        let key = self.server_key().await?;
+        if self.sessions.ended(id) || session::Session::open(&key, principal, id).is_none() {
+            return Ok(false);
+        }
+        self.sessions.end(id);
+        Ok(true)
+    }
+
+    /// A budget's refusal as the request's error, counted by the limit that refused.
+    pub(crate) fn refuse(&self, refusal: &Refusal) -> RpcError {
+        self.metrics.limit_hit(refusal.limit);
+        refusal.to_rpc_error()
+    }
+
+    /// Synchronous guest executions running now (all tenants).
+    pub fn sync_calls_active(&self) -> usize {
+        self.sync_slots.held()
+    }
+
+    /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`
+    /// announces (the same store the server and runner use, wrapped).
+    pub fn with_change_feed(mut self, feed: Arc<ObservedStore>) -> Self {
+        self.changes = Some(feed);
+        self
+    }
+
+    /// The served tools.
+    pub fn tools(&self) -> &[CatalogTool] {
+        self.config.catalog.tools()
+    }
+
+    /// The runner's loops that are not running now (see [`Runner::loops_down`]).
+    pub fn runner_loops_down(&self) -> Vec<&'static str> {
+        self.runner.loops_down()
+    }
+
+    /// Whether the store commits a probe write within `within` (for readiness checks).
+    pub async fn store_ready(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<(), snodo_core::store::StoreError> {
+        self.store.check_writable(within).await
+    }
+
+    /// Handles one POST body.
+    pub async fn handle(
+        &self,
+        headers: &RoutingHeaders,
+        principal: &Principal,
+        body: &[u8],
+    ) -> Reply {
+        let req = match protocol::parse(body) {
+            Ok(Incoming::Request(r)) => r,
+            Ok(Incoming::Notification { .. }) => return Reply::Accepted,
+            Ok(Incoming::Response { id, outcome }) => {
+                // An answer nothing waits on (late, or another node's) is dropped: the
+                // call that asked has ended or lives elsewhere.
+                self.outstanding.answer(principal, &id, outcome);
+                return Reply::Accepted;
+            }
+            Err((id, e)) => return Reply::error(&id, &e),
+        };
+        let id = req.id.clone();
+        match self.dispatch(headers, principal, req).await {
+            Ok(reply) => reply,
+            Err(e) => Reply::error(&id, &e),
+        }
+    }
+
+    async fn dispatch(
+        &self,
+        headers: &RoutingHeaders,
+        principal: &Principal,
+        req: protocol::Request,
+    ) -> Result<Reply, RpcError> {
+        if legacy::speaks_handshake(headers, &req) {
+            let id = req.id.clone();
+            return Ok(self
+                .dispatch_handshake(headers, principal, req)
+                .await
+                .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
+        }
+        // 1. Routing headers against the body.
+        match readable(&headers.method, "Mcp-Method")? {
+            None => {
+                return Err(RpcError::header_mismatch(
+                    "the Mcp-Method header is required",
+                ));
+            }
+            Some(m) if m != req.method => {
+                return Err(RpcError::header_mismatch(format!(
+                    "Mcp-Method {m:?} does not match the body's method {:?}",
+                    req.method
+                )));
+            }
+            Some(_) => {}
+        }
+        match protocol::name_source(&req.method, &req.params) {
+            NameSource::Body {
+                value: body_name,
+                required,
+            } => match readable(&headers.name, "Mcp-Name")? {
+                None if !required => {}
+                None => {
+                    return Err(RpcError::header_mismatch(
+                        "the Mcp-Name header is required for this method",
+                    ));
+                }
+                Some(n) if n != body_name => {
+                    return Err(RpcError::header_mismatch(
+                        "Mcp-Name does not match the body",
+                    ));
+                }
+                Some(_) => {}
+            },
+            NameSource::None => {}
+            NameSource::Missing(field) => {
+                return Err(RpcError::invalid_params(format!(
+                    "params.{field} must be a string"
+                )));
+            }
+        }
+        // 2. Removed and unknown methods, before anything else is asked of the body.
+        let Some(method) = Method::parse(&req.method) else {
+            return Err(RpcError::method_not_found(&req.method));
+        };
+        // 3. Per-request _meta, then the version header against it.
+        let meta = RequestMeta::parse(&req.params)?;
+        match &headers.protocol_version {
+            Some(Ok(v)) if *v != meta.protocol_version => {
+                return Err(RpcError::header_mismatch(format!(
+                    "MCP-Protocol-Version {v:?} does not match _meta protocolVersion {:?}",
+                    meta.protocol_version
+                )));
+            }
+            Some(Err(())) => {
+                return Err(RpcError::header_mismatch(
+                    "the MCP-Protocol-Version header is not readable",
+                ));
+            }
+            // Streamable HTTP lists a missing standard header among the validation
+            // failures; every real client sends it (interop tests), so strictness costs none.
+            None => {
+                return Err(RpcError::header_mismatch(
+                    "the MCP-Protocol-Version header is required",
+                ));
+            }
+            Some(Ok(_)) => {}
+        }
+        meta.check_version()?;
+        if method.needs_tasks() && !meta.declares_tasks() {
+            return Err(RpcError::tasks_required());
+        }
+        let id = &req.id;
+        let result = match method {
+            Method::Discover => self.discover(),
+            Method::ToolsList => self.tools_list(),
+            Method::ToolsCall => {
+                return self
+                    .tools_call(
+                        &req,
+                        &meta,
+                        principal,
+                        headers.accepts_sse,
+                        Revision::Current,
+                    )
+                    .await;
+            }
+            Method::ResourcesList => self.resources_list(Revision::Current),
+            Method::ResourceTemplatesList => self.resource_templates_list(Revision::Current),
+            Method::ResourcesRead => {
+                self.resources_read(Asking(&req.params, &meta, principal, Revision::Current))
+                    .await?
+            }
+            Method::PromptsList => self.prompts_list(Revision::Current),
+            Method::PromptsGet => {
+                self.prompts_get(Asking(&req.params, &meta, principal, Revision::Current))
+                    .await?
+            }
+            Method::Complete => self.complete(&req.params, Revision::Current).await?,
+            Method::TasksGet => return self.tasks_get(id, &req.params, principal).await,
+            Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,
+            Method::TasksCancel => self.tasks_cancel(&req.params, principal).await?,
+            Method::SubscriptionsListen => {
+                return self.subscriptions_listen(&req, &meta, principal).await;
+            }
+        };
+        Ok(Reply::result(id, result))
+    }
+}

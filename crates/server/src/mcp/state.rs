@@ -1,0 +1,258 @@
+//! MRTR `requestState`: sealed (XChaCha20-Poly1305) with a key derived from the store's
+//! server key, so a state survives restarts and opens on every node that shares the store.
+//!
+//! A state carries the answers of earlier rounds. Sealing keeps them confidential (they may
+//! hold what a user typed into a form) and authenticates the rest: the tool, the principal
+//! it was issued to, and its expiry. A state given to another tool, presented by another
+//! principal, past its expiry, or altered in any byte is refused. Stores without
+//! persistence create a new key at each start, so a restart invalidates their states.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use snodo_core::model::Principal;
+
+/// How long an issued state can be answered.
+pub(crate) const STATE_TTL: Duration = Duration::from_secs(15 * 60);
+const NONCE_LEN: usize = 24;
+
+/// What a sealed token is for: each purpose derives its own key and binds its own
+/// associated data, so a token sealed for one purpose never opens as another.
+pub(crate) struct Purpose {
+    key_label: &'static [u8],
+    aad: &'static [u8],
+}
+
+/// MRTR `requestState`.
+const REQUEST_STATE: Purpose = Purpose {
+    key_label: b"snodo request-state key v2\0",
+    aad: b"snodo/request-state/v2",
+};
+
+impl Purpose {
+    /// A purpose named by its key label and associated data (both fixed per purpose).
+    pub(crate) const fn new(key_label: &'static [u8], aad: &'static [u8]) -> Self {
+        Self { key_label, aad }
+    }
+
+    /// The purpose's cipher: its key is HKDF-SHA256 of the server key, with the purpose's
+    /// label as the context (`info`).
+    fn cipher(&self, key: &[u8; 32]) -> XChaCha20Poly1305 {
+        let mut derived = [0u8; 32];
+        // HKDF expands up to 255 blocks; 32 bytes is one.
+        let _ = hkdf::Hkdf::<Sha256>::new(None, key).expand(self.key_label, &mut derived);
+        XChaCha20Poly1305::new(&derived.into())
+    }
+
+    /// The cipher of tokens sealed before keys were derived with HKDF (one SHA-256 over the
+    /// label and the key). Tokens are only opened with it, never sealed: session ids issued
+    /// then stay readable.
+    fn earlier_cipher(&self, key: &[u8; 32]) -> XChaCha20Poly1305 {
+        let derived = Sha256::new()
+            .chain_update(self.key_label)
+            .chain_update(key)
+            .finalize();
+        XChaCha20Poly1305::new(&derived)
+    }
+
+    /// `body`, encrypted and authenticated, as URL-safe base64.
+    pub(crate) fn seal(&self, key: &[u8; 32], body: &[u8]) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        snodo_core::store::fill_random(&mut nonce);
+        let sealed = self
+            .cipher(key)
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: body,
+                    aad: self.aad,
+                },
+            )
+            // Encryption fails only for messages over 256 GiB.
+            .unwrap_or_default();
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        URL_SAFE_NO_PAD.encode(out)
+    }
+
+    /// The body of a token [`seal`](Self::seal) made with the same key; `None` for anything
+    /// else, altered in any byte included.
+    pub(crate) fn open(&self, key: &[u8; 32], token: &str) -> Option<Vec<u8>> {
+        let bytes = URL_SAFE_NO_PAD.decode(token).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_LEN);
+        let nonce = XNonce::try_from(nonce).ok()?;
+        let payload = || Payload {
+            msg: sealed,
+            aad: self.aad,
+        };
+        self.cipher(key)
+            .decrypt(&nonce, payload())
+            .or_else(|_| self.earlier_cipher(key).decrypt(&nonce, payload()))
+            .ok()
+    }
+
+    /// `seal` with the cipher of earlier builds, for the test that they still open.
+    #[cfg(test)]
+    fn seal_as_earlier(&self, key: &[u8; 32], body: &[u8]) -> String {
+        let nonce = [3u8; NONCE_LEN];
+        let sealed = self
+            .earlier_cipher(key)
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: body,
+                    aad: self.aad,
+                },
+            )
+            .unwrap_or_default();
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&sealed);
+        URL_SAFE_NO_PAD.encode(out)
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A `requestState` for `tool` and `principal` carrying the answers given so far, so the
+/// next round (which may send only the new answers) can replay every earlier one.
+pub(crate) fn issue(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    answers: &Map<String, Value>,
+) -> String {
+    issue_at(key, tool, principal, answers, now_ms())
+}
+
+fn issue_at(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    answers: &Map<String, Value>,
+    now: u64,
+) -> String {
+    let body = json!({
+        "tool": tool,
+        "tenant": principal.tenant,
+        "subject": principal.subject,
+        "exp": now + STATE_TTL.as_millis() as u64,
+        "answers": answers,
+    })
+    .to_string();
+    REQUEST_STATE.seal(key, body.as_bytes())
+}
+
+/// Opens a `requestState` presented by `principal` for `tool` and returns the answers it
+/// carries. Every refusal reads the same to the client except expiry, which it can act on.
+pub(crate) fn verify(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    state: &str,
+) -> Result<Map<String, Value>, &'static str> {
+    verify_at(key, tool, principal, state, now_ms())
+}
+
+fn verify_at(
+    key: &[u8; 32],
+    tool: &str,
+    principal: &Principal,
+    state: &str,
+    now: u64,
+) -> Result<Map<String, Value>, &'static str> {
+    const INVALID: &str = "requestState is not valid for this request";
+    let body = REQUEST_STATE.open(key, state).ok_or(INVALID)?;
+    let v: Value = serde_json::from_slice(&body).map_err(|_| INVALID)?;
+    if v["tool"] != tool || v["tenant"] != principal.tenant || v["subject"] != principal.subject {
+        return Err(INVALID);
+    }
+    if v["exp"].as_u64().is_none_or(|exp| exp < now) {
+        return Err("requestState has expired; start the call again without it");
+    }
+    Ok(v["answers"].as_object().cloned().unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_sealed_by_earlier_builds_still_open_and_new_ones_use_the_derived_key() {
+        let key = [9u8; 32];
+        let earlier = REQUEST_STATE.seal_as_earlier(&key, b"issued before");
+        assert_eq!(
+            REQUEST_STATE.open(&key, &earlier).as_deref(),
+            Some(&b"issued before"[..])
+        );
+        let sealed = REQUEST_STATE.seal(&key, b"issued now");
+        let bytes = URL_SAFE_NO_PAD.decode(&sealed).expect("base64");
+        let (nonce, body) = bytes.split_at(NONCE_LEN);
+        let nonce = XNonce::try_from(nonce).expect("nonce");
+        let payload = Payload {
+            msg: body,
+            aad: REQUEST_STATE.aad,
+        };
+        assert!(
+            REQUEST_STATE
+                .earlier_cipher(&key)
+                .decrypt(&nonce, payload)
+                .is_err(),
+            "new tokens are sealed with the HKDF key only"
+        );
+        assert_eq!(
+            REQUEST_STATE.open(&key, &sealed).as_deref(),
+            Some(&b"issued now"[..])
+        );
+        assert_eq!(REQUEST_STATE.open(&[8u8; 32], &earlier), None);
+    }
+
+    #[test]
+    fn states_open_only_for_their_tool_principal_and_time() {
+        let key = [7u8; 32];
+        let ada = Principal::new("acme", "ada");
+        let answers: Map<String, Value> = [(
+            "user_name".to_owned(),
+            json!({"action": "accept", "content": {"name": "Ada Secret"}}),
+        )]
+        .into_iter()
+        .collect();
+        let s = issue_at(&key, "greet", &ada, &answers, 1_000);
+        assert_eq!(verify_at(&key, "greet", &ada, &s, 2_000), Ok(answers));
+        // The answers are not readable from the state.
+        let raw = URL_SAFE_NO_PAD.decode(&s).expect("base64");
+        assert!(!String::from_utf8_lossy(&raw).contains("Ada Secret"));
+        assert!(verify_at(&key, "other", &ada, &s, 2_000).is_err());
+        assert!(verify_at(&key, "greet", &Principal::new("acme", "bob"), &s, 2_000).is_err());
+        assert!(verify_at(&key, "greet", &Principal::new("evil", "ada"), &s, 2_000).is_err());
+        assert!(verify_at(&[8u8; 32], "greet", &ada, &s, 2_000).is_err());
+        let late = 1_000 + STATE_TTL.as_millis() as u64 + 1;
+        assert_eq!(
+            verify_at(&key, "greet", &ada, &s, late),
+            Err("requestState has expired; start the call again without it")
+        );
+        for i in [0, NONCE_LEN, raw.len() - 1] {
+            let mut tampered = raw.clone();
+            tampered[i] ^= 1;
+            let t = URL_SAFE_NO_PAD.encode(tampered);
+            assert!(
+                verify_at(&key, "greet", &ada, &t, 2_000).is_err(),
+                "byte {i}"
+            );
+        }
+        assert!(verify_at(&key, "greet", &ada, "nonsense", 2_000).is_err());
+        assert!(verify_at(&key, "greet", &ada, "", 2_000).is_err());
+    }
+}

@@ -1,0 +1,153 @@
+//! `subscriptions/listen`: task notifications on a bounded SSE stream.
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::protocol::{self, RequestMeta, RpcError};
+use snodo_core::model::Principal;
+use snodo_runner::budget::{Over, Refusal};
+
+use super::{McpServer, Reply, STREAM_QUEUE, wire};
+
+impl McpServer {
+    /// `subscriptions/listen`: acknowledges the notification types this server can send for
+    /// the caller (the task ids it can see, without duplicates, at most
+    /// `limits.stream_task_ids`), then pushes `notifications/tasks` for every committed
+    /// change of a watched task until the client goes away or the server shuts down.
+    ///
+    /// The stream's queue is bounded: while the client does not read, changes are only
+    /// marked (one mark per watched task), and the newest state of each marked task is sent
+    /// when there is room, so a stalled reader costs at most its watched set.
+    pub(super) async fn subscriptions_listen(
+        &self,
+        req: &protocol::Request,
+        meta: &RequestMeta,
+        principal: &Principal,
+    ) -> Result<Reply, RpcError> {
+        let filter = req
+            .params
+            .get("notifications")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if !filter.is_object() {
+            return Err(RpcError::invalid_params(
+                "params.notifications must be an object",
+            ));
+        }
+        let mut ack = serde_json::Map::new();
+        let mut watched: Vec<String> = Vec::new();
+        if let Some(ids) = filter.get("taskIds") {
+            if !meta.declares_tasks() {
+                return Err(RpcError::tasks_required());
+            }
+            let ids = ids
+                .as_array()
+                .ok_or_else(|| RpcError::invalid_params("taskIds must be an array"))?;
+            let max = self.config.limits.stream_task_ids;
+            let mut seen = std::collections::HashSet::new();
+            let mut wanted: Vec<&str> = Vec::new();
+            for id in ids.iter().filter_map(Value::as_str) {
+                if seen.insert(id) {
+                    wanted.push(id);
+                }
+                if wanted.len() > max {
+                    return Err(self.refuse(&Refusal {
+                        limit: "limits.stream_task_ids",
+                        max: max as u64,
+                        over: Over::Tenant,
+                    }));
+                }
+            }
+            for id in wanted {
+                if self
+                    .store
+                    .authorize(principal, snodo_core::store::Action::Read, id)
+                    .await
+                    .is_ok()
+                {
+                    watched.push(id.to_owned());
+                }
+            }
+            ack.insert("taskIds".into(), json!(watched));
+        }
+        if filter.get("toolsListChanged") == Some(&json!(true)) {
+            ack.insert("toolsListChanged".into(), json!(true));
+        }
+        let slot = self
+            .stream_slots
+            .try_acquire(principal.tenant.as_str())
+            .map_err(|r| self.refuse(&r))?;
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
+        let _ = tx.try_send(protocol::notification(
+            "notifications/subscriptions/acknowledged",
+            json!({"notifications": ack, "_meta": sub}),
+        ));
+        let feed = self
+            .changes
+            .as_ref()
+            .filter(|_| !watched.is_empty())
+            .map(|f| f.subscribe());
+        let store = self.store.clone();
+        let principal = principal.clone();
+        let closing = self.closing.clone();
+        tokio::spawn(async move {
+            // The stream counts against the budgets until it ends.
+            let _slot = slot;
+            let closed = async {
+                tokio::select! {
+                    () = tx.closed() => {}
+                    () = closing.cancelled() => {}
+                }
+            };
+            tokio::pin!(closed);
+            let Some(mut feed) = feed else {
+                closed.await;
+                return;
+            };
+            // Watched tasks changed since they were last sent, oldest mark first.
+            let mut marked: std::collections::VecDeque<usize> = Default::default();
+            let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
+                if !marked.contains(&i) {
+                    marked.push_back(i);
+                }
+            };
+            loop {
+                tokio::select! {
+                    () = &mut closed => return,
+                    changed = feed.recv() => match changed {
+                        Ok(snodo_core::store::Changed::Task(id)) => {
+                            let id = id.to_string();
+                            if let Some(i) = watched.iter().position(|w| *w == id) {
+                                mark(&mut marked, i);
+                            }
+                        }
+                        // Fell behind the feed, or the feed missed changes: every watched
+                        // task may have changed.
+                        Ok(snodo_core::store::Changed::Unknown)
+                        | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            for i in 0..watched.len() {
+                                mark(&mut marked, i);
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                    },
+                    permit = tx.reserve(), if !marked.is_empty() => {
+                        let Ok(permit) = permit else { return };
+                        let Some(i) = marked.pop_front() else { continue };
+                        // Authorized on every send: a task that expired or was reaped is
+                        // dropped. The task is read now, so the newest state goes out.
+                        let Ok((_, task)) = store.authorize_read(&principal, &watched[i]).await else {
+                            continue;
+                        };
+                        let Ok(params) = serde_json::to_value(wire::detailed_task(&task, &sub)) else {
+                            continue;
+                        };
+                        permit.send(protocol::notification("notifications/tasks", params));
+                    }
+                }
+            }
+        });
+        Ok(Reply::Stream(rx))
+    }
+}

@@ -1,0 +1,493 @@
+//! `snodo serve`: wiring a store, the wasm host, a runner and the HTTP server together.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::http::{self, HttpConfig};
+use crate::mcp::{McpServer, ServerConfig};
+use crate::telemetry::{Metrics, MetricsAndTracing};
+use snodo_core::model::{Principal, RetryPolicy};
+use snodo_core::store::{MemoryStore, ObservedStore, PgStore, RedbStore, SqliteStore, Store};
+use snodo_runner::budget::TenantLimits;
+use snodo_runner::{Catalog, CatalogSource, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
+use snodo_wasm::{ComponentLoader, EngineConfig, WasmEngine};
+
+pub use snodo_runner::DEFAULT_TTL_MS;
+
+/// Which store to serve from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreChoice {
+    /// Volatile.
+    Memory,
+    /// The redb file at this path.
+    Redb(PathBuf),
+    /// The SQLite file at this path.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database shared with other nodes.
+    Postgres(snodo_core::store::PgOptions),
+}
+
+/// This process's default node identity: `<host>:<pid>`, unique among live processes.
+pub fn default_node_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Settings for one tool (or the defaults for all); `None` keeps what the tool says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSettings {
+    /// A pinned task mode.
+    pub mode: Option<snodo_wasm::TaskMode>,
+    /// The retry policy for its tasks.
+    pub retry_policy: Option<RetryPolicy>,
+    /// Task TTL in ms (0 = unlimited).
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval in ms.
+    pub poll_interval_ms: Option<u64>,
+    /// Per-execution limits.
+    pub limits: Option<snodo_core::model::ExecutionLimits>,
+    /// WASI grants.
+    pub grants: Option<snodo_wasm::WasiGrants>,
+}
+
+/// Everything `serve` needs.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// This node's identity, unique among the nodes sharing a store: it names the claims
+    /// this node holds and appears in logs and metrics.
+    pub node: String,
+    /// The store.
+    pub store: StoreChoice,
+    /// Where precompiled components are cached.
+    pub cache_dir: Option<PathBuf>,
+    /// Component files to serve.
+    pub components: Vec<PathBuf>,
+    /// Bearer tokens; empty serves loopback only.
+    pub tokens: Vec<(String, Principal)>,
+    /// The largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Connection limits and timeouts of the HTTP transport.
+    pub http_limits: http::HttpLimits,
+    /// The bearer token `GET /metrics` requires; `None` leaves it open.
+    pub metrics_token: Option<String>,
+    /// TTL of created tasks.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// Settings applied to every tool.
+    pub defaults: ToolSettings,
+    /// Settings by tool name (over the defaults); naming a tool no component provides is
+    /// an error at start.
+    pub tool_settings: std::collections::BTreeMap<String, ToolSettings>,
+    /// Runner settings.
+    pub runner: RunnerOptions,
+    /// Per-tenant and global budgets of the MCP edge.
+    pub limits: TenantLimits,
+    /// What recovery does with tasks pinned to a component version no longer deployed.
+    pub component_policy: ComponentPolicy,
+    /// The WebAssembly engine (fuel metering is turned on when any tool sets fuel).
+    pub engine: EngineConfig,
+}
+
+impl ServeOptions {
+    /// Defaults: loopback port 3001, redb at `data/tasks.redb`, the given components, a
+    /// task TTL of one day ([`DEFAULT_TTL_MS`]).
+    pub fn new(data: PathBuf, components: Vec<PathBuf>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
+            node: default_node_id(),
+            store: StoreChoice::Redb(data.join("tasks.redb")),
+            cache_dir: Some(data.join("cache")),
+            components,
+            tokens: Vec::new(),
+            max_body_bytes: HttpConfig::default().max_body_bytes,
+            http_limits: http::HttpLimits::default(),
+            metrics_token: None,
+            ttl_ms: Some(DEFAULT_TTL_MS),
+            poll_interval_ms: 1_000,
+            defaults: ToolSettings::default(),
+            tool_settings: Default::default(),
+            runner: RunnerOptions::default(),
+            limits: TenantLimits::default(),
+            component_policy: ComponentPolicy::default(),
+            engine: EngineConfig::default(),
+        }
+    }
+}
+
+/// Why `snodo serve` could not start or stopped with an error. Each kind has its own exit
+/// code (see [`ServeError::exit_code`]), so a supervisor can tell a typo from a broken disk.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The settings are wrong (a refused token, a TTL shorter than the retries, a setting
+    /// naming a tool no component provides). Exit code 2.
+    #[error("{0}")]
+    Config(String),
+    /// The listen address cannot be bound, or serving failed. Exit code 3.
+    #[error("{0}")]
+    Listen(String),
+    /// The store cannot be opened: damaged, written by a newer build, or in use. Exit 4.
+    #[error("the task store cannot be opened: {0}")]
+    Store(#[from] snodo_core::store::StoreError),
+    /// A component cannot be loaded, or the wasm engine cannot be built. Exit code 5.
+    #[error("{0}")]
+    Component(String),
+}
+
+impl ServeError {
+    /// The process exit code for this error: 2 configuration, 3 listening, 4 store,
+    /// 5 components (1 stays for anything else the binary reports).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ServeError::Config(_) => 2,
+            ServeError::Listen(_) => 3,
+            ServeError::Store(_) => 4,
+            ServeError::Component(_) => 5,
+        }
+    }
+}
+
+/// Loads everything, serves until `shutdown` resolves, then drains the runner.
+/// `ready` receives the bound address once the server accepts connections.
+pub async fn serve(
+    opts: ServeOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
+        return Err(ServeError::Config(format!(
+            "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
+            opts.listen
+        )));
+    }
+    for (i, (token, principal)) in opts.tokens.iter().enumerate() {
+        http::check_token(token, principal, &opts.tokens[..i])
+            .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
+    }
+    tracing::info!(node = %opts.node, "node identity");
+    let mut remote = None;
+    let store: Arc<dyn Store> = match &opts.store {
+        StoreChoice::Memory => {
+            tracing::info!("store: memory (volatile)");
+            Arc::new(MemoryStore::new())
+        }
+        StoreChoice::Redb(path) => {
+            // Creates the data directory (0700) and the file (0600) if missing.
+            let s = RedbStore::open(path)?;
+            file_opened("redb", path, s.epoch(), s.fenced_claims());
+            Arc::new(s)
+        }
+        StoreChoice::Sqlite(path) => {
+            let s = SqliteStore::open(path)?;
+            file_opened("sqlite", path, s.epoch(), s.fenced_claims());
+            Arc::new(s)
+        }
+        StoreChoice::Postgres(o) => {
+            let mut o = o.clone();
+            o.node = opts.node.clone();
+            let s = PgStore::open(o.clone()).await?;
+            tracing::info!(
+                schema = %o.schema,
+                pool = o.pool_size,
+                recovered = s.fenced_claims(),
+                "store: postgres"
+            );
+            remote = Some(s.remote_changes());
+            Arc::new(s)
+        }
+    };
+    let catalog = Arc::new(load_tools(&opts).await?);
+    // Every commit is announced to subscription streams through this wrapper.
+    let observed = Arc::new(ObservedStore::new(store, 4_096));
+    let store: Arc<dyn Store> = observed.clone();
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_node(&opts.node);
+    let mut runner_opts = opts.runner.clone();
+    runner_opts.owner = opts.node.clone();
+    let runner = Runner::start(
+        store.clone(),
+        catalog.clone(),
+        runner_opts,
+        Arc::new(MetricsAndTracing(metrics.clone())),
+    );
+    // Ended after the runner drained: remote cancellations reach attempts until then.
+    let following = remote.map(|changes| {
+        tokio::spawn(follow_remote_changes(
+            changes,
+            observed.clone(),
+            runner.clone(),
+        ))
+    });
+    let server = Arc::new(
+        McpServer::new(
+            store,
+            runner.clone(),
+            ServerConfig {
+                name: "snodo".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                catalog,
+                limits: opts.limits.clone(),
+            },
+        )
+        .with_change_feed(observed)
+        .with_metrics(metrics),
+    );
+    let http_config = HttpConfig {
+        tokens: opts.tokens.clone(),
+        max_body_bytes: opts.max_body_bytes,
+        body_timeout: opts.http_limits.body_timeout,
+        metrics_token: opts.metrics_token.clone(),
+        ..HttpConfig::default()
+    };
+    let http_config = if opts.listen.ip().is_loopback() {
+        http_config
+    } else {
+        // A public listener is named by whatever the proxy or client uses; auth guards it.
+        HttpConfig {
+            allowed_hosts: Vec::new(),
+            ..http_config
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| ServeError::Listen(format!("cannot listen on {}: {e}", opts.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServeError::Listen(e.to_string()))?;
+    if opts.tokens.is_empty() {
+        tracing::warn!(%addr, "no authentication configured: serving loopback only");
+    }
+    if opts.metrics_token.is_none() && !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "GET /metrics needs no token on this address: set [metrics] token_env");
+    }
+    tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
+    ready(addr);
+    let drain = opts.runner.drain_timeout;
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let closer = server.clone();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: closing streams, finishing requests");
+        closer.close_streams();
+        let _ = stopping_tx.send(());
+    };
+    let serving = http::serve(
+        listener,
+        http::router(server, http_config),
+        &opts.http_limits,
+        graceful,
+    );
+    tokio::pin!(serving);
+    // Requests in flight get the drain timeout to finish; then the server stops anyway.
+    let forced = async {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(drain).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = &mut serving => r.map_err(|e| ServeError::Listen(e.to_string()))?,
+        () = forced => tracing::warn!("connections did not close within the drain timeout"),
+    }
+    tracing::info!("shutting down: draining the runner");
+    let released = runner.shutdown().await;
+    if let Some(following) = following {
+        following.abort();
+        let _ = following.await;
+    }
+    tracing::info!(released, "stopped");
+    Ok(())
+}
+
+/// A server started by [`spawn`] on the current runtime. Dropping it asks the server to
+/// shut down without waiting; [`Running::stop`] waits until it has.
+#[derive(Debug)]
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::task::JoinHandle<Result<(), ServeError>>,
+}
+
+impl Running {
+    /// Shuts the server down gracefully (draining as [`serve`] does) and answers how it
+    /// ended.
+    pub async fn stop(mut self) -> Result<(), ServeError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        ended(&mut self.done).await
+    }
+}
+
+/// Starts [`serve`] on the current runtime and answers once it listens, or with the error
+/// that kept it from starting.
+pub async fn spawn(opts: ServeOptions) -> Result<Running, ServeError> {
+    let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let ready = move |addr| {
+        let _ = addr_tx.send(addr);
+    };
+    // A dropped sender ends the server as a sent one does.
+    let shutdown = async move {
+        let _ = stop_rx.await;
+    };
+    let mut done = tokio::spawn(serve(opts, ready, shutdown));
+    match addr_rx.await {
+        Ok(addr) => Ok(Running {
+            addr,
+            stop: Some(stop_tx),
+            done,
+        }),
+        Err(_) => Err(ended(&mut done)
+            .await
+            .err()
+            .unwrap_or_else(|| ServeError::Listen("the server ended before it listened".into()))),
+    }
+}
+
+async fn ended(
+    done: &mut tokio::task::JoinHandle<Result<(), ServeError>>,
+) -> Result<(), ServeError> {
+    done.await
+        .unwrap_or_else(|e| Err(ServeError::Listen(format!("the server task failed: {e}"))))
+}
+
+/// Logs a store file opened: where it is, the boot epoch, and how many claims of earlier
+/// processes its boot released (the tasks about to be recovered).
+fn file_opened(kind: &str, path: &Path, epoch: u64, recovered: usize) {
+    tracing::info!(path = %path.display(), epoch, recovered, "store: {kind}");
+}
+
+/// Hands other nodes' announced changes to this node's subscription streams and runner.
+async fn follow_remote_changes(
+    mut changes: snodo_core::store::RemoteChanges,
+    observed: Arc<ObservedStore>,
+    runner: Runner,
+) {
+    use snodo_core::store::{ChangeKind, RemoteChange};
+    use tokio::sync::broadcast::error::RecvError;
+    loop {
+        match changes.recv().await {
+            Ok(RemoteChange::Task { id, kind }) => {
+                observed.announce(id);
+                match kind {
+                    ChangeKind::InputAccepted => runner.remote_input_accepted(&id),
+                    ChangeKind::Cancelled => runner.remote_cancelled(&id).await,
+                    // The creating node starts its tasks; other changes concern
+                    // subscribers only.
+                    ChangeKind::Created | ChangeKind::Other => {}
+                }
+            }
+            // Missed announcements: subscription streams re-send what they watch, and the
+            // runner looks for due work now.
+            Ok(RemoteChange::Resync) | Err(RecvError::Lagged(_)) => {
+                observed.announce_unknown();
+                runner.wake();
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Loads the configured components and applies the per-tool settings: the catalog MCP
+/// serves and the runner resolves work with. Used by `serve` and by the operator
+/// commands that validate a configuration.
+pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
+    let mut engine = opts.engine.clone();
+    // A configured fuel limit must take effect: meter fuel when any tool sets one.
+    engine.fuel |= std::iter::once(&opts.defaults)
+        .chain(opts.tool_settings.values())
+        .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
+    let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
+    tracing::info!(
+        pagemap_scan = engine.pagemap_scan_active(),
+        "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
+    );
+    let loader =
+        ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
+    let mut catalog = Catalog::new();
+    catalog.set_component_policy(opts.component_policy);
+    for path in &opts.components {
+        let started = Instant::now();
+        let component = loader
+            .load(path)
+            .await
+            .map_err(|e| ServeError::Component(e.to_string()))?;
+        let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
+        let served = component.catalog();
+        tracing::info!(
+            component = %path.display(),
+            tools = %names.join(", "),
+            resources = served.resources.len() + served.templates.len(),
+            prompts = served.prompts.len(),
+            cache_hit = component.info().cache_hit,
+            load_ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
+        for info in component.tools() {
+            let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+            let ttl_ms = match s.ttl_ms {
+                Some(0) => None,
+                Some(t) => Some(t),
+                None => opts.ttl_ms,
+            };
+            let retry_policy = s.retry_policy.clone().unwrap_or_default();
+            // The TTL runs from creation: it must outlive every retry delay plus the time a
+            // guest may wait for input before it is parked, or a default setup would reap
+            // work that is still going (decision 25).
+            let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
+                + opts.runner.park_after.as_millis() as u64;
+            if let Some(ttl) = ttl_ms
+                && ttl <= must_outlive
+            {
+                return Err(ServeError::Config(format!(
+                    "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
+                    info.name
+                )));
+            }
+            let grants = s.grants.clone().unwrap_or_default();
+            catalog
+                .add(CatalogTool {
+                    component: component.clone(),
+                    info: info.clone(),
+                    mode: s.mode,
+                    retry_policy,
+                    ttl_ms,
+                    poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+                    limits: s.limits.unwrap_or_default(),
+                    grants,
+                })
+                .map_err(ServeError::Component)?;
+        }
+        // Resources and prompts run under the defaults' limits and grants.
+        catalog
+            .add_source(CatalogSource {
+                component: component.clone(),
+                limits: opts.defaults.limits.unwrap_or_default(),
+                grants: opts.defaults.grants.clone().unwrap_or_default(),
+            })
+            .map_err(ServeError::Component)?;
+    }
+    if let Some(unknown) = opts
+        .tool_settings
+        .keys()
+        .find(|n| catalog.tool(n).is_none())
+    {
+        return Err(ServeError::Config(format!(
+            "tools.{unknown}: no loaded component provides a tool named {unknown:?}"
+        )));
+    }
+    Ok(catalog)
+}

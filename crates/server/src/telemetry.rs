@@ -1,0 +1,390 @@
+//! Metrics: counters and latency histograms fed by runner instrumentation and the MCP
+//! server, rendered in the Prometheus text format at `GET /metrics`.
+
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use snodo_runner::{Instrumentation, JobOutcome, RunnerEvent, TracingInstrumentation};
+
+/// Bucket upper bounds in seconds.
+const BUCKETS: [f64; 16] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0,
+];
+
+/// A fixed-bucket latency histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; 16],
+    count: AtomicU64,
+    sum_ns: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        for (i, b) in BUCKETS.iter().enumerate() {
+            if secs <= *b {
+                self.buckets[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(
+            u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, b) in BUCKETS.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{b}\"}} {}",
+                self.buckets[i].load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9;
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {count}");
+    }
+}
+
+/// Process-wide counters and histograms. Cheap to update from hot paths (atomics; a
+/// mutex only on the first sighting of a new label value).
+#[derive(Debug, Default)]
+pub struct Metrics {
+    attempts_started: AtomicU64,
+    attempts_finished: Mutex<BTreeMap<&'static str, u64>>,
+    recoveries: AtomicU64,
+    store_ops: Mutex<BTreeMap<&'static str, std::sync::Arc<Histogram>>>,
+    instantiate: Histogram,
+    execute: Histogram,
+    tasks_created: AtomicU64,
+    tasks_cancelled: AtomicU64,
+    sync_calls: AtomicU64,
+    /// Unfinished tasks removed by their TTL.
+    reaped_active: AtomicU64,
+    /// Tasks whose pinned component version was gone: failed, or run on the deployed one.
+    pinned_failed: AtomicU64,
+    pinned_ran_latest: AtomicU64,
+    /// Restarts of the runner's loops after a panic, by loop.
+    loop_restarts: Mutex<BTreeMap<&'static str, u64>>,
+    /// Attempts whose guest could not be started.
+    start_failures: AtomicU64,
+    /// Refusals by the limit (configuration key) that refused.
+    limits_hit: Mutex<BTreeMap<&'static str, u64>>,
+    /// This node's identity, rendered as `snodo_node_info{node="..."} 1`.
+    node: Mutex<Option<String>>,
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names this node in the exposition (`snodo_node_info`), so a scrape of several nodes
+    /// tells them apart.
+    pub fn set_node(&self, node: &str) {
+        *self.node.lock() = Some(node.to_owned());
+    }
+
+    /// A task was created by a `tools/call`.
+    pub fn task_created(&self) {
+        self.tasks_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A task was cancelled by a `tasks/cancel`.
+    pub fn task_cancelled(&self) {
+        self.tasks_cancelled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A `tools/call` ran synchronously.
+    pub fn sync_call(&self) {
+        self.sync_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A budget refused a request; `limit` is its configuration key.
+    pub fn limit_hit(&self, limit: &'static str) {
+        *self.limits_hit.lock().entry(limit).or_insert(0) += 1;
+    }
+
+    /// Renders the Prometheus text exposition, with `active` attempts, `sync` guest
+    /// executions on the request path and open subscription `streams` as gauges.
+    pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
+        let mut out = String::new();
+        if let Some(node) = &*self.node.lock() {
+            let node = node.replace('\\', "\\\\").replace('"', "\\\"");
+            let _ = writeln!(
+                out,
+                "# HELP snodo_node_info This node's identity.\n# TYPE snodo_node_info gauge\nsnodo_node_info{{node=\"{node}\"}} 1"
+            );
+        }
+        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+            );
+        };
+        for (name, help, v) in [
+            (
+                "snodo_tasks_created_total",
+                "Tasks created by tools/call.",
+                &self.tasks_created,
+            ),
+            (
+                "snodo_tasks_cancelled_total",
+                "Tasks cancelled by tasks/cancel.",
+                &self.tasks_cancelled,
+            ),
+            (
+                "snodo_tasks_reaped_active_total",
+                "Tasks removed by their TTL before they finished (working or waiting for input).",
+                &self.reaped_active,
+            ),
+            (
+                "snodo_sync_calls_total",
+                "tools/call requests run synchronously.",
+                &self.sync_calls,
+            ),
+            (
+                "snodo_attempts_started_total",
+                "Task attempts started.",
+                &self.attempts_started,
+            ),
+            (
+                "snodo_recoveries_total",
+                "Attempts of tasks that had run before (recovery or retry).",
+                &self.recoveries,
+            ),
+            (
+                "snodo_attempt_start_failures_total",
+                "Attempts whose guest the host could not start.",
+                &self.start_failures,
+            ),
+        ] {
+            counter(&mut out, name, help, v.load(Ordering::Relaxed));
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_pinned_component_gone_total Tasks whose component version was no longer deployed, by what runner.component_policy did.\n# TYPE snodo_pinned_component_gone_total counter\nsnodo_pinned_component_gone_total{{action=\"failed\"}} {}\nsnodo_pinned_component_gone_total{{action=\"ran_latest\"}} {}",
+            self.pinned_failed.load(Ordering::Relaxed),
+            self.pinned_ran_latest.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_attempts_finished_total Task attempts finished, by outcome.\n# TYPE snodo_attempts_finished_total counter"
+        );
+        let finished = self.attempts_finished.lock().clone();
+        for outcome in [
+            JobOutcome::Completed,
+            JobOutcome::Failed,
+            JobOutcome::RetryScheduled,
+            JobOutcome::RetryExhausted,
+            JobOutcome::Cancelled,
+            JobOutcome::LeaseLost,
+            JobOutcome::Parked,
+            JobOutcome::Released,
+            JobOutcome::Reaped,
+            JobOutcome::Superseded,
+            JobOutcome::Aborted,
+        ] {
+            let name = outcome.as_str();
+            let v = finished.get(name).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "snodo_attempts_finished_total{{outcome=\"{name}\"}} {v}"
+            );
+        }
+        // Tasks by the terminal status they reached in this process (a current-state gauge
+        // would need a store scan per scrape).
+        let _ = writeln!(
+            out,
+            "# HELP snodo_tasks_finished_total Tasks that reached a terminal status, by status.\n# TYPE snodo_tasks_finished_total counter"
+        );
+        let count = |o: JobOutcome| finished.get(o.as_str()).copied().unwrap_or(0);
+        let by_status = [
+            ("completed", count(JobOutcome::Completed)),
+            (
+                "failed",
+                count(JobOutcome::Failed) + count(JobOutcome::RetryExhausted),
+            ),
+            ("cancelled", self.tasks_cancelled.load(Ordering::Relaxed)),
+        ];
+        for (status, v) in by_status {
+            let _ = writeln!(out, "snodo_tasks_finished_total{{status=\"{status}\"}} {v}");
+        }
+        counter(
+            &mut out,
+            "snodo_retries_scheduled_total",
+            "Retries scheduled from retry policies.",
+            count(JobOutcome::RetryScheduled),
+        );
+        counter(
+            &mut out,
+            "snodo_parked_guests_released_total",
+            "Guests released while waiting for input.",
+            count(JobOutcome::Parked),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}\n# HELP snodo_sync_calls_active Synchronous guest executions running now.\n# TYPE snodo_sync_calls_active gauge\nsnodo_sync_calls_active {sync}\n# HELP snodo_streams_open Open subscription streams.\n# TYPE snodo_streams_open gauge\nsnodo_streams_open {streams}"
+        );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_runner_loop_restarts_total Runner loops restarted after a panic, by loop.\n# TYPE snodo_runner_loop_restarts_total counter"
+        );
+        let restarts = self.loop_restarts.lock().clone();
+        for name in ["recover", "reap"] {
+            let n = restarts.get(name).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "snodo_runner_loop_restarts_total{{loop=\"{name}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_limit_refusals_total Requests refused by a budget, by limit.\n# TYPE snodo_limit_refusals_total counter"
+        );
+        for (limit, n) in self.limits_hit.lock().iter() {
+            let _ = writeln!(out, "snodo_limit_refusals_total{{limit=\"{limit}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
+        );
+        let ops = self.store_ops.lock().clone();
+        for (op, h) in ops {
+            h.render(
+                &mut out,
+                "snodo_store_operation_seconds",
+                &format!("op=\"{op}\""),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_instantiation_seconds Time to instantiate a guest.\n# TYPE snodo_instantiation_seconds histogram"
+        );
+        self.instantiate
+            .render(&mut out, "snodo_instantiation_seconds", "");
+        let _ = writeln!(
+            out,
+            "# HELP snodo_execution_seconds Time guests spent in execute (parked time included).\n# TYPE snodo_execution_seconds histogram"
+        );
+        self.execute.render(&mut out, "snodo_execution_seconds", "");
+        out
+    }
+}
+
+impl Instrumentation for Metrics {
+    fn event(&self, event: &RunnerEvent) {
+        match event {
+            RunnerEvent::JobStarted { recovered, .. } => {
+                self.attempts_started.fetch_add(1, Ordering::Relaxed);
+                if *recovered {
+                    self.recoveries.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            RunnerEvent::JobStopped { outcome, .. } => {
+                *self
+                    .attempts_finished
+                    .lock()
+                    .entry(outcome.as_str())
+                    .or_default() += 1;
+            }
+            RunnerEvent::StoreOp { op, elapsed, .. } => {
+                let h = self.store_ops.lock().entry(op).or_default().clone();
+                h.observe(*elapsed);
+            }
+            RunnerEvent::ReapedActive { .. } => {
+                self.reaped_active.fetch_add(1, Ordering::Relaxed);
+            }
+            RunnerEvent::LoopRestarted { name, .. } => {
+                *self.loop_restarts.lock().entry(name).or_default() += 1;
+            }
+            RunnerEvent::StartFailed { .. } => {
+                self.start_failures.fetch_add(1, Ordering::Relaxed);
+            }
+            RunnerEvent::PinnedComponentGone { ran_latest, .. } => {
+                let n = if *ran_latest {
+                    &self.pinned_ran_latest
+                } else {
+                    &self.pinned_failed
+                };
+                n.fetch_add(1, Ordering::Relaxed);
+            }
+            RunnerEvent::GuestRan {
+                instantiate, run, ..
+            } => {
+                self.instantiate.observe(*instantiate);
+                self.execute.observe(*run);
+            }
+        }
+    }
+}
+
+/// Sends every event to the metrics and to `tracing`.
+pub struct MetricsAndTracing(pub std::sync::Arc<Metrics>);
+
+impl Instrumentation for MetricsAndTracing {
+    fn event(&self, event: &RunnerEvent) {
+        self.0.event(event);
+        TracingInstrumentation.event(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snodo_core::model::TaskId;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let m = Metrics::new();
+        let task = TaskId::generate();
+        m.event(&RunnerEvent::JobStarted {
+            task,
+            generation: 2,
+            attempt: 2,
+            recovered: true,
+        });
+        m.event(&RunnerEvent::JobStopped {
+            task,
+            generation: 2,
+            outcome: JobOutcome::Completed,
+            elapsed: Duration::from_millis(3),
+        });
+        m.event(&RunnerEvent::StoreOp {
+            op: "claim",
+            elapsed: Duration::from_micros(300),
+            ok: true,
+        });
+        m.task_created();
+        let text = m.render(4, 0, 0);
+        assert!(text.contains("snodo_attempts_started_total 1"));
+        assert!(text.contains("snodo_recoveries_total 1"));
+        assert!(text.contains("snodo_attempts_finished_total{outcome=\"completed\"} 1"));
+        assert!(text.contains("snodo_active_guests 4"));
+        assert!(
+            text.contains("snodo_store_operation_seconds_bucket{op=\"claim\",le=\"0.0005\"} 1")
+        );
+        assert!(
+            text.contains("snodo_store_operation_seconds_bucket{op=\"claim\",le=\"0.00025\"} 0")
+        );
+        assert!(text.contains("snodo_store_operation_seconds_count{op=\"claim\"} 1"));
+        assert!(text.contains("snodo_tasks_created_total 1"));
+        assert!(text.contains("snodo_tasks_finished_total{status=\"completed\"} 1"));
+    }
+}

@@ -1,0 +1,43 @@
+//! The `bindgen!` sites: host-side bindings for the `snodo:tasks` executor worlds.
+//!
+//! `v2` is the 0.2.0 world (the 0.1.0 interfaces plus the `catalog` export). `v1` is the
+//! 0.1.0 world, bound to the same Rust types and the same `context` import, so one linker
+//! and one host implementation serve components of both versions: the tools of either are
+//! called through `v1`'s view (a 0.2.0 component exports them under their 0.1.0 names), and
+//! the catalog of a 0.2.0 component through `v2`'s.
+//!
+//! Imports that wait (input, status writes, progress) are async; every import is trappable,
+//! so a host failure ends the attempt as a trap while guest-visible failures stay WIT
+//! `result`s.
+
+pub(crate) mod v2 {
+    wasmtime::component::bindgen!({
+        world: "snodo:tasks/executor@0.2.0",
+        path: "../../wit",
+        imports: {
+            "snodo:tasks/context@0.1.0.await-input": async | trappable,
+            "snodo:tasks/context@0.1.0.await-inputs": async | trappable,
+            "snodo:tasks/context@0.1.0.set-status": async | trappable,
+            "snodo:tasks/context@0.1.0.progress": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
+    });
+}
+
+pub(crate) mod v1 {
+    wasmtime::component::bindgen!({
+        world: "snodo:tasks/executor@0.1.0",
+        path: "../../wit",
+        exports: { default: async },
+        with: {
+            "snodo:tasks/types@0.1.0": super::v2::snodo::tasks0_1_0::types,
+            "snodo:tasks/context@0.1.0": super::v2::snodo::tasks0_1_0::context,
+        },
+    });
+}
+
+pub(crate) use v1::{Executor, ExecutorIndices};
+pub(crate) use v2::exports::snodo::tasks0_2_0::catalog::GuestIndices as CatalogIndices;
+pub(crate) use v2::snodo::tasks0_1_0::{context, types};
+pub(crate) use v2::snodo::tasks0_2_0::catalog_types;

@@ -1,0 +1,598 @@
+//! Loading components: compile once per content digest, cache on disk, validate the world
+//! and what `describe` returns, and keep an `InstancePre` for fast instantiation.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wasmtime::component::Linker;
+
+use snodo_core::model::ExecutionLimits;
+
+use super::bindings::catalog_types::ResourceRequest;
+use super::bindings::{CatalogIndices, Executor, ExecutorIndices, types};
+use super::catalog::{self, ComponentCatalog};
+use super::exec::Linked;
+use super::exec::{self, Call, Env, Returned};
+use super::host::{HostState, Origin};
+use super::io::NoInput;
+use super::schema::{self, Schemas};
+use super::{
+    AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
+};
+
+/// A component that could not be loaded, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct LoadError {
+    /// The file.
+    pub path: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// How a load went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadInfo {
+    /// SHA-256 of the file, hex.
+    pub digest: String,
+    /// Found precompiled in the on-disk cache (no compilation happened).
+    pub cache_hit: bool,
+    /// Time to compile or deserialize.
+    pub prepare_time: Duration,
+}
+
+/// A loaded component: its tools and what it takes to instantiate it.
+pub struct Component {
+    path: PathBuf,
+    engine: WasmEngine,
+    linked: Linked,
+    tools: Vec<ToolInfo>,
+    schemas: HashMap<String, Schemas>,
+    catalog: ComponentCatalog,
+    info: LoadInfo,
+}
+
+impl std::fmt::Debug for Component {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Component")
+            .field("path", &self.path)
+            .field("info", &self.info)
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Loads components into one engine, sharing compiled code by content digest.
+pub struct ComponentLoader {
+    engine: WasmEngine,
+    linker: Arc<Linker<HostState>>,
+    cache_dir: Option<PathBuf>,
+    loaded: Mutex<HashMap<String, wasmtime::component::Component>>,
+}
+
+impl ComponentLoader {
+    /// A loader on `engine`, keeping precompiled code in `cache_dir` when given.
+    pub fn new(engine: WasmEngine, cache_dir: Option<PathBuf>) -> Result<Self, String> {
+        let mut linker = Linker::<HostState>::new(&engine.engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+        Executor::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
+            .map_err(|e| format!("{e:#}"))?;
+        Ok(Self {
+            engine,
+            linker: Arc::new(linker),
+            cache_dir,
+            loaded: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    fn cache_path(&self, digest: &str) -> Option<PathBuf> {
+        self.cache_dir
+            .as_ref()
+            .map(|d| d.join(format!("{digest}-{}.cwasm", self.engine.fingerprint())))
+    }
+
+    /// Loads the component at `path`: compiles it (or finds it in the cache), checks that it
+    /// is a `snodo:tasks` executor (0.1.0, or 0.2.0 with a catalog), and validates what it
+    /// describes: its tools (schemas compiled), and its resources, templates and prompts.
+    pub async fn load(&self, path: impl AsRef<Path>) -> Result<Arc<Component>, LoadError> {
+        let path = path.as_ref().to_path_buf();
+        let fail = |reason: String| LoadError {
+            path: path.display().to_string(),
+            reason,
+        };
+        let bytes = tokio::fs::read(&path)
+            .await
+            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
+        let digest: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let started = Instant::now();
+        let (component, cache_hit) = self.compile(&digest, bytes).await.map_err(fail)?;
+        let prepare_time = started.elapsed();
+        let instance = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2 and snodo:tasks/context are provided): {e:#}")))?;
+        let tools = ExecutorIndices::new(&instance).map_err(|e| {
+            fail(format!(
+                "it is not a snodo:tasks executor of 0.1.0 or 0.2.0 (build it with the snodo-guest SDK): {e:#}"
+            ))
+        })?;
+        // A 0.1.0 component has no catalog; a component that names the export with another
+        // shape is refused rather than half served.
+        let has_catalog = component.get_export_index(None, CATALOG_EXPORT).is_some();
+        let catalog = if has_catalog {
+            Some(CatalogIndices::new(&instance).map_err(|e| {
+                fail(format!(
+                    "its {CATALOG_EXPORT} export is not the 0.2.0 catalog: {e:#}"
+                ))
+            })?)
+        } else {
+            None
+        };
+        let execute = component
+            .get_export_index(None, TOOLS_EXPORT)
+            .and_then(|tools| component.get_export_index(Some(&tools), "execute"))
+            .ok_or_else(|| fail(format!("its {TOOLS_EXPORT} export has no execute")))?;
+        let linked = Linked {
+            instance,
+            tools,
+            catalog,
+            execute,
+        };
+        let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
+        let tools = match described.result {
+            Ok(Returned::Tools(t)) => convert::tools(t).map_err(fail)?,
+            Ok(_) => return Err(fail("describe() returned the wrong type".into())),
+            Err(e) => return Err(fail(format!("describe() failed: {e}"))),
+        };
+        let schemas = schema::compile_all(&tools).map_err(fail)?;
+        let catalog = if linked.catalog.is_some() {
+            let described =
+                exec::run(&self.engine, &linked, describe_env(), Call::DescribeCatalog).await;
+            match described.result {
+                Ok(Returned::Catalog(c)) => catalog::catalog(c).map_err(fail)?,
+                Ok(_) => return Err(fail("describe-catalog() returned the wrong type".into())),
+                Err(e) => return Err(fail(format!("describe-catalog() failed: {e}"))),
+            }
+        } else {
+            ComponentCatalog::default()
+        };
+        Ok(Arc::new(Component {
+            path: path.clone(),
+            engine: self.engine.clone(),
+            linked,
+            tools,
+            schemas,
+            catalog,
+            info: LoadInfo {
+                digest,
+                cache_hit,
+                prepare_time,
+            },
+        }))
+    }
+
+    /// The compiled component for `digest`: from memory, from the disk cache, or compiled
+    /// now (and written to the cache).
+    async fn compile(
+        &self,
+        digest: &str,
+        bytes: Vec<u8>,
+    ) -> Result<(wasmtime::component::Component, bool), String> {
+        if let Some(c) = self.loaded.lock().get(digest) {
+            return Ok((c.clone(), true));
+        }
+        let engine = self.engine.engine.clone();
+        let cache = self.cache_path(digest);
+        let digest_owned = digest.to_owned();
+        let (component, hit) = tokio::task::spawn_blocking(move || {
+            let cached = cache.as_ref().is_some_and(|p| p.exists());
+            if !cached {
+                tracing::info!(digest = %short(&digest_owned), "compiling a component (cached afterwards)");
+            }
+            // Read, not mmap: a mapped cache file truncated underneath us (by an operator
+            // or a concurrent writer) would kill the process with SIGBUS.
+            let entry = cache.as_ref().and_then(|p| std::fs::read(p).ok());
+            if let Some(compiled) = entry.as_deref().and_then(|e| open_entry(e, &digest_owned)) {
+                // SAFETY: the bytes are our own cache entry: written by this loader from
+                // `Component::serialize`, sealed with the SHA-256 of the source they were
+                // compiled from (so an entry copied under another component's name is
+                // refused) and of themselves (so an altered entry is refused), and wasmtime
+                // checks the engine header again. A hash is no defence against someone who
+                // can write the cache directory on purpose: it must be as trusted as the
+                // binary.
+                #[allow(unsafe_code)]
+                let loaded = unsafe { wasmtime::component::Component::deserialize(&engine, compiled) };
+                if let Ok(c) = loaded {
+                    return Ok::<_, String>((c, true));
+                }
+            }
+            if entry.is_some() {
+                tracing::warn!(digest = %short(&digest_owned), "a cache entry did not match its component; recompiling");
+            }
+            let c = wasmtime::component::Component::new(&engine, &bytes).map_err(|e| {
+                let msg = format!("{e:#}");
+                if msg.contains("component") && msg.contains("module") {
+                    format!("it is a core WebAssembly module, not a component (build for wasm32-wasip2): {msg}")
+                } else {
+                    format!("it is not a valid WebAssembly component: {msg}")
+                }
+            })?;
+            if let Some(path) = cache
+                && let Ok(serialized) = c.serialize()
+            {
+                    // Write then rename, so a crash never leaves a torn cache entry.
+                    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+                    let written = path
+                        .parent()
+                        .map_or(Ok(()), std::fs::create_dir_all)
+                        .and_then(|()| std::fs::write(&tmp, seal_entry(&serialized, &digest_owned)))
+                        .and_then(|()| std::fs::rename(&tmp, &path));
+                    if written.is_err() {
+                        let _ = std::fs::remove_file(&tmp);
+                    }
+            }
+            Ok((c, false))
+        })
+        .await
+        .map_err(|e| format!("compilation was abandoned: {e}"))??;
+        self.loaded
+            .lock()
+            .insert(digest.to_owned(), component.clone());
+        Ok((component, hit))
+    }
+}
+
+/// The first bytes of a cache entry written by this loader.
+const ENTRY_MAGIC: &[u8; 8] = b"snodocw1";
+
+/// A cache entry: the magic, the source's digest (hex), the SHA-256 of the compiled bytes,
+/// then the compiled bytes.
+fn seal_entry(compiled: &[u8], source_digest: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(compiled.len() + 104);
+    out.extend_from_slice(ENTRY_MAGIC);
+    out.extend_from_slice(source_digest.as_bytes());
+    out.extend_from_slice(&Sha256::digest(compiled));
+    out.extend_from_slice(compiled);
+    out
+}
+
+/// The compiled bytes of an entry sealed for `source_digest`, or `None` if it was written
+/// for another component, altered, or not written by this loader.
+fn open_entry<'a>(entry: &'a [u8], source_digest: &str) -> Option<&'a [u8]> {
+    let rest = entry.strip_prefix(ENTRY_MAGIC.as_slice())?;
+    let rest = rest.strip_prefix(source_digest.as_bytes())?;
+    let (hash, compiled) = rest.split_at_checked(32)?;
+    (Sha256::digest(compiled).as_slice() == hash).then_some(compiled)
+}
+
+/// What the runner needs of a component: run one execution. `Component` is the real one;
+/// runner tests give it fakes that need no WebAssembly.
+#[async_trait::async_trait]
+pub trait Executable: Send + Sync + 'static {
+    /// Runs one execution in a fresh instance.
+    async fn execute(&self, exec: Execution) -> ExecutionReport;
+}
+
+#[async_trait::async_trait]
+impl Executable for Component {
+    async fn execute(&self, exec: Execution) -> ExecutionReport {
+        Component::execute(self, exec).await
+    }
+}
+
+impl Component {
+    /// The file it was loaded from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The tools it provides.
+    pub fn tools(&self) -> &[ToolInfo] {
+        &self.tools
+    }
+
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&ToolInfo> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// -32602 naming what is wrong if `arguments` do not match the `inputSchema` of
+    /// `tool` (a tool this component does not have has no schema to break).
+    pub fn check_arguments(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<(), snodo_core::model::JsonRpcError> {
+        match self.schemas.get(tool) {
+            Some(s) => s.check_arguments(tool, arguments),
+            None => Ok(()),
+        }
+    }
+
+    /// How the load went.
+    pub fn info(&self) -> &LoadInfo {
+        &self.info
+    }
+
+    /// Runs `call` in a fresh instance of this component.
+    async fn run(&self, env: Env, call: Call) -> exec::Ran {
+        exec::run(&self.engine, &self.linked, env, call).await
+    }
+
+    fn env(exec: &Execution) -> Env {
+        Env {
+            origin: Origin {
+                tool: exec.tool.clone(),
+                task: exec.task_id.clone(),
+                attempt: exec.attempt,
+            },
+            limits: exec.limits,
+            io: exec.io.clone(),
+            cancel: exec.cancel.clone(),
+            cancel_grace: exec.cancel_grace,
+            grants: exec.grants.clone(),
+        }
+    }
+
+    /// Runs one execution in a fresh instance.
+    pub async fn execute(&self, exec: Execution) -> ExecutionReport {
+        let work = types::Work {
+            task_id: exec.task_id.clone(),
+            tool: exec.tool.clone(),
+            arguments: exec.arguments.to_string(),
+            idempotency_key: exec.idempotency_key.clone(),
+            attempt: exec.attempt,
+        };
+        let ran = self.run(Self::env(&exec), Call::Execute(work)).await;
+        let max = self.engine.config().max_result_bytes;
+        let outcome = match ran.result {
+            Ok(Returned::Outcome(o)) => convert::outcome(o)
+                .map_err(AttemptError::InvalidOutcome)
+                .and_then(|o| self.keeps_output_promise(&exec.tool, o))
+                .and_then(|o| convert::check_size(o, max)),
+            Ok(_) => Err(AttemptError::InvalidOutcome(
+                "execute returned the wrong type".into(),
+            )),
+            Err(e) => Err(e),
+        };
+        ExecutionReport {
+            outcome,
+            logs: ran.logs,
+            dropped_logs: ran.dropped_logs,
+            instantiate: ran.instantiate,
+            run: ran.run,
+        }
+    }
+
+    /// `outcome`, unless it is a result that breaks the tool's `outputSchema`.
+    fn keeps_output_promise(
+        &self,
+        tool: &str,
+        outcome: super::GuestOutcome,
+    ) -> Result<super::GuestOutcome, AttemptError> {
+        if let (super::GuestOutcome::Completed(r), Some(s)) = (&outcome, self.schemas.get(tool)) {
+            s.check_result(r).map_err(AttemptError::InvalidOutcome)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Runs the tool's `prepare` phase (inside the request, before a task exists). The
+    /// execution's IO answers input requests (MRTR); `Err(NeedInput)` lists what to ask.
+    pub async fn prepare(
+        &self,
+        exec: Execution,
+    ) -> Result<Result<Value, snodo_core::model::JsonRpcError>, AttemptError> {
+        let call = Call::Prepare {
+            tool: exec.tool.clone(),
+            arguments: exec.arguments.to_string(),
+        };
+        let ran = self.run(Self::env(&exec), call).await;
+        match ran.result? {
+            Returned::Prepared(Ok(args)) => serde_json::from_str(&args).map(Ok).map_err(|e| {
+                AttemptError::InvalidOutcome(format!(
+                    "prepare returned arguments that are not JSON: {e}"
+                ))
+            }),
+            Returned::Prepared(Err(e)) => convert::rpc_error(e)
+                .map(Err)
+                .map_err(AttemptError::InvalidOutcome),
+            _ => Err(AttemptError::InvalidOutcome(
+                "prepare returned the wrong type".into(),
+            )),
+        }
+    }
+
+    /// The resources, templates and prompts it serves (empty for a 0.1.0 component).
+    pub fn catalog(&self) -> &ComponentCatalog {
+        &self.catalog
+    }
+
+    /// Reads the resource at `uri` in a fresh instance, with the execution's IO, limits
+    /// and grants (its `tool` names the read in the operator's log). `Ok(None)` when this
+    /// component serves no such URI; `Ok(Some(Err))` is the guest's own error;
+    /// `Err(NeedInput)` lists what to ask.
+    pub async fn read_resource(
+        &self,
+        exec: Execution,
+        uri: &str,
+    ) -> Result<Option<Result<Value, snodo_core::model::JsonRpcError>>, AttemptError> {
+        let request = if self.catalog.resources.iter().any(|r| r.uri == uri) {
+            ResourceRequest {
+                uri: uri.to_owned(),
+                template: None,
+                variables: Vec::new(),
+            }
+        } else {
+            let found = self
+                .catalog
+                .templates
+                .iter()
+                .find_map(|t| t.template.capture(uri).map(|v| (t.template.as_str(), v)));
+            let Some((template, variables)) = found else {
+                return Ok(None);
+            };
+            ResourceRequest {
+                uri: uri.to_owned(),
+                template: Some(template.to_owned()),
+                variables,
+            }
+        };
+        let ran = self
+            .run(Self::env(&exec), Call::ReadResource(request))
+            .await;
+        match ran.result? {
+            Returned::Contents(Ok(c)) => catalog::contents(c)
+                .map(|c| Some(Ok(c)))
+                .map_err(AttemptError::InvalidOutcome),
+            Returned::Contents(Err(e)) => guest_error(e).map(Some),
+            _ => Err(wrong_type("read-resource")),
+        }
+    }
+
+    /// Renders the prompt `name` with `arguments`, like [`read_resource`](Self::read_resource).
+    pub async fn get_prompt(
+        &self,
+        exec: Execution,
+        name: &str,
+        arguments: &Value,
+    ) -> Result<Result<serde_json::Map<String, Value>, snodo_core::model::JsonRpcError>, AttemptError>
+    {
+        let call = Call::GetPrompt {
+            name: name.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        let ran = self.run(Self::env(&exec), call).await;
+        match ran.result? {
+            Returned::Prompt(Ok(p)) => catalog::prompt_result(p)
+                .map(Ok)
+                .map_err(AttemptError::InvalidOutcome),
+            Returned::Prompt(Err(e)) => guest_error(e),
+            _ => Err(wrong_type("get-prompt")),
+        }
+    }
+
+    /// Suggests values for `argument` of a prompt (`Completing::Prompt`) or a template's
+    /// variable, given `value` typed so far and the other arguments in `context`.
+    pub async fn complete(
+        &self,
+        target: Completing<'_>,
+        argument: &str,
+        value: &str,
+        context: &Value,
+    ) -> Result<Result<Value, snodo_core::model::JsonRpcError>, AttemptError> {
+        use super::bindings::catalog_types::CompletionRef;
+
+        let target = match target {
+            Completing::Prompt(n) => CompletionRef::Prompt(n.to_owned()),
+            Completing::Template(t) => CompletionRef::ResourceTemplate(t.to_owned()),
+        };
+        let call = Call::Complete {
+            target,
+            argument: argument.to_owned(),
+            value: value.to_owned(),
+            context: context.to_string(),
+        };
+        let mut env = describe_env();
+        env.limits.deadline_ms = Some(1_000);
+        match self.run(env, call).await.result? {
+            Returned::Completion(Ok(c)) => Ok(Ok(catalog::completion(c))),
+            Returned::Completion(Err(e)) => guest_error(e),
+            _ => Err(wrong_type("complete")),
+        }
+    }
+
+    /// Asks the tool whether this call of an optional tool should be a task.
+    pub async fn choose_mode(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<TaskMode, AttemptError> {
+        let env = Env {
+            origin: Origin {
+                tool: tool.to_owned(),
+                ..Origin::default()
+            },
+            limits: ExecutionLimits {
+                deadline_ms: Some(1_000),
+                ..ExecutionLimits::default()
+            },
+            io: Arc::new(NoInput),
+            cancel: CancelToken::new(),
+            cancel_grace: Duration::ZERO,
+            grants: Default::default(),
+        };
+        let call = Call::ChooseMode {
+            tool: tool.to_owned(),
+            arguments: arguments.to_string(),
+        };
+        match self.run(env, call).await.result? {
+            Returned::Mode(m) => Ok(convert::mode(m)),
+            _ => Err(AttemptError::InvalidOutcome(
+                "choose-mode returned the wrong type".into(),
+            )),
+        }
+    }
+}
+
+/// What a completion is for.
+#[derive(Debug, Clone, Copy)]
+pub enum Completing<'a> {
+    /// An argument of the prompt with this name.
+    Prompt(&'a str),
+    /// A variable of the resource template with this URI template.
+    Template(&'a str),
+}
+
+fn guest_error<T>(
+    e: types::RpcError,
+) -> Result<Result<T, snodo_core::model::JsonRpcError>, AttemptError> {
+    convert::rpc_error(e)
+        .map(Err)
+        .map_err(AttemptError::InvalidOutcome)
+}
+
+fn wrong_type(export: &str) -> AttemptError {
+    AttemptError::InvalidOutcome(format!("{export} returned the wrong type"))
+}
+
+/// The export a 0.2.0 component serves its catalog from.
+const CATALOG_EXPORT: &str = "snodo:tasks/catalog@0.2.0";
+/// The executor interface, which components of every WIT version export.
+const TOOLS_EXPORT: &str = "snodo:tasks/tools@0.1.0";
+
+/// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
+/// short deadline.
+fn describe_env() -> Env {
+    Env {
+        origin: Origin::default(),
+        limits: ExecutionLimits {
+            deadline_ms: Some(5_000),
+            ..ExecutionLimits::default()
+        },
+        io: Arc::new(NoInput),
+        cancel: CancelToken::new(),
+        cancel_grace: Duration::ZERO,
+        grants: Default::default(),
+    }
+}
+
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}

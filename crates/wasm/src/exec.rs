@@ -1,0 +1,460 @@
+//! Running one export call in a fresh, limited, cancellable instance.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::{Store, UpdateDeadline};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use snodo_core::model::ExecutionLimits;
+
+use super::bindings::{CatalogIndices, ExecutorIndices, catalog_types, types};
+use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine, Origin};
+use super::{AttemptError, CancelToken, ExecutionIo, GuestOutcome, HostStop, Limit, WasmEngine};
+
+/// Running time an execution gets when its work names no deadline: five minutes.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(300);
+/// How long a cancelled guest may keep running before it is stopped.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// How much stdout and stderr output is kept per execution.
+const CAPTURE_BYTES: usize = 64 << 10;
+
+/// What a tool may reach beyond clocks and randomness. Nothing by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WasiGrants {
+    /// Environment variables visible to the guest.
+    pub env: Vec<(String, String)>,
+    /// Host directories mounted into the guest.
+    pub dirs: Vec<DirGrant>,
+    /// Outbound network and name lookup.
+    pub network: bool,
+}
+
+/// One mounted directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// The host path.
+    pub host: PathBuf,
+    /// Where the guest sees it.
+    pub guest: String,
+    /// Whether the guest may write.
+    pub writable: bool,
+}
+
+/// One execution of a tool.
+pub struct Execution {
+    /// The task, or `None` for a synchronous call.
+    pub task_id: Option<String>,
+    /// The tool to run.
+    pub tool: String,
+    /// Its arguments.
+    pub arguments: Value,
+    /// The dedupe identity exposed to the guest.
+    pub idempotency_key: String,
+    /// Which execution of the task this is (1-based; 1 for synchronous calls).
+    pub attempt: u32,
+    /// Resource limits (capped by the engine's).
+    pub limits: ExecutionLimits,
+    /// What the imports talk to.
+    pub io: Arc<dyn ExecutionIo>,
+    /// The cancellation token.
+    pub cancel: CancelToken,
+    /// How long a cancelled guest may keep running.
+    pub cancel_grace: Duration,
+    /// What the tool may reach.
+    pub grants: WasiGrants,
+}
+
+impl Execution {
+    /// A synchronous-style execution of `tool` with default limits and a fresh token.
+    pub fn new(tool: impl Into<String>, arguments: Value, io: Arc<dyn ExecutionIo>) -> Self {
+        Self {
+            task_id: None,
+            tool: tool.into(),
+            arguments,
+            idempotency_key: String::new(),
+            attempt: 1,
+            limits: ExecutionLimits::default(),
+            io,
+            cancel: CancelToken::new(),
+            cancel_grace: DEFAULT_CANCEL_GRACE,
+            grants: WasiGrants::default(),
+        }
+    }
+}
+
+/// How an execution went.
+#[derive(Debug)]
+pub struct ExecutionReport {
+    /// The outcome, or why there is none.
+    pub outcome: Result<GuestOutcome, AttemptError>,
+    /// What the guest logged (stdout and stderr included, line by line).
+    pub logs: Vec<LogLine>,
+    /// Log lines (or output bytes) dropped past the caps.
+    pub dropped_logs: usize,
+    /// Time to instantiate.
+    pub instantiate: Duration,
+    /// Time in the call.
+    pub run: Duration,
+}
+
+/// What it takes to instantiate a loaded component and find its exports.
+pub(crate) struct Linked {
+    pub(crate) instance: wasmtime::component::InstancePre<HostState>,
+    /// `snodo:tasks/tools@0.1.0`, which components of every version export.
+    pub(crate) tools: ExecutorIndices,
+    /// `snodo:tasks/catalog@0.2.0`, when the component is a 0.2.0 one.
+    pub(crate) catalog: Option<CatalogIndices>,
+    /// `execute` of `snodo:tasks/tools@0.1.0`, found once: the one export every tool call
+    /// and task attempt reaches, called without loading (and type-checking) the others.
+    pub(crate) execute: wasmtime::component::ComponentExportIndex,
+}
+
+impl Linked {
+    /// The instance's catalog export; an error (a trap for the call) on a 0.1.0 component.
+    fn catalog(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<super::bindings::v2::exports::snodo::tasks0_2_0::catalog::Guest> {
+        match &self.catalog {
+            Some(c) => c.load(store, instance),
+            None => Err(wasmtime::Error::msg(
+                "the component serves no catalog (a snodo:tasks@0.1.0 component)",
+            )),
+        }
+    }
+}
+
+/// The export to call.
+pub(crate) enum Call {
+    Describe,
+    ChooseMode {
+        tool: String,
+        arguments: String,
+    },
+    Prepare {
+        tool: String,
+        arguments: String,
+    },
+    Execute(types::Work),
+    DescribeCatalog,
+    ReadResource(catalog_types::ResourceRequest),
+    GetPrompt {
+        name: String,
+        arguments: String,
+    },
+    Complete {
+        target: catalog_types::CompletionRef,
+        argument: String,
+        value: String,
+        context: String,
+    },
+}
+
+/// What the export returned.
+pub(crate) enum Returned {
+    Tools(Vec<types::Tool>),
+    Mode(types::TaskMode),
+    Prepared(Result<String, types::RpcError>),
+    Outcome(types::Outcome),
+    Catalog(catalog_types::Catalog),
+    Contents(Result<Vec<catalog_types::ResourceContents>, types::RpcError>),
+    Prompt(Result<catalog_types::PromptResult, types::RpcError>),
+    Completion(Result<catalog_types::Completion, types::RpcError>),
+}
+
+/// The environment of one call.
+pub(crate) struct Env {
+    pub(crate) origin: Origin,
+    pub(crate) limits: ExecutionLimits,
+    pub(crate) io: Arc<dyn ExecutionIo>,
+    pub(crate) cancel: CancelToken,
+    pub(crate) cancel_grace: Duration,
+    pub(crate) grants: WasiGrants,
+}
+
+pub(crate) struct Ran {
+    pub(crate) result: Result<Returned, AttemptError>,
+    pub(crate) logs: Vec<LogLine>,
+    pub(crate) dropped_logs: usize,
+    pub(crate) instantiate: Duration,
+    pub(crate) run: Duration,
+}
+
+fn wasi(
+    grants: &WasiGrants,
+    stdout: &Captured,
+    stderr: &Captured,
+) -> Result<wasmtime_wasi::WasiCtx, String> {
+    // Deny by default: no arguments, environment, files or sockets; stdin is empty.
+    let mut b = WasiCtxBuilder::new();
+    b.stdout(stdout.clone()).stderr(stderr.clone());
+    for (k, v) in &grants.env {
+        b.env(k, v);
+    }
+    for d in &grants.dirs {
+        let perms = if d.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        b.preopened_dir(&d.host, &d.guest, perms).map_err(|e| {
+            // The host path is the operator's business, not the client's.
+            tracing::error!(host = %d.host.display(), guest = %d.guest, error = %e, "cannot open a granted directory");
+            format!("the directory granted as {} cannot be opened", d.guest)
+        })?;
+    }
+    if grants.network {
+        b.inherit_network().allow_ip_name_lookup(true);
+    }
+    Ok(b.build())
+}
+
+fn classify(err: &wasmtime::Error, stop: Option<&HostStop>, fuel: u64) -> AttemptError {
+    let stop = err.downcast_ref::<HostStop>().or(stop);
+    if let Some(stop) = stop {
+        return match stop {
+            HostStop::NeedInput(q) => AttemptError::NeedInput(q.clone()),
+            HostStop::Lost(m) => AttemptError::Stopped(m.clone()),
+            HostStop::Parked => AttemptError::Parked,
+            HostStop::Limit(l) => AttemptError::Limit(l.clone()),
+        };
+    }
+    if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) {
+        return AttemptError::Limit(Limit::Fuel { units: fuel });
+    }
+    // The full error carries wasmtime's wasm backtrace and, with RUST_BACKTRACE set, host
+    // frames and source paths: the operator's log gets it, the reply a short reason.
+    tracing::warn!(error = ?err, "the guest trapped");
+    AttemptError::Trap(client_reason(err))
+}
+
+/// The reason a client is told: a trap's code when there is one, else the first line of the
+/// innermost cause, with anything path-like removed, at most [`REASON_CHARS`] characters.
+fn client_reason(err: &wasmtime::Error) -> String {
+    match err.downcast_ref::<wasmtime::Trap>() {
+        Some(trap) => scrub(&trap.to_string()),
+        None => scrub(&err.root_cause().to_string()),
+    }
+}
+
+/// The longest reason a reply carries.
+const REASON_CHARS: usize = 200;
+
+/// The first line of `text`, with words that look like file paths or source locations
+/// replaced, truncated to [`REASON_CHARS`].
+fn scrub(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let words: Vec<&str> = line
+        .split_whitespace()
+        .map(|w| {
+            if w.contains('/') || w.contains('\\') || w.contains(".rs:") {
+                "<path>"
+            } else {
+                w
+            }
+        })
+        .collect();
+    words.join(" ").chars().take(REASON_CHARS).collect()
+}
+
+fn lines(level: &'static str, bytes: &[u8], logs: &mut LogBuffer) {
+    for line in String::from_utf8_lossy(bytes).lines() {
+        logs.push(level, line.to_owned());
+    }
+}
+
+pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Call) -> Ran {
+    let cfg = engine.config();
+    let memory_bytes = env.limits.memory_bytes.map_or(cfg.max_memory_bytes, |m| {
+        (m as usize).min(cfg.max_memory_bytes)
+    });
+    let table_elements = env
+        .limits
+        .table_elements
+        .map_or(cfg.max_table_elements, |t| {
+            (t as usize).min(cfg.max_table_elements)
+        });
+    let env_fuel = env.limits.fuel.unwrap_or(u64::MAX);
+    let stdout = Captured::new(CAPTURE_BYTES);
+    let stderr = Captured::new(CAPTURE_BYTES);
+    let failed = |e: AttemptError| Ran {
+        result: Err(e),
+        logs: Vec::new(),
+        dropped_logs: 0,
+        instantiate: Duration::ZERO,
+        run: Duration::ZERO,
+    };
+    let wasi = match wasi(&env.grants, &stdout, &stderr) {
+        Ok(w) => w,
+        Err(e) => return failed(AttemptError::Unavailable(e)),
+    };
+    let state = HostState {
+        wasi,
+        table: wasmtime::component::ResourceTable::new(),
+        limiter: Limiter {
+            memory_bytes,
+            table_elements,
+            in_use: engine.memory_in_use.clone(),
+            total_bytes: cfg.max_total_memory_bytes,
+            held: 0,
+        },
+        io: env.io,
+        cancel: env.cancel.clone(),
+        logs: LogBuffer {
+            origin: env.origin,
+            ..LogBuffer::default()
+        },
+        stop: None,
+    };
+    let mut store = Store::new(&engine.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    if cfg.fuel {
+        let fuel = env.limits.fuel.unwrap_or(u64::MAX);
+        if let Err(e) = store.set_fuel(fuel) {
+            return failed(AttemptError::Unavailable(e.to_string()));
+        }
+    } else if env.limits.fuel.is_some() {
+        // A fuel limit on an engine that does not count fuel would be silently ignored.
+        return failed(AttemptError::Unavailable(
+            "this tool has a fuel limit but the engine was built without fuel metering".into(),
+        ));
+    }
+    // The deadline counts running time: the callback runs once per epoch tick while the
+    // guest executes wasm, and not while it is parked in an async import.
+    let deadline = env
+        .limits
+        .deadline_ms
+        .map_or(DEFAULT_DEADLINE, Duration::from_millis);
+    let budget = engine.ticks(deadline);
+    let deadline_ms = deadline.as_millis() as u64;
+    let mut used = 0u64;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        used += 1;
+        if used >= budget {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::Deadline {
+                ms: deadline_ms,
+            })));
+        }
+        Ok(UpdateDeadline::Yield(1))
+    });
+
+    let started = Instant::now();
+    let instance = match linked.instance.instantiate_async(&mut store).await {
+        Ok(i) => i,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            tracing::warn!(error = ?e, "instantiation failed");
+            let reason = scrub(&msg);
+            return failed(if msg.contains("concurrent") || msg.contains("limit") {
+                AttemptError::Unavailable(format!("cannot instantiate: {reason}"))
+            } else {
+                AttemptError::Trap(format!("instantiation failed: {reason}"))
+            });
+        }
+    };
+    let instantiate = started.elapsed();
+    let started = Instant::now();
+    let cancel = env.cancel.clone();
+    let grace = env.cancel_grace;
+    let result = {
+        let call_fut = async {
+            let tools = |store: &mut Store<HostState>| linked.tools.load(store, &instance);
+            match call {
+                Call::Describe => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
+                    .call_describe(&mut store)
+                    .await
+                    .map(Returned::Tools),
+                Call::ChooseMode { tool, arguments } => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
+                    .call_choose_mode(&mut store, &tool, &arguments)
+                    .await
+                    .map(Returned::Mode),
+                Call::Prepare { tool, arguments } => tools(&mut store)?
+                    .snodo_tasks0_1_0_tools()
+                    .call_prepare(&mut store, &tool, &arguments)
+                    .await
+                    .map(Returned::Prepared),
+                Call::Execute(work) => {
+                    let func = instance
+                        .get_func(&mut store, linked.execute)
+                        .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+                    // SAFETY: the signature is the one `tools.call_execute` uses, and this
+                    // component's `execute` was checked against it when the component was
+                    // loaded: `ComponentLoader::load` runs `describe` through `tools.load`,
+                    // which type-checks every export of the interface, and a loaded
+                    // component's types never change.
+                    #[allow(unsafe_code)]
+                    let execute = unsafe {
+                        wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(func)
+                    };
+                    execute
+                        .call_async(&mut store, (&work,))
+                        .await
+                        .map(|(outcome,)| Returned::Outcome(outcome))
+                }
+                Call::DescribeCatalog => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_describe_catalog(&mut store)
+                        .await
+                        .map(Returned::Catalog)
+                }
+                Call::ReadResource(request) => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_read_resource(&mut store, &request)
+                        .await
+                        .map(Returned::Contents)
+                }
+                Call::GetPrompt { name, arguments } => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_get_prompt(&mut store, &name, &arguments)
+                        .await
+                        .map(Returned::Prompt)
+                }
+                Call::Complete {
+                    target,
+                    argument,
+                    value,
+                    context,
+                } => {
+                    let c = linked.catalog(&mut store, &instance)?;
+                    c.call_complete(&mut store, &target, &argument, &value, &context)
+                        .await
+                        .map(Returned::Completion)
+                }
+            }
+        };
+        tokio::select! {
+            r = call_fut => Some(r),
+            () = async {
+                cancel.cancelled().await;
+                // The grace period is a real-time allowance for the guest to notice.
+                tokio::time::sleep(grace).await;
+            } => None,
+        }
+    };
+    let run = started.elapsed();
+    let state = store.data_mut();
+    let result = match result {
+        Some(Ok(r)) => Ok(r),
+        Some(Err(e)) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
+        None => Err(AttemptError::Cancelled),
+    };
+    let mut logs = std::mem::take(&mut state.logs);
+    let (out, out_dropped) = stdout.take();
+    let (err, err_dropped) = stderr.take();
+    lines("stdout", &out, &mut logs);
+    lines("stderr", &err, &mut logs);
+    Ran {
+        result,
+        dropped_logs: logs.dropped + out_dropped + err_dropped,
+        logs: logs.lines,
+        instantiate,
+        run,
+    }
+}

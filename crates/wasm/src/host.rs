@@ -1,0 +1,399 @@
+//! The per-execution host state and the `context` imports a guest calls.
+//!
+//! Each execution gets a fresh `HostState` in a fresh wasmtime `Store`: a deny-by-default
+//! WASI context (clocks and randomness; files, environment and network only by grant),
+//! captured stdout/stderr, a resource limiter, and the execution's IO and cancellation.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+use std::task::{Context as TaskCx, Poll};
+
+use serde_json::Value;
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Result as WtResult};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::{context, types};
+use super::io::{ExecutionIo, InputFailure, Progress};
+use super::{HostStop, Limit};
+
+/// A cancellation token shared by the host and one execution (tokio-util's, so the runner
+/// can hand out child tokens of its own).
+///
+/// Flipping it is cooperative: the guest sees `is-cancelled() == true` and waits for input
+/// end with `cancelled`. The host stops a guest that ignores it after its grace period.
+pub type CancelToken = tokio_util::sync::CancellationToken;
+
+/// A log line a guest wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// `debug` … `error`, or `stdout` / `stderr` for captured output.
+    pub level: &'static str,
+    /// The text.
+    pub message: String,
+}
+
+/// Who a guest's log lines come from, as the operator's log names them.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Origin {
+    /// The tool (empty for `describe`).
+    pub(crate) tool: String,
+    /// The task, when the execution runs one.
+    pub(crate) task: Option<String>,
+    /// The task's attempt (0 outside a task).
+    pub(crate) attempt: u32,
+}
+
+/// What a guest logged, bounded: past the limits lines are counted, not kept. Every kept
+/// line also goes to the operator's log the moment it is kept (target `snodo::guest`,
+/// field `guest = true`, at the level the guest gave), so a long task's lines are seen as
+/// it runs and a synchronous call's are seen at all.
+#[derive(Debug, Default)]
+pub(crate) struct LogBuffer {
+    pub(crate) lines: Vec<LogLine>,
+    pub(crate) bytes: usize,
+    pub(crate) dropped: usize,
+    pub(crate) origin: Origin,
+}
+
+const MAX_LOG_LINES: usize = 1_000;
+const MAX_LOG_BYTES: usize = 256 << 10;
+
+impl LogBuffer {
+    pub(crate) fn push(&mut self, level: &'static str, message: String) {
+        if self.lines.len() >= MAX_LOG_LINES || self.bytes + message.len() > MAX_LOG_BYTES {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += message.len();
+        emit(&self.origin, level, &message);
+        self.lines.push(LogLine { level, message });
+    }
+}
+
+/// One guest line into the operator's log. Guest text is untrusted: its own target and
+/// field mark it, and Debug formatting escapes control characters so it cannot forge log
+/// lines or drive a terminal. `notice` and stdout are info; stderr is a warning.
+fn emit(origin: &Origin, level: &'static str, text: &str) {
+    macro_rules! line {
+        ($level:expr) => {
+            tracing::event!(
+                target: "snodo::guest",
+                $level,
+                guest = true,
+                tool = %origin.tool,
+                task = origin.task.as_deref().unwrap_or("-"),
+                attempt = origin.attempt,
+                stream = level,
+                text = ?text,
+                "guest output"
+            )
+        };
+    }
+    match level {
+        "debug" => line!(tracing::Level::DEBUG),
+        "warning" | "stderr" => line!(tracing::Level::WARN),
+        "error" => line!(tracing::Level::ERROR),
+        _ => line!(tracing::Level::INFO),
+    }
+}
+
+/// Captured stdout or stderr: bytes up to a cap are kept and split into log lines when the
+/// execution ends; past the cap they are dropped silently (the guest never fails to write).
+#[derive(Clone)]
+pub(crate) struct Captured {
+    buf: Arc<Mutex<(Vec<u8>, usize)>>,
+    cap: usize,
+}
+
+impl Captured {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            buf: Arc::new(Mutex::new((Vec::new(), 0))),
+            cap,
+        }
+    }
+
+    /// The kept bytes and how many were dropped.
+    pub(crate) fn take(&self) -> (Vec<u8>, usize) {
+        let mut b = self.buf.lock();
+        (std::mem::take(&mut b.0), b.1)
+    }
+}
+
+impl IsTerminal for Captured {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Captured {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for Captured {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _: &mut TaskCx<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let mut b = self.buf.lock();
+        let room = self.cap.saturating_sub(b.0.len());
+        let kept = room.min(data.len());
+        b.0.extend_from_slice(&data[..kept]);
+        b.1 += data.len() - kept;
+        Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut TaskCx<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Caps memory and tables per execution, remembering which cap was hit.
+pub(crate) struct Limiter {
+    pub(crate) memory_bytes: usize,
+    pub(crate) table_elements: usize,
+    /// The host-wide budget: what every live guest holds, and its cap.
+    pub(crate) in_use: Arc<AtomicUsize>,
+    pub(crate) total_bytes: usize,
+    /// What this guest holds of it (given back when the store drops).
+    pub(crate) held: usize,
+}
+
+impl Drop for Limiter {
+    fn drop(&mut self) {
+        self.in_use.fetch_sub(self.held, Ordering::AcqRel);
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> WtResult<bool> {
+        if desired > self.memory_bytes {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::Memory {
+                bytes: self.memory_bytes as u64,
+            })));
+        }
+        let more = desired.saturating_sub(current);
+        let total = self.total_bytes;
+        let reserved = self
+            .in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(more).filter(|n| *n <= total)
+            });
+        if reserved.is_err() {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::MemoryBudget {
+                bytes: total as u64,
+            })));
+        }
+        self.held += more;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> WtResult<bool> {
+        if desired > self.table_elements {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::Table {
+                elements: self.table_elements as u64,
+            })));
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        16
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+}
+
+/// Everything one execution's store holds.
+pub(crate) struct HostState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    pub(crate) io: Arc<dyn ExecutionIo>,
+    pub(crate) cancel: CancelToken,
+    pub(crate) logs: LogBuffer,
+    /// Set when an import decided the guest must stop (MRTR suspension, lost lease), so
+    /// the call's error can be told apart from a guest trap.
+    pub(crate) stop: Option<HostStop>,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl types::Host for HostState {}
+
+/// The MCP input request for a WIT one; `Err` names what is malformed.
+pub(crate) fn input_request_json(r: &types::InputRequest) -> Result<Value, String> {
+    use serde_json::json;
+    Ok(match r {
+        types::InputRequest::ElicitForm(f) => {
+            let schema: Value = serde_json::from_str(&f.requested_schema)
+                .map_err(|e| format!("the requested schema is not JSON: {e}"))?;
+            if !schema.is_object() {
+                return Err("the requested schema must be a JSON object".into());
+            }
+            json!({"method": "elicitation/create", "params": {
+                "mode": "form", "message": f.message, "requestedSchema": schema}})
+        }
+        types::InputRequest::ElicitUrl(u) => json!({"method": "elicitation/create", "params": {
+            "mode": "url", "message": u.message, "url": u.url, "elicitationId": u.elicitation_id}}),
+        types::InputRequest::Sampling(params) => {
+            let params: Value = serde_json::from_str(params)
+                .map_err(|e| format!("the sampling params are not JSON: {e}"))?;
+            if !params.is_object() {
+                return Err("the sampling params must be a JSON object".into());
+            }
+            json!({"method": "sampling/createMessage", "params": params})
+        }
+        types::InputRequest::Roots => json!({"method": "roots/list"}),
+    })
+}
+
+impl HostState {
+    async fn inputs(
+        &mut self,
+        requests: Vec<(String, types::InputRequest)>,
+    ) -> WtResult<Result<Vec<String>, types::InputError>> {
+        let mut json_requests = Vec::with_capacity(requests.len());
+        for (key, r) in &requests {
+            if key.is_empty() || key.len() > snodo_core::model::MAX_INPUT_KEY_LEN {
+                return Ok(Err(types::InputError::Invalid(format!(
+                    "an input key is 1..={} bytes",
+                    snodo_core::model::MAX_INPUT_KEY_LEN
+                ))));
+            }
+            match input_request_json(r) {
+                Ok(v) => json_requests.push((key.clone(), v)),
+                Err(m) => return Ok(Err(types::InputError::Invalid(m))),
+            }
+        }
+        let keys: std::collections::HashSet<&String> = requests.iter().map(|(k, _)| k).collect();
+        if keys.len() != requests.len() {
+            return Ok(Err(types::InputError::Invalid(
+                "the same key is asked twice".into(),
+            )));
+        }
+        if self.cancel.is_cancelled() {
+            return Ok(Err(types::InputError::Cancelled));
+        }
+        let io = self.io.clone();
+        let cancel = self.cancel.clone();
+        match io.await_inputs(json_requests, &cancel).await {
+            Ok(answers) => Ok(Ok(answers.iter().map(Value::to_string).collect())),
+            Err(InputFailure::Cancelled) => Ok(Err(types::InputError::Cancelled)),
+            Err(InputFailure::Unsupported(m)) => Ok(Err(types::InputError::Unsupported(m))),
+            Err(InputFailure::KeyConflict(k)) => Ok(Err(types::InputError::KeyConflict(k))),
+            Err(InputFailure::Invalid(m)) => Ok(Err(types::InputError::Invalid(m))),
+            Err(InputFailure::Suspend(questions)) => {
+                self.stop = Some(HostStop::NeedInput(questions.clone()));
+                Err(wasmtime::Error::new(HostStop::NeedInput(questions)))
+            }
+            Err(InputFailure::Park) => {
+                self.stop = Some(HostStop::Parked);
+                Err(wasmtime::Error::new(HostStop::Parked))
+            }
+            Err(InputFailure::Stop(reason)) => {
+                self.stop = Some(HostStop::Lost(reason.clone()));
+                Err(wasmtime::Error::new(HostStop::Lost(reason)))
+            }
+        }
+    }
+}
+
+impl context::Host for HostState {
+    fn is_cancelled(&mut self) -> WtResult<bool> {
+        Ok(self.cancel.is_cancelled())
+    }
+
+    async fn await_input(
+        &mut self,
+        key: String,
+        request: types::InputRequest,
+    ) -> WtResult<Result<String, types::InputError>> {
+        let answers = self.inputs(vec![(key, request)]).await?;
+        Ok(answers.map(|mut a| a.pop().unwrap_or_default()))
+    }
+
+    async fn await_inputs(
+        &mut self,
+        requests: Vec<(String, types::InputRequest)>,
+    ) -> WtResult<Result<Vec<String>, types::InputError>> {
+        self.inputs(requests).await
+    }
+
+    async fn set_status(&mut self, message: String) -> WtResult<()> {
+        let message = snodo_core::model::truncate_status_message(message);
+        let io = self.io.clone();
+        if let Err(reason) = io.set_status(message).await {
+            self.stop = Some(HostStop::Lost(reason.clone()));
+            return Err(wasmtime::Error::new(HostStop::Lost(reason)));
+        }
+        Ok(())
+    }
+
+    async fn progress(
+        &mut self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    ) -> WtResult<()> {
+        if progress.is_finite() && total.is_none_or(f64::is_finite) {
+            let io = self.io.clone();
+            io.progress(Progress {
+                progress,
+                total,
+                // The same cap as status messages: a progress line is a line, not a payload.
+                message: message.map(snodo_core::model::truncate_status_message),
+            })
+            .await;
+        }
+        Ok(())
+    }
+
+    fn log(&mut self, level: types::LogLevel, message: String) -> WtResult<()> {
+        let level = match level {
+            types::LogLevel::Debug => "debug",
+            types::LogLevel::Info => "info",
+            types::LogLevel::Notice => "notice",
+            types::LogLevel::Warning => "warning",
+            types::LogLevel::Error => "error",
+        };
+        self.io.log(level, &message);
+        self.logs.push(level, message);
+        Ok(())
+    }
+}

@@ -1,0 +1,103 @@
+//! What an execution's imports talk to: [`ExecutionIo`]. Its implementations live with
+//! the layer that owns the input: `mcp::SyncIo` (a synchronous call: MRTR round trips) and
+//! `runner::TaskIo` (a task attempt: input recorded in the store). [`NoInput`] serves the
+//! exports that never ask for input (describe, the mode rule).
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use snodo_core::model::ClientCapabilities;
+
+use super::CancelToken;
+
+/// The questions one `await-input` call asks together: (key, MCP input request JSON), in
+/// the guest's order.
+pub type InputRequests = Vec<(String, Value)>;
+
+/// The answers to [`InputRequests`], in the same order, or why there are none.
+pub type InputAnswers = Result<Vec<Value>, InputFailure>;
+
+/// Why an input request did not produce answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputFailure {
+    /// The execution is being cancelled (the guest sees `input-error::cancelled`).
+    Cancelled,
+    /// The client did not declare the capability the request needs.
+    Unsupported(String),
+    /// The key was used before with a different request.
+    KeyConflict(String),
+    /// The request is malformed.
+    Invalid(String),
+    /// The answers must come from the client first: stop the guest, the host answers the
+    /// request with `input_required` and the listed questions.
+    Suspend(InputRequests),
+    /// The attempt lost its right to continue (lease lost, task finished or gone).
+    Stop(String),
+    /// The guest has waited longer than the park limit: release it (the store keeps the
+    /// questions and will keep the answers).
+    Park,
+}
+
+/// A progress report from a guest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Progress so far.
+    pub progress: f64,
+    /// The total, if known.
+    pub total: Option<f64>,
+    /// A message.
+    pub message: Option<String>,
+}
+
+/// The host side of an execution's imports.
+#[async_trait]
+pub trait ExecutionIo: Send + Sync {
+    /// Obtains answers to `requests`, in order.
+    async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers;
+
+    /// Sets the status message. An error stops the attempt.
+    async fn set_status(&self, message: String) -> Result<(), String>;
+
+    /// Reports progress.
+    async fn progress(&self, progress: Progress);
+
+    /// A line the guest logged (`debug` … `error`), for the client where the protocol
+    /// carries logs to it. The operator's log has it already; the default sends it nowhere.
+    fn log(&self, _level: &'static str, _message: &str) {}
+}
+
+/// The client capability an input request needs, as a path into `ClientCapabilities`.
+/// Checks `requests` against the client's declared capabilities.
+pub fn check_capabilities(
+    capabilities: &Value,
+    requests: &[(String, Value)],
+) -> Result<(), InputFailure> {
+    let caps = ClientCapabilities::of(capabilities);
+    for (key, request) in requests {
+        if let Err(what) = caps.can_answer(request) {
+            return Err(InputFailure::Unsupported(format!(
+                "input {key:?} needs the client capability `{what}`, which the request did not declare"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// IO for the exports that cannot ask for input (`describe`, `choose-mode`): any question
+/// is refused, status and progress go nowhere.
+pub(crate) struct NoInput;
+
+#[async_trait]
+impl ExecutionIo for NoInput {
+    async fn await_inputs(&self, _requests: InputRequests, _cancel: &CancelToken) -> InputAnswers {
+        Err(InputFailure::Invalid(
+            "this export cannot ask for input".into(),
+        ))
+    }
+
+    async fn set_status(&self, _message: String) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn progress(&self, _progress: Progress) {}
+}

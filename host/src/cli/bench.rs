@@ -1,0 +1,130 @@
+//! `snodo bench`: measure performance; prints figures (medians over rounds), never asserts.
+
+use std::process::ExitCode;
+
+use crate::bench::{
+    LatencyFigure, McpBenchOptions, RunnerBenchOptions, RunnerFigure, StoreBenchOptions,
+    StoreFigure, WasmBenchOptions,
+};
+
+use super::print_table;
+
+/// Measure performance; prints figures (medians over rounds).
+#[derive(Debug, clap::Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    what: BenchCommand,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BenchCommand {
+    /// create / claim_next / transition operations per second on the task stores.
+    Store(StoreBenchOptions),
+    /// Latency of tools/call -> CreateTaskResult and of tasks/get over loopback HTTP.
+    Mcp(McpBenchOptions),
+    /// Resident memory of parked tasks and live guests; time from cancel to a stopped guest.
+    Runner(RunnerBenchOptions),
+    /// Cold compile, cache load, and warm instantiate + trivial execute of a component.
+    Wasm(WasmBenchOptions),
+}
+
+/// Runs the benchmark and prints its figures.
+pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCode {
+    let json = args.json;
+    match args.what {
+        BenchCommand::Store(opts) => report(
+            "store benchmark",
+            runtime
+                .block_on(crate::bench::store(&opts))
+                .map_err(|e| e.to_string()),
+            json,
+            |figures: &[StoreFigure]| {
+                println!(
+                    "store benchmark: {} tasks per round, median of {} rounds",
+                    opts.tasks, opts.rounds
+                );
+                print_table(
+                    ["backend", "operation", ">concurrency", ">ops/s (median)"],
+                    figures.iter().map(|f| {
+                        [
+                            f.backend.to_string(),
+                            f.operation.to_string(),
+                            f.concurrency.to_string(),
+                            format!("{:.0}", f.median_ops_per_sec),
+                        ]
+                    }),
+                );
+            },
+        ),
+        BenchCommand::Mcp(opts) => figures(
+            "mcp benchmark",
+            runtime.block_on(crate::bench::mcp(&opts)),
+            json,
+        ),
+        BenchCommand::Runner(opts) => report(
+            "runner benchmark",
+            runtime.block_on(crate::bench::runner(&opts)),
+            json,
+            |figures: &[RunnerFigure]| {
+                println!("runner benchmark");
+                print_table(
+                    ["what", ">value", "unit"],
+                    figures.iter().map(|f| {
+                        [
+                            f.what.clone(),
+                            format!("{:.2}", f.value),
+                            f.unit.to_string(),
+                        ]
+                    }),
+                );
+            },
+        ),
+        BenchCommand::Wasm(opts) => figures(
+            &format!("wasm benchmark: {}", opts.component.display()),
+            runtime.block_on(crate::bench::wasm(&opts)),
+            json,
+        ),
+    }
+}
+
+/// Latency figures as JSON or as a table.
+fn figures(title: &str, figures: Result<Vec<LatencyFigure>, String>, json: bool) -> ExitCode {
+    report(title, figures, json, |figures| {
+        println!("{title}");
+        print_table(
+            ["what", ">median (us)", ">p99 (us)", ">samples"],
+            figures.iter().map(|f| {
+                [
+                    f.what.clone(),
+                    format!("{:.1}", f.median_us),
+                    format!("{:.1}", f.p99_us),
+                    f.samples.to_string(),
+                ]
+            }),
+        );
+    })
+}
+
+/// Prints a benchmark's figures as JSON or as the table `table` writes, or says why the
+/// benchmark failed.
+fn report<T: serde::Serialize>(
+    title: &str,
+    figures: Result<Vec<T>, String>,
+    json: bool,
+    table: impl FnOnce(&[T]),
+) -> ExitCode {
+    match figures {
+        Ok(figures) if json => super::print_json(&figures),
+        Ok(figures) => {
+            table(&figures);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("snodo: {title} failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The `snodo` subcommands, one file each, and what their output shares.
+
+pub(crate) mod bench;
+pub(crate) mod config;
+pub(crate) mod inspect;
+pub(crate) mod migrate;
+pub(crate) mod new;
+pub(crate) mod serve;
+pub(crate) mod stress;
+pub(crate) mod tools;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Where `cargo build -p snodo-test-guests` puts the example guests.
+pub(crate) const GUESTS_DIR: &str = "target/guests/wasm32-wasip2/release";
+
+/// The PostgreSQL the measuring commands use unless told otherwise (the test database of
+/// a local server).
+pub(crate) const PG_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+
+/// The example guest `file` where the build puts it.
+pub(crate) fn guest(file: &str) -> PathBuf {
+    Path::new(GUESTS_DIR).join(file)
+}
+
+/// The example guests that exist, or why there are none.
+pub(crate) fn default_components() -> Result<Vec<PathBuf>, String> {
+    let found: Vec<PathBuf> = ["fixtures.wasm", "examples.wasm"]
+        .into_iter()
+        .map(guest)
+        .filter(|p| p.exists())
+        .collect();
+    if found.is_empty() {
+        return Err(format!(
+            "no components: pass --component, or build the example guests (cargo build -p snodo-test-guests puts them in {GUESTS_DIR})"
+        ));
+    }
+    Ok(found)
+}
+
+/// The serve options a configuration file describes, or why it cannot be used.
+pub(crate) fn load_config(file: &Path) -> Result<snodo::serve::ServeOptions, String> {
+    let name = file.display().to_string();
+    let config = snodo::config::Config::load(file).map_err(|e| e.to_string())?;
+    config.to_serve_options(&name).map_err(|e| e.to_string())
+}
+
+/// Joins `items` with commas, or `-` for none.
+pub(crate) fn listed<T: AsRef<str>>(items: impl IntoIterator<Item = T>) -> String {
+    let joined: Vec<T> = items.into_iter().collect();
+    if joined.is_empty() {
+        "-".to_owned()
+    } else {
+        joined
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// Prints a table under `header`, each column as wide as its widest cell. A header
+/// written `>name` is a column of figures, aligned right as `format!`'s `>` would.
+pub(crate) fn print_table<const N: usize>(
+    header: [&str; N],
+    rows: impl IntoIterator<Item = [String; N]>,
+) {
+    let right = header.map(|h| h.starts_with('>'));
+    let header = header.map(|h| h.trim_start_matches('>'));
+    let rows: Vec<[String; N]> = rows.into_iter().collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: [&str; N]| {
+        let mut out = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let w = widths[i];
+            if i > 0 {
+                out.push(' ');
+            }
+            if right[i] {
+                out.push_str(&format!("{cell:>w$}"));
+            } else if i + 1 < N {
+                out.push_str(&format!("{cell:<w$}"));
+            } else {
+                out.push_str(cell);
+            }
+        }
+        println!("{out}");
+    };
+    line(header);
+    for row in &rows {
+        line(row.each_ref().map(String::as_str));
+    }
+}
+
+/// Prints `value` as pretty JSON.
+pub(crate) fn print_json<T: serde::Serialize>(value: &T) -> ExitCode {
+    match serde_json::to_string_pretty(value) {
+        Ok(s) => {
+            println!("{s}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("snodo: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The exit of a command named `what` that returned `result`: success, or its error on
+/// stderr with `code`.
+pub(crate) fn exit(what: &str, result: Result<(), String>, code: u8) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{what}: {e}");
+            ExitCode::from(code)
+        }
+    }
+}

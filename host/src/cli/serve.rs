@@ -1,0 +1,168 @@
+//! `snodo serve`: serve MCP over Streamable HTTP with durable tasks.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use snodo::model::{Principal, RetryPolicy};
+use snodo::serve::{ServeOptions, StoreChoice};
+
+/// Serve MCP over Streamable HTTP with durable tasks.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// A configuration file (TOML); when given, the flags below except --log-json are
+    /// ignored. See docs/configuration.md.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Address to listen on (MCP_PORT overrides the port).
+    #[arg(long, default_value = "127.0.0.1:3001")]
+    listen: SocketAddr,
+    /// Task store: `redb` (durable, in --data), `sqlite` (durable, in --data) or
+    /// `memory` (volatile). PostgreSQL is configured with --config.
+    #[arg(long, default_value = "redb")]
+    store: String,
+    /// Data directory for the redb store and the compiled-component cache.
+    #[arg(long, default_value = ".snodo")]
+    data: PathBuf,
+    /// Component files to serve (default: the example guests under target/guests).
+    #[arg(long = "component")]
+    components: Vec<PathBuf>,
+    /// Bearer token and principal, as TOKEN=TENANT:SUBJECT (repeatable).
+    #[arg(long = "token", value_parser = parse_token)]
+    tokens: Vec<(String, Principal)>,
+    /// Retry policy for a tool, as TOOL=DELAY_MS,DELAY_MS,... (repeatable).
+    #[arg(long = "retry", value_parser = parse_retry)]
+    retries: Vec<(String, RetryPolicy)>,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
+}
+
+/// Runs the server until SIGTERM or SIGINT, then drains.
+pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: ServeArgs) -> ExitCode {
+    init_logging(args.log_json);
+    // Settings problems found here are configuration errors (exit code 2, as in
+    // `ServeError::exit_code`).
+    let opts = match options(args) {
+        Ok(opts) => opts,
+        Err(m) => {
+            eprintln!("snodo serve: {m}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("snodo serve: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    if json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .init();
+    } else {
+        tracing_subscriber::fmt().with_env_filter(filter).init();
+    }
+}
+
+/// What the flags (or the configuration file they name) ask to serve.
+fn options(args: ServeArgs) -> Result<ServeOptions, String> {
+    let port = match std::env::var("MCP_PORT") {
+        Ok(port) => Some(
+            port.parse::<u16>()
+                .map_err(|_| format!("MCP_PORT={port:?} is not a port number"))?,
+        ),
+        Err(_) => None,
+    };
+    if let Some(file) = &args.config {
+        let mut opts = super::load_config(file)?;
+        if let Some(p) = port {
+            opts.listen.set_port(p);
+        }
+        return Ok(opts);
+    }
+    let mut listen = args.listen;
+    if let Some(p) = port {
+        listen.set_port(p);
+    }
+    let components = match args.components {
+        c if c.is_empty() => super::default_components()?,
+        c => c,
+    };
+    let sqlite_file = args.data.join("tasks.sqlite");
+    let mut opts = ServeOptions::new(args.data, components);
+    opts.listen = listen;
+    opts.store = match args.store.as_str() {
+        "memory" => StoreChoice::Memory,
+        "redb" => opts.store,
+        "sqlite" => StoreChoice::Sqlite(sqlite_file),
+        other => {
+            return Err(format!(
+                "--store {other:?}: use redb, sqlite or memory (PostgreSQL is configured in a file: --config)"
+            ));
+        }
+    };
+    for (i, (token, principal)) in args.tokens.into_iter().enumerate() {
+        if let Err(e) = snodo::http::check_token(&token, &principal, &opts.tokens) {
+            return Err(match e {
+                snodo::http::TokenError::Duplicate { first } => format!(
+                    "--token #{} repeats the token of --token #{}; tokens must be unique",
+                    i + 1,
+                    first + 1
+                ),
+                other => format!("--token #{}: {other}", i + 1),
+            });
+        }
+        opts.tokens.push((token, principal));
+    }
+    for (tool, policy) in args.retries {
+        opts.tool_settings.entry(tool).or_default().retry_policy = Some(policy);
+    }
+    Ok(opts)
+}
+
+fn parse_token(s: &str) -> Result<(String, Principal), String> {
+    let (token, who) = s.split_once('=').ok_or("a token is TOKEN=TENANT:SUBJECT")?;
+    let (tenant, subject) = who
+        .split_once(':')
+        .ok_or("a token is TOKEN=TENANT:SUBJECT")?;
+    let principal = Principal::new(tenant, subject);
+    snodo::http::check_token(token, &principal, &[]).map_err(|e| e.to_string())?;
+    Ok((token.to_owned(), principal))
+}
+
+fn parse_retry(s: &str) -> Result<(String, RetryPolicy), String> {
+    let (tool, delays) = s
+        .split_once('=')
+        .ok_or("a retry policy is TOOL=DELAY_MS,DELAY_MS,...")?;
+    let delays: Result<Vec<i64>, _> = delays
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .map(str::parse)
+        .collect();
+    let delays = delays.map_err(|e| format!("retry delays for {tool}: {e}"))?;
+    let policy = RetryPolicy::new(delays).map_err(|e| format!("retry policy for {tool}: {e}"))?;
+    Ok((tool.to_owned(), policy))
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}

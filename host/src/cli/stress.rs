@@ -1,0 +1,212 @@
+//! `snodo stress`: seeded correctness workloads that count every invariant exactly.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use snodo::store::{PgOptions, Store, StoreError};
+use snodo::stress::{CrashStore, StressOptions, StressReport};
+
+/// Run a seeded correctness workload against a store and print every invariant with its
+/// exact count and PASS/FAIL (exit code 1 when any fails). See docs/stress.md.
+#[derive(Debug, clap::Args)]
+pub(crate) struct StressArgs {
+    /// `contention` (writers racing on shared tasks) or `runner` (mixed batches of real
+    /// guests through a runner).
+    #[arg(long, default_value = "contention")]
+    mode: String,
+    /// `memory`, `redb`, `sqlite` or `postgres`.
+    #[arg(long, default_value = "memory")]
+    store: String,
+    /// Runner mode: the fixtures and examples components (default: the example guests).
+    #[arg(long = "component")]
+    components: Vec<PathBuf>,
+    /// The redb or SQLite file (default: a fresh temporary file, removed after).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// PostgreSQL: the connection string (a fresh schema is made and dropped after).
+    #[arg(long, default_value = super::PG_URL)]
+    pg_url: String,
+    #[command(flatten)]
+    workload: StressOptions,
+    /// Crash mode: `snodo serve` children on the store (redb, sqlite or postgres) are
+    /// killed with SIGKILL `--rounds` times at seeded moments under a mixed workload of
+    /// `--writers` clients, restarted, and every acknowledged reply is checked.
+    #[arg(long)]
+    kill: bool,
+    /// Crash mode on PostgreSQL: how many nodes share the store (one is killed each
+    /// round).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs the workload and prints its verdict.
+pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: StressArgs) -> ExitCode {
+    let mode = if args.kill {
+        "kill".to_owned()
+    } else {
+        args.mode.clone()
+    };
+    let components = if mode != "contention" && args.components.is_empty() {
+        match super::default_components() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("snodo stress: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        args.components.clone()
+    };
+    let run = Workload {
+        mode: &mode,
+        components: &components,
+        opts: &args.workload,
+        nodes: args.nodes,
+    };
+    match runtime.block_on(stress(&args.store, args.path.clone(), &args.pg_url, &run)) {
+        Ok(report) => {
+            if args.json {
+                super::print_json(&report);
+            } else {
+                print!("{}", report.render());
+            }
+            if report.passed() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("snodo stress: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Which workload `snodo stress` runs.
+struct Workload<'a> {
+    mode: &'a str,
+    components: &'a [PathBuf],
+    opts: &'a StressOptions,
+    nodes: usize,
+}
+
+impl Workload<'_> {
+    async fn run(&self, store: Arc<dyn Store>, name: &str) -> Result<StressReport, String> {
+        match self.mode {
+            "contention" => Ok(snodo::stress::contention(store, name, self.opts).await),
+            "runner" => {
+                snodo::stress::runner_batches(store, name, self.components, self.opts).await
+            }
+            other => Err(format!("--mode {other:?}: use contention or runner")),
+        }
+    }
+}
+
+/// Opens the store `kind` names (fresh unless a file is given), runs the workload on it,
+/// and removes what it made.
+async fn stress(
+    kind: &str,
+    path: Option<PathBuf>,
+    pg_url: &str,
+    run: &Workload<'_>,
+) -> Result<StressReport, String> {
+    let scratch = crate::scratch::temp_dir("stress")?;
+    let file = |name: &str| path.clone().unwrap_or_else(|| scratch.join(name));
+    if run.mode == "kill" {
+        let report = crash(kind, &file, pg_url, run).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        return report;
+    }
+    let file = match kind {
+        "sqlite" => file("stress.sqlite"),
+        _ => file("stress.redb"),
+    };
+    let schema = format!("snodo_stress_{}", std::process::id());
+    let opened = crate::scratch::ScratchStore::open(kind, &file, pg_url, schema).await?;
+    let report = run.run(opened.store.clone(), kind).await;
+    opened.remove().await?;
+    let report = report?;
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(report)
+}
+
+/// Crash mode: `snodo serve` children killed under load, then the store read back.
+async fn crash(
+    kind: &str,
+    file: &dyn Fn(&str) -> PathBuf,
+    pg_url: &str,
+    run: &Workload<'_>,
+) -> Result<StressReport, String> {
+    let bin = std::env::current_exe().map_err(|e| format!("where is snodo? {e}"))?;
+    if run.nodes > 1 && kind != "postgres" {
+        return Err("--nodes: only a PostgreSQL store is shared by several nodes".into());
+    }
+    let (crash_store, reader) = match kind {
+        "redb" => {
+            let path = file("stress.redb");
+            (CrashStore::Redb(path.clone()), Reader::Redb(path))
+        }
+        "sqlite" => {
+            let path = file("stress.sqlite");
+            (CrashStore::Sqlite(path.clone()), Reader::Sqlite(path))
+        }
+        "postgres" => {
+            let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
+            pg.schema = format!("snodo_stress_kill_{}", std::process::id());
+            pg.migrate = false;
+            let store = CrashStore::Postgres {
+                url: pg_url.to_owned(),
+                schema: pg.schema.clone(),
+            };
+            (store, Reader::Postgres(pg))
+        }
+        other => {
+            return Err(format!(
+                "--kill --store {other:?}: crash mode needs a durable store: redb, sqlite or postgres"
+            ));
+        }
+    };
+    let open = || reader.open();
+    let report = snodo::stress::crash(
+        &bin,
+        crash_store,
+        run.nodes,
+        run.components,
+        run.opts,
+        kind,
+        open,
+    )
+    .await;
+    if let Reader::Postgres(pg) = &reader {
+        snodo::store::drop_postgres_schema(pg)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    report
+}
+
+/// Opens, in this process, the store crash mode's children used: the verdict reads it
+/// through the contract once they are gone.
+enum Reader {
+    Redb(PathBuf),
+    Sqlite(PathBuf),
+    Postgres(PgOptions),
+}
+
+impl Reader {
+    async fn open(&self) -> Result<Arc<dyn Store>, String> {
+        let err = |e: StoreError| e.to_string();
+        Ok(match self {
+            Reader::Redb(p) => Arc::new(snodo::store::RedbStore::open(p).map_err(err)?),
+            Reader::Sqlite(p) => Arc::new(snodo::store::SqliteStore::open(p).map_err(err)?),
+            Reader::Postgres(pg) => {
+                Arc::new(snodo::store::PgStore::open(pg.clone()).await.map_err(err)?)
+            }
+        })
+    }
+}
