@@ -358,8 +358,8 @@ pub(crate) struct RunnerBenchOptions {
     pub grace_ms: u64,
     /// Store for the memory figures: `memory`, `redb` or `sqlite` (a temporary file), or
     /// `postgres` (a fresh schema at --pg-url, dropped after).
-    #[arg(long, default_value = "memory")]
-    pub store: String,
+    #[arg(long, value_enum, default_value_t = snodo::store::StoreKind::Memory)]
+    pub store: snodo::store::StoreKind,
     /// PostgreSQL: the connection string.
     #[arg(long, default_value = crate::cli::PG_URL)]
     pub pg_url: String,
@@ -424,7 +424,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         let dir = crate::scratch::temp_dir("bench-runner")?;
         let schema = format!("snodo_bench_runner_{}_{n}", std::process::id());
         let opened = crate::scratch::ScratchStore::open(
-            &opts.store,
+            opts.store,
             &dir.join(format!("tasks.{}", opts.store)),
             &opts.pg_url,
             schema,
@@ -610,8 +610,8 @@ pub(crate) struct McpBenchOptions {
     #[arg(long = "component", default_values_os_t = [crate::cli::guest("examples.wasm")])]
     pub components: Vec<PathBuf>,
     /// `redb` (in a temporary directory) or `memory`.
-    #[arg(long, default_value = "redb")]
-    pub store: String,
+    #[arg(long, value_enum, default_value_t = snodo::store::StoreKind::Redb)]
+    pub store: snodo::store::StoreKind,
     /// Concurrent keep-alive clients.
     #[arg(long, default_value_t = 16)]
     pub clients: usize,
@@ -681,12 +681,15 @@ impl Conn {
 /// Runs the MCP benchmark: `tools/call` → `CreateTaskResult` and `tasks/get` latency over
 /// real loopback HTTP, against a server in this process.
 pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
-    use snodo::serve::{ServeOptions, StoreChoice};
+    use snodo::serve::ServeOptions;
+    use snodo::store::{StoreConfig, StoreKind};
     let dir = std::env::temp_dir().join(format!("snodo-bench-mcp-{}", TaskId::generate()));
     let mut serve_opts = ServeOptions::new(dir.clone(), opts.components.clone());
     serve_opts.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    if opts.store == "memory" {
-        serve_opts.store = StoreChoice::Memory;
+    match opts.store {
+        StoreKind::Memory => serve_opts.store = StoreConfig::Memory,
+        StoreKind::Redb => {}
+        other => return Err(format!("--store {other}: use redb or memory")),
     }
     let server = snodo::serve::spawn(serve_opts)
         .await

@@ -13,7 +13,8 @@ use crate::budget::TenantLimits;
 use crate::http::{self, TokenError};
 use crate::model::{ExecutionLimits, Principal, RetryPolicy};
 use crate::runner::{ComponentPolicy, RunnerOptions};
-use crate::serve::{ServeOptions, StoreChoice, ToolSettings};
+use crate::serve::{ServeOptions, ToolSettings};
+use crate::store::{StoreConfig, StoreKind};
 use crate::wasm::{DirGrant, TaskMode, WasiGrants};
 
 /// A configuration problem: which file, which key, and why.
@@ -119,21 +120,6 @@ pub struct StoreSection {
     pub pool: Option<usize>,
     /// PostgreSQL: apply pending migrations at start (default false: run `snodo migrate`).
     pub migrate: Option<bool>,
-}
-
-/// `[store] kind`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoreKind {
-    /// The durable embedded store (the default).
-    #[default]
-    Redb,
-    /// A SQLite file: durable, one process.
-    Sqlite,
-    /// PostgreSQL, shared by any number of nodes.
-    Postgres,
-    /// Volatile.
-    Memory,
 }
 
 /// `[node]`.
@@ -358,7 +344,7 @@ impl Config {
         file: &str,
         data: &Path,
         node: &str,
-    ) -> Result<StoreChoice, ConfigError> {
+    ) -> Result<StoreConfig, ConfigError> {
         let st = &self.store;
         let kind = st.kind.unwrap_or_default();
         let err = |key: &str, reason: String| ConfigError {
@@ -394,9 +380,9 @@ impl Config {
                 .map_or_else(|| data.join(default), |p| self.resolve(p))
         };
         Ok(match kind {
-            StoreKind::Redb => StoreChoice::Redb(file("tasks.redb")),
-            StoreKind::Sqlite => StoreChoice::Sqlite(file("tasks.sqlite")),
-            StoreKind::Memory => StoreChoice::Memory,
+            StoreKind::Redb => StoreConfig::Redb(file("tasks.redb")),
+            StoreKind::Sqlite => StoreConfig::Sqlite(file("tasks.sqlite")),
+            StoreKind::Memory => StoreConfig::Memory,
             StoreKind::Postgres => {
                 let url = match (&st.url, &st.url_env) {
                     (Some(u), None) => u.clone(),
@@ -437,7 +423,7 @@ impl Config {
                 if let Some(m) = st.migrate {
                     o.migrate = m;
                 }
-                StoreChoice::Postgres(o)
+                StoreConfig::Postgres(o)
             }
         })
     }
@@ -835,7 +821,7 @@ subject = "alice"
         .unwrap();
         let o = c.to_serve_options("snodo.toml").unwrap();
         assert_eq!(o.listen.port(), 4000);
-        assert_eq!(o.store, StoreChoice::Memory);
+        assert_eq!(o.store, StoreConfig::Memory);
         assert_eq!(o.ttl_ms, Some(600_000));
         let flaky = &o.tool_settings["flaky"];
         assert_eq!(flaky.mode, Some(TaskMode::Required));
@@ -913,17 +899,17 @@ subject = "alice"
     #[test]
     fn stores_are_chosen_by_kind_with_their_own_keys() {
         let o = options("[store]\nkind = \"sqlite\"\npath = \"t.sqlite\"\n").expect("sqlite");
-        assert_eq!(o.store, StoreChoice::Sqlite(PathBuf::from("t.sqlite")));
+        assert_eq!(o.store, StoreConfig::Sqlite(PathBuf::from("t.sqlite")));
         let o = options("[store]\nkind = \"sqlite\"\n").expect("sqlite");
         assert_eq!(
             o.store,
-            StoreChoice::Sqlite(PathBuf::from(".snodo/tasks.sqlite"))
+            StoreConfig::Sqlite(PathBuf::from(".snodo/tasks.sqlite"))
         );
         let o = options(
             "[node]\nid = \"node-a\"\n[store]\nkind = \"postgres\"\nurl = \"host=db user=snodo\"\nschema = \"tenant_a\"\npool = 4\nmigrate = true\n",
         )
         .expect("postgres");
-        let StoreChoice::Postgres(pg) = &o.store else {
+        let StoreConfig::Postgres(pg) = &o.store else {
             panic!("{:?}", o.store)
         };
         assert_eq!(
@@ -944,7 +930,7 @@ subject = "alice"
             "{}",
             o.node
         );
-        let StoreChoice::Postgres(pg) = &o.store else {
+        let StoreConfig::Postgres(pg) = &o.store else {
             panic!()
         };
         assert_eq!(
@@ -1080,7 +1066,7 @@ grants = { dirs = [{ host = "../exports", guest = "/exports" }, { host = "/srv/a
                 PathBuf::from("/opt/tools/fixtures.wasm")
             ]
         );
-        assert_eq!(o.store, StoreChoice::Redb(base.join("state/tasks.redb")));
+        assert_eq!(o.store, StoreConfig::Redb(base.join("state/tasks.redb")));
         assert_eq!(o.cache_dir, Some(base.join("cache")));
         let dirs = |s: &ToolSettings| {
             s.grants

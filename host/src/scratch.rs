@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use snodo::store::{MemoryStore, PgOptions, PgStore, RedbStore, SqliteStore, Store};
+use snodo::store::{PgOptions, Store, StoreConfig, StoreKind};
 
-/// A store of one of the four kinds, and what to remove once the run is over.
+/// A store of any kind, and what to remove once the run is over.
 pub(crate) struct ScratchStore {
     /// The store.
     pub(crate) store: Arc<dyn Store>,
@@ -15,33 +15,34 @@ pub(crate) struct ScratchStore {
 }
 
 impl ScratchStore {
-    /// Opens `kind`: `memory`; `redb` or `sqlite` at `file` (created if it does not exist);
-    /// `postgres` at `pg_url` in a new schema named `schema`, which [`ScratchStore::remove`]
-    /// drops.
+    /// Opens a store of `kind`: `memory`; `redb` or `sqlite` at `file` (created if it does
+    /// not exist); `postgres` at `pg_url` in a new schema named `schema`, which
+    /// [`ScratchStore::remove`] drops.
     pub(crate) async fn open(
-        kind: &str,
+        kind: StoreKind,
         file: &Path,
         pg_url: &str,
         schema: String,
     ) -> Result<Self, String> {
-        let err = |e: snodo::store::StoreError| e.to_string();
-        let (store, schema): (Arc<dyn Store>, _) = match kind {
-            "memory" => (Arc::new(MemoryStore::new()), None),
-            "redb" => (Arc::new(RedbStore::open(file).map_err(err)?), None),
-            "sqlite" => (Arc::new(SqliteStore::open(file).map_err(err)?), None),
-            "postgres" => {
+        let config = match kind {
+            StoreKind::Memory => StoreConfig::Memory,
+            StoreKind::Redb => StoreConfig::Redb(file.to_owned()),
+            StoreKind::Sqlite => StoreConfig::Sqlite(file.to_owned()),
+            StoreKind::Postgres => {
                 let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
                 pg.schema = schema;
-                let store = PgStore::open(pg.clone()).await.map_err(err)?;
-                (Arc::new(store), Some(pg))
-            }
-            other => {
-                return Err(format!(
-                    "--store {other:?}: use memory, redb, sqlite or postgres"
-                ));
+                StoreConfig::Postgres(pg)
             }
         };
-        Ok(Self { store, schema })
+        let opened = config.open().await.map_err(|e| e.to_string())?;
+        let schema = match config {
+            StoreConfig::Postgres(pg) => Some(pg),
+            _ => None,
+        };
+        Ok(Self {
+            store: opened.store,
+            schema,
+        })
     }
 
     /// Removes the PostgreSQL schema this run made, if any (the store may still be open:

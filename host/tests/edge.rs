@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 use snodo::http::{HttpConfig, HttpLimits, router};
 use snodo::mcp::{McpServer, ServerConfig};
 use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions};
-use snodo::serve::{ServeOptions, StoreChoice};
+use snodo::serve::ServeOptions;
+use snodo::store::StoreConfig;
 use snodo::store::{MemoryStore, RedbStore, Store};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -34,7 +35,7 @@ const PATIENCE: Duration = Duration::from_secs(30);
 async fn serve_with(limits: HttpLimits) -> Served {
     let mut opts = ServeOptions::new(std::env::temp_dir(), Vec::new());
     opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    opts.store = StoreChoice::Memory;
+    opts.store = StoreConfig::Memory;
     opts.cache_dir = None;
     opts.http_limits = limits;
     // Longer than the patience: a stop within it proves connections closed on their

@@ -53,6 +53,16 @@ impl Instrumentation for Recorder {
 }
 
 impl Recorder {
+    /// What `pick` takes from every event recorded so far, in order.
+    fn picked<T>(&self, pick: impl Fn(&RunnerEvent) -> Option<T>) -> Vec<T> {
+        self.events
+            .lock()
+            .expect("lock")
+            .iter()
+            .filter_map(pick)
+            .collect()
+    }
+
     async fn until(&self, what: &str, pred: impl Fn(&[RunnerEvent]) -> bool) {
         tokio::time::timeout(Duration::from_secs(60), async {
             loop {
@@ -947,18 +957,12 @@ async fn a_task_whose_component_version_is_gone_follows_the_policy() {
         runner.submit(&id).await.expect("submit");
         rec.until("the job stopped", |e| !stops(e, &id).is_empty())
             .await;
-        let gone: Vec<bool> = rec
-            .events
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter_map(|e| match e {
-                RunnerEvent::PinnedComponentGone { task, ran_latest } if *task == id => {
-                    Some(*ran_latest)
-                }
-                _ => None,
-            })
-            .collect();
+        let gone = rec.picked(|e| match e {
+            RunnerEvent::PinnedComponentGone { task, ran_latest } if *task == id => {
+                Some(*ran_latest)
+            }
+            _ => None,
+        });
         let (task, _) = store.inspect(&id).await.expect("inspect").expect("task");
         match policy {
             ComponentPolicy::Pinned => {
@@ -1115,14 +1119,11 @@ async fn an_attempt_that_cannot_start_fails_past_the_start_failure_cap() {
             "{limits:?}: {e:?}"
         );
         assert_eq!(t.attempt, 4, "three released starts, then the failing one");
-        let failures = rec
-            .events
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|e| matches!(e, RunnerEvent::StartFailed { task, .. } if *task == id))
-            .count();
-        assert_eq!(failures, 4);
+        let failures = rec.picked(|e| match e {
+            RunnerEvent::StartFailed { task, failures } if *task == id => Some(*failures),
+            _ => None,
+        });
+        assert_eq!(failures, [1, 2, 3, 4]);
     }
     runner.shutdown().await;
 }
@@ -1181,19 +1182,13 @@ async fn a_panicking_recovery_loop_is_restarted_counted_and_reported() {
     runner.wake();
     let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
     assert_eq!(t.status, TaskStatus::Completed);
-    let restarts: Vec<Duration> = rec
-        .events
-        .lock()
-        .expect("lock")
-        .iter()
-        .filter_map(|e| match e {
-            RunnerEvent::LoopRestarted {
-                name: "recover",
-                backoff,
-            } => Some(*backoff),
-            _ => None,
-        })
-        .collect();
+    let restarts = rec.picked(|e| match e {
+        RunnerEvent::LoopRestarted {
+            name: "recover",
+            backoff,
+        } => Some(*backoff),
+        _ => None,
+    });
     assert_eq!(
         restarts,
         [Duration::from_millis(10), Duration::from_millis(20)],

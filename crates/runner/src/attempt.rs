@@ -145,60 +145,11 @@ pub(super) async fn run(
     let stopped_by = job.stop_reason.clone();
     let stop = |outcome: JobOutcome| job.stop(outcome);
 
-    // A task that took its attempt down too often (a crash or a stall every time) ends
-    // here instead of being replayed forever.
-    if claimed.task.recoveries > inner.opts.max_recoveries {
-        let max = inner.opts.max_recoveries;
-        let error = snodo_core::model::JsonRpcError::new(
-            snodo_core::model::codes::INTERNAL_ERROR,
-            format!("the task was recovered more than {max} times (runner.max_recoveries)"),
-        )
-        .with_data(serde_json::json!({
-            "kind": "limit",
-            "limit": "runner.max_recoveries",
-            "max": max,
-            "recoveries": claimed.task.recoveries,
-        }));
-        tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
-        let status = "stopped: its attempts kept ending without an outcome";
-        slot.free();
-        return stop(fail_unrun(inner, &lease, error, status).await);
-    }
-
-    let resolved = match inner.executors.resolve(&claimed.work) {
-        Ok(r) => {
-            if let Some(pinned) = &r.replaced {
-                tracing::warn!(
-                    task = %task_id,
-                    pinned = %pinned,
-                    "the task's component version is gone; running the deployed one (runner.component_policy = \"latest\")"
-                );
-                inner.instr.event(&RunnerEvent::PinnedComponentGone {
-                    task: task_id,
-                    ran_latest: true,
-                });
-            }
-            r
-        }
-        Err(Unresolved {
-            reason,
-            pinned_gone,
-        }) => {
-            if pinned_gone {
-                tracing::warn!(task = %task_id, %reason, "the task's component version is gone; failing it");
-                inner.instr.event(&RunnerEvent::PinnedComponentGone {
-                    task: task_id,
-                    ran_latest: false,
-                });
-            }
-            let error = AttemptError::Trap(String::new()).to_rpc_error();
-            let error = snodo_core::model::JsonRpcError::new(
-                error.code,
-                format!("the tool cannot run: {reason}"),
-            )
-            .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
+    let resolved = match runnable(inner, &claimed, &lease).await {
+        Ok(r) => r,
+        Err(outcome) => {
             slot.free();
-            return stop(fail_unrun(inner, &lease, error, "the tool is not deployed").await);
+            return stop(outcome);
         }
     };
 
@@ -251,86 +202,10 @@ pub(super) async fn run(
     }
     let lease = lease_cell.lock().clone();
 
-    let outcome = match report.outcome {
-        Ok(GuestOutcome::Completed(result)) => {
-            let result = serde_json::Value::Object(result);
-            match commit(inner, &lease, "outcome", EventKind::Completed { result }).await {
-                Ok(_) => JobOutcome::Completed,
-                Err(e) => refused(&e),
-            }
-        }
-        Ok(GuestOutcome::Failed(error)) => {
-            let kind = EventKind::Failed {
-                error,
-                status_message: None,
-            };
-            match commit(inner, &lease, "outcome", kind).await {
-                Ok(_) => JobOutcome::Failed,
-                Err(e) => refused(&e),
-            }
-        }
-        Ok(GuestOutcome::Retry {
-            error,
-            status_message,
-        }) => {
-            let kind = EventKind::RetryRequested {
-                error,
-                status_message: Some(status_message),
-            };
-            match commit(inner, &lease, "outcome", kind).await {
-                Ok(Committed {
-                    effect: Effect::RetryScheduled { retry_at, .. },
-                    task: committed_task,
-                    ..
-                }) => {
-                    // Both instants are the store's clock: the wait needs no clock read.
-                    let wait = retry_at
-                        .as_millis()
-                        .saturating_sub(committed_task.last_updated_at.as_millis());
-                    schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
-                    JobOutcome::RetryScheduled
-                }
-                Ok(_) => JobOutcome::RetryExhausted,
-                Err(e) => refused(&e),
-            }
-        }
-        Err(
-            e @ (AttemptError::Trap(_)
-            | AttemptError::Limit(_)
-            | AttemptError::InvalidOutcome(_)
-            | AttemptError::NeedInput(_)),
-        ) => {
-            // Not the tool's own answer: fail without consuming retries.
-            let kind = EventKind::Failed {
-                error: e.to_rpc_error(),
-                status_message: Some(e.to_string()),
-            };
-            match commit(inner, &lease, "outcome", kind).await {
-                Ok(_) => JobOutcome::Failed,
-                Err(e) => refused(&e),
-            }
-        }
-        Err(AttemptError::Parked) => {
-            let _ = timed(inner, "release", inner.store.release(&lease)).await;
-            JobOutcome::Parked
-        }
-        Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
-            start_failed(inner, &lease, task_id, reason).await
-        }
-        Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
-            if lost.load(Ordering::Acquire) {
-                JobOutcome::LeaseLost
-            } else {
-                // Cancelled in the store, or stopped for another reason with the lease
-                // still ours: give it back so the task is due again at once.
-                match timed(inner, "release", inner.store.release(&lease)).await {
-                    Ok(()) => JobOutcome::Released,
-                    Err(e) => refused(&e),
-                }
-            }
-        }
-    };
-    if !matches!(outcome, JobOutcome::Released) {
+    let outcome = settle(inner, &lease, task_id, report.outcome, &lost).await;
+    // Nothing to forget on the common path: a node whose guests all start never locks it.
+    if !matches!(outcome, JobOutcome::Released) && inner.any_start_failures.load(Ordering::Relaxed)
+    {
         inner.start_failures.lock().remove(&task_id);
     }
     stop(outcome);
@@ -359,6 +234,7 @@ async fn start_failed(
         if counts.len() >= REMEMBERED && !counts.contains_key(&task_id) {
             counts.clear();
         }
+        inner.any_start_failures.store(true, Ordering::Relaxed);
         let n = counts.entry(task_id).or_insert(0);
         *n += 1;
         *n
@@ -390,6 +266,159 @@ async fn start_failed(
         "detail": reason,
     }));
     fail_unrun(inner, lease, error, "stopped: its guest could not start").await
+}
+
+/// What runs the claimed task, or how the attempt ended without running it: a task that
+/// took its attempt down too often (a crash or a stall every time) fails instead of being
+/// replayed forever, and so does one whose tool is not deployed.
+async fn runnable(
+    inner: &Inner,
+    claimed: &Claimed,
+    lease: &Lease,
+) -> Result<crate::Resolved, JobOutcome> {
+    let task_id = *lease.task_id();
+    if claimed.task.recoveries > inner.opts.max_recoveries {
+        let max = inner.opts.max_recoveries;
+        let error = snodo_core::model::JsonRpcError::new(
+            snodo_core::model::codes::INTERNAL_ERROR,
+            format!("the task was recovered more than {max} times (runner.max_recoveries)"),
+        )
+        .with_data(serde_json::json!({
+            "kind": "limit",
+            "limit": "runner.max_recoveries",
+            "max": max,
+            "recoveries": claimed.task.recoveries,
+        }));
+        tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
+        let status = "stopped: its attempts kept ending without an outcome";
+        return Err(fail_unrun(inner, lease, error, status).await);
+    }
+
+    let resolved = match inner.executors.resolve(&claimed.work) {
+        Ok(r) => {
+            if let Some(pinned) = &r.replaced {
+                tracing::warn!(
+                    task = %task_id,
+                    pinned = %pinned,
+                    "the task's component version is gone; running the deployed one (runner.component_policy = \"latest\")"
+                );
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: true,
+                });
+            }
+            r
+        }
+        Err(Unresolved {
+            reason,
+            pinned_gone,
+        }) => {
+            if pinned_gone {
+                tracing::warn!(task = %task_id, %reason, "the task's component version is gone; failing it");
+                inner.instr.event(&RunnerEvent::PinnedComponentGone {
+                    task: task_id,
+                    ran_latest: false,
+                });
+            }
+            let error = AttemptError::Trap(String::new()).to_rpc_error();
+            let error = snodo_core::model::JsonRpcError::new(
+                error.code,
+                format!("the tool cannot run: {reason}"),
+            )
+            .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
+            return Err(fail_unrun(inner, lease, error, "the tool is not deployed").await);
+        }
+    };
+    Ok(resolved)
+}
+
+/// Commits what the guest's execution came to, under `lease`, and says how the job ended.
+async fn settle(
+    inner: &Arc<Inner>,
+    lease: &Lease,
+    task_id: snodo_core::model::TaskId,
+    outcome: Result<GuestOutcome, AttemptError>,
+    lost: &AtomicBool,
+) -> JobOutcome {
+    match outcome {
+        Ok(GuestOutcome::Completed(result)) => {
+            let result = serde_json::Value::Object(result);
+            match commit(inner, lease, "outcome", EventKind::Completed { result }).await {
+                Ok(_) => JobOutcome::Completed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Failed(error)) => {
+            let kind = EventKind::Failed {
+                error,
+                status_message: None,
+            };
+            match commit(inner, lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Ok(GuestOutcome::Retry {
+            error,
+            status_message,
+        }) => {
+            let kind = EventKind::RetryRequested {
+                error,
+                status_message: Some(status_message),
+            };
+            match commit(inner, lease, "outcome", kind).await {
+                Ok(Committed {
+                    effect: Effect::RetryScheduled { retry_at, .. },
+                    task: committed_task,
+                    ..
+                }) => {
+                    // Both instants are the store's clock: the wait needs no clock read.
+                    let wait = retry_at
+                        .as_millis()
+                        .saturating_sub(committed_task.last_updated_at.as_millis());
+                    schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
+                    JobOutcome::RetryScheduled
+                }
+                Ok(_) => JobOutcome::RetryExhausted,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(
+            e @ (AttemptError::Trap(_)
+            | AttemptError::Limit(_)
+            | AttemptError::InvalidOutcome(_)
+            | AttemptError::NeedInput(_)),
+        ) => {
+            // Not the tool's own answer: fail without consuming retries.
+            let kind = EventKind::Failed {
+                error: e.to_rpc_error(),
+                status_message: Some(e.to_string()),
+            };
+            match commit(inner, lease, "outcome", kind).await {
+                Ok(_) => JobOutcome::Failed,
+                Err(e) => refused(&e),
+            }
+        }
+        Err(AttemptError::Parked) => {
+            let _ = timed(inner, "release", inner.store.release(lease)).await;
+            JobOutcome::Parked
+        }
+        Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
+            start_failed(inner, lease, task_id, reason).await
+        }
+        Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
+            if lost.load(Ordering::Acquire) {
+                JobOutcome::LeaseLost
+            } else {
+                // Cancelled in the store, or stopped for another reason with the lease
+                // still ours: give it back so the task is due again at once.
+                match timed(inner, "release", inner.store.release(lease)).await {
+                    Ok(()) => JobOutcome::Released,
+                    Err(e) => refused(&e),
+                }
+            }
+        }
+    }
 }
 
 /// Renews the lease every heartbeat; on refusal (lease lost, task cancelled, reaped) flips

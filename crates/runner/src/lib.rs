@@ -213,6 +213,8 @@ pub(crate) struct Inner {
     loops_up: Mutex<Vec<(&'static str, bool)>>,
     /// Start failures per task on this node (see [`RunnerOptions::max_start_failures`]).
     start_failures: Mutex<HashMap<TaskId, u32>>,
+    /// Whether `start_failures` was ever written: until then an attempt's end skips it.
+    any_start_failures: std::sync::atomic::AtomicBool,
 }
 
 /// The runner. Cloning shares it.
@@ -257,6 +259,7 @@ impl Runner {
             tasks: TaskTracker::new(),
             loops_up: Mutex::new(Vec::new()),
             start_failures: Mutex::new(HashMap::new()),
+            any_start_failures: std::sync::atomic::AtomicBool::new(false),
         });
         let mut loops = Vec::new();
         if inner.opts.recover {

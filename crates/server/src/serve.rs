@@ -1,7 +1,7 @@
 //! `snodo serve`: wiring a store, the wasm host, a runner and the HTTP server together.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,25 +9,12 @@ use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServerConfig};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use snodo_core::model::{Principal, RetryPolicy};
-use snodo_core::store::{MemoryStore, ObservedStore, PgStore, RedbStore, SqliteStore, Store};
+use snodo_core::store::{ObservedStore, Store, StoreConfig};
 use snodo_runner::budget::TenantLimits;
 use snodo_runner::{Catalog, CatalogSource, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
 use snodo_wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
 pub use snodo_runner::DEFAULT_TTL_MS;
-
-/// Which store to serve from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreChoice {
-    /// Volatile.
-    Memory,
-    /// The redb file at this path.
-    Redb(PathBuf),
-    /// The SQLite file at this path.
-    Sqlite(PathBuf),
-    /// A PostgreSQL database shared with other nodes.
-    Postgres(snodo_core::store::PgOptions),
-}
 
 /// This process's default node identity: `<host>:<pid>`, unique among live processes.
 pub fn default_node_id() -> String {
@@ -66,7 +53,7 @@ pub struct ServeOptions {
     /// this node holds and appears in logs and metrics.
     pub node: String,
     /// The store.
-    pub store: StoreChoice,
+    pub store: StoreConfig,
     /// Where precompiled components are cached.
     pub cache_dir: Option<PathBuf>,
     /// Component files to serve.
@@ -105,7 +92,7 @@ impl ServeOptions {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 3001)),
             node: default_node_id(),
-            store: StoreChoice::Redb(data.join("tasks.redb")),
+            store: StoreConfig::Redb(data.join("tasks.redb")),
             cache_dir: Some(data.join("cache")),
             components,
             tokens: Vec::new(),
@@ -175,37 +162,30 @@ pub async fn serve(
             .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
     }
     tracing::info!(node = %opts.node, "node identity");
-    let mut remote = None;
-    let store: Arc<dyn Store> = match &opts.store {
-        StoreChoice::Memory => {
-            tracing::info!("store: memory (volatile)");
-            Arc::new(MemoryStore::new())
-        }
-        StoreChoice::Redb(path) => {
-            // Creates the data directory (0700) and the file (0600) if missing.
-            let s = RedbStore::open(path)?;
-            file_opened("redb", path, s.epoch(), s.fenced_claims());
-            Arc::new(s)
-        }
-        StoreChoice::Sqlite(path) => {
-            let s = SqliteStore::open(path)?;
-            file_opened("sqlite", path, s.epoch(), s.fenced_claims());
-            Arc::new(s)
-        }
-        StoreChoice::Postgres(o) => {
-            let mut o = o.clone();
-            o.node = opts.node.clone();
-            let s = PgStore::open(o.clone()).await?;
-            tracing::info!(
-                schema = %o.schema,
-                pool = o.pool_size,
-                recovered = s.fenced_claims(),
-                "store: postgres"
-            );
-            remote = Some(s.remote_changes());
-            Arc::new(s)
-        }
-    };
+    let mut config = opts.store.clone();
+    if let StoreConfig::Postgres(o) = &mut config {
+        // Claims are named after this node.
+        o.node = opts.node.clone();
+    }
+    // A file store creates its directory (0700) and file (0600) if missing.
+    let opened = config.open().await?;
+    match &config {
+        StoreConfig::Memory => tracing::info!("store: memory (volatile)"),
+        StoreConfig::Redb(path) | StoreConfig::Sqlite(path) => tracing::info!(
+            path = %path.display(),
+            epoch = opened.epoch.unwrap_or_default(),
+            recovered = opened.recovered,
+            "store: {}",
+            opened.kind
+        ),
+        StoreConfig::Postgres(o) => tracing::info!(
+            schema = %o.schema,
+            pool = o.pool_size,
+            recovered = opened.recovered,
+            "store: postgres"
+        ),
+    }
+    let (store, remote) = (opened.store, opened.remote);
     let catalog = Arc::new(load_tools(&opts).await?);
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
@@ -366,9 +346,6 @@ async fn ended(
 
 /// Logs a store file opened: where it is, the boot epoch, and how many claims of earlier
 /// processes its boot released (the tasks about to be recovered).
-fn file_opened(kind: &str, path: &Path, epoch: u64, recovered: usize) {
-    tracing::info!(path = %path.display(), epoch, recovered, "store: {kind}");
-}
 
 /// Hands other nodes' announced changes to this node's subscription streams and runner.
 async fn follow_remote_changes(

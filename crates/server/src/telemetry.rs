@@ -183,12 +183,8 @@ impl Metrics {
             self.pinned_failed.load(Ordering::Relaxed),
             self.pinned_ran_latest.load(Ordering::Relaxed)
         );
-        let _ = writeln!(
-            out,
-            "# HELP snodo_attempts_finished_total Task attempts finished, by outcome.\n# TYPE snodo_attempts_finished_total counter"
-        );
         let finished = self.attempts_finished.lock().clone();
-        for outcome in [
+        let outcomes = [
             JobOutcome::Completed,
             JobOutcome::Failed,
             JobOutcome::RetryScheduled,
@@ -200,14 +196,15 @@ impl Metrics {
             JobOutcome::Reaped,
             JobOutcome::Superseded,
             JobOutcome::Aborted,
-        ] {
-            let name = outcome.as_str();
-            let v = finished.get(name).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "snodo_attempts_finished_total{{outcome=\"{name}\"}} {v}"
-            );
-        }
+        ]
+        .map(|o| (o.as_str(), finished.get(o.as_str()).copied().unwrap_or(0)));
+        labelled(
+            &mut out,
+            "snodo_attempts_finished_total",
+            "Task attempts finished, by outcome.",
+            "outcome",
+            outcomes,
+        );
         // Tasks by the terminal status they reached in this process (a current-state gauge
         // would need a store scan per scrape).
         let _ = writeln!(
@@ -242,25 +239,22 @@ impl Metrics {
             out,
             "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}\n# HELP snodo_sync_calls_active Synchronous guest executions running now.\n# TYPE snodo_sync_calls_active gauge\nsnodo_sync_calls_active {sync}\n# HELP snodo_streams_open Open subscription streams.\n# TYPE snodo_streams_open gauge\nsnodo_streams_open {streams}"
         );
-        let _ = writeln!(
-            out,
-            "# HELP snodo_runner_loop_restarts_total Runner loops restarted after a panic, by loop.\n# TYPE snodo_runner_loop_restarts_total counter"
-        );
         let restarts = self.loop_restarts.lock().clone();
-        for name in ["recover", "reap"] {
-            let n = restarts.get(name).copied().unwrap_or(0);
-            let _ = writeln!(
-                out,
-                "snodo_runner_loop_restarts_total{{loop=\"{name}\"}} {n}"
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP snodo_limit_refusals_total Requests refused by a budget, by limit.\n# TYPE snodo_limit_refusals_total counter"
+        labelled(
+            &mut out,
+            "snodo_runner_loop_restarts_total",
+            "Runner loops restarted after a panic, by loop.",
+            "loop",
+            ["recover", "reap"].map(|n| (n, restarts.get(n).copied().unwrap_or(0))),
         );
-        for (limit, n) in self.limits_hit.lock().iter() {
-            let _ = writeln!(out, "snodo_limit_refusals_total{{limit=\"{limit}\"}} {n}");
-        }
+        let refusals = self.limits_hit.lock().clone();
+        labelled(
+            &mut out,
+            "snodo_limit_refusals_total",
+            "Requests refused by a budget, by limit.",
+            "limit",
+            refusals,
+        );
         let _ = writeln!(
             out,
             "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
@@ -285,6 +279,20 @@ impl Metrics {
         );
         self.execute.render(&mut out, "snodo_execution_seconds", "");
         out
+    }
+}
+
+/// A counter family: its help and type, then one line per `label` value.
+fn labelled<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (value, n) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {n}");
     }
 }
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use snodo::model::{Task, TaskId, Work};
 use snodo::protocol::rfc3339;
-use snodo::serve::StoreChoice;
+use snodo::store::StoreConfig;
 
 /// Show a task: from a redb or SQLite store file without a running server, or from the
 /// store a configuration names (PostgreSQL included; a read that touches no claim).
@@ -53,10 +53,10 @@ fn inspect(
     let (found, place) = match config {
         None => (inspect_file(store, &id)?, store.display().to_string()),
         Some(file) => match super::load_config(file)?.store {
-            StoreChoice::Redb(p) | StoreChoice::Sqlite(p) => {
+            StoreConfig::Redb(p) | StoreConfig::Sqlite(p) => {
                 (inspect_file(&p, &id)?, p.display().to_string())
             }
-            StoreChoice::Postgres(mut pg) => {
+            StoreConfig::Postgres(mut pg) => {
                 // A one-off identity: opening under a serving node's name would release
                 // that node's claims.
                 pg.node = snodo::serve::default_node_id();
@@ -68,7 +68,7 @@ fn inspect(
                 });
                 (found.map_err(|e| e.to_string())?, place)
             }
-            StoreChoice::Memory => {
+            StoreConfig::Memory => {
                 return Err("a memory store lives only inside its server".into());
             }
         },

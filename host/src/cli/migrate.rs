@@ -21,7 +21,7 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: MigrateArgs) -> ExitC
 /// Applies the PostgreSQL migrations of the store `file` configures.
 fn migrate(runtime: &tokio::runtime::Runtime, file: &Path) -> Result<String, String> {
     let opts = super::load_config(file)?;
-    let snodo::serve::StoreChoice::Postgres(pg) = opts.store else {
+    let snodo::store::StoreConfig::Postgres(pg) = opts.store else {
         return Err(format!(
             "{}: store.kind: migrations are for a PostgreSQL store (kind = \"postgres\"); the embedded stores upgrade themselves on open",
             file.display()

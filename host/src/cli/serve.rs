@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use snodo::model::{Principal, RetryPolicy};
-use snodo::serve::{ServeOptions, StoreChoice};
+use snodo::serve::ServeOptions;
+use snodo::store::{StoreConfig, StoreKind};
 
 /// Serve MCP over Streamable HTTP with durable tasks.
 #[derive(Debug, clap::Args)]
@@ -19,8 +20,8 @@ pub(crate) struct ServeArgs {
     listen: SocketAddr,
     /// Task store: `redb` (durable, in --data), `sqlite` (durable, in --data) or
     /// `memory` (volatile). PostgreSQL is configured with --config.
-    #[arg(long, default_value = "redb")]
-    store: String,
+    #[arg(long, value_enum, default_value_t = StoreKind::Redb)]
+    store: StoreKind,
     /// Data directory for the redb store and the compiled-component cache.
     #[arg(long, default_value = ".snodo")]
     data: PathBuf,
@@ -99,14 +100,14 @@ fn options(args: ServeArgs) -> Result<ServeOptions, String> {
     let sqlite_file = args.data.join("tasks.sqlite");
     let mut opts = ServeOptions::new(args.data, components);
     opts.listen = listen;
-    opts.store = match args.store.as_str() {
-        "memory" => StoreChoice::Memory,
-        "redb" => opts.store,
-        "sqlite" => StoreChoice::Sqlite(sqlite_file),
-        other => {
-            return Err(format!(
-                "--store {other:?}: use redb, sqlite or memory (PostgreSQL is configured in a file: --config)"
-            ));
+    opts.store = match args.store {
+        StoreKind::Memory => StoreConfig::Memory,
+        StoreKind::Redb => opts.store,
+        StoreKind::Sqlite => StoreConfig::Sqlite(sqlite_file),
+        StoreKind::Postgres => {
+            return Err(
+                "--store postgres: a PostgreSQL store is configured in a file (--config; see docs/configuration.md)".into(),
+            );
         }
     };
     for (i, (token, principal)) in args.tokens.into_iter().enumerate() {

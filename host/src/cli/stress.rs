@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use snodo::store::{PgOptions, Store, StoreError};
+use snodo::store::{PgOptions, Store, StoreConfig, StoreKind};
 use snodo::stress::{CrashStore, StressOptions, StressReport};
 
 /// Run a seeded correctness workload against a store and print every invariant with its
@@ -15,9 +15,9 @@ pub(crate) struct StressArgs {
     /// guests through a runner).
     #[arg(long, default_value = "contention")]
     mode: String,
-    /// `memory`, `redb`, `sqlite` or `postgres`.
-    #[arg(long, default_value = "memory")]
-    store: String,
+    /// The store to run against.
+    #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
+    store: StoreKind,
     /// Runner mode: the fixtures and examples components (default: the example guests).
     #[arg(long = "component")]
     components: Vec<PathBuf>,
@@ -67,7 +67,7 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: StressArgs) -> ExitCo
         opts: &args.workload,
         nodes: args.nodes,
     };
-    match runtime.block_on(stress(&args.store, args.path.clone(), &args.pg_url, &run)) {
+    match runtime.block_on(stress(args.store, args.path.clone(), &args.pg_url, &run)) {
         Ok(report) => {
             if args.json {
                 super::print_json(&report);
@@ -110,7 +110,7 @@ impl Workload<'_> {
 /// Opens the store `kind` names (fresh unless a file is given), runs the workload on it,
 /// and removes what it made.
 async fn stress(
-    kind: &str,
+    kind: StoreKind,
     path: Option<PathBuf>,
     pg_url: &str,
     run: &Workload<'_>,
@@ -123,12 +123,12 @@ async fn stress(
         return report;
     }
     let file = match kind {
-        "sqlite" => file("stress.sqlite"),
+        StoreKind::Sqlite => file("stress.sqlite"),
         _ => file("stress.redb"),
     };
     let schema = format!("snodo_stress_{}", std::process::id());
     let opened = crate::scratch::ScratchStore::open(kind, &file, pg_url, schema).await?;
-    let report = run.run(opened.store.clone(), kind).await;
+    let report = run.run(opened.store.clone(), kind.as_str()).await;
     opened.remove().await?;
     let report = report?;
     let _ = std::fs::remove_dir_all(&scratch);
@@ -137,25 +137,25 @@ async fn stress(
 
 /// Crash mode: `snodo serve` children killed under load, then the store read back.
 async fn crash(
-    kind: &str,
+    kind: StoreKind,
     file: &dyn Fn(&str) -> PathBuf,
     pg_url: &str,
     run: &Workload<'_>,
 ) -> Result<StressReport, String> {
     let bin = std::env::current_exe().map_err(|e| format!("where is snodo? {e}"))?;
-    if run.nodes > 1 && kind != "postgres" {
+    if run.nodes > 1 && kind != StoreKind::Postgres {
         return Err("--nodes: only a PostgreSQL store is shared by several nodes".into());
     }
     let (crash_store, reader) = match kind {
-        "redb" => {
+        StoreKind::Redb => {
             let path = file("stress.redb");
-            (CrashStore::Redb(path.clone()), Reader::Redb(path))
+            (CrashStore::Redb(path.clone()), StoreConfig::Redb(path))
         }
-        "sqlite" => {
+        StoreKind::Sqlite => {
             let path = file("stress.sqlite");
-            (CrashStore::Sqlite(path.clone()), Reader::Sqlite(path))
+            (CrashStore::Sqlite(path.clone()), StoreConfig::Sqlite(path))
         }
-        "postgres" => {
+        StoreKind::Postgres => {
             let mut pg = PgOptions::new(pg_url, snodo::serve::default_node_id());
             pg.schema = format!("snodo_stress_kill_{}", std::process::id());
             pg.migrate = false;
@@ -163,50 +163,37 @@ async fn crash(
                 url: pg_url.to_owned(),
                 schema: pg.schema.clone(),
             };
-            (store, Reader::Postgres(pg))
+            (store, StoreConfig::Postgres(pg))
         }
-        other => {
-            return Err(format!(
-                "--kill --store {other:?}: crash mode needs a durable store: redb, sqlite or postgres"
-            ));
+        StoreKind::Memory => {
+            return Err(
+                "--kill --store memory: crash mode needs a durable store: redb, sqlite or postgres"
+                    .into(),
+            );
         }
     };
-    let open = || reader.open();
+    // The verdict reads, in this process, the store the children used, once they are gone.
+    let open = || async {
+        reader
+            .open()
+            .await
+            .map(|o| o.store)
+            .map_err(|e| e.to_string())
+    };
     let report = snodo::stress::crash(
         &bin,
         crash_store,
         run.nodes,
         run.components,
         run.opts,
-        kind,
+        kind.as_str(),
         open,
     )
     .await;
-    if let Reader::Postgres(pg) = &reader {
+    if let StoreConfig::Postgres(pg) = &reader {
         snodo::store::drop_postgres_schema(pg)
             .await
             .map_err(|e| e.to_string())?;
     }
     report
-}
-
-/// Opens, in this process, the store crash mode's children used: the verdict reads it
-/// through the contract once they are gone.
-enum Reader {
-    Redb(PathBuf),
-    Sqlite(PathBuf),
-    Postgres(PgOptions),
-}
-
-impl Reader {
-    async fn open(&self) -> Result<Arc<dyn Store>, String> {
-        let err = |e: StoreError| e.to_string();
-        Ok(match self {
-            Reader::Redb(p) => Arc::new(snodo::store::RedbStore::open(p).map_err(err)?),
-            Reader::Sqlite(p) => Arc::new(snodo::store::SqliteStore::open(p).map_err(err)?),
-            Reader::Postgres(pg) => {
-                Arc::new(snodo::store::PgStore::open(pg.clone()).await.map_err(err)?)
-            }
-        })
-    }
 }

@@ -185,26 +185,14 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
         }
         r.body(Body::empty()).expect("request")
     };
+    let status = |req| async { send(&app, req).await.0 };
     // A DELETE never ends what the caller was not given: another principal's id and a
     // forged one are unknown sessions (404), and the session still serves its owner.
-    assert_eq!(
-        send(&app, delete(Some(&session), "eve-token", None))
-            .await
-            .0,
-        404
-    );
-    assert_eq!(
-        send(&app, delete(Some(&altered), "ada-token", None))
-            .await
-            .0,
-        404
-    );
-    assert_eq!(
-        send(&app, with_token(&ping, &session, "ada-token")).await.0,
-        200
-    );
+    assert_eq!(status(delete(Some(&session), "eve-token", None)).await, 404);
+    assert_eq!(status(delete(Some(&altered), "ada-token", None)).await, 404);
+    assert_eq!(status(with_token(&ping, &session, "ada-token")).await, 200);
     // Without an id there is nothing to end (400); 2026-07-28 has no sessions (405).
-    assert_eq!(send(&app, delete(None, "ada-token", None)).await.0, 400);
+    assert_eq!(status(delete(None, "ada-token", None)).await, 400);
     let resp = tower::ServiceExt::oneshot(
         app.clone(),
         delete(Some(&session), "ada-token", Some("2026-07-28")),
@@ -214,25 +202,10 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "POST, DELETE");
     // Ended with DELETE by its owner: refused from then on, and ending it again is 404.
-    assert_eq!(
-        send(
-            &app,
-            delete(Some(&session), "ada-token", Some("2025-11-25"))
-        )
-        .await
-        .0,
-        204
-    );
-    assert_eq!(
-        send(&app, with_token(&ping, &session, "ada-token")).await.0,
-        404
-    );
-    assert_eq!(
-        send(&app, delete(Some(&session), "ada-token", None))
-            .await
-            .0,
-        404
-    );
+    let ended = delete(Some(&session), "ada-token", Some("2025-11-25"));
+    assert_eq!(status(ended).await, 204);
+    assert_eq!(status(with_token(&ping, &session, "ada-token")).await, 404);
+    assert_eq!(status(delete(Some(&session), "ada-token", None)).await, 404);
 }
 
 #[tokio::test]

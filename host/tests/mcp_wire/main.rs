@@ -15,7 +15,7 @@ use snodo::wasm::Component;
 use tokio::sync::OnceCell;
 use tower::ServiceExt;
 
-pub(crate) static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
+static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -30,11 +30,16 @@ mod tasks;
 
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 
-pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> snodo::http::App {
-    let fixtures = FIXTURES
+/// The fixtures component, loaded once for the whole binary.
+pub(crate) async fn fixtures() -> Arc<Component> {
+    FIXTURES
         .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
         .await
-        .clone();
+        .clone()
+}
+
+pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> snodo::http::App {
+    let fixtures = fixtures().await;
     let (server, _) = common::mcp_server(
         common::catalog_of(&[&fixtures], Default::default()),
         Default::default(),

@@ -157,10 +157,7 @@ async fn subscriptions_deliver_task_notifications() {
 #[tokio::test]
 async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_state() {
     use snodo::store::Store;
-    let fixtures = FIXTURES
-        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
-        .await
-        .clone();
+    let fixtures = fixtures().await;
     let inner: Arc<dyn Store> = Arc::new(snodo::store::MemoryStore::new());
     let observed = Arc::new(snodo::store::ObservedStore::new(inner.clone(), 8));
     let store: Arc<dyn Store> = observed.clone();

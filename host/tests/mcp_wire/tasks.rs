@@ -225,10 +225,7 @@ impl snodo::store::Layer for HeldAnswers {
 /// minutes, so only the hand-off can stop it within the test.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
-    let fixtures = FIXTURES
-        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
-        .await
-        .clone();
+    let fixtures = fixtures().await;
     let gate = HeldAnswers::default();
     let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::Layered::over(
         Arc::new(snodo::store::MemoryStore::new()),
@@ -334,10 +331,7 @@ impl snodo::wasm::Executable for RecordingExecutable {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executor_and_the_stored_work_get_the_principal_and_no_request_fields() {
     const TOKEN: &str = "bearer-marker-0123456789";
-    let fixtures = FIXTURES
-        .get_or_init(|| async { common::load_guests(32, 32 << 20).await.fixtures })
-        .await
-        .clone();
+    let fixtures = fixtures().await;
     let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::MemoryStore::new());
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
     let seen = Arc::<std::sync::Mutex<Vec<String>>>::default();

@@ -13,6 +13,7 @@
 //! Every adapter passes the same contract suite (`contract`, run by each adapter's tests).
 //! `store/` never calls into wasm or the wire; it speaks only the domain model.
 
+mod config;
 mod engine;
 mod error;
 #[macro_use]
@@ -41,6 +42,7 @@ pub mod contract;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub use config::{OpenedStore, StoreConfig, StoreKind};
 pub use engine::fill_random;
 pub use error::StoreError;
 #[cfg(feature = "redb")]

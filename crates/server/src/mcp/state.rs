@@ -65,16 +65,18 @@ impl Purpose {
     pub(crate) fn seal(&self, key: &[u8; 32], body: &[u8]) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         snodo_core::store::fill_random(&mut nonce);
-        let sealed = self
-            .cipher(key)
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: body,
-                    aad: self.aad,
-                },
-            )
-            // Encryption fails only for messages over 256 GiB.
+        self.seal_with(&self.cipher(key), nonce, body)
+    }
+
+    /// `body` sealed by `cipher` under `nonce`: the nonce, then the ciphertext.
+    fn seal_with(&self, cipher: &XChaCha20Poly1305, nonce: [u8; NONCE_LEN], body: &[u8]) -> String {
+        let payload = Payload {
+            msg: body,
+            aad: self.aad,
+        };
+        // Encryption fails only for messages over 256 GiB.
+        let sealed = cipher
+            .encrypt(&XNonce::from(nonce), payload)
             .unwrap_or_default();
         let mut out = nonce.to_vec();
         out.extend_from_slice(&sealed);
@@ -103,20 +105,7 @@ impl Purpose {
     /// `seal` with the cipher of earlier builds, for the test that they still open.
     #[cfg(test)]
     fn seal_as_earlier(&self, key: &[u8; 32], body: &[u8]) -> String {
-        let nonce = [3u8; NONCE_LEN];
-        let sealed = self
-            .earlier_cipher(key)
-            .encrypt(
-                &XNonce::from(nonce),
-                Payload {
-                    msg: body,
-                    aad: self.aad,
-                },
-            )
-            .unwrap_or_default();
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&sealed);
-        URL_SAFE_NO_PAD.encode(out)
+        self.seal_with(&self.earlier_cipher(key), [3u8; NONCE_LEN], body)
     }
 }
 

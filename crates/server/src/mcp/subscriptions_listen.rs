@@ -88,66 +88,97 @@ impl McpServer {
             .as_ref()
             .filter(|_| !watched.is_empty())
             .map(|f| f.subscribe());
-        let store = self.store.clone();
-        let principal = principal.clone();
-        let closing = self.closing.clone();
-        tokio::spawn(async move {
-            // The stream counts against the budgets until it ends.
-            let _slot = slot;
-            let closed = async {
-                tokio::select! {
-                    () = tx.closed() => {}
-                    () = closing.cancelled() => {}
-                }
-            };
-            tokio::pin!(closed);
-            let Some(mut feed) = feed else {
-                closed.await;
-                return;
-            };
-            // Watched tasks changed since they were last sent, oldest mark first.
-            let mut marked: std::collections::VecDeque<usize> = Default::default();
-            let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
-                if !marked.contains(&i) {
-                    marked.push_back(i);
-                }
-            };
-            loop {
-                tokio::select! {
-                    () = &mut closed => return,
-                    changed = feed.recv() => match changed {
-                        Ok(snodo_core::store::Changed::Task(id)) => {
-                            let id = id.to_string();
-                            if let Some(i) = watched.iter().position(|w| *w == id) {
-                                mark(&mut marked, i);
-                            }
+        let stream = Stream {
+            store: self.store.clone(),
+            principal: principal.clone(),
+            watched,
+            sub,
+            tx,
+        };
+        tokio::spawn(stream.forward(feed, slot, self.closing.clone()));
+        Ok(Reply::Stream(rx))
+    }
+}
+
+/// One subscription stream: the tasks it watches and where their notifications go.
+struct Stream {
+    store: std::sync::Arc<dyn snodo_core::store::Store>,
+    principal: Principal,
+    watched: Vec<String>,
+    sub: Value,
+    tx: mpsc::Sender<Value>,
+}
+
+impl Stream {
+    /// Sends the newest state of every watched task the feed says changed, until the client
+    /// goes away or the server closes its streams.
+    async fn forward(
+        self,
+        feed: Option<tokio::sync::broadcast::Receiver<snodo_core::store::Changed>>,
+        slot: snodo_runner::budget::Slot,
+        closing: tokio_util::sync::CancellationToken,
+    ) {
+        let Stream {
+            store,
+            principal,
+            watched,
+            sub,
+            tx,
+        } = self;
+        // The stream counts against the budgets until it ends.
+        let _slot = slot;
+        let closed = async {
+            tokio::select! {
+                () = tx.closed() => {}
+                () = closing.cancelled() => {}
+            }
+        };
+        tokio::pin!(closed);
+        let Some(mut feed) = feed else {
+            closed.await;
+            return;
+        };
+        // Watched tasks changed since they were last sent, oldest mark first.
+        let mut marked: std::collections::VecDeque<usize> = Default::default();
+        let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
+            if !marked.contains(&i) {
+                marked.push_back(i);
+            }
+        };
+        loop {
+            tokio::select! {
+                () = &mut closed => return,
+                changed = feed.recv() => match changed {
+                    Ok(snodo_core::store::Changed::Task(id)) => {
+                        let id = id.to_string();
+                        if let Some(i) = watched.iter().position(|w| *w == id) {
+                            mark(&mut marked, i);
                         }
-                        // Fell behind the feed, or the feed missed changes: every watched
-                        // task may have changed.
-                        Ok(snodo_core::store::Changed::Unknown)
-                        | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            for i in 0..watched.len() {
-                                mark(&mut marked, i);
-                            }
-                        }
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                    },
-                    permit = tx.reserve(), if !marked.is_empty() => {
-                        let Ok(permit) = permit else { return };
-                        let Some(i) = marked.pop_front() else { continue };
-                        // Authorized on every send: a task that expired or was reaped is
-                        // dropped. The task is read now, so the newest state goes out.
-                        let Ok((_, task)) = store.authorize_read(&principal, &watched[i]).await else {
-                            continue;
-                        };
-                        let Ok(params) = serde_json::to_value(wire::detailed_task(&task, &sub)) else {
-                            continue;
-                        };
-                        permit.send(protocol::notification("notifications/tasks", params));
                     }
+                    // Fell behind the feed, or the feed missed changes: every watched
+                    // task may have changed.
+                    Ok(snodo_core::store::Changed::Unknown)
+                    | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        for i in 0..watched.len() {
+                            mark(&mut marked, i);
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                permit = tx.reserve(), if !marked.is_empty() => {
+                    let Ok(permit) = permit else { return };
+                    let Some(i) = marked.pop_front() else { continue };
+                    // Authorized on every send: a task that expired or was reaped is
+                    // dropped. The task is read now, so the newest state goes out.
+                    let Ok((_, task)) = store.authorize_read(&principal, &watched[i]).await else {
+                        continue;
+                    };
+                    let Ok(params) = serde_json::to_value(wire::detailed_task(&task, &sub)) else {
+                        continue;
+                    };
+                    permit.send(protocol::notification("notifications/tasks", params));
                 }
             }
-        });
-        Ok(Reply::Stream(rx))
+        }
     }
 }
