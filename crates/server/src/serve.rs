@@ -344,9 +344,6 @@ async fn ended(
         .unwrap_or_else(|e| Err(ServeError::Listen(format!("the server task failed: {e}"))))
 }
 
-/// Logs a store file opened: where it is, the boot epoch, and how many claims of earlier
-/// processes its boot released (the tasks about to be recovered).
-
 /// Hands other nodes' announced changes to this node's subscription streams and runner.
 async fn follow_remote_changes(
     mut changes: snodo_core::store::RemoteChanges,
