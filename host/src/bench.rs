@@ -620,64 +620,6 @@ pub(crate) struct McpBenchOptions {
     pub requests: usize,
 }
 
-/// Minimal HTTP/1.1 keep-alive client for loopback load: one request at a time.
-struct Conn {
-    stream: tokio::io::BufStream<tokio::net::TcpStream>,
-}
-
-impl Conn {
-    async fn open(addr: std::net::SocketAddr) -> Result<Self, String> {
-        let s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| e.to_string())?;
-        s.set_nodelay(true).map_err(|e| e.to_string())?;
-        Ok(Self {
-            stream: tokio::io::BufStream::new(s),
-        })
-    }
-
-    async fn post(
-        &mut self,
-        method: &str,
-        name: Option<&str>,
-        body: &str,
-    ) -> Result<serde_json::Value, String> {
-        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-        let req = snodo::stress::mcp_post(method, name, body, false);
-        self.stream
-            .write_all(req.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        self.stream.flush().await.map_err(|e| e.to_string())?;
-        let mut len = 0usize;
-        loop {
-            let mut line = String::new();
-            if self
-                .stream
-                .read_line(&mut line)
-                .await
-                .map_err(|e| e.to_string())?
-                == 0
-            {
-                return Err("connection closed".into());
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some(v) = l.to_ascii_lowercase().strip_prefix("content-length:") {
-                len = v.trim().parse().map_err(|_| "bad content-length")?;
-            }
-        }
-        let mut buf = vec![0u8; len];
-        self.stream
-            .read_exact(&mut buf)
-            .await
-            .map_err(|e| e.to_string())?;
-        serde_json::from_slice(&buf).map_err(|e| e.to_string())
-    }
-}
-
 /// Runs the MCP benchmark: `tools/call` → `CreateTaskResult` and `tasks/get` latency over
 /// real loopback HTTP, against a server in this process.
 pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, String> {
@@ -704,16 +646,15 @@ pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, St
     for c in 0..opts.clients.max(1) {
         let meta = meta.clone();
         joins.push(tokio::spawn(async move {
-            let mut conn = Conn::open(addr).await?;
+            let mut conn = snodo::client::Connection::open(addr).await?;
             let mut create = Vec::with_capacity(per);
             let mut get = Vec::with_capacity(per);
             let mut ids = Vec::with_capacity(per);
             for i in 0..per {
-                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
-                    "name": "flaky", "arguments": {"succeed_on_attempt": 1}, "_meta": meta}})
-                .to_string();
+                let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                    "name": "flaky", "arguments": {"succeed_on_attempt": 1}, "_meta": meta}});
                 let started = Instant::now();
-                let v = conn.post("tools/call", Some("flaky"), &body).await?;
+                let (_, v) = conn.call(&call, None).await?;
                 create.push(started.elapsed());
                 let id = v["result"]["taskId"]
                     .as_str()
@@ -722,11 +663,10 @@ pub(crate) async fn mcp(opts: &McpBenchOptions) -> Result<Vec<LatencyFigure>, St
                 ids.push(id);
             }
             for (i, id) in ids.iter().enumerate() {
-                let body = json!({"jsonrpc": "2.0", "id": i, "method": "tasks/get", "params": {
-                    "taskId": id, "_meta": meta}})
-                .to_string();
+                let get_task = json!({"jsonrpc": "2.0", "id": i, "method": "tasks/get", "params": {
+                    "taskId": id, "_meta": meta}});
                 let started = Instant::now();
-                let v = conn.post("tasks/get", Some(id), &body).await?;
+                let (_, v) = conn.call(&get_task, None).await?;
                 get.push(started.elapsed());
                 if v["result"]["taskId"] != json!(id) {
                     return Err(format!("client {c}: tasks/get failed: {v}"));

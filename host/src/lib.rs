@@ -14,6 +14,8 @@
 //! - [`protocol`], [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): the wire,
 //!   the MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
+//! - [`client`]: the small HTTP/1 MCP client the stress harness, the benchmarks and the
+//!   end-to-end tests reach a server with.
 //! - [`stress`]: `snodo stress`, the invariant-counting workloads.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
@@ -24,5 +26,6 @@ pub use snodo_runner::budget;
 pub use snodo_server::{http, mcp, protocol, serve, telemetry};
 pub use snodo_wasm as wasm;
 
+pub mod client;
 pub mod config;
 pub mod stress;

@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tower::ServiceExt;
 
 use common::Served;
-use common::process::{await_log, post_mcp, read_response, run_ok, snodo, spawn_serve, tool_call};
+use common::process::{await_log, post_mcp, run_ok, snodo, spawn_serve, tool_call};
 
 /// How long a test waits for something that should happen promptly before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -808,5 +808,40 @@ fn operator_commands_leave_the_working_directory_alone() {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(left, ["snodo.toml"], "{args:?} left files behind");
+    }
+}
+
+/// Reads one response off a raw connection: these tests speak raw bytes on purpose (slow,
+/// partial and malformed requests), so they read raw bytes back.
+async fn read_response(conn: &mut tokio::net::TcpStream) -> Option<(u16, String)> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
+            let len: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < end + 4 + len {
+                let n = conn.read(&mut chunk).await.ok()?;
+                if n == 0 {
+                    return None;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+            return Some((status, body));
+        }
+        let n = conn.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
     }
 }

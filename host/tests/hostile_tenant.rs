@@ -226,30 +226,35 @@ async fn the_global_cap_refuses_at_once_and_names_itself() {
     let_go(held).await;
 }
 
-/// Sends a raw HTTP/1.1 request over a real socket (reading the status line of an SSE
-/// reply), waits for `hang_up`, then closes the connection.
+/// Sends `body` over a real connection (reading the head of an SSE reply), waits for
+/// `hang_up`, then closes the connection.
 async fn call_and_hang_up(
     addr: std::net::SocketAddr,
     body: &Value,
     hang_up: tokio::sync::oneshot::Receiver<()>,
 ) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let text = body.to_string();
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN_A}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hold\r\nContent-Length: {}\r\n\r\n{text}",
-        text.len()
-    );
-    s.write_all(req.as_bytes()).await.expect("write");
+    let mut connection = snodo::client::Connection::open(addr)
+        .await
+        .expect("connect");
+    let reply = connection.send(snodo::client::mcp_request(body, Some(TOKEN_A), true));
     // With a progress token the reply is an SSE stream whose head comes at once; without
     // one nothing comes until the guest ends, so the test says when the call is running.
     if body["params"]["_meta"]["progressToken"].is_string() {
-        let mut buf = [0u8; 12];
-        s.read_exact(&mut buf).await.expect("status line");
-        assert_eq!(&buf, b"HTTP/1.1 200");
+        let response = reply.await.expect("a response");
+        assert_eq!(response.status(), 200);
+        let _ = hang_up.await;
+        drop(response);
+    } else {
+        let waiting = async {
+            let _ = reply.await;
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            () = waiting => {}
+            _ = hang_up => {}
+        }
     }
-    let _ = hang_up.await;
-    drop(s);
+    drop(connection);
 }
 
 #[tokio::test]

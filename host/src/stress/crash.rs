@@ -18,7 +18,6 @@ use parking_lot::Mutex;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::model::{TaskId, TaskStatus};
 use crate::store::Store;
@@ -160,12 +159,7 @@ fn start(bin: &Path, config: &Path) -> Result<Node, String> {
 
 /// One JSON-RPC call over a fresh connection; `None` when no complete reply arrived (the
 /// node died, or refused the connection).
-async fn rpc(
-    addr: SocketAddr,
-    method: &str,
-    mut params: Value,
-    name: Option<&str>,
-) -> Option<Value> {
+async fn rpc(addr: SocketAddr, method: &str, mut params: Value) -> Option<Value> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {
@@ -173,51 +167,10 @@ async fn rpc(
             "extensions": {"io.modelcontextprotocol/tasks": {}}
         },
     });
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).to_string();
-    let request = mcp_post(method, name, &body, true);
-    let exchange = async {
-        let mut c = tokio::net::TcpStream::connect(addr).await.ok()?;
-        c.write_all(request.as_bytes()).await.ok()?;
-        let mut raw = Vec::new();
-        c.read_to_end(&mut raw).await.ok()?;
-        let end = raw.windows(4).position(|w| w == b"\r\n\r\n")?;
-        let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
-        let mut body = raw[end + 4..].to_vec();
-        if head.contains("transfer-encoding: chunked") {
-            body = dechunk(&body)?;
-        }
-        serde_json::from_slice::<Value>(&body).ok()
-    };
-    tokio::time::timeout(Duration::from_secs(30), exchange)
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    crate::client::call_once(addr, &message, Duration::from_secs(30))
         .await
-        .ok()
-        .flatten()
-}
-
-/// A raw HTTP/1.1 `POST /mcp` of `body` with the 2026-07-28 routing headers, as the load
-/// generators send it; `close` asks the server to close the connection after the reply.
-pub fn mcp_post(method: &str, name: Option<&str>, body: &str, close: bool) -> String {
-    let name = name
-        .map(|n| format!("Mcp-Name: {n}\r\n"))
-        .unwrap_or_default();
-    let connection = if close { "Connection: close\r\n" } else { "" };
-    format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nMcp-Method: {method}\r\n{name}MCP-Protocol-Version: 2026-07-28\r\n{connection}Content-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-}
-
-fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::new();
-    loop {
-        let line = b.windows(2).position(|w| w == b"\r\n")?;
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..line]).ok()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.extend_from_slice(b.get(line + 2..line + 2 + size)?);
-        b = b.get(line + 2 + size + 2..)?;
-    }
+        .map(|(_, reply)| reply)
 }
 
 /// What the clients were told, per task.
@@ -262,13 +215,7 @@ async fn client(
                     1 => ("confirm_delete", json!({"filename": "f"})),
                     _ => ("flaky", json!({"succeed_on_attempt": 2})),
                 };
-                let reply = rpc(
-                    addr,
-                    "tools/call",
-                    json!({"name": tool, "arguments": args}),
-                    Some(tool),
-                )
-                .await;
+                let reply = rpc(addr, "tools/call", json!({"name": tool, "arguments": args})).await;
                 if let Some(id) = reply.as_ref().and_then(|r| r["result"]["taskId"].as_str()) {
                     model.lock().insert(
                         id.to_owned(),
@@ -296,7 +243,7 @@ async fn client(
             }
             _ => {
                 let Some(id) = pick(&mut rng) else { continue };
-                let acked = rpc(addr, "tasks/cancel", json!({"taskId": id}), None)
+                let acked = rpc(addr, "tasks/cancel", json!({"taskId": id}))
                     .await
                     .is_some_and(|r| r.get("result").is_some());
                 if acked
@@ -317,7 +264,6 @@ async fn answer(addr: SocketAddr, model: &Model, id: &str) {
         "tasks/update",
         json!({"taskId": id, "inputResponses": {
             "confirm": {"action": "accept", "content": {"confirm": true}}}}),
-        None,
     )
     .await;
     if reply.is_some_and(|r| r.get("result").is_some())
@@ -329,7 +275,7 @@ async fn answer(addr: SocketAddr, model: &Model, id: &str) {
 
 /// Reads a task and keeps what a terminal reply said; returns the status seen.
 async fn observe(addr: SocketAddr, model: &Model, id: &str) -> Option<String> {
-    let reply = rpc(addr, "tasks/get", json!({"taskId": id}), None).await?;
+    let reply = rpc(addr, "tasks/get", json!({"taskId": id})).await?;
     let r = &reply["result"];
     let status = r["status"].as_str()?.to_owned();
     if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
@@ -417,7 +363,6 @@ where
         addrs[0],
         "tools/call",
         json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
-        Some("slow_compute"),
     )
     .await
     .and_then(|r| r["result"]["taskId"].as_str().map(str::to_owned))
@@ -429,7 +374,7 @@ where
                 ..Told::default()
             },
         );
-        let acked = rpc(addrs[0], "tasks/cancel", json!({"taskId": id}), None)
+        let acked = rpc(addrs[0], "tasks/cancel", json!({"taskId": id}))
             .await
             .is_some_and(|r| r.get("result").is_some());
         if acked

@@ -13,7 +13,7 @@
 
 mod crash;
 
-pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash, mcp_post};
+pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! A `snodo serve` child process and a plain HTTP/1.1 client for it, and the other `snodo`
-//! commands run to their end: for the tests that run the binary as an operator would.
+//! A `snodo serve` child process, requests to it through `snodo::client`, and the other
+//! `snodo` commands run to their end: for the tests that run the binary as an operator would.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -7,8 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use snodo::client::{Connection, Events, mcp_request};
 
 /// A `snodo serve` child logging JSON lines, killed when dropped.
 pub(crate) struct ServeProcess {
@@ -86,60 +85,15 @@ pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
     }
 }
 
+/// POSTs the JSON-RPC `body` over a fresh connection: the status and the reply.
 pub(crate) async fn post_mcp(addr: SocketAddr, body: &Value) -> (u16, Value) {
-    let text = body.to_string();
-    let method = body["method"].as_str().unwrap_or_default();
-    let name = match body["params"]["name"].as_str() {
-        Some(n) => format!("Mcp-Name: {n}\r\n"),
-        None => String::new(),
+    let exchange = async {
+        let mut c = Connection::open(addr).await.expect("connect");
+        c.call(body, None).await.expect("a response")
     };
-    let mut c = TcpStream::connect(addr).await.expect("connect");
-    let req = format!(
-        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nMcp-Method: {method}\r\n{name}Mcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{text}",
-        text.len()
-    );
-    c.write_all(req.as_bytes()).await.expect("write");
-    let (status, body) = tokio::time::timeout(Duration::from_secs(120), read_response(&mut c))
+    tokio::time::timeout(Duration::from_secs(120), exchange)
         .await
         .expect("an answer")
-        .expect("a response");
-    (
-        status,
-        serde_json::from_str(&body).unwrap_or(Value::String(body)),
-    )
-}
-
-pub(crate) async fn read_response(conn: &mut TcpStream) -> Option<(u16, String)> {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-            let status: u16 = head.split(' ').nth(1)?.parse().ok()?;
-            let len: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    k.eq_ignore_ascii_case("content-length")
-                        .then(|| v.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < end + 4 + len {
-                let n = conn.read(&mut chunk).await.ok()?;
-                if n == 0 {
-                    return None;
-                }
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
-            return Some((status, body));
-        }
-        let n = conn.read(&mut chunk).await.ok()?;
-        if n == 0 {
-            return None;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
 }
 
 /// A `tools/call` request, declaring the tasks extension when `tasks`.
@@ -168,13 +122,13 @@ pub(crate) fn request(method: &str, mut params: Value, tasks: bool) -> Value {
 
 /// `GET path` with `Host: localhost`: the status and the body.
 pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).await.expect("connect");
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
-    c.write_all(req.as_bytes()).await.expect("write");
-    tokio::time::timeout(Duration::from_secs(120), read_response(&mut c))
+    let exchange = async {
+        let mut c = Connection::open(addr).await.expect("connect");
+        c.get(path).await.expect("a response")
+    };
+    tokio::time::timeout(Duration::from_secs(120), exchange)
         .await
         .expect("an answer")
-        .expect("a response")
 }
 
 /// Collects log lines until one satisfies `want`, or fails after the patience.
@@ -194,79 +148,30 @@ pub(crate) fn await_log(server: &ServeProcess, what: &str, want: impl Fn(&Value)
     }
 }
 
-/// A server-sent event stream read off a raw connection (chunked transfer decoded).
+/// A server-sent event stream: the reply to a POST that accepts one.
 pub(crate) struct Sse {
-    conn: TcpStream,
-    buf: Vec<u8>,
-    text: String,
+    events: Events,
+    /// Holds the connection open while the stream is read.
+    _connection: Connection,
 }
 
 impl Sse {
     /// POSTs `body` accepting an event stream and reads the response head.
     pub(crate) async fn open(addr: SocketAddr, body: &Value) -> Self {
-        let text = body.to_string();
-        let method = body["method"].as_str().unwrap_or_default();
-        let mut conn = TcpStream::connect(addr).await.expect("connect");
-        let req = format!(
-            "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Method: {method}\r\nMcp-Protocol-Version: 2026-07-28\r\nContent-Length: {}\r\n\r\n{text}",
-            text.len()
-        );
-        conn.write_all(req.as_bytes()).await.expect("write");
-        let mut sse = Self {
-            conn,
-            buf: Vec::new(),
-            text: String::new(),
-        };
-        let end = loop {
-            if let Some(end) = sse.buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break end;
-            }
-            sse.fill().await;
-        };
-        let head = String::from_utf8_lossy(&sse.buf[..end]).to_ascii_lowercase();
-        assert!(head.contains("text/event-stream"), "{head}");
-        assert!(head.contains("chunked"), "{head}");
-        sse.buf.drain(..end + 4);
-        sse
-    }
-
-    async fn fill(&mut self) {
-        let mut chunk = [0u8; 4096];
-        let n = self.conn.read(&mut chunk).await.expect("read");
-        assert!(n > 0, "the stream ended");
-        self.buf.extend_from_slice(&chunk[..n]);
+        let mut connection = Connection::open(addr).await.expect("connect");
+        let response = connection
+            .send(mcp_request(body, None, true))
+            .await
+            .expect("a response");
+        let events = Events::of(response).expect("an event stream");
+        Self {
+            events,
+            _connection: connection,
+        }
     }
 
     /// The next event's JSON data.
     pub(crate) async fn next(&mut self) -> Value {
-        loop {
-            if let Some(end) = self.text.find("\n\n") {
-                let event: String = self.text.drain(..end + 2).collect();
-                if let Some(v) = event
-                    .lines()
-                    .filter_map(|l| l.strip_prefix("data:"))
-                    .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-                {
-                    return v;
-                }
-                continue;
-            }
-            // One chunk: its size line, its bytes, CRLF.
-            let line_end = loop {
-                if let Some(p) = self.buf.windows(2).position(|w| w == b"\r\n") {
-                    break p;
-                }
-                self.fill().await;
-            };
-            let size =
-                usize::from_str_radix(String::from_utf8_lossy(&self.buf[..line_end]).trim(), 16)
-                    .expect("a chunk size");
-            while self.buf.len() < line_end + 2 + size + 2 {
-                self.fill().await;
-            }
-            let data = &self.buf[line_end + 2..line_end + 2 + size];
-            self.text.push_str(&String::from_utf8_lossy(data));
-            self.buf.drain(..line_end + 2 + size + 2);
-        }
+        self.events.next().await.expect("the stream ended")
     }
 }
