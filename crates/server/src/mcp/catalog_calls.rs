@@ -10,11 +10,10 @@ use serde_json::{Map, Value, json};
 use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 use snodo_runner::CatalogSource;
-use snodo_wasm::{
-    AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo, InputRequests,
-};
+use snodo_wasm::{AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo};
 
-use super::{McpServer, Revision, SyncIo, state};
+use super::mrtr::{self, given_answers};
+use super::{McpServer, Revision, SyncIo};
 
 /// What a guest call on the request path produced.
 pub(super) enum Answered<T = Value> {
@@ -32,42 +31,6 @@ pub(super) struct Asking<'a>(
     pub(super) &'a Principal,
     pub(super) Revision,
 );
-
-/// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
-/// the earlier rounds' sealed in its `requestState` for `subject` (what the state was
-/// issued for: a tool name, `prompt:<name>` or `resource:<uri>`).
-pub(super) fn given_answers(
-    params: &Map<String, Value>,
-    key: &[u8; 32],
-    subject: &str,
-    principal: &Principal,
-) -> Result<Map<String, Value>, RpcError> {
-    let mut responses = object_field(params, "inputResponses")?;
-    // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
-    // ListRootsResult); anything else is a malformed round, not an answer.
-    if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-        return Err(RpcError::invalid_params(format!(
-            "inputResponses[{k:?}] must be an object (an MCP input result)"
-        )));
-    }
-    if let Some(s) = params.get("requestState") {
-        let s = s
-            .as_str()
-            .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
-        let earlier =
-            state::verify(key, subject, principal, s).map_err(RpcError::invalid_params)?;
-        for (k, v) in earlier {
-            responses.entry(k).or_insert(v);
-        }
-    }
-    Ok(responses)
-}
-
-/// An `InputRequiredResult` asking `questions`, carrying `request_state`.
-pub(super) fn input_required(questions: InputRequests, request_state: String) -> Value {
-    let requests: Map<String, Value> = questions.into_iter().collect();
-    json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
-}
 
 /// A list or read result of this revision: 2026-07-28 marks it complete and says how long
 /// it may be cached ([`protocol::complete_uncached`]).
@@ -175,10 +138,9 @@ impl McpServer {
             Ok(Some(Ok(v))) => Ok(Answered::Complete(v)),
             Ok(Some(Err(e))) => Err(e),
             Ok(None) => Err(RpcError::invalid_params("Resource not found")),
-            Err(AttemptError::NeedInput(q)) => {
-                let st = state::issue(&key, subject, principal, &responses);
-                Ok(Answered::InputRequired(input_required(q, st)))
-            }
+            Err(AttemptError::NeedInput(q)) => Ok(Answered::InputRequired(mrtr::input_required(
+                q, &key, subject, principal, &responses,
+            ))),
             Err(e) => Err(e.to_rpc_error()),
         }
     }

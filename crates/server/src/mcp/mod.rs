@@ -9,6 +9,7 @@ mod catalog_calls;
 mod discover;
 mod legacy;
 mod method;
+mod mrtr;
 mod session;
 mod state;
 mod subscriptions_listen;

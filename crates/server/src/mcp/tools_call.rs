@@ -14,9 +14,10 @@ use snodo_runner::budget::{Over, Refusal, Slot};
 use snodo_runner::tool_call_work;
 use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
-use super::catalog_calls::{given_answers, input_required, object_field};
+use super::catalog_calls::object_field;
+use super::mrtr::{self, given_answers};
 use super::sync_io::Outbox;
-use super::{McpServer, Reply, Revision, SyncIo, legacy, state, wire};
+use super::{McpServer, Reply, Revision, SyncIo, legacy, wire};
 
 fn attempt_error(e: &AttemptError) -> RpcError {
     e.to_rpc_error()
@@ -108,8 +109,9 @@ impl McpServer {
                 Ok(Ok(prepared)) => arguments = prepared,
                 Ok(Err(e)) => return Err(e),
                 Err(AttemptError::NeedInput(q)) => {
-                    let st = state::issue(&key, &tool.info.name, principal, &responses);
-                    return Ok(Reply::result(id, input_required(q, st)));
+                    let asked =
+                        mrtr::input_required(q, &key, &tool.info.name, principal, &responses);
+                    return Ok(Reply::result(id, asked));
                 }
                 Err(e) => return Err(attempt_error(&e)),
             }
@@ -202,29 +204,30 @@ impl McpServer {
             Revision::Current => protocol::http_status(e),
             Revision::Handshake => 200,
         };
-        let to_message =
-            move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
-                match outcome {
-                    Ok(GuestOutcome::Completed(r)) => {
-                        let r = match revision {
-                            Revision::Current => protocol::complete(r),
-                            Revision::Handshake => legacy::plain(Value::Object(r)),
-                        };
-                        (200, protocol::result_response(id, r))
-                    }
-                    Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => {
-                        (status_of(&e), protocol::error_response(id, &e))
-                    }
-                    Err(AttemptError::NeedInput(q)) => {
-                        let st = state::issue(&key, &tool_name, &principal, &answered);
-                        (200, protocol::result_response(id, input_required(q, st)))
-                    }
-                    Err(e) => {
-                        let e = attempt_error(&e);
-                        (status_of(&e), protocol::error_response(id, &e))
-                    }
+        let to_message = move |id: &Value,
+                               outcome: Result<GuestOutcome, AttemptError>|
+              -> (u16, Value) {
+            match outcome {
+                Ok(GuestOutcome::Completed(r)) => {
+                    let r = match revision {
+                        Revision::Current => protocol::complete(r),
+                        Revision::Handshake => legacy::plain(Value::Object(r)),
+                    };
+                    (200, protocol::result_response(id, r))
                 }
-            };
+                Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => {
+                    (status_of(&e), protocol::error_response(id, &e))
+                }
+                Err(AttemptError::NeedInput(q)) => {
+                    let asked = mrtr::input_required(q, &key, &tool_name, &principal, &answered);
+                    (200, protocol::result_response(id, asked))
+                }
+                Err(e) => {
+                    let e = attempt_error(&e);
+                    (status_of(&e), protocol::error_response(id, &e))
+                }
+            }
+        };
         let wall = Duration::from_millis(self.config.limits.sync_timeout_ms);
         let run = async move {
             match tokio::time::timeout(wall, component.execute(exec)).await {

@@ -1,0 +1,56 @@
+//! MRTR (multi-round-trip requests): the answers a request carries for a guest that asks,
+//! and the `input_required` result that asks for more. The sealing of `requestState` is
+//! `state.rs`'s; the rounds themselves are run by `tools/call` and the catalog calls.
+
+use serde_json::{Map, Value, json};
+
+use crate::protocol::RpcError;
+use snodo_core::model::Principal;
+use snodo_wasm::InputRequests;
+
+use super::state;
+
+/// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
+/// the earlier rounds' sealed in its `requestState` for `subject` (what the state was
+/// issued for: a tool name, `prompt:<name>` or `resource:<uri>`).
+pub(super) fn given_answers(
+    params: &Map<String, Value>,
+    key: &[u8; 32],
+    subject: &str,
+    principal: &Principal,
+) -> Result<Map<String, Value>, RpcError> {
+    let mut responses = super::catalog_calls::object_field(params, "inputResponses")?;
+    // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
+    // ListRootsResult); anything else is a malformed round, not an answer.
+    if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
+        return Err(RpcError::invalid_params(format!(
+            "inputResponses[{k:?}] must be an object (an MCP input result)"
+        )));
+    }
+    if let Some(s) = params.get("requestState") {
+        let s = s
+            .as_str()
+            .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
+        let earlier =
+            state::verify(key, subject, principal, s).map_err(RpcError::invalid_params)?;
+        for (k, v) in earlier {
+            responses.entry(k).or_insert(v);
+        }
+    }
+    Ok(responses)
+}
+
+/// An `InputRequiredResult` asking `questions`, with a `requestState` sealed for `subject`
+/// and `principal` that carries every answer given so far, so the next round can replay
+/// them all.
+pub(super) fn input_required(
+    questions: InputRequests,
+    key: &[u8; 32],
+    subject: &str,
+    principal: &Principal,
+    answered: &Map<String, Value>,
+) -> Value {
+    let request_state = state::issue(key, subject, principal, answered);
+    let requests: Map<String, Value> = questions.into_iter().collect();
+    json!({"resultType": "input_required", "inputRequests": requests, "requestState": request_state})
+}
