@@ -1368,3 +1368,63 @@ async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
     assert_eq!(task(&*store, &id).await.status, TaskStatus::Completed);
     runner.shutdown().await;
 }
+
+/// A layer that commits every `create_claimed` and then holds its answer until the test
+/// opens the gate.
+#[derive(Default, Clone)]
+struct HeldCreations {
+    open: Arc<tokio::sync::Notify>,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait::async_trait]
+impl snodo::store::Layer for HeldCreations {
+    async fn create_claimed(
+        &self,
+        inner: &dyn Store,
+        new: NewTask,
+        request: &snodo::store::ClaimRequest,
+    ) -> StoreResult<snodo::store::Claimed> {
+        let claimed = inner.create_claimed(new, request).await?;
+        let opened = self.open.notified();
+        self.held.notify_one();
+        if !self.opened.load(Ordering::Acquire) {
+            opened.await;
+        }
+        Ok(claimed)
+    }
+}
+
+/// A task created, claimed and started in one commit whose caller went away before the
+/// answer came still gets its attempt: the claim is not left to wait out its lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_created_task_starts_though_its_caller_left_before_the_answer() {
+    let gate = HeldCreations::default();
+    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        gate.clone(),
+    ));
+    let (rec, runner) = recorded(&store, Arc::new(Fake(Arc::new(Completes))), opts(false));
+    let new = new_task("completes", json!({}));
+    let id = new.id;
+    let caller = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.create(new).await }
+    });
+    tokio::time::timeout(Duration::from_secs(60), gate.held.notified())
+        .await
+        .expect("the creation was never committed");
+    caller.abort();
+    assert!(caller.await.is_err(), "the caller went away mid-commit");
+    gate.opened.store(true, Ordering::Release);
+    gate.open.notify_waiters();
+    let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert_eq!(
+        store_ops(&rec, "claim"),
+        0,
+        "started by its creation's claim"
+    );
+    runner.shutdown().await;
+}

@@ -340,8 +340,8 @@ impl Runner {
                 return Ok(task);
             }
         };
-        // The commit and the start run apart from the caller; the caller waits only for
-        // the commit's answer.
+        // The commit runs apart from the caller, which waits only for its answer: the
+        // committed task and its `Start`.
         let (tx, rx) = tokio::sync::oneshot::channel();
         let inner = inner.clone();
         self.inner.tasks.spawn(async move {
@@ -355,12 +355,13 @@ impl Runner {
             {
                 Ok(claimed) => {
                     let task = claimed.task.clone();
-                    // The attempt is spawned before the caller is woken: the woken caller
-                    // then runs next on this worker and its reply leaves ahead of the
-                    // attempt's work. (A fresh task has no earlier attempt to stop, so
-                    // this does not wait.)
-                    spawn_attempt(inner, claimed, slot).await;
-                    let _ = tx.send(Ok(task));
+                    let start = Start {
+                        inner: inner.clone(),
+                        claimed: Some((claimed, slot)),
+                    };
+                    // A caller that went away drops what was sent to it, and with it the
+                    // `Start`: the attempt starts all the same.
+                    let _ = tx.send(Ok((task, start)));
                 }
                 Err(e) => {
                     drop(slot);
@@ -369,8 +370,13 @@ impl Runner {
                 }
             }
         });
-        rx.await
-            .map_err(|_| StoreError::unavailable("the task creation was abandoned"))?
+        let (task, start) = rx
+            .await
+            .map_err(|_| StoreError::unavailable("the task creation was abandoned"))??;
+        // Started from the caller's own task, which runs on to send its reply before this
+        // worker turns to the attempt.
+        drop(start);
+        Ok(task)
     }
 
     /// Tells the runner that the store committed a cancellation of `task`: the attempt's
@@ -571,6 +577,31 @@ pub(crate) async fn timed<T>(
     r
 }
 
+/// The attempt of a task created claimed and started, not yet running: it starts when this
+/// is dropped, wherever that happens (in the caller once it has its answer, or with the
+/// channel that carried it if the caller went away), so a committed start is never left
+/// without its attempt.
+struct Start {
+    inner: Arc<Inner>,
+    claimed: Option<(Claimed, Slot)>,
+}
+
+impl Drop for Start {
+    fn drop(&mut self) {
+        let Some((claimed, slot)) = self.claimed.take() else {
+            return;
+        };
+        let inner = self.inner.clone();
+        if inner.attempts.lock().contains_key(claimed.lease.task_id()) {
+            // Not for a task just created; an earlier attempt would first be stopped.
+            let tasks = inner.tasks.clone();
+            tasks.spawn(spawn_attempt(inner, claimed, slot));
+        } else {
+            launch(inner, claimed, slot);
+        }
+    }
+}
+
 /// Starts an attempt for a fresh claim. A previous local attempt of the same task is
 /// stopped first (its token flips, its guest is dropped, and we wait for it to end), so a
 /// late result or input request of the old attempt can never overlap the new one.
@@ -580,6 +611,13 @@ async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
     if let Some(mut old) = old {
         stop_local(&mut old, JobOutcome::Superseded).await;
     }
+    launch(inner, claimed, slot);
+}
+
+/// Spawns the attempt of `claimed` and records it as this node's attempt of its task, which
+/// has none running.
+fn launch(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
+    let task = *claimed.lease.task_id();
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let cancel = CancelToken::new();
     let lease = Arc::new(Mutex::new(claimed.lease.clone()));

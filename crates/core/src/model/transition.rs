@@ -107,7 +107,7 @@ impl Task {
     /// `Err` the task is unchanged.
     pub fn apply(
         &mut self,
-        event: &TaskEvent,
+        event: TaskEvent,
         generation: Option<u64>,
         retry: &RetryPolicy,
         now: Timestamp,
@@ -115,7 +115,10 @@ impl Task {
         if self.status.is_terminal() {
             return Err(Rejected::Terminal(self.status));
         }
-        let effect = match &event.kind {
+        // What the task remembers of the event, taken before its content moves into the task.
+        let digest = event.digest();
+        let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
+        let effect = match event.kind {
             EventKind::Started => {
                 self.attempt = self.attempt.saturating_add(1);
                 self.status = if self.has_outstanding_inputs() {
@@ -126,24 +129,24 @@ impl Task {
                 Effect::Applied
             }
             EventKind::StatusMessage { message } => {
-                self.status_message = Some(message.clone());
+                self.status_message = Some(message);
                 Effect::Applied
             }
             EventKind::InputRequested { key, request } => {
-                if let Some(existing) = self.inputs.get(key) {
-                    if existing.request != *request {
-                        return Err(Rejected::InputConflict(key.clone()));
+                if let Some(existing) = self.inputs.get(&key) {
+                    if existing.request != request {
+                        return Err(Rejected::InputConflict(key));
                     }
                     // Same key, same request: a replayed guest reattaching.
                     return Ok(Step {
-                        effect: Effect::Input(self.input_reply(key)),
+                        effect: Effect::Input(self.input_reply(&key)),
                         changed: false,
                     });
                 }
                 self.inputs.insert(
-                    key.clone(),
+                    key,
                     InputEntry {
-                        request: request.clone(),
+                        request,
                         response: None,
                     },
                 );
@@ -153,11 +156,11 @@ impl Task {
             EventKind::InputAccepted { responses } => {
                 let mut keys = Vec::new();
                 for (key, response) in responses {
-                    if let Some(entry) = self.inputs.get_mut(key)
+                    if let Some(entry) = self.inputs.get_mut(&key)
                         && entry.response.is_none()
                     {
-                        entry.response = Some(response.clone());
-                        keys.push(key.clone());
+                        entry.response = Some(response);
+                        keys.push(key);
                     }
                 }
                 let complete = !self.has_outstanding_inputs();
@@ -184,7 +187,7 @@ impl Task {
                     self.claim = None;
                     self.status = TaskStatus::Working;
                     if status_message.is_some() {
-                        self.status_message.clone_from(status_message);
+                        self.status_message = status_message;
                     }
                     Effect::RetryScheduled {
                         retry_at,
@@ -192,13 +195,13 @@ impl Task {
                     }
                 }
                 None => {
-                    let outcome = Outcome::Error(error.clone());
-                    self.finish(TaskStatus::Failed, Some(outcome), status_message.clone());
+                    let outcome = Outcome::Error(error);
+                    self.finish(TaskStatus::Failed, Some(outcome), status_message);
                     Effect::RetryExhausted
                 }
             },
             EventKind::Completed { result } => {
-                let outcome = Outcome::Result(result.clone());
+                let outcome = Outcome::Result(result);
                 self.finish(TaskStatus::Completed, Some(outcome), None);
                 Effect::Applied
             }
@@ -206,19 +209,17 @@ impl Task {
                 error,
                 status_message,
             } => {
-                let message = status_message
-                    .clone()
-                    .or_else(|| Some(error.message.clone()));
-                let outcome = Outcome::Error(error.clone());
+                let message = status_message.or_else(|| Some(error.message.clone()));
+                let outcome = Outcome::Error(error);
                 self.finish(TaskStatus::Failed, Some(outcome), message);
                 Effect::Applied
             }
             EventKind::Cancelled { status_message } => {
-                self.finish(TaskStatus::Cancelled, None, status_message.clone());
+                self.finish(TaskStatus::Cancelled, None, status_message);
                 Effect::Applied
             }
         };
-        self.record(event, generation, now);
+        self.record(event.id.as_str(), digest, is_status, generation, now);
         Ok(Step {
             effect,
             changed: true,
@@ -227,14 +228,20 @@ impl Task {
 
     /// The next revision, its time and the event's id (for replays). Only the newest
     /// [`REMEMBERED_STATUS_EVENTS`] status messages are remembered.
-    fn record(&mut self, event: &TaskEvent, generation: Option<u64>, now: Timestamp) {
-        let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
+    fn record(
+        &mut self,
+        id: &str,
+        digest: u64,
+        is_status: bool,
+        generation: Option<u64>,
+        now: Timestamp,
+    ) {
         self.revision += 1;
         self.last_updated_at = now;
         self.events.push(AppliedEvent {
-            id: event.id.as_str().to_owned(),
+            id: id.to_owned(),
             revision: self.revision,
-            digest: event.digest(),
+            digest,
             generation,
             status: is_status,
         });
@@ -406,7 +413,7 @@ mod tests {
                 let mut t = task_in(state);
                 let before = t.clone();
                 let event = TaskEvent::new(EventId::new("e").expect("id"), kind);
-                let got = t.apply(&event, Some(1), &retry, NOW);
+                let got = t.apply(event, Some(1), &retry, NOW);
                 match expected[row][col] {
                     None => {
                         assert_eq!(got, Err(Rejected::Terminal(state)), "{state} + {name}");
@@ -439,13 +446,13 @@ mod tests {
         let ev = |kind| TaskEvent::new(EventId::new("e").expect("id"), kind);
 
         let mut t = task_in(TaskStatus::Working);
-        t.apply(&ev(EventKind::Started), Some(1), &retry, NOW)
+        t.apply(ev(EventKind::Started), Some(1), &retry, NOW)
             .expect("start");
         assert_eq!(t.attempt, 2);
 
         let mut t = task_in(TaskStatus::Working);
         let step = t
-            .apply(&ev(every_kind().remove(4)), Some(1), &retry, NOW)
+            .apply(ev(every_kind().remove(4)), Some(1), &retry, NOW)
             .expect("retry");
         let retry_at = NOW.plus_ms(5_000);
         assert_eq!(
@@ -462,7 +469,7 @@ mod tests {
         // The policy has one entry: the second request fails the task with its error.
         t.claim = task_in(TaskStatus::Working).claim;
         let step = t
-            .apply(&ev(every_kind().remove(4)), Some(1), &retry, NOW)
+            .apply(ev(every_kind().remove(4)), Some(1), &retry, NOW)
             .expect("exhausted");
         assert_eq!(step.effect, Effect::RetryExhausted);
         assert_eq!(t.status, TaskStatus::Failed);
@@ -470,7 +477,7 @@ mod tests {
 
         // A failure without its own message shows the error's; the tool's own wins.
         let mut t = task_in(TaskStatus::Working);
-        t.apply(&ev(every_kind().remove(6)), Some(1), &retry, NOW)
+        t.apply(ev(every_kind().remove(6)), Some(1), &retry, NOW)
             .expect("fail");
         assert_eq!(t.status_message.as_deref(), Some("no"));
         let mut t = task_in(TaskStatus::Working);
@@ -478,11 +485,11 @@ mod tests {
             error: error(),
             status_message: Some("the tool's words".into()),
         };
-        t.apply(&ev(own), Some(1), &retry, NOW).expect("fail");
+        t.apply(ev(own), Some(1), &retry, NOW).expect("fail");
         assert_eq!(t.status_message.as_deref(), Some("the tool's words"));
         // Completion clears what the running task said.
         let mut t = task_in(TaskStatus::Working);
-        t.apply(&ev(every_kind().remove(5)), Some(1), &retry, NOW)
+        t.apply(ev(every_kind().remove(5)), Some(1), &retry, NOW)
             .expect("complete");
         assert_eq!(t.status_message, None);
 
@@ -492,7 +499,7 @@ mod tests {
             key: "q".into(),
             request: question(),
         };
-        let step = t.apply(&ev(again), Some(1), &retry, NOW).expect("again");
+        let step = t.apply(ev(again), Some(1), &retry, NOW).expect("again");
         assert_eq!(
             (step.effect, step.changed),
             (Effect::Input(InputReply::Pending), false)
@@ -502,7 +509,7 @@ mod tests {
             request: json!({"method": "roots/list"}),
         };
         assert_eq!(
-            t.apply(&ev(other), Some(1), &retry, NOW),
+            t.apply(ev(other), Some(1), &retry, NOW),
             Err(Rejected::InputConflict("q".into()))
         );
     }
@@ -518,7 +525,7 @@ mod tests {
             },
         );
         assert_eq!(t.replay_of(&event, Some(1)), Ok(None));
-        t.apply(&event, Some(1), &retry, NOW).expect("apply");
+        t.apply(event.clone(), Some(1), &retry, NOW).expect("apply");
         assert_eq!(t.replay_of(&event, Some(1)), Ok(Some((4, Effect::Applied))));
         assert_eq!(
             t.replay_of(&event, Some(2)),
@@ -548,7 +555,7 @@ mod tests {
                     message: format!("{i}"),
                 },
             );
-            t.apply(&event, Some(1), &retry, NOW).expect("apply");
+            t.apply(event.clone(), Some(1), &retry, NOW).expect("apply");
         }
         assert_eq!(t.events.len(), REMEMBERED_STATUS_EVENTS);
         assert_eq!(t.events[0].id, "s5");

@@ -526,7 +526,7 @@ pub(crate) fn transition(
     let mut after = rec;
     let step = after
         .task
-        .apply(&event, generation, &after.work.retry_policy, ctx.now)
+        .apply(event, generation, &after.work.retry_policy, ctx.now)
         .map_err(rejected)?;
     if !step.changed {
         return Ok(Committed {
