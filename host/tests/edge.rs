@@ -14,8 +14,8 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use snodo::http::{HttpConfig, HttpLimits, router};
-use snodo::mcp::{McpServer, ServerConfig};
-use snodo::runner::{Catalog, NoInstrumentation, Runner, RunnerOptions};
+use snodo::mcp::McpServer;
+use snodo::runner::{Catalog, RunnerOptions};
 use snodo::serve::ServeOptions;
 use snodo::store::StoreConfig;
 use snodo::store::{MemoryStore, RedbStore, Store};
@@ -323,24 +323,10 @@ async fn shutdown_ends_open_subscription_streams() {
 
 // ---- through the router ----
 
+/// An MCP server with no tools over `store`.
 fn server_over(store: Arc<dyn Store>) -> Arc<McpServer> {
     let catalog = Arc::new(Catalog::new());
-    let runner = Runner::start(
-        store.clone(),
-        catalog.clone(),
-        RunnerOptions::default(),
-        Arc::new(NoInstrumentation),
-    );
-    Arc::new(McpServer::new(
-        store,
-        runner,
-        ServerConfig {
-            name: "snodo-test".into(),
-            version: "0".into(),
-            catalog,
-            limits: Default::default(),
-        },
-    ))
+    Arc::new(common::server_with(&store, catalog, RunnerOptions::default()).0)
 }
 
 async fn get(app: &snodo::http::App, path: &str, headers: &[(&str, &str)]) -> (StatusCode, String) {

@@ -344,35 +344,14 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
     runner.shutdown().await;
 }
 
-/// A layer that holds every worker's completion commit until the test opens its gate.
+/// A layer that holds every worker's completion commit at its gate.
 #[derive(Default, Clone)]
-struct HeldCompletions {
-    open: Arc<tokio::sync::Notify>,
-    opened: Arc<std::sync::atomic::AtomicBool>,
-    held: Arc<AtomicU64>,
-    arrived: Arc<tokio::sync::Notify>,
-}
+struct HeldCompletions(common::Gate);
 
-impl HeldCompletions {
-    /// Waits until `n` completion commits are held.
-    async fn until_held(&self, n: u64) {
-        tokio::time::timeout(Duration::from_secs(60), async {
-            loop {
-                let arrived = self.arrived.notified();
-                if self.held.load(Ordering::Acquire) >= n {
-                    return;
-                }
-                arrived.await;
-            }
-        })
-        .await
-        .unwrap_or_else(|_| panic!("{n} completion commits were never held"));
-    }
-
-    /// Lets every held completion, and every later one, through.
-    fn open(&self) {
-        self.opened.store(true, Ordering::Release);
-        self.open.notify_waiters();
+impl std::ops::Deref for HeldCompletions {
+    type Target = common::Gate;
+    fn deref(&self) -> &common::Gate {
+        &self.0
     }
 }
 
@@ -380,12 +359,7 @@ impl HeldCompletions {
 impl snodo::store::Layer for HeldCompletions {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
         if matches!(t.event.kind, snodo::model::EventKind::Completed { .. }) {
-            let opened = self.open.notified();
-            self.held.fetch_add(1, Ordering::AcqRel);
-            self.arrived.notify_waiters();
-            if !self.opened.load(Ordering::Acquire) {
-                opened.await;
-            }
+            self.0.hold().await;
         }
         t.apply(inner).await
     }
@@ -1369,14 +1343,9 @@ async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
     runner.shutdown().await;
 }
 
-/// A layer that commits every `create_claimed` and then holds its answer until the test
-/// opens the gate.
+/// A layer that commits every `create_claimed` and then holds its answer at its gate.
 #[derive(Default, Clone)]
-struct HeldCreations {
-    open: Arc<tokio::sync::Notify>,
-    opened: Arc<std::sync::atomic::AtomicBool>,
-    held: Arc<tokio::sync::Notify>,
-}
+struct HeldCreations(common::Gate);
 
 #[async_trait::async_trait]
 impl snodo::store::Layer for HeldCreations {
@@ -1387,11 +1356,7 @@ impl snodo::store::Layer for HeldCreations {
         request: &snodo::store::ClaimRequest,
     ) -> StoreResult<snodo::store::Claimed> {
         let claimed = inner.create_claimed(new, request).await?;
-        let opened = self.open.notified();
-        self.held.notify_one();
-        if !self.opened.load(Ordering::Acquire) {
-            opened.await;
-        }
+        self.0.hold().await;
         Ok(claimed)
     }
 }
@@ -1412,13 +1377,10 @@ async fn a_created_task_starts_though_its_caller_left_before_the_answer() {
         let runner = runner.clone();
         async move { runner.create(new).await }
     });
-    tokio::time::timeout(Duration::from_secs(60), gate.held.notified())
-        .await
-        .expect("the creation was never committed");
+    gate.0.until_held(1).await;
     caller.abort();
     assert!(caller.await.is_err(), "the caller went away mid-commit");
-    gate.opened.store(true, Ordering::Release);
-    gate.open.notify_waiters();
+    gate.0.open();
     let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(

@@ -128,6 +128,22 @@ pub(crate) fn mcp_server(
     (Arc::new(server.with_change_feed(observed)), store)
 }
 
+/// An MCP server serving `catalog` over `store` under the default budgets, and its runner,
+/// which resolves work with the same catalog under `options`.
+pub(crate) fn server_with(
+    store: &Arc<dyn Store>,
+    catalog: Arc<Catalog>,
+    options: RunnerOptions,
+) -> (McpServer, Runner) {
+    server_over(
+        store,
+        catalog.clone(),
+        catalog,
+        TenantLimits::default(),
+        options,
+    )
+}
+
 /// An MCP server serving `catalog` over `store`, and its runner, which resolves work with
 /// `executors` under `options`.
 pub(crate) fn server_over(
@@ -178,6 +194,52 @@ pub(crate) fn catalog_of(
             .expect("unique resources and prompts");
     }
     catalog
+}
+
+/// A gate that a test's store layer holds operations at: each [`Gate::hold`] counts itself
+/// and waits until the test opens the gate, which then stays open.
+#[derive(Default, Clone)]
+pub(crate) struct Gate {
+    open: Arc<tokio::sync::Notify>,
+    opened: Arc<std::sync::atomic::AtomicBool>,
+    held: Arc<std::sync::atomic::AtomicU64>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Gate {
+    /// Waits here until the gate is open.
+    pub(crate) async fn hold(&self) {
+        use std::sync::atomic::Ordering;
+        let opened = self.open.notified();
+        self.held.fetch_add(1, Ordering::AcqRel);
+        self.arrived.notify_waiters();
+        if !self.opened.load(Ordering::Acquire) {
+            opened.await;
+        }
+    }
+
+    /// Waits until `n` operations were held, or fails the test after a minute.
+    pub(crate) async fn until_held(&self, n: u64) {
+        use std::sync::atomic::Ordering;
+        let reached = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let arrived = self.arrived.notified();
+                if self.held.load(Ordering::Acquire) >= n {
+                    return;
+                }
+                arrived.await;
+            }
+        })
+        .await;
+        reached.unwrap_or_else(|_| panic!("{n} operations were never held at the gate"));
+    }
+
+    /// Lets every held operation, and every later one, through.
+    pub(crate) fn open(&self) {
+        self.opened
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.open.notify_waiters();
+    }
 }
 
 /// Answers the `confirm` question of task `id` (tenant `acme`) with yes, as a client's

@@ -167,13 +167,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
         recover: false,
         ..Default::default()
     };
-    let (server, runner) = common::server_over(
-        &store,
-        catalog.clone(),
-        catalog,
-        Default::default(),
-        options,
-    );
+    let (server, runner) = common::server_with(&store, catalog, options);
     let server = server.with_change_feed(observed.clone());
     let principal = snodo::http::local_principal();
     let mut ids = Vec::new();

@@ -191,14 +191,10 @@ async fn failures_cancellation_and_mrtr() {
     assert_eq!(t["result"]["content"][0]["text"], "Hello, Alice! (async)");
 }
 
-/// A layer that commits every cancellation and then holds its answer until the test opens
-/// the gate: the commit is in the store, and its request has not heard back.
+/// A layer that commits every cancellation and then holds its answer at its gate: the
+/// commit is in the store, and its request has not heard back.
 #[derive(Default, Clone)]
-struct HeldAnswers {
-    open: Arc<tokio::sync::Notify>,
-    opened: Arc<std::sync::atomic::AtomicBool>,
-    held: Arc<tokio::sync::Notify>,
-}
+struct HeldAnswers(common::Gate);
 
 #[async_trait::async_trait]
 impl snodo::store::Layer for HeldAnswers {
@@ -210,11 +206,7 @@ impl snodo::store::Layer for HeldAnswers {
         let cancel = matches!(t.event.kind, snodo::model::EventKind::Cancelled { .. });
         let committed = t.apply(inner).await?;
         if cancel {
-            let opened = self.open.notified();
-            self.held.notify_one();
-            if !self.opened.load(std::sync::atomic::Ordering::Acquire) {
-                opened.await;
-            }
+            self.0.hold().await;
         }
         Ok(committed)
     }
@@ -237,13 +229,7 @@ async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
         lease: Duration::from_secs(3_600),
         ..snodo::runner::RunnerOptions::default()
     };
-    let (server, runner) = common::server_over(
-        &store,
-        catalog.clone(),
-        catalog,
-        Default::default(),
-        options,
-    );
+    let (server, runner) = common::server_with(&store, catalog, options);
     let app = router(Arc::new(server), HttpConfig::default());
 
     let long = json!({"name": "slow_compute", "arguments": {"seconds": 3600}});
@@ -261,14 +247,10 @@ async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
         async move { send(&app, request_of(&cancel)).await }
     });
     // Committed, unanswered: the client goes away now.
-    tokio::time::timeout(Duration::from_secs(60), gate.held.notified())
-        .await
-        .expect("the cancellation was never committed");
+    gate.0.until_held(1).await;
     request.abort();
     assert!(request.await.is_err(), "the request was dropped mid-commit");
-    gate.opened
-        .store(true, std::sync::atomic::Ordering::Release);
-    gate.open.notify_waiters();
+    gate.0.open();
 
     common::eventually("the cancelled guest to stop", || async {
         (runner.active() == 0).then_some(())
