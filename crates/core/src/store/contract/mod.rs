@@ -101,7 +101,7 @@ const LEASE: u64 = 30_000;
 
 /// Generates one test per contract group for a backend factory (an expression that makes
 /// a fresh [`Backend`]). Adapters outside this crate use it with the `contract-suite`
-/// feature: `snodo::store_contract_suite!(|| MyBackend::new());`.
+/// feature: `snodo_core::store_contract_suite!(|| MyBackend::new());`.
 ///
 /// A backend that needs a service which may be absent (a database server) passes a guard,
 /// `store_contract_suite!(make, skip_unless = || available())`; each test returns at once
