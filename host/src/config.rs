@@ -465,11 +465,7 @@ impl Config {
     /// The serve options this configuration describes, with everything validated except
     /// what needs the components loaded (tool names are checked by `serve`).
     pub fn to_serve_options(&self, file: &str) -> Result<ServeOptions, ConfigError> {
-        let err = |key: &str, reason: String| ConfigError {
-            file: file.into(),
-            key: key.into(),
-            reason,
-        };
+        let err = |key: &str, reason: String| config_error(file, key, reason);
         let data = PathBuf::from(".snodo");
         let mut opts = ServeOptions::new(
             data.clone(),
@@ -517,10 +513,24 @@ impl Config {
                 .map_err(|(k, r)| err(&k, r))?;
             opts.tool_settings.insert(name.clone(), settings);
         }
+        opts.runner = self.runner_options(file)?;
+        if let Some(p) = self.runner.component_policy {
+            opts.component_policy = p;
+        }
+        self.limits_into(file, &mut opts)?;
+        opts.tokens = self.tokens(file)?;
+        opts.http_limits = self.http_limits(file)?;
+        opts.metrics_token = self.metrics_token(file)?;
+        Ok(opts)
+    }
+
+    /// `[runner]`, over the runner's defaults.
+    fn runner_options(&self, file: &str) -> Result<RunnerOptions, ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
         let r = &self.runner;
         let ms = std::time::Duration::from_millis;
         let base = RunnerOptions::default();
-        opts.runner = RunnerOptions {
+        let runner = RunnerOptions {
             recover: r.recover.unwrap_or(base.recover),
             lease: r.lease_ms.map_or(base.lease, ms),
             heartbeat: r.heartbeat_ms.map_or(base.heartbeat, ms),
@@ -540,31 +550,33 @@ impl Config {
             drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),
             ..base
         };
-        if opts.runner.lease.is_zero() || opts.runner.lease > std::time::Duration::from_secs(3_600)
-        {
+        if runner.lease.is_zero() || runner.lease > std::time::Duration::from_secs(3_600) {
             return Err(err("runner.lease_ms", "a lease is 1..=3600000 ms".into()));
         }
-        if opts.runner.heartbeat.is_zero() || opts.runner.heartbeat >= opts.runner.lease {
+        if runner.heartbeat.is_zero() || runner.heartbeat >= runner.lease {
             return Err(err(
                 "runner.heartbeat_ms",
                 "the heartbeat must be positive and shorter than the lease".into(),
             ));
         }
-        if opts.runner.max_concurrent == 0 {
+        if runner.max_concurrent == 0 {
             return Err(err(
                 "runner.max_concurrent",
                 "at least one attempt must be able to run".into(),
             ));
         }
-        if let Some(p) = r.component_policy {
-            opts.component_policy = p;
-        }
-        if opts.runner.max_running_per_tenant == 0 {
+        if runner.max_running_per_tenant == 0 {
             return Err(err(
                 "runner.max_running_per_tenant",
                 "at least one attempt of a tenant must be able to run".into(),
             ));
         }
+        Ok(runner)
+    }
+
+    /// `[limits]` and `[engine]`: the edge's budgets and the guests' memory and results.
+    fn limits_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
         let l = &self.limits;
         let b = TenantLimits::default();
         let positive = |key: &str, v: Option<u64>| match v {
@@ -627,6 +639,14 @@ impl Config {
         if let Some(p) = self.engine.pagemap_scan {
             opts.engine.pagemap_scan = p;
         }
+        Ok(())
+    }
+
+    /// `[[auth.tokens]]`: each token and the principal it stands for, checked as the command
+    /// line checks them.
+    fn tokens(&self, file: &str) -> Result<Vec<(String, Principal)>, ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let mut tokens: Vec<(String, Principal)> = Vec::new();
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
             let token = match (&t.token, &t.token_env) {
@@ -640,7 +660,7 @@ impl Config {
                 _ => return Err(err(&key, "give exactly one of token and token_env".into())),
             };
             let principal = Principal::new(&t.tenant, &t.subject);
-            if let Err(e) = http::check_token(&token, &principal, &opts.tokens) {
+            if let Err(e) = http::check_token(&token, &principal, &tokens) {
                 let field = match e {
                     TokenError::EmptyTenant => "tenant",
                     TokenError::EmptySubject => "subject",
@@ -657,8 +677,15 @@ impl Config {
                 };
                 return Err(err(&format!("{key}.{field}"), reason));
             }
-            opts.tokens.push((token, principal));
+            tokens.push((token, principal));
         }
+        Ok(tokens)
+    }
+
+    /// `[http]`: the transport's timeouts and connection cap.
+    fn http_limits(&self, file: &str) -> Result<http::HttpLimits, ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let ms = std::time::Duration::from_millis;
         let h = &self.http;
         let base = http::HttpLimits::default();
         let positive = |key: &str, v: Option<u64>, default: std::time::Duration| match v {
@@ -666,7 +693,7 @@ impl Config {
             Some(v) => Ok(ms(v)),
             None => Ok(default),
         };
-        opts.http_limits = http::HttpLimits {
+        Ok(http::HttpLimits {
             header_timeout: positive(
                 "http.header_timeout_ms",
                 h.header_timeout_ms,
@@ -684,8 +711,13 @@ impl Config {
                 Some(n) => n,
                 None => base.max_connections,
             },
-        };
-        opts.metrics_token = match (&self.metrics.token, &self.metrics.token_env) {
+        })
+    }
+
+    /// `[metrics]`: the token `GET /metrics` requires, if any.
+    fn metrics_token(&self, file: &str) -> Result<Option<String>, ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let token = match (&self.metrics.token, &self.metrics.token_env) {
             (None, None) => None,
             (Some(t), None) => Some(t.clone()),
             (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
@@ -701,7 +733,7 @@ impl Config {
                 ));
             }
         };
-        if let Some(t) = &opts.metrics_token
+        if let Some(t) = &token
             && t.len() < http::MIN_TOKEN_LEN
         {
             let key = if self.metrics.token.is_some() {
@@ -711,7 +743,16 @@ impl Config {
             };
             return Err(err(key, TokenError::TooShort.to_string()));
         }
-        Ok(opts)
+        Ok(token)
+    }
+}
+
+/// The error at `key` of `file`.
+fn config_error(file: &str, key: &str, reason: String) -> ConfigError {
+    ConfigError {
+        file: file.into(),
+        key: key.into(),
+        reason,
     }
 }
 
