@@ -298,6 +298,14 @@ fn store_ops(rec: &Recorder, op: &str) -> usize {
         .count()
 }
 
+/// A memory store behind `layer`.
+fn layered_memory(layer: impl snodo::store::Layer) -> Arc<dyn Store> {
+    Arc::new(snodo::store::Layered::over(
+        Arc::new(MemoryStore::new()),
+        layer,
+    ))
+}
+
 fn new_task(tool: &str, args: Value) -> NewTask {
     let id = TaskId::generate();
     NewTask::new(id, Scope::new("acme"), tool_call_work(&id, tool, args))
@@ -348,13 +356,6 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
 #[derive(Default, Clone)]
 struct HeldCompletions(common::Gate);
 
-impl std::ops::Deref for HeldCompletions {
-    type Target = common::Gate;
-    fn deref(&self) -> &common::Gate {
-        &self.0
-    }
-}
-
 #[async_trait::async_trait]
 impl snodo::store::Layer for HeldCompletions {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
@@ -368,10 +369,7 @@ impl snodo::store::Layer for HeldCompletions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_commit() {
     let gate = HeldCompletions::default();
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        gate.clone(),
-    ));
+    let store: Arc<dyn Store> = layered_memory(gate.clone());
     let (rec, runner) = one_slot_runner(&store).await;
     let quick = || new_task("flaky", json!({"succeed_on_attempt": 1}));
     let first = runner.create(quick()).await.expect("create");
@@ -380,7 +378,7 @@ async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_co
         "the one slot was free: started at creation"
     );
     // Its guest returned; the commit of its outcome waits at the gate.
-    gate.until_held(1).await;
+    gate.0.until_held(1).await;
     assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
 
     // The slot stood for the guest, which is gone: the next task takes it at once, in its
@@ -390,10 +388,10 @@ async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_co
         second.attempt, 1,
         "created, claimed and started in one commit while the first outcome waits"
     );
-    gate.until_held(2).await;
+    gate.0.until_held(2).await;
     assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
 
-    gate.open();
+    gate.0.open();
     for id in [first.id, second.id] {
         let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
         assert_eq!(done.status, TaskStatus::Completed);
@@ -428,10 +426,7 @@ impl snodo::store::Layer for Statuses {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_progress_becomes_its_status_message() {
     let statuses = Statuses::default();
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        statuses.clone(),
-    ));
+    let store: Arc<dyn Store> = layered_memory(statuses.clone());
     let (rec, runner) = recorded_guests(&store, opts(false)).await;
     let id = submitted(
         &runner,
@@ -822,10 +817,7 @@ impl snodo::store::Layer for NoClock {
 /// the Unix epoch plus the retry time (decades); with recovery off the retry never ran.
 #[tokio::test]
 async fn a_retry_runs_without_reading_the_store_clock() {
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        NoClock,
-    ));
+    let store: Arc<dyn Store> = layered_memory(NoClock);
     let (rec, runner) = recorded_guests(&store, opts(false)).await;
     let id = submitted(
         &runner,
@@ -1137,10 +1129,7 @@ impl snodo::store::Layer for PanickingClaims {
 /// created meanwhile is claimed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_recovery_loop_is_restarted_counted_and_reported() {
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        PanickingClaims::times(2),
-    ));
+    let store: Arc<dyn Store> = layered_memory(PanickingClaims::times(2));
     let options = RunnerOptions {
         loop_backoff: Duration::from_millis(10),
         ..opts(true)
@@ -1176,10 +1165,7 @@ async fn a_panicking_recovery_loop_is_restarted_counted_and_reported() {
 /// which loop is down, and shutdown does not wait for the backoff.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runner_loop_that_is_down_makes_the_node_unready() {
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        PanickingClaims::times(u64::MAX),
-    ));
+    let store: Arc<dyn Store> = layered_memory(PanickingClaims::times(u64::MAX));
     let options = RunnerOptions {
         loop_backoff: Duration::from_secs(3_600),
         ..opts(true)
@@ -1330,11 +1316,11 @@ async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
         RetryPolicy::none(),
     )
     .await;
-    gate.until_held(1).await;
+    gate.0.until_held(1).await;
     tokio::time::sleep(Duration::from_secs(3_600)).await;
     assert!(stops(&rec.events.lock().expect("lock"), &id).is_empty());
     assert_eq!(task(&*store, &id).await.status, TaskStatus::Working);
-    gate.open();
+    gate.0.open();
     rec.until("the held completion committed", |e| {
         stops(e, &id) == [JobOutcome::Completed]
     })
@@ -1366,10 +1352,7 @@ impl snodo::store::Layer for HeldCreations {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_created_task_starts_though_its_caller_left_before_the_answer() {
     let gate = HeldCreations::default();
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(MemoryStore::new()),
-        gate.clone(),
-    ));
+    let store: Arc<dyn Store> = layered_memory(gate.clone());
     let (rec, runner) = recorded(&store, Arc::new(Fake(Arc::new(Completes))), opts(false));
     let new = new_task("completes", json!({}));
     let id = new.id;
