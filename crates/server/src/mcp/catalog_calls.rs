@@ -5,15 +5,15 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
-use snodo_core::model::Principal;
+use crate::protocol::{self, ResultObject, RpcError};
 use snodo_runner::CatalogSource;
-use snodo_wasm::{AttemptError, Completing, ComponentCatalog, Execution, ExecutionIo};
+use snodo_wasm::{AttemptError, ComponentCatalog, Execution, ExecutionIo};
 
 use super::mrtr::{self, given_answers};
-use super::{McpServer, Revision, SyncIo};
+use super::request::{Answers, Complete, Completing, PromptsGet, ResourcesRead};
+use super::{Ctx, McpServer, SyncIo};
 
 /// What a guest call on the request path produced.
 pub(super) enum Answered<T = Value> {
@@ -23,24 +23,6 @@ pub(super) enum Answered<T = Value> {
     InputRequired(Value),
 }
 
-/// The request a read or render answers: what it carried, who sent it, on which revision.
-#[derive(Clone, Copy)]
-pub(super) struct Asking<'a>(
-    pub(super) &'a Map<String, Value>,
-    pub(super) &'a RequestMeta,
-    pub(super) &'a Principal,
-    pub(super) Revision,
-);
-
-/// A list or read result of this revision: 2026-07-28 marks it complete and says how long
-/// it may be cached ([`protocol::complete_uncached`]).
-fn finished(revision: Revision, result: ResultObject) -> Value {
-    match revision {
-        Revision::Current => protocol::complete_uncached(result),
-        Revision::Handshake => Value::Object(result),
-    }
-}
-
 /// A result with one field.
 fn object(key: &str, value: Value) -> ResultObject {
     let mut m = ResultObject::new();
@@ -48,33 +30,12 @@ fn object(key: &str, value: Value) -> ResultObject {
     m
 }
 
-/// An optional object parameter: absent or null is an empty object.
-pub(super) fn object_field(
-    params: &Map<String, Value>,
-    key: &str,
-) -> Result<Map<String, Value>, RpcError> {
-    match params.get(key) {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(m)) => Ok(m.clone()),
-        Some(_) => Err(RpcError::invalid_params(format!(
-            "params.{key} must be an object"
-        ))),
-    }
-}
-
-fn string_field<'a>(params: &'a Map<String, Value>, key: &str) -> Result<&'a str, RpcError> {
-    params
-        .get(key)
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params(format!("params.{key} must be a string")))
-}
-
 impl McpServer {
     /// The `key` list of every source's catalog entries `pick` selects, in the order the
     /// components were added.
     fn listed<'a, I>(
         &'a self,
-        revision: Revision,
+        ctx: &Ctx<'_>,
         key: &str,
         pick: impl Fn(&'a ComponentCatalog) -> I,
     ) -> Value
@@ -88,31 +49,29 @@ impl McpServer {
             .iter()
             .flat_map(|s| pick(s.component.catalog()).cloned())
             .collect();
-        finished(revision, object(key, Value::from(entries)))
+        ctx.dialect
+            .complete_uncached(object(key, Value::from(entries)))
     }
 
-    pub(super) fn resources_list(&self, revision: Revision) -> Value {
-        self.listed(revision, "resources", |c| {
-            c.resources.iter().map(|r| &r.listing)
-        })
+    pub(super) fn resources_list(&self, ctx: &Ctx<'_>) -> Value {
+        self.listed(ctx, "resources", |c| c.resources.iter().map(|r| &r.listing))
     }
 
-    pub(super) fn resource_templates_list(&self, revision: Revision) -> Value {
-        self.listed(revision, "resourceTemplates", |c| {
+    pub(super) fn resource_templates_list(&self, ctx: &Ctx<'_>) -> Value {
+        self.listed(ctx, "resourceTemplates", |c| {
             c.templates.iter().map(|t| &t.listing)
         })
     }
 
-    pub(super) fn prompts_list(&self, revision: Revision) -> Value {
-        self.listed(revision, "prompts", |c| {
-            c.prompts.iter().map(|p| &p.listing)
-        })
+    pub(super) fn prompts_list(&self, ctx: &Ctx<'_>) -> Value {
+        self.listed(ctx, "prompts", |c| c.prompts.iter().map(|p| &p.listing))
     }
 
     /// Runs a read or render of `source` for `subject` on the request path.
     async fn catalog_call<F, Fut, T>(
         &self,
-        request: Asking<'_>,
+        ctx: &Ctx<'_>,
+        answers: Answers,
         subject: &str,
         source: &CatalogSource,
         call: F,
@@ -121,16 +80,10 @@ impl McpServer {
         F: FnOnce(Execution) -> Fut,
         Fut: Future<Output = Result<Option<Result<T, RpcError>>, AttemptError>>,
     {
-        let Asking(params, meta, principal, revision) = request;
         let key = self.server_key().await?;
-        let responses = given_answers(params, &key, subject, principal)?;
-        let _slot = self.sync_slot(principal)?;
-        let mut io = SyncIo::new(responses.clone(), meta.client_capabilities.clone());
-        if revision == Revision::Handshake {
-            // No stream to ask on here: a question is refused with a reason the guest sees.
-            io = io.asking(self.outstanding.clone(), principal.clone());
-        }
-        let io: Arc<dyn ExecutionIo> = Arc::new(io);
+        let responses = given_answers(answers, &key, subject, ctx.principal)?;
+        let _slot = self.sync_slot(ctx.principal)?;
+        let io: Arc<dyn ExecutionIo> = Arc::new(self.sync_io(ctx, responses.clone()));
         let mut exec = Execution::new(subject, Value::Null, io);
         exec.limits = source.limits;
         exec.grants = source.grants.clone();
@@ -139,15 +92,32 @@ impl McpServer {
             Ok(Some(Err(e))) => Err(e),
             Ok(None) => Err(RpcError::invalid_params("Resource not found")),
             Err(AttemptError::NeedInput(q)) => Ok(Answered::InputRequired(mrtr::input_required(
-                q, &key, subject, principal, &responses,
+                q,
+                &key,
+                subject,
+                ctx.principal,
+                &responses,
             ))),
             Err(e) => Err(e.to_rpc_error()),
         }
     }
 
-    pub(super) async fn resources_read(&self, asking: Asking<'_>) -> Result<Value, RpcError> {
-        let Asking(params, _, _, revision) = asking;
-        let uri = string_field(params, "uri")?;
+    /// The request-path I/O of a guest call: the answers the request carried, the client's
+    /// capabilities, and (2025-11-25) server requests for what it asks beyond them.
+    pub(super) fn sync_io(&self, ctx: &Ctx<'_>, answers: serde_json::Map<String, Value>) -> SyncIo {
+        let io = SyncIo::new(answers, ctx.meta.client_capabilities.clone());
+        match &ctx.asks {
+            Some(outstanding) => io.asking(outstanding.clone(), ctx.principal.clone()),
+            None => io,
+        }
+    }
+
+    pub(super) async fn resources_read(
+        &self,
+        read: ResourcesRead,
+        ctx: &Ctx<'_>,
+    ) -> Result<Value, RpcError> {
+        let uri = read.uri.as_str();
         // SEP-2164: an unknown URI is -32602 with the URI, never an empty `contents`.
         let not_found =
             || RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri}));
@@ -159,7 +129,7 @@ impl McpServer {
         let subject = format!("resource:{uri}");
         let component = source.component.clone();
         let answered = self
-            .catalog_call(asking, &subject, source, |exec| async move {
+            .catalog_call(ctx, read.answers, &subject, source, |exec| async move {
                 component.read_resource(exec, uri).await
             })
             .await
@@ -171,32 +141,28 @@ impl McpServer {
                 }
             })?;
         Ok(match answered {
-            Answered::Complete(contents) => finished(revision, object("contents", contents)),
+            Answered::Complete(contents) => {
+                ctx.dialect.complete_uncached(object("contents", contents))
+            }
             Answered::InputRequired(v) => v,
         })
     }
 
-    pub(super) async fn prompts_get(&self, asking: Asking<'_>) -> Result<Value, RpcError> {
-        let Asking(params, _, _, revision) = asking;
-        let name = string_field(params, "name")?;
+    pub(super) async fn prompts_get(
+        &self,
+        get: PromptsGet,
+        ctx: &Ctx<'_>,
+    ) -> Result<Value, RpcError> {
+        let name = get.name.as_str();
         let (source, prompt) = self
             .config
             .catalog
             .prompt(name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
-        let arguments = match params.get("arguments") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(a)) if a.values().all(Value::is_string) => a.clone(),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "params.arguments must be an object of strings",
-                ));
-            }
-        };
         if let Some((missing, _)) = prompt
             .arguments
             .iter()
-            .find(|(n, required)| *required && !arguments.contains_key(n))
+            .find(|(n, required)| *required && !get.arguments.contains_key(n))
         {
             return Err(RpcError::invalid_params(format!(
                 "prompt {name:?} needs the argument {missing:?}"
@@ -204,74 +170,51 @@ impl McpServer {
         }
         let subject = format!("prompt:{name}");
         let component = source.component.clone();
-        let arguments = Value::Object(arguments);
+        let arguments = Value::Object(get.arguments);
         let answered = self
-            .catalog_call(asking, &subject, source, |exec| async move {
+            .catalog_call(ctx, get.answers, &subject, source, |exec| async move {
                 component.get_prompt(exec, name, &arguments).await.map(Some)
             })
             .await?;
         Ok(match answered {
-            Answered::Complete(result) => match revision {
-                Revision::Current => protocol::complete(result),
-                Revision::Handshake => Value::Object(result),
-            },
+            Answered::Complete(result) => ctx.dialect.complete(result),
             Answered::InputRequired(v) => v,
         })
     }
 
     pub(super) async fn complete(
         &self,
-        params: &Map<String, Value>,
-        revision: Revision,
+        complete: Complete,
+        ctx: &Ctx<'_>,
     ) -> Result<Value, RpcError> {
-        let reference = params
-            .get("ref")
-            .and_then(Value::as_object)
-            .ok_or_else(|| RpcError::invalid_params("params.ref must be an object"))?;
-        let argument = params
-            .get("argument")
-            .and_then(Value::as_object)
-            .ok_or_else(|| RpcError::invalid_params("params.argument must be an object"))?;
-        let arg_name = string_field(argument, "name")?;
-        let value = string_field(argument, "value")?;
-        let context = params
-            .get("context")
-            .and_then(|c| c.get("arguments"))
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let (source, target) = match string_field(reference, "type")? {
-            "ref/prompt" => {
-                let name = string_field(reference, "name")?;
-                let (source, _) =
-                    self.config.catalog.prompt(name).ok_or_else(|| {
-                        RpcError::invalid_params(format!("Unknown prompt: {name}"))
-                    })?;
-                (source, Completing::Prompt(name))
+        let catalog = &self.config.catalog;
+        let (source, target) = match &complete.target {
+            Completing::Prompt(name) => {
+                let (source, _) = catalog
+                    .prompt(name)
+                    .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
+                (source, snodo_wasm::Completing::Prompt(name))
             }
-            "ref/resource" => {
-                let uri = string_field(reference, "uri")?;
-                let source = self.config.catalog.template_source(uri).ok_or_else(|| {
+            Completing::Template(uri) => {
+                let source = catalog.template_source(uri).ok_or_else(|| {
                     RpcError::invalid_params(format!("Unknown resource template: {uri}"))
                 })?;
-                (source, Completing::Template(uri))
-            }
-            other => {
-                return Err(RpcError::invalid_params(format!(
-                    "params.ref.type {other:?} is neither ref/prompt nor ref/resource"
-                )));
+                (source, snodo_wasm::Completing::Template(uri))
             }
         };
         let completion = if source.component.catalog().completions {
-            self.within_wall_clock(source.component.complete(target, arg_name, value, &context))
+            let run = source.component.complete(
+                target,
+                &complete.argument,
+                &complete.value,
+                &complete.context,
+            );
+            self.within_wall_clock(run)
                 .await?
                 .map_err(|e| e.to_rpc_error())??
         } else {
             json!({"values": [], "hasMore": false})
         };
-        let result = object("completion", completion);
-        Ok(match revision {
-            Revision::Current => protocol::complete(result),
-            Revision::Handshake => Value::Object(result),
-        })
+        Ok(ctx.dialect.complete(object("completion", completion)))
     }
 }

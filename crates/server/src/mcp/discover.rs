@@ -2,26 +2,30 @@
 
 use serde_json::{Value, json};
 
-use crate::protocol::{PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::protocol::{PROTOCOL_VERSION, ResultObject, TASKS_EXTENSION};
 
-use super::McpServer;
+use super::{Ctx, McpServer};
 
 impl McpServer {
-    pub(super) fn discover(&self) -> Value {
-        json!({
-            "resultType": "complete",
-            "supportedVersions": [PROTOCOL_VERSION],
-            "capabilities": {
+    pub(super) fn discover(&self, ctx: &Ctx<'_>) -> Value {
+        let info = json!({"name": self.config.name, "version": self.config.version});
+        let mut result = ResultObject::new();
+        result.insert("supportedVersions".into(), json!([PROTOCOL_VERSION]));
+        result.insert(
+            "capabilities".into(),
+            json!({
                 "tools": {"listChanged": false},
                 "resources": {"listChanged": false},
                 "prompts": {"listChanged": false},
                 "completions": {},
                 "extensions": {TASKS_EXTENSION: {}},
-            },
-            "serverInfo": {"name": self.config.name, "version": self.config.version},
-            "ttlMs": 0,
-            "cacheScope": "private",
-            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": self.config.name, "version": self.config.version}},
-        })
+            }),
+        );
+        result.insert(
+            "_meta".into(),
+            json!({"io.modelcontextprotocol/serverInfo": info}),
+        );
+        result.insert("serverInfo".into(), info);
+        ctx.dialect.complete_uncached(result)
     }
 }

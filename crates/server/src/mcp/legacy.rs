@@ -1,5 +1,8 @@
 //! MCP 2025-11-25 (and the handshake revisions before it) beside 2026-07-28, on the same
-//! endpoint: the `initialize` handshake, `ping`, `logging/setLevel`, and the same tools.
+//! endpoint: an adapter that serves the `initialize` handshake, `ping`, `logging/setLevel`
+//! and resource subscriptions itself, and translates every other request into the typed
+//! requests 2026-07-28 uses, answered by the same handlers through this revision's
+//! [`Dialect`].
 //!
 //! A request belongs to this revision when its `MCP-Protocol-Version` header names one of
 //! [`HANDSHAKE_VERSIONS`], or when it is an `initialize` that carries no 2026-07-28 marks
@@ -13,29 +16,42 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{self, LogLevel, RequestMeta, RpcError};
+use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 
-use super::catalog_calls::object_field;
+use super::dialect::Dialect;
+use super::method::Method;
+use super::request::{Call, take_object};
 use super::session::{HANDSHAKE_VERSIONS, Session};
-use super::{Asking, McpServer, Reply, Revision, RoutingHeaders};
+use super::{Ctx, McpServer, Reply, RoutingHeaders};
 
-/// A request of a handshake revision, with its session.
-pub(super) struct Call<'a> {
-    /// The session the request names (or the empty one, for a client that keeps none).
-    pub(super) session: Session,
-    /// Its `Mcp-Session-Id`, when it sent one.
-    pub(super) session_id: Option<&'a str>,
-}
+/// 2025-11-25's replies: results without `resultType` or caching hints, and every JSON-RPC
+/// error on a 200 response, where this revision's clients read it.
+struct Handshake;
 
-impl Call<'_> {
-    /// What the session declared, as the per-request metadata the shared handlers read.
-    fn meta(&self, progress_token: Option<Value>) -> RequestMeta {
-        RequestMeta {
-            protocol_version: self.session.version.clone(),
-            client_capabilities: self.session.capabilities.clone(),
-            progress_token,
-            log_level: None,
+static HANDSHAKE: Handshake = Handshake;
+
+impl Dialect for Handshake {
+    fn complete(&self, result: ResultObject) -> Value {
+        Value::Object(result)
+    }
+
+    fn complete_uncached(&self, result: ResultObject) -> Value {
+        Value::Object(result)
+    }
+
+    fn error_status(&self, _: &RpcError) -> u16 {
+        200
+    }
+
+    fn task_only(&self, tool: &str, meta: &RequestMeta) -> RpcError {
+        RpcError {
+            message: format!(
+                "tool {tool:?} runs only as a task: tasks need MCP 2026-07-28 and the \
+                 io.modelcontextprotocol/tasks extension, and this session speaks {}",
+                meta.protocol_version
+            ),
+            ..RpcError::tasks_required()
         }
     }
 }
@@ -58,15 +74,15 @@ pub(super) fn speaks_handshake(headers: &RoutingHeaders, req: &protocol::Request
         }
 }
 
-/// The result shape of these revisions: 2026-07-28's `resultType` and caching hints are
-/// not part of it.
-pub(super) fn plain(mut result: Value) -> Value {
-    if let Some(m) = result.as_object_mut() {
-        m.remove("resultType");
-        m.remove("ttlMs");
-        m.remove("cacheScope");
+/// The progress token a `tools/call` asked for in its `_meta`.
+fn progress_token(params: &Map<String, Value>) -> Result<Option<Value>, RpcError> {
+    match params.get("_meta").and_then(|m| m.get("progressToken")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(t @ (Value::String(_) | Value::Number(_))) => Ok(Some(t.clone())),
+        Some(_) => Err(RpcError::invalid_params(
+            "progressToken must be a string or a number",
+        )),
     }
-    result
 }
 
 impl McpServer {
@@ -77,9 +93,8 @@ impl McpServer {
         principal: &Principal,
         req: protocol::Request,
     ) -> Result<Reply, RpcError> {
-        let id = req.id.clone();
         if req.method == "initialize" {
-            return self.initialize(principal, &req).await;
+            return self.initialize(principal, req).await;
         }
         let key = self.server_key().await?;
         let session_id = match &headers.session {
@@ -105,7 +120,7 @@ impl McpServer {
                     None => {
                         return Ok(Reply::error_with_status(
                             404,
-                            &id,
+                            &req.id,
                             &RpcError::new(
                                 protocol::codes::INVALID_REQUEST,
                                 "unknown session: send initialize to start a new one",
@@ -115,69 +130,68 @@ impl McpServer {
                 }
             }
         };
-        let call = Call {
-            session,
-            session_id,
-        };
-        let result = match req.method.as_str() {
-            "ping" => json!({}),
-            "logging/setLevel" => self.set_level(&call, &req.params)?,
-            "tools/list" => plain(self.tools_list()),
-            "tools/call" => {
-                return self
-                    .handshake_tools_call(&req, &call, principal, headers)
-                    .await;
+        let protocol::Request { id, method, params } = req;
+        let call = match method.as_str() {
+            "ping" => return Ok(Reply::result(&id, json!({}))),
+            "logging/setLevel" => {
+                self.set_level(session_id, &params)?;
+                return Ok(Reply::result(&id, json!({})));
             }
-            "resources/list" => self.resources_list(Revision::Handshake),
-            "resources/templates/list" => self.resource_templates_list(Revision::Handshake),
-            "resources/read" => {
-                let meta = call.meta(None);
-                self.resources_read(Asking(&req.params, &meta, principal, Revision::Handshake))
-                    .await?
-            }
-            // Served resources are read on demand and carry no change signal, so the
-            // capability says `subscribe: false`; a client that subscribes anyway is
-            // answered (for a resource that exists) and never sent an update.
             "resources/subscribe" | "resources/unsubscribe" => {
-                let uri = req
-                    .params
-                    .get("uri")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                if self.config.catalog.resource_source(uri).is_none() {
-                    return Err(RpcError::invalid_params("Resource not found")
-                        .with_data(json!({"uri": uri})));
+                self.subscribe(&params)?;
+                return Ok(Reply::result(&id, json!({})));
+            }
+            other => match Method::parse(other).filter(|m| m.served_by_handshake()) {
+                Some(m) => {
+                    let progress_token = match m {
+                        Method::ToolsCall => progress_token(&params)?,
+                        _ => None,
+                    };
+                    (Call::parse(m, params)?, progress_token)
                 }
-                json!({})
-            }
-            "prompts/list" => self.prompts_list(Revision::Handshake),
-            "prompts/get" => {
-                let meta = call.meta(None);
-                self.prompts_get(Asking(&req.params, &meta, principal, Revision::Handshake))
-                    .await?
-            }
-            "completion/complete" => self.complete(&req.params, Revision::Handshake).await?,
-            other => return Err(RpcError::method_not_found(other)),
+                None => return Err(RpcError::method_not_found(other)),
+            },
         };
-        Ok(Reply::result(&id, result))
+        let (call, progress_token) = call;
+        let meta = RequestMeta {
+            protocol_version: session.version,
+            client_capabilities: session.capabilities,
+            progress_token,
+            // Until the session sets a level, the client gets notices and worse.
+            log_level: Some(
+                session_id
+                    .and_then(|id| self.sessions.level(id))
+                    .unwrap_or(LogLevel::Notice),
+            ),
+        };
+        let ctx = Ctx {
+            id: &id,
+            principal,
+            meta,
+            accepts_sse: headers.accepts_sse,
+            dialect: &HANDSHAKE,
+            asks: Some(self.outstanding.clone()),
+        };
+        self.serve(call, &ctx).await
     }
 
     async fn initialize(
         &self,
         principal: &Principal,
-        req: &protocol::Request,
+        req: protocol::Request,
     ) -> Result<Reply, RpcError> {
-        let requested = req
-            .params
+        let mut params = req.params;
+        let requested = params
             .get("protocolVersion")
             .and_then(Value::as_str)
+            .map(str::to_owned)
             .ok_or_else(|| RpcError::invalid_params("params.protocolVersion must be a string"))?;
-        let capabilities = Value::Object(object_field(&req.params, "capabilities")?);
+        let capabilities = Value::Object(take_object(&mut params, "capabilities")?);
         // The client's version when served, else the newest: the client decides whether
         // it can speak that.
         let version = HANDSHAKE_VERSIONS
             .iter()
-            .find(|v| **v == requested)
+            .find(|v| requested == **v)
             .unwrap_or(&HANDSHAKE_VERSIONS[0]);
         let session = Session {
             version: (*version).to_owned(),
@@ -205,7 +219,11 @@ impl McpServer {
         })
     }
 
-    fn set_level(&self, call: &Call<'_>, params: &Map<String, Value>) -> Result<Value, RpcError> {
+    fn set_level(
+        &self,
+        session_id: Option<&str>,
+        params: &Map<String, Value>,
+    ) -> Result<(), RpcError> {
         let level = params
             .get("level")
             .and_then(Value::as_str)
@@ -216,46 +234,25 @@ impl McpServer {
                      critical, alert, emergency",
                 )
             })?;
-        if let Some(id) = call.session_id {
+        if let Some(id) = session_id {
             self.sessions.set_level(id, level);
         }
-        Ok(json!({}))
+        Ok(())
     }
 
-    async fn handshake_tools_call(
-        &self,
-        req: &protocol::Request,
-        call: &Call<'_>,
-        principal: &Principal,
-        headers: &RoutingHeaders,
-    ) -> Result<Reply, RpcError> {
-        let progress_token = match req.params.get("_meta").and_then(|m| m.get("progressToken")) {
-            None | Some(Value::Null) => None,
-            Some(t @ (Value::String(_) | Value::Number(_))) => Some(t.clone()),
-            Some(_) => {
-                return Err(RpcError::invalid_params(
-                    "progressToken must be a string or a number",
-                ));
-            }
-        };
-        let meta = RequestMeta {
-            protocol_version: call.session.version.clone(),
-            client_capabilities: call.session.capabilities.clone(),
-            progress_token,
-            // Until the session sets a level, the client gets notices and worse.
-            log_level: Some(
-                call.session_id
-                    .and_then(|id| self.sessions.level(id))
-                    .unwrap_or(LogLevel::Notice),
-            ),
-        };
-        self.tools_call(
-            req,
-            &meta,
-            principal,
-            headers.accepts_sse,
-            super::Revision::Handshake,
-        )
-        .await
+    /// Served resources are read on demand and carry no change signal, so the capability
+    /// says `subscribe: false`; a client that subscribes anyway is answered (for a resource
+    /// that exists) and never sent an update.
+    fn subscribe(&self, params: &Map<String, Value>) -> Result<(), RpcError> {
+        let uri = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if self.config.catalog.resource_source(uri).is_none() {
+            return Err(
+                RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri}))
+            );
+        }
+        Ok(())
     }
 }

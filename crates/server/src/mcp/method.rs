@@ -52,6 +52,19 @@ impl Method {
         })
     }
 
+    /// Whether 2025-11-25 serves it too: not `server/discover` (that revision discovers by
+    /// its handshake), nor the tasks extension's methods or subscriptions (2026-07-28 only).
+    pub(crate) fn served_by_handshake(self) -> bool {
+        !matches!(
+            self,
+            Self::Discover
+                | Self::TasksGet
+                | Self::TasksUpdate
+                | Self::TasksCancel
+                | Self::SubscriptionsListen
+        )
+    }
+
     /// Whether the request must declare the tasks extension (the extension's own methods).
     pub(crate) fn needs_tasks(self) -> bool {
         matches!(self, Self::TasksGet | Self::TasksUpdate | Self::TasksCancel)
@@ -67,6 +80,8 @@ mod tests {
         assert_eq!(Method::parse("tasks/get"), Some(Method::TasksGet));
         assert!(Method::parse("tasks/get").is_some_and(Method::needs_tasks));
         assert!(!Method::ToolsCall.needs_tasks());
+        assert!(Method::ToolsCall.served_by_handshake());
+        assert!(!Method::TasksGet.served_by_handshake());
         assert_eq!(Method::parse("tasks/list"), None, "removed by SEP-2663");
         assert_eq!(Method::parse("prompts/get"), Some(Method::PromptsGet));
         assert_eq!(Method::parse("initialize"), None, "removed in 2026-07-28");

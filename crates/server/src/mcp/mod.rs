@@ -6,10 +6,12 @@
 //! (`http/`) owns sockets, limits and authentication; this module owns meaning.
 
 mod catalog_calls;
+mod dialect;
 mod discover;
 mod legacy;
 mod method;
 mod mrtr;
+mod request;
 mod session;
 mod state;
 mod subscriptions_listen;
@@ -19,8 +21,9 @@ mod tools_call;
 mod tools_list;
 mod wire;
 
-use catalog_calls::Asking;
+use dialect::Ctx;
 use method::Method;
+use request::Call;
 pub use sync_io::SyncIo;
 
 use std::future::Future;
@@ -154,16 +157,6 @@ pub struct McpServer {
     /// The store's server key once read: it is made once per store and never changes, and
     /// every call that may seal a request state needs it.
     key: std::sync::OnceLock<[u8; 32]>,
-}
-
-/// The protocol revision a request speaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Revision {
-    /// 2026-07-28: stateless, MRTR, the tasks extension.
-    Current,
-    /// 2025-11-25 and earlier: the `initialize` handshake, questions as server requests on
-    /// the call's stream, no tasks.
-    Handshake,
 }
 
 /// What the request path hands to the runner once the store has committed a change.
@@ -383,110 +376,110 @@ impl McpServer {
                 .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
         // 1. Routing headers against the body.
-        match readable(&headers.method, "Mcp-Method")? {
-            None => {
-                return Err(RpcError::header_mismatch(
-                    "the Mcp-Method header is required",
-                ));
-            }
-            Some(m) if m != req.method => {
-                return Err(RpcError::header_mismatch(format!(
-                    "Mcp-Method {m:?} does not match the body's method {:?}",
-                    req.method
-                )));
-            }
-            Some(_) => {}
-        }
-        match protocol::name_source(&req.method, &req.params) {
-            NameSource::Body {
-                value: body_name,
-                required,
-            } => match readable(&headers.name, "Mcp-Name")? {
-                None if !required => {}
-                None => {
-                    return Err(RpcError::header_mismatch(
-                        "the Mcp-Name header is required for this method",
-                    ));
-                }
-                Some(n) if n != body_name => {
-                    return Err(RpcError::header_mismatch(
-                        "Mcp-Name does not match the body",
-                    ));
-                }
-                Some(_) => {}
-            },
-            NameSource::None => {}
-            NameSource::Missing(field) => {
-                return Err(RpcError::invalid_params(format!(
-                    "params.{field} must be a string"
-                )));
-            }
-        }
+        check_routing_headers(headers, &req)?;
         // 2. Removed and unknown methods, before anything else is asked of the body.
         let Some(method) = Method::parse(&req.method) else {
             return Err(RpcError::method_not_found(&req.method));
         };
         // 3. Per-request _meta, then the version header against it.
         let meta = RequestMeta::parse(&req.params)?;
-        match &headers.protocol_version {
-            Some(Ok(v)) if *v != meta.protocol_version => {
-                return Err(RpcError::header_mismatch(format!(
-                    "MCP-Protocol-Version {v:?} does not match _meta protocolVersion {:?}",
-                    meta.protocol_version
-                )));
-            }
-            Some(Err(())) => {
-                return Err(RpcError::header_mismatch(
-                    "the MCP-Protocol-Version header is not readable",
-                ));
-            }
-            // Streamable HTTP lists a missing standard header among the validation
-            // failures; every real client sends it (interop tests), so strictness costs none.
-            None => {
-                return Err(RpcError::header_mismatch(
-                    "the MCP-Protocol-Version header is required",
-                ));
-            }
-            Some(Ok(_)) => {}
-        }
+        check_version_header(headers, &meta)?;
         meta.check_version()?;
         if method.needs_tasks() && !meta.declares_tasks() {
             return Err(RpcError::tasks_required());
         }
-        let id = &req.id;
-        let result = match method {
-            Method::Discover => self.discover(),
-            Method::ToolsList => self.tools_list(),
-            Method::ToolsCall => {
-                return self
-                    .tools_call(
-                        &req,
-                        &meta,
-                        principal,
-                        headers.accepts_sse,
-                        Revision::Current,
-                    )
-                    .await;
-            }
-            Method::ResourcesList => self.resources_list(Revision::Current),
-            Method::ResourceTemplatesList => self.resource_templates_list(Revision::Current),
-            Method::ResourcesRead => {
-                self.resources_read(Asking(&req.params, &meta, principal, Revision::Current))
-                    .await?
-            }
-            Method::PromptsList => self.prompts_list(Revision::Current),
-            Method::PromptsGet => {
-                self.prompts_get(Asking(&req.params, &meta, principal, Revision::Current))
-                    .await?
-            }
-            Method::Complete => self.complete(&req.params, Revision::Current).await?,
-            Method::TasksGet => return self.tasks_get(id, &req.params, principal).await,
-            Method::TasksUpdate => self.tasks_update(&req.params, principal).await?,
-            Method::TasksCancel => self.tasks_cancel(&req.params, principal).await?,
-            Method::SubscriptionsListen => {
-                return self.subscriptions_listen(&req, &meta, principal).await;
+        // 4. The method's parameters.
+        let protocol::Request { id, params, .. } = req;
+        let call = Call::parse(method, params)?;
+        let ctx = Ctx {
+            id: &id,
+            principal,
+            meta,
+            accepts_sse: headers.accepts_sse,
+            dialect: &dialect::STATELESS,
+            asks: None,
+        };
+        self.serve(call, &ctx).await
+    }
+
+    /// Answers one typed request, whichever revision it came in.
+    async fn serve(&self, call: Call, ctx: &Ctx<'_>) -> Result<Reply, RpcError> {
+        let result = match call {
+            Call::Discover => self.discover(ctx),
+            Call::ToolsList => self.tools_list(ctx),
+            Call::ToolsCall(call) => return self.tools_call(call, ctx).await,
+            Call::ResourcesList => self.resources_list(ctx),
+            Call::ResourceTemplatesList => self.resource_templates_list(ctx),
+            Call::ResourcesRead(read) => self.resources_read(read, ctx).await?,
+            Call::PromptsList => self.prompts_list(ctx),
+            Call::PromptsGet(get) => self.prompts_get(get, ctx).await?,
+            Call::Complete(complete) => self.complete(complete, ctx).await?,
+            Call::TasksGet(task) => return self.tasks_get(task, ctx).await,
+            Call::TasksUpdate(update) => self.tasks_update(update, ctx).await?,
+            Call::TasksCancel(task) => self.tasks_cancel(task, ctx).await?,
+            Call::SubscriptionsListen(listen) => {
+                return self.subscriptions_listen(listen, ctx).await;
             }
         };
-        Ok(Reply::result(id, result))
+        Ok(Reply::result(ctx.id, result))
+    }
+}
+
+/// `Mcp-Method` must match the body's method, and `Mcp-Name` its name where the method has
+/// one (required where the transport requires it).
+fn check_routing_headers(
+    headers: &RoutingHeaders,
+    req: &protocol::Request,
+) -> Result<(), RpcError> {
+    match readable(&headers.method, "Mcp-Method")? {
+        None => {
+            return Err(RpcError::header_mismatch(
+                "the Mcp-Method header is required",
+            ));
+        }
+        Some(m) if m != req.method => {
+            return Err(RpcError::header_mismatch(format!(
+                "Mcp-Method {m:?} does not match the body's method {:?}",
+                req.method
+            )));
+        }
+        Some(_) => {}
+    }
+    match protocol::name_source(&req.method, &req.params) {
+        NameSource::Body {
+            value: body_name,
+            required,
+        } => match readable(&headers.name, "Mcp-Name")? {
+            None if required => Err(RpcError::header_mismatch(
+                "the Mcp-Name header is required for this method",
+            )),
+            Some(n) if n != body_name => Err(RpcError::header_mismatch(
+                "Mcp-Name does not match the body",
+            )),
+            _ => Ok(()),
+        },
+        NameSource::None => Ok(()),
+        NameSource::Missing(field) => Err(RpcError::invalid_params(format!(
+            "params.{field} must be a string"
+        ))),
+    }
+}
+
+/// `MCP-Protocol-Version` must be sent, and match the version `_meta` declares.
+fn check_version_header(headers: &RoutingHeaders, meta: &RequestMeta) -> Result<(), RpcError> {
+    match &headers.protocol_version {
+        Some(Ok(v)) if *v != meta.protocol_version => Err(RpcError::header_mismatch(format!(
+            "MCP-Protocol-Version {v:?} does not match _meta protocolVersion {:?}",
+            meta.protocol_version
+        ))),
+        Some(Err(())) => Err(RpcError::header_mismatch(
+            "the MCP-Protocol-Version header is not readable",
+        )),
+        // Streamable HTTP lists a missing standard header among the validation failures;
+        // every real client sends it (interop tests), so strictness costs none.
+        None => Err(RpcError::header_mismatch(
+            "the MCP-Protocol-Version header is required",
+        )),
+        Some(Ok(_)) => Ok(()),
     }
 }

@@ -8,31 +8,25 @@ use crate::protocol::RpcError;
 use snodo_core::model::Principal;
 use snodo_wasm::InputRequests;
 
+use super::request::Answers;
 use super::state;
 
 /// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
 /// the earlier rounds' sealed in its `requestState` for `subject` (what the state was
 /// issued for: a tool name, `prompt:<name>` or `resource:<uri>`).
 pub(super) fn given_answers(
-    params: &Map<String, Value>,
+    answers: Answers,
     key: &[u8; 32],
     subject: &str,
     principal: &Principal,
 ) -> Result<Map<String, Value>, RpcError> {
-    let mut responses = super::catalog_calls::object_field(params, "inputResponses")?;
-    // Every answer is an MCP result object (ElicitResult, CreateMessageResult,
-    // ListRootsResult); anything else is a malformed round, not an answer.
-    if let Some((k, _)) = responses.iter().find(|(_, v)| !v.is_object()) {
-        return Err(RpcError::invalid_params(format!(
-            "inputResponses[{k:?}] must be an object (an MCP input result)"
-        )));
-    }
-    if let Some(s) = params.get("requestState") {
-        let s = s
-            .as_str()
-            .ok_or_else(|| RpcError::invalid_params("requestState must be a string"))?;
+    let Answers {
+        mut responses,
+        state,
+    } = answers;
+    if let Some(s) = state {
         let earlier =
-            state::verify(key, subject, principal, s).map_err(RpcError::invalid_params)?;
+            state::verify(key, subject, principal, &s).map_err(RpcError::invalid_params)?;
         for (k, v) in earlier {
             responses.entry(k).or_insert(v);
         }

@@ -3,11 +3,12 @@
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::protocol::{self, RequestMeta, RpcError};
+use crate::protocol::{self, RpcError};
 use snodo_core::model::Principal;
 use snodo_runner::budget::{Over, Refusal};
 
-use super::{McpServer, Reply, STREAM_QUEUE, wire};
+use super::request::Listen;
+use super::{Ctx, McpServer, Reply, STREAM_QUEUE, wire};
 
 impl McpServer {
     /// `subscriptions/listen`: acknowledges the notification types this server can send for
@@ -20,34 +21,21 @@ impl McpServer {
     /// when there is room, so a stalled reader costs at most its watched set.
     pub(super) async fn subscriptions_listen(
         &self,
-        req: &protocol::Request,
-        meta: &RequestMeta,
-        principal: &Principal,
+        listen: Listen,
+        ctx: &Ctx<'_>,
     ) -> Result<Reply, RpcError> {
-        let filter = req
-            .params
-            .get("notifications")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        if !filter.is_object() {
-            return Err(RpcError::invalid_params(
-                "params.notifications must be an object",
-            ));
-        }
+        let principal = ctx.principal;
         let mut ack = serde_json::Map::new();
         let mut watched: Vec<String> = Vec::new();
-        if let Some(ids) = filter.get("taskIds") {
-            if !meta.declares_tasks() {
+        if let Some(ids) = &listen.task_ids {
+            if !ctx.meta.declares_tasks() {
                 return Err(RpcError::tasks_required());
             }
-            let ids = ids
-                .as_array()
-                .ok_or_else(|| RpcError::invalid_params("taskIds must be an array"))?;
             let max = self.config.limits.stream_task_ids;
             let mut seen = std::collections::HashSet::new();
             let mut wanted: Vec<&str> = Vec::new();
-            for id in ids.iter().filter_map(Value::as_str) {
-                if seen.insert(id) {
+            for id in ids {
+                if seen.insert(id.as_str()) {
                     wanted.push(id);
                 }
                 if wanted.len() > max {
@@ -70,7 +58,7 @@ impl McpServer {
             }
             ack.insert("taskIds".into(), json!(watched));
         }
-        if filter.get("toolsListChanged") == Some(&json!(true)) {
+        if listen.tools_list_changed {
             ack.insert("toolsListChanged".into(), json!(true));
         }
         let slot = self
@@ -78,7 +66,7 @@ impl McpServer {
             .try_acquire(principal.tenant.as_str())
             .map_err(|r| self.refuse(&r))?;
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
-        let sub = json!({"io.modelcontextprotocol/subscriptionId": req.id});
+        let sub = json!({"io.modelcontextprotocol/subscriptionId": ctx.id});
         let _ = tx.try_send(protocol::notification(
             "notifications/subscriptions/acknowledged",
             json!({"notifications": ack, "_meta": sub}),

@@ -2,29 +2,35 @@
 
 use serde_json::{Value, json};
 
-use super::McpServer;
+use crate::protocol::ResultObject;
+
+use super::{Ctx, McpServer};
 
 impl McpServer {
-    pub(super) fn tools_list(&self) -> Value {
+    pub(super) fn tools_list(&self, ctx: &Ctx<'_>) -> Value {
         let tools: Vec<Value> = self
             .config
             .catalog
             .tools()
             .iter()
             .map(|t| {
-                let mut v = json!({"name": t.info.name, "inputSchema": t.info.input_schema});
+                let mut v = ResultObject::new();
+                v.insert("name".into(), json!(t.info.name));
+                v.insert("inputSchema".into(), t.info.input_schema.clone());
                 if let Some(title) = &t.info.title {
-                    v["title"] = json!(title);
+                    v.insert("title".into(), json!(title));
                 }
                 if let Some(d) = &t.info.description {
-                    v["description"] = json!(d);
+                    v.insert("description".into(), json!(d));
                 }
                 if let Some(o) = &t.info.output_schema {
-                    v["outputSchema"] = o.clone();
+                    v.insert("outputSchema".into(), o.clone());
                 }
-                v
+                Value::Object(v)
             })
             .collect();
-        json!({"resultType": "complete", "tools": tools, "ttlMs": 0, "cacheScope": "private"})
+        let mut result = ResultObject::new();
+        result.insert("tools".into(), Value::from(tools));
+        ctx.dialect.complete_uncached(result)
     }
 }

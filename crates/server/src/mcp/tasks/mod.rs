@@ -1,20 +1,20 @@
-//! The tasks extension's methods, one file each, and what they share: reading the task id
-//! and authorizing it, and the errors that read the same for unknown and foreign tasks.
+//! The tasks extension's methods, one file each, and what they share: authorizing the task
+//! id, and the errors that read the same for unknown and foreign tasks.
 
 mod cancel;
 mod get;
 mod update;
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
 use crate::protocol::RpcError;
-use snodo_core::model::Principal;
 use snodo_core::store::{Access, Action, StoreError};
 
-use super::McpServer;
+use super::{Ctx, McpServer};
 
-fn ack() -> Value {
-    json!({"resultType": "complete"})
+/// The empty complete result that acknowledges an update or a cancel.
+fn ack(ctx: &Ctx<'_>) -> Value {
+    ctx.dialect.complete(crate::protocol::ResultObject::new())
 }
 
 /// Unknown, malformed, expired and foreign task ids all read the same.
@@ -29,23 +29,15 @@ fn lookup_error(e: StoreError) -> RpcError {
     }
 }
 
-fn task_id(params: &Map<String, Value>) -> Result<&str, RpcError> {
-    params
-        .get("taskId")
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("params.taskId must be a string"))
-}
-
 impl McpServer {
     async fn access(
         &self,
-        params: &Map<String, Value>,
-        principal: &Principal,
+        task_id: &str,
+        ctx: &Ctx<'_>,
         action: Action,
     ) -> Result<Access, RpcError> {
-        let id = task_id(params)?;
         self.store
-            .authorize(principal, action, id)
+            .authorize(ctx.principal, action, task_id)
             .await
             .map_err(lookup_error)
     }

@@ -1,12 +1,13 @@
 //! `tasks/update`: answers to a task's input requests, committed before the acknowledgement.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::protocol::RpcError;
-use snodo_core::model::{EventId, Principal};
+use snodo_core::model::EventId;
 use snodo_core::store::{Action, Effect, StoreError};
 
-use super::super::{Handoff, McpServer};
+use super::super::request::TasksUpdate;
+use super::super::{Ctx, Handoff, McpServer};
 use super::{ack, lookup_error};
 
 impl McpServer {
@@ -14,18 +15,11 @@ impl McpServer {
     /// already shows them gone from `inputRequests`.
     pub(in crate::mcp) async fn tasks_update(
         &self,
-        params: &Map<String, Value>,
-        principal: &Principal,
+        update: TasksUpdate,
+        ctx: &Ctx<'_>,
     ) -> Result<Value, RpcError> {
-        let responses = match params.get("inputResponses") {
-            Some(Value::Object(r)) => r.clone(),
-            _ => {
-                return Err(RpcError::invalid_params(
-                    "params.inputResponses must be an object",
-                ));
-            }
-        };
-        let access = self.access(params, principal, Action::Update).await?;
+        let TasksUpdate { task_id, responses } = update;
+        let access = self.access(&task_id, ctx, Action::Update).await?;
         let store = self.store.clone();
         let task = *access.task_id();
         let commit = async move {
@@ -43,9 +37,9 @@ impl McpServer {
             _ => None,
         };
         match self.commit_then_tell(commit, handoff).await {
-            Ok(_) => Ok(ack()),
+            Ok(_) => Ok(ack(ctx)),
             // Nothing is outstanding on a finished task: every key is ignored.
-            Err(StoreError::Terminal { .. }) => Ok(ack()),
+            Err(StoreError::Terminal { .. }) => Ok(ack(ctx)),
             Err(e) => Err(lookup_error(e)),
         }
     }

@@ -1,0 +1,73 @@
+//! What a handler is given besides its typed parameters ([`Ctx`]), and the [`Dialect`]
+//! that shapes its replies for the protocol revision the request speaks.
+//!
+//! Handlers never branch on the revision: where 2026-07-28 and 2025-11-25 differ in what a
+//! reply looks like, the handler asks the request's dialect. 2026-07-28's is [`STATELESS`]
+//! here; 2025-11-25's is the `legacy` adapter's, which also translates that revision's
+//! requests into the same typed requests.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
+use snodo_core::model::Principal;
+
+use super::session::Outstanding;
+
+/// One request, as every handler sees it.
+pub(crate) struct Ctx<'a> {
+    /// The JSON-RPC id, echoed in the reply.
+    pub(crate) id: &'a Value,
+    /// Who sent it.
+    pub(crate) principal: &'a Principal,
+    /// What it declared (2026-07-28: its `_meta`; 2025-11-25: its session).
+    pub(crate) meta: RequestMeta,
+    /// Whether its `Accept` allows an event stream.
+    pub(crate) accepts_sse: bool,
+    /// How its replies are shaped.
+    pub(crate) dialect: &'static dyn Dialect,
+    /// Where a guest's questions on the request path go as server requests on the call's
+    /// event stream, answered by the client's posted responses (2025-11-25). `None`: they
+    /// are answered by an MRTR `input_required` result (2026-07-28).
+    pub(crate) asks: Option<Arc<Outstanding>>,
+}
+
+/// How a protocol revision shapes what handlers produce.
+pub(crate) trait Dialect: Sync {
+    /// A complete result.
+    fn complete(&self, result: ResultObject) -> Value;
+    /// A complete list or read result that may not be cached: components may answer
+    /// differently per call.
+    fn complete_uncached(&self, result: ResultObject) -> Value;
+    /// The HTTP status of a reply that is a JSON-RPC error.
+    fn error_status(&self, error: &RpcError) -> u16;
+    /// The refusal of a tool that runs only as a task, called by a request that did not
+    /// declare the tasks extension.
+    fn task_only(&self, tool: &str, meta: &RequestMeta) -> RpcError;
+}
+
+/// 2026-07-28: results say `resultType`, lists and reads carry caching hints, errors map to
+/// HTTP statuses as Streamable HTTP says.
+pub(crate) struct Stateless;
+
+/// The dialect of 2026-07-28.
+pub(crate) static STATELESS: Stateless = Stateless;
+
+impl Dialect for Stateless {
+    fn complete(&self, result: ResultObject) -> Value {
+        protocol::complete(result)
+    }
+
+    fn complete_uncached(&self, result: ResultObject) -> Value {
+        protocol::complete_uncached(result)
+    }
+
+    fn error_status(&self, error: &RpcError) -> u16 {
+        protocol::http_status(error)
+    }
+
+    fn task_only(&self, _: &str, _: &RequestMeta) -> RpcError {
+        RpcError::tasks_required()
+    }
+}
