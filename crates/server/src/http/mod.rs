@@ -1,27 +1,37 @@
-//! Streamable HTTP on hyper (with axum's body, response and SSE types): `POST /mcp` and the
-//! rules that belong to the transport: Host/Origin checks against DNS rebinding (on every
-//! route), bearer authentication, the body limit and body timeout, the routing headers, SSE
-//! responses, 405 for GET, DELETE of a 2025-11-25 session, health endpoints and metrics.
-//! Connection limits and timeouts are in `conn`.
+//! Streamable HTTP: an axum [`Router`] with `POST /mcp` and the rules that belong to the
+//! transport: Host/Origin checks against DNS rebinding (a layer over every route),
+//! authentication (a layer over the MCP routes, through the server's [`Authenticator`],
+//! in `auth`), the body limit and body timeout, the routing headers, SSE responses, 405 for
+//! GET, DELETE of a 2025-11-25 session, health endpoints and metrics. Connections, their
+//! limits and timeouts are in `conn`.
 
+mod auth;
 mod conn;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use futures_util::stream;
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use tower::ServiceExt;
 
+pub use auth::{
+    Authenticator, Caller, MIN_TOKEN_LEN, Scopes, StaticTokens, TokenError, Unauthenticated,
+    bearer_token, check_token, local_principal,
+};
 pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
 
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
+use auth::{TokenDigest, digest, digests_equal};
 use snodo_core::model::Principal;
 
 /// How long `/readyz` waits for the store to commit its probe write.
@@ -57,63 +67,6 @@ impl Default for HttpConfig {
     }
 }
 
-/// The shortest accepted bearer token.
-pub const MIN_TOKEN_LEN: usize = 16;
-
-/// Why a configured bearer token cannot be served.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TokenError {
-    /// Shorter than [`MIN_TOKEN_LEN`].
-    #[error("a bearer token must be at least {MIN_TOKEN_LEN} characters")]
-    TooShort,
-    /// The tenant (the store scope) is empty.
-    #[error("the tenant must not be empty")]
-    EmptyTenant,
-    /// The subject is empty.
-    #[error("the subject must not be empty")]
-    EmptySubject,
-    /// The same token is configured twice: it could only ever authenticate one of them.
-    #[error("the same token is already configured (entry {first}); tokens must be unique")]
-    Duplicate {
-        /// The index of the earlier entry.
-        first: usize,
-    },
-}
-
-/// Checks one token against the rules and against the tokens configured before it.
-pub fn check_token(
-    token: &str,
-    principal: &Principal,
-    earlier: &[(String, Principal)],
-) -> Result<(), TokenError> {
-    if token.len() < MIN_TOKEN_LEN {
-        return Err(TokenError::TooShort);
-    }
-    if principal.tenant.is_empty() {
-        return Err(TokenError::EmptyTenant);
-    }
-    if principal.subject.is_empty() {
-        return Err(TokenError::EmptySubject);
-    }
-    if let Some(first) = earlier.iter().position(|(t, _)| t == token) {
-        return Err(TokenError::Duplicate { first });
-    }
-    Ok(())
-}
-
-/// The principal of unauthenticated requests to a loopback-only server.
-pub fn local_principal() -> Principal {
-    Principal::new("local", "anonymous")
-}
-
-/// A SHA-256 digest of a bearer token: tokens are compared by digest, so the comparison
-/// takes the same time whatever the presented token's length.
-type TokenDigest = [u8; 32];
-
-fn digest(token: &str) -> TokenDigest {
-    Sha256::digest(token.as_bytes()).into()
-}
-
 /// What every route reads, shared behind one reference count: axum clones the state for
 /// each request, and one atomic is cheaper than one per field.
 type AppState = Arc<Shared>;
@@ -121,50 +74,25 @@ type AppState = Arc<Shared>;
 struct Shared {
     server: Arc<McpServer>,
     config: HttpConfig,
-    tokens: Arc<[(TokenDigest, Principal)]>,
+    authenticator: Arc<dyn Authenticator>,
     metrics_token: Option<TokenDigest>,
 }
 
-/// The routes: `POST /mcp` (a `GET` is 405, a `DELETE` ends a 2025-11-25 session),
-/// `GET /healthz`, `GET /readyz`, `GET /metrics`, every one behind the Host/Origin check.
+/// The routes, each behind the Host/Origin check:
+/// - `/mcp`: `POST` a message, `DELETE` a 2025-11-25 session (both authenticated: the
+///   [`Caller`] is in the request's extensions), `GET` is 405 (no server stream here);
+/// - `/healthz`, `/readyz`, `/metrics`: `GET` (and `HEAD`).
 ///
-/// Matched by hand rather than by a routing framework: an MCP request is small enough that a
-/// router's layers of boxed futures and response mapping were a measurable share of it. It
-/// is a `tower::Service` for tests that drive it without sockets; the server calls
-/// [`App::handle`] directly.
+/// A `tower::Service`, so tests drive it without sockets; [`serve`] runs it on connections.
 #[derive(Clone)]
-pub struct App(AppState);
+pub struct App(Router);
 
 impl App {
     /// Answers one request.
     pub async fn handle(&self, request: Request) -> Response {
-        let state = &self.0;
-        // The DNS-rebinding defence, before any route: a page on another origin that
-        // resolves its own name to this server must not reach it through a victim's browser.
-        if let Err(why) = check_host(request.headers(), &state.config.allowed_hosts) {
-            return rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why);
-        }
-        let read_only = matches!(*request.method(), Method::GET | Method::HEAD);
-        match request.uri().path() {
-            "/mcp" => match *request.method() {
-                Method::POST => post_mcp(state, request).await,
-                Method::DELETE => delete_session(state, request.headers()).await,
-                Method::GET => not_allowed(
-                    "no GET stream here: server messages arrive on the stream of the POST they \
-                     belong to",
-                ),
-                _ => not_allowed("/mcp takes POST, and DELETE to end a 2025-11-25 session"),
-            },
-            "/healthz" if read_only => (StatusCode::OK, "ok").into_response(),
-            "/readyz" if read_only => ready(state).await,
-            "/metrics" if read_only => metrics(state, request.headers()),
-            "/healthz" | "/readyz" | "/metrics" => {
-                let mut r = StatusCode::METHOD_NOT_ALLOWED.into_response();
-                r.headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
-                r
-            }
-            _ => StatusCode::NOT_FOUND.into_response(),
+        match self.0.clone().oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
         }
     }
 }
@@ -188,18 +116,84 @@ impl tower::Service<Request> for App {
     }
 }
 
-/// The routes over `server`.
+/// The routes over `server`, authenticated by the configured static tokens.
 pub fn router(server: Arc<McpServer>, config: HttpConfig) -> App {
-    App(Arc::new(Shared {
+    let tokens = Arc::new(StaticTokens::new(&config.tokens));
+    router_with(server, config, tokens)
+}
+
+/// The routes over `server`, authenticated by `authenticator`.
+pub fn router_with(
+    server: Arc<McpServer>,
+    config: HttpConfig,
+    authenticator: Arc<dyn Authenticator>,
+) -> App {
+    let state: AppState = Arc::new(Shared {
         server,
-        tokens: config
-            .tokens
-            .iter()
-            .map(|(t, p)| (digest(t), p.clone()))
-            .collect(),
         metrics_token: config.metrics_token.as_deref().map(digest),
         config,
-    }))
+        authenticator,
+    });
+    // Only the methods registered before `route_layer` are authenticated: a GET or a PUT
+    // on /mcp is 405 to anyone.
+    let mcp = post(post_mcp)
+        .delete(delete_session)
+        .route_layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .get(|| async {
+            not_allowed(
+                "no GET stream here: server messages arrive on the stream of the POST they \
+                 belong to",
+            )
+        })
+        .fallback(|| async {
+            not_allowed("/mcp takes POST, and DELETE to end a 2025-11-25 session")
+        });
+    let routes = Router::new()
+        .route("/mcp", mcp)
+        .route(
+            "/healthz",
+            get(|| async { (StatusCode::OK, "ok") }).fallback(read_only),
+        )
+        .route("/readyz", get(ready).fallback(read_only))
+        .route("/metrics", get(metrics).fallback(read_only))
+        .fallback(|| async { StatusCode::NOT_FOUND })
+        // The DNS-rebinding defence, before any route: a page on another origin that
+        // resolves its own name to this server must not reach it through a victim's
+        // browser.
+        .layer(middleware::from_fn_with_state(state.clone(), check_host))
+        .with_state(state);
+    App(routes)
+}
+
+async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    match allowed_host(request.headers(), &state.config.allowed_hosts) {
+        Ok(()) => next.run(request).await,
+        Err(why) => rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why),
+    }
+}
+
+/// Puts the [`Caller`] into the request's extensions, or answers 401.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    match state.authenticator.authenticate(request.headers()).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => unauthorized(&refused),
+    }
+}
+
+/// The caller [`authenticate`] put into `request`.
+fn caller(request: &mut Request) -> Option<Caller> {
+    request.extensions_mut().remove::<Caller>()
+}
+
+/// 405 on the read-only routes, with their `Allow`.
+async fn read_only() -> Response {
+    let mut r = StatusCode::METHOD_NOT_ALLOWED.into_response();
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+    r
 }
 
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -225,10 +219,11 @@ fn not_allowed(message: &str) -> Response {
 /// 2026-07-28 has no sessions: a DELETE that speaks it is 405. An id this server did not
 /// issue to the caller (forged, another principal's, or already ended) is 404, as the
 /// transport says for a session the server does not know; without an id it is 400.
-async fn delete_session(state: &Shared, headers: &HeaderMap) -> Response {
-    let Some(principal) = authenticate(headers, &state.tokens) else {
-        return unauthorized("a valid bearer token is required");
+async fn delete_session(State(state): State<AppState>, mut request: Request) -> Response {
+    let Some(Caller { principal, .. }) = caller(&mut request) else {
+        return missing_caller();
     };
+    let headers = request.headers();
     let version = headers
         .get("mcp-protocol-version")
         .and_then(|v| v.to_str().ok())
@@ -261,11 +256,13 @@ async fn delete_session(state: &Shared, headers: &HeaderMap) -> Response {
     }
 }
 
-fn metrics(state: &Shared, headers: &HeaderMap) -> Response {
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     if let Some(expected) = &state.metrics_token {
-        let presented = bearer_token(headers).map(digest);
+        let presented = bearer_token(&headers).map(digest);
         if !presented.is_some_and(|p| digests_equal(&p, expected)) {
-            return unauthorized("a valid bearer token is required (metrics.token)");
+            return unauthorized(&Unauthenticated::bearer(
+                "a valid bearer token is required (metrics.token)",
+            ));
         }
     }
     (
@@ -277,7 +274,7 @@ fn metrics(state: &Shared, headers: &HeaderMap) -> Response {
 
 /// Ready when the store commits a probe write within [`READY_PROBE_TIMEOUT`]: a read alone
 /// stays green while the writer is stuck or the disk refuses writes.
-async fn ready(state: &Shared) -> Response {
+async fn ready(State(state): State<AppState>) -> Response {
     let down = state.server.runner_loops_down();
     if !down.is_empty() {
         // A loop that panicked runs again after its backoff; until then this node does
@@ -313,7 +310,7 @@ fn host_of(value: &str) -> &str {
     value.split(':').next().unwrap_or(value)
 }
 
-fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static str> {
+fn allowed_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static str> {
     if allowed.is_empty() {
         return Ok(());
     }
@@ -334,46 +331,27 @@ fn check_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static st
     Ok(())
 }
 
-/// The credentials of an `Authorization: Bearer …` header. The scheme is
-/// case-insensitive and may be followed by several spaces (RFC 9110 §11.1, §11.4).
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let token = token.trim_start_matches(' ');
-    (!token.is_empty()).then_some(token)
-}
-
-/// Compares two digests without an early exit.
-fn digests_equal(a: &TokenDigest, b: &TokenDigest) -> bool {
-    use subtle::ConstantTimeEq;
-    bool::from(a.ct_eq(b))
-}
-
-/// The principal of the presented bearer token. Every configured token is compared (by
-/// digest, in constant time), whether or not an earlier one matched, so the timing tells
-/// neither which entry matched nor how long the tokens are. Configured tokens are unique
-/// (checked where they are configured), so at most one matches.
-fn authenticate(headers: &HeaderMap, tokens: &[(TokenDigest, Principal)]) -> Option<Principal> {
-    if tokens.is_empty() {
-        return Some(local_principal());
-    }
-    let presented = digest(bearer_token(headers)?);
-    let mut found = None;
-    for (configured, principal) in tokens {
-        let matched = digests_equal(configured, &presented);
-        found = if matched { Some(principal) } else { found };
-    }
-    found.cloned()
-}
-
-fn unauthorized(message: &str) -> Response {
-    let mut r = rpc_error(StatusCode::UNAUTHORIZED, codes::INVALID_REQUEST, message);
-    r.headers_mut()
-        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+fn unauthorized(refused: &Unauthenticated) -> Response {
+    let mut r = rpc_error(
+        StatusCode::UNAUTHORIZED,
+        codes::INVALID_REQUEST,
+        &refused.message,
+    );
+    let challenge = HeaderValue::from_str(&refused.challenge)
+        .unwrap_or_else(|_| HeaderValue::from_static("Bearer"));
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     r
+}
+
+/// A handler behind [`authenticate`] that finds no caller: a routing mistake, never a
+/// client's, so it is refused rather than served as anyone.
+fn missing_caller() -> Response {
+    tracing::error!("a request reached an authenticated route without a caller");
+    rpc_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        codes::INTERNAL_ERROR,
+        "the request was not authenticated",
+    )
 }
 
 fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>> {
@@ -389,12 +367,12 @@ fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>>
         })
 }
 
-async fn post_mcp(state: &Shared, request: Request) -> Response {
+async fn post_mcp(State(state): State<AppState>, mut request: Request) -> Response {
+    let Some(Caller { principal, .. }) = caller(&mut request) else {
+        return missing_caller();
+    };
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
-    let Some(principal) = authenticate(&headers, &state.tokens) else {
-        return unauthorized("a valid bearer token is required");
-    };
     // A POST body is JSON and says so: a missing Content-Type is refused like a wrong one
     // (every real client sends it; see the interop tests).
     let json_type = headers
