@@ -1,172 +1,8 @@
-//! The one [`Store`](super::Store) implementation the embedded adapters share.
-//!
-//! An embedded adapter provides two inherent methods, `write` (run a closure over a
-//! [`Txn`](super::engine::Txn) inside one atomic, acknowledged-when-durable write) and `read`
-//! (run a closure over a consistent [`View`](super::engine::View)); this macro maps every
-//! contract method onto the engine's rules through them.
-
-macro_rules! embedded_store {
-    ($ty:ty) => {
-        #[async_trait::async_trait]
-        impl $crate::store::Store for $ty {
-            async fn now(&self) -> $crate::store::StoreResult<$crate::model::Timestamp> {
-                Ok(self.ctx().now)
-            }
-
-            async fn check_writable(
-                &self,
-                within: std::time::Duration,
-            ) -> $crate::store::StoreResult<()> {
-                match tokio::time::timeout(within, self.write(|_, _| Ok(()))).await {
-                    Ok(committed) => committed,
-                    Err(_) => Err($crate::store::StoreError::unavailable(format!(
-                        "a probe write did not commit within {} ms",
-                        within.as_millis()
-                    ))),
-                }
-            }
-
-            async fn create(
-                &self,
-                new: $crate::store::NewTask,
-            ) -> $crate::store::StoreResult<$crate::model::Task> {
-                self.write(move |txn, ctx| $crate::store::engine::create(txn, ctx, new))
-                    .await
-            }
-
-            async fn create_claimed(
-                &self,
-                new: $crate::store::NewTask,
-                request: &$crate::store::ClaimRequest,
-            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
-                let request = request.clone();
-                self.write(move |txn, ctx| {
-                    $crate::store::engine::create_claimed(txn, ctx, new, &request)
-                })
-                .await
-            }
-
-            async fn authorize(
-                &self,
-                principal: &$crate::model::Principal,
-                action: $crate::store::Action,
-                task_id: &str,
-            ) -> $crate::store::StoreResult<$crate::store::Access> {
-                let (principal, task_id) = (principal.clone(), task_id.to_owned());
-                self.read(move |view, ctx| {
-                    $crate::store::engine::authorize(view, ctx, &principal, action, &task_id)
-                })
-                .await
-            }
-
-            async fn authorize_read(
-                &self,
-                principal: &$crate::model::Principal,
-                task_id: &str,
-            ) -> $crate::store::StoreResult<($crate::store::Access, $crate::model::TaskView)> {
-                let (principal, task_id) = (principal.clone(), task_id.to_owned());
-                self.read(move |view, ctx| {
-                    $crate::store::engine::authorize_read(view, ctx, &principal, &task_id)
-                })
-                .await
-            }
-
-            async fn get(
-                &self,
-                access: &$crate::store::Access,
-            ) -> $crate::store::StoreResult<$crate::model::Task> {
-                let access = access.clone();
-                self.read(move |view, ctx| $crate::store::engine::get(view, ctx, &access))
-                    .await
-            }
-
-            async fn transition(
-                &self,
-                by: $crate::store::Authority<'_>,
-                event: $crate::model::TaskEvent,
-                expected_revision: Option<u64>,
-            ) -> $crate::store::StoreResult<$crate::store::Committed> {
-                let by = $crate::store::HeldAuthority::of(by);
-                self.write(move |txn, ctx| {
-                    let by = by.authority();
-                    $crate::store::engine::transition(txn, ctx, by, event, expected_revision)
-                })
-                .await
-            }
-
-            async fn claim(
-                &self,
-                task_id: &$crate::model::TaskId,
-                request: &$crate::store::ClaimRequest,
-            ) -> $crate::store::StoreResult<$crate::store::Claimed> {
-                let (id, request) = (*task_id, request.clone());
-                self.write(move |txn, ctx| $crate::store::engine::claim(txn, ctx, &id, &request))
-                    .await
-            }
-
-            async fn claim_next(
-                &self,
-                request: &$crate::store::ClaimRequest,
-            ) -> $crate::store::StoreResult<Option<$crate::store::Claimed>> {
-                let request = request.clone();
-                self.write(move |txn, ctx| $crate::store::engine::claim_next(txn, ctx, &request))
-                    .await
-            }
-
-            async fn renew(
-                &self,
-                lease: &$crate::store::Lease,
-                lease_ms: u64,
-            ) -> $crate::store::StoreResult<$crate::store::Lease> {
-                let lease = lease.clone();
-                self.write(move |txn, ctx| $crate::store::engine::renew(txn, ctx, &lease, lease_ms))
-                    .await
-            }
-
-            async fn release(
-                &self,
-                lease: &$crate::store::Lease,
-            ) -> $crate::store::StoreResult<()> {
-                let lease = lease.clone();
-                self.write(move |txn, ctx| $crate::store::engine::release(txn, ctx, &lease))
-                    .await
-            }
-
-            async fn worker_snapshot(
-                &self,
-                lease: &$crate::store::Lease,
-            ) -> $crate::store::StoreResult<($crate::model::Task, $crate::model::Work)> {
-                let lease = lease.clone();
-                self.read(move |view, ctx| {
-                    $crate::store::engine::worker_snapshot(view, ctx, &lease)
-                })
-                .await
-            }
-
-            async fn reap(
-                &self,
-                limit: usize,
-            ) -> $crate::store::StoreResult<Vec<$crate::store::Reaped>> {
-                self.write(move |txn, ctx| $crate::store::engine::reap(txn, ctx, limit))
-                    .await
-            }
-
-            async fn server_key(&self) -> $crate::store::StoreResult<[u8; 32]> {
-                Ok(self.key)
-            }
-
-            async fn inspect(
-                &self,
-                task_id: &$crate::model::TaskId,
-            ) -> $crate::store::StoreResult<Option<($crate::model::Task, $crate::model::Work)>>
-            {
-                let id = *task_id;
-                self.read(move |view, _| $crate::store::engine::inspect(view, &id))
-                    .await
-            }
-        }
-    };
-}
+//! What the embedded stores kept in one file (redb, SQLite) share, besides their
+//! [`Backend`](super::Backend) implementations: the boot each open settles, the checks of a
+//! store file before it is opened and the temporary name a new one is built under, their
+//! common accessors (`file_store_accessors!`) and the tests every one of them runs
+//! (`file_store_checks!`).
 
 #[cfg(any(feature = "redb", feature = "sqlite"))]
 /// What opening a store file settled, kept for the store's whole life: where the file is,
@@ -267,28 +103,13 @@ pub(crate) fn create_beside(
 }
 
 #[cfg(any(feature = "redb", feature = "sqlite"))]
-/// The inherent accessors, the write path and `Debug` of an embedded store kept in one
-/// file, for a type with a `boot: Arc<FileBoot>` field and a `writer` that group-commits.
+/// The inherent accessors and `Debug` of an embedded store kept in one file, for a type
+/// with a `boot: Arc<FileBoot>` field.
 macro_rules! file_store_accessors {
     ($ty:ident) => {
         impl $ty {
             fn ctx(&self) -> $crate::store::engine::Ctx {
                 self.boot.ctx()
-            }
-
-            /// Runs `f` inside one write the group-commit writer makes durable before it
-            /// answers.
-            async fn write<T, F>(&self, f: F) -> $crate::store::StoreResult<T>
-            where
-                F: FnOnce(
-                        &mut dyn $crate::store::engine::Txn,
-                        &$crate::store::engine::Ctx,
-                    ) -> $crate::store::StoreResult<T>
-                    + Send
-                    + 'static,
-                T: Send + 'static,
-            {
-                self.writer.submit(f).await
             }
 
             /// The file this store lives in.

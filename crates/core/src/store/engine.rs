@@ -1,8 +1,9 @@
 //! The store's rules, written once over a small key-value transaction interface.
 //!
-//! The embedded adapters (memory, redb) are a record table plus three ordered indexes; each
-//! implements [`Txn`] and runs these functions inside its own atomic write. Every rule of the
-//! [`super::Store`] contract lives here, so the adapters differ only in how bytes are kept.
+//! An adapter keeps a record table plus three ordered indexes; it implements [`Txn`] over
+//! them, and its [`Backend`](super::Backend) runs these functions inside its own atomic
+//! write. Every rule of the [`super::Store`] contract lives here, so the adapters differ only
+//! in how bytes are kept.
 //!
 //! Every operation validates and decides before it writes: an operation that returns an
 //! error has written nothing, so an adapter may batch several operations in one commit.
@@ -285,6 +286,39 @@ pub(crate) struct Ctx {
     pub(crate) now: Timestamp,
     pub(crate) epoch: u64,
     pub(crate) issuer: u64,
+}
+
+/// What one operation reaches, told to its backend before the rules run.
+///
+/// A backend that holds every record within reach (the embedded ones) ignores it. One that
+/// fetches rows per operation (PostgreSQL) reads, and for a write locks, exactly these
+/// before the rules run, so a rule that reaches for anything else is a bug it reports
+/// rather than serves from a stale read. Borrowed from the caller: naming what an
+/// operation touches costs no allocation.
+// Only the PostgreSQL adapter reads it, and makes the variants only it needs.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Touches<'a> {
+    /// No task. A read: the clock alone. A write: the probe that proves the store can
+    /// commit, which commits like any other write though it changes nothing.
+    Nothing,
+    /// One task by id (absent is an answer too). A write reads the whole record; a read
+    /// leaves out the work descriptor.
+    Task(TaskId),
+    /// One task by id with its work descriptor: a read for a worker or an operator.
+    TaskWork(TaskId),
+    /// A task being created: nothing to read (a taken id fails the write).
+    New(TaskId),
+    /// The task due longest that is outside these scopes and not past its TTL
+    /// (`claim_next`).
+    NextDue(&'a [Scope]),
+    /// Up to this many due tasks past their TTL (cleared when nothing else is due).
+    ExpiredDue(usize),
+    /// Up to this many tasks past their TTL, the oldest expiry first (`reap`).
+    Expired(usize),
+    /// Every task whose claim names this owner (a shared store's node releasing the claims
+    /// of its previous life).
+    Owner(&'a str),
 }
 
 /// Fills `buf` from the OS randomness source (it never fails on a supported system).

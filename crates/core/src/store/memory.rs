@@ -8,11 +8,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView};
+use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView, Timestamp};
 
-use super::engine::{self, Ctx, Head, Index, Record, Txn, View};
+use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
 use super::record;
-use super::{StoreError, StoreResult};
+use super::{Backend, StoreError, StoreResult};
 
 /// A fast, volatile store: everything is lost when it is dropped.
 ///
@@ -145,8 +145,10 @@ impl MemoryStore {
             issuer: self.issuer,
         }
     }
+}
 
-    async fn write<T, F>(&self, f: F) -> StoreResult<T>
+impl Backend for MemoryStore {
+    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
     where
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
@@ -159,7 +161,7 @@ impl MemoryStore {
         f(&mut *tables, &ctx)
     }
 
-    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
     where
         F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
@@ -171,6 +173,14 @@ impl MemoryStore {
         let ctx = self.ctx();
         f(&*tables, &ctx)
     }
+
+    async fn time(&self) -> StoreResult<Timestamp> {
+        Ok(self.ctx().now)
+    }
+
+    fn key(&self) -> [u8; 32] {
+        self.key
+    }
 }
 
 impl Default for MemoryStore {
@@ -178,8 +188,6 @@ impl Default for MemoryStore {
         Self::new()
     }
 }
-
-embedded_store!(MemoryStore);
 
 #[cfg(test)]
 mod tests {

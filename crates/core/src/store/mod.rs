@@ -10,9 +10,13 @@
 //!   `synchronous=FULL`), for operators who want a file standard tools can read.
 //! - [`PgStore`]: many nodes sharing one PostgreSQL database.
 //!
-//! Every adapter passes the same contract suite (`contract`, run by each adapter's tests).
+//! An adapter implements `Backend` (`backend.rs`: a write and a read that run the engine's
+//! rules, plus a few hooks) and gets [`Store`] from it, so a new adapter is a folder and one
+//! arm in [`StoreKind`] / [`StoreConfig`]. Every adapter passes the same contract suite
+//! (`contract`, run by each adapter's tests).
 //! `store/` never calls into wasm or the wire; it speaks only the domain model.
 
+mod backend;
 mod config;
 mod engine;
 mod error;
@@ -42,6 +46,8 @@ pub mod contract;
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 
+pub(crate) use backend::Backend;
+pub use backend::ChangeKind;
 pub use config::{OpenedStore, StoreConfig, StoreKind};
 pub use engine::fill_random;
 pub use error::StoreError;
@@ -52,7 +58,7 @@ pub use memory::MemoryStore;
 pub use observed::{Announcer, Changed, ObservedStore};
 #[cfg(feature = "postgres")]
 pub use postgres::{
-    ChangeKind, POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
+    POSTGRES_SCHEMA_VERSION, PgOptions, PgStore, RemoteChange, RemoteChanges,
     drop_schema as drop_postgres_schema, drop_schema_blocking as drop_postgres_schema_blocking,
     migrate as migrate_postgres,
 };

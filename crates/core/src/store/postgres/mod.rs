@@ -21,20 +21,16 @@ mod staged;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
-use crate::model::{Clock, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
+use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
-use super::engine::{self, Ctx, Head, Index, Record, View};
-use super::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
-    StoreError, StoreResult,
-};
+use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
+use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
 
-pub use notify::{ChangeKind, RemoteChange, RemoteChanges};
+pub use notify::{RemoteChange, RemoteChanges};
 pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
 use staged::{Admission, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of};
 
@@ -143,31 +139,6 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
-    /// Creates `new` through `f` (creation alone, or creation and claim), admitting it
-    /// against the scope's live cap: on the fast sharded count first, and exactly when
-    /// that count is close to the cap. The creation is announced after the commit.
-    async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>
-    where
-        F: Fn(&mut Staged, &Ctx, NewTask) -> StoreResult<T>,
-    {
-        let id = new.id;
-        let scope = new.scope.as_str().to_owned();
-        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
-        let again = new.clone();
-        let out = match self
-            .write_admitted(Fetch::New(id), admit, false, |txn, ctx| f(txn, ctx, new))
-            .await
-        {
-            Err(e) if e == NEEDS_EXACT => {
-                self.write_admitted(Fetch::New(id), admit, true, |txn, ctx| f(txn, ctx, again))
-                    .await?
-            }
-            other => other?,
-        };
-        self.notifier.announce(id, ChangeKind::Created);
-        Ok(out)
-    }
-
     /// Connects, applies migrations when `options.migrate` (else refuses an out-of-date
     /// schema), releases the claims this node's previous life held, and starts listening
     /// for other nodes' changes.
@@ -223,7 +194,7 @@ impl PgStore {
             last_clean: std::sync::atomic::AtomicU64::new(0),
         };
         store.fenced = store
-            .write(Fetch::Owner(store.node.clone()), |txn, _| {
+            .write(Touches::Owner(&store.node), |txn, _| {
                 let ids = txn.index_upto(Index::Claimed, 0, usize::MAX)?;
                 engine::release_dead_claims(txn, &ids)
             })
@@ -255,46 +226,55 @@ impl PgStore {
         self.clock.as_ref().map(|c| c.now().as_millis() as i64)
     }
 
-    /// Runs the rules `f` over the rows `fetch` selects, in one transaction: `BEGIN`, the
+    /// Runs the rules `f` over the rows `touches` selects, in one transaction: `BEGIN`, the
     /// time and the rows in one round trip, the changes and `COMMIT` in another. Nothing
     /// is committed when `f` fails.
-    async fn write<T>(
-        &self,
-        fetch: Fetch,
-        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        self.write_admitted(fetch, None, false, f).await
-    }
-
-    /// [`PgStore::write`] for a creation capped at `admit` = (scope, max) live tasks: the
+    ///
+    /// A creation capped at `admit` = (scope, max) live tasks is admitted on the way: the
     /// fast admission rides in the first round trip; `exact` locks every shard of the scope
     /// first. A fast admission that cannot decide fails with [`NEEDS_EXACT`].
     async fn write_admitted<T>(
         &self,
-        fetch: Fetch,
+        touches: Touches<'_>,
         admit: Option<(&str, u64)>,
         exact: bool,
-        f: impl FnOnce(&mut Staged, &Ctx) -> StoreResult<T>,
+        f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let mut conn = Conn::new(self.pool.get().await.map_err(pool_error)?);
         let c = conn.client()?;
         let writes = Writes::prepare(c).await?;
         let now_param = self.now_param();
-        let fetch_st = prepared(c, &fetch.sql()).await?;
+        let fetch_st = prepared(c, &fetch_sql(&touches)).await?;
         let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
         let sum_st = prepared(
             c,
             "SELECT coalesce(sum(n), 0)::bigint FROM live WHERE scope = $1",
         )
         .await?;
-        let (id_param, skip, limit, owner) = fetch.params();
+        // The task a write names, if it names one: known absent when the fetch finds nothing.
+        let id_param = match touches {
+            Touches::Task(id) | Touches::TaskWork(id) | Touches::New(id) => Some(id),
+            _ => None,
+        };
         let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
-        let fetch_params: Vec<&(dyn ToSql + Sync)> = match &fetch {
-            Fetch::Task(_) => vec![&now_param, &id_bytes],
-            Fetch::NextDue(_) => vec![&now_param, &skip],
-            Fetch::ExpiredDue(_) | Fetch::Expired(_) => vec![&now_param, &limit],
-            Fetch::Owner(_) => vec![&now_param, &owner],
-            Fetch::New(_) | Fetch::Probe => vec![&now_param],
+        let skip: Vec<&str> = match touches {
+            Touches::NextDue(skip) => skip.iter().map(|s| s.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        let limit: i64 = match touches {
+            Touches::ExpiredDue(n) | Touches::Expired(n) => n.min(i64::MAX as usize) as i64,
+            _ => 0,
+        };
+        let owner: &str = match touches {
+            Touches::Owner(o) => o,
+            _ => "",
+        };
+        let fetch_params: Vec<&(dyn ToSql + Sync)> = match touches {
+            Touches::Task(_) | Touches::TaskWork(_) => vec![&now_param, &id_bytes],
+            Touches::NextDue(_) => vec![&now_param, &skip],
+            Touches::ExpiredDue(_) | Touches::Expired(_) => vec![&now_param, &limit],
+            Touches::Owner(_) => vec![&now_param, &owner],
+            Touches::New(_) | Touches::Nothing => vec![&now_param],
         };
         let fast = admit.filter(|_| !exact);
         let one: i64 = 1;
@@ -391,7 +371,8 @@ impl PgStore {
                 return Err(e);
             }
         };
-        if changes.is_empty() && fast_sum.is_none() && !matches!(fetch, Fetch::Probe) {
+        let probe = matches!(touches, Touches::Nothing);
+        if changes.is_empty() && fast_sum.is_none() && !probe {
             // Nothing to write (a replay, an empty queue): nothing to make durable.
             conn.rollback().await;
             return Ok(value);
@@ -401,7 +382,7 @@ impl PgStore {
         // transaction, so the COMMIT after it rolls back.
         let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, &writes)));
         let probe = async {
-            if matches!(fetch, Fetch::Probe) {
+            if probe {
                 // A write that changes nothing, so the commit flushes like any other.
                 c.execute(
                     "UPDATE meta SET value = value WHERE key = 'server_key'",
@@ -439,7 +420,7 @@ impl PgStore {
         &self,
         id: Option<TaskId>,
         with_work: bool,
-        f: impl FnOnce(&OneRow, &Ctx) -> StoreResult<T>,
+        f: impl FnOnce(&dyn View, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let client = self.pool.get().await.map_err(pool_error)?;
         // The work descriptor only when the caller needs it: a status read never decodes it.
@@ -496,68 +477,41 @@ impl PgStore {
 /// Returned from a write whose admission needs exact mode; never leaves this module.
 const NEEDS_EXACT: StoreError = StoreError::LiveLimit { max: u64::MAX };
 
-/// The rows a write reads (and locks) in its first round trip.
-enum Fetch {
-    /// One task by id (absent is an answer too).
-    Task(TaskId),
-    /// Nothing: a creation (a taken id fails the insert).
-    New(TaskId),
-    /// The task due longest, outside these scopes and unexpired, skipping rows other
-    /// transactions hold.
-    NextDue(Vec<String>),
-    /// Up to this many due tasks past their TTL, skipping held rows.
-    ExpiredDue(i64),
-    /// Up to this many tasks past their TTL, oldest expiry first, skipping held rows.
-    Expired(i64),
-    /// Every task whose claim names this owner.
-    Owner(String),
-    /// Nothing: the readiness probe.
-    Probe,
-}
-
 /// `$1` of the time-dependent fetches: a test clock's value, or the transaction's time.
 const NOW_PARAM: &str =
     "coalesce($1::bigint, floor(extract(epoch from transaction_timestamp()) * 1000)::bigint)";
 
-impl Fetch {
-    fn sql(&self) -> String {
-        let cols = RECORD_COLS;
-        let rows = match self {
-            Fetch::Task(_) => format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE"),
-            Fetch::NextDue(_) => format!(
-                "SELECT {cols} FROM tasks
-                 WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
-                   AND scope <> ALL($2)
-                 ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-            ),
-            Fetch::ExpiredDue(_) => format!(
-                "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
-                 ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
-            ),
-            Fetch::Expired(_) => format!(
-                "SELECT {cols} FROM tasks WHERE expires_at <= {NOW_PARAM}
-                 ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
-            ),
-            Fetch::Owner(_) => {
-                format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
-            }
-            Fetch::New(_) | Fetch::Probe => format!("SELECT {cols} FROM tasks WHERE false"),
-        };
-        // The time and the rows in one statement: the lateral side locks what it selects,
-        // and the outer row carries the time when it selects nothing.
-        format!("SELECT {NOW_PARAM}, t.* FROM (SELECT 1) one LEFT JOIN LATERAL ({rows}) t ON true")
-    }
-
-    /// (the task id, the skipped scopes, the limit, the owner).
-    fn params(&self) -> (Option<TaskId>, Vec<String>, i64, String) {
-        match self {
-            Fetch::Task(id) | Fetch::New(id) => (Some(*id), Vec::new(), 0, String::new()),
-            Fetch::NextDue(skip) => (None, skip.clone(), 1, String::new()),
-            Fetch::ExpiredDue(n) | Fetch::Expired(n) => (None, Vec::new(), *n, String::new()),
-            Fetch::Owner(o) => (None, Vec::new(), 0, o.clone()),
-            Fetch::Probe => (None, Vec::new(), 0, String::new()),
+/// The statement a write's first round trip runs: the time and the rows `touches` names,
+/// read and locked. Time-dependent fetches skip rows other transactions hold (nodes never
+/// wait on one another's claims); fetches by id and by owner wait for them.
+fn fetch_sql(touches: &Touches<'_>) -> String {
+    let cols = RECORD_COLS;
+    let rows = match touches {
+        Touches::Task(_) | Touches::TaskWork(_) => {
+            format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE")
         }
-    }
+        Touches::NextDue(_) => format!(
+            "SELECT {cols} FROM tasks
+             WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+               AND scope <> ALL($2)
+             ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+        ),
+        Touches::ExpiredDue(_) => format!(
+            "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
+             ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ),
+        Touches::Expired(_) => format!(
+            "SELECT {cols} FROM tasks WHERE expires_at <= {NOW_PARAM}
+             ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+        ),
+        Touches::Owner(_) => {
+            format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
+        }
+        Touches::New(_) | Touches::Nothing => format!("SELECT {cols} FROM tasks WHERE false"),
+    };
+    // The time and the rows in one statement: the lateral side locks what it selects,
+    // and the outer row carries the time when it selects nothing.
+    format!("SELECT {NOW_PARAM}, t.* FROM (SELECT 1) one LEFT JOIN LATERAL ({rows}) t ON true")
 }
 
 /// A pooled connection inside a transaction. A connection whose transaction was not
@@ -675,114 +629,110 @@ impl View for OneRow {
     }
 }
 
-#[async_trait]
-impl Store for PgStore {
-    async fn now(&self) -> StoreResult<Timestamp> {
+impl Backend for PgStore {
+    fn write<T, F>(
+        &self,
+        touches: Touches<'_>,
+        f: F,
+    ) -> impl std::future::Future<Output = StoreResult<T>> + Send
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.write_admitted(touches, None, false, f)
+    }
+
+    async fn read<T, F>(&self, touches: Touches<'_>, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (id, with_work) = match touches {
+            Touches::Nothing => (None, false),
+            Touches::Task(id) => (Some(id), false),
+            Touches::TaskWork(id) => (Some(id), true),
+            other => {
+                return Err(StoreError::invalid(format!(
+                    "a read on a shared store fetches one task or none, not {other:?}"
+                )));
+            }
+        };
+        self.read_one(id, with_work, f).await
+    }
+
+    async fn time(&self) -> StoreResult<Timestamp> {
         self.read_one(None, false, |_, ctx| Ok(ctx.now)).await
     }
 
-    async fn check_writable(&self, within: Duration) -> StoreResult<()> {
-        match tokio::time::timeout(within, self.write(Fetch::Probe, |_, _| Ok(()))).await {
-            Ok(committed) => committed,
-            Err(_) => Err(StoreError::unavailable(format!(
-                "a probe write did not commit within {} ms",
-                within.as_millis()
-            ))),
-        }
+    fn key(&self) -> [u8; 32] {
+        self.key
     }
 
-    async fn create(&self, new: NewTask) -> StoreResult<Task> {
-        self.create_with(new, |txn, ctx, new| engine::create(txn, ctx, new))
+    /// Admits the creation against the scope's live cap: on the fast sharded count first,
+    /// and exactly when that count is close to the cap (`f` runs again, in a new
+    /// transaction).
+    async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>
+    where
+        F: Fn(&mut dyn Txn, &Ctx, NewTask) -> StoreResult<T> + Send + Sync + 'static,
+        T: Send + 'static,
+    {
+        let id = new.id;
+        let scope = new.scope.as_str().to_owned();
+        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
+        let again = new.clone();
+        match self
+            .write_admitted(Touches::New(id), admit, false, |txn, ctx| f(txn, ctx, new))
             .await
-    }
-
-    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
-        engine::check_claim_request(request)?;
-        self.create_with(new, |txn, ctx, new| {
-            engine::create_claimed(txn, ctx, new, request)
-        })
-        .await
-    }
-
-    async fn authorize(
-        &self,
-        principal: &Principal,
-        action: Action,
-        task_id: &str,
-    ) -> StoreResult<Access> {
-        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
-        self.read_one(Some(id), false, |view, ctx| {
-            engine::authorize(view, ctx, principal, action, task_id)
-        })
-        .await
-    }
-
-    async fn authorize_read(
-        &self,
-        principal: &Principal,
-        task_id: &str,
-    ) -> StoreResult<(Access, TaskView)> {
-        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
-        self.read_one(Some(id), false, |view, ctx| {
-            engine::authorize_read(view, ctx, principal, task_id)
-        })
-        .await
-    }
-
-    async fn get(&self, access: &Access) -> StoreResult<Task> {
-        self.read_one(Some(access.task_id), false, |view, ctx| {
-            engine::get(view, ctx, access)
-        })
-        .await
-    }
-
-    async fn transition(
-        &self,
-        by: Authority<'_>,
-        event: TaskEvent,
-        expected_revision: Option<u64>,
-    ) -> StoreResult<Committed> {
-        let kind = match event.kind {
-            crate::model::EventKind::InputAccepted { .. } => ChangeKind::InputAccepted,
-            crate::model::EventKind::Cancelled { .. } => ChangeKind::Cancelled,
-            _ => ChangeKind::Other,
-        };
-        let id = *by.task_id();
-        let committed = self
-            .write(Fetch::Task(id), |txn, ctx| {
-                engine::transition(txn, ctx, by, event, expected_revision)
-            })
-            .await?;
-        if !committed.replayed {
-            self.notifier.announce(committed.task.id, kind);
+        {
+            Err(e) if e == NEEDS_EXACT => {
+                self.write_admitted(Touches::New(id), admit, true, |txn, ctx| f(txn, ctx, again))
+                    .await
+            }
+            other => other,
         }
-        Ok(committed)
     }
 
-    async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
-        self.write(Fetch::Task(*task_id), |txn, ctx| {
-            engine::claim(txn, ctx, task_id, request)
-        })
-        .await
+    /// The heartbeat: one statement, the lease columns only, when the lease is live. A
+    /// refusal goes to the rules, which say why (terminal, lost, gone, a bad length).
+    async fn renew_in_place(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Option<Lease>> {
+        if !(1..=super::MAX_LEASE_MS).contains(&lease_ms) {
+            return Ok(None);
+        }
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            &format!(
+                "UPDATE tasks SET claim_expires_at = {NOW_PARAM} + $5, due_at = {NOW_PARAM} + $5
+                 WHERE id = $2 AND claim_generation = $3 AND claim_token = $4
+                   AND claim_expires_at > {NOW_PARAM} AND claim_epoch = 0 AND live
+                   AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
+                 RETURNING claim_expires_at"
+            ),
+        )
+        .await?;
+        let rows = client
+            .query(
+                &st,
+                &[
+                    &self.now_param(),
+                    &lease.task_id().as_bytes().as_slice(),
+                    &(lease.generation() as i64),
+                    &(lease.token() as i64),
+                    &(lease_ms as i64),
+                ],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(rows.first().map(|r| Lease {
+            expires_at: Timestamp(r.get::<_, i64>(0).max(0) as u64),
+            ..lease.clone()
+        }))
     }
 
-    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
-        engine::check_claim_request(request)?;
-        let skip = request
-            .skip_scopes
-            .iter()
-            .map(|s| s.as_str().to_owned())
-            .collect();
-        let claimed = self
-            .write(Fetch::NextDue(skip), |txn, ctx| {
-                match txn.index_upto(Index::Due, 0, 1)?.first() {
-                    // The row is locked and due, so the engine's checks pass: it takes
-                    // the claim.
-                    Some(id) => engine::claim(txn, ctx, id, request).map(Some),
-                    None => Ok(None),
-                }
-            })
-            .await?;
+    /// Nothing to run: removes due tasks past their TTL now rather than at the next reap
+    /// (the claim query passes over them), at most once a second per node: an idle queue is
+    /// polled far more often.
+    async fn nothing_due(&self) -> StoreResult<()> {
         let now = self.now_param().map_or_else(
             || {
                 std::time::SystemTime::now()
@@ -791,97 +741,27 @@ impl Store for PgStore {
             },
             |n| n as u64,
         );
-        // At most once a second per node: an idle queue is polled far more often.
         let due_clean = self.last_clean.load(std::sync::atomic::Ordering::Relaxed) + 1_000 <= now
             || self.clock.is_some();
-        if claimed.is_none() && due_clean {
-            self.last_clean
-                .store(now, std::sync::atomic::Ordering::Relaxed);
-            // Nothing to run: remove due tasks past their TTL now rather than at the next
-            // reap (the claim query passes over them).
-            self.write(Fetch::ExpiredDue(64), |txn, _| {
-                for id in txn.index_upto(Index::Due, 0, 64)? {
-                    if let Some(rec) = txn.load(&id)? {
-                        engine::Txn::delete(txn, &rec.task)?;
-                    }
+        if !due_clean {
+            return Ok(());
+        }
+        self.last_clean
+            .store(now, std::sync::atomic::Ordering::Relaxed);
+        self.write(Touches::ExpiredDue(64), |txn, _| {
+            for id in txn.index_upto(Index::Due, 0, 64)? {
+                if let Some(rec) = txn.load(&id)? {
+                    txn.delete(&rec.task)?;
                 }
-                Ok(())
-            })
-            .await?;
-        }
-        Ok(claimed)
-    }
-
-    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
-        if (1..=super::MAX_LEASE_MS).contains(&lease_ms) {
-            // The heartbeat: one statement, the lease columns only, when the lease is live.
-            let client = self.pool.get().await.map_err(pool_error)?;
-            let st = prepared(
-                &client,
-                &format!(
-                    "UPDATE tasks SET claim_expires_at = {NOW_PARAM} + $5, due_at = {NOW_PARAM} + $5
-                     WHERE id = $2 AND claim_generation = $3 AND claim_token = $4
-                       AND claim_expires_at > {NOW_PARAM} AND claim_epoch = 0 AND live
-                       AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
-                     RETURNING claim_expires_at"
-                ),
-            )
-            .await?;
-            let rows = client
-                .query(
-                    &st,
-                    &[
-                        &self.now_param(),
-                        &lease.task_id().as_bytes().as_slice(),
-                        &(lease.generation() as i64),
-                        &(lease.token() as i64),
-                        &(lease_ms as i64),
-                    ],
-                )
-                .await
-                .map_err(pg_error)?;
-            if let Some(r) = rows.first() {
-                return Ok(Lease {
-                    expires_at: Timestamp(r.get::<_, i64>(0).max(0) as u64),
-                    ..lease.clone()
-                });
             }
-        }
-        // Refused: the engine says why (terminal, lost, gone, a bad length).
-        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
-            engine::renew(txn, ctx, lease, lease_ms)
+            Ok(())
         })
         .await
     }
 
-    async fn release(&self, lease: &Lease) -> StoreResult<()> {
-        self.write(Fetch::Task(*lease.task_id()), |txn, ctx| {
-            engine::release(txn, ctx, lease)
-        })
-        .await
-    }
-
-    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
-        self.read_one(Some(*lease.task_id()), true, |view, ctx| {
-            engine::worker_snapshot(view, ctx, lease)
-        })
-        .await
-    }
-
-    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
-        let n = limit.min(i64::MAX as usize) as i64;
-        self.write(Fetch::Expired(n), |txn, ctx| engine::reap(txn, ctx, limit))
-            .await
-    }
-
-    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
-        let id = *task_id;
-        self.read_one(Some(id), true, |view, _| engine::inspect(view, &id))
-            .await
-    }
-
-    async fn server_key(&self) -> StoreResult<[u8; 32]> {
-        Ok(self.key)
+    /// Tells the other nodes, after the commit, coalesced (see [`notify`]).
+    fn announce(&self, id: TaskId, kind: ChangeKind) {
+        self.notifier.announce(id, kind);
     }
 }
 

@@ -20,6 +20,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_postgres::{AsyncMessage, Client, NoTls};
 
 use crate::model::TaskId;
+use crate::store::ChangeKind;
 
 /// How long announcements are gathered before one `NOTIFY` sends them.
 const COALESCE: Duration = Duration::from_millis(5);
@@ -28,19 +29,6 @@ const COALESCE: Duration = Duration::from_millis(5);
 const IDS_PER_NOTIFY: usize = 200;
 /// Wait between reconnection attempts of the listening connection.
 const RECONNECT: Duration = Duration::from_millis(500);
-
-/// What kind of change a node announces.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
-    /// The task was created.
-    Created,
-    /// Input was accepted.
-    InputAccepted,
-    /// The task was cancelled.
-    Cancelled,
-    /// Any other committed event.
-    Other,
-}
 
 impl ChangeKind {
     fn tag(self) -> char {

@@ -8,7 +8,7 @@
 //! All writes go through one writer thread that commits them with group commit: the
 //! operations queued while a commit is in flight are applied in the next write transaction
 //! and made durable with one fsync, and no caller hears back before that fsync returned.
-//! Reads run on the blocking pool against MVCC snapshots and never wait for the writer.
+//! Reads run in place against MVCC snapshots and never wait for the writer.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -16,12 +16,12 @@ use std::sync::Arc;
 
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
 
-use crate::model::{Clock, SystemClock, Task, TaskId, Work};
+use crate::model::{Clock, SystemClock, Task, TaskId, Timestamp, Work};
 
 use super::embedded::{FileBoot, check_existing_file, create_beside, io_error};
-use super::engine::{self, Ctx, Head, View};
+use super::engine::{self, Ctx, Head, Touches, Txn, View};
 use super::group_commit::WriterThread;
-use super::{StoreError, StoreResult};
+use super::{Backend, StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
 /// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
@@ -374,12 +374,23 @@ impl RedbStore {
         let mut db = Database::builder().open(path.as_ref()).map_err(backend)?;
         db.check_integrity().map_err(backend)
     }
+}
+
+impl Backend for RedbStore {
+    /// Runs `f` inside one write the group-commit writer makes durable before it answers.
+    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.submit(f).await
+    }
 
     /// Runs `f` over a read snapshot on the calling task. A read is a point lookup or a
     /// bounded index walk over pages redb's cache (or the OS page cache) almost always
     /// holds, so it costs microseconds: handing it to the blocking pool would cost more in
     /// thread hand-offs than the read itself. Reads never wait for the writer (MVCC).
-    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
     where
         F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
@@ -397,6 +408,12 @@ impl RedbStore {
             ))
         })
     }
-}
 
-embedded_store!(RedbStore);
+    async fn time(&self) -> StoreResult<Timestamp> {
+        Ok(self.ctx().now)
+    }
+
+    fn key(&self) -> [u8; 32] {
+        self.key
+    }
+}

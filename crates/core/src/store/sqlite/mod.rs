@@ -30,10 +30,10 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior};
 use tokio::sync::Semaphore;
 
-use crate::model::{Clock, SystemClock, Task, TaskId, Work};
+use crate::model::{Clock, SystemClock, Task, TaskId, Timestamp, Work};
 
-use super::engine::{self, Ctx, View};
-use super::{StoreError, StoreResult};
+use super::engine::{self, Ctx, Touches, Txn, View};
+use super::{Backend, StoreError, StoreResult};
 
 mod rows;
 #[cfg(test)]
@@ -488,8 +488,19 @@ impl SqliteStore {
             Found::Store => engine::inspect(&Rows::new(&txn), id).map_err(&in_file),
         }
     }
+}
 
-    async fn read<T, F>(&self, f: F) -> StoreResult<T>
+impl Backend for SqliteStore {
+    /// Runs `f` inside one write the group-commit writer makes durable before it answers.
+    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.submit(f).await
+    }
+
+    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
     where
         F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
@@ -518,6 +529,12 @@ impl SqliteStore {
         .await
         .map_err(|e| StoreError::unavailable(format!("a store read was abandoned: {e}")))?
     }
-}
 
-embedded_store!(SqliteStore);
+    async fn time(&self) -> StoreResult<Timestamp> {
+        Ok(self.ctx().now)
+    }
+
+    fn key(&self) -> [u8; 32] {
+        self.key
+    }
+}

@@ -1,0 +1,294 @@
+//! The backend trait: what a store adapter provides, and the one [`Store`] implementation
+//! every adapter gets from it.
+//!
+//! An adapter keeps bytes and runs the engine's rules ([`engine`]) over them atomically:
+//! [`Backend::write`] runs a closure over a [`Txn`] inside one write that is durable before
+//! it is acknowledged, and [`Backend::read`] runs one over a consistent [`View`]. Every
+//! contract method maps onto the rules through those two, here, once; an adapter is a
+//! folder implementing [`Backend`] and one arm in `config.rs`.
+//!
+//! Every operation tells its backend what it [`Touches`]: the embedded adapters hold every
+//! record within reach and ignore it, while the PostgreSQL adapter reads (and locks) exactly
+//! those rows first. Where an adapter does more than run the rules (a one-statement
+//! heartbeat, admission under a live cap that may need a second try, announcing changes
+//! to other nodes, clearing expired tasks when nothing is due) it overrides a hook whose
+//! default does nothing more.
+
+use std::future::Future;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::model::{EventKind, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
+
+use super::engine::{self, Ctx, Touches, Txn, View};
+use super::{
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, Lease, NewTask,
+    Reaped, Store, StoreError, StoreResult,
+};
+
+/// What a store adapter provides. [`Store`] follows from it (the blanket implementation
+/// below); this trait is never used as `dyn`.
+///
+/// The closures are `'static`: an embedded adapter sends a write to its writer thread, so
+/// an operation clones the few request values its rules need into the closure (a lease, an
+/// access value, a claim request), and a backend that runs the closure in place pays the
+/// same.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// Runs `f` inside one atomic write, evaluated at the write's time ([`Ctx`]), and
+    /// returns its answer only once what it wrote is durable (for a volatile adapter:
+    /// visible to every later operation). When `f` fails, nothing it did is written.
+    /// `touches` names what `f` will reach.
+    fn write<T, F>(
+        &self,
+        touches: Touches<'_>,
+        f: F,
+    ) -> impl Future<Output = StoreResult<T>> + Send
+    where
+        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static;
+
+    /// Runs `f` over a consistent view of the store, evaluated at the read's time. A pure
+    /// read: it writes nothing. `touches` names what `f` will reach ([`Touches::Nothing`],
+    /// [`Touches::Task`] or [`Touches::TaskWork`]).
+    fn read<T, F>(&self, touches: Touches<'_>, f: F) -> impl Future<Output = StoreResult<T>> + Send
+    where
+        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
+        T: Send + 'static;
+
+    /// The store's current time: what [`Store::now`] answers.
+    fn time(&self) -> impl Future<Output = StoreResult<Timestamp>> + Send;
+
+    /// The store's server key, made once and kept with the store: what
+    /// [`Store::server_key`] answers.
+    fn key(&self) -> [u8; 32];
+
+    /// Commits the creation of `new` by the rules `f` (creation alone, or creation and
+    /// claim). `f` may run more than once, in separate writes of which at most one commits:
+    /// an adapter that admits a creation under its scope's live cap in more than one way
+    /// retries with the exact one when the fast one cannot decide.
+    ///
+    /// Default: one write touching the new task.
+    fn create_with<T, F>(&self, new: NewTask, f: F) -> impl Future<Output = StoreResult<T>> + Send
+    where
+        F: Fn(&mut dyn Txn, &Ctx, NewTask) -> StoreResult<T> + Send + Sync + 'static,
+        T: Send + 'static,
+    {
+        let id = new.id;
+        self.write(Touches::New(id), move |txn, ctx| f(txn, ctx, new))
+    }
+
+    /// Renews `lease` for `lease_ms` in a way cheaper than a write of the rules, if the
+    /// adapter has one: `Some` is the renewed lease; `None` (the default) leaves it to the
+    /// rules, in a write that also says why a refused renewal was refused.
+    fn renew_in_place(
+        &self,
+        _lease: &Lease,
+        _lease_ms: u64,
+    ) -> impl Future<Output = StoreResult<Option<Lease>>> + Send {
+        std::future::ready(Ok(None))
+    }
+
+    /// Told that `claim_next` found nothing due, after its write; an error here is
+    /// `claim_next`'s. Default: nothing.
+    fn nothing_due(&self) -> impl Future<Output = StoreResult<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    /// Told, after the commit, that task `id` was created or moved by an event (a replay
+    /// commits nothing and is not told). Default: nothing.
+    fn announce(&self, _id: TaskId, _kind: ChangeKind) {}
+}
+
+/// What kind of change a commit made to a task, as a store announces it to whoever else
+/// shares it (the PostgreSQL store: other nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The task was created.
+    Created,
+    /// Input was accepted.
+    InputAccepted,
+    /// The task was cancelled.
+    Cancelled,
+    /// Any other committed event.
+    Other,
+}
+
+impl ChangeKind {
+    /// The change an event of `kind` makes.
+    fn of(kind: &EventKind) -> Self {
+        match kind {
+            EventKind::InputAccepted { .. } => ChangeKind::InputAccepted,
+            EventKind::Cancelled { .. } => ChangeKind::Cancelled,
+            _ => ChangeKind::Other,
+        }
+    }
+}
+
+#[async_trait]
+impl<B: Backend> Store for B {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.time().await
+    }
+
+    async fn check_writable(&self, within: Duration) -> StoreResult<()> {
+        // The probe goes through the write path like every other write.
+        match tokio::time::timeout(within, self.write(Touches::Nothing, |_, _| Ok(()))).await {
+            Ok(committed) => committed,
+            Err(_) => Err(StoreError::unavailable(format!(
+                "a probe write did not commit within {} ms",
+                within.as_millis()
+            ))),
+        }
+    }
+
+    async fn create(&self, new: NewTask) -> StoreResult<Task> {
+        let task = self
+            .create_with(new, |txn, ctx, new| engine::create(txn, ctx, new))
+            .await?;
+        self.announce(task.id, ChangeKind::Created);
+        Ok(task)
+    }
+
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        // A bad request is refused before any write starts (the rules check it again).
+        engine::check_claim_request(request)?;
+        let request = request.clone();
+        let claimed = self
+            .create_with(new, move |txn, ctx, new| {
+                engine::create_claimed(txn, ctx, new, &request)
+            })
+            .await?;
+        self.announce(claimed.task.id, ChangeKind::Created);
+        Ok(claimed)
+    }
+
+    async fn authorize(
+        &self,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> StoreResult<Access> {
+        // A malformed id names no task, so there is nothing to read (the rules refuse it
+        // the same way).
+        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+        let (principal, task_id) = (principal.clone(), task_id.to_owned());
+        self.read(Touches::Task(id), move |view, ctx| {
+            engine::authorize(view, ctx, &principal, action, &task_id)
+        })
+        .await
+    }
+
+    async fn authorize_read(
+        &self,
+        principal: &Principal,
+        task_id: &str,
+    ) -> StoreResult<(Access, TaskView)> {
+        let id = TaskId::parse(task_id).ok_or(StoreError::NotFound)?;
+        let (principal, task_id) = (principal.clone(), task_id.to_owned());
+        self.read(Touches::Task(id), move |view, ctx| {
+            engine::authorize_read(view, ctx, &principal, &task_id)
+        })
+        .await
+    }
+
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        let access = access.clone();
+        self.read(Touches::Task(access.task_id), move |view, ctx| {
+            engine::get(view, ctx, &access)
+        })
+        .await
+    }
+
+    async fn transition(
+        &self,
+        by: Authority<'_>,
+        event: TaskEvent,
+        expected_revision: Option<u64>,
+    ) -> StoreResult<Committed> {
+        let kind = ChangeKind::of(&event.kind);
+        let id = *by.task_id();
+        let by = HeldAuthority::of(by);
+        let committed = self
+            .write(Touches::Task(id), move |txn, ctx| {
+                engine::transition(txn, ctx, by.authority(), event, expected_revision)
+            })
+            .await?;
+        // A replay changed nothing. Other successes are announced even when they changed
+        // nothing (a reattach): an announcement is a hint to re-read.
+        if !committed.replayed {
+            self.announce(committed.task.id, kind);
+        }
+        Ok(committed)
+    }
+
+    async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
+        let (id, request) = (*task_id, request.clone());
+        self.write(Touches::Task(id), move |txn, ctx| {
+            engine::claim(txn, ctx, &id, &request)
+        })
+        .await
+    }
+
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+        // A bad request is refused before any write starts (the rules check it again).
+        engine::check_claim_request(request)?;
+        let touches = Touches::NextDue(&request.skip_scopes);
+        let owned = request.clone();
+        let claimed = self
+            .write(touches, move |txn, ctx| {
+                engine::claim_next(txn, ctx, &owned)
+            })
+            .await?;
+        if claimed.is_none() {
+            self.nothing_due().await?;
+        }
+        Ok(claimed)
+    }
+
+    async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
+        if let Some(renewed) = self.renew_in_place(lease, lease_ms).await? {
+            return Ok(renewed);
+        }
+        let lease = lease.clone();
+        self.write(Touches::Task(lease.task_id), move |txn, ctx| {
+            engine::renew(txn, ctx, &lease, lease_ms)
+        })
+        .await
+    }
+
+    async fn release(&self, lease: &Lease) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.write(Touches::Task(lease.task_id), move |txn, ctx| {
+            engine::release(txn, ctx, &lease)
+        })
+        .await
+    }
+
+    async fn worker_snapshot(&self, lease: &Lease) -> StoreResult<(Task, Work)> {
+        let lease = lease.clone();
+        self.read(Touches::TaskWork(lease.task_id), move |view, ctx| {
+            engine::worker_snapshot(view, ctx, &lease)
+        })
+        .await
+    }
+
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
+        self.write(Touches::Expired(limit), move |txn, ctx| {
+            engine::reap(txn, ctx, limit)
+        })
+        .await
+    }
+
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        let id = *task_id;
+        self.read(Touches::TaskWork(id), move |view, _| {
+            engine::inspect(view, &id)
+        })
+        .await
+    }
+
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        Ok(self.key())
+    }
+}
