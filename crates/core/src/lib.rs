@@ -6,3 +6,6 @@
 
 pub mod model;
 pub mod store;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;

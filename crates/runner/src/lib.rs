@@ -13,6 +13,8 @@ pub mod budget;
 mod catalog;
 mod instrument;
 mod task_io;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;

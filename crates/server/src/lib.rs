@@ -12,3 +12,5 @@ pub mod mcp;
 pub mod protocol;
 pub mod serve;
 pub mod telemetry;
+#[cfg(feature = "testing")]
+pub mod testing;

@@ -22,6 +22,8 @@ mod exec;
 mod host;
 mod io;
 mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::fmt;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -83,17 +83,46 @@ struct Shared {
 ///   [`Caller`] is in the request's extensions), `GET` is 405 (no server stream here);
 /// - `/healthz`, `/readyz`, `/metrics`: `GET` (and `HEAD`).
 ///
+/// `POST /mcp`, nearly every request, is answered without the router: the same host check
+/// and authentication run as plain calls, in the same order, and then the same handler
+/// (the router's boxed middleware futures were a fifth of a `tasks/get`:
+/// docs/performance.md). Everything else goes through the [`Router`].
+///
 /// A `tower::Service`, so tests drive it without sockets; [`serve`] runs it on connections.
 #[derive(Clone)]
-pub struct App(Router);
+pub struct App {
+    routes: Router,
+    state: AppState,
+}
 
 impl App {
     /// Answers one request.
     pub async fn handle(&self, request: Request) -> Response {
-        match self.0.clone().oneshot(request).await {
+        if request.method() == Method::POST && request.uri().path() == "/mcp" {
+            return post_directly(self.state.clone(), request).await;
+        }
+        match self.routes.clone().oneshot(request).await {
             Ok(response) => response,
             Err(never) => match never {},
         }
+    }
+}
+
+/// `POST /mcp` as the router serves it: the host check, authentication, the handler.
+///
+/// Invariant: the same answers as through the router, because both paths call the same
+/// three functions (`mcp_wire::envelope`'s and `methods.rs`'s host and token tests run
+/// through this path; `envelope::other_methods_are_405_with_allow` through the router).
+async fn post_directly(state: AppState, mut request: Request) -> Response {
+    if let Err(why) = allowed_host(request.headers(), &state.config.allowed_hosts) {
+        return host_refused(why);
+    }
+    match state.authenticator.authenticate(request.headers()).await {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            post_mcp(State(state), request).await
+        }
+        Err(refused) => unauthorized(&refused),
     }
 }
 
@@ -161,15 +190,19 @@ pub fn router_with(
         // resolves its own name to this server must not reach it through a victim's
         // browser.
         .layer(middleware::from_fn_with_state(state.clone(), check_host))
-        .with_state(state);
-    App(routes)
+        .with_state(state.clone());
+    App { routes, state }
 }
 
 async fn check_host(State(state): State<AppState>, request: Request, next: Next) -> Response {
     match allowed_host(request.headers(), &state.config.allowed_hosts) {
         Ok(()) => next.run(request).await,
-        Err(why) => rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why),
+        Err(why) => host_refused(why),
     }
+}
+
+fn host_refused(why: &str) -> Response {
+    rpc_error(StatusCode::FORBIDDEN, codes::INVALID_REQUEST, why)
 }
 
 /// Puts the [`Caller`] into the request's extensions, or answers 401.

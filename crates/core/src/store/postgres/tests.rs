@@ -16,26 +16,14 @@ pub(crate) mod support {
             .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".to_owned())
     }
 
-    /// Whether the test database answers. Where it does not, the caller skips with a loud
-    /// line, except under `CI=true`, where PostgreSQL is required and this panics.
+    /// Whether the test database answers (or another is named by `SNODO_TEST_POSTGRES`).
+    /// Where it does not, the caller skips with a loud line, except under `CI=true`, where
+    /// PostgreSQL is required and this panics.
     pub(crate) fn available() -> bool {
-        let reachable = std::net::TcpStream::connect_timeout(
-            &"127.0.0.1:5432".parse().expect("address"),
-            std::time::Duration::from_secs(2),
-        )
-        .is_ok()
-            || std::env::var("SNODO_TEST_POSTGRES").is_ok();
-        if !reachable {
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer"
-            );
-            eprintln!(
-                "SKIPPED: PostgreSQL is not reachable at 127.0.0.1:5432 (set \
-                 SNODO_TEST_POSTGRES); PostgreSQL tests did not run"
-            );
-        }
-        reachable
+        std::env::var("SNODO_TEST_POSTGRES").is_ok()
+            || crate::testing::postgres_reachable(
+                "the PostgreSQL tests (SNODO_TEST_POSTGRES names another server)",
+            )
     }
 
     /// A fresh schema name.

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use snodo::mcp::SyncIo;
-use snodo::model::{ExecutionLimits, JsonRpcError};
-use snodo::wasm::{
+use snodo_core::model::{ExecutionLimits, JsonRpcError};
+use snodo_server::mcp::SyncIo;
+use snodo_wasm::{
     AttemptError, CancelToken, Completing, Component, ComponentLoader, EngineConfig, Execution,
     ExecutionIo, GuestOutcome, InputAnswers, InputRequests, Limit, TaskMode, WasmEngine,
 };
@@ -38,14 +38,14 @@ struct Reports {
 #[async_trait::async_trait]
 impl ExecutionIo for Reports {
     async fn await_inputs(&self, requests: InputRequests, _cancel: &CancelToken) -> InputAnswers {
-        Err(snodo::wasm::InputFailure::Suspend(requests))
+        Err(snodo_wasm::InputFailure::Suspend(requests))
     }
 
     async fn set_status(&self, _message: String) -> Result<(), String> {
         Ok(())
     }
 
-    async fn progress(&self, p: snodo::wasm::Progress) {
+    async fn progress(&self, p: snodo_wasm::Progress) {
         self.progress
             .lock()
             .expect("lock")
@@ -85,7 +85,7 @@ async fn run_cancelled(
     mut exec: Execution,
     grace: Duration,
     what: &str,
-) -> snodo::wasm::ExecutionReport {
+) -> snodo_wasm::ExecutionReport {
     let cancel = CancelToken::new();
     exec.cancel = cancel.clone();
     exec.cancel_grace = grace;
@@ -293,7 +293,7 @@ async fn a_0_1_0_component_still_serves_its_tools_and_no_catalog() {
     assert!(g.hostile.tool("counter").is_some());
     assert_eq!(
         g.hostile.catalog(),
-        &snodo::wasm::ComponentCatalog::default()
+        &snodo_wasm::ComponentCatalog::default()
     );
     let out = run(&g.hostile, "counter", json!({})).await.expect("runs");
     assert!(!is_error(&out), "{out:?}");
@@ -625,7 +625,7 @@ async fn guests_have_no_ambient_authority() {
     std::fs::write(dir.path().join("hello.txt"), "hi there").expect("write");
     let mut exec = Execution::new("probe", json!({}), io());
     exec.grants.env.push(("REGION".into(), "eu".into()));
-    exec.grants.dirs.push(snodo::wasm::DirGrant {
+    exec.grants.dirs.push(snodo_wasm::DirGrant {
         host: dir.path().to_path_buf(),
         guest: "/granted".into(),
         writable: false,
@@ -824,7 +824,7 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
 async fn a_restart_finds_compiled_components_in_the_disk_cache() {
     let cache = tempfile::tempdir().expect("tmp");
     let engine = WasmEngine::new(EngineConfig {
-        allocation: snodo::wasm::Allocation::OnDemand,
+        allocation: snodo_wasm::Allocation::OnDemand,
         ..EngineConfig::default()
     })
     .expect("engine");
@@ -852,7 +852,7 @@ async fn a_restart_finds_compiled_components_in_the_disk_cache() {
         std::fs::write(e.expect("entry").path(), b"damaged").expect("damage");
     }
     let engine = WasmEngine::new(EngineConfig {
-        allocation: snodo::wasm::Allocation::OnDemand,
+        allocation: snodo_wasm::Allocation::OnDemand,
         ..EngineConfig::default()
     })
     .expect("engine");
@@ -868,7 +868,7 @@ async fn a_copied_or_altered_cache_entry_is_recompiled() {
     let cache = tempfile::tempdir().expect("tmp");
     let engine = || {
         WasmEngine::new(EngineConfig {
-            allocation: snodo::wasm::Allocation::OnDemand,
+            allocation: snodo_wasm::Allocation::OnDemand,
             ..EngineConfig::default()
         })
         .expect("engine")
@@ -923,7 +923,7 @@ fn only_entry(dir: &std::path::Path) -> std::path::PathBuf {
 #[tokio::test]
 async fn fuel_limits_end_a_computing_guest() {
     let engine = WasmEngine::new(EngineConfig {
-        allocation: snodo::wasm::Allocation::OnDemand,
+        allocation: snodo_wasm::Allocation::OnDemand,
         fuel: true,
         ..EngineConfig::default()
     })

@@ -8,15 +8,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use snodo::model::{
+use snodo_core::model::{
     ManualClock, Principal, RetryPolicy, Scope, Task, TaskId, TaskStatus, Timestamp,
 };
-use snodo::runner::{
+use snodo_core::store::{
+    Action, Committed, MemoryStore, NewTask, RedbStore, Store, StoreResult, Transition,
+};
+use snodo_runner::{
     Catalog, Executors, Instrumentation, JobOutcome, Runner, RunnerEvent, RunnerOptions, Submitted,
     tool_call_work,
-};
-use snodo::store::{
-    Action, Committed, MemoryStore, NewTask, RedbStore, Store, StoreResult, Transition,
 };
 use tokio::sync::OnceCell;
 
@@ -268,7 +268,7 @@ async fn await_task(
 
 fn result_text(t: &Task) -> String {
     match &t.outcome {
-        Some(snodo::model::Outcome::Result(r)) => r["content"][0]["text"]
+        Some(snodo_core::model::Outcome::Result(r)) => r["content"][0]["text"]
             .as_str()
             .unwrap_or_default()
             .to_owned(),
@@ -299,8 +299,8 @@ fn store_ops(rec: &Recorder, op: &str) -> usize {
 }
 
 /// A memory store behind `layer`.
-fn layered_memory(layer: impl snodo::store::Layer) -> Arc<dyn Store> {
-    Arc::new(snodo::store::Layered::over(
+fn layered_memory(layer: impl snodo_core::store::Layer) -> Arc<dyn Store> {
+    Arc::new(snodo_core::store::Layered::over(
         Arc::new(MemoryStore::new()),
         layer,
     ))
@@ -357,9 +357,9 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
 struct HeldCompletions(common::Gate);
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for HeldCompletions {
+impl snodo_core::store::Layer for HeldCompletions {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
-        if matches!(t.event.kind, snodo::model::EventKind::Completed { .. }) {
+        if matches!(t.event.kind, snodo_core::model::EventKind::Completed { .. }) {
             self.0.hold().await;
         }
         t.apply(inner).await
@@ -409,10 +409,10 @@ async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_co
 struct Statuses(Arc<Mutex<Vec<String>>>);
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for Statuses {
+impl snodo_core::store::Layer for Statuses {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
         let message = match &t.event.kind {
-            snodo::model::EventKind::StatusMessage { message } => Some(message.clone()),
+            snodo_core::model::EventKind::StatusMessage { message } => Some(message.clone()),
             _ => None,
         };
         let c = t.apply(inner).await?;
@@ -541,15 +541,15 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
 }
 
 /// The error a failed task ended with.
-fn error_of(t: &Task) -> &snodo::model::JsonRpcError {
+fn error_of(t: &Task) -> &snodo_core::model::JsonRpcError {
     assert_eq!(t.status, TaskStatus::Failed);
     match &t.outcome {
-        Some(snodo::model::Outcome::Error(e)) => e,
+        Some(snodo_core::model::Outcome::Error(e)) => e,
         other => panic!("a failed task carries its error: {other:?}"),
     }
 }
 
-fn kind_of(e: &snodo::model::JsonRpcError) -> Value {
+fn kind_of(e: &snodo_core::model::JsonRpcError) -> Value {
     e.data
         .as_ref()
         .map(|d| d["kind"].clone())
@@ -805,9 +805,9 @@ async fn shutdown_releases_what_did_not_drain() {
 struct NoClock;
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for NoClock {
-    async fn now(&self, _: &dyn Store) -> snodo::store::StoreResult<Timestamp> {
-        Err(snodo::store::StoreError::Unavailable(
+impl snodo_core::store::Layer for NoClock {
+    async fn now(&self, _: &dyn Store) -> snodo_core::store::StoreResult<Timestamp> {
+        Err(snodo_core::store::StoreError::Unavailable(
             "the clock is unreadable".into(),
         ))
     }
@@ -908,7 +908,7 @@ async fn every_started_job_stops_exactly_once() {
 /// whatever was deployed. Now the policy decides, visibly.
 #[tokio::test]
 async fn a_task_whose_component_version_is_gone_follows_the_policy() {
-    use snodo::runner::ComponentPolicy;
+    use snodo_runner::ComponentPolicy;
     for policy in [ComponentPolicy::Pinned, ComponentPolicy::Latest] {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
         let mut registry = (*registry().await).clone();
@@ -934,7 +934,7 @@ async fn a_task_whose_component_version_is_gone_follows_the_policy() {
             ComponentPolicy::Pinned => {
                 assert_eq!(gone, vec![false]);
                 assert_eq!(task.status, TaskStatus::Failed);
-                let Some(snodo::model::Outcome::Error(e)) = task.outcome else {
+                let Some(snodo_core::model::Outcome::Error(e)) = task.outcome else {
                     panic!("an error");
                 };
                 assert_eq!(e.data.expect("data")["kind"], "component_missing");
@@ -956,12 +956,12 @@ struct SecondTimeLucky {
 }
 
 #[async_trait::async_trait]
-impl snodo::wasm::Executable for SecondTimeLucky {
-    async fn execute(&self, _exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+impl snodo_wasm::Executable for SecondTimeLucky {
+    async fn execute(&self, _exec: snodo_wasm::Execution) -> snodo_wasm::ExecutionReport {
         let n = self.runs.fetch_add(1, Ordering::SeqCst);
         let outcome = if n == 0 {
-            snodo::wasm::GuestOutcome::Retry {
-                error: snodo::model::JsonRpcError::new(-32000, "try later"),
+            snodo_wasm::GuestOutcome::Retry {
+                error: snodo_core::model::JsonRpcError::new(-32000, "try later"),
                 status_message: "waiting to try again".into(),
             }
         } else {
@@ -972,16 +972,16 @@ impl snodo::wasm::Executable for SecondTimeLucky {
 }
 
 /// A tool result with no content.
-fn empty_result() -> snodo::wasm::GuestOutcome {
+fn empty_result() -> snodo_wasm::GuestOutcome {
     let mut result = serde_json::Map::new();
     result.insert("content".into(), json!([]));
     result.insert("isError".into(), json!(false));
-    snodo::wasm::GuestOutcome::Completed(result)
+    snodo_wasm::GuestOutcome::Completed(result)
 }
 
 /// What a stand-in executable reports for `outcome`.
-fn report(outcome: snodo::wasm::GuestOutcome) -> snodo::wasm::ExecutionReport {
-    snodo::wasm::ExecutionReport {
+fn report(outcome: snodo_wasm::GuestOutcome) -> snodo_wasm::ExecutionReport {
+    snodo_wasm::ExecutionReport {
         outcome: Ok(outcome),
         logs: Vec::new(),
         dropped_logs: 0,
@@ -991,14 +991,14 @@ fn report(outcome: snodo::wasm::GuestOutcome) -> snodo::wasm::ExecutionReport {
 }
 
 /// Resolves every work to one stand-in executable.
-struct Fake(Arc<dyn snodo::wasm::Executable>);
+struct Fake(Arc<dyn snodo_wasm::Executable>);
 
-impl snodo::runner::Executors for Fake {
+impl snodo_runner::Executors for Fake {
     fn resolve(
         &self,
-        _work: &snodo::model::Work,
-    ) -> Result<snodo::runner::Resolved, snodo::runner::Unresolved> {
-        Ok(snodo::runner::Resolved {
+        _work: &snodo_core::model::Work,
+    ) -> Result<snodo_runner::Resolved, snodo_runner::Unresolved> {
+        Ok(snodo_runner::Resolved {
             component: self.0.clone(),
             tool: "lucky".into(),
             arguments: json!({}),
@@ -1055,11 +1055,11 @@ async fn an_attempt_that_cannot_start_fails_past_the_start_failure_cap() {
     };
     let (rec, runner) = recorded_guests(&store, options).await;
     let unstartable = [
-        snodo::model::ExecutionLimits {
+        snodo_core::model::ExecutionLimits {
             fuel: Some(1_000_000),
             ..Default::default()
         },
-        snodo::model::ExecutionLimits {
+        snodo_core::model::ExecutionLimits {
             memory_bytes: Some(64 << 10),
             ..Default::default()
         },
@@ -1075,7 +1075,7 @@ async fn an_attempt_that_cannot_start_fails_past_the_start_failure_cap() {
         runner.wake();
         let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
         assert_eq!(t.status, TaskStatus::Failed, "{limits:?}");
-        let Some(snodo::model::Outcome::Error(e)) = &t.outcome else {
+        let Some(snodo_core::model::Outcome::Error(e)) = &t.outcome else {
             panic!("failed without an error: {t:?}");
         };
         let data = e.data.clone().unwrap_or_default();
@@ -1109,12 +1109,12 @@ impl PanickingClaims {
 }
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for PanickingClaims {
+impl snodo_core::store::Layer for PanickingClaims {
     async fn claim_next(
         &self,
         inner: &dyn Store,
-        request: &snodo::store::ClaimRequest,
-    ) -> StoreResult<Option<snodo::store::Claimed>> {
+        request: &snodo_core::store::ClaimRequest,
+    ) -> StoreResult<Option<snodo_core::store::Claimed>> {
         let panics = self
             .left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
@@ -1171,17 +1171,17 @@ async fn a_runner_loop_that_is_down_makes_the_node_unready() {
         ..opts(true)
     };
     let (_rec, runner) = recorded_guests(&store, options).await;
-    let server = Arc::new(snodo::mcp::McpServer::new(
+    let server = Arc::new(snodo_server::mcp::McpServer::new(
         store.clone(),
         runner.clone(),
-        snodo::mcp::ServerConfig {
+        snodo_server::mcp::ServerConfig {
             name: "snodo-test".into(),
             version: "0".into(),
             catalog: registry().await,
             limits: Default::default(),
         },
     ));
-    let app = snodo::http::router(server, snodo::http::HttpConfig::default());
+    let app = snodo_server::http::router(server, snodo_server::http::HttpConfig::default());
     common::eventually("the recovery loop to be down", || async {
         (runner.loops_down() == ["recover"]).then_some(())
     })
@@ -1246,11 +1246,11 @@ impl Drop for Dropped<'_> {
 }
 
 #[async_trait::async_trait]
-impl snodo::wasm::Executable for Hangs {
-    async fn execute(&self, exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+impl snodo_wasm::Executable for Hangs {
+    async fn execute(&self, exec: snodo_wasm::Execution) -> snodo_wasm::ExecutionReport {
         self.note(format!("start {}", exec.attempt));
         let _dropped = Dropped(self, exec.attempt);
-        std::future::pending::<snodo::wasm::ExecutionReport>().await
+        std::future::pending::<snodo_wasm::ExecutionReport>().await
     }
 }
 
@@ -1289,8 +1289,8 @@ async fn a_replacement_on_the_same_runner_stops_the_old_attempt_before_the_new_o
 struct Completes;
 
 #[async_trait::async_trait]
-impl snodo::wasm::Executable for Completes {
-    async fn execute(&self, _exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+impl snodo_wasm::Executable for Completes {
+    async fn execute(&self, _exec: snodo_wasm::Execution) -> snodo_wasm::ExecutionReport {
         report(empty_result())
     }
 }
@@ -1302,7 +1302,7 @@ impl snodo::wasm::Executable for Completes {
 async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
     let gate = HeldCompletions::default();
     let (_clock, inner) = memory_on_manual_clock();
-    let store: Arc<dyn Store> = Arc::new(snodo::store::Layered::over(inner, gate.clone()));
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::Layered::over(inner, gate.clone()));
     let options = RunnerOptions {
         heartbeat: Duration::from_secs(600),
         ..opts(false)
@@ -1334,13 +1334,13 @@ async fn a_slow_commit_is_awaited_never_failed_by_a_timeout() {
 struct HeldCreations(common::Gate);
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for HeldCreations {
+impl snodo_core::store::Layer for HeldCreations {
     async fn create_claimed(
         &self,
         inner: &dyn Store,
         new: NewTask,
-        request: &snodo::store::ClaimRequest,
-    ) -> StoreResult<snodo::store::Claimed> {
+        request: &snodo_core::store::ClaimRequest,
+    ) -> StoreResult<snodo_core::store::Claimed> {
         let claimed = inner.create_claimed(new, request).await?;
         self.0.hold().await;
         Ok(claimed)

@@ -9,9 +9,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use snodo::http::{HttpConfig, router};
-use snodo::model::Principal;
-use snodo::wasm::Component;
+use snodo_core::model::Principal;
+use snodo_server::http::{HttpConfig, router};
+use snodo_wasm::Component;
 use tokio::sync::OnceCell;
 use tower::ServiceExt;
 
@@ -38,7 +38,7 @@ pub(crate) async fn fixtures() -> Arc<Component> {
         .clone()
 }
 
-pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> snodo::http::App {
+pub(crate) async fn app(tokens: Vec<(String, Principal)>) -> snodo_server::http::App {
     let fixtures = fixtures().await;
     let (server, _) = common::mcp_server(
         common::catalog_of(&[&fixtures], Default::default()),
@@ -94,7 +94,7 @@ pub(crate) fn rpc(id: i64, method: &str, mut params: Value, caps: Value) -> Valu
 }
 
 pub(crate) async fn send(
-    app: &snodo::http::App,
+    app: &snodo_server::http::App,
     req: Request<Body>,
 ) -> (StatusCode, Value, String) {
     let resp = app.clone().oneshot(req).await.expect("response");
@@ -127,14 +127,14 @@ pub(crate) fn post_with(body: &Value, name: &'static str, value: &str) -> Reques
     req
 }
 
-pub(crate) async fn call(app: &snodo::http::App, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn call(app: &snodo_server::http::App, body: Value) -> (StatusCode, Value) {
     let (s, b, _) = send(app, request_of(&body)).await;
     (s, b)
 }
 
 /// Request `id` of `method` with `params`, from a client declaring `caps`.
 pub(crate) async fn ask(
-    app: &snodo::http::App,
+    app: &snodo_server::http::App,
     id: i64,
     method: &str,
     params: Value,

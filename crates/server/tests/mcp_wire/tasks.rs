@@ -19,7 +19,7 @@ fn with_token(body: &Value, token: Option<&str>) -> Request<Body> {
 /// Sends `get` (a `tasks/get`, bearing `token`) until the task's status is `status`; the
 /// task as it is then.
 async fn await_status(
-    app: &snodo::http::App,
+    app: &snodo_server::http::App,
     get: &Value,
     token: Option<&str>,
     status: &str,
@@ -32,7 +32,7 @@ async fn await_status(
 }
 
 /// Task `id` (of a server without tokens) once its status is `status`.
-async fn await_task(app: &snodo::http::App, id: &str, status: &str) -> Value {
+async fn await_task(app: &snodo_server::http::App, id: &str, status: &str) -> Value {
     let get = rpc(100, "tasks/get", json!({"taskId": id}), caps(true));
     await_status(app, &get, None, status).await
 }
@@ -197,13 +197,13 @@ async fn failures_cancellation_and_mrtr() {
 struct HeldAnswers(common::Gate);
 
 #[async_trait::async_trait]
-impl snodo::store::Layer for HeldAnswers {
+impl snodo_core::store::Layer for HeldAnswers {
     async fn transition(
         &self,
-        inner: &dyn snodo::store::Store,
-        t: snodo::store::Transition<'_>,
-    ) -> snodo::store::StoreResult<snodo::store::Committed> {
-        let cancel = matches!(t.event.kind, snodo::model::EventKind::Cancelled { .. });
+        inner: &dyn snodo_core::store::Store,
+        t: snodo_core::store::Transition<'_>,
+    ) -> snodo_core::store::StoreResult<snodo_core::store::Committed> {
+        let cancel = matches!(t.event.kind, snodo_core::model::EventKind::Cancelled { .. });
         let committed = t.apply(inner).await?;
         if cancel {
             self.0.hold().await;
@@ -219,15 +219,15 @@ impl snodo::store::Layer for HeldAnswers {
 async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
     let fixtures = fixtures().await;
     let gate = HeldAnswers::default();
-    let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::Layered::over(
-        Arc::new(snodo::store::MemoryStore::new()),
+    let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::Layered::over(
+        Arc::new(snodo_core::store::MemoryStore::new()),
         gate.clone(),
     ));
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
-    let options = snodo::runner::RunnerOptions {
+    let options = snodo_runner::RunnerOptions {
         heartbeat: Duration::from_secs(3_000),
         lease: Duration::from_secs(3_600),
-        ..snodo::runner::RunnerOptions::default()
+        ..snodo_runner::RunnerOptions::default()
     };
     let (server, runner) = common::server_with(&store, catalog, options);
     let app = router(Arc::new(server), HttpConfig::default());
@@ -264,15 +264,15 @@ async fn a_cancel_reaches_the_runner_though_its_client_left_mid_commit() {
 /// Writes down what the runner hands an executor (the work it resolves, the execution it
 /// runs), then resolves and runs as the catalog does.
 struct Recording {
-    catalog: Arc<snodo::runner::Catalog>,
+    catalog: Arc<snodo_runner::Catalog>,
     seen: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-impl snodo::runner::Executors for Recording {
+impl snodo_runner::Executors for Recording {
     fn resolve(
         &self,
-        work: &snodo::model::Work,
-    ) -> Result<snodo::runner::Resolved, snodo::runner::Unresolved> {
+        work: &snodo_core::model::Work,
+    ) -> Result<snodo_runner::Resolved, snodo_runner::Unresolved> {
         let written = serde_json::to_string(work).expect("work serializes");
         self.seen.lock().expect("lock").push(written);
         let mut resolved = self.catalog.resolve(work)?;
@@ -285,13 +285,13 @@ impl snodo::runner::Executors for Recording {
 }
 
 struct RecordingExecutable {
-    inner: Arc<dyn snodo::wasm::Executable>,
+    inner: Arc<dyn snodo_wasm::Executable>,
     seen: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 #[async_trait::async_trait]
-impl snodo::wasm::Executable for RecordingExecutable {
-    async fn execute(&self, exec: snodo::wasm::Execution) -> snodo::wasm::ExecutionReport {
+impl snodo_wasm::Executable for RecordingExecutable {
+    async fn execute(&self, exec: snodo_wasm::Execution) -> snodo_wasm::ExecutionReport {
         let given = format!(
             "{:?} {} {} {} {} {:?} {:?}",
             exec.task_id,
@@ -314,7 +314,7 @@ impl snodo::wasm::Executable for RecordingExecutable {
 async fn an_executor_and_the_stored_work_get_the_principal_and_no_request_fields() {
     const TOKEN: &str = "bearer-marker-0123456789";
     let fixtures = fixtures().await;
-    let store: Arc<dyn snodo::store::Store> = Arc::new(snodo::store::MemoryStore::new());
+    let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::MemoryStore::new());
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
     let seen = Arc::<std::sync::Mutex<Vec<String>>>::default();
     let recording = Arc::new(Recording {
@@ -349,7 +349,7 @@ async fn an_executor_and_the_stored_work_get_the_principal_and_no_request_fields
     let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
     await_status(&app, &get, Some(TOKEN), "failed").await;
 
-    let task_id = snodo::model::TaskId::parse(&id).expect("task id");
+    let task_id = snodo_core::model::TaskId::parse(&id).expect("task id");
     let (task, work) = store
         .inspect(&task_id)
         .await

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use snodo::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
-use snodo::runner::{InputWaiters, TaskIo};
-use snodo::store::{ClaimRequest, Lease, MemoryStore, NewTask, Store};
-use snodo::wasm::{AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome};
+use snodo_core::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
+use snodo_core::store::{ClaimRequest, Lease, MemoryStore, NewTask, Store};
+use snodo_runner::{InputWaiters, TaskIo};
+use snodo_wasm::{AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome};
 
 mod common;
 

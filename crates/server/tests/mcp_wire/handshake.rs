@@ -5,7 +5,7 @@
 use axum::body::Body;
 use axum::http::Request;
 use serde_json::{Value, json};
-use snodo::model::Principal;
+use snodo_core::model::Principal;
 
 use super::{app, ask, code, post_with, rpc, send};
 
@@ -28,7 +28,7 @@ fn request(id: i64, method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-async fn initialize(app: &snodo::http::App, version: &str) -> (Value, String) {
+async fn initialize(app: &snodo_server::http::App, version: &str) -> (Value, String) {
     let body = request(
         1,
         "initialize",

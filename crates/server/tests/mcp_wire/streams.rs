@@ -156,26 +156,26 @@ async fn subscriptions_deliver_task_notifications() {
 /// producer cannot run while the test announces, so the feed is overrun for certain.
 #[tokio::test]
 async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_state() {
-    use snodo::store::Store;
+    use snodo_core::store::Store;
     let fixtures = fixtures().await;
-    let inner: Arc<dyn Store> = Arc::new(snodo::store::MemoryStore::new());
-    let observed = Arc::new(snodo::store::ObservedStore::new(inner.clone(), 8));
+    let inner: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let observed = Arc::new(snodo_core::store::ObservedStore::new(inner.clone(), 8));
     let store: Arc<dyn Store> = observed.clone();
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
     // Nothing claims the tasks: they change only as the test says.
-    let options = snodo::runner::RunnerOptions {
+    let options = snodo_runner::RunnerOptions {
         recover: false,
         ..Default::default()
     };
     let (server, runner) = common::server_with(&store, catalog, options);
     let server = server.with_change_feed(observed.clone());
-    let principal = snodo::http::local_principal();
+    let principal = snodo_server::http::local_principal();
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let id = snodo::model::TaskId::generate();
-        let work = snodo::runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
+        let id = snodo_core::model::TaskId::generate();
+        let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
             .with_principal(principal.clone());
-        let new = snodo::store::NewTask::new(id, principal.scope(), work);
+        let new = snodo_core::store::NewTask::new(id, principal.scope(), work);
         inner.create(new).await.expect("create");
         ids.push(id.to_string());
     }
@@ -185,7 +185,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
         json!({"notifications": {"taskIds": ids}}),
         caps(true),
     );
-    let headers = snodo::mcp::RoutingHeaders {
+    let headers = snodo_server::mcp::RoutingHeaders {
         method: Some(Ok("subscriptions/listen".into())),
         protocol_version: Some(Ok("2026-07-28".into())),
         accepts_sse: true,
@@ -194,7 +194,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
     let reply = server
         .handle(&headers, &principal, listen.to_string().as_bytes())
         .await;
-    let snodo::mcp::Reply::Stream(mut stream) = reply else {
+    let snodo_server::mcp::Reply::Stream(mut stream) = reply else {
         panic!("subscriptions/listen answers with a stream");
     };
     let ack = next_message(&mut stream).await;
@@ -203,7 +203,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
 
     for id in &ids {
         let access = inner
-            .authorize(&principal, snodo::store::Action::Cancel, id)
+            .authorize(&principal, snodo_core::store::Action::Cancel, id)
             .await
             .expect("authorize");
         inner
@@ -212,7 +212,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
             .expect("cancel");
     }
     for _ in 0..64 {
-        observed.announce(snodo::model::TaskId::generate());
+        observed.announce(snodo_core::model::TaskId::generate());
     }
     let mut sent = std::collections::BTreeMap::new();
     while sent.len() < ids.len() {
