@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::model::{EventId, Principal, Task, TaskId};
-use crate::store::{Action, Committed, Store};
+use crate::store::{Access, Action, Committed, Store};
 
 /// Probes until it returns `Some`, re-probing every [`tick`]; fails the test after a
 /// minute naming `what`.
@@ -103,17 +103,19 @@ impl Gate {
     }
 }
 
+/// What a client of tenant `acme` may do to task `id` by `action`, as its request would
+/// be authorized.
+pub async fn acme_access(store: &dyn Store, id: &TaskId, action: Action) -> Access {
+    store
+        .authorize(&Principal::new("acme", "u"), action, &id.to_string())
+        .await
+        .expect("authorize")
+}
+
 /// Answers the `confirm` question of task `id` (tenant `acme`) with yes, as a client's
 /// `tasks/update` would: the store accepts it; waking a waiter is the caller's business.
 pub async fn confirm(store: &dyn Store, id: &TaskId) -> Committed {
-    let access = store
-        .authorize(
-            &Principal::new("acme", "u"),
-            Action::Update,
-            &id.to_string(),
-        )
-        .await
-        .expect("authorize");
+    let access = acme_access(store, id, Action::Update).await;
     let answer = serde_json::Map::from_iter([(
         "confirm".to_owned(),
         serde_json::json!({"action": "accept", "content": {"confirm": true}}),

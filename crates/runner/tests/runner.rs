@@ -8,9 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use snodo_core::model::{
-    ManualClock, Principal, RetryPolicy, Scope, Task, TaskId, TaskStatus, Timestamp,
-};
+use snodo_core::model::{ManualClock, RetryPolicy, Scope, Task, TaskId, TaskStatus, Timestamp};
 use snodo_core::store::{
     Action, Committed, MemoryStore, NewTask, RedbStore, Store, StoreResult, Transition,
 };
@@ -278,14 +276,7 @@ fn result_text(t: &Task) -> String {
 
 /// Commits a client's cancellation of `id` (tenant `acme`).
 async fn cancel_in_store(store: &dyn Store, id: &TaskId) {
-    let access = store
-        .authorize(
-            &Principal::new("acme", "u"),
-            Action::Cancel,
-            &id.to_string(),
-        )
-        .await
-        .expect("authorize");
+    let access = common::acme_access(store, id, Action::Cancel).await;
     store.cancel(&access, None).await.expect("cancel");
 }
 

@@ -27,6 +27,22 @@ use super::{
     Reaped, Store, StoreError, StoreResult,
 };
 
+/// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
+pub(crate) trait WriteFn<T>:
+    FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static
+{
+}
+
+impl<T, F> WriteFn<T> for F where F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static {}
+
+/// The rules one read runs: a closure over a consistent [`View`] at the read's time.
+pub(crate) trait ReadFn<T>:
+    FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static
+{
+}
+
+impl<T, F> ReadFn<T> for F where F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static {}
+
 /// What a store adapter provides. [`Store`] follows from it (the blanket implementation
 /// below); this trait is never used as `dyn`.
 ///
@@ -39,22 +55,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// returns its answer only once what it wrote is durable (for a volatile adapter:
     /// visible to every later operation). When `f` fails, nothing it did is written.
     /// `touches` names what `f` will reach.
-    fn write<T, F>(
+    fn write<T: Send + 'static>(
         &self,
         touches: Touches<'_>,
-        f: F,
-    ) -> impl Future<Output = StoreResult<T>> + Send
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static;
+        f: impl WriteFn<T>,
+    ) -> impl Future<Output = StoreResult<T>> + Send;
 
     /// Runs `f` over a consistent view of the store, evaluated at the read's time. A pure
     /// read: it writes nothing. `touches` names what `f` will reach ([`Touches::Nothing`],
     /// [`Touches::Task`] or [`Touches::TaskWork`]).
-    fn read<T, F>(&self, touches: Touches<'_>, f: F) -> impl Future<Output = StoreResult<T>> + Send
-    where
-        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static;
+    fn read<T: Send + 'static>(
+        &self,
+        touches: Touches<'_>,
+        f: impl ReadFn<T>,
+    ) -> impl Future<Output = StoreResult<T>> + Send;
 
     /// The store's current time: what [`Store::now`] answers.
     fn time(&self) -> impl Future<Output = StoreResult<Timestamp>> + Send;

@@ -10,6 +10,7 @@ use std::sync::{Arc, RwLock};
 
 use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView, Timestamp};
 
+use super::backend::{ReadFn, WriteFn};
 use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
 use super::record;
 use super::{Backend, StoreError, StoreResult};
@@ -148,11 +149,7 @@ impl MemoryStore {
 }
 
 impl Backend for MemoryStore {
-    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn write<T: Send + 'static>(&self, _: Touches<'_>, f: impl WriteFn<T>) -> StoreResult<T> {
         let mut tables = self
             .inner
             .write()
@@ -161,11 +158,7 @@ impl Backend for MemoryStore {
         f(&mut *tables, &ctx)
     }
 
-    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn read<T: Send + 'static>(&self, _: Touches<'_>, f: impl ReadFn<T>) -> StoreResult<T> {
         let tables = self
             .inner
             .read()

@@ -13,15 +13,7 @@ use snodo_wasm::{AttemptError, ComponentCatalog, Execution, ExecutionIo};
 
 use super::mrtr::{self, given_answers};
 use super::request::{Answers, Complete, Completing, PromptsGet, ResourcesRead};
-use super::{Ctx, McpServer, SyncIo};
-
-/// What a guest call on the request path produced.
-pub(super) enum Answered<T = Value> {
-    /// The result.
-    Complete(T),
-    /// The guest asked for input the request did not carry: an `InputRequiredResult`.
-    InputRequired(Value),
-}
+use super::{Ctx, Handled, McpServer, SyncIo};
 
 /// A result with one field.
 fn object(key: &str, value: Value) -> ResultObject {
@@ -67,15 +59,17 @@ impl McpServer {
         self.listed(ctx, "prompts", |c| c.prompts.iter().map(|p| &p.listing))
     }
 
-    /// Runs a read or render of `source` for `subject` on the request path.
+    /// Runs a read or render of `source` for `subject` on the request path: its result as
+    /// `finish` makes it, or the `input_required` result when the guest asked for input the
+    /// request did not carry.
     async fn catalog_call<F, Fut, T>(
         &self,
         ctx: &Ctx<'_>,
         answers: Answers,
-        subject: &str,
-        source: &CatalogSource,
+        (subject, source): (&str, &CatalogSource),
         call: F,
-    ) -> Result<Answered<T>, RpcError>
+        finish: impl FnOnce(T) -> Value,
+    ) -> Handled
     where
         F: FnOnce(Execution) -> Fut,
         Fut: Future<Output = Result<Option<Result<T, RpcError>>, AttemptError>>,
@@ -88,16 +82,16 @@ impl McpServer {
         exec.limits = source.limits;
         exec.grants = source.grants.clone();
         match self.within_wall_clock(call(exec)).await? {
-            Ok(Some(Ok(v))) => Ok(Answered::Complete(v)),
+            Ok(Some(Ok(v))) => Ok(finish(v)),
             Ok(Some(Err(e))) => Err(e),
             Ok(None) => Err(RpcError::invalid_params("Resource not found")),
-            Err(AttemptError::NeedInput(q)) => Ok(Answered::InputRequired(mrtr::input_required(
+            Err(AttemptError::NeedInput(q)) => Ok(mrtr::input_required(
                 q,
                 &key,
                 subject,
                 ctx.principal,
                 &responses,
-            ))),
+            )),
             Err(e) => Err(e.to_rpc_error()),
         }
     }
@@ -112,11 +106,7 @@ impl McpServer {
         }
     }
 
-    pub(super) async fn resources_read(
-        &self,
-        read: ResourcesRead,
-        ctx: &Ctx<'_>,
-    ) -> Result<Value, RpcError> {
+    pub(super) async fn resources_read(&self, read: ResourcesRead, ctx: &Ctx<'_>) -> Handled {
         let uri = read.uri.as_str();
         // SEP-2164: an unknown URI is -32602 with the URI, never an empty `contents`.
         let not_found =
@@ -128,10 +118,9 @@ impl McpServer {
             .ok_or_else(not_found)?;
         let subject = format!("resource:{uri}");
         let component = source.component.clone();
-        let answered = self
-            .catalog_call(ctx, read.answers, &subject, source, |exec| async move {
-                component.read_resource(exec, uri).await
-            })
+        let read_it = |exec| async move { component.read_resource(exec, uri).await };
+        let finish = |contents| ctx.dialect.complete_uncached(object("contents", contents));
+        self.catalog_call(ctx, read.answers, (&subject, source), read_it, finish)
             .await
             .map_err(|e| {
                 if e.code == protocol::codes::INVALID_PARAMS && e.data.is_none() {
@@ -139,20 +128,10 @@ impl McpServer {
                 } else {
                     e
                 }
-            })?;
-        Ok(match answered {
-            Answered::Complete(contents) => {
-                ctx.dialect.complete_uncached(object("contents", contents))
-            }
-            Answered::InputRequired(v) => v,
-        })
+            })
     }
 
-    pub(super) async fn prompts_get(
-        &self,
-        get: PromptsGet,
-        ctx: &Ctx<'_>,
-    ) -> Result<Value, RpcError> {
+    pub(super) async fn prompts_get(&self, get: PromptsGet, ctx: &Ctx<'_>) -> Handled {
         let name = get.name.as_str();
         let (source, prompt) = self
             .config
@@ -171,22 +150,14 @@ impl McpServer {
         let subject = format!("prompt:{name}");
         let component = source.component.clone();
         let arguments = Value::Object(get.arguments);
-        let answered = self
-            .catalog_call(ctx, get.answers, &subject, source, |exec| async move {
-                component.get_prompt(exec, name, &arguments).await.map(Some)
-            })
-            .await?;
-        Ok(match answered {
-            Answered::Complete(result) => ctx.dialect.complete(result),
-            Answered::InputRequired(v) => v,
-        })
+        let render =
+            |exec| async move { component.get_prompt(exec, name, &arguments).await.map(Some) };
+        let finish = |result| ctx.dialect.complete(result);
+        self.catalog_call(ctx, get.answers, (&subject, source), render, finish)
+            .await
     }
 
-    pub(super) async fn complete(
-        &self,
-        complete: Complete,
-        ctx: &Ctx<'_>,
-    ) -> Result<Value, RpcError> {
+    pub(super) async fn complete(&self, complete: Complete, ctx: &Ctx<'_>) -> Handled {
         let catalog = &self.config.catalog;
         let (source, target) = match &complete.target {
             Completing::Prompt(name) => {

@@ -23,7 +23,7 @@ use super::dialect::Dialect;
 use super::method::Method;
 use super::request::{Call, take_object};
 use super::session::{HANDSHAKE_VERSIONS, Session};
-use super::{Ctx, McpServer, Reply, RoutingHeaders};
+use super::{Ctx, Handled, McpServer, Reply, RoutingHeaders};
 
 /// 2025-11-25's replies: results without `resultType` or caching hints, and every JSON-RPC
 /// error on a 200 response, where this revision's clients read it.
@@ -92,7 +92,7 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
-    ) -> Result<Reply, RpcError> {
+    ) -> Handled<Reply> {
         if req.method == "initialize" {
             return self.initialize(principal, req).await;
         }
@@ -175,11 +175,7 @@ impl McpServer {
         self.serve(call, &ctx).await
     }
 
-    async fn initialize(
-        &self,
-        principal: &Principal,
-        req: protocol::Request,
-    ) -> Result<Reply, RpcError> {
+    async fn initialize(&self, principal: &Principal, req: protocol::Request) -> Handled<Reply> {
         let mut params = req.params;
         let requested = params
             .get("protocolVersion")

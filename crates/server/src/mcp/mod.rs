@@ -186,6 +186,10 @@ async fn tell_runner(runner: &Runner, metrics: &crate::telemetry::Metrics, hando
     }
 }
 
+/// What a handler answers: its result (a JSON result, or a whole [`Reply`]) or the
+/// JSON-RPC error.
+pub(crate) type Handled<T = Value> = Result<T, RpcError>;
+
 /// How many messages an SSE reply queues before its producer waits.
 const STREAM_QUEUE: usize = 16;
 
@@ -367,7 +371,7 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
-    ) -> Result<Reply, RpcError> {
+    ) -> Handled<Reply> {
         if legacy::speaks_handshake(headers, &req) {
             let id = req.id.clone();
             return Ok(self
@@ -403,7 +407,7 @@ impl McpServer {
     }
 
     /// Answers one typed request, whichever revision it came in.
-    async fn serve(&self, call: Call, ctx: &Ctx<'_>) -> Result<Reply, RpcError> {
+    async fn serve(&self, call: Call, ctx: &Ctx<'_>) -> Handled<Reply> {
         let result = match call {
             Call::Discover => self.discover(ctx),
             Call::ToolsList => self.tools_list(ctx),

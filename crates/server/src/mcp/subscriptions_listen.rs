@@ -8,7 +8,7 @@ use snodo_core::model::Principal;
 use snodo_runner::budget::{Over, Refusal};
 
 use super::request::Listen;
-use super::{Ctx, McpServer, Reply, STREAM_QUEUE, wire};
+use super::{Ctx, Handled, McpServer, Reply, STREAM_QUEUE, wire};
 
 impl McpServer {
     /// `subscriptions/listen`: acknowledges the notification types this server can send for
@@ -23,7 +23,7 @@ impl McpServer {
         &self,
         listen: Listen,
         ctx: &Ctx<'_>,
-    ) -> Result<Reply, RpcError> {
+    ) -> Handled<Reply> {
         let principal = ctx.principal;
         let mut ack = serde_json::Map::new();
         let mut watched: Vec<String> = Vec::new();

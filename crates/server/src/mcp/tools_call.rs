@@ -18,7 +18,7 @@ use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, Task
 use super::mrtr::{self, given_answers};
 use super::request::ToolsCall;
 use super::sync_io::Outbox;
-use super::{Ctx, McpServer, Reply, wire};
+use super::{Ctx, Handled, McpServer, Reply, wire};
 
 /// What one `tools/call` has settled so far: the tool, its checked arguments, the answers
 /// its MRTR rounds carried, and the request-path slot once a guest has run for it.
@@ -40,11 +40,7 @@ impl McpServer {
             .map_err(|r| self.refuse(&r))
     }
 
-    pub(super) async fn tools_call(
-        &self,
-        call: ToolsCall,
-        ctx: &Ctx<'_>,
-    ) -> Result<Reply, RpcError> {
+    pub(super) async fn tools_call(&self, call: ToolsCall, ctx: &Ctx<'_>) -> Handled<Reply> {
         let tool = self
             .config
             .catalog
@@ -146,7 +142,7 @@ impl McpServer {
 
     /// Creates the task (and, with a free execution slot, claims and starts it in the same
     /// commit), and answers with its handle.
-    async fn create_task(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Result<Reply, RpcError> {
+    async fn create_task(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Reply> {
         let Calling {
             tool,
             arguments,
@@ -200,7 +196,7 @@ impl McpServer {
     /// What the guest reports streams ahead of the response, to a client whose `Accept`
     /// takes an event stream, when the request asked for it (a progress token or a log
     /// level; a 2025-11-25 session always has a level).
-    async fn run_sync(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Result<Reply, RpcError> {
+    async fn run_sync(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Reply> {
         let Calling {
             tool,
             arguments,

@@ -166,18 +166,20 @@ async fn a_custom_authenticator_decides_who_calls() {
     );
     let app = router_with(server, HttpConfig::default(), Arc::new(OnlyAda));
     let body = rpc(1, "tools/list", json!({}), caps(false));
-    let (s, v, _) = send(&app, request_of(&body)).await;
-    assert_eq!(s, StatusCode::UNAUTHORIZED);
-    assert_eq!(v["error"]["message"], "who are you?");
-    let resp = app
-        .clone()
-        .oneshot(request_of(&body))
-        .await
-        .expect("response");
+    let refused = app.handle(request_of(&body)).await;
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
     assert_eq!(
-        resp.headers()["www-authenticate"],
+        refused.headers()["www-authenticate"],
         r#"Bearer resource_metadata="https://example/.well-known""#
     );
+    let bytes = refused
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+    assert_eq!(v["error"]["message"], "who are you?");
     let (s, v, _) = send(&app, post_with(&body, "x-user", "ada")).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert!(

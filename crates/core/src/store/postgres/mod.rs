@@ -27,6 +27,7 @@ use tokio_postgres::types::ToSql;
 
 use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
+use super::backend::{ReadFn, WriteFn};
 use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
 use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
 
@@ -630,23 +631,19 @@ impl View for OneRow {
 }
 
 impl Backend for PgStore {
-    fn write<T, F>(
+    fn write<T: Send + 'static>(
         &self,
         touches: Touches<'_>,
-        f: F,
-    ) -> impl std::future::Future<Output = StoreResult<T>> + Send
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+        f: impl WriteFn<T>,
+    ) -> impl std::future::Future<Output = StoreResult<T>> + Send {
         self.write_admitted(touches, None, false, f)
     }
 
-    async fn read<T, F>(&self, touches: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn read<T: Send + 'static>(
+        &self,
+        touches: Touches<'_>,
+        f: impl ReadFn<T>,
+    ) -> StoreResult<T> {
         let (id, with_work) = match touches {
             Touches::Nothing => (None, false),
             Touches::Task(id) => (Some(id), false),

@@ -18,8 +18,9 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinitio
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Timestamp, Work};
 
+use super::backend::{ReadFn, WriteFn};
 use super::embedded::{FileBoot, check_existing_file, create_beside, io_error};
-use super::engine::{self, Ctx, Head, Touches, Txn, View};
+use super::engine::{self, Ctx, Head, Touches};
 use super::group_commit::WriterThread;
 use super::{Backend, StoreError, StoreResult};
 
@@ -378,11 +379,7 @@ impl RedbStore {
 
 impl Backend for RedbStore {
     /// Runs `f` inside one write the group-commit writer makes durable before it answers.
-    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn write<T: Send + 'static>(&self, _: Touches<'_>, f: impl WriteFn<T>) -> StoreResult<T> {
         self.writer.submit(f).await
     }
 
@@ -390,11 +387,7 @@ impl Backend for RedbStore {
     /// bounded index walk over pages redb's cache (or the OS page cache) almost always
     /// holds, so it costs microseconds: handing it to the blocking pool would cost more in
     /// thread hand-offs than the read itself. Reads never wait for the writer (MVCC).
-    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn read<T: Send + 'static>(&self, _: Touches<'_>, f: impl ReadFn<T>) -> StoreResult<T> {
         let ctx = self.ctx();
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;

@@ -32,7 +32,8 @@ use tokio::sync::Semaphore;
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Timestamp, Work};
 
-use super::engine::{self, Ctx, Touches, Txn, View};
+use super::backend::{ReadFn, WriteFn};
+use super::engine::{self, Ctx, Touches};
 use super::{Backend, StoreError, StoreResult};
 
 mod rows;
@@ -492,19 +493,11 @@ impl SqliteStore {
 
 impl Backend for SqliteStore {
     /// Runs `f` inside one write the group-commit writer makes durable before it answers.
-    async fn write<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn write<T: Send + 'static>(&self, _: Touches<'_>, f: impl WriteFn<T>) -> StoreResult<T> {
         self.writer.submit(f).await
     }
 
-    async fn read<T, F>(&self, _: Touches<'_>, f: F) -> StoreResult<T>
-    where
-        F: FnOnce(&dyn View, &Ctx) -> StoreResult<T> + Send + 'static,
-        T: Send + 'static,
-    {
+    async fn read<T: Send + 'static>(&self, _: Touches<'_>, f: impl ReadFn<T>) -> StoreResult<T> {
         let permit = self
             .readers
             .permits

@@ -1,21 +1,14 @@
 //! `tasks/cancel`: a terminal transition; the running attempt is told after the commit.
 
-use serde_json::Value;
-
-use crate::protocol::RpcError;
 use snodo_core::store::{Action, StoreError};
 
 use super::super::request::TaskRef;
-use super::super::{Ctx, Handoff, McpServer};
+use super::super::{Ctx, Handled, Handoff, McpServer};
 use super::{ack, lookup_error};
 
 impl McpServer {
     /// Cancelling a finished task is acknowledged and changes nothing.
-    pub(in crate::mcp) async fn tasks_cancel(
-        &self,
-        task: TaskRef,
-        ctx: &Ctx<'_>,
-    ) -> Result<Value, RpcError> {
+    pub(in crate::mcp) async fn tasks_cancel(&self, task: TaskRef, ctx: &Ctx<'_>) -> Handled {
         let access = self.access(&task.task_id, ctx, Action::Cancel).await?;
         let message = Some("Cancelled by the client".to_owned());
         let store = self.store.clone();

@@ -1,17 +1,11 @@
 //! `tasks/get`: what a client may see of the task, for its own tenant only.
 
-use crate::protocol::RpcError;
-
 use super::super::request::TaskRef;
-use super::super::{Ctx, McpServer, Reply, wire};
+use super::super::{Ctx, Handled, McpServer, Reply, wire};
 use super::lookup_error;
 
 impl McpServer {
-    pub(in crate::mcp) async fn tasks_get(
-        &self,
-        task: TaskRef,
-        ctx: &Ctx<'_>,
-    ) -> Result<Reply, RpcError> {
+    pub(in crate::mcp) async fn tasks_get(&self, task: TaskRef, ctx: &Ctx<'_>) -> Handled<Reply> {
         let (_, task) = self
             .store
             .authorize_read(ctx.principal, &task.task_id)

@@ -1,23 +1,16 @@
 //! `tasks/update`: answers to a task's input requests, committed before the acknowledgement.
 
-use serde_json::Value;
-
-use crate::protocol::RpcError;
 use snodo_core::model::EventId;
 use snodo_core::store::{Action, Effect, StoreError};
 
 use super::super::request::TasksUpdate;
-use super::super::{Ctx, Handoff, McpServer};
+use super::super::{Ctx, Handled, Handoff, McpServer};
 use super::{ack, lookup_error};
 
 impl McpServer {
     /// Accepted answers are committed before the acknowledgement, so the next `tasks/get`
     /// already shows them gone from `inputRequests`.
-    pub(in crate::mcp) async fn tasks_update(
-        &self,
-        update: TasksUpdate,
-        ctx: &Ctx<'_>,
-    ) -> Result<Value, RpcError> {
+    pub(in crate::mcp) async fn tasks_update(&self, update: TasksUpdate, ctx: &Ctx<'_>) -> Handled {
         let TasksUpdate { task_id, responses } = update;
         let access = self.access(&task_id, ctx, Action::Update).await?;
         let store = self.store.clone();
