@@ -11,8 +11,7 @@
 //!   executions.
 //! - [`runner`], [`budget`] (`snodo-runner`): claims, leases, heartbeats, retries, recovery,
 //!   parking and reaping; per-tenant admission budgets.
-//! - [`protocol`], [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): the wire,
-//!   the MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
+//! - [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): the MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`client`]: the small HTTP/1 MCP client the stress harness, the benchmarks and the
 //!   end-to-end tests reach a server with.
@@ -23,7 +22,7 @@
 pub use snodo_core::{model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
-pub use snodo_server::{http, mcp, protocol, serve, telemetry};
+pub use snodo_server::{http, mcp, serve, telemetry};
 pub use snodo_wasm as wasm;
 
 pub mod client;

@@ -1,6 +1,7 @@
 //! Snodo's edge: the MCP server over Streamable HTTP, and `snodo serve`'s wiring.
 //!
-//! - [`protocol`]: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O).
+//! - `protocol`: MCP 2026-07-28 JSON-RPC envelopes, `_meta`, headers, errors (no I/O; the
+//!   crate's own vocabulary, of which only [`PROTOCOL_VERSION`] and [`rfc3339`] are public).
 //! - [`mcp`]: the MCP server: method dispatch, tools, resources, prompts, the tasks
 //!   extension, and the 2025-11-25 handshake revisions beside it.
 //! - [`http`]: Streamable HTTP: headers, limits, auth, SSE, the connection loop.
@@ -9,8 +10,10 @@
 
 pub mod http;
 pub mod mcp;
-pub mod protocol;
+mod protocol;
 pub mod serve;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+
+pub use protocol::{PROTOCOL_VERSION, rfc3339};

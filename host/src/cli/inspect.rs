@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use snodo::model::{Task, TaskId, Work};
-use snodo::protocol::rfc3339;
 use snodo::store::StoreConfig;
+use snodo_server::rfc3339;
 
 /// Show a task: from a redb or SQLite store file without a running server, or from the
 /// store a configuration names (PostgreSQL included; a read that touches no claim).

@@ -20,7 +20,7 @@ use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::stream;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::ServiceExt;
 
 pub use auth::{
@@ -491,16 +491,6 @@ fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
         HeaderValue::from_static("application/json"),
     );
     r
-}
-
-/// A JSON body for tests and tools: `{"jsonrpc":"2.0", ...}` with `_meta` filled in.
-pub fn request_body(id: i64, method: &str, mut params: Value, capabilities: Value) -> Body {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": protocol::PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientInfo": {"name": "snodo", "version": env!("CARGO_PKG_VERSION")},
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    });
-    Body::from(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string())
 }
 
 /// Whether `Accept` allows an event stream: absent, `text/event-stream`, `text/*` or `*/*`

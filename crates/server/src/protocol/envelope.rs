@@ -14,18 +14,18 @@ use super::{RpcError, codes};
 
 /// A request: it gets a response with its id.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Request {
+pub(crate) struct Request {
     /// The id, echoed in the response.
-    pub id: Value,
+    pub(crate) id: Value,
     /// The method.
-    pub method: String,
+    pub(crate) method: String,
     /// The params (empty when absent).
-    pub params: Map<String, Value>,
+    pub(crate) params: Map<String, Value>,
 }
 
 /// What a POST carried.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     /// A request.
     Request(Request),
     /// A notification (no id): acknowledged with 202 and no body.
@@ -119,7 +119,7 @@ fn strict_json(body: &[u8]) -> Result<Value, String> {
 
 /// Parses a POST body. On failure, returns the request id if one could be read (so the
 /// error echoes it) and the error.
-pub fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
+pub(crate) fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
     let value = strict_json(body).map_err(|e| {
         (
             Value::Null,

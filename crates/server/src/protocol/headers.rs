@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 /// Decodes a header value, including the `=?base64?{...}?=` form for values that are not
 /// header-safe. `None` if the form is malformed or not UTF-8.
-pub fn decode_header_value(raw: &str) -> Option<String> {
+pub(crate) fn decode_header_value(raw: &str) -> Option<String> {
     match raw
         .strip_prefix("=?base64?")
         .and_then(|r| r.strip_suffix("?="))
@@ -20,7 +20,7 @@ pub fn decode_header_value(raw: &str) -> Option<String> {
 
 /// Where a method's `Mcp-Name` comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NameSource<'a> {
+pub(crate) enum NameSource<'a> {
     /// The method has no name: `Mcp-Name` is not checked.
     None,
     /// The header must equal this body value when present. `required`: whether a request
@@ -38,7 +38,7 @@ pub enum NameSource<'a> {
 }
 
 /// The body value `Mcp-Name` must equal for `method`.
-pub fn name_source<'a>(method: &str, params: &'a Map<String, Value>) -> NameSource<'a> {
+pub(crate) fn name_source<'a>(method: &str, params: &'a Map<String, Value>) -> NameSource<'a> {
     let (key, required) = match method {
         "tools/call" | "prompts/get" => ("name", true),
         "resources/read" => ("uri", true),

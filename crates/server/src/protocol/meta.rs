@@ -6,21 +6,21 @@ use super::{PROTOCOL_VERSION, RpcError, TASKS_EXTENSION, codes};
 
 /// What a request's `_meta` declared.
 #[derive(Debug, Clone, PartialEq)]
-pub struct RequestMeta {
+pub(crate) struct RequestMeta {
     /// The protocol version.
-    pub protocol_version: String,
+    pub(crate) protocol_version: String,
     /// The client's capabilities for this request only.
-    pub client_capabilities: Value,
+    pub(crate) client_capabilities: Value,
     /// The progress token, if progress was asked for.
-    pub progress_token: Option<Value>,
+    pub(crate) progress_token: Option<Value>,
     /// The least severe level of log notifications the client asked for
     /// (`io.modelcontextprotocol/logLevel`); none are sent without it.
-    pub log_level: Option<LogLevel>,
+    pub(crate) log_level: Option<LogLevel>,
 }
 
 /// A syslog severity, as MCP logging names them, least severe first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum LogLevel {
+pub(crate) enum LogLevel {
     /// `debug`.
     Debug,
     /// `info`.
@@ -52,12 +52,12 @@ impl LogLevel {
     ];
 
     /// The level MCP names `name`.
-    pub fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
     }
 
     /// Its MCP name.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         Self::ALL
             .iter()
             .find(|(_, l)| *l == self)
@@ -68,7 +68,7 @@ impl LogLevel {
 impl RequestMeta {
     /// Reads and validates `params._meta`: -32602 for missing or malformed required
     /// fields, -32022 for an unsupported version.
-    pub fn parse(params: &Map<String, Value>) -> Result<Self, RpcError> {
+    pub(crate) fn parse(params: &Map<String, Value>) -> Result<Self, RpcError> {
         let meta = match params.get("_meta") {
             Some(Value::Object(m)) => m,
             Some(_) => return Err(RpcError::invalid_params("params._meta must be an object")),
@@ -126,7 +126,7 @@ impl RequestMeta {
 
     /// -32022 unless the version is the one served. Checked after the version header is
     /// compared with `_meta` (a mismatch between them is -32020 whatever the versions).
-    pub fn check_version(&self) -> Result<(), RpcError> {
+    pub(crate) fn check_version(&self) -> Result<(), RpcError> {
         if self.protocol_version != PROTOCOL_VERSION {
             return Err(RpcError::new(codes::UNSUPPORTED_VERSION, "Unsupported protocol version")
                 .with_data(json!({"supported": [PROTOCOL_VERSION], "requested": self.protocol_version})));
@@ -135,13 +135,13 @@ impl RequestMeta {
     }
 
     /// Whether this request declares the tasks extension.
-    pub fn declares_tasks(&self) -> bool {
+    pub(crate) fn declares_tasks(&self) -> bool {
         declares_tasks(&self.client_capabilities)
     }
 }
 
 /// Whether `capabilities` declare the tasks extension (any object under its key).
-pub fn declares_tasks(capabilities: &Value) -> bool {
+pub(crate) fn declares_tasks(capabilities: &Value) -> bool {
     snodo_core::model::ClientCapabilities::of(capabilities).declares_extension(TASKS_EXTENSION)
 }
 

@@ -6,9 +6,9 @@ mod headers;
 mod meta;
 mod time;
 
-pub use envelope::{Incoming, Request, parse};
-pub use headers::{NameSource, decode_header_value, name_source};
-pub use meta::{LogLevel, RequestMeta, declares_tasks};
+pub(crate) use envelope::{Incoming, Request, parse};
+pub(crate) use headers::{NameSource, decode_header_value, name_source};
+pub(crate) use meta::{LogLevel, RequestMeta};
 pub use time::rfc3339;
 
 use serde::Serialize;
@@ -17,15 +17,15 @@ use serde_json::Value;
 /// The protocol version served.
 pub const PROTOCOL_VERSION: &str = "2026-07-28";
 /// The tasks extension's identifier.
-pub use snodo_core::model::TASKS_EXTENSION;
+pub(crate) use snodo_core::model::TASKS_EXTENSION;
 /// JSON-RPC and MCP error codes.
-pub use snodo_core::model::codes;
+pub(crate) use snodo_core::model::codes;
 
 /// A JSON-RPC error to send: the domain's error object, with its constructors.
-pub use snodo_core::model::JsonRpcError as RpcError;
+pub(crate) use snodo_core::model::JsonRpcError as RpcError;
 
 /// The HTTP status Streamable HTTP gives `error`.
-pub fn http_status(error: &RpcError) -> u16 {
+pub(crate) fn http_status(error: &RpcError) -> u16 {
     match error.code {
         codes::METHOD_NOT_FOUND => 404,
         codes::PARSE_ERROR
@@ -40,7 +40,7 @@ pub fn http_status(error: &RpcError) -> u16 {
 
 /// The bytes of a JSON-RPC result response: the result is serialized in place, never built
 /// into a JSON tree first.
-pub fn result_bytes<T: Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
+pub(crate) fn result_bytes<T: Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
     #[derive(Serialize)]
     struct Out<'a, T: ?Sized> {
         jsonrpc: &'static str,
@@ -55,7 +55,7 @@ pub fn result_bytes<T: Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
 }
 
 /// The bytes of a JSON-RPC error response.
-pub fn error_bytes(id: &Value, error: &RpcError) -> Vec<u8> {
+pub(crate) fn error_bytes(id: &Value, error: &RpcError) -> Vec<u8> {
     #[derive(Serialize)]
     struct Out<'a> {
         jsonrpc: &'static str,
@@ -70,7 +70,7 @@ pub fn error_bytes(id: &Value, error: &RpcError) -> Vec<u8> {
 }
 
 /// The bytes of a JSON-RPC message.
-pub fn message_bytes<T: Serialize + ?Sized>(message: &T) -> Vec<u8> {
+pub(crate) fn message_bytes<T: Serialize + ?Sized>(message: &T) -> Vec<u8> {
     serde_json::to_vec(message).unwrap_or_else(|e| {
         // Only a map with non-string keys can fail to serialize, and no message has one.
         tracing::error!(error = %e, "a response could not be serialized");
@@ -79,35 +79,35 @@ pub fn message_bytes<T: Serialize + ?Sized>(message: &T) -> Vec<u8> {
 }
 
 /// A JSON-RPC error response.
-pub fn error_response(id: &Value, error: &RpcError) -> Value {
+pub(crate) fn error_response(id: &Value, error: &RpcError) -> Value {
     message(("id", id.clone()), ("error", error.to_json()))
 }
 
 /// A result as every MCP result is: a JSON object. Results are built as objects, so marking
 /// one never meets a value it cannot mark.
-pub type ResultObject = serde_json::Map<String, Value>;
+pub(crate) type ResultObject = serde_json::Map<String, Value>;
 
 /// A 2026-07-28 result: `"resultType": "complete"` beside the result's own fields.
-pub fn complete(mut result: ResultObject) -> Value {
+pub(crate) fn complete(mut result: ResultObject) -> Value {
     result.insert("resultType".into(), Value::from("complete"));
     Value::Object(result)
 }
 
 /// A 2026-07-28 list or read result: complete, and not to be cached (`ttlMs` 0), and only by
 /// this principal (`cacheScope` private): components may answer differently per call.
-pub fn complete_uncached(mut result: ResultObject) -> Value {
+pub(crate) fn complete_uncached(mut result: ResultObject) -> Value {
     result.insert("ttlMs".into(), Value::from(0));
     result.insert("cacheScope".into(), Value::from("private"));
     complete(result)
 }
 
 /// A JSON-RPC result response.
-pub fn result_response(id: &Value, result: Value) -> Value {
+pub(crate) fn result_response(id: &Value, result: Value) -> Value {
     message(("id", id.clone()), ("result", result))
 }
 
 /// A JSON-RPC notification.
-pub fn notification(method: &str, params: Value) -> Value {
+pub(crate) fn notification(method: &str, params: Value) -> Value {
     message(("method", Value::from(method)), ("params", params))
 }
 
