@@ -38,6 +38,7 @@ pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
 pub use host::{CancelToken, LogLine};
+pub use schema::MAX_PATTERN_BYTES;
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
 };

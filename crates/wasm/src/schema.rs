@@ -2,15 +2,25 @@
 //! against the tool's `inputSchema` before anything else is decided (a bad call is -32602
 //! on the call, in every mode, before any task exists), and a structured result against
 //! its `outputSchema` (a result that breaks the tool's own promise is an invalid outcome).
+//!
+//! Patterns (`pattern`, `patternProperties`) run on the `regex` crate's engine, which matches
+//! in time linear in the input: a client's arguments are checked before any budget admits
+//! the call, so a pattern that backtracks would let one small request hold a worker for
+//! seconds. The price is that look-around and back-references are not supported: a schema
+//! that uses them is refused at load, naming the tool and the pattern.
 
 use std::collections::HashMap;
 
-use jsonschema::Validator;
+use jsonschema::{PatternOptions, Validator};
 use serde_json::{Value, json};
 
 use snodo_core::model::JsonRpcError;
 
 use super::ToolInfo;
+
+/// The largest compiled form of one pattern (the `regex` crate's size limit): a pattern
+/// whose automaton would be larger is refused at load.
+pub const MAX_PATTERN_BYTES: usize = 1 << 20;
 
 /// How many schema violations an error lists.
 const MAX_LISTED: usize = 5;
@@ -24,7 +34,9 @@ pub(crate) struct Schemas {
 fn compile(tool: &str, which: &str, schema: &Value) -> Result<Validator, String> {
     // No retriever: a `$ref` must resolve inside the schema; a schema that reaches for the
     // network or the file system is refused at load, not fetched at call time.
-    jsonschema::validator_for(schema)
+    jsonschema::options()
+        .with_pattern_options(PatternOptions::regex().size_limit(MAX_PATTERN_BYTES))
+        .build(schema)
         .map_err(|e| format!("tool {tool:?}: its {which} is not a usable JSON Schema: {e}"))
 }
 
@@ -186,6 +198,30 @@ mod tests {
             s.check_result(&obj(json!({"content": [], "isError": true})))
                 .is_ok()
         );
+    }
+
+    /// `^(a+)+$` against a long run of `a` ending in `b` is the textbook catastrophic
+    /// backtrack: a backtracking engine gives up at its limit (and that is an error, not a
+    /// mismatch); the linear engine answers that the string does not match.
+    #[test]
+    fn patterns_match_in_linear_time_and_look_around_is_refused() {
+        let schemas = compile_all(&[tool(
+            json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}),
+            None,
+        )])
+        .expect("compiles");
+        let evil = format!("{}b", "a".repeat(4_096));
+        let e = schemas["t"]
+            .check_arguments("t", &json!({"s": evil}))
+            .expect_err("no match");
+        assert!(e.message.contains("does not match"), "{}", e.message);
+        assert!(schemas["t"].check_arguments("t", &json!({"s": "aaa"})).is_ok());
+        let lookahead = tool(
+            json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(?:(?=a)a+)+$"}}}),
+            None,
+        );
+        let e = compile_all(&[lookahead]).err().expect("refused");
+        assert!(e.contains("inputSchema"), "{e}");
     }
 
     #[test]
