@@ -128,6 +128,16 @@ async fn greet(h: &Host, token: &str, name: &str) -> Value {
     call(h, token, "greet", json!({"name": name}), false).await
 }
 
+/// A `completion/complete` of a prompt argument by the tenant of `token`.
+async fn complete(h: &Host, token: &str) -> Value {
+    let params = json!({
+        "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+        "argument": {"name": "arg1", "value": "pa"},
+    });
+    let body = rpc(1, "completion/complete", params, false);
+    send(&h.app, post(token, &body, true)).await.1
+}
+
 /// The defaults with `per_tenant` synchronous calls per tenant and `total` in all.
 fn sync_limits(per_tenant: usize, total: usize) -> TenantLimits {
     TenantLimits {
@@ -198,6 +208,15 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
     assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
     let b = greet(&h, TOKEN_B, "Bea").await;
     assert!(greeted(&b), "the other tenant is served: {b}");
+    // A completion runs a guest too: inside the same budget.
+    let over = complete(&h, TOKEN_A).await;
+    assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
+    let b = complete(&h, TOKEN_B).await;
+    assert_eq!(
+        b["result"]["completion"]["values"],
+        json!(["paris", "park", "party"]),
+        "{b}"
+    );
 
     // A client that goes away takes its guest with it: dropping the request future frees
     // the slot (the transport drops it when the connection closes).
@@ -211,7 +230,7 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 
     let metrics = h.server.metrics_text();
     assert!(
-        metrics.contains("snodo_limit_refusals_total{limit=\"limits.sync_calls_per_tenant\"} 1"),
+        metrics.contains("snodo_limit_refusals_total{limit=\"limits.sync_calls_per_tenant\"} 2"),
         "{metrics}"
     );
 }

@@ -38,10 +38,10 @@ pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
 pub use host::{CancelToken, LogLine};
-pub use schema::MAX_PATTERN_BYTES;
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
 };
+pub use schema::MAX_PATTERN_BYTES;
 
 /// How a tool runs when called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

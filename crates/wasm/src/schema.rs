@@ -215,7 +215,11 @@ mod tests {
             .check_arguments("t", &json!({"s": evil}))
             .expect_err("no match");
         assert!(e.message.contains("does not match"), "{}", e.message);
-        assert!(schemas["t"].check_arguments("t", &json!({"s": "aaa"})).is_ok());
+        assert!(
+            schemas["t"]
+                .check_arguments("t", &json!({"s": "aaa"}))
+                .is_ok()
+        );
         let lookahead = tool(
             json!({"type": "object", "properties": {"s": {"type": "string", "pattern": "^(?:(?=a)a+)+$"}}}),
             None,

@@ -174,6 +174,8 @@ impl McpServer {
             }
         };
         let completion = if source.component.catalog().completions {
+            // A completion runs a guest like any request-path call: in the caller's slot.
+            let _slot = self.sync_slot(ctx.principal)?;
             let run = source.component.complete(
                 target,
                 &complete.argument,
