@@ -392,6 +392,17 @@ async fn results_status_updates_and_wall_clock_are_bounded() {
     .await;
     let v = call(&h, TOKEN_A, "big_result", json!({"mb": 4}), false).await;
     assert_eq!(v["error"]["data"]["limit"], "result_bytes", "{v}");
+    // Every guest output is capped alike: here a resource read that echoes its URI twice.
+    let uri = format!("test://template/{}/data", "7".repeat(600_000));
+    let mut read = post(
+        TOKEN_A,
+        &rpc(2, "resources/read", json!({"uri": uri}), false),
+        false,
+    );
+    read.headers_mut()
+        .insert("mcp-name", uri.parse().expect("header value"));
+    let v = send(&h.app, read).await.1;
+    assert_eq!(v["error"]["data"]["limit"], "result_bytes", "{v}");
     // Time asleep in an import counts against a synchronous call.
     let v = call(&h, TOKEN_A, "hold", json!({"ms": 600_000}), false).await;
     assert_eq!(v["error"]["data"]["limit"], "wall_clock", "{v}");

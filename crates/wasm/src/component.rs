@@ -351,6 +351,13 @@ impl Component {
         }
     }
 
+    /// `output`, unless its JSON is larger than the engine's `max_result_bytes`: every
+    /// guest output that reaches a client or the store is capped alike.
+    fn capped<T: serde::Serialize>(&self, output: T) -> Result<T, AttemptError> {
+        convert::within_size(&output, self.engine.config().max_result_bytes)?;
+        Ok(output)
+    }
+
     /// Runs one execution in a fresh instance.
     pub async fn execute(&self, exec: Execution) -> ExecutionReport {
         let work = types::Work {
@@ -405,11 +412,14 @@ impl Component {
         };
         let ran = self.run(Self::env(&exec), call).await;
         match ran.result? {
-            Returned::Prepared(Ok(args)) => serde_json::from_str(&args).map(Ok).map_err(|e| {
-                AttemptError::InvalidOutcome(format!(
-                    "prepare returned arguments that are not JSON: {e}"
-                ))
-            }),
+            Returned::Prepared(Ok(args)) => {
+                let args = self.capped(args)?;
+                serde_json::from_str(&args).map(Ok).map_err(|e| {
+                    AttemptError::InvalidOutcome(format!(
+                        "prepare returned arguments that are not JSON: {e}"
+                    ))
+                })
+            }
             Returned::Prepared(Err(e)) => convert::rpc_error(e)
                 .map(Err)
                 .map_err(AttemptError::InvalidOutcome),
@@ -458,9 +468,10 @@ impl Component {
             .run(Self::env(&exec), Call::ReadResource(request))
             .await;
         match ran.result? {
-            Returned::Contents(Ok(c)) => catalog::contents(c)
-                .map(|c| Some(Ok(c)))
-                .map_err(AttemptError::InvalidOutcome),
+            Returned::Contents(Ok(c)) => {
+                let contents = catalog::contents(c).map_err(AttemptError::InvalidOutcome)?;
+                Ok(Some(Ok(self.capped(contents)?)))
+            }
             Returned::Contents(Err(e)) => guest_error(e).map(Some),
             _ => Err(wrong_type("read-resource")),
         }
@@ -480,9 +491,10 @@ impl Component {
         };
         let ran = self.run(Self::env(&exec), call).await;
         match ran.result? {
-            Returned::Prompt(Ok(p)) => catalog::prompt_result(p)
-                .map(Ok)
-                .map_err(AttemptError::InvalidOutcome),
+            Returned::Prompt(Ok(p)) => {
+                let rendered = catalog::prompt_result(p).map_err(AttemptError::InvalidOutcome)?;
+                Ok(Ok(self.capped(rendered)?))
+            }
             Returned::Prompt(Err(e)) => guest_error(e),
             _ => Err(wrong_type("get-prompt")),
         }
@@ -512,7 +524,7 @@ impl Component {
         let mut env = describe_env();
         env.limits.deadline_ms = Some(1_000);
         match self.run(env, call).await.result? {
-            Returned::Completion(Ok(c)) => Ok(Ok(catalog::completion(c))),
+            Returned::Completion(Ok(c)) => Ok(Ok(self.capped(catalog::completion(c))?)),
             Returned::Completion(Err(e)) => guest_error(e),
             _ => Err(wrong_type("complete")),
         }

@@ -110,29 +110,44 @@ pub(crate) fn tool_result(r: types::ToolResult) -> Result<Map<String, Value>, St
 /// Refuses an outcome whose JSON is larger than `max` bytes: it would be stored and sent
 /// (and every `tasks/get` would decode it) otherwise.
 pub(crate) fn check_size(o: GuestOutcome, max: usize) -> Result<GuestOutcome, AttemptError> {
-    struct Count(usize);
+    match &o {
+        GuestOutcome::Completed(v) => within_size(v, max)?,
+        GuestOutcome::Failed(e) | GuestOutcome::Retry { error: e, .. } => within_size(e, max)?,
+    }
+    Ok(o)
+}
+
+/// Refuses a guest's output whose JSON would be larger than `max` bytes (the engine's
+/// `max_result_bytes`), counted without building it.
+pub(crate) fn within_size<T: serde::Serialize + ?Sized>(
+    value: &T,
+    max: usize,
+) -> Result<(), AttemptError> {
+    /// Counts what is written, and refuses to go past the limit (so a huge output stops
+    /// being walked once it is known to be too big).
+    struct Count {
+        written: usize,
+        max: usize,
+    }
     impl std::io::Write for Count {
         fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0 += b.len();
+            self.written += b.len();
+            if self.written > self.max {
+                return Err(std::io::ErrorKind::FileTooLarge.into());
+            }
             Ok(b.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
     }
-    let mut n = Count(0);
-    let written = match &o {
-        GuestOutcome::Completed(v) => serde_json::to_writer(&mut n, v),
-        GuestOutcome::Failed(e) | GuestOutcome::Retry { error: e, .. } => {
-            serde_json::to_writer(&mut n, e)
-        }
-    };
-    if written.is_err() || n.0 > max {
-        return Err(AttemptError::Limit(super::Limit::ResultSize {
+    let mut n = Count { written: 0, max };
+    match serde_json::to_writer(&mut n, value) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(AttemptError::Limit(super::Limit::ResultSize {
             bytes: max as u64,
-        }));
+        })),
     }
-    Ok(o)
 }
 
 pub(crate) fn outcome(o: types::Outcome) -> Result<GuestOutcome, String> {
