@@ -393,13 +393,29 @@ async fn metrics_can_require_a_token() {
     let lower = format!("bearer {token}");
     let (s, _) = get(&app, "/metrics", &[host, ("authorization", &lower)]).await;
     assert_eq!(s, StatusCode::OK);
-    // Without the setting, metrics stay open (loopback deployments).
+    // Without the setting, metrics stay open where nothing else needs a token (a loopback
+    // deployment)...
     let open = router(
         server_over(Arc::new(MemoryStore::new())),
         HttpConfig::default(),
     );
     let (s, _) = get(&open, "/metrics", &[host]).await;
     assert_eq!(s, StatusCode::OK);
+    // ...and are closed where tenants hold tokens: the counters span every tenant.
+    let tenants = router(
+        server_over(Arc::new(MemoryStore::new())),
+        HttpConfig {
+            tokens: vec![(
+                "tenant-token-0123456789".into(),
+                snodo::model::Principal::new("a", "x"),
+            )],
+            ..HttpConfig::default()
+        },
+    );
+    let tenant = ("authorization", "Bearer tenant-token-0123456789");
+    let (s, body) = get(&tenants, "/metrics", &[host, tenant]).await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(body.contains("metrics.token"), "{body}");
 }
 
 #[tokio::test]

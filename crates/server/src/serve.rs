@@ -247,8 +247,8 @@ pub async fn serve(
     if opts.tokens.is_empty() {
         tracing::warn!(%addr, "no authentication configured: serving loopback only");
     }
-    if opts.metrics_token.is_none() && !addr.ip().is_loopback() {
-        tracing::warn!(%addr, "GET /metrics needs no token on this address: set [metrics] token_env");
+    if opts.metrics_token.is_none() && !opts.tokens.is_empty() {
+        tracing::warn!(%addr, "GET /metrics is closed until [metrics] token_env is set");
     }
     tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
     ready(addr);

@@ -289,14 +289,26 @@ async fn delete_session(State(state): State<AppState>, mut request: Request) -> 
     }
 }
 
+/// The metrics, behind `metrics.token` when one is set. While bearer tokens guard `/mcp`
+/// and no metrics token is set, `/metrics` is closed: its counters span every tenant, so
+/// serving them to anyone would let one tenant watch the others.
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    if let Some(expected) = &state.metrics_token {
-        let presented = bearer_token(&headers).map(digest);
-        if !presented.is_some_and(|p| digests_equal(&p, expected)) {
+    match &state.metrics_token {
+        Some(expected) => {
+            let presented = bearer_token(&headers).map(digest);
+            if !presented.is_some_and(|p| digests_equal(&p, expected)) {
+                return unauthorized(&Unauthenticated::bearer(
+                    "a valid bearer token is required (metrics.token)",
+                ));
+            }
+        }
+        None if !state.config.tokens.is_empty() => {
             return unauthorized(&Unauthenticated::bearer(
-                "a valid bearer token is required (metrics.token)",
+                "/metrics is closed while bearer tokens are configured and metrics.token is \
+                 not: set metrics.token (or metrics.token_env)",
             ));
         }
+        None => {}
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
