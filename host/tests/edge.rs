@@ -369,7 +369,35 @@ async fn every_route_checks_the_host() {
         );
         let (s, _) = get(&app, path, &[("host", "localhost:3001")]).await;
         assert_ne!(s, StatusCode::FORBIDDEN, "{path} from the allowed host");
+        // Parsed as authorities: what follows an allowed name must be a port, nothing else.
+        for (host, origin) in [
+            ("127.0.0.1:3401:evil.com", None),
+            ("localhost:3001", Some("http://127.0.0.1:80.evil.com")),
+            ("localhost:3001", Some("http://localhost:3001/path")),
+            ("localhost:3001", Some("null")),
+            ("[::1]x", None),
+            ("localhost:", None),
+        ] {
+            let mut headers = vec![("host", host)];
+            headers.extend(origin.map(|o| ("origin", o)));
+            let (s, body) = get(&app, path, &headers).await;
+            assert_eq!(s, StatusCode::FORBIDDEN, "{path} {host} {origin:?}: {body}");
+        }
+        let (s, _) = get(
+            &app,
+            path,
+            &[("host", "[::1]:3001"), ("origin", "http://localhost:3001/")],
+        )
+        .await;
+        assert_ne!(
+            s,
+            StatusCode::FORBIDDEN,
+            "{path}: IPv6 literal, origin with a slash"
+        );
     }
+    // A request without a Host header (HTTP/1.0) names no host: refused.
+    let (s, body) = get(&app, "/healthz", &[]).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
     let (s, body) = get(&app, "/healthz", &[("host", "127.0.0.1:3001")]).await;
     assert_eq!((s, body.as_str()), (StatusCode::OK, "ok"));
 }

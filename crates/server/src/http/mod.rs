@@ -347,29 +347,46 @@ async fn ready(State(state): State<AppState>) -> Response {
     }
 }
 
-fn host_of(value: &str) -> &str {
-    // "[::1]:3001" -> "[::1]", "localhost:3001" -> "localhost"
-    if value.starts_with('[') {
-        return value.split_inclusive(']').next().unwrap_or(value);
-    }
-    value.split(':').next().unwrap_or(value)
+/// The host of an authority `host[:port]` (a `Host` header, or what follows an Origin's
+/// scheme), or `None` when it is not one: a bracketed IPv6 literal or a name without a
+/// colon, then nothing or `:` and a port of digits. `127.0.0.1:80.evil.com` and
+/// `127.0.0.1:3401:evil.com` are not authorities, so a lax split cannot turn them into an
+/// allowed host.
+fn authority_host(value: &str) -> Option<&str> {
+    let (host, rest) = if value.starts_with('[') {
+        let end = value.find(']')? + 1;
+        value.split_at(end)
+    } else {
+        value.split_at(value.find(':').unwrap_or(value.len()))
+    };
+    let port_ok = match rest.strip_prefix(':') {
+        None => rest.is_empty(),
+        Some(port) => !port.is_empty() && port.len() <= 5 && port.parse::<u16>().is_ok(),
+    };
+    (!host.is_empty() && port_ok).then_some(host)
 }
 
+/// The DNS-rebinding check: the `Host` a request names (required) and its `Origin` (when
+/// sent) must be hosts this server serves.
 fn allowed_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static str> {
     if allowed.is_empty() {
         return Ok(());
     }
     let ok = |h: &str| allowed.iter().any(|a| a.eq_ignore_ascii_case(h));
-    if let Some(host) = headers.get(header::HOST) {
-        let host = host.to_str().map_err(|_| "unreadable Host header")?;
-        if !ok(host_of(host)) {
-            return Err("the Host header names a host this server does not serve");
-        }
+    let host = headers
+        .get(header::HOST)
+        .ok_or("a Host header is required")?
+        .to_str()
+        .map_err(|_| "unreadable Host header")?;
+    if !authority_host(host).is_some_and(ok) {
+        return Err("the Host header names a host this server does not serve");
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().map_err(|_| "unreadable Origin header")?;
-        let after_scheme = origin.split_once("://").map_or(origin, |(_, rest)| rest);
-        if !ok(host_of(after_scheme)) {
+        let authority = origin
+            .split_once("://")
+            .map(|(_, rest)| rest.strip_suffix('/').unwrap_or(rest));
+        if !authority.and_then(authority_host).is_some_and(ok) {
             return Err("the Origin is not allowed");
         }
     }

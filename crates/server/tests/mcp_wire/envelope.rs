@@ -10,6 +10,7 @@ use super::*;
 /// A POST of the bytes `body` as they are, declaring JSON and `tools/list`.
 fn raw_list(body: impl Into<Body>) -> Request<Body> {
     Request::post("/mcp")
+        .header("host", "localhost")
         .header("content-type", "application/json")
         .header("mcp-method", "tools/list")
         .body(body.into())
@@ -49,6 +50,7 @@ async fn malformed_envelopes() {
     }
     // Non-UTF-8 body.
     let req = Request::post("/mcp")
+        .header("host", "localhost")
         .header("content-type", "application/json")
         .body(Body::from(vec![0xff, 0xfe, 0x00]))
         .expect("request");
@@ -64,12 +66,14 @@ async fn malformed_envelopes() {
     assert_eq!(code(&v), -32600);
     // Wrong content type.
     let req = Request::post("/mcp")
+        .header("host", "localhost")
         .header("content-type", "text/plain")
         .body(Body::from("{}"))
         .expect("request");
     assert_eq!(send(&app, req).await.0, StatusCode::UNSUPPORTED_MEDIA_TYPE);
     // No content type: refused the same way (every real client sends it).
     let req = Request::post("/mcp")
+        .header("host", "localhost")
         .header("mcp-method", "tools/list")
         .body(Body::from(
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
@@ -81,7 +85,10 @@ async fn malformed_envelopes() {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}});
     assert_eq!(send(&app, request_of(&note)).await.0, StatusCode::ACCEPTED);
     // There is no GET stream; DELETE ends only a 2025-11-25 session, named by its id.
-    let get = Request::get("/mcp").body(Body::empty()).expect("request");
+    let get = Request::get("/mcp")
+        .header("host", "localhost")
+        .body(Body::empty())
+        .expect("request");
     let resp = app.clone().oneshot(get).await.expect("response");
     assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(
@@ -89,6 +96,7 @@ async fn malformed_envelopes() {
         Some("POST, DELETE")
     );
     let delete = Request::delete("/mcp")
+        .header("host", "localhost")
         .body(Body::empty())
         .expect("request");
     assert_eq!(send(&app, delete).await.0, StatusCode::BAD_REQUEST);
@@ -142,6 +150,7 @@ async fn routing_headers_and_meta() {
     );
     // Missing Mcp-Method.
     let req = Request::post("/mcp")
+        .header("host", "localhost")
         .header("content-type", "application/json")
         .header("mcp-name", "greet")
         .body(Body::from(body.to_string()))
@@ -157,6 +166,7 @@ async fn routing_headers_and_meta() {
     // Mcp-Name mismatch, missing, base64 form, unreadable bytes.
     let with_name = |name: &[u8]| {
         Request::post("/mcp")
+            .header("host", "localhost")
             .header("content-type", "application/json")
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", "tools/call")
@@ -175,6 +185,7 @@ async fn routing_headers_and_meta() {
     );
     assert_eq!(code(&send(&app, with_name(b"gr\xffeet")).await.1), -32020);
     let req = Request::post("/mcp")
+        .header("host", "localhost")
         .header("content-type", "application/json")
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")

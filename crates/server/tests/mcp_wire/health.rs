@@ -14,6 +14,7 @@ async fn metrics_and_health() {
     assert_eq!(v["result"]["resultType"], "task");
     let (_, _) = ask(&app, 2, "tools/call", json!({"name": "greet"}), caps(false)).await;
     let req = Request::get("/metrics")
+        .header("host", "localhost")
         .body(Body::empty())
         .expect("request");
     let (s, body, ctype) = send(&app, req).await;
@@ -24,7 +25,10 @@ async fn metrics_and_health() {
     assert!(text.contains("snodo_sync_calls_total 1"), "{text}");
     assert!(text.contains("# TYPE snodo_store_operation_seconds histogram"));
     for path in ["/healthz", "/readyz"] {
-        let req = Request::get(path).body(Body::empty()).expect("request");
+        let req = Request::get(path)
+            .header("host", "localhost")
+            .body(Body::empty())
+            .expect("request");
         assert_eq!(send(&app, req).await.0, StatusCode::OK, "{path}");
     }
 }
