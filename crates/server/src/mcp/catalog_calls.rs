@@ -66,7 +66,7 @@ impl McpServer {
         &self,
         ctx: &Ctx<'_>,
         answers: Answers,
-        (subject, source): (&str, &CatalogSource),
+        (subject, arguments, source): (&str, &Value, &CatalogSource),
         call: F,
         finish: impl FnOnce(T) -> Value,
     ) -> Handled
@@ -75,7 +75,8 @@ impl McpServer {
         Fut: Future<Output = Result<Option<Result<T, RpcError>>, AttemptError>>,
     {
         let key = self.server_key().await?;
-        let responses = given_answers(answers, &key, subject, ctx.principal)?;
+        let sealed_for = mrtr::sealed_for(subject, arguments);
+        let responses = given_answers(answers, &key, &sealed_for, ctx.principal)?;
         let _slot = self.sync_slot(ctx.principal)?;
         let io: Arc<dyn ExecutionIo> = Arc::new(self.sync_io(ctx, responses.clone()));
         let mut exec = Execution::new(subject, Value::Null, io);
@@ -88,7 +89,7 @@ impl McpServer {
             Err(AttemptError::NeedInput(q)) => Ok(mrtr::input_required(
                 q,
                 &key,
-                subject,
+                &sealed_for,
                 ctx.principal,
                 &responses,
             )),
@@ -120,15 +121,21 @@ impl McpServer {
         let component = source.component.clone();
         let read_it = |exec| async move { component.read_resource(exec, uri).await };
         let finish = |contents| ctx.dialect.complete_uncached(object("contents", contents));
-        self.catalog_call(ctx, read.answers, (&subject, source), read_it, finish)
-            .await
-            .map_err(|e| {
-                if e.code == protocol::codes::INVALID_PARAMS && e.data.is_none() {
-                    e.with_data(json!({"uri": uri}))
-                } else {
-                    e
-                }
-            })
+        self.catalog_call(
+            ctx,
+            read.answers,
+            (&subject, &Value::Null, source),
+            read_it,
+            finish,
+        )
+        .await
+        .map_err(|e| {
+            if e.code == protocol::codes::INVALID_PARAMS && e.data.is_none() {
+                e.with_data(json!({"uri": uri}))
+            } else {
+                e
+            }
+        })
     }
 
     pub(super) async fn prompts_get(&self, get: PromptsGet, ctx: &Ctx<'_>) -> Handled {
@@ -149,12 +156,18 @@ impl McpServer {
         }
         let subject = format!("prompt:{name}");
         let component = source.component.clone();
-        let arguments = Value::Object(get.arguments);
+        let arguments = &Value::Object(get.arguments);
         let render =
-            |exec| async move { component.get_prompt(exec, name, &arguments).await.map(Some) };
+            |exec| async move { component.get_prompt(exec, name, arguments).await.map(Some) };
         let finish = |result| ctx.dialect.complete(result);
-        self.catalog_call(ctx, get.answers, (&subject, source), render, finish)
-            .await
+        self.catalog_call(
+            ctx,
+            get.answers,
+            (&subject, arguments, source),
+            render,
+            finish,
+        )
+        .await
     }
 
     pub(super) async fn complete(&self, complete: Complete, ctx: &Ctx<'_>) -> Handled {

@@ -11,6 +11,19 @@ use snodo_wasm::InputRequests;
 use super::request::Answers;
 use super::state;
 
+/// What a `requestState` is sealed for: `subject` (a tool name, `prompt:<name>` or
+/// `resource:<uri>`) and a digest of the arguments the round was called with. A state
+/// opens only for the same subject and the same arguments, so it cannot carry answers
+/// given to one call into a call with other arguments.
+pub(super) fn sealed_for(subject: &str, arguments: &Value) -> String {
+    use base64::Engine;
+    use sha2::Digest;
+    // Arguments are a `serde_json::Map` (sorted keys): equal arguments serialize alike.
+    let digest = sha2::Sha256::digest(arguments.to_string().as_bytes());
+    let digest = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
+    format!("{subject}\n{digest}")
+}
+
 /// The answers a request carries for a guest that asks (MRTR): its `inputResponses`, plus
 /// the earlier rounds' sealed in its `requestState` for `subject` (what the state was
 /// issued for: a tool name, `prompt:<name>` or `resource:<uri>`).

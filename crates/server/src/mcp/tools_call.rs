@@ -27,6 +27,8 @@ struct Calling<'a> {
     arguments: Value,
     answers: Map<String, Value>,
     key: [u8; 32],
+    /// What this call's `requestState` is sealed for ([`mrtr::sealed_for`]).
+    sealed_for: String,
     /// One slot covers every guest execution of the request (mode rule, prepare, the call
     /// itself): taken at the first and held until the reply is complete.
     slot: Option<Slot>,
@@ -52,7 +54,8 @@ impl McpServer {
         tool.component
             .check_arguments(&tool.info.name, &arguments)?;
         let key = self.server_key().await?;
-        let answers = given_answers(call.answers, &key, &tool.info.name, ctx.principal)?;
+        let sealed_for = mrtr::sealed_for(&tool.info.name, &arguments);
+        let answers = given_answers(call.answers, &key, &sealed_for, ctx.principal)?;
         // Capabilities the tool needs are checked before it runs.
         if let Some(required) = &tool.info.required_capabilities
             && !ClientCapabilities::of(&ctx.meta.client_capabilities).covers(required)
@@ -64,6 +67,7 @@ impl McpServer {
             arguments,
             answers,
             key,
+            sealed_for,
             slot: None,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
@@ -132,7 +136,7 @@ impl McpServer {
             Err(AttemptError::NeedInput(q)) => Ok(Some(mrtr::input_required(
                 q,
                 &calling.key,
-                &tool.info.name,
+                &calling.sealed_for,
                 ctx.principal,
                 &calling.answers,
             ))),
@@ -202,6 +206,7 @@ impl McpServer {
             arguments,
             answers,
             key,
+            sealed_for,
             slot,
         } = calling;
         let slot = match slot {
@@ -230,27 +235,27 @@ impl McpServer {
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         let component = tool.component.clone();
-        let tool_name = tool.info.name.clone();
         let principal = ctx.principal.clone();
         let dialect = ctx.dialect;
-        let to_message =
-            move |id: &Value, outcome: Result<GuestOutcome, AttemptError>| -> (u16, Value) {
-                let error = match outcome {
-                    Ok(GuestOutcome::Completed(r)) => {
-                        return (200, protocol::result_response(id, dialect.complete(r)));
-                    }
-                    Err(AttemptError::NeedInput(q)) => {
-                        let asked = mrtr::input_required(q, &key, &tool_name, &principal, &answers);
-                        return (200, protocol::result_response(id, asked));
-                    }
-                    Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => e,
-                    Err(e) => e.to_rpc_error(),
-                };
-                (
-                    dialect.error_status(&error),
-                    protocol::error_response(id, &error),
-                )
+        let to_message = move |id: &Value,
+                               outcome: Result<GuestOutcome, AttemptError>|
+              -> (u16, Value) {
+            let error = match outcome {
+                Ok(GuestOutcome::Completed(r)) => {
+                    return (200, protocol::result_response(id, dialect.complete(r)));
+                }
+                Err(AttemptError::NeedInput(q)) => {
+                    let asked = mrtr::input_required(q, &key, &sealed_for, &principal, &answers);
+                    return (200, protocol::result_response(id, asked));
+                }
+                Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => e,
+                Err(e) => e.to_rpc_error(),
             };
+            (
+                dialect.error_status(&error),
+                protocol::error_response(id, &error),
+            )
+        };
         let wall = Duration::from_millis(self.config.limits.sync_timeout_ms);
         let run = async move {
             match tokio::time::timeout(wall, component.execute(exec)).await {

@@ -96,6 +96,16 @@ async fn prompts_render_with_arguments_and_ask_for_input() {
         v["result"]["messages"][0]["content"]["text"],
         "Prompt with context: wire"
     );
+    // Nor for the same prompt called with other arguments.
+    let mut replayed = get(
+        7,
+        "test_input_required_result_prompt",
+        json!({"extra": "x"}),
+    );
+    replayed["params"]["inputResponses"] =
+        json!({"user_context": {"action": "accept", "content": {"context": "wire"}}});
+    replayed["params"]["requestState"] = json!(state);
+    assert_eq!(code(&call(&app, replayed).await.1), -32602);
     // A state issued for one prompt does not open for another.
     let mut other = get(6, "test_simple_prompt", json!({}));
     other["params"]["requestState"] = json!(state);
