@@ -547,7 +547,7 @@ async fn a_trap_reply_carries_no_host_detail_and_guest_logs_are_marked() {
         &[
             ("RUST_BACKTRACE", "1"),
             ("RUST_LIB_BACKTRACE", "1"),
-            ("RUST_LOG", "info,snodo::guest=debug"),
+            ("RUST_LOG", "info,snodo::guest=debug,snodo_wasm::exec=debug"),
         ],
     );
     let (status, reply) = post_mcp(server.addr, &tool_call("trap", json!({}), false)).await;
@@ -559,10 +559,20 @@ async fn a_trap_reply_carries_no_host_detail_and_guest_logs_are_marked() {
         let head: String = text.chars().take(600).collect();
         assert!(!text.contains(leak), "the reply leaks {leak:?}: {head}");
     }
-    // The operator's log keeps the detail.
-    let logged = await_log(&server, "the trap's detail", |v| {
+    // The operator's warning is one line with the reason; the backtrace is kept at debug.
+    let warned = await_log(&server, "the trap's warning", |v| {
         v["fields"]["message"] == "the guest trapped"
     });
+    let reason = warned["fields"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("unreachable") && !reason.contains('\n'),
+        "{warned}"
+    );
+    assert_eq!(warned["level"], "WARN", "{warned}");
+    let logged = await_log(&server, "the trap's detail", |v| {
+        v["fields"]["message"] == "the guest trapped: its backtrace"
+    });
+    assert_eq!(logged["level"], "DEBUG", "{logged}");
     assert!(
         logged["fields"]["error"]
             .as_str()
@@ -874,4 +884,39 @@ async fn read_response(conn: &mut tokio::net::TcpStream) -> Option<(u16, String)
         }
         buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// Text logs written to a pipe or a file carry no terminal colour codes.
+#[test]
+fn text_logs_off_a_terminal_carry_no_escape_codes() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_snodo"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "memory"])
+        .args(["--component", snodo_test_guests::FIXTURES])
+        .env_remove("MCP_PORT")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn snodo serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut seen = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("a log line");
+        let serving = line.contains("serving MCP at http://");
+        seen.push(line);
+        if serving {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        seen.last().is_some_and(|l| l.contains("serving MCP at")),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().all(|l| !l.contains('\u{1b}')),
+        "escape codes in {seen:?}"
+    );
 }

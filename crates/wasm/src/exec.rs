@@ -226,10 +226,13 @@ fn classify(err: &wasmtime::Error, stop: Option<&HostStop>, fuel: u64) -> Attemp
     if err.downcast_ref::<wasmtime::Trap>() == Some(&wasmtime::Trap::OutOfFuel) {
         return AttemptError::Limit(Limit::Fuel { units: fuel });
     }
-    // The full error carries wasmtime's wasm backtrace and, with RUST_BACKTRACE set, host
-    // frames and source paths: the operator's log gets it, the reply a short reason.
-    tracing::warn!(error = ?err, "the guest trapped");
-    AttemptError::Trap(client_reason(err))
+    // The full error carries wasmtime's wasm backtrace (many lines of guest symbols) and,
+    // with RUST_BACKTRACE set, host frames and source paths: it goes to the debug log; the
+    // warning and the reply carry the short reason.
+    let reason = client_reason(err);
+    tracing::warn!(%reason, "the guest trapped");
+    tracing::debug!(error = ?err, "the guest trapped: its backtrace");
+    AttemptError::Trap(reason)
 }
 
 /// The reason a client is told: a trap's code when there is one, else the first line of the

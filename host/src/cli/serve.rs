@@ -69,7 +69,12 @@ fn init_logging(json: bool) {
             .with_env_filter(filter)
             .init();
     } else {
-        tracing_subscriber::fmt().with_env_filter(filter).init();
+        // Colour only on a terminal: escape codes in a log file or a collector are noise.
+        let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        tracing_subscriber::fmt()
+            .with_ansi(terminal)
+            .with_env_filter(filter)
+            .init();
     }
 }
 
