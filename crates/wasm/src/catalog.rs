@@ -144,7 +144,7 @@ impl UriTemplate {
                         }
                         _ => segment_end,
                     };
-                    if end == 0 {
+                    if end == 0 || !safe_segment(&rest[..end]) {
                         return None;
                     }
                     out.push((name.clone(), rest[..end].to_owned()));
@@ -159,6 +159,38 @@ impl UriTemplate {
     pub fn matches(&self, uri: &str) -> bool {
         self.capture(uri).is_some()
     }
+}
+
+/// Whether a variable's value, percent-decoded, is one harmless path segment: well-formed
+/// escapes, UTF-8, not `.` or `..`, no `/` or `\\`, no control characters. A guest that
+/// joins the value to a path (or decodes it first) must not be walked out of its
+/// directory by `%2e%2e` or `%2F`; the value itself reaches the guest as it was sent.
+fn safe_segment(raw: &str) -> bool {
+    let bytes = raw.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes
+                .get(i + 1..i + 3)
+                .and_then(|h| std::str::from_utf8(h).ok());
+            match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                Some(b) => decoded.push(b),
+                None => return false,
+            }
+            i += 3;
+        } else {
+            decoded.push(bytes[i]);
+            i += 1;
+        }
+    }
+    let Ok(text) = String::from_utf8(decoded) else {
+        return false;
+    };
+    text != "."
+        && text != ".."
+        && !text.contains(['/', '\\'])
+        && !text.chars().any(char::is_control)
 }
 
 /// A resource's or a template's listing: its address under `at.0`, its names and its MIME
@@ -346,6 +378,17 @@ mod tests {
                 ("table".into(), "users".into()),
                 ("row".into(), "7".into())
             ])
+        );
+        // Decoded before the one-segment rule: no way out of a directory, no control bytes.
+        for walk in [
+            "%2e%2e", "..", ".", "%2E", "a%2Fb", "a%5cb", "%0a", "%ff", "%zz", "%4",
+        ] {
+            let uri = format!("test://template/{walk}/data");
+            assert!(!t.matches(&uri), "{uri}");
+        }
+        assert!(
+            t.matches("test://template/a%20b.txt/data"),
+            "ordinary escapes pass"
         );
         for bad in ["x://{", "x://{a b}", "x://{}", "x://}", "x://{a}{b}"] {
             assert!(UriTemplate::parse(bad).is_err(), "{bad}");
