@@ -162,7 +162,7 @@ impl UriTemplate {
 }
 
 /// Whether a variable's value, percent-decoded, is one harmless path segment: well-formed
-/// escapes, UTF-8, not `.` or `..`, no `/` or `\\`, no control characters. A guest that
+/// escapes, UTF-8, not `.` or `..`, no slash or backslash, no control characters. A guest that
 /// joins the value to a path (or decodes it first) must not be walked out of its
 /// directory by `%2e%2e` or `%2F`; the value itself reaches the guest as it was sent.
 fn safe_segment(raw: &str) -> bool {
