@@ -13,6 +13,7 @@ use snodo_wasm::{AttemptError, ComponentCatalog, Execution, ExecutionIo};
 
 use super::mrtr::{self, given_answers};
 use super::request::{Answers, Complete, Completing, PromptsGet, ResourcesRead};
+use super::session::Party;
 use super::{Ctx, Handled, McpServer, SyncIo};
 
 /// A result with one field.
@@ -102,7 +103,13 @@ impl McpServer {
     pub(super) fn sync_io(&self, ctx: &Ctx<'_>, answers: serde_json::Map<String, Value>) -> SyncIo {
         let io = SyncIo::new(answers, ctx.meta.client_capabilities.clone());
         match &ctx.asks {
-            Some(outstanding) => io.asking(outstanding.clone(), ctx.principal.clone()),
+            Some((outstanding, session)) => {
+                let party = Party {
+                    principal: ctx.principal.clone(),
+                    session: session.clone(),
+                };
+                io.asking(outstanding.clone(), party)
+            }
             None => io,
         }
     }

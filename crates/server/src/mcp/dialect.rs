@@ -28,9 +28,10 @@ pub(crate) struct Ctx<'a> {
     /// How its replies are shaped.
     pub(crate) dialect: &'static dyn Dialect,
     /// Where a guest's questions on the request path go as server requests on the call's
-    /// event stream, answered by the client's posted responses (2025-11-25). `None`: they
-    /// are answered by an MRTR `input_required` result (2026-07-28).
-    pub(crate) asks: Option<Arc<Outstanding>>,
+    /// event stream, answered by the client's posted responses (2025-11-25), and the
+    /// session whose responses may answer them. `None`: they are answered by an MRTR
+    /// `input_required` result (2026-07-28).
+    pub(crate) asks: Option<(Arc<Outstanding>, Option<String>)>,
 }
 
 /// How a protocol revision shapes what handlers produce.

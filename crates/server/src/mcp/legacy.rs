@@ -170,7 +170,7 @@ impl McpServer {
             meta,
             accepts_sse: headers.accepts_sse,
             dialect: &HANDSHAKE,
-            asks: Some(self.outstanding.clone()),
+            asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
         };
         self.serve(call, &ctx).await
     }

@@ -354,7 +354,11 @@ impl McpServer {
             Ok(Incoming::Response { id, outcome }) => {
                 // An answer nothing waits on (late, or another node's) is dropped: the
                 // call that asked has ended or lives elsewhere.
-                self.outstanding.answer(principal, &id, outcome);
+                let party = session::Party {
+                    principal: principal.clone(),
+                    session: headers.session.clone().and_then(Result::ok),
+                };
+                self.outstanding.answer(&party, &id, outcome);
                 return Reply::Accepted;
             }
             Err((id, e)) => return Reply::error(&id, &e),

@@ -159,15 +159,26 @@ impl SessionMemory {
 
 type Answer = Result<Value, Value>;
 
+/// Who may answer a server request: the principal it was asked of, in the session (its
+/// `Mcp-Session-Id`, when the client keeps one) whose call asked it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Party {
+    /// The caller.
+    pub(crate) principal: Principal,
+    /// The call's session id.
+    pub(crate) session: Option<String>,
+}
+
 /// Server requests a 2025-11-25 call sent on its stream and is waiting on. Ids are random
-/// and tied to the principal, so no other client can answer them; an entry lives only as
-/// long as the call that waits on it (each holds a synchronous-call slot, which bounds them).
+/// and tied to the principal and the session, so no other client, nor another session of
+/// the same one, can answer them; an entry lives only as long as the call that waits on it
+/// (each holds a synchronous-call slot, which bounds them).
 #[derive(Default)]
-pub(crate) struct Outstanding(Mutex<HashMap<String, (Principal, oneshot::Sender<Answer>)>>);
+pub(crate) struct Outstanding(Mutex<HashMap<String, (Party, oneshot::Sender<Answer>)>>);
 
 impl Outstanding {
-    /// A fresh request id for `principal`, and where its answer will arrive.
-    pub(crate) fn open(&self, principal: &Principal) -> (String, oneshot::Receiver<Answer>) {
+    /// A fresh request id for `party`, and where its answer will arrive.
+    pub(crate) fn open(&self, party: &Party) -> (String, oneshot::Receiver<Answer>) {
         let mut raw = [0u8; 16];
         snodo_core::store::fill_random(&mut raw);
         let id = format!(
@@ -175,7 +186,7 @@ impl Outstanding {
             raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
         );
         let (tx, rx) = oneshot::channel();
-        self.0.lock().insert(id.clone(), (principal.clone(), tx));
+        self.0.lock().insert(id.clone(), (party.clone(), tx));
         (id, rx)
     }
 
@@ -190,14 +201,14 @@ impl Outstanding {
         self.0.lock().remove(id);
     }
 
-    /// Delivers a client's response; false if nothing of `principal`'s waits on `id`.
-    pub(crate) fn answer(&self, principal: &Principal, id: &Value, outcome: Answer) -> bool {
+    /// Delivers a client's response; false if nothing of `party`'s waits on `id`.
+    pub(crate) fn answer(&self, party: &Party, id: &Value, outcome: Answer) -> bool {
         let Some(id) = id.as_str() else {
             return false;
         };
         let mut m = self.0.lock();
         match m.get(id) {
-            Some((p, _)) if p == principal => {}
+            Some((p, _)) if p == party => {}
             _ => return false,
         }
         m.remove(id).is_some_and(|(_, tx)| tx.send(outcome).is_ok())
@@ -262,10 +273,18 @@ mod tests {
     #[test]
     fn answers_reach_only_their_principal_and_once() {
         let out = Outstanding::default();
-        let ada = Principal::new("acme", "ada");
+        let party = |subject: &str, session: &str| Party {
+            principal: Principal::new("acme", subject),
+            session: Some(session.into()),
+        };
+        let ada = party("ada", "s1");
         let (id, mut rx) = out.open(&ada);
         let id_v = json!(id);
-        assert!(!out.answer(&Principal::new("acme", "bob"), &id_v, Ok(json!(1))));
+        assert!(!out.answer(&party("bob", "s1"), &id_v, Ok(json!(1))));
+        assert!(
+            !out.answer(&party("ada", "s2"), &id_v, Ok(json!(1))),
+            "another session"
+        );
         assert!(rx.try_recv().is_err());
         assert!(out.answer(&ada, &id_v, Ok(json!({"action": "accept"}))));
         assert_eq!(rx.try_recv().unwrap(), Ok(json!({"action": "accept"})));

@@ -10,13 +10,12 @@ use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use crate::protocol::{self, LogLevel};
-use snodo_core::model::Principal;
 use snodo_wasm::{
     CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
     check_capabilities,
 };
 
-use super::session::Outstanding;
+use super::session::{Outstanding, Party};
 
 /// Where a synchronous call's questions are answered.
 enum Answers {
@@ -26,7 +25,7 @@ enum Answers {
     /// posted responses.
     Ask {
         outstanding: Arc<Outstanding>,
-        principal: Principal,
+        party: Party,
     },
 }
 
@@ -59,11 +58,8 @@ impl SyncIo {
     }
 
     /// Questions go to the client on the event stream and wait for its posted answers.
-    pub(crate) fn asking(mut self, outstanding: Arc<Outstanding>, principal: Principal) -> Self {
-        self.answers = Answers::Ask {
-            outstanding,
-            principal,
-        };
+    pub(crate) fn asking(mut self, outstanding: Arc<Outstanding>, party: Party) -> Self {
+        self.answers = Answers::Ask { outstanding, party };
         self
     }
 
@@ -76,7 +72,7 @@ impl SyncIo {
     async fn ask(
         &self,
         outstanding: &Outstanding,
-        principal: &Principal,
+        party: &Party,
         requests: InputRequests,
         cancel: &CancelToken,
     ) -> Result<Vec<Value>, InputFailure> {
@@ -89,7 +85,7 @@ impl SyncIo {
         };
         let mut answers = Vec::with_capacity(requests.len());
         for (key, request) in requests {
-            let (id, answer) = outstanding.open(principal);
+            let (id, answer) = outstanding.open(party);
             // However this wait ends (answered, cancelled, or dropped with the call when
             // the client goes away), the entry goes with it.
             let _waiting = Waiting {
@@ -130,10 +126,9 @@ impl ExecutionIo for SyncIo {
         check_capabilities(&self.capabilities, &requests)?;
         let responses = match &self.answers {
             Answers::Given(r) => r,
-            Answers::Ask {
-                outstanding,
-                principal,
-            } => return self.ask(outstanding, principal, requests, cancel).await,
+            Answers::Ask { outstanding, party } => {
+                return self.ask(outstanding, party, requests, cancel).await;
+            }
         };
         let missing: InputRequests = requests
             .iter()
@@ -214,14 +209,23 @@ fn progress_notification(token: &Value, p: Progress) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use snodo_core::model::Principal;
 
     /// An IO that asks its questions on a stream, the stream's far end, the table of
     /// questions waiting for the client's answer, and the call's cancellation token.
+    /// The party the test's questions are asked of.
+    fn ada() -> Party {
+        Party {
+            principal: Principal::new("acme", "ada"),
+            session: Some("s".into()),
+        }
+    }
+
     fn asking() -> (SyncIo, mpsc::Receiver<Value>, Arc<Outstanding>, CancelToken) {
         let outstanding = Arc::new(Outstanding::default());
         let (tx, rx) = mpsc::channel(4);
         let io = SyncIo::new(Map::new(), json!({"elicitation": {}}))
-            .asking(outstanding.clone(), Principal::new("acme", "ada"))
+            .asking(outstanding.clone(), ada())
             .streaming(Outbox {
                 tx,
                 progress_token: None,
@@ -256,7 +260,7 @@ mod tests {
         let sent = sent(&mut rx, ask.as_mut()).await;
         assert_eq!(sent["method"], "elicitation/create");
         assert!(outstanding.answer(
-            &Principal::new("acme", "ada"),
+            &ada(),
             &sent["id"],
             Ok(json!({"action": "accept", "content": {"name": "Ada"}}))
         ));
@@ -276,8 +280,8 @@ mod tests {
         }
         assert_eq!(outstanding.len(), 0, "the dropped wait took its entry");
         // A question without a stream to ask on is refused, not left waiting.
-        let streamless = SyncIo::new(Map::new(), json!({"elicitation": {}}))
-            .asking(outstanding.clone(), Principal::new("acme", "ada"));
+        let streamless =
+            SyncIo::new(Map::new(), json!({"elicitation": {}})).asking(outstanding.clone(), ada());
         let refused = streamless.await_inputs(question(), &cancel).await;
         assert!(
             matches!(refused, Err(InputFailure::Unsupported(_))),
