@@ -31,6 +31,10 @@ pub(crate) const HANDSHAKE_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2
 
 const SESSION: Purpose = Purpose::new(b"snodo session key v1\0", b"snodo/session/v1");
 
+/// How long a session id opens after `initialize` issued it. A client past it is told
+/// the session is unknown (404) and starts a new one, as the transport says.
+pub(crate) const SESSION_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 /// Capabilities larger than this are kept to their first two levels of keys in a session
 /// id (what input checks read), so the header stays small whatever a client declares.
 const MAX_CAPABILITY_BYTES: usize = 1024;
@@ -45,8 +49,12 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// The session's `Mcp-Session-Id`.
+    /// The session's `Mcp-Session-Id`, opening for [`SESSION_TTL`].
     pub(crate) fn issue(&self, key: &[u8; 32], principal: &Principal) -> String {
+        self.issue_at(key, principal, super::state::now_ms())
+    }
+
+    fn issue_at(&self, key: &[u8; 32], principal: &Principal, now: u64) -> String {
         let mut capabilities = self.capabilities.clone();
         if capabilities.to_string().len() > MAX_CAPABILITY_BYTES {
             capabilities = outline(&capabilities);
@@ -56,15 +64,25 @@ impl Session {
             "c": capabilities,
             "t": principal.tenant,
             "s": principal.subject,
+            "e": now + SESSION_TTL.as_millis() as u64,
         });
         SESSION.seal(key, body.to_string().as_bytes())
     }
 
-    /// The session an id names, if this server issued it to `principal`.
+    /// The session an id names, if this server issued it to `principal` and it has not
+    /// expired. Ids issued before sessions carried an expiry do not open: their clients
+    /// start a new session once.
     pub(crate) fn open(key: &[u8; 32], principal: &Principal, id: &str) -> Option<Session> {
+        Self::open_at(key, principal, id, super::state::now_ms())
+    }
+
+    fn open_at(key: &[u8; 32], principal: &Principal, id: &str, now: u64) -> Option<Session> {
         let body = SESSION.open(key, id)?;
         let v: Value = serde_json::from_slice(&body).ok()?;
         if v["t"] != principal.tenant || v["s"] != principal.subject {
+            return None;
+        }
+        if v["e"].as_u64().is_none_or(|expires| now >= expires) {
             return None;
         }
         Some(Session {
@@ -250,6 +268,23 @@ mod tests {
         );
         assert_eq!(Session::open(&[4u8; 32], &ada, &id), None);
         assert_eq!(Session::open(&key, &ada, "not-a-session"), None);
+    }
+
+    #[test]
+    fn a_session_id_expires() {
+        let key = [3u8; 32];
+        let ada = Principal::new("acme", "ada");
+        let s = Session {
+            version: "2025-11-25".into(),
+            capabilities: json!({}),
+        };
+        let ttl = SESSION_TTL.as_millis() as u64;
+        let id = s.issue_at(&key, &ada, 1_000);
+        assert_eq!(Session::open_at(&key, &ada, &id, 1_000 + ttl - 1), Some(s));
+        assert_eq!(Session::open_at(&key, &ada, &id, 1_000 + ttl), None);
+        // An id sealed without an expiry (as earlier builds issued them) does not open.
+        let old = SESSION.seal(&key, br#"{"v":"2025-11-25","c":{},"t":"acme","s":"ada"}"#);
+        assert_eq!(Session::open(&key, &ada, &old), None);
     }
 
     #[test]

@@ -109,7 +109,8 @@ impl Purpose {
     }
 }
 
-fn now_ms() -> u64 {
+/// The wall clock in milliseconds since the epoch (sealed states and sessions expire by it).
+pub(super) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
