@@ -41,7 +41,7 @@ pub use host::{CancelToken, LogLine};
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
 };
-pub use schema::MAX_PATTERN_BYTES;
+pub use schema::{MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_PATTERNS};
 
 /// How a tool runs when called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

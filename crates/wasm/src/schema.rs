@@ -20,7 +20,15 @@ use super::ToolInfo;
 
 /// The largest compiled form of one pattern (the `regex` crate's size limit): a pattern
 /// whose automaton would be larger is refused at load.
-pub const MAX_PATTERN_BYTES: usize = 1 << 20;
+pub const MAX_PATTERN_BYTES: usize = 256 << 10;
+
+/// The most regular expressions (`pattern` values and `patternProperties` keys) one
+/// component's tool schemas may hold, all tools together: each is compiled at load and
+/// kept for the component's life, so their number bounds the memory and time a load costs.
+pub const MAX_SCHEMA_PATTERNS: usize = 256;
+
+/// The largest size of one component's tool schemas, all tools together (as JSON text).
+pub const MAX_SCHEMA_BYTES: usize = 1 << 20;
 
 /// How many schema violations an error lists.
 const MAX_LISTED: usize = 5;
@@ -40,8 +48,53 @@ fn compile(tool: &str, which: &str, schema: &Value) -> Result<Validator, String>
         .map_err(|e| format!("tool {tool:?}: its {which} is not a usable JSON Schema: {e}"))
 }
 
+/// How many regular expressions `schema` holds: `pattern` strings and `patternProperties`
+/// keys, at any depth.
+fn patterns_in(schema: &Value) -> usize {
+    match schema {
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| match (k.as_str(), v) {
+                ("pattern", Value::String(_)) => 1,
+                ("patternProperties", Value::Object(p)) => {
+                    p.len() + p.values().map(patterns_in).sum::<usize>()
+                }
+                _ => patterns_in(v),
+            })
+            .sum(),
+        Value::Array(items) => items.iter().map(patterns_in).sum(),
+        _ => 0,
+    }
+}
+
+/// Refuses a component whose tool schemas, all together, are past [`MAX_SCHEMA_BYTES`] or
+/// hold more than [`MAX_SCHEMA_PATTERNS`] regular expressions, before any is compiled.
+fn check_bounds(tools: &[ToolInfo]) -> Result<(), String> {
+    let schemas = || {
+        tools
+            .iter()
+            .flat_map(|t| std::iter::once(&t.input_schema).chain(t.output_schema.as_ref()))
+    };
+    let bytes: usize = schemas().map(|s| s.to_string().len()).sum();
+    if bytes > MAX_SCHEMA_BYTES {
+        return Err(format!(
+            "its tool schemas are {bytes} bytes together; at most {MAX_SCHEMA_BYTES} are \
+             accepted (MAX_SCHEMA_BYTES)"
+        ));
+    }
+    let patterns: usize = schemas().map(patterns_in).sum();
+    if patterns > MAX_SCHEMA_PATTERNS {
+        return Err(format!(
+            "its tool schemas hold {patterns} regular expressions; at most \
+             {MAX_SCHEMA_PATTERNS} are accepted (MAX_SCHEMA_PATTERNS)"
+        ));
+    }
+    Ok(())
+}
+
 /// Every tool's schemas, by tool name; `Err` names the tool and the problem.
 pub(crate) fn compile_all(tools: &[ToolInfo]) -> Result<HashMap<String, Schemas>, String> {
+    check_bounds(tools)?;
     tools
         .iter()
         .map(|t| {
@@ -226,6 +279,37 @@ mod tests {
         );
         let e = compile_all(&[lookahead]).err().expect("refused");
         assert!(e.contains("inputSchema"), "{e}");
+    }
+
+    #[test]
+    fn a_component_past_the_schema_bounds_is_refused_naming_the_bound() {
+        let with_patterns = |n: usize| {
+            let props: serde_json::Map<String, Value> = (0..n)
+                .map(|i| {
+                    (
+                        format!("p{i}"),
+                        json!({"type": "string", "pattern": format!("^a{i}$")}),
+                    )
+                })
+                .collect();
+            tool(json!({"type": "object", "properties": props}), None)
+        };
+        assert!(compile_all(&[with_patterns(MAX_SCHEMA_PATTERNS)]).is_ok());
+        let e = compile_all(&[with_patterns(MAX_SCHEMA_PATTERNS + 1)])
+            .err()
+            .expect("too many patterns");
+        assert!(e.contains("MAX_SCHEMA_PATTERNS"), "{e}");
+        let keyed = tool(
+            json!({"type": "object", "patternProperties": {"^a": {}, "^b": {"pattern": "c"}}}),
+            None,
+        );
+        assert_eq!(patterns_in(&keyed.input_schema), 3);
+        let big = tool(
+            json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)}),
+            None,
+        );
+        let e = compile_all(&[big]).err().expect("too big");
+        assert!(e.contains("MAX_SCHEMA_BYTES"), "{e}");
     }
 
     #[test]
