@@ -400,10 +400,6 @@ fn resident_bytes() -> u64 {
 /// Runs the runner benchmark: resident memory of parked (released) tasks and of live
 /// suspended guests, and the time from a cancel to a stopped guest.
 pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure>, String> {
-    use snodo::runner::{Catalog, Runner, RunnerEvent, RunnerOptions, tool_call_work};
-    use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
-    use std::time::Duration;
-
     let mut figures = Vec::new();
     let sizes: Vec<(usize, bool)> = opts
         .parked
@@ -412,116 +408,182 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         .chain(opts.live.iter().map(|n| (*n, true)))
         .collect();
     for (n, live) in sizes {
-        let engine = WasmEngine::new(EngineConfig {
-            max_instances: if live { n as u32 + 16 } else { 64 },
-            max_memory_bytes: 16 << 20,
-            // Every live guest may hold its whole allowance at once.
-            max_total_memory_bytes: (n + 16) * (16 << 20),
-            ..EngineConfig::default()
-        })?;
-        let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
-        let registry = Catalog::new().with_component(&fixtures)?;
-        let dir = crate::scratch::temp_dir("bench-runner")?;
-        let schema = format!("snodo_bench_runner_{}_{n}", std::process::id());
-        let opened = crate::scratch::ScratchStore::open(
-            opts.store,
-            &dir.join(format!("tasks.{}", opts.store)),
-            &opts.pg_url,
-            schema,
-        )
-        .await?;
-        let store = opened.store.clone();
-        let runner = Runner::start(
-            store.clone(),
-            Arc::new(registry),
-            RunnerOptions {
-                park_after: if live {
-                    Duration::from_secs(3_600)
-                } else {
-                    Duration::from_millis(1)
-                },
-                // One tenant holds every task here: its share is the whole runner.
-                max_concurrent: if live { n + 8 } else { 64 },
-                max_running_per_tenant: if live { n + 8 } else { 64 },
-                poll_interval: Duration::from_millis(5),
-                reap_interval: None,
-                ..RunnerOptions::default()
-            },
-            Arc::new(snodo::runner::NoInstrumentation),
-        );
-        let before = resident_bytes();
-        let heap = crate::heap::counting();
-        for i in 0..n {
-            let id = TaskId::generate();
-            let mut new = NewTask::new(
-                id,
-                Scope::new("bench"),
-                tool_call_work(&id, "confirm_delete", json!({"filename": format!("f{i}")})),
-            );
-            new.client_capabilities = json!({"elicitation": {}});
-            store.create(new).await.map_err(|e| e.to_string())?;
-        }
-        runner.wake();
-        // Bench code may poll: it measures, it does not assert.
-        let started = Instant::now();
-        loop {
-            let done = if live {
-                runner.waiters().len() >= n
-            } else {
-                runner.settled_parked(n as u64)
-            };
-            if done {
-                break;
-            }
-            // Every attempt here either waits for its answer or parks; one that ended
-            // otherwise was refused something (a budget, a limit) and would be waited
-            // for in vain.
-            let stats = runner.stats();
-            let finished = stats.finished.load(std::sync::atomic::Ordering::Relaxed);
-            let parked = stats
-                .parked_released
-                .load(std::sync::atomic::Ordering::Relaxed);
-            if finished > parked {
-                return Err(format!(
-                    "{} of {n} attempts ended instead of waiting for input",
-                    finished - parked
-                ));
-            }
-            if started.elapsed() > Duration::from_secs(600) {
-                return Err(format!("{n} tasks did not park in time"));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let after = resident_bytes();
-        let heap_per = heap.live() as f64 / n as f64;
-        drop(heap);
-        let per = after.saturating_sub(before) as f64 / n as f64;
-        let label = if live {
-            format!("live suspended guests, {} store", opts.store)
-        } else {
-            format!("parked tasks (guest released), {} store", opts.store)
-        };
-        figures.push(RunnerFigure {
-            what: format!("{n} {label}: resident memory added"),
-            value: after.saturating_sub(before) as f64 / (1024.0 * 1024.0),
-            unit: "MiB",
-        });
-        figures.push(RunnerFigure {
-            what: format!("{n} {label}: per task"),
-            value: per / 1024.0,
-            unit: "KiB",
-        });
-        figures.push(RunnerFigure {
-            what: format!("{n} {label}: heap bytes per task"),
-            value: heap_per / 1024.0,
-            unit: "KiB",
-        });
-        runner.shutdown().await;
-        opened.remove().await?;
-        let _ = std::fs::remove_dir_all(&dir);
+        waiting_memory(opts, n, live, &mut figures).await?;
     }
 
     // Cancel to stopped guest, for a guest that ignores its token and one that honours it.
+    cancel_to_stop(opts, &mut figures).await?;
+    Ok(figures)
+}
+
+/// Measures the memory `n` tasks waiting for input add (live suspended guests when
+/// `live`, else parked ones with their guests released) on a fresh store, and pushes the
+/// figures onto `figures`.
+async fn waiting_memory(
+    opts: &RunnerBenchOptions,
+    n: usize,
+    live: bool,
+    figures: &mut Vec<RunnerFigure>,
+) -> Result<(), String> {
+    use snodo::runner::Catalog;
+    use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+
+    let engine = WasmEngine::new(EngineConfig {
+        max_instances: if live { n as u32 + 16 } else { 64 },
+        max_memory_bytes: 16 << 20,
+        // Every live guest may hold its whole allowance at once.
+        max_total_memory_bytes: (n + 16) * (16 << 20),
+        ..EngineConfig::default()
+    })?;
+    let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
+    let registry = Catalog::new().with_component(&fixtures)?;
+    let dir = crate::scratch::temp_dir("bench-runner")?;
+    let schema = format!("snodo_bench_runner_{}_{n}", std::process::id());
+    let opened = crate::scratch::ScratchStore::open(
+        opts.store,
+        &dir.join(format!("tasks.{}", opts.store)),
+        &opts.pg_url,
+        schema,
+    )
+    .await?;
+    let store = opened.store.clone();
+    let runner = waiting_runner(store.clone(), registry, n, live);
+    let before = resident_bytes();
+    let heap = crate::heap::counting();
+    create_questions(&store, n).await?;
+    runner.wake();
+    wait_until_waiting(&runner, n, live).await?;
+    let after = resident_bytes();
+    let heap_per = heap.live() as f64 / n as f64;
+    drop(heap);
+    let per = after.saturating_sub(before) as f64 / n as f64;
+    let label = if live {
+        format!("live suspended guests, {} store", opts.store)
+    } else {
+        format!("parked tasks (guest released), {} store", opts.store)
+    };
+    figures.push(RunnerFigure {
+        what: format!("{n} {label}: resident memory added"),
+        value: after.saturating_sub(before) as f64 / (1024.0 * 1024.0),
+        unit: "MiB",
+    });
+    figures.push(RunnerFigure {
+        what: format!("{n} {label}: per task"),
+        value: per / 1024.0,
+        unit: "KiB",
+    });
+    figures.push(RunnerFigure {
+        what: format!("{n} {label}: heap bytes per task"),
+        value: heap_per / 1024.0,
+        unit: "KiB",
+    });
+    runner.shutdown().await;
+    opened.remove().await?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A runner over `store` for `n` tasks that wait for input: their guests kept live when
+/// `live`, else parked at once.
+fn waiting_runner(
+    store: Arc<dyn Store>,
+    registry: snodo::runner::Catalog,
+    n: usize,
+    live: bool,
+) -> snodo::runner::Runner {
+    use snodo::runner::{Runner, RunnerOptions};
+    use std::time::Duration;
+
+    Runner::start(
+        store,
+        Arc::new(registry),
+        RunnerOptions {
+            park_after: if live {
+                Duration::from_secs(3_600)
+            } else {
+                Duration::from_millis(1)
+            },
+            // One tenant holds every task here: its share is the whole runner.
+            max_concurrent: if live { n + 8 } else { 64 },
+            max_running_per_tenant: if live { n + 8 } else { 64 },
+            poll_interval: Duration::from_millis(5),
+            reap_interval: None,
+            ..RunnerOptions::default()
+        },
+        Arc::new(snodo::runner::NoInstrumentation),
+    )
+}
+
+/// Creates `n` tasks whose guest asks a question and waits for the answer.
+async fn create_questions(store: &Arc<dyn Store>, n: usize) -> Result<(), String> {
+    for i in 0..n {
+        let id = TaskId::generate();
+        let mut new = NewTask::new(
+            id,
+            Scope::new("bench"),
+            snodo::runner::tool_call_work(
+                &id,
+                "confirm_delete",
+                json!({"filename": format!("f{i}")}),
+            ),
+        );
+        new.client_capabilities = json!({"elicitation": {}});
+        store.create(new).await.map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Waits until `n` tasks wait for input on `runner` (live guests when `live`, else
+/// parked ones); an error when an attempt ended otherwise or it takes too long.
+async fn wait_until_waiting(
+    runner: &snodo::runner::Runner,
+    n: usize,
+    live: bool,
+) -> Result<(), String> {
+    use std::time::Duration;
+
+    // Bench code may poll: it measures, it does not assert.
+    let started = Instant::now();
+    loop {
+        let done = if live {
+            runner.waiters().len() >= n
+        } else {
+            runner.settled_parked(n as u64)
+        };
+        if done {
+            break;
+        }
+        // Every attempt here either waits for its answer or parks; one that ended
+        // otherwise was refused something (a budget, a limit) and would be waited
+        // for in vain.
+        let stats = runner.stats();
+        let finished = stats.finished.load(std::sync::atomic::Ordering::Relaxed);
+        let parked = stats
+            .parked_released
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if finished > parked {
+            return Err(format!(
+                "{} of {n} attempts ended instead of waiting for input",
+                finished - parked
+            ));
+        }
+        if started.elapsed() > Duration::from_secs(600) {
+            return Err(format!("{n} tasks did not park in time"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Ok(())
+}
+
+/// Measures the time from a cancel to a stopped guest, for a guest that ignores its
+/// token and one that honours it, and pushes the figures onto `figures`.
+async fn cancel_to_stop(
+    opts: &RunnerBenchOptions,
+    figures: &mut Vec<RunnerFigure>,
+) -> Result<(), String> {
+    use snodo::runner::Catalog;
+    use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+
     let engine = WasmEngine::new(EngineConfig::default())?;
     let loader = ComponentLoader::new(engine, None)?;
     let fixtures = load(&loader, &opts.fixtures).await?;
@@ -533,55 +595,7 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
         ("ignore_cancel", json!({})),
         ("slow_compute", json!({"seconds": 600})),
     ] {
-        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let runner = Runner::start(
-            store.clone(),
-            Arc::new(registry.clone()),
-            RunnerOptions {
-                recover: false,
-                cancel_grace: Duration::from_millis(opts.grace_ms),
-                reap_interval: None,
-                ..RunnerOptions::default()
-            },
-            Arc::new(snodo::runner::EventChannel(tx)),
-        );
-        let mut samples = Vec::new();
-        let canceller = snodo::model::Principal::new("bench", "b");
-        for _ in 0..opts.cancels.max(1) {
-            let id = TaskId::generate();
-            store
-                .create(NewTask::new(
-                    id,
-                    Scope::new("bench"),
-                    tool_call_work(&id, tool, args.clone()),
-                ))
-                .await
-                .map_err(|e| e.to_string())?;
-            runner.submit(&id).await.map_err(|e| e.to_string())?;
-            while let Some(e) = rx.recv().await {
-                if matches!(e, RunnerEvent::JobStarted { task, .. } if task == id) {
-                    break;
-                }
-            }
-            let access = store
-                .authorize(&canceller, snodo::store::Action::Cancel, &id.to_string())
-                .await
-                .map_err(|e| e.to_string())?;
-            let started = Instant::now();
-            store
-                .cancel(&access, None)
-                .await
-                .map_err(|e| e.to_string())?;
-            runner.cancel(&id);
-            while let Some(e) = rx.recv().await {
-                if matches!(e, RunnerEvent::JobStopped { task, .. } if task == id) {
-                    break;
-                }
-            }
-            samples.push(started.elapsed());
-        }
-        runner.shutdown().await;
+        let samples = cancel_samples(opts, &registry, tool, &args).await?;
         let f = figure(
             format!(
                 "cancel to stopped guest: {tool} (grace {} ms)",
@@ -600,7 +614,70 @@ pub(crate) async fn runner(opts: &RunnerBenchOptions) -> Result<Vec<RunnerFigure
             unit: "ms",
         });
     }
-    Ok(figures)
+    Ok(())
+}
+
+/// Runs `tool` with `args` on a fresh runner, `opts.cancels` times, cancelling each task
+/// once its job starts: the times from each cancel to its job's stop.
+async fn cancel_samples(
+    opts: &RunnerBenchOptions,
+    registry: &snodo::runner::Catalog,
+    tool: &str,
+    args: &serde_json::Value,
+) -> Result<Vec<std::time::Duration>, String> {
+    use snodo::runner::{Runner, RunnerEvent, RunnerOptions, tool_call_work};
+    use std::time::Duration;
+
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let runner = Runner::start(
+        store.clone(),
+        Arc::new(registry.clone()),
+        RunnerOptions {
+            recover: false,
+            cancel_grace: Duration::from_millis(opts.grace_ms),
+            reap_interval: None,
+            ..RunnerOptions::default()
+        },
+        Arc::new(snodo::runner::EventChannel(tx)),
+    );
+    let mut samples = Vec::new();
+    let canceller = snodo::model::Principal::new("bench", "b");
+    for _ in 0..opts.cancels.max(1) {
+        let id = TaskId::generate();
+        store
+            .create(NewTask::new(
+                id,
+                Scope::new("bench"),
+                tool_call_work(&id, tool, args.clone()),
+            ))
+            .await
+            .map_err(|e| e.to_string())?;
+        runner.submit(&id).await.map_err(|e| e.to_string())?;
+        while let Some(e) = rx.recv().await {
+            if matches!(e, RunnerEvent::JobStarted { task, .. } if task == id) {
+                break;
+            }
+        }
+        let access = store
+            .authorize(&canceller, snodo::store::Action::Cancel, &id.to_string())
+            .await
+            .map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        store
+            .cancel(&access, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        runner.cancel(&id);
+        while let Some(e) = rx.recv().await {
+            if matches!(e, RunnerEvent::JobStopped { task, .. } if task == id) {
+                break;
+            }
+        }
+        samples.push(started.elapsed());
+    }
+    runner.shutdown().await;
+    Ok(samples)
 }
 
 /// Parameters of the MCP latency benchmark.

@@ -9,7 +9,7 @@ use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServerConfig};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use snodo_core::model::{Principal, RetryPolicy};
-use snodo_core::store::{ObservedStore, Store, StoreConfig};
+use snodo_core::store::{ObservedStore, OpenedStore, Store, StoreConfig};
 use snodo_runner::budget::TenantLimits;
 use snodo_runner::{Catalog, CatalogSource, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
 use snodo_wasm::{ComponentLoader, EngineConfig, WasmEngine};
@@ -151,106 +151,14 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
-        return Err(ServeError::Config(format!(
-            "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
-            opts.listen
-        )));
-    }
-    for (i, (token, principal)) in opts.tokens.iter().enumerate() {
-        http::check_token(token, principal, &opts.tokens[..i])
-            .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
-    }
+    check_exposure(&opts)?;
     tracing::info!(node = %opts.node, "node identity");
-    let mut config = opts.store.clone();
-    if let StoreConfig::Postgres(o) = &mut config {
-        // Claims are named after this node.
-        o.node = opts.node.clone();
-    }
-    // A file store creates its directory (0700) and file (0600) if missing.
-    let opened = config.open().await?;
-    match &config {
-        StoreConfig::Memory => tracing::info!("store: memory (volatile)"),
-        StoreConfig::Redb(path) | StoreConfig::Sqlite(path) => tracing::info!(
-            path = %path.display(),
-            epoch = opened.epoch.unwrap_or_default(),
-            recovered = opened.recovered,
-            "store: {}",
-            opened.kind
-        ),
-        StoreConfig::Postgres(o) => tracing::info!(
-            schema = %o.schema,
-            pool = o.pool_size,
-            recovered = opened.recovered,
-            "store: postgres"
-        ),
-    }
+    let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
     let catalog = Arc::new(load_tools(&opts).await?);
-    // Every commit is announced to subscription streams through this wrapper.
-    let observed = Arc::new(ObservedStore::new(store, 4_096));
-    let store: Arc<dyn Store> = observed.clone();
-    let metrics = Arc::new(Metrics::new());
-    metrics.set_node(&opts.node);
-    let mut runner_opts = opts.runner.clone();
-    runner_opts.owner = opts.node.clone();
-    let runner = Runner::start(
-        store.clone(),
-        catalog.clone(),
-        runner_opts,
-        Arc::new(MetricsAndTracing(metrics.clone())),
-    );
-    // Ended after the runner drained: remote cancellations reach attempts until then.
-    let following = remote.map(|changes| {
-        tokio::spawn(follow_remote_changes(
-            changes,
-            observed.clone(),
-            runner.clone(),
-        ))
-    });
-    let server = Arc::new(
-        McpServer::new(
-            store,
-            runner.clone(),
-            ServerConfig {
-                name: "snodo".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-                catalog,
-                limits: opts.limits.clone(),
-            },
-        )
-        .with_change_feed(observed)
-        .with_metrics(metrics),
-    );
-    let http_config = HttpConfig {
-        tokens: opts.tokens.clone(),
-        max_body_bytes: opts.max_body_bytes,
-        body_timeout: opts.http_limits.body_timeout,
-        metrics_token: opts.metrics_token.clone(),
-        ..HttpConfig::default()
-    };
-    let http_config = if opts.listen.ip().is_loopback() {
-        http_config
-    } else {
-        // A public listener is named by whatever the proxy or client uses; auth guards it.
-        HttpConfig {
-            allowed_hosts: Vec::new(),
-            ..http_config
-        }
-    };
-    let listener = tokio::net::TcpListener::bind(opts.listen)
-        .await
-        .map_err(|e| ServeError::Listen(format!("cannot listen on {}: {e}", opts.listen)))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| ServeError::Listen(e.to_string()))?;
-    if opts.tokens.is_empty() {
-        tracing::warn!(%addr, "no authentication configured: serving loopback only");
-    }
-    if opts.metrics_token.is_none() && !opts.tokens.is_empty() {
-        tracing::warn!(%addr, "GET /metrics is closed until [metrics] token_env is set");
-    }
-    tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
+    let (server, runner, following) = start_node(&opts, store, remote, catalog);
+    let http_config = http_config(&opts);
+    let (listener, addr) = listen(&opts).await?;
     ready(addr);
     let drain = opts.runner.drain_timeout;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
@@ -288,6 +196,136 @@ pub async fn serve(
     }
     tracing::info!(released, "stopped");
     Ok(())
+}
+
+/// Refuses a listener no one guards (no bearer token, off loopback) and bearer tokens
+/// that are unusable.
+fn check_exposure(opts: &ServeOptions) -> Result<(), ServeError> {
+    if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
+        return Err(ServeError::Config(format!(
+            "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
+            opts.listen
+        )));
+    }
+    for (i, (token, principal)) in opts.tokens.iter().enumerate() {
+        http::check_token(token, principal, &opts.tokens[..i])
+            .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
+    }
+    Ok(())
+}
+
+/// Opens the configured store, its claims named after this node, and logs what opened.
+async fn open_store(opts: &ServeOptions) -> Result<OpenedStore, ServeError> {
+    let mut config = opts.store.clone();
+    if let StoreConfig::Postgres(o) = &mut config {
+        // Claims are named after this node.
+        o.node = opts.node.clone();
+    }
+    // A file store creates its directory (0700) and file (0600) if missing.
+    let opened = config.open().await?;
+    match &config {
+        StoreConfig::Memory => tracing::info!("store: memory (volatile)"),
+        StoreConfig::Redb(path) | StoreConfig::Sqlite(path) => tracing::info!(
+            path = %path.display(),
+            epoch = opened.epoch.unwrap_or_default(),
+            recovered = opened.recovered,
+            "store: {}",
+            opened.kind
+        ),
+        StoreConfig::Postgres(o) => tracing::info!(
+            schema = %o.schema,
+            pool = o.pool_size,
+            recovered = opened.recovered,
+            "store: postgres"
+        ),
+    }
+    Ok(opened)
+}
+
+/// Starts this node's runner on `store` and builds the MCP server over both; with a
+/// shared store, also the task that follows other nodes' `remote` changes.
+fn start_node(
+    opts: &ServeOptions,
+    store: Arc<dyn Store>,
+    remote: Option<snodo_core::store::RemoteChanges>,
+    catalog: Arc<Catalog>,
+) -> (Arc<McpServer>, Runner, Option<tokio::task::JoinHandle<()>>) {
+    // Every commit is announced to subscription streams through this wrapper.
+    let observed = Arc::new(ObservedStore::new(store, 4_096));
+    let store: Arc<dyn Store> = observed.clone();
+    let metrics = Arc::new(Metrics::new());
+    metrics.set_node(&opts.node);
+    let mut runner_opts = opts.runner.clone();
+    runner_opts.owner = opts.node.clone();
+    let runner = Runner::start(
+        store.clone(),
+        catalog.clone(),
+        runner_opts,
+        Arc::new(MetricsAndTracing(metrics.clone())),
+    );
+    // Ended after the runner drained: remote cancellations reach attempts until then.
+    let following = remote.map(|changes| {
+        tokio::spawn(follow_remote_changes(
+            changes,
+            observed.clone(),
+            runner.clone(),
+        ))
+    });
+    let server = Arc::new(
+        McpServer::new(
+            store,
+            runner.clone(),
+            ServerConfig {
+                name: "snodo".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                catalog,
+                limits: opts.limits.clone(),
+            },
+        )
+        .with_change_feed(observed)
+        .with_metrics(metrics),
+    );
+    (server, runner, following)
+}
+
+/// The HTTP transport's settings: the tokens and limits configured, and on a public
+/// listener any `Host`.
+fn http_config(opts: &ServeOptions) -> HttpConfig {
+    let http_config = HttpConfig {
+        tokens: opts.tokens.clone(),
+        max_body_bytes: opts.max_body_bytes,
+        body_timeout: opts.http_limits.body_timeout,
+        metrics_token: opts.metrics_token.clone(),
+        ..HttpConfig::default()
+    };
+    if opts.listen.ip().is_loopback() {
+        http_config
+    } else {
+        // A public listener is named by whatever the proxy or client uses; auth guards it.
+        HttpConfig {
+            allowed_hosts: Vec::new(),
+            ..http_config
+        }
+    }
+}
+
+/// Binds the listen address, warns about what is left open on it, and logs where MCP is
+/// served.
+async fn listen(opts: &ServeOptions) -> Result<(tokio::net::TcpListener, SocketAddr), ServeError> {
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| ServeError::Listen(format!("cannot listen on {}: {e}", opts.listen)))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| ServeError::Listen(e.to_string()))?;
+    if opts.tokens.is_empty() {
+        tracing::warn!(%addr, "no authentication configured: serving loopback only");
+    }
+    if opts.metrics_token.is_none() && !opts.tokens.is_empty() {
+        tracing::warn!(%addr, "GET /metrics is closed until [metrics] token_env is set");
+    }
+    tracing::info!(%addr, "serving MCP at http://{addr}/mcp");
+    Ok((listener, addr))
 }
 
 /// A server started by [`spawn`] on the current runtime. Dropping it asks the server to

@@ -125,6 +125,35 @@ impl Metrics {
     /// executions on the request path and open subscription `streams` as gauges.
     pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
         let mut out = String::new();
+        self.render_node(&mut out);
+        self.render_counters(&mut out);
+        self.render_finished(&mut out);
+        let _ = writeln!(
+            out,
+            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}\n# HELP snodo_sync_calls_active Synchronous guest executions running now.\n# TYPE snodo_sync_calls_active gauge\nsnodo_sync_calls_active {sync}\n# HELP snodo_streams_open Open subscription streams.\n# TYPE snodo_streams_open gauge\nsnodo_streams_open {streams}"
+        );
+        let restarts = self.loop_restarts.lock().clone();
+        labelled(
+            &mut out,
+            "snodo_runner_loop_restarts_total",
+            "Runner loops restarted after a panic, by loop.",
+            "loop",
+            ["recover", "reap"].map(|n| (n, restarts.get(n).copied().unwrap_or(0))),
+        );
+        let refusals = self.limits_hit.lock().clone();
+        labelled(
+            &mut out,
+            "snodo_limit_refusals_total",
+            "Requests refused by a budget, by limit.",
+            "limit",
+            refusals,
+        );
+        self.render_histograms(&mut out);
+        out
+    }
+
+    /// Writes `snodo_node_info`, when this node has been named.
+    fn render_node(&self, out: &mut String) {
         if let Some(node) = &*self.node.lock() {
             let node = node.replace('\\', "\\\\").replace('"', "\\\"");
             let _ = writeln!(
@@ -132,12 +161,10 @@ impl Metrics {
                 "# HELP snodo_node_info This node's identity.\n# TYPE snodo_node_info gauge\nsnodo_node_info{{node=\"{node}\"}} 1"
             );
         }
-        let counter = |out: &mut String, name: &str, help: &str, v: u64| {
-            let _ = writeln!(
-                out,
-                "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
-            );
-        };
+    }
+
+    /// Writes the plain counters, then the pinned-component counter family.
+    fn render_counters(&self, out: &mut String) {
         for (name, help, v) in [
             (
                 "snodo_tasks_created_total",
@@ -175,7 +202,7 @@ impl Metrics {
                 &self.start_failures,
             ),
         ] {
-            counter(&mut out, name, help, v.load(Ordering::Relaxed));
+            counter(out, name, help, v.load(Ordering::Relaxed));
         }
         let _ = writeln!(
             out,
@@ -183,6 +210,11 @@ impl Metrics {
             self.pinned_failed.load(Ordering::Relaxed),
             self.pinned_ran_latest.load(Ordering::Relaxed)
         );
+    }
+
+    /// Writes what finished attempts add up to: attempts by outcome, tasks by terminal
+    /// status, retries scheduled and parked guests released.
+    fn render_finished(&self, out: &mut String) {
         let finished = self.attempts_finished.lock().clone();
         let outcomes = [
             JobOutcome::Completed,
@@ -199,7 +231,7 @@ impl Metrics {
         ]
         .map(|o| (o.as_str(), finished.get(o.as_str()).copied().unwrap_or(0)));
         labelled(
-            &mut out,
+            out,
             "snodo_attempts_finished_total",
             "Task attempts finished, by outcome.",
             "outcome",
@@ -224,37 +256,21 @@ impl Metrics {
             let _ = writeln!(out, "snodo_tasks_finished_total{{status=\"{status}\"}} {v}");
         }
         counter(
-            &mut out,
+            out,
             "snodo_retries_scheduled_total",
             "Retries scheduled from retry policies.",
             count(JobOutcome::RetryScheduled),
         );
         counter(
-            &mut out,
+            out,
             "snodo_parked_guests_released_total",
             "Guests released while waiting for input.",
             count(JobOutcome::Parked),
         );
-        let _ = writeln!(
-            out,
-            "# HELP snodo_active_guests Attempts running now.\n# TYPE snodo_active_guests gauge\nsnodo_active_guests {active}\n# HELP snodo_sync_calls_active Synchronous guest executions running now.\n# TYPE snodo_sync_calls_active gauge\nsnodo_sync_calls_active {sync}\n# HELP snodo_streams_open Open subscription streams.\n# TYPE snodo_streams_open gauge\nsnodo_streams_open {streams}"
-        );
-        let restarts = self.loop_restarts.lock().clone();
-        labelled(
-            &mut out,
-            "snodo_runner_loop_restarts_total",
-            "Runner loops restarted after a panic, by loop.",
-            "loop",
-            ["recover", "reap"].map(|n| (n, restarts.get(n).copied().unwrap_or(0))),
-        );
-        let refusals = self.limits_hit.lock().clone();
-        labelled(
-            &mut out,
-            "snodo_limit_refusals_total",
-            "Requests refused by a budget, by limit.",
-            "limit",
-            refusals,
-        );
+    }
+
+    /// Writes the latency histograms: store operations by op, instantiation, execution.
+    fn render_histograms(&self, out: &mut String) {
         let _ = writeln!(
             out,
             "# HELP snodo_store_operation_seconds Store operations made by the runner.\n# TYPE snodo_store_operation_seconds histogram"
@@ -262,7 +278,7 @@ impl Metrics {
         let ops = self.store_ops.lock().clone();
         for (op, h) in ops {
             h.render(
-                &mut out,
+                out,
                 "snodo_store_operation_seconds",
                 &format!("op=\"{op}\""),
             );
@@ -272,14 +288,21 @@ impl Metrics {
             "# HELP snodo_instantiation_seconds Time to instantiate a guest.\n# TYPE snodo_instantiation_seconds histogram"
         );
         self.instantiate
-            .render(&mut out, "snodo_instantiation_seconds", "");
+            .render(out, "snodo_instantiation_seconds", "");
         let _ = writeln!(
             out,
             "# HELP snodo_execution_seconds Time guests spent in execute (parked time included).\n# TYPE snodo_execution_seconds histogram"
         );
-        self.execute.render(&mut out, "snodo_execution_seconds", "");
-        out
+        self.execute.render(out, "snodo_execution_seconds", "");
     }
+}
+
+/// A plain counter: its help and type, then its one line.
+fn counter(out: &mut String, name: &str, help: &str, v: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
+    );
 }
 
 /// A counter family: its help and type, then one line per `label` value.

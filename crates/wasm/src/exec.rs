@@ -270,7 +270,24 @@ fn lines(level: &'static str, bytes: &[u8], logs: &mut LogBuffer) {
     }
 }
 
-pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Call) -> Ran {
+/// A [`Ran`] for an execution that failed before its call began.
+fn failed(e: AttemptError) -> Ran {
+    Ran {
+        result: Err(e),
+        logs: Vec::new(),
+        dropped_logs: 0,
+        instantiate: Duration::ZERO,
+        run: Duration::ZERO,
+    }
+}
+
+/// A store for one call: its host state, memory and table limits, fuel and deadline.
+fn new_store(
+    engine: &WasmEngine,
+    env: Env,
+    stdout: &Captured,
+    stderr: &Captured,
+) -> Result<Store<HostState>, AttemptError> {
     let cfg = engine.config();
     let memory_bytes = env.limits.memory_bytes.map_or(cfg.max_memory_bytes, |m| {
         (m as usize).min(cfg.max_memory_bytes)
@@ -281,20 +298,7 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
         .map_or(cfg.max_table_elements, |t| {
             (t as usize).min(cfg.max_table_elements)
         });
-    let env_fuel = env.limits.fuel.unwrap_or(u64::MAX);
-    let stdout = Captured::new(CAPTURE_BYTES);
-    let stderr = Captured::new(CAPTURE_BYTES);
-    let failed = |e: AttemptError| Ran {
-        result: Err(e),
-        logs: Vec::new(),
-        dropped_logs: 0,
-        instantiate: Duration::ZERO,
-        run: Duration::ZERO,
-    };
-    let wasi = match wasi(&env.grants, &stdout, &stderr) {
-        Ok(w) => w,
-        Err(e) => return failed(AttemptError::Unavailable(e)),
-    };
+    let wasi = wasi(&env.grants, stdout, stderr).map_err(AttemptError::Unavailable)?;
     let state = HostState {
         wasi,
         table: wasmtime::component::ResourceTable::new(),
@@ -315,21 +319,30 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
-    if cfg.fuel {
-        let fuel = env.limits.fuel.unwrap_or(u64::MAX);
+    meter(engine, &mut store, &env.limits)?;
+    Ok(store)
+}
+
+/// Gives `store` its fuel and its running-time deadline.
+fn meter(
+    engine: &WasmEngine,
+    store: &mut Store<HostState>,
+    limits: &ExecutionLimits,
+) -> Result<(), AttemptError> {
+    if engine.config().fuel {
+        let fuel = limits.fuel.unwrap_or(u64::MAX);
         if let Err(e) = store.set_fuel(fuel) {
-            return failed(AttemptError::Unavailable(e.to_string()));
+            return Err(AttemptError::Unavailable(e.to_string()));
         }
-    } else if env.limits.fuel.is_some() {
+    } else if limits.fuel.is_some() {
         // A fuel limit on an engine that does not count fuel would be silently ignored.
-        return failed(AttemptError::Unavailable(
+        return Err(AttemptError::Unavailable(
             "this tool has a fuel limit but the engine was built without fuel metering".into(),
         ));
     }
     // The deadline counts running time: the callback runs once per epoch tick while the
     // guest executes wasm, and not while it is parked in an async import.
-    let deadline = env
-        .limits
+    let deadline = limits
         .deadline_ms
         .map_or(DEFAULT_DEADLINE, Duration::from_millis);
     let budget = engine.ticks(deadline);
@@ -345,101 +358,136 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
         }
         Ok(UpdateDeadline::Yield(1))
     });
+    Ok(())
+}
+
+/// Why instantiation failed: unavailable when a limit refused it, else a trap.
+fn instantiation_failed(e: &wasmtime::Error) -> AttemptError {
+    let msg = format!("{e:#}");
+    tracing::warn!(error = ?e, "instantiation failed");
+    let reason = scrub(&msg);
+    if msg.contains("concurrent") || msg.contains("limit") {
+        AttemptError::Unavailable(format!("cannot instantiate: {reason}"))
+    } else {
+        AttemptError::Trap(format!("instantiation failed: {reason}"))
+    }
+}
+
+/// Calls the export `call` names on `instance` and wraps what it returned.
+async fn call_export(
+    linked: &Linked,
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+    call: Call,
+) -> wasmtime::Result<Returned> {
+    let tools = |store: &mut Store<HostState>| linked.tools.load(store, instance);
+    match call {
+        Call::Describe => tools(store)?
+            .snodo_tasks0_1_0_tools()
+            .call_describe(&mut *store)
+            .await
+            .map(Returned::Tools),
+        Call::ChooseMode { tool, arguments } => tools(store)?
+            .snodo_tasks0_1_0_tools()
+            .call_choose_mode(&mut *store, &tool, &arguments)
+            .await
+            .map(Returned::Mode),
+        Call::Prepare { tool, arguments } => tools(store)?
+            .snodo_tasks0_1_0_tools()
+            .call_prepare(&mut *store, &tool, &arguments)
+            .await
+            .map(Returned::Prepared),
+        Call::Execute(work) => {
+            let func = instance
+                .get_func(&mut *store, linked.execute)
+                .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+            // SAFETY: the signature is the one `tools.call_execute` uses, and this
+            // component's `execute` was checked against it when the component was
+            // loaded: `ComponentLoader::load` runs `describe` through `tools.load`,
+            // which type-checks every export of the interface, and a loaded
+            // component's types never change.
+            #[allow(unsafe_code)]
+            let execute = unsafe {
+                wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(
+                    func,
+                )
+            };
+            execute
+                .call_async(&mut *store, (&work,))
+                .await
+                .map(|(outcome,)| Returned::Outcome(outcome))
+        }
+        Call::DescribeCatalog => {
+            let c = linked.catalog(store, instance)?;
+            c.call_describe_catalog(&mut *store)
+                .await
+                .map(Returned::Catalog)
+        }
+        Call::ReadResource(request) => {
+            let c = linked.catalog(store, instance)?;
+            c.call_read_resource(&mut *store, &request)
+                .await
+                .map(Returned::Contents)
+        }
+        Call::GetPrompt { name, arguments } => {
+            let c = linked.catalog(store, instance)?;
+            c.call_get_prompt(&mut *store, &name, &arguments)
+                .await
+                .map(Returned::Prompt)
+        }
+        Call::Complete {
+            target,
+            argument,
+            value,
+            context,
+        } => {
+            let c = linked.catalog(store, instance)?;
+            c.call_complete(&mut *store, &target, &argument, &value, &context)
+                .await
+                .map(Returned::Completion)
+        }
+    }
+}
+
+/// The guest's log lines followed by its stdout and stderr lines, and how many were dropped.
+fn collect_logs(
+    state: &mut HostState,
+    stdout: &Captured,
+    stderr: &Captured,
+) -> (Vec<LogLine>, usize) {
+    let mut logs = std::mem::take(&mut state.logs);
+    let (out, out_dropped) = stdout.take();
+    let (err, err_dropped) = stderr.take();
+    lines("stdout", &out, &mut logs);
+    lines("stderr", &err, &mut logs);
+    (logs.lines, logs.dropped + out_dropped + err_dropped)
+}
+
+pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Call) -> Ran {
+    let env_fuel = env.limits.fuel.unwrap_or(u64::MAX);
+    let grace = env.cancel_grace;
+    let stdout = Captured::new(CAPTURE_BYTES);
+    let stderr = Captured::new(CAPTURE_BYTES);
+    let mut store = match new_store(engine, env, &stdout, &stderr) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
 
     let started = Instant::now();
     let instance = match linked.instance.instantiate_async(&mut store).await {
         Ok(i) => i,
-        Err(e) => {
-            let msg = format!("{e:#}");
-            tracing::warn!(error = ?e, "instantiation failed");
-            let reason = scrub(&msg);
-            return failed(if msg.contains("concurrent") || msg.contains("limit") {
-                AttemptError::Unavailable(format!("cannot instantiate: {reason}"))
-            } else {
-                AttemptError::Trap(format!("instantiation failed: {reason}"))
-            });
-        }
+        Err(e) => return failed(instantiation_failed(&e)),
     };
     let instantiate = started.elapsed();
     let started = Instant::now();
-    let cancel = env.cancel.clone();
-    let grace = env.cancel_grace;
-    let result = {
-        let call_fut = async {
-            let tools = |store: &mut Store<HostState>| linked.tools.load(store, &instance);
-            match call {
-                Call::Describe => tools(&mut store)?
-                    .snodo_tasks0_1_0_tools()
-                    .call_describe(&mut store)
-                    .await
-                    .map(Returned::Tools),
-                Call::ChooseMode { tool, arguments } => tools(&mut store)?
-                    .snodo_tasks0_1_0_tools()
-                    .call_choose_mode(&mut store, &tool, &arguments)
-                    .await
-                    .map(Returned::Mode),
-                Call::Prepare { tool, arguments } => tools(&mut store)?
-                    .snodo_tasks0_1_0_tools()
-                    .call_prepare(&mut store, &tool, &arguments)
-                    .await
-                    .map(Returned::Prepared),
-                Call::Execute(work) => {
-                    let func = instance
-                        .get_func(&mut store, linked.execute)
-                        .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
-                    // SAFETY: the signature is the one `tools.call_execute` uses, and this
-                    // component's `execute` was checked against it when the component was
-                    // loaded: `ComponentLoader::load` runs `describe` through `tools.load`,
-                    // which type-checks every export of the interface, and a loaded
-                    // component's types never change.
-                    #[allow(unsafe_code)]
-                    let execute = unsafe {
-                        wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(func)
-                    };
-                    execute
-                        .call_async(&mut store, (&work,))
-                        .await
-                        .map(|(outcome,)| Returned::Outcome(outcome))
-                }
-                Call::DescribeCatalog => {
-                    let c = linked.catalog(&mut store, &instance)?;
-                    c.call_describe_catalog(&mut store)
-                        .await
-                        .map(Returned::Catalog)
-                }
-                Call::ReadResource(request) => {
-                    let c = linked.catalog(&mut store, &instance)?;
-                    c.call_read_resource(&mut store, &request)
-                        .await
-                        .map(Returned::Contents)
-                }
-                Call::GetPrompt { name, arguments } => {
-                    let c = linked.catalog(&mut store, &instance)?;
-                    c.call_get_prompt(&mut store, &name, &arguments)
-                        .await
-                        .map(Returned::Prompt)
-                }
-                Call::Complete {
-                    target,
-                    argument,
-                    value,
-                    context,
-                } => {
-                    let c = linked.catalog(&mut store, &instance)?;
-                    c.call_complete(&mut store, &target, &argument, &value, &context)
-                        .await
-                        .map(Returned::Completion)
-                }
-            }
-        };
-        tokio::select! {
-            r = call_fut => Some(r),
-            () = async {
-                cancel.cancelled().await;
-                // The grace period is a real-time allowance for the guest to notice.
-                tokio::time::sleep(grace).await;
-            } => None,
-        }
+    let cancel = store.data().cancel.clone();
+    let result = tokio::select! {
+        r = call_export(linked, &mut store, &instance, call) => Some(r),
+        () = async {
+            cancel.cancelled().await;
+            // The grace period is a real-time allowance for the guest to notice.
+            tokio::time::sleep(grace).await;
+        } => None,
     };
     let run = started.elapsed();
     let state = store.data_mut();
@@ -448,15 +496,11 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
         Some(Err(e)) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
         None => Err(AttemptError::Cancelled),
     };
-    let mut logs = std::mem::take(&mut state.logs);
-    let (out, out_dropped) = stdout.take();
-    let (err, err_dropped) = stderr.take();
-    lines("stdout", &out, &mut logs);
-    lines("stderr", &err, &mut logs);
+    let (logs, dropped_logs) = collect_logs(state, &stdout, &stderr);
     Ran {
         result,
-        dropped_logs: logs.dropped + out_dropped + err_dropped,
-        logs: logs.lines,
+        logs,
+        dropped_logs,
         instantiate,
         run,
     }

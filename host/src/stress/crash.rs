@@ -328,151 +328,20 @@ where
     let mut rng = Rng(opts.seed);
     let o: Shared = Arc::default();
     for _ in 0..opts.rounds.max(1) {
-        let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
-        // The kill comes at a seeded moment, with the clients in full flight.
-        let until = Instant::now() + Duration::from_millis(200 + rng.below(1_300));
-        let mut clients = Vec::new();
-        for _ in 0..opts.writers.max(1) {
-            clients.push(tokio::spawn(client(
-                addrs.clone(),
-                model.clone(),
-                Rng(rng.next()),
-                until + Duration::from_secs(60),
-                opts.tasks,
-            )));
-        }
-        tokio::time::sleep_until(until.into()).await;
-        let victim = rng.below(nodes as u64) as usize;
-        let _ = running[victim].child.kill();
-        let _ = running[victim].child.wait();
-        for c in &clients {
-            c.abort();
-        }
-        for c in clients {
-            let _ = c.await;
-        }
-        running[victim] = start(bin, &configs[victim])?;
+        kill_round(bin, &configs, &mut running, &model, &mut rng, opts).await?;
     }
 
     // The end: answer every question, await every task, then stop.
     let restarted = Instant::now();
     let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
-    // One cancel that certainly lands on a running task, so the invariant is exercised
-    // however the seeded rounds went.
-    if let Some(id) = rpc(
-        addrs[0],
-        "tools/call",
-        json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
-    )
-    .await
-    .and_then(|r| r["result"]["taskId"].as_str().map(str::to_owned))
-    {
-        model.lock().insert(
-            id.clone(),
-            Told {
-                tool: "slow_compute",
-                ..Told::default()
-            },
-        );
-        let acked = rpc(addrs[0], "tasks/cancel", json!({"taskId": id}))
-            .await
-            .is_some_and(|r| r.get("result").is_some());
-        if acked
-            && observe(addrs[0], &model, &id).await.as_deref() == Some("cancelled")
-            && let Some(t) = model.lock().get_mut(&id)
-        {
-            t.cancel_held = true;
-        }
-    }
-    let ids: Vec<(String, &'static str)> = model
-        .lock()
-        .iter()
-        .map(|(k, t)| (k.clone(), t.tool))
-        .collect();
-    let mut finished: HashMap<String, Duration> = HashMap::new();
-    let patience = Duration::from_millis(RECOVERY_BOUND_MS * 3);
-    while finished.len() < ids.len() && restarted.elapsed() < patience {
-        for (i, (id, tool)) in ids.iter().enumerate() {
-            if finished.contains_key(id) {
-                continue;
-            }
-            let addr = addrs[i % addrs.len()];
-            match observe(addr, &model, id).await.as_deref() {
-                Some("completed" | "failed" | "cancelled") => {
-                    finished.insert(id.clone(), restarted.elapsed());
-                }
-                Some("input_required") if *tool == "confirm_delete" => {
-                    answer(addr, &model, id).await;
-                }
-                _ => {}
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    cancel_one(addrs[0], &model).await;
+    let finished = await_all(&addrs, &model, restarted).await;
     drop(running);
     let store = open().await?;
     let model = std::mem::take(&mut *model.lock());
     let mut slowest = Duration::ZERO;
     for (id, told) in &model {
-        let Some(task_id) = TaskId::parse(id) else {
-            continue;
-        };
-        let stored = store.inspect(&task_id).await.ok().flatten().map(|(t, _)| t);
-        check(&o, "acknowledged_tasks_exist", stored.is_some(), || {
-            format!("task {id} was acknowledged and is gone")
-        });
-        let Some(t) = stored else { continue };
-        let status = t.status.as_str();
-        check(&o, "everything_finishes", t.status.is_terminal(), || {
-            format!("task {id} ({}) ended {status}", told.tool)
-        });
-        if let Some(at) = finished.get(id) {
-            slowest = slowest.max(*at);
-            check(
-                &o,
-                "recovery_within_bound",
-                at.as_millis() as u64 <= RECOVERY_BOUND_MS,
-                || {
-                    format!(
-                        "task {id} finished {} ms after the last restart",
-                        at.as_millis()
-                    )
-                },
-            );
-        }
-        if told.cancel_held {
-            check(
-                &o,
-                "acknowledged_cancels_hold",
-                t.status == TaskStatus::Cancelled,
-                || format!("task {id} was seen cancelled, ends {status}"),
-            );
-        }
-        if let Some((seen, result)) = &told.terminal {
-            check(&o, "terminal_state_never_changes", seen == status, || {
-                format!("task {id} was seen {seen}, ends {status}")
-            });
-            if seen == "completed" {
-                let kept = t.outcome.as_ref().and_then(|o| match o {
-                    crate::model::Outcome::Result(v) => Some(v.clone()),
-                    crate::model::Outcome::Error(_) => None,
-                });
-                check(
-                    &o,
-                    "completed_results_survive",
-                    kept.as_ref() == Some(result),
-                    || format!("task {id}: seen {result}, kept {kept:?}"),
-                );
-            }
-        }
-        if told.answered {
-            check(
-                &o,
-                "answered_never_asked_again",
-                t.inputs.len() <= 1,
-                || format!("task {id} stored {} questions", t.inputs.len()),
-            );
-        }
+        judge(&*store, &o, id, told, finished.get(id), &mut slowest).await;
     }
     let _ = std::fs::remove_dir_all(&dir);
     let mut o: Observed = observed(o);
@@ -488,4 +357,175 @@ where
         CRASH_INVARIANTS,
         began,
     ))
+}
+
+/// One round: `opts.writers` clients in flight until a seeded moment, then one node
+/// killed, the clients stopped, and the node started again on its configuration.
+async fn kill_round(
+    bin: &Path,
+    configs: &[PathBuf],
+    running: &mut [Node],
+    model: &Model,
+    rng: &mut Rng,
+    opts: &StressOptions,
+) -> Result<(), String> {
+    let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
+    // The kill comes at a seeded moment, with the clients in full flight.
+    let until = Instant::now() + Duration::from_millis(200 + rng.below(1_300));
+    let mut clients = Vec::new();
+    for _ in 0..opts.writers.max(1) {
+        clients.push(tokio::spawn(client(
+            addrs.clone(),
+            model.clone(),
+            Rng(rng.next()),
+            until + Duration::from_secs(60),
+            opts.tasks,
+        )));
+    }
+    tokio::time::sleep_until(until.into()).await;
+    let victim = rng.below(running.len() as u64) as usize;
+    let _ = running[victim].child.kill();
+    let _ = running[victim].child.wait();
+    for c in &clients {
+        c.abort();
+    }
+    for c in clients {
+        let _ = c.await;
+    }
+    running[victim] = start(bin, &configs[victim])?;
+    Ok(())
+}
+
+/// Starts a long task at `addr` and cancels it, noting a cancel seen to hold.
+async fn cancel_one(addr: SocketAddr, model: &Model) {
+    // One cancel that certainly lands on a running task, so the invariant is exercised
+    // however the seeded rounds went.
+    if let Some(id) = rpc(
+        addr,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 30}}),
+    )
+    .await
+    .and_then(|r| r["result"]["taskId"].as_str().map(str::to_owned))
+    {
+        model.lock().insert(
+            id.clone(),
+            Told {
+                tool: "slow_compute",
+                ..Told::default()
+            },
+        );
+        let acked = rpc(addr, "tasks/cancel", json!({"taskId": id}))
+            .await
+            .is_some_and(|r| r.get("result").is_some());
+        if acked
+            && observe(addr, model, &id).await.as_deref() == Some("cancelled")
+            && let Some(t) = model.lock().get_mut(&id)
+        {
+            t.cancel_held = true;
+        }
+    }
+}
+
+/// Polls every known task over `addrs`, answering questions, until all are terminal or the
+/// patience runs out; when each was first seen terminal, after `restarted`.
+async fn await_all(
+    addrs: &[SocketAddr],
+    model: &Model,
+    restarted: Instant,
+) -> HashMap<String, Duration> {
+    let ids: Vec<(String, &'static str)> = model
+        .lock()
+        .iter()
+        .map(|(k, t)| (k.clone(), t.tool))
+        .collect();
+    let mut finished: HashMap<String, Duration> = HashMap::new();
+    let patience = Duration::from_millis(RECOVERY_BOUND_MS * 3);
+    while finished.len() < ids.len() && restarted.elapsed() < patience {
+        for (i, (id, tool)) in ids.iter().enumerate() {
+            if finished.contains_key(id) {
+                continue;
+            }
+            let addr = addrs[i % addrs.len()];
+            match observe(addr, model, id).await.as_deref() {
+                Some("completed" | "failed" | "cancelled") => {
+                    finished.insert(id.clone(), restarted.elapsed());
+                }
+                Some("input_required") if *tool == "confirm_delete" => {
+                    answer(addr, model, id).await;
+                }
+                _ => {}
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    finished
+}
+
+/// Checks task `id` in `store` against what its clients were `told` and when it was
+/// `finished`; raises `slowest` to that time.
+async fn judge(
+    store: &dyn Store,
+    o: &Shared,
+    id: &str,
+    told: &Told,
+    finished: Option<&Duration>,
+    slowest: &mut Duration,
+) {
+    let Some(task_id) = TaskId::parse(id) else {
+        return;
+    };
+    let stored = store.inspect(&task_id).await.ok().flatten().map(|(t, _)| t);
+    check(o, "acknowledged_tasks_exist", stored.is_some(), || {
+        format!("task {id} was acknowledged and is gone")
+    });
+    let Some(t) = stored else { return };
+    let status = t.status.as_str();
+    check(o, "everything_finishes", t.status.is_terminal(), || {
+        format!("task {id} ({}) ended {status}", told.tool)
+    });
+    if let Some(at) = finished {
+        *slowest = (*slowest).max(*at);
+        check(
+            o,
+            "recovery_within_bound",
+            at.as_millis() as u64 <= RECOVERY_BOUND_MS,
+            || {
+                format!(
+                    "task {id} finished {} ms after the last restart",
+                    at.as_millis()
+                )
+            },
+        );
+    }
+    if told.cancel_held {
+        check(
+            o,
+            "acknowledged_cancels_hold",
+            t.status == TaskStatus::Cancelled,
+            || format!("task {id} was seen cancelled, ends {status}"),
+        );
+    }
+    if let Some((seen, result)) = &told.terminal {
+        check(o, "terminal_state_never_changes", seen == status, || {
+            format!("task {id} was seen {seen}, ends {status}")
+        });
+        if seen == "completed" {
+            let kept = t.outcome.as_ref().and_then(|o| match o {
+                crate::model::Outcome::Result(v) => Some(v.clone()),
+                crate::model::Outcome::Error(_) => None,
+            });
+            check(
+                o,
+                "completed_results_survive",
+                kept.as_ref() == Some(result),
+                || format!("task {id}: seen {result}, kept {kept:?}"),
+            );
+        }
+    }
+    if told.answered {
+        check(o, "answered_never_asked_again", t.inputs.len() <= 1, || {
+            format!("task {id} stored {} questions", t.inputs.len())
+        });
+    }
 }

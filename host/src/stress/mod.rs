@@ -399,165 +399,215 @@ async fn one_task(
     timed(&o, "claim", t0);
     let lease = claimed.lease;
     let base = claimed.task.revision;
+    let task = OnTask {
+        store: &store,
+        o: &o,
+        label: &label,
+        lease: &lease,
+    };
+    let wins = task.cas_race(seed, opts).await;
+    task.judge_cas(&wins, base).await;
+    task.event_ids(seed, opts.writers).await;
+    task.fencing(&id, &req).await;
+}
 
-    // 1. Compare-and-set race: every writer reads the revision and tries to move it on.
-    let wins: Arc<Mutex<HashMap<u64, u32>>> = Arc::default();
-    let mut joins = Vec::new();
-    for w in 0..opts.writers.max(1) {
-        let (store, o, wins, lease) = (store.clone(), o.clone(), wins.clone(), lease.clone());
-        let mut rng = Rng(seed ^ (w as u64).wrapping_mul(0x9E37));
-        let ops = opts.ops;
-        joins.push(tokio::spawn(async move {
-            for n in 0..ops {
-                let Ok((t, _)) = store.worker_snapshot(&lease).await else {
-                    continue;
-                };
-                let message = format!("w{w} op{n} {}", rng.below(1_000_000));
-                let t0 = Instant::now();
-                let r = store
-                    .transition(
-                        Authority::Worker(&lease),
-                        TaskEvent::random(EventKind::StatusMessage { message }),
-                        Some(t.revision),
-                    )
-                    .await;
-                timed(&o, "cas transition", t0);
-                match r {
-                    Ok(c) => {
-                        let mut w = wins.lock();
-                        *w.entry(c.revision).or_default() += 1;
-                    }
-                    Err(StoreError::Conflict { .. }) => {}
-                    Err(e) => check(&o, "acknowledged_writes_present", false, || {
-                        format!("a CAS attempt failed unexpectedly: {e}")
-                    }),
-                }
-            }
-        }));
-    }
-    for j in joins {
-        let _ = j.await;
-    }
-    let wins = std::mem::take(&mut *wins.lock());
-    for (rev, n) in &wins {
-        check(&o, "one_winner_per_revision", *n == 1, || {
-            format!("{label}: revision {rev} was committed {n} times")
-        });
-    }
-    // Every acknowledgement counts: a store that told two writers it committed one
-    // revision acknowledged two commits.
-    let committed: u64 = wins.values().map(|n| u64::from(*n)).sum();
-    let mut revs: Vec<u64> = wins.keys().copied().collect();
-    revs.sort_unstable();
-    let dense = revs
-        .iter()
-        .enumerate()
-        .all(|(i, r)| *r == base + 1 + i as u64);
-    check(&o, "revisions_dense_and_ordered", dense, || {
-        format!("{label}: committed revisions {revs:?} after {base}")
-    });
-    let read = store.worker_snapshot(&lease).await.map(|(t, _)| t.revision);
-    check(
-        &o,
-        "acknowledged_writes_present",
-        read.as_ref().ok() == Some(&(base + committed)),
-        || {
-            format!(
-                "{label}: {committed} acknowledged commits after revision {base}, store reads {read:?}"
-            )
-        },
-    );
+/// One shared task under test, as its phases see it: the store, the observations, the
+/// task's label in examples and the lease it was claimed under.
+struct OnTask<'a> {
+    store: &'a Arc<dyn Store>,
+    o: &'a Shared,
+    label: &'a str,
+    lease: &'a Lease,
+}
 
-    // 2. Event ids: the same id again replays; the same id with other content is refused.
-    let mut rng = Rng(seed.rotate_left(17));
-    for k in 0..opts.writers.max(1) {
-        let event_id = format!("stress-{label}-{k}-{}", rng.next());
-        let Ok(event_id) = EventId::new(event_id) else {
-            continue;
-        };
-        let kind = EventKind::InputRequested {
-            key: format!("q{k}"),
-            request: json!({"method": "elicitation/create", "params": {"mode": "form",
-                "message": format!("question {k}"),
-                "requestedSchema": {"type": "object", "properties": {}}}}),
-        };
-        let first = store
-            .transition(
-                Authority::Worker(&lease),
-                TaskEvent::new(event_id.clone(), kind.clone()),
-                None,
-            )
-            .await;
-        let Ok(first) = first else {
-            check(&o, "acknowledged_writes_present", false, || {
-                format!("{label}: an input request failed: {first:?}")
-            });
-            continue;
-        };
-        let again = store
-            .transition(
-                Authority::Worker(&lease),
-                TaskEvent::new(event_id.clone(), kind),
-                None,
-            )
-            .await;
-        check(
-            &o,
-            "event_id_replays_its_revision",
-            matches!(&again, Ok(c) if c.replayed && c.revision == first.revision),
-            || format!("{label}: replay of {} gave {again:?}", event_id.as_str()),
-        );
-        let reused = store
-            .transition(
-                Authority::Worker(&lease),
-                TaskEvent::new(
-                    event_id.clone(),
-                    EventKind::StatusMessage {
-                        message: "different content".into(),
-                    },
-                ),
-                None,
-            )
-            .await;
-        check(
-            &o,
-            "event_id_reuse_refused",
-            matches!(reused, Err(StoreError::EventIdReused { .. })),
-            || format!("{label}: reuse of {} gave {reused:?}", event_id.as_str()),
-        );
-    }
-
-    // 3. Fencing: release, claim again; the old lease must commit nothing.
-    if store.release(&lease).await.is_ok() {
-        match store.claim(&id, &req).await {
-            Ok(newer) => {
-                let stale = store
-                    .transition(
-                        Authority::Worker(&lease),
-                        TaskEvent::random(EventKind::StatusMessage {
-                            message: "from a stale lease".into(),
+impl OnTask<'_> {
+    /// Phase 1, the compare-and-set race: runs the writers and returns how many of them
+    /// were told each revision committed.
+    async fn cas_race(&self, seed: u64, opts: &StressOptions) -> HashMap<u64, u32> {
+        // 1. Compare-and-set race: every writer reads the revision and tries to move it on.
+        let wins: Arc<Mutex<HashMap<u64, u32>>> = Arc::default();
+        let mut joins = Vec::new();
+        for w in 0..opts.writers.max(1) {
+            let (store, o, wins, lease) = (
+                self.store.clone(),
+                self.o.clone(),
+                wins.clone(),
+                self.lease.clone(),
+            );
+            let mut rng = Rng(seed ^ (w as u64).wrapping_mul(0x9E37));
+            let ops = opts.ops;
+            joins.push(tokio::spawn(async move {
+                for n in 0..ops {
+                    let Ok((t, _)) = store.worker_snapshot(&lease).await else {
+                        continue;
+                    };
+                    let message = format!("w{w} op{n} {}", rng.below(1_000_000));
+                    let t0 = Instant::now();
+                    let r = store
+                        .transition(
+                            Authority::Worker(&lease),
+                            TaskEvent::random(EventKind::StatusMessage { message }),
+                            Some(t.revision),
+                        )
+                        .await;
+                    timed(&o, "cas transition", t0);
+                    match r {
+                        Ok(c) => {
+                            let mut w = wins.lock();
+                            *w.entry(c.revision).or_default() += 1;
+                        }
+                        Err(StoreError::Conflict { .. }) => {}
+                        Err(e) => check(&o, "acknowledged_writes_present", false, || {
+                            format!("a CAS attempt failed unexpectedly: {e}")
                         }),
-                        None,
-                    )
-                    .await;
-                check(
-                    &o,
-                    "stale_lease_never_commits",
-                    matches!(stale, Err(StoreError::LeaseLost)),
-                    || format!("{label}: a stale lease's commit gave {stale:?}"),
-                );
-                let renewed = store.renew(&lease, 60_000).await;
-                check(
-                    &o,
-                    "stale_lease_never_commits",
-                    matches!(renewed, Err(StoreError::LeaseLost)),
-                    || format!("{label}: a stale lease's renewal gave {renewed:?}"),
-                );
-                terminal_race(&store, &o, &id, &newer.lease, &label).await;
+                    }
+                }
+            }));
+        }
+        for j in joins {
+            let _ = j.await;
+        }
+        std::mem::take(&mut *wins.lock())
+    }
+
+    /// Judges the race from `wins` (commits told, by revision) against the revision
+    /// `base` it started from and what the store reads back.
+    async fn judge_cas(&self, wins: &HashMap<u64, u32>, base: u64) {
+        let (o, label) = (self.o, self.label);
+        for (rev, n) in wins {
+            check(o, "one_winner_per_revision", *n == 1, || {
+                format!("{label}: revision {rev} was committed {n} times")
+            });
+        }
+        // Every acknowledgement counts: a store that told two writers it committed one
+        // revision acknowledged two commits.
+        let committed: u64 = wins.values().map(|n| u64::from(*n)).sum();
+        let mut revs: Vec<u64> = wins.keys().copied().collect();
+        revs.sort_unstable();
+        let dense = revs
+            .iter()
+            .enumerate()
+            .all(|(i, r)| *r == base + 1 + i as u64);
+        check(o, "revisions_dense_and_ordered", dense, || {
+            format!("{label}: committed revisions {revs:?} after {base}")
+        });
+        let read = self
+            .store
+            .worker_snapshot(self.lease)
+            .await
+            .map(|(t, _)| t.revision);
+        check(
+            o,
+            "acknowledged_writes_present",
+            read.as_ref().ok() == Some(&(base + committed)),
+            || {
+                format!(
+                    "{label}: {committed} acknowledged commits after revision {base}, store reads {read:?}"
+                )
+            },
+        );
+    }
+
+    /// Phase 2, event ids: `writers` questions, each sent again (a replay) and its id
+    /// reused with other content (refused).
+    async fn event_ids(&self, seed: u64, writers: usize) {
+        let (store, o, label, lease) = (self.store, self.o, self.label, self.lease);
+        // 2. Event ids: the same id again replays; the same id with other content is refused.
+        let mut rng = Rng(seed.rotate_left(17));
+        for k in 0..writers.max(1) {
+            let event_id = format!("stress-{label}-{k}-{}", rng.next());
+            let Ok(event_id) = EventId::new(event_id) else {
+                continue;
+            };
+            let kind = EventKind::InputRequested {
+                key: format!("q{k}"),
+                request: json!({"method": "elicitation/create", "params": {"mode": "form",
+                    "message": format!("question {k}"),
+                    "requestedSchema": {"type": "object", "properties": {}}}}),
+            };
+            let first = store
+                .transition(
+                    Authority::Worker(lease),
+                    TaskEvent::new(event_id.clone(), kind.clone()),
+                    None,
+                )
+                .await;
+            let Ok(first) = first else {
+                check(o, "acknowledged_writes_present", false, || {
+                    format!("{label}: an input request failed: {first:?}")
+                });
+                continue;
+            };
+            let again = store
+                .transition(
+                    Authority::Worker(lease),
+                    TaskEvent::new(event_id.clone(), kind),
+                    None,
+                )
+                .await;
+            check(
+                o,
+                "event_id_replays_its_revision",
+                matches!(&again, Ok(c) if c.replayed && c.revision == first.revision),
+                || format!("{label}: replay of {} gave {again:?}", event_id.as_str()),
+            );
+            let reused = store
+                .transition(
+                    Authority::Worker(lease),
+                    TaskEvent::new(
+                        event_id.clone(),
+                        EventKind::StatusMessage {
+                            message: "different content".into(),
+                        },
+                    ),
+                    None,
+                )
+                .await;
+            check(
+                o,
+                "event_id_reuse_refused",
+                matches!(reused, Err(StoreError::EventIdReused { .. })),
+                || format!("{label}: reuse of {} gave {reused:?}", event_id.as_str()),
+            );
+        }
+    }
+
+    /// Phase 3, fencing: releases the task and claims it again; the old lease must commit
+    /// and renew nothing. Then the terminal race, under the newer lease.
+    async fn fencing(&self, id: &TaskId, req: &ClaimRequest) {
+        let (store, o, label, lease) = (self.store, self.o, self.label, self.lease);
+        // 3. Fencing: release, claim again; the old lease must commit nothing.
+        if store.release(lease).await.is_ok() {
+            match store.claim(id, req).await {
+                Ok(newer) => {
+                    let stale = store
+                        .transition(
+                            Authority::Worker(lease),
+                            TaskEvent::random(EventKind::StatusMessage {
+                                message: "from a stale lease".into(),
+                            }),
+                            None,
+                        )
+                        .await;
+                    check(
+                        o,
+                        "stale_lease_never_commits",
+                        matches!(stale, Err(StoreError::LeaseLost)),
+                        || format!("{label}: a stale lease's commit gave {stale:?}"),
+                    );
+                    let renewed = store.renew(lease, 60_000).await;
+                    check(
+                        o,
+                        "stale_lease_never_commits",
+                        matches!(renewed, Err(StoreError::LeaseLost)),
+                        || format!("{label}: a stale lease's renewal gave {renewed:?}"),
+                    );
+                    terminal_race(store, o, id, &newer.lease, label).await;
+                }
+                Err(e) => check(o, "acknowledged_writes_present", false, || {
+                    format!("{label}: the second claim failed: {e}")
+                }),
             }
-            Err(e) => check(&o, "acknowledged_writes_present", false, || {
-                format!("{label}: the second claim failed: {e}")
-            }),
         }
     }
 }
@@ -883,40 +933,94 @@ pub async fn runner_batches(
     components: &[std::path::PathBuf],
     opts: &StressOptions,
 ) -> Result<StressReport, String> {
-    use crate::runner::{Catalog, JobOutcome, Runner, RunnerOptions};
-    use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
-    use std::time::Duration;
-
     let began = Instant::now();
-    let loader = ComponentLoader::new(WasmEngine::new(EngineConfig::default())?, None)?;
-    let mut catalog = Catalog::new();
-    for path in components {
-        let c = loader.load(path).await.map_err(|e| e.to_string())?;
-        catalog = catalog.with_component(&c)?;
-    }
-    let log: Arc<Mutex<StoreLog>> = Arc::default();
-    let recorder: Arc<dyn Store> =
-        Arc::new(Layered::over(store.clone(), Recorder { log: log.clone() }));
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let runner = Runner::start(
-        recorder.clone(),
-        Arc::new(catalog),
-        RunnerOptions {
-            owner: "stress".into(),
-            lease: Duration::from_millis(LEASE_MS),
-            heartbeat: Duration::from_millis(1_000),
-            park_after: Duration::from_millis(100),
-            cancel_grace: Duration::from_millis(200),
-            poll_interval: Duration::from_millis(10),
-            reap_interval: None,
-            ..RunnerOptions::default()
-        },
-        Arc::new(crate::runner::EventChannel(tx)),
-    );
-    let o: Shared = Arc::default();
+    let mut rig = RunnerRig::start(store, components).await?;
     let mut rng = Rng(opts.seed);
-    let principal = tenant();
     for batch in 0..opts.rounds.max(1) {
+        let tasks = rig.submit_batch(&mut rng, opts).await?;
+        let mut jobs = rig.drive(&tasks).await;
+        rig.drain(&mut jobs).await;
+        rig.judge_runner(batch, &jobs);
+        rig.judge_tasks(batch, &tasks).await;
+    }
+    rig.runner.shutdown().await;
+    let o = observed(rig.o);
+    Ok(StressReport::judged(
+        name,
+        "runner",
+        opts.seed,
+        o,
+        RUNNER_INVARIANTS,
+        began,
+    ))
+}
+
+/// A runner over a recording layer of the store under test, with what the batches it runs
+/// share: its events, the recorder's log and the observations.
+struct RunnerRig {
+    store: Arc<dyn Store>,
+    runner: crate::runner::Runner,
+    rx: tokio::sync::mpsc::UnboundedReceiver<crate::runner::RunnerEvent>,
+    log: Arc<Mutex<StoreLog>>,
+    o: Shared,
+    principal: Principal,
+}
+
+/// One batch's tasks: each one's kind and creation time, and the order they were created.
+struct Batch {
+    kinds: HashMap<TaskId, Kind>,
+    created: HashMap<TaskId, Instant>,
+    order: Vec<TaskId>,
+}
+
+impl RunnerRig {
+    /// Loads `components` and starts a runner over `store` behind a [`Recorder`].
+    async fn start(
+        store: Arc<dyn Store>,
+        components: &[std::path::PathBuf],
+    ) -> Result<Self, String> {
+        use crate::runner::{Catalog, Runner, RunnerOptions};
+        use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
+        use std::time::Duration;
+
+        let loader = ComponentLoader::new(WasmEngine::new(EngineConfig::default())?, None)?;
+        let mut catalog = Catalog::new();
+        for path in components {
+            let c = loader.load(path).await.map_err(|e| e.to_string())?;
+            catalog = catalog.with_component(&c)?;
+        }
+        let log: Arc<Mutex<StoreLog>> = Arc::default();
+        let recorder: Arc<dyn Store> =
+            Arc::new(Layered::over(store.clone(), Recorder { log: log.clone() }));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let runner = Runner::start(
+            recorder.clone(),
+            Arc::new(catalog),
+            RunnerOptions {
+                owner: "stress".into(),
+                lease: Duration::from_millis(LEASE_MS),
+                heartbeat: Duration::from_millis(1_000),
+                park_after: Duration::from_millis(100),
+                cancel_grace: Duration::from_millis(200),
+                poll_interval: Duration::from_millis(10),
+                reap_interval: None,
+                ..RunnerOptions::default()
+            },
+            Arc::new(crate::runner::EventChannel(tx)),
+        );
+        Ok(Self {
+            store,
+            runner,
+            rx,
+            log,
+            o: Arc::default(),
+            principal: tenant(),
+        })
+    }
+
+    /// Creates a batch of at least `opts.tasks` tasks, every kind at least once, and
+    /// submits them to the runner.
+    async fn submit_batch(&self, rng: &mut Rng, opts: &StressOptions) -> Result<Batch, String> {
         let mut kinds: HashMap<TaskId, Kind> = HashMap::new();
         let mut created: HashMap<TaskId, Instant> = HashMap::new();
         let mut order = Vec::new();
@@ -926,17 +1030,29 @@ pub async fn runner_batches(
                 Some(k) => *k,
                 None => KINDS[rng.below(KINDS.len() as u64) as usize],
             };
-            let mut new = new_task(&mut rng);
+            let mut new = new_task(rng);
             new.work = kind.work(&new.id);
             new.client_capabilities = json!({"elicitation": {}});
-            let id = store.create(new).await.map_err(|e| e.to_string())?;
+            let id = self.store.create(new).await.map_err(|e| e.to_string())?;
             created.insert(id.id, Instant::now());
             kinds.insert(id.id, kind);
             order.push(id.id);
         }
         for id in &order {
-            runner.submit(id).await.map_err(|e| e.to_string())?;
+            self.runner.submit(id).await.map_err(|e| e.to_string())?;
         }
+        Ok(Batch {
+            kinds,
+            created,
+            order,
+        })
+    }
+
+    /// Drives `batch` until every task is terminal or the patience runs out, and returns
+    /// the job starts and stops seen on the way.
+    async fn drive(&mut self, batch: &Batch) -> Jobs {
+        use std::time::Duration;
+
         // Drive the batch: answer and cancel at the moments each kind wants, until every
         // task is terminal or the patience runs out.
         let mut jobs = Jobs::default();
@@ -944,8 +1060,8 @@ pub async fn runner_batches(
         let deadline = Instant::now() + Duration::from_secs(120);
         let mut acted: std::collections::HashSet<TaskId> = Default::default();
         let mut last_sweep = Instant::now();
-        while done.len() < order.len() && Instant::now() < deadline {
-            let event = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await;
+        while done.len() < batch.order.len() && Instant::now() < deadline {
+            let event = tokio::time::timeout(Duration::from_millis(50), self.rx.recv()).await;
             let mut touched = Vec::new();
             match event {
                 Ok(Some(e)) => {
@@ -961,81 +1077,122 @@ pub async fn runner_batches(
             if last_sweep.elapsed() >= Duration::from_millis(50) {
                 last_sweep = Instant::now();
                 touched.extend(
-                    order
+                    batch
+                        .order
                         .iter()
                         .filter(|t| !done.contains_key(t))
                         .map(|t| (*t, None)),
                 );
             }
             for (task, outcome) in touched {
-                let Some(kind) = kinds.get(&task).copied() else {
-                    continue;
-                };
-                let Ok(Some((t, _))) = store.inspect(&task).await else {
-                    continue;
-                };
-                if t.status.is_terminal() {
-                    if done.insert(task, t.status).is_none()
-                        && let Some(at) = created.get(&task)
-                    {
-                        timed(&o, "created to terminal", *at);
-                    }
-                    continue;
-                }
-                let parked = outcome == Some(JobOutcome::Parked);
-                let act = match kind {
-                    Kind::AnsweredLive => t.status == TaskStatus::InputRequired,
-                    Kind::AnsweredParked | Kind::CancelParked => parked,
-                    Kind::CancelRunning => t.attempt >= 1 && t.claim.is_some() && outcome.is_none(),
-                    _ => false,
-                };
-                if !act || !acted.insert(task) {
-                    continue;
-                }
-                let id = task.to_string();
-                match kind {
-                    Kind::AnsweredLive | Kind::AnsweredParked => {
-                        if let Ok(access) = store.authorize(&principal, Action::Update, &id).await {
-                            let answer: serde_json::Map<String, serde_json::Value> = [(
-                                "confirm".to_owned(),
-                                json!({"action": "accept", "content": {"confirm": true}}),
-                            )]
-                            .into_iter()
-                            .collect();
-                            if let Ok(c) =
-                                store.accept_input(&access, EventId::random(), answer).await
-                                && let crate::store::Effect::Accepted { complete, .. } = c.effect
-                            {
-                                runner.input_accepted(&task, complete).await;
-                            }
-                        }
-                    }
-                    Kind::CancelRunning | Kind::CancelParked => {
-                        if let Ok(access) = store.authorize(&principal, Action::Cancel, &id).await
-                            && store.cancel(&access, None).await.is_ok()
-                        {
-                            runner.cancel(&task);
-                        }
-                    }
-                    _ => {}
-                }
+                self.visit(batch, &mut done, &mut acted, task, outcome)
+                    .await;
             }
         }
+        jobs
+    }
+
+    /// Looks at `task` after a job event (its `outcome`, for a stop) or a sweep: records
+    /// it in `done` once terminal, else acts on it once (in `acted`) when its kind's
+    /// moment has come.
+    async fn visit(
+        &self,
+        batch: &Batch,
+        done: &mut HashMap<TaskId, TaskStatus>,
+        acted: &mut std::collections::HashSet<TaskId>,
+        task: TaskId,
+        outcome: Option<crate::runner::JobOutcome>,
+    ) {
+        use crate::runner::JobOutcome;
+
+        let Some(kind) = batch.kinds.get(&task).copied() else {
+            return;
+        };
+        let Ok(Some((t, _))) = self.store.inspect(&task).await else {
+            return;
+        };
+        if t.status.is_terminal() {
+            if done.insert(task, t.status).is_none()
+                && let Some(at) = batch.created.get(&task)
+            {
+                timed(&self.o, "created to terminal", *at);
+            }
+            return;
+        }
+        let parked = outcome == Some(JobOutcome::Parked);
+        let act = match kind {
+            Kind::AnsweredLive => t.status == TaskStatus::InputRequired,
+            Kind::AnsweredParked | Kind::CancelParked => parked,
+            Kind::CancelRunning => t.attempt >= 1 && t.claim.is_some() && outcome.is_none(),
+            _ => false,
+        };
+        if !act || !acted.insert(task) {
+            return;
+        }
+        self.act(kind, task).await;
+    }
+
+    /// Does what `kind` wants done to `task` while it runs or waits: answers its question
+    /// or cancels it, and tells the runner.
+    async fn act(&self, kind: Kind, task: TaskId) {
+        let (store, runner, principal) = (&self.store, &self.runner, &self.principal);
+        let id = task.to_string();
+        match kind {
+            Kind::AnsweredLive | Kind::AnsweredParked => {
+                if let Ok(access) = store.authorize(principal, Action::Update, &id).await {
+                    let answer: serde_json::Map<String, serde_json::Value> = [(
+                        "confirm".to_owned(),
+                        json!({"action": "accept", "content": {"confirm": true}}),
+                    )]
+                    .into_iter()
+                    .collect();
+                    if let Ok(c) = store.accept_input(&access, EventId::random(), answer).await
+                        && let crate::store::Effect::Accepted { complete, .. } = c.effect
+                    {
+                        runner.input_accepted(&task, complete).await;
+                    }
+                }
+            }
+            Kind::CancelRunning | Kind::CancelParked => {
+                if let Ok(access) = store.authorize(principal, Action::Cancel, &id).await
+                    && store.cancel(&access, None).await.is_ok()
+                {
+                    runner.cancel(&task);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Waits (with patience) for the runner to hold no attempt and no waiter, counting the
+    /// job events that arrive meanwhile and those already queued.
+    async fn drain(&mut self, jobs: &mut Jobs) {
+        use std::time::Duration;
+
+        let runner = &self.runner;
         // The runner drains: no attempt, no waiter (the last stops may still be on their
         // way; give them the patience, then judge).
         let drain_deadline = Instant::now() + Duration::from_secs(30);
         while (runner.active() > 0 || !runner.waiters().is_empty())
             && Instant::now() < drain_deadline
         {
-            if let Ok(Some(e)) = tokio::time::timeout(Duration::from_millis(50), rx.recv()).await {
+            if let Ok(Some(e)) =
+                tokio::time::timeout(Duration::from_millis(50), self.rx.recv()).await
+            {
                 jobs.count(&e);
             }
         }
-        while let Ok(e) = rx.try_recv() {
+        while let Ok(e) = self.rx.try_recv() {
             jobs.count(&e);
         }
+    }
+
+    /// Judges the runner after batch `batch`: drained, and every job start matched by
+    /// exactly one stop in `jobs`.
+    fn judge_runner(&self, batch: usize, jobs: &Jobs) {
+        let (o, runner) = (&self.o, &self.runner);
         check(
-            &o,
+            o,
             "runner_drains",
             runner.active() == 0 && runner.waiters().is_empty(),
             || {
@@ -1057,81 +1214,90 @@ pub async fn runner_batches(
                 jobs.started.get(key).copied().unwrap_or(0),
                 jobs.stopped.get(key).copied().unwrap_or(0),
             );
-            check(&o, "jobs_balanced", s == 1 && p == 1, || {
+            check(o, "jobs_balanced", s == 1 && p == 1, || {
                 format!("task {} generation {}: {s} starts, {p} stops", key.0, key.1)
             });
         }
-        let log = std::mem::take(&mut *log.lock());
-        for id in &order {
-            let kind = kinds[id];
-            let t = store.inspect(id).await.ok().flatten().map(|(t, _)| t);
-            let status = t.as_ref().map(|t| t.status);
-            check(
-                &o,
-                "every_task_terminal",
-                status == Some(kind.expected()),
-                || format!("batch {batch}: {kind:?} task {id} ended {status:?}"),
-            );
-            let Some(t) = t else { continue };
-            check(&o, "no_claim_left", t.claim.is_none(), || {
-                format!("batch {batch}: task {id} still claimed by {:?}", t.claim)
-            });
-            if kind == Kind::Retry {
-                let retries = log.retry_at.get(id).cloned().unwrap_or_default();
-                let claims = log.claimed_at.get(id).cloned().unwrap_or_default();
-                check(
-                    &o,
-                    "retries_within_policy",
-                    t.attempt as usize <= RETRY_DELAYS_MS.len() + 1
-                        && retries.len() <= RETRY_DELAYS_MS.len(),
-                    || {
-                        format!(
-                            "task {id}: {} attempts, {} retries",
-                            t.attempt,
-                            retries.len()
-                        )
-                    },
-                );
-                // The claim after the n-th retry commit is claim n + 1.
-                for (n, at) in retries.iter().enumerate() {
-                    let claim = claims.get(n + 1).copied();
-                    check(
-                        &o,
-                        "retries_never_early",
-                        claim.is_some_and(|c| c >= *at),
-                        || format!("task {id}: retry {n} due at {at}, claimed at {claim:?}"),
-                    );
-                }
-            }
-            if matches!(
-                kind,
-                Kind::AnsweredLive | Kind::AnsweredParked | Kind::CancelParked
-            ) {
-                check(&o, "no_question_twice", t.inputs.len() == 1, || {
-                    format!("task {id}: {} questions stored", t.inputs.len())
-                });
-            }
-            if kind == Kind::AnsweredParked {
-                let answered = t.outcome.as_ref().is_some_and(|o| {
-                    serde_json::to_string(o).is_ok_and(|s| s.contains("Deleted f"))
-                });
-                check(&o, "no_question_twice", answered && t.attempt == 2, || {
-                    format!(
-                        "task {id}: replayed with the stored answer? attempts {}, outcome {:?}",
-                        t.attempt, t.outcome
-                    )
-                });
-            }
+    }
+
+    /// Judges every task of batch `batch` as the store reads it now, against its kind and
+    /// the retries and claims the recorder logged.
+    async fn judge_tasks(&self, batch: usize, tasks: &Batch) {
+        let log = std::mem::take(&mut *self.log.lock());
+        for id in &tasks.order {
+            let kind = tasks.kinds[id];
+            let t = self.store.inspect(id).await.ok().flatten().map(|(t, _)| t);
+            judge_task(&self.o, batch, id, kind, t, &log);
         }
     }
-    runner.shutdown().await;
-    let o = observed(o);
-    Ok(StressReport::judged(
-        name,
-        "runner",
-        opts.seed,
+}
+
+/// Judges one task `id` of kind `kind` from batch `batch`, as read (`t`), against the
+/// retries and claims in `log`.
+fn judge_task(
+    o: &Shared,
+    batch: usize,
+    id: &TaskId,
+    kind: Kind,
+    t: Option<crate::model::Task>,
+    log: &StoreLog,
+) {
+    let status = t.as_ref().map(|t| t.status);
+    check(
         o,
-        RUNNER_INVARIANTS,
-        began,
-    ))
+        "every_task_terminal",
+        status == Some(kind.expected()),
+        || format!("batch {batch}: {kind:?} task {id} ended {status:?}"),
+    );
+    let Some(t) = t else { return };
+    check(o, "no_claim_left", t.claim.is_none(), || {
+        format!("batch {batch}: task {id} still claimed by {:?}", t.claim)
+    });
+    if kind == Kind::Retry {
+        let retries = log.retry_at.get(id).cloned().unwrap_or_default();
+        let claims = log.claimed_at.get(id).cloned().unwrap_or_default();
+        check(
+            o,
+            "retries_within_policy",
+            t.attempt as usize <= RETRY_DELAYS_MS.len() + 1
+                && retries.len() <= RETRY_DELAYS_MS.len(),
+            || {
+                format!(
+                    "task {id}: {} attempts, {} retries",
+                    t.attempt,
+                    retries.len()
+                )
+            },
+        );
+        // The claim after the n-th retry commit is claim n + 1.
+        for (n, at) in retries.iter().enumerate() {
+            let claim = claims.get(n + 1).copied();
+            check(
+                o,
+                "retries_never_early",
+                claim.is_some_and(|c| c >= *at),
+                || format!("task {id}: retry {n} due at {at}, claimed at {claim:?}"),
+            );
+        }
+    }
+    if matches!(
+        kind,
+        Kind::AnsweredLive | Kind::AnsweredParked | Kind::CancelParked
+    ) {
+        check(o, "no_question_twice", t.inputs.len() == 1, || {
+            format!("task {id}: {} questions stored", t.inputs.len())
+        });
+    }
+    if kind == Kind::AnsweredParked {
+        let answered = t
+            .outcome
+            .as_ref()
+            .is_some_and(|o| serde_json::to_string(o).is_ok_and(|s| s.contains("Deleted f")));
+        check(o, "no_question_twice", answered && t.attempt == 2, || {
+            format!(
+                "task {id}: replayed with the stored answer? attempts {}, outcome {:?}",
+                t.attempt, t.outcome
+            )
+        });
+    }
 }

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row, Statement};
 
 use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
@@ -33,7 +33,9 @@ use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
 
 pub use notify::{RemoteChange, RemoteChanges};
 pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
-use staged::{Admission, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of};
+use staged::{
+    Admission, Change, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of,
+};
 
 /// How to reach the database and who this node is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -257,81 +259,24 @@ impl PgStore {
             Touches::Task(id) | Touches::TaskWork(id) | Touches::New(id) => Some(id),
             _ => None,
         };
-        let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
-        let skip: Vec<&str> = match touches {
-            Touches::NextDue(skip) => skip.iter().map(|s| s.as_str()).collect(),
-            _ => Vec::new(),
-        };
-        let limit: i64 = match touches {
-            Touches::ExpiredDue(n) | Touches::Expired(n) => n.min(i64::MAX as usize) as i64,
-            _ => 0,
-        };
-        let owner: &str = match touches {
-            Touches::Owner(o) => o,
-            _ => "",
-        };
-        let fetch_params: Vec<&(dyn ToSql + Sync)> = match touches {
-            Touches::Task(_) | Touches::TaskWork(_) => vec![&now_param, &id_bytes],
-            Touches::NextDue(_) => vec![&now_param, &skip],
-            Touches::ExpiredDue(_) | Touches::Expired(_) => vec![&now_param, &limit],
-            Touches::Owner(_) => vec![&now_param, &owner],
-            Touches::New(_) | Touches::Nothing => vec![&now_param],
-        };
+        let args = FetchArgs::new(touches, &id_param);
+        let fetch_params = args.params(touches, &now_param);
         let fast = admit.filter(|_| !exact);
-        let one: i64 = 1;
 
-        // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
-        let begin = c.batch_execute("BEGIN");
-        let rows_f = c.query(&fetch_st, &fetch_params);
-        let admit_f = async {
-            match fast {
-                Some((scope, _)) => {
-                    // Its shard's lock first (by writing the +1), then the sum.
-                    let bump_params: [&(dyn ToSql + Sync); 3] = [&scope, &shard, &one];
-                    let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
-                    let bump = c.query(writes.bump(), &bump_params);
-                    let sum = c.query_one(&sum_st, &sum_params);
-                    let (b, s) = tokio::join!(bump, sum);
-                    b?;
-                    Ok(Some(s?.get::<_, i64>(0)))
-                }
-                None => Ok(None),
-            }
-        };
-        let (begun, rows, fast_sum) = tokio::join!(begin, rows_f, admit_f);
-        let read = async {
-            begun.map_err(pg_error)?;
-            let rows = rows.map_err(pg_error)?;
-            // Every row carries the time; a fetch that found nothing still has one row.
-            let now: Option<i64> = rows.first().map(|r| r.get(0));
-            let fast_sum: Option<i64> = fast_sum.map_err(pg_error)?;
-            Ok::<_, StoreError>((now, rows, fast_sum))
-        }
-        .await;
-        let (now, rows, fast_sum) = match read {
+        let read = begin_and_fetch(c, &writes, &fetch_st, &fetch_params, &sum_st, fast, shard);
+        let (now, rows, fast_sum) = match read.await {
             Ok(r) => r,
             Err(e) => {
                 conn.rollback().await;
                 return Err(e);
             }
         };
-        let admission = match (admit, exact, fast_sum) {
-            (None, _, _) => None,
-            (Some((_, max)), false, Some(sum)) => {
-                let max = max.min(i64::MAX as u64) as i64;
-                Some(if sum + i64::from(LIVE_SHARDS - 1) <= max {
-                    Admission::Admitted
-                } else {
-                    Admission::Undecided
-                })
+        let admission = match decide_admission(c, admit, exact, fast_sum).await {
+            Ok(a) => a,
+            Err(e) => {
+                conn.rollback().await;
+                return Err(e);
             }
-            (Some((scope, _)), _, _) => match exact_count(c, scope).await {
-                Ok(n) => Some(Admission::Counted(n)),
-                Err(e) => {
-                    conn.rollback().await;
-                    return Err(e);
-                }
-            },
         };
         let ctx = Ctx {
             now: Timestamp(now.unwrap_or(0).max(0) as u64),
@@ -341,32 +286,8 @@ impl PgStore {
             epoch: 0,
             issuer: self.issuer,
         };
-        let fetched = match rows
-            .iter()
-            .filter(|r| r.get::<_, Option<&[u8]>>(1).is_some())
-            .map(|r| record_of(r, 1))
-            .collect::<StoreResult<Vec<_>>>()
-        {
-            Ok(f) => f,
-            Err(e) => {
-                conn.rollback().await;
-                return Err(e);
-            }
-        };
-        let mut staged = Staged::new(fetched, id_param);
-        if let Some(a) = admission {
-            staged = staged.with_admission(a);
-        }
-        let out = f(&mut staged, &ctx);
-        let value = match out {
-            Ok(v) => v,
-            Err(e) => {
-                conn.rollback().await;
-                return Err(if staged.needs_exact { NEEDS_EXACT } else { e });
-            }
-        };
-        let changes = match staged.changes(shard) {
-            Ok(ch) => ch,
+        let (value, changes) = match stage(&rows, id_param, admission, &ctx, shard, f) {
+            Ok(staged) => staged,
             Err(e) => {
                 conn.rollback().await;
                 return Err(e);
@@ -379,30 +300,7 @@ impl PgStore {
             return Ok(value);
         }
 
-        // Round trip 2: the changes and COMMIT, pipelined. A failed change aborts the
-        // transaction, so the COMMIT after it rolls back.
-        let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, &writes)));
-        let probe = async {
-            if probe {
-                // A write that changes nothing, so the commit flushes like any other.
-                c.execute(
-                    "UPDATE meta SET value = value WHERE key = 'server_key'",
-                    &[],
-                )
-                .await
-                .map(|_| ())
-                .map_err(pg_error)
-            } else {
-                Ok(())
-            }
-        };
-        let commit = c.batch_execute("COMMIT");
-        let (applied, probed, committed) = tokio::join!(applied, probe, commit);
-        let result = applied
-            .into_iter()
-            .chain(std::iter::once(probed))
-            .find_map(Result::err);
-        match (result, committed) {
+        match apply_and_commit(c, &writes, &changes, probe).await {
             (Some(e), _) => {
                 conn.finish();
                 Err(e)
@@ -477,6 +375,180 @@ impl PgStore {
 
 /// Returned from a write whose admission needs exact mode; never leaves this module.
 const NEEDS_EXACT: StoreError = StoreError::LiveLimit { max: u64::MAX };
+
+/// The values a write's fetch binds after the time, taken from what the write touches.
+struct FetchArgs<'a> {
+    id_bytes: Option<&'a [u8]>,
+    skip: Vec<&'a str>,
+    limit: i64,
+    owner: &'a str,
+}
+
+impl<'a> FetchArgs<'a> {
+    /// The values `touches` binds; `id_param` is the task it names, if it names one.
+    fn new(touches: Touches<'a>, id_param: &'a Option<TaskId>) -> Self {
+        let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
+        let skip: Vec<&str> = match touches {
+            Touches::NextDue(skip) => skip.iter().map(|s| s.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        let limit: i64 = match touches {
+            Touches::ExpiredDue(n) | Touches::Expired(n) => n.min(i64::MAX as usize) as i64,
+            _ => 0,
+        };
+        let owner: &str = match touches {
+            Touches::Owner(o) => o,
+            _ => "",
+        };
+        Self {
+            id_bytes,
+            skip,
+            limit,
+            owner,
+        }
+    }
+
+    /// The parameters of the statement [`fetch_sql`] makes for `touches`: the time, then
+    /// what it binds.
+    fn params<'p>(
+        &'p self,
+        touches: Touches<'_>,
+        now_param: &'p Option<i64>,
+    ) -> Vec<&'p (dyn ToSql + Sync)> {
+        match touches {
+            Touches::Task(_) | Touches::TaskWork(_) => vec![now_param, &self.id_bytes],
+            Touches::NextDue(_) => vec![now_param, &self.skip],
+            Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
+            Touches::Owner(_) => vec![now_param, &self.owner],
+            Touches::New(_) | Touches::Nothing => vec![now_param],
+        }
+    }
+}
+
+/// A write's first round trip: `BEGIN`, the time, the rows (and a fast admission's shard
+/// bump and live sum when `fast` names a scope), pipelined. Returns the time, the rows and
+/// the scope's live sum.
+async fn begin_and_fetch(
+    c: &Object,
+    writes: &Writes,
+    fetch_st: &Statement,
+    fetch_params: &[&(dyn ToSql + Sync)],
+    sum_st: &Statement,
+    fast: Option<(&str, u64)>,
+    shard: i16,
+) -> StoreResult<(Option<i64>, Vec<Row>, Option<i64>)> {
+    let one: i64 = 1;
+
+    // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
+    let begin = c.batch_execute("BEGIN");
+    let rows_f = c.query(fetch_st, fetch_params);
+    let admit_f = async {
+        match fast {
+            Some((scope, _)) => {
+                // Its shard's lock first (by writing the +1), then the sum.
+                let bump_params: [&(dyn ToSql + Sync); 3] = [&scope, &shard, &one];
+                let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
+                let bump = c.query(writes.bump(), &bump_params);
+                let sum = c.query_one(sum_st, &sum_params);
+                let (b, s) = tokio::join!(bump, sum);
+                b?;
+                Ok(Some(s?.get::<_, i64>(0)))
+            }
+            None => Ok(None),
+        }
+    };
+    let (begun, rows, fast_sum) = tokio::join!(begin, rows_f, admit_f);
+    begun.map_err(pg_error)?;
+    let rows = rows.map_err(pg_error)?;
+    // Every row carries the time; a fetch that found nothing still has one row.
+    let now: Option<i64> = rows.first().map(|r| r.get(0));
+    let fast_sum: Option<i64> = fast_sum.map_err(pg_error)?;
+    Ok((now, rows, fast_sum))
+}
+
+/// The admission of a creation capped at `admit` = (scope, max): decided from the fast
+/// sum when there is one, else from an exact count; `None` for a write without a cap.
+async fn decide_admission(
+    c: &Object,
+    admit: Option<(&str, u64)>,
+    exact: bool,
+    fast_sum: Option<i64>,
+) -> StoreResult<Option<Admission>> {
+    Ok(match (admit, exact, fast_sum) {
+        (None, _, _) => None,
+        (Some((_, max)), false, Some(sum)) => {
+            let max = max.min(i64::MAX as u64) as i64;
+            Some(if sum + i64::from(LIVE_SHARDS - 1) <= max {
+                Admission::Admitted
+            } else {
+                Admission::Undecided
+            })
+        }
+        (Some((scope, _)), _, _) => Some(Admission::Counted(exact_count(c, scope).await?)),
+    })
+}
+
+/// Runs the rules `f` over the fetched rows and returns its value with the changes it
+/// made. An `f` that failed because its admission needs exact mode fails with
+/// [`NEEDS_EXACT`].
+fn stage<T>(
+    rows: &[Row],
+    id_param: Option<TaskId>,
+    admission: Option<Admission>,
+    ctx: &Ctx,
+    shard: i16,
+    f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T>,
+) -> StoreResult<(T, Vec<Change>)> {
+    let fetched = rows
+        .iter()
+        .filter(|r| r.get::<_, Option<&[u8]>>(1).is_some())
+        .map(|r| record_of(r, 1))
+        .collect::<StoreResult<Vec<_>>>()?;
+    let mut staged = Staged::new(fetched, id_param);
+    if let Some(a) = admission {
+        staged = staged.with_admission(a);
+    }
+    let value = match f(&mut staged, ctx) {
+        Ok(v) => v,
+        Err(e) => return Err(if staged.needs_exact { NEEDS_EXACT } else { e }),
+    };
+    let changes = staged.changes(shard)?;
+    Ok((value, changes))
+}
+
+/// A write's second round trip: the changes (or the probe's write) and `COMMIT`,
+/// pipelined. Returns the first change that failed, and how the commit went.
+async fn apply_and_commit(
+    c: &Object,
+    writes: &Writes,
+    changes: &[Change],
+    probe: bool,
+) -> (Option<StoreError>, Result<(), tokio_postgres::Error>) {
+    // Round trip 2: the changes and COMMIT, pipelined. A failed change aborts the
+    // transaction, so the COMMIT after it rolls back.
+    let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, writes)));
+    let probe = async {
+        if probe {
+            // A write that changes nothing, so the commit flushes like any other.
+            c.execute(
+                "UPDATE meta SET value = value WHERE key = 'server_key'",
+                &[],
+            )
+            .await
+            .map(|_| ())
+            .map_err(pg_error)
+        } else {
+            Ok(())
+        }
+    };
+    let commit = c.batch_execute("COMMIT");
+    let (applied, probed, committed) = tokio::join!(applied, probe, commit);
+    let result = applied
+        .into_iter()
+        .chain(std::iter::once(probed))
+        .find_map(Result::err);
+    (result, committed)
+}
 
 /// `$1` of the time-dependent fetches: a test clock's value, or the transaction's time.
 const NOW_PARAM: &str =
