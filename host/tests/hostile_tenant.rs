@@ -208,6 +208,17 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
     assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
     let b = greet(&h, TOKEN_B, "Bea").await;
     assert!(greeted(&b), "the other tenant is served: {b}");
+    // Large arguments are checked inside the same budget (off the async workers), so
+    // even a task call with them is refused while the tenant's slots are full; small ones
+    // are checked in place, and the task is created.
+    let pad = "x".repeat(100 << 10);
+    let v = call(&h, TOKEN_A, "counter", json!({"pad": pad}), true).await;
+    assert_refused(&v, -32000, "limits.sync_calls_per_tenant");
+    let v = call(&h, TOKEN_A, "counter", json!({"pad": "x"}), true).await;
+    assert_eq!(v["result"]["resultType"], "task", "{v}");
+    // Checked off the workers is still checked: a large call that breaks the schema.
+    let v = call(&h, TOKEN_B, "greet", json!({"name": 5, "pad": &pad}), false).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
     // A completion runs a guest too: inside the same budget.
     let over = complete(&h, TOKEN_A).await;
     assert_refused(&over, -32000, "limits.sync_calls_per_tenant");
@@ -230,7 +241,7 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 
     let metrics = h.server.metrics_text();
     assert!(
-        metrics.contains("snodo_limit_refusals_total{limit=\"limits.sync_calls_per_tenant\"} 2"),
+        metrics.contains("snodo_limit_refusals_total{limit=\"limits.sync_calls_per_tenant\"} 3"),
         "{metrics}"
     );
 }

@@ -25,6 +25,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) meta: RequestMeta,
     /// Whether its `Accept` allows an event stream.
     pub(crate) accepts_sse: bool,
+    /// The size of its body: what parsing and checking its parameters may cost.
+    pub(crate) body_bytes: usize,
     /// How its replies are shaped.
     pub(crate) dialect: &'static dyn Dialect,
     /// Where a guest's questions on the request path go as server requests on the call's

@@ -92,6 +92,7 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
+        body_bytes: usize,
     ) -> Handled<Reply> {
         if req.method == "initialize" {
             return self.initialize(principal, req).await;
@@ -169,6 +170,7 @@ impl McpServer {
             principal,
             meta,
             accepts_sse: headers.accepts_sse,
+            body_bytes,
             dialect: &HANDSHAKE,
             asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
         };

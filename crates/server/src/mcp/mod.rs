@@ -364,7 +364,7 @@ impl McpServer {
             Err((id, e)) => return Reply::error(&id, &e),
         };
         let id = req.id.clone();
-        match self.dispatch(headers, principal, req).await {
+        match self.dispatch(headers, principal, req, body.len()).await {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
         }
@@ -375,11 +375,12 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
+        body_bytes: usize,
     ) -> Handled<Reply> {
         if legacy::speaks_handshake(headers, &req) {
             let id = req.id.clone();
             return Ok(self
-                .dispatch_handshake(headers, principal, req)
+                .dispatch_handshake(headers, principal, req, body_bytes)
                 .await
                 .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
@@ -404,6 +405,7 @@ impl McpServer {
             principal,
             meta,
             accepts_sse: headers.accepts_sse,
+            body_bytes,
             dialect: &dialect::STATELESS,
             asks: None,
         };

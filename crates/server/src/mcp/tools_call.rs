@@ -20,6 +20,10 @@ use super::request::ToolsCall;
 use super::sync_io::Outbox;
 use super::{Ctx, Handled, McpServer, Reply, wire};
 
+/// Bodies up to this size have their arguments checked on the request's own task; larger
+/// ones on the blocking pool, inside the tenant's request-path budget.
+const INLINE_CHECK_BYTES: usize = 64 << 10;
+
 /// What one `tools/call` has settled so far: the tool, its checked arguments, the answers
 /// its MRTR rounds carried, and the request-path slot once a guest has run for it.
 struct Calling<'a> {
@@ -48,11 +52,12 @@ impl McpServer {
             .catalog
             .tool(&call.name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {}", call.name)))?;
-        let arguments = Value::Object(call.arguments);
         // Checked before anything is decided: a bad call is -32602 on the call in every
-        // mode, and no task, slot or guest is spent on it.
-        tool.component
-            .check_arguments(&tool.info.name, &arguments)?;
+        // mode, and no task or guest is spent on it.
+        let mut slot = None;
+        let arguments = self
+            .check_arguments(tool, Value::Object(call.arguments), ctx, &mut slot)
+            .await?;
         let key = self.server_key().await?;
         let sealed_for = mrtr::sealed_for(&tool.info.name, &arguments);
         let answers = given_answers(call.answers, &key, &sealed_for, ctx.principal)?;
@@ -68,7 +73,7 @@ impl McpServer {
             answers,
             key,
             sealed_for,
-            slot: None,
+            slot,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
         if !ctx.meta.declares_tasks() || mode == TaskMode::Sync {
@@ -78,6 +83,43 @@ impl McpServer {
             return Ok(Reply::result(ctx.id, asked));
         }
         self.create_task(calling, ctx).await
+    }
+
+    /// `arguments` if they match the tool's input schema, else -32602 naming the problem.
+    ///
+    /// A small body is checked where it is: the check is linear in the arguments' size
+    /// (patterns run on a linear-time engine) and costs microseconds. A larger one could
+    /// hold an async worker for milliseconds, so it is checked on the blocking pool, in
+    /// one of the tenant's request-path slots (`slot`, kept for the guest executions that
+    /// follow), within the synchronous wall clock.
+    async fn check_arguments(
+        &self,
+        tool: &CatalogTool,
+        arguments: Value,
+        ctx: &Ctx<'_>,
+        slot: &mut Option<Slot>,
+    ) -> Handled<Value> {
+        if ctx.body_bytes <= INLINE_CHECK_BYTES {
+            tool.component
+                .check_arguments(&tool.info.name, &arguments)?;
+            return Ok(arguments);
+        }
+        *slot = Some(self.sync_slot(ctx.principal)?);
+        let (component, name) = (tool.component.clone(), tool.info.name.clone());
+        let check = tokio::task::spawn_blocking(move || {
+            component
+                .check_arguments(&name, &arguments)
+                .map(|()| arguments)
+        });
+        let ms = self.config.limits.sync_timeout_ms;
+        match tokio::time::timeout(Duration::from_millis(ms), check).await {
+            Ok(Ok(checked)) => checked,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "an argument check panicked");
+                Err(RpcError::internal("the arguments could not be checked"))
+            }
+            Err(_) => Err(AttemptError::Limit(Limit::WallClock { ms }).to_rpc_error()),
+        }
     }
 
     /// The mode this call runs in: the configured one, else the tool's rule over the
