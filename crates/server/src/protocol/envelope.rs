@@ -205,6 +205,17 @@ mod tests {
     #[test]
     fn rejects_hostile_envelopes() {
         assert_eq!(err("{"), (Value::Null, codes::PARSE_ERROR));
+        // Nesting is bounded by the parser (128 levels): a deep body is refused before any
+        // schema or handler walks it.
+        let deep = |n: usize| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"x","params":{{"a":{}1{}}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        assert!(parse(deep(100).as_bytes()).is_ok());
+        assert_eq!(err(&deep(200)).1, codes::PARSE_ERROR);
         assert_eq!(err("[]"), (Value::Null, codes::INVALID_REQUEST));
         assert_eq!(
             err(r#"[{"jsonrpc":"2.0","id":1,"method":"x"}]"#).1,
