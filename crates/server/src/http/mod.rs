@@ -99,7 +99,7 @@ impl App {
     /// Answers one request.
     pub async fn handle(&self, request: Request) -> Response {
         if request.method() == Method::POST && request.uri().path() == "/mcp" {
-            return post_directly(self.state.clone(), request).await;
+            return post_directly(&self.state, request).await;
         }
         match self.routes.clone().oneshot(request).await {
             Ok(response) => response,
@@ -111,17 +111,15 @@ impl App {
 /// `POST /mcp` as the router serves it: the host check, authentication, the handler.
 ///
 /// Invariant: the same answers as through the router, because both paths call the same
-/// three functions (`mcp_wire::envelope`'s and `methods.rs`'s host and token tests run
-/// through this path; `envelope::other_methods_are_405_with_allow` through the router).
-async fn post_directly(state: AppState, mut request: Request) -> Response {
+/// host check, the same authenticator and the same `answer_post`; only the hand-over of
+/// the caller differs (an argument here, the request's extensions there).
+/// (`mcp_wire::methods::the_direct_post_path_and_the_router_refuse_alike`)
+async fn post_directly(state: &Shared, request: Request) -> Response {
     if let Err(why) = allowed_host(request.headers(), &state.config.allowed_hosts) {
         return host_refused(why);
     }
     match state.authenticator.authenticate(request.headers()).await {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            post_mcp(State(state), request).await
-        }
+        Ok(caller) => answer_post(state, caller, request).await,
         Err(refused) => unauthorized(&refused),
     }
 }
@@ -429,10 +427,17 @@ fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>>
         })
 }
 
+/// `POST /mcp` through the router: the caller is in the request's extensions.
 async fn post_mcp(State(state): State<AppState>, mut request: Request) -> Response {
-    let Some(Caller { principal, .. }) = caller(&mut request) else {
+    let Some(caller) = caller(&mut request) else {
         return missing_caller();
     };
+    answer_post(&state, caller, request).await
+}
+
+/// `POST /mcp` from `caller`.
+async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Response {
+    let principal = caller.principal;
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     // A POST body is JSON and says so: a missing Content-Type is refused like a wrong one
