@@ -3,6 +3,10 @@
 //! extensions for every handler behind it to read. [`StaticTokens`] is the configured
 //! bearer tokens (or, with none, the anonymous local principal of a loopback-only server).
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
 
@@ -65,10 +69,41 @@ impl Unauthenticated {
 
 /// Authenticates requests. Implementations must take the same time whichever credential
 /// they were shown, up to the credential's own validation, and never log a credential.
-#[async_trait::async_trait]
 pub trait Authenticator: Send + Sync + 'static {
     /// The caller `headers` authenticate.
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Unauthenticated>;
+    fn authenticate<'a>(&'a self, headers: &'a HeaderMap) -> Authentication<'a>;
+}
+
+/// What [`Authenticator::authenticate`] answers, as a future: decided at once (static
+/// tokens, a token checked against keys already held) without allocating, or after
+/// waiting (fetching keys, asking an introspection endpoint).
+pub enum Authentication<'a> {
+    /// Decided; taken by the first poll.
+    Ready(Option<Result<Caller, Unauthenticated>>),
+    /// To be decided by this future.
+    Waiting(Pin<Box<dyn Future<Output = Result<Caller, Unauthenticated>> + Send + 'a>>),
+}
+
+impl Authentication<'_> {
+    /// Decided at once.
+    pub fn ready(decided: Result<Caller, Unauthenticated>) -> Self {
+        Self::Ready(Some(decided))
+    }
+}
+
+impl Future for Authentication<'_> {
+    type Output = Result<Caller, Unauthenticated>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Self::Ready(decided) => Poll::Ready(
+                decided
+                    .take()
+                    .expect("an Authentication is not polled after it completed"),
+            ),
+            Self::Waiting(waiting) => waiting.as_mut().poll(cx),
+        }
+    }
 }
 
 /// The shortest accepted bearer token.
@@ -179,12 +214,13 @@ impl StaticTokens {
     }
 }
 
-#[async_trait::async_trait]
 impl Authenticator for StaticTokens {
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Caller, Unauthenticated> {
-        self.principal(headers)
-            .map(Caller::trusted)
-            .ok_or_else(|| Unauthenticated::bearer("a valid bearer token is required"))
+    fn authenticate<'a>(&'a self, headers: &'a HeaderMap) -> Authentication<'a> {
+        Authentication::ready(
+            self.principal(headers)
+                .map(Caller::trusted)
+                .ok_or_else(|| Unauthenticated::bearer("a valid bearer token is required")),
+        )
     }
 }
 

@@ -24,8 +24,8 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 pub use auth::{
-    Authenticator, Caller, MIN_TOKEN_LEN, Scopes, StaticTokens, TokenError, Unauthenticated,
-    bearer_token, check_token, local_principal,
+    Authentication, Authenticator, Caller, MIN_TOKEN_LEN, Scopes, StaticTokens, TokenError,
+    Unauthenticated, bearer_token, check_token, local_principal,
 };
 pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
 

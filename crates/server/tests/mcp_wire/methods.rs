@@ -138,15 +138,22 @@ async fn the_direct_post_path_and_the_router_refuse_alike() {
 /// answers its refusal with its challenge.
 #[tokio::test]
 async fn a_custom_authenticator_decides_who_calls() {
-    use snodo_server::http::{Authenticator, Caller, Scopes, Unauthenticated, router_with};
+    use snodo_server::http::{
+        Authentication, Authenticator, Caller, Scopes, Unauthenticated, router_with,
+    };
 
+    /// Decides after waiting, as an authenticator that fetches keys would.
     struct OnlyAda;
-    #[async_trait::async_trait]
     impl Authenticator for OnlyAda {
-        async fn authenticate(
-            &self,
-            headers: &axum::http::HeaderMap,
-        ) -> Result<Caller, Unauthenticated> {
+        fn authenticate<'a>(&'a self, headers: &'a axum::http::HeaderMap) -> Authentication<'a> {
+            Authentication::Waiting(Box::pin(async move {
+                tokio::task::yield_now().await;
+                Self::decide(headers)
+            }))
+        }
+    }
+    impl OnlyAda {
+        fn decide(headers: &axum::http::HeaderMap) -> Result<Caller, Unauthenticated> {
             match headers.get("x-user").and_then(|v| v.to_str().ok()) {
                 Some("ada") => Ok(Caller {
                     principal: Principal::new("acme", "ada"),
