@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 
+use super::RoutingHeaders;
 use super::session::Outstanding;
 
 /// One request, as every handler sees it.
@@ -34,6 +35,28 @@ pub(crate) struct Ctx<'a> {
     /// session whose responses may answer them. `None`: they are answered by an MRTR
     /// `input_required` result (2026-07-28).
     pub(crate) asks: Option<(Arc<Outstanding>, Option<String>)>,
+}
+
+impl<'a> Ctx<'a> {
+    /// A 2026-07-28 request: request `id` from `principal`, declaring `meta`, with the
+    /// transport's `headers`, parsed from a body of `body_bytes`.
+    pub(crate) fn stateless(
+        id: &'a Value,
+        principal: &'a Principal,
+        meta: RequestMeta,
+        headers: &RoutingHeaders,
+        body_bytes: usize,
+    ) -> Self {
+        Self {
+            id,
+            principal,
+            meta,
+            accepts_sse: headers.accepts_sse,
+            body_bytes,
+            dialect: &STATELESS,
+            asks: None,
+        }
+    }
 }
 
 /// How a protocol revision shapes what handlers produce.

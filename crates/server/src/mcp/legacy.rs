@@ -92,7 +92,6 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
-        body_bytes: usize,
     ) -> Handled<Reply> {
         if req.method == "initialize" {
             return self.initialize(principal, req).await;
@@ -131,7 +130,12 @@ impl McpServer {
                 }
             }
         };
-        let protocol::Request { id, method, params } = req;
+        let protocol::Request {
+            id,
+            method,
+            params,
+            bytes,
+        } = req;
         let call = match method.as_str() {
             "ping" => return Ok(Reply::result(&id, json!({}))),
             "logging/setLevel" => {
@@ -166,13 +170,9 @@ impl McpServer {
             ),
         };
         let ctx = Ctx {
-            id: &id,
-            principal,
-            meta,
-            accepts_sse: headers.accepts_sse,
-            body_bytes,
             dialect: &HANDSHAKE,
             asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
+            ..Ctx::stateless(&id, principal, meta, headers, bytes)
         };
         self.serve(call, &ctx).await
     }

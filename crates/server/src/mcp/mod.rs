@@ -364,7 +364,7 @@ impl McpServer {
             Err((id, e)) => return Reply::error(&id, &e),
         };
         let id = req.id.clone();
-        match self.dispatch(headers, principal, req, body.len()).await {
+        match self.dispatch(headers, principal, req).await {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
         }
@@ -375,12 +375,11 @@ impl McpServer {
         headers: &RoutingHeaders,
         principal: &Principal,
         req: protocol::Request,
-        body_bytes: usize,
     ) -> Handled<Reply> {
         if legacy::speaks_handshake(headers, &req) {
             let id = req.id.clone();
             return Ok(self
-                .dispatch_handshake(headers, principal, req, body_bytes)
+                .dispatch_handshake(headers, principal, req)
                 .await
                 .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
@@ -398,17 +397,11 @@ impl McpServer {
             return Err(RpcError::tasks_required());
         }
         // 4. The method's parameters.
-        let protocol::Request { id, params, .. } = req;
+        let protocol::Request {
+            id, params, bytes, ..
+        } = req;
         let call = Call::parse(method, params)?;
-        let ctx = Ctx {
-            id: &id,
-            principal,
-            meta,
-            accepts_sse: headers.accepts_sse,
-            body_bytes,
-            dialect: &dialect::STATELESS,
-            asks: None,
-        };
+        let ctx = Ctx::stateless(&id, principal, meta, headers, bytes);
         self.serve(call, &ctx).await
     }
 

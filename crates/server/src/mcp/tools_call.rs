@@ -243,15 +243,10 @@ impl McpServer {
     /// takes an event stream, when the request asked for it (a progress token or a log
     /// level; a 2025-11-25 session always has a level).
     async fn run_sync(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Reply> {
-        let Calling {
-            tool,
-            arguments,
-            answers,
-            key,
-            sealed_for,
-            slot,
-        } = calling;
-        let slot = match slot {
+        let tool = calling.tool;
+        let (arguments, answers) = (calling.arguments, calling.answers);
+        let (key, sealed_for) = (calling.key, calling.sealed_for);
+        let slot = match calling.slot {
             Some(s) => s,
             None => self.sync_slot(ctx.principal)?,
         };

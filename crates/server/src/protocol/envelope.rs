@@ -21,6 +21,8 @@ pub(crate) struct Request {
     pub(crate) method: String,
     /// The params (empty when absent).
     pub(crate) params: Map<String, Value>,
+    /// The size of the message it was parsed from: what walking its parameters may cost.
+    pub(crate) bytes: usize,
 }
 
 /// What a POST carried.
@@ -176,7 +178,12 @@ pub(crate) fn parse(body: &[u8]) -> Result<Incoming, (Value, RpcError)> {
         Some(id @ (Value::String(_) | Value::Number(_)))
             if id.is_string() || id.is_i64() || id.is_u64() =>
         {
-            Ok(Incoming::Request(Request { id, method, params }))
+            Ok(Incoming::Request(Request {
+                id,
+                method,
+                params,
+                bytes: body.len(),
+            }))
         }
         Some(_) => Err(invalid("\"id\" must be a string or an integer")),
     }
