@@ -82,6 +82,8 @@ pub struct Config {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSection {
+    /// Time a new connection may stay silent before its first byte.
+    pub first_byte_timeout_ms: Option<u64>,
     /// Time to send a complete request head.
     pub header_timeout_ms: Option<u64>,
     /// Time to send a whole request body once the head arrived.
@@ -90,6 +92,8 @@ pub struct HttpSection {
     pub idle_timeout_ms: Option<u64>,
     /// The most connections open at once.
     pub max_connections: Option<usize>,
+    /// The most connections one peer address may hold open (0: no such cap).
+    pub max_connections_per_peer: Option<usize>,
 }
 
 /// `[metrics]`.
@@ -694,6 +698,11 @@ impl Config {
             None => Ok(default),
         };
         Ok(http::HttpLimits {
+            first_byte_timeout: positive(
+                "http.first_byte_timeout_ms",
+                h.first_byte_timeout_ms,
+                base.first_byte_timeout,
+            )?,
             header_timeout: positive(
                 "http.header_timeout_ms",
                 h.header_timeout_ms,
@@ -711,6 +720,9 @@ impl Config {
                 Some(n) => n,
                 None => base.max_connections,
             },
+            max_connections_per_peer: h
+                .max_connections_per_peer
+                .unwrap_or(base.max_connections_per_peer),
         })
     }
 
@@ -1038,21 +1050,27 @@ subject = "alice"
         assert_eq!(o.http_limits, http::HttpLimits::default());
         assert_eq!(o.metrics_token, None);
         let o = options(
-            "[http]\nheader_timeout_ms = 1500\nbody_timeout_ms = 2500\nidle_timeout_ms = 3500\nmax_connections = 7\n[metrics]\ntoken = \"metrics-0123456789\"\n",
+            "[http]\nfirst_byte_timeout_ms = 500\nheader_timeout_ms = 1500\nbody_timeout_ms = 2500\nidle_timeout_ms = 3500\nmax_connections = 7\nmax_connections_per_peer = 0\n[metrics]\ntoken = \"metrics-0123456789\"\n",
         )
         .expect("set");
         assert_eq!(
             o.http_limits,
             http::HttpLimits {
+                first_byte_timeout: std::time::Duration::from_millis(500),
                 header_timeout: std::time::Duration::from_millis(1500),
                 body_timeout: std::time::Duration::from_millis(2500),
                 idle_timeout: std::time::Duration::from_millis(3500),
                 max_connections: 7,
+                max_connections_per_peer: 0,
             }
         );
         assert_eq!(o.metrics_token.as_deref(), Some("metrics-0123456789"));
         for (text, key) in [
             ("[http]\nheader_timeout_ms = 0\n", "http.header_timeout_ms"),
+            (
+                "[http]\nfirst_byte_timeout_ms = 0\n",
+                "http.first_byte_timeout_ms",
+            ),
             ("[http]\nbody_timeout_ms = 0\n", "http.body_timeout_ms"),
             ("[http]\nidle_timeout_ms = 0\n", "http.idle_timeout_ms"),
             ("[http]\nmax_connections = 0\n", "http.max_connections"),

@@ -82,12 +82,15 @@ async fn served_connection(addr: SocketAddr, what: &str) -> TcpStream {
     c
 }
 
+/// Limits with a silent connection given as long as a slow head (`header_ms`).
 fn limits(header_ms: u64, idle_ms: u64, body_ms: u64, max_connections: usize) -> HttpLimits {
     HttpLimits {
+        first_byte_timeout: Duration::from_millis(header_ms),
         header_timeout: Duration::from_millis(header_ms),
         idle_timeout: Duration::from_millis(idle_ms),
         body_timeout: Duration::from_millis(body_ms),
         max_connections,
+        ..HttpLimits::default()
     }
 }
 
@@ -96,6 +99,7 @@ async fn slow_and_idle_connections_do_not_delay_a_request() {
     // Timeouts far longer than the test, so the slow connections stay open throughout;
     // the default connection cap.
     let server = serve_with(HttpLimits {
+        first_byte_timeout: Duration::from_secs(120),
         header_timeout: Duration::from_secs(120),
         idle_timeout: Duration::from_secs(120),
         ..HttpLimits::default()
@@ -270,6 +274,63 @@ async fn connections_over_the_cap_wait_until_a_slot_frees() {
     for h in &mut holders {
         closed_by_server(h).await;
     }
+    stop(server).await;
+}
+
+/// A socket that says nothing is closed after the short first-byte timeout, though the
+/// head timeout is long; one that starts a request gets the head timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_connection_is_closed_after_the_first_byte_timeout() {
+    let server = serve_with(HttpLimits {
+        first_byte_timeout: Duration::from_millis(200),
+        header_timeout: Duration::from_secs(120),
+        ..HttpLimits::default()
+    })
+    .await;
+    let started = Instant::now();
+    let mut silent = TcpStream::connect(server.addr).await.expect("connect");
+    let mut talking = TcpStream::connect(server.addr).await.expect("connect");
+    talking.write_all(b"GET /heal").await.expect("write");
+    closed_by_server(&mut silent).await;
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    // The one that started a request is still open: it finishes and is answered.
+    talking
+        .write_all(b"thz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .expect("write");
+    let reply = tokio::time::timeout(PATIENCE, read_response(&mut talking))
+        .await
+        .expect("an answer");
+    assert_eq!(reply, Some((200, "ok".into())));
+    stop(server).await;
+}
+
+/// One peer holds at most its share of the connection slots: past it a connection is
+/// closed at once, and a slot given back is usable again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_peer_holds_at_most_its_share_of_connections() {
+    let server = serve_with(HttpLimits {
+        max_connections_per_peer: 2,
+        ..HttpLimits::default()
+    })
+    .await;
+    let mut first = served_connection(server.addr, "the first connection").await;
+    let _second = served_connection(server.addr, "the second connection").await;
+    let mut third = TcpStream::connect(server.addr).await.expect("connect");
+    closed_by_server(&mut third).await;
+    // Ending one gives its slot back.
+    first.shutdown().await.expect("shutdown");
+    closed_by_server(&mut first).await;
+    let _again = crate::common::eventually("a slot given back", || async {
+        let mut c = TcpStream::connect(server.addr).await.ok()?;
+        tokio::time::timeout(PATIENCE, healthz(&mut c))
+            .await
+            .ok()
+            .flatten()
+            .filter(|r| r.0 == 200)
+            .map(|_| c)
+    })
+    .await;
     stop(server).await;
 }
 

@@ -3,9 +3,11 @@
 //!
 //! Each connection is watched by its own task. Its phase decides which timer runs:
 //!
-//! - **head**: from accept (or from the first byte of a later request) until hyper has a
-//!   complete request head; bounded by `header_timeout`, so a client that trickles a header
-//!   (or sends nothing) cannot hold a connection slot;
+//! - **fresh**: from accept until the first byte; bounded by the short `first_byte_timeout`,
+//!   so a socket that opens and says nothing gives its slot back within seconds;
+//! - **head**: from the first byte of a request until hyper has a complete request head;
+//!   bounded by `header_timeout`, so a client that trickles a header cannot hold a
+//!   connection slot;
 //! - **busy**: from a complete head until the response body is dropped; no transport timer
 //!   runs, because a long tool call or an open SSE stream is legitimately quiet (the body
 //!   read has its own timeout in the handler);
@@ -13,11 +15,15 @@
 //!
 //! A connection whose timer expires is dropped, which closes the socket. The cap is a
 //! semaphore taken before `accept`: over the cap, new connections wait in the kernel's
-//! backlog until a slot frees, and the timeouts above guarantee slots do free.
+//! backlog until a slot frees, and the timeouts above guarantee slots do free. One peer
+//! address may hold at most `max_connections_per_peer` of the slots: a connection past
+//! that is closed at once, so one client cannot fill the server with silent sockets.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -37,8 +43,11 @@ use tokio::time::Instant;
 /// (`[http]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
-    /// How long a client has to send a complete request head, from accept or from the
-    /// first byte of a later request on the connection (`http.header_timeout_ms`).
+    /// How long a new connection may stay silent before its first byte
+    /// (`http.first_byte_timeout_ms`).
+    pub first_byte_timeout: Duration,
+    /// How long a client has to send a complete request head, from the first byte of a
+    /// request (`http.header_timeout_ms`).
     pub header_timeout: Duration,
     /// How long a client has to send a whole request body once its head arrived
     /// (`http.body_timeout_ms`); a late body gets 408.
@@ -49,15 +58,20 @@ pub struct HttpLimits {
     /// The most connections open at once (`http.max_connections`); more wait to be
     /// accepted.
     pub max_connections: usize,
+    /// The most connections one peer address may hold open (`http.max_connections_per_peer`;
+    /// 0: no such cap, for a server that sees every client through one proxy).
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for HttpLimits {
     fn default() -> Self {
         Self {
+            first_byte_timeout: Duration::from_secs(3),
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_peer: 256,
         }
     }
 }
@@ -69,6 +83,8 @@ pub const MAX_CONNECTIONS_LIMIT: usize = 1 << 20;
 /// Where a connection is in its request cycle; decides which timer runs.
 #[derive(Debug, Clone, Copy)]
 enum Phase {
+    /// Accepted at this instant, and nothing read yet.
+    Fresh(Instant),
     /// Reading a request head since this instant.
     Head(Instant),
     /// This many requests are being handled or answered.
@@ -87,7 +103,7 @@ struct Activity {
 impl Activity {
     fn new() -> Self {
         Self {
-            phase: Mutex::new(Phase::Head(Instant::now())),
+            phase: Mutex::new(Phase::Fresh(Instant::now())),
             changed: Notify::new(),
         }
     }
@@ -106,12 +122,12 @@ impl Activity {
         *phase = f(*phase);
     }
 
-    /// Bytes arrived: an idle connection starts a request head.
+    /// Bytes arrived: a new or idle connection starts a request head.
     fn read_bytes(&self) {
-        let idle = matches!(*self.phase.lock(), Phase::Idle(_));
-        if idle {
+        let waiting = matches!(*self.phase.lock(), Phase::Idle(_) | Phase::Fresh(_));
+        if waiting {
             self.update(|p| match p {
-                Phase::Idle(_) => Phase::Head(Instant::now()),
+                Phase::Idle(_) | Phase::Fresh(_) => Phase::Head(Instant::now()),
                 other => other,
             });
         }
@@ -134,6 +150,10 @@ impl Activity {
     /// When the connection must be closed if nothing changes, with the limit's name.
     fn deadline(&self, limits: &HttpLimits) -> Option<(Instant, &'static str)> {
         match *self.phase.lock() {
+            Phase::Fresh(since) => Some((
+                since + limits.first_byte_timeout,
+                "http.first_byte_timeout_ms",
+            )),
             Phase::Head(since) => Some((since + limits.header_timeout, "http.header_timeout_ms")),
             Phase::Idle(since) => Some((since + limits.idle_timeout, "http.idle_timeout_ms")),
             Phase::Busy(_) => None,
@@ -257,6 +277,7 @@ pub async fn serve(
     let slots = Arc::new(Semaphore::new(
         limits.max_connections.clamp(1, MAX_CONNECTIONS_LIMIT),
     ));
+    let peers = Peers::new(limits.max_connections_per_peer);
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
@@ -271,8 +292,8 @@ pub async fn serve(
             r = listener.accept() => r,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => (stream, peer.ip()),
             Err(e) if is_per_connection(&e) => continue,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
@@ -283,6 +304,12 @@ pub async fn serve(
                 }
             }
         };
+        let Some(held) = peers.admit(peer) else {
+            // Closing at once returns the slot; the client sees its connection refused
+            // rather than left waiting.
+            tracing::debug!(%peer, limit = "http.max_connections_per_peer", "connection refused");
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         tokio::spawn(connection(
             stream,
@@ -290,7 +317,7 @@ pub async fn serve(
             http1.clone(),
             limits,
             stop_rx.clone(),
-            slot,
+            (slot, held),
         ));
     }
     drop(listener);
@@ -299,6 +326,57 @@ pub async fn serve(
     // Every connection task holds a receiver; all are gone when the last one closed.
     stop_tx.closed().await;
     Ok(())
+}
+
+/// How many connections each peer address holds open, against `max_connections_per_peer`.
+struct Peers {
+    max: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// One open connection of a peer, given back when dropped with its connection.
+struct PeerSlot {
+    peer: IpAddr,
+    open: Option<Arc<Mutex<HashMap<IpAddr, usize>>>>,
+}
+
+impl Peers {
+    fn new(max: usize) -> Self {
+        Self {
+            max,
+            open: Arc::default(),
+        }
+    }
+
+    /// A slot for one more connection of `peer`, unless it holds its share already.
+    fn admit(&self, peer: IpAddr) -> Option<PeerSlot> {
+        if self.max == 0 {
+            return Some(PeerSlot { peer, open: None });
+        }
+        let mut open = self.open.lock();
+        let n = open.entry(peer).or_insert(0);
+        if *n >= self.max {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot {
+            peer,
+            open: Some(self.open.clone()),
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let Some(open) = &self.open else { return };
+        let mut open = open.lock();
+        if let Some(n) = open.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.peer);
+            }
+        }
+    }
 }
 
 fn is_per_connection(e: &io::Error) -> bool {
@@ -316,7 +394,7 @@ async fn connection(
     http1: hyper::server::conn::http1::Builder,
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    _slots: (OwnedSemaphorePermit, PeerSlot),
 ) {
     let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
