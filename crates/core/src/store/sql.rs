@@ -319,6 +319,7 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "postgres")]
     #[test]
     fn schema_names_are_plain_identifiers() {
         for ok in ["snodo", "snodo_test_1", "_x"] {

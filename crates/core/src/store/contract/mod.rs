@@ -53,7 +53,7 @@ pub trait Backend: Send {
 
 /// A durable adapter kept in one file in a temporary directory: every open, after the
 /// first, reopens the same file, so a test can check what a reopen keeps.
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redb", feature = "sqlite")))]
 pub(crate) struct FileBackend {
     dir: tempfile::TempDir,
     file: &'static str,
@@ -61,11 +61,11 @@ pub(crate) struct FileBackend {
 }
 
 /// Opens a file store at a path on a clock.
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redb", feature = "sqlite")))]
 pub(crate) type OpenFile =
     fn(&std::path::Path, Arc<dyn crate::model::Clock>) -> Result<Arc<dyn Store>, StoreError>;
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redb", feature = "sqlite")))]
 impl FileBackend {
     /// A backend whose store lives in `file` inside a new temporary directory, opened with
     /// `open` (on the blocking pool: opening a file does I/O and may wait for a lock).
@@ -78,7 +78,7 @@ impl FileBackend {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redb", feature = "sqlite")))]
 #[async_trait::async_trait]
 impl Backend for FileBackend {
     fn durable(&self) -> bool {
@@ -364,7 +364,7 @@ async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
 
 /// Completes the task `lease` holds with a one-line text result: how the adapters' own
 /// tests finish a task they do not inspect the result of.
-#[cfg(test)]
+#[cfg(all(test, any(feature = "redb", feature = "sqlite", feature = "postgres")))]
 pub(crate) async fn finish(
     store: &dyn Store,
     lease: &super::Lease,
