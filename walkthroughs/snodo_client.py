@@ -1,8 +1,10 @@
 """A tiny MCP client and server launcher for the walkthroughs (standard library only)."""
 
+import atexit
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -14,6 +16,11 @@ SNODO = os.path.join(ROOT, "target", "debug", "snodo")
 GUESTS = os.path.join(ROOT, "target", "guests", "wasm32-wasip2", "release")
 TASKS = "io.modelcontextprotocol/tasks"
 CAPS = {"elicitation": {}, "extensions": {TASKS: {}}}
+
+# Data directories a Server made for itself: a walkthrough may restart a server on the same
+# directory (recovery), so they are removed when the walkthrough ends, not when one stops.
+_MADE = []
+atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _MADE])
 
 
 def free_port():
@@ -29,7 +36,10 @@ class Server:
 
     def __init__(self, *args, data=None, config=None):
         self.port = free_port()
-        self.data = data or tempfile.mkdtemp(prefix="snodo-walkthrough-")
+        if data is None:
+            data = tempfile.mkdtemp(prefix="snodo-walkthrough-")
+            _MADE.append(data)
+        self.data = data
         # With a configuration file the store and everything else come from it.
         self.args = ["--config", config] if config else ["--data", self.data, *args]
         self.proc = None
