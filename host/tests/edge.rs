@@ -309,8 +309,11 @@ async fn a_silent_connection_is_closed_after_the_first_byte_timeout() {
 /// closed at once, and a slot given back is usable again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_peer_holds_at_most_its_share_of_connections() {
+    // Silent connections would otherwise stay open for two minutes: a close seen within
+    // the patience is the cap's.
     let server = serve_with(HttpLimits {
         max_connections_per_peer: 2,
+        first_byte_timeout: Duration::from_secs(120),
         ..HttpLimits::default()
     })
     .await;
