@@ -13,7 +13,6 @@ use snodo_wasm::{AttemptError, ComponentCatalog, Execution, ExecutionIo};
 
 use super::mrtr::{self, given_answers};
 use super::request::{Answers, Complete, Completing, PromptsGet, ResourcesRead};
-use super::session::Party;
 use super::{Ctx, Handled, McpServer, SyncIo};
 
 /// A result with one field.
@@ -79,7 +78,7 @@ impl McpServer {
         let sealed_for = mrtr::sealed_for(subject, arguments);
         let responses = given_answers(answers, &key, &sealed_for, ctx.principal)?;
         let _slot = self.sync_slot(ctx.principal)?;
-        let io: Arc<dyn ExecutionIo> = Arc::new(self.sync_io(ctx, responses.clone()));
+        let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::for_request(ctx, responses.clone()));
         let mut exec = Execution::new(subject, Value::Null, io);
         exec.limits = source.limits;
         exec.grants = source.grants.clone();
@@ -95,22 +94,6 @@ impl McpServer {
                 &responses,
             )),
             Err(e) => Err(e.to_rpc_error()),
-        }
-    }
-
-    /// The request-path I/O of a guest call: the answers the request carried, the client's
-    /// capabilities, and (2025-11-25) server requests for what it asks beyond them.
-    pub(super) fn sync_io(&self, ctx: &Ctx<'_>, answers: serde_json::Map<String, Value>) -> SyncIo {
-        let io = SyncIo::new(answers, ctx.meta.client_capabilities.clone());
-        match &ctx.asks {
-            Some((outstanding, session)) => {
-                let party = Party {
-                    principal: ctx.principal.clone(),
-                    session: session.clone(),
-                };
-                io.asking(outstanding.clone(), party)
-            }
-            None => io,
         }
     }
 

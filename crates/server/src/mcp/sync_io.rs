@@ -15,6 +15,7 @@ use snodo_wasm::{
     check_capabilities,
 };
 
+use super::Ctx;
 use super::session::{Outstanding, Party};
 
 /// Where a synchronous call's questions are answered.
@@ -54,6 +55,23 @@ impl SyncIo {
             answers: Answers::Given(responses),
             capabilities,
             outbox: None,
+        }
+    }
+
+    /// The I/O of a guest call on the path of request `ctx`: the `answers` it carried, the
+    /// capabilities it declared, and (2025-11-25) server requests for what the guest asks
+    /// beyond them, answerable by the caller's session only.
+    pub(crate) fn for_request(ctx: &Ctx<'_>, answers: Map<String, Value>) -> Self {
+        let io = Self::new(answers, ctx.meta.client_capabilities.clone());
+        match &ctx.asks {
+            Some((outstanding, session)) => {
+                let party = Party {
+                    principal: ctx.principal.clone(),
+                    session: session.clone(),
+                };
+                io.asking(outstanding.clone(), party)
+            }
+            None => io,
         }
     }
 

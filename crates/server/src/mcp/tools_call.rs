@@ -18,7 +18,7 @@ use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, Task
 use super::mrtr::{self, given_answers};
 use super::request::ToolsCall;
 use super::sync_io::Outbox;
-use super::{Ctx, Handled, McpServer, Reply, wire};
+use super::{Ctx, Handled, McpServer, Reply, SyncIo, wire};
 
 /// Bodies up to this size have their arguments checked on the request's own task; larger
 /// ones on the blocking pool, inside the tenant's request-path budget.
@@ -165,7 +165,7 @@ impl McpServer {
         if calling.slot.is_none() {
             calling.slot = Some(self.sync_slot(ctx.principal)?);
         }
-        let io: Arc<dyn ExecutionIo> = Arc::new(self.sync_io(ctx, calling.answers.clone()));
+        let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::for_request(ctx, calling.answers.clone()));
         let mut exec = Execution::new(&tool.info.name, calling.arguments.clone(), io);
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
@@ -259,7 +259,7 @@ impl McpServer {
         } else {
             (None, None)
         };
-        let mut io = self.sync_io(ctx, answers.clone());
+        let mut io = SyncIo::for_request(ctx, answers.clone());
         if let Some(tx) = &stream_tx {
             io = io.streaming(Outbox {
                 tx: tx.clone(),
