@@ -5,12 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [(&str, &str); 5] = [
+const COMPONENTS: [(&str, &str); 6] = [
     ("FIXTURES", "fixtures.wasm"),
     ("EXAMPLES", "examples.wasm"),
     ("HOSTILE", "hostile.wasm"),
     ("BAD_DESCRIBE", "bad_describe.wasm"),
     ("NOT_AN_EXECUTOR", "not-an-executor.wasm"),
+    ("SCHEMA_BOMB", "schema_bomb.wasm"),
 ];
 
 fn main() {
@@ -28,6 +29,7 @@ fn main() {
         guests.join("hostile"),
         guests.join("bad-describe"),
         guests.join("not-an-executor"),
+        guests.join("schema-bomb"),
         root.join("guest-sdk"),
         root.join("wit"),
     ] {

@@ -297,6 +297,10 @@ pub struct LimitsBudgetSection {
     pub guest_memory_bytes: Option<usize>,
     /// The largest result a guest may return.
     pub result_bytes: Option<usize>,
+    /// Guests of one tenant executing at once.
+    pub executing_per_tenant: Option<usize>,
+    /// Guests executing at once, all tenants together.
+    pub executing: Option<usize>,
 }
 
 /// `[[auth.tokens]]`.
@@ -636,6 +640,14 @@ impl Config {
         }
         if let Some(r) = l.result_bytes {
             opts.engine.max_result_bytes = r;
+        }
+        positive("executing_per_tenant", l.executing_per_tenant.map(|v| v as u64))?;
+        positive("executing", l.executing.map(|v| v as u64))?;
+        if let Some(n) = l.executing_per_tenant {
+            opts.engine.executing_per_tenant = n;
+        }
+        if let Some(n) = l.executing {
+            opts.engine.executing = n;
         }
         if let Some(k) = self.engine.keep_resident_bytes {
             opts.engine.keep_resident_bytes = k;

@@ -51,18 +51,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `serve` sizes its runtime from its configuration; every other command from the
+    // defaults.
+    if let Command::Serve(args) = cli.command {
+        return cli::serve::run(args);
+    }
+    let runtime = match runtime(snodo::wasm::EngineConfig::default().executing) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("snodo: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     match cli.command {
-        Command::Serve(args) => cli::serve::run(&runtime, args),
+        Command::Serve(_) => unreachable!("served above"),
         Command::Config(args) => cli::config::run(&runtime, args),
         Command::New(args) => cli::new::run(args),
         Command::Tools(args) => cli::tools::run(&runtime, args),
@@ -71,4 +70,18 @@ fn main() -> ExitCode {
         Command::Stress(args) => cli::stress::run(&runtime, args),
         Command::Bench(args) => cli::bench::run(&runtime, args),
     }
+}
+
+/// The async runtime, with one worker more than guests may execute at once
+/// (`limits.executing`): a guest holds its worker for up to an epoch tick, and request
+/// handling must always find a worker no guest holds.
+fn runtime(executing: usize) -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(executing.max(1) + 1)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("snodo: cannot start the async runtime: {e}");
+            ExitCode::FAILURE
+        })
 }

@@ -173,6 +173,7 @@ pub(super) async fn run(
         cancel: cancel.clone(),
         cancel_grace: inner.opts.cancel_grace,
         grants: resolved.grants,
+        tenant: slot.tenant(),
     };
     // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
     // nothing keeps renewing a lease nobody uses.

@@ -227,7 +227,7 @@ pub struct Slot {
 
 impl Slot {
     /// The tenant holding it.
-    pub fn tenant(&self) -> &str {
+    pub fn tenant(&self) -> &Arc<str> {
         &self.tenant
     }
 }

@@ -779,6 +779,13 @@ pub(crate) struct Running {
 }
 
 impl Running {
+    /// The tenant whose slot it is (empty once freed).
+    pub(crate) fn tenant(&self) -> Arc<str> {
+        self.slot
+            .as_ref()
+            .map_or_else(|| Arc::from(""), |s| s.tenant().clone())
+    }
+
     /// Gives the slot back now. A slot stands for an executing guest (its instance, its
     /// memory, its share of the cores); an attempt whose guest has returned only waits for
     /// its outcome's commit, which holds nothing a slot budgets. Keeping the slot through

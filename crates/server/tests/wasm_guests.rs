@@ -98,7 +98,7 @@ async fn run_cancelled(
 /// Asserts the mode `c` chooses for each call of `tool`, given as `(arguments, mode)`.
 async fn assert_modes(c: &Component, tool: &str, cases: &[(Value, TaskMode)]) {
     for (args, mode) in cases {
-        assert_eq!(c.choose_mode(tool, args).await, Ok(*mode), "{tool} {args}");
+        assert_eq!(c.choose_mode(std::sync::Arc::from("t"), tool, args).await, Ok(*mode), "{tool} {args}");
     }
 }
 
@@ -263,6 +263,7 @@ async fn a_0_2_0_component_serves_resources_prompts_and_completions() {
     let done = g
         .fixtures
         .complete(
+            std::sync::Arc::from("t"),
             Completing::Prompt("test_prompt_with_arguments"),
             "arg1",
             "par",
@@ -275,6 +276,7 @@ async fn a_0_2_0_component_serves_resources_prompts_and_completions() {
     let ids = g
         .fixtures
         .complete(
+            std::sync::Arc::from("t"),
             Completing::Template("test://template/{id}/data"),
             "id",
             "4",

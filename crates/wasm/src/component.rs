@@ -348,6 +348,7 @@ impl Component {
             cancel: exec.cancel.clone(),
             cancel_grace: exec.cancel_grace,
             grants: exec.grants.clone(),
+            tenant: exec.tenant.clone(),
         }
     }
 
@@ -504,6 +505,7 @@ impl Component {
     /// variable, given `value` typed so far and the other arguments in `context`.
     pub async fn complete(
         &self,
+        tenant: Arc<str>,
         target: Completing<'_>,
         argument: &str,
         value: &str,
@@ -523,6 +525,7 @@ impl Component {
         };
         let mut env = describe_env();
         env.limits.deadline_ms = Some(1_000);
+        env.tenant = tenant;
         match self.run(env, call).await.result? {
             Returned::Completion(Ok(c)) => Ok(Ok(self.capped(catalog::completion(c))?)),
             Returned::Completion(Err(e)) => guest_error(e),
@@ -533,6 +536,7 @@ impl Component {
     /// Asks the tool whether this call of an optional tool should be a task.
     pub async fn choose_mode(
         &self,
+        tenant: Arc<str>,
         tool: &str,
         arguments: &Value,
     ) -> Result<TaskMode, AttemptError> {
@@ -549,6 +553,7 @@ impl Component {
             cancel: CancelToken::new(),
             cancel_grace: Duration::ZERO,
             grants: Default::default(),
+            tenant,
         };
         let call = Call::ChooseMode {
             tool: tool.to_owned(),
@@ -602,6 +607,7 @@ fn describe_env() -> Env {
         cancel: CancelToken::new(),
         cancel_grace: Duration::ZERO,
         grants: Default::default(),
+        tenant: Arc::from(""),
     }
 }
 

@@ -49,6 +49,13 @@ pub struct EngineConfig {
     /// Reset recycled slots with the PAGEMAP_SCAN ioctl where the kernel has it (Linux
     /// 6.7+), falling back to the ordinary reset where it does not.
     pub pagemap_scan: bool,
+    /// Guests of one tenant executing at once (holding a core; the rest wait their turn,
+    /// see [`crate::cpu`]). Default: the core count.
+    pub executing_per_tenant: usize,
+    /// Guests executing at once, all tenants together. Default: the core count plus one,
+    /// so another tenant starts at once while one uses every core. The async runtime needs
+    /// a worker more than this, so request handling never waits for a guest.
+    pub executing: usize,
 }
 
 impl Default for EngineConfig {
@@ -64,6 +71,8 @@ impl Default for EngineConfig {
             max_result_bytes: 4 << 20,
             keep_resident_bytes: 1 << 20,
             pagemap_scan: true,
+            executing_per_tenant: crate::cpu::default_shares(crate::cpu::cores()).0,
+            executing: crate::cpu::default_shares(crate::cpu::cores()).1,
         }
     }
 }
@@ -81,6 +90,8 @@ pub struct WasmEngine {
     pub(crate) config: Arc<EngineConfig>,
     /// Linear memory held by live guests now, against `max_total_memory_bytes`.
     pub(crate) memory_in_use: Arc<std::sync::atomic::AtomicUsize>,
+    /// Turns for executing guests, shared by tenant.
+    pub(crate) cpu: Arc<crate::cpu::CpuShare>,
     _ticker: Arc<Ticker>,
 }
 
@@ -161,10 +172,12 @@ impl WasmEngine {
                 }
             })
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+        let cpu = crate::cpu::CpuShare::new(config.executing_per_tenant, config.executing);
         Ok(Self {
             engine,
             config: Arc::new(config),
             memory_in_use: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+            cpu,
             _ticker: Arc::new(Ticker { stop }),
         })
     }
@@ -184,6 +197,11 @@ impl WasmEngine {
     /// Linear memory held by live guests now.
     pub fn guest_memory_in_use(&self) -> usize {
         self.memory_in_use.load(Ordering::Acquire)
+    }
+
+    /// The turns executing guests take (for metrics and tests).
+    pub fn cpu(&self) -> &Arc<crate::cpu::CpuShare> {
+        &self.cpu
     }
 
     /// The settings it was built with.

@@ -65,6 +65,9 @@ pub struct Execution {
     pub cancel_grace: Duration,
     /// What the tool may reach.
     pub grants: WasiGrants,
+    /// The tenant whose share of the CPU it runs in ([`crate::cpu`]); empty for the host's
+    /// own calls.
+    pub tenant: Arc<str>,
 }
 
 impl Execution {
@@ -81,7 +84,14 @@ impl Execution {
             cancel: CancelToken::new(),
             cancel_grace: DEFAULT_CANCEL_GRACE,
             grants: WasiGrants::default(),
+            tenant: Arc::from(""),
         }
+    }
+
+    /// The same execution, run in `tenant`'s share of the CPU.
+    pub fn in_tenant(mut self, tenant: impl Into<Arc<str>>) -> Self {
+        self.tenant = tenant.into();
+        self
     }
 }
 
@@ -174,6 +184,7 @@ pub(crate) struct Env {
     pub(crate) cancel: CancelToken,
     pub(crate) cancel_grace: Duration,
     pub(crate) grants: WasiGrants,
+    pub(crate) tenant: Arc<str>,
 }
 
 pub(crate) struct Ran {
@@ -468,13 +479,17 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     let grace = env.cancel_grace;
     let stdout = Captured::new(CAPTURE_BYTES);
     let stderr = Captured::new(CAPTURE_BYTES);
+    let (cpu, tenant) = (engine.cpu.clone(), env.tenant.clone());
     let mut store = match new_store(engine, env, &stdout, &stderr) {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
 
     let started = Instant::now();
-    let instance = match linked.instance.instantiate_async(&mut store).await {
+    let instance = match cpu
+        .run(&tenant, linked.instance.instantiate_async(&mut store))
+        .await
+    {
         Ok(i) => i,
         Err(e) => return failed(instantiation_failed(&e)),
     };
@@ -482,7 +497,7 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     let started = Instant::now();
     let cancel = store.data().cancel.clone();
     let result = tokio::select! {
-        r = call_export(linked, &mut store, &instance, call) => Some(r),
+        r = cpu.run(&tenant, call_export(linked, &mut store, &instance, call)) => Some(r),
         () = async {
             cancel.cancelled().await;
             // The grace period is a real-time allowance for the guest to notice.

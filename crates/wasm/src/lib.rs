@@ -17,6 +17,7 @@ mod bindings;
 mod catalog;
 mod component;
 mod convert;
+pub mod cpu;
 mod engine;
 mod exec;
 mod host;

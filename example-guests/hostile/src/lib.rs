@@ -18,7 +18,7 @@ use bindings::snodo::tasks::types::{
 
 struct Hostile;
 
-const TOOLS: [&str; 13] = [
+const TOOLS: [&str; 15] = [
     "counter",
     "probe",
     "spin",
@@ -32,7 +32,14 @@ const TOOLS: [&str; 13] = [
     "status_flood",
     "hold",
     "broken_promise",
+    "burn",
+    "backtrack",
 ];
+
+/// `backtrack`'s schema: a nested quantifier that takes exponential time on a backtracking
+/// regex engine for a string of `a`s that ends in something else. The host's engine is
+/// linear, so checking it costs what reading it costs.
+const BACKTRACK_SCHEMA: &str = r#"{"type":"object","properties":{"items":{"type":"array","items":{"type":"string","pattern":"^(a+)+$"}}}}"#;
 
 /// A number argument of the call, or `default`.
 fn arg(work: &Work, name: &str, default: u64) -> u64 {
@@ -58,7 +65,11 @@ impl Guest for Hostile {
                 name: (*name).into(),
                 title: None,
                 description: Some("hostile".into()),
-                input_schema: r#"{"type":"object"}"#.into(),
+                input_schema: if *name == "backtrack" {
+                    BACKTRACK_SCHEMA.into()
+                } else {
+                    r#"{"type":"object"}"#.into()
+                },
                 // `broken_promise` promises a `sum` and never keeps it.
                 output_schema: (*name == "broken_promise").then(|| {
                     r#"{"type":"object","properties":{"sum":{"type":"integer"}},"required":["sum"]}"#
@@ -107,6 +118,19 @@ impl Guest for Hostile {
                     x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
                 }
             }
+            // Computes for `ms` milliseconds of wall time, then answers.
+            "burn" => {
+                let until = std::time::Instant::now()
+                    + std::time::Duration::from_millis(arg(&work, "ms", 100));
+                let mut x: u64 = 0;
+                while std::time::Instant::now() < until {
+                    for _ in 0..10_000 {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                }
+                text(&format!("burned {x}"))
+            }
+            "backtrack" => text("checked"),
             // Grows memory until the host's cap stops it.
             "memory_bomb" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();

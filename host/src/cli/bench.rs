@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    LatencyFigure, McpBenchOptions, RunnerBenchOptions, RunnerFigure, StoreBenchOptions,
+    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, RunnerBenchOptions, RunnerFigure, StoreBenchOptions,
     StoreFigure, WasmBenchOptions,
 };
 
@@ -29,6 +29,8 @@ enum BenchCommand {
     Runner(RunnerBenchOptions),
     /// Cold compile, cache load, and warm instantiate + trivial execute of a component.
     Wasm(WasmBenchOptions),
+    /// A victim tenant's latency while another floods the node (docs/performance.md).
+    Fairness(FairnessOptions),
 }
 
 /// Runs the benchmark and prints its figures.
@@ -54,6 +56,30 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                             f.operation.to_string(),
                             f.concurrency.to_string(),
                             format!("{:.0}", f.median_ops_per_sec),
+                        ]
+                    }),
+                );
+            },
+        ),
+        BenchCommand::Fairness(opts) => report(
+            "fairness benchmark",
+            runtime.block_on(crate::bench::fairness(&opts)),
+            json,
+            |figures: &[FairnessFigure]| {
+                println!(
+                    "fairness benchmark: tenant b's greet while tenant a floods, {} s per scenario",
+                    opts.seconds
+                );
+                print_table(
+                    ["scenario", ">p50 (ms)", ">p99 (ms)", ">p99 / baseline", ">calls", ">failed"],
+                    figures.iter().map(|f| {
+                        [
+                            f.scenario.clone(),
+                            format!("{:.2}", f.p50_ms),
+                            format!("{:.2}", f.p99_ms),
+                            format!("{:.1}", f.p99_vs_baseline),
+                            f.samples.to_string(),
+                            f.errors.to_string(),
                         ]
                     }),
                 );

@@ -40,7 +40,7 @@ pub(crate) struct ServeArgs {
 }
 
 /// Runs the server until SIGTERM or SIGINT, then drains.
-pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: ServeArgs) -> ExitCode {
+pub(crate) fn run(args: ServeArgs) -> ExitCode {
     init_logging(args.log_json);
     // Settings problems found here are configuration errors (exit code 2, as in
     // `ServeError::exit_code`).
@@ -50,6 +50,10 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: ServeArgs) -> ExitCod
             eprintln!("snodo serve: {m}");
             return ExitCode::from(2);
         }
+    };
+    let runtime = match crate::runtime(opts.engine.executing) {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
     match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,

@@ -79,7 +79,7 @@ impl McpServer {
         let responses = given_answers(answers, &key, &sealed_for, ctx.principal)?;
         let _slot = self.sync_slot(ctx.principal)?;
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::for_request(ctx, responses.clone()));
-        let mut exec = Execution::new(subject, Value::Null, io);
+        let mut exec = Execution::new(subject, Value::Null, io).in_tenant(super::tenant_of(ctx));
         exec.limits = source.limits;
         exec.grants = source.grants.clone();
         match self.within_wall_clock(call(exec)).await? {
@@ -180,6 +180,7 @@ impl McpServer {
             // A completion runs a guest like any request-path call: in the caller's slot.
             let _slot = self.sync_slot(ctx.principal)?;
             let run = source.component.complete(
+                super::tenant_of(ctx),
                 target,
                 &complete.argument,
                 &complete.value,

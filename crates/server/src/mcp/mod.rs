@@ -186,6 +186,11 @@ async fn tell_runner(runner: &Runner, metrics: &crate::telemetry::Metrics, hando
     }
 }
 
+/// The tenant whose shares a request's guests run in.
+pub(crate) fn tenant_of(ctx: &Ctx<'_>) -> Arc<str> {
+    Arc::from(ctx.principal.tenant.as_str())
+}
+
 /// What a handler answers: its result (a JSON result, or a whole [`Reply`]) or the
 /// JSON-RPC error.
 pub(crate) type Handled<T = Value> = Result<T, RpcError>;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 
+use super::tenant_of;
 use crate::protocol::{self, RpcError};
 use snodo_core::model::ClientCapabilities;
 use snodo_core::model::{Principal, TaskId, TaskView};
@@ -137,7 +138,7 @@ impl McpServer {
                 calling.slot = Some(self.sync_slot(ctx.principal)?);
                 let rule = tool
                     .component
-                    .choose_mode(&tool.info.name, &calling.arguments);
+                    .choose_mode(tenant_of(ctx), &tool.info.name, &calling.arguments);
                 self.within_wall_clock(rule)
                     .await?
                     .map_err(|e| e.to_rpc_error())?
@@ -166,7 +167,8 @@ impl McpServer {
             calling.slot = Some(self.sync_slot(ctx.principal)?);
         }
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::for_request(ctx, calling.answers.clone()));
-        let mut exec = Execution::new(&tool.info.name, calling.arguments.clone(), io);
+        let mut exec = Execution::new(&tool.info.name, calling.arguments.clone(), io)
+            .in_tenant(tenant_of(ctx));
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         match self.within_wall_clock(tool.component.prepare(exec)).await? {
@@ -268,7 +270,7 @@ impl McpServer {
             });
         }
         let io: Arc<dyn ExecutionIo> = Arc::new(io);
-        let mut exec = Execution::new(&tool.info.name, arguments, io);
+        let mut exec = Execution::new(&tool.info.name, arguments, io).in_tenant(tenant_of(ctx));
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         let component = tool.component.clone();

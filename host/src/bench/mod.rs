@@ -4,6 +4,10 @@
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
 
+mod fairness;
+
+pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
