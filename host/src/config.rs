@@ -225,6 +225,8 @@ pub struct LimitsSection {
     pub deadline_ms: Option<u64>,
     /// Fuel budget.
     pub fuel: Option<u64>,
+    /// Wall-clock cap of one execution in ms.
+    pub wall_clock_ms: Option<u64>,
 }
 
 /// `[runner]`, all in milliseconds.
@@ -252,6 +254,8 @@ pub struct RunnerSection {
     pub component_policy: Option<ComponentPolicy>,
     /// Idle time before a parked guest is released.
     pub park_after_ms: Option<u64>,
+    /// Wall-clock cap of a task's attempt.
+    pub attempt_wall_clock_ms: Option<u64>,
     /// Grace period after cancellation.
     pub cancel_grace_ms: Option<u64>,
     /// Drain timeout at shutdown.
@@ -554,6 +558,7 @@ impl Config {
             max_recoveries: r.max_recoveries.unwrap_or(base.max_recoveries),
             max_start_failures: r.max_start_failures.unwrap_or(base.max_start_failures),
             park_after: r.park_after_ms.map_or(base.park_after, ms),
+            attempt_wall_clock: r.attempt_wall_clock_ms.map_or(base.attempt_wall_clock, ms),
             cancel_grace: r.cancel_grace_ms.map_or(base.cancel_grace, ms),
             drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),
             ..base
@@ -565,6 +570,15 @@ impl Config {
             return Err(err(
                 "runner.heartbeat_ms",
                 "the heartbeat must be positive and shorter than the lease".into(),
+            ));
+        }
+        if runner.attempt_wall_clock <= runner.park_after {
+            return Err(err(
+                "runner.attempt_wall_clock_ms",
+                format!(
+                    "must be longer than runner.park_after_ms ({} ms), or an attempt waiting for input would be stopped before it parks",
+                    runner.park_after.as_millis()
+                ),
             ));
         }
         if runner.max_concurrent == 0 {
@@ -641,7 +655,10 @@ impl Config {
         if let Some(r) = l.result_bytes {
             opts.engine.max_result_bytes = r;
         }
-        positive("executing_per_tenant", l.executing_per_tenant.map(|v| v as u64))?;
+        positive(
+            "executing_per_tenant",
+            l.executing_per_tenant.map(|v| v as u64),
+        )?;
         positive("executing", l.executing.map(|v| v as u64))?;
         if let Some(n) = l.executing_per_tenant {
             opts.engine.executing_per_tenant = n;
@@ -820,7 +837,7 @@ fn tool_settings(
     }
     if let Some(l) = s.limits {
         let zero = |v: Option<u64>| v == Some(0);
-        if zero(l.memory_bytes) || zero(l.deadline_ms) || zero(l.fuel) {
+        if zero(l.memory_bytes) || zero(l.deadline_ms) || zero(l.fuel) || zero(l.wall_clock_ms) {
             return Err((
                 format!("{key}.limits"),
                 "limits must be positive when set".into(),
@@ -831,6 +848,7 @@ fn tool_settings(
             table_elements: l.table_elements,
             deadline_ms: l.deadline_ms,
             fuel: l.fuel,
+            wall_clock_ms: l.wall_clock_ms,
         });
     }
     if let Some(g) = &s.grants {

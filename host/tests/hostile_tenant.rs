@@ -25,6 +25,9 @@ mod common;
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 const TOKEN_A: &str = "tenant-a-token-0123456789";
 const TOKEN_B: &str = "tenant-b-token-0123456789";
+const TOKEN_C: &str = "tenant-c-token-0123456789";
+const TOKEN_D: &str = "tenant-d-token-0123456789";
+const TOKEN_E: &str = "tenant-e-token-0123456789";
 
 struct Host {
     app: snodo::http::App,
@@ -37,6 +40,9 @@ fn tokens() -> Vec<(String, Principal)> {
     vec![
         (TOKEN_A.into(), Principal::new("a", "mallory")),
         (TOKEN_B.into(), Principal::new("b", "alice")),
+        (TOKEN_C.into(), Principal::new("c", "carol")),
+        (TOKEN_D.into(), Principal::new("d", "dave")),
+        (TOKEN_E.into(), Principal::new("e", "eve")),
     ]
 }
 
@@ -175,16 +181,26 @@ async fn until(what: &str, mut probe: impl FnMut() -> bool) {
 /// Starts `n` synchronous calls of tenant a whose guests wait a minute, and awaits them all
 /// running.
 async fn hold_calls(h: &Host, n: usize) -> Vec<tokio::task::JoinHandle<(StatusCode, Value)>> {
+    hold_calls_as(h, TOKEN_A, n).await
+}
+
+/// [`hold_calls`] for the tenant of `token`.
+async fn hold_calls_as(
+    h: &Host,
+    token: &'static str,
+    n: usize,
+) -> Vec<tokio::task::JoinHandle<(StatusCode, Value)>> {
+    let before = h.server.sync_calls_active();
     let held = (0..n)
         .map(|_| {
             let app = h.app.clone();
             let args = json!({"name": "hold", "arguments": {"ms": 60_000}});
             let body = rpc(1, "tools/call", args, false);
-            tokio::spawn(async move { send(&app, post(TOKEN_A, &body, true)).await })
+            tokio::spawn(async move { send(&app, post(token, &body, true)).await })
         })
         .collect();
     until("the held calls running", || {
-        h.server.sync_calls_active() == n
+        h.server.sync_calls_active() == before + n
     })
     .await;
     held
@@ -249,10 +265,34 @@ async fn a_tenant_holding_its_sync_slots_cannot_starve_another() {
 #[tokio::test]
 async fn the_global_cap_refuses_at_once_and_names_itself() {
     let h = with_limits(sync_limits(2, 2)).await;
-    let held = hold_calls(&h, 2).await;
+    let mut held = hold_calls(&h, 1).await;
+    // The top slot is kept for a tenant holding none.
+    let a = greet(&h, TOKEN_A, "x").await;
+    assert_refused(&a, -32000, "limits.sync_calls");
+    assert_eq!(a["error"]["data"]["max"], 1, "{a}");
+    held.extend(hold_calls_as(&h, TOKEN_C, 1).await);
     let b = greet(&h, TOKEN_B, "Bea").await;
     assert_refused(&b, -32000, "limits.sync_calls");
     assert_eq!(b["error"]["data"]["scope"], "global");
+    assert_eq!(b["error"]["data"]["max"], 2, "{b}");
+    let_go(held).await;
+}
+
+#[tokio::test]
+async fn three_tenants_at_their_share_cannot_starve_a_fourth() {
+    // 16 in all, 4 per tenant; the top 2 are kept for tenants holding none.
+    let h = with_limits(sync_limits(4, 16)).await;
+    let mut held = Vec::new();
+    for token in [TOKEN_A, TOKEN_C, TOKEN_D] {
+        held.extend(hold_calls_as(&h, token, 4).await);
+    }
+    // A fourth tenant fills what is left outside the reserve.
+    held.extend(hold_calls_as(&h, TOKEN_E, 2).await);
+    let e = greet(&h, TOKEN_E, "x").await;
+    assert_refused(&e, -32000, "limits.sync_calls");
+    // The fifth, holding none, is served from the reserve.
+    let b = greet(&h, TOKEN_B, "Bea").await;
+    assert!(greeted(&b), "{b}");
     let_go(held).await;
 }
 
@@ -677,4 +717,75 @@ async fn configured_fuel_is_metered() {
         out.expect_err("stopped").to_rpc_error().data.expect("data")["limit"],
         "fuel"
     );
+}
+
+#[tokio::test]
+async fn an_attempt_that_only_sleeps_is_stopped_at_its_wall_clock() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let id = TaskId::generate();
+    // Ten minutes asleep in the clock import: no running time, so no deadline stops it.
+    store
+        .create(NewTask::new(
+            id,
+            Scope::new("a"),
+            tool_call_work(&id, "hold", json!({"ms": 600_000})),
+        ))
+        .await
+        .expect("create");
+    let runner = hostile_runner(
+        &store,
+        8,
+        RunnerOptions {
+            recover: false,
+            reap_interval: None,
+            attempt_wall_clock: Duration::from_millis(300),
+            ..RunnerOptions::default()
+        },
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    let failed =
+        common::await_stored(&*store, &id, "the task failed", |t| t.status.is_terminal()).await;
+    assert_eq!(failed.status, TaskStatus::Failed);
+    let Some(snodo::model::Outcome::Error(e)) = failed.outcome else {
+        panic!("an error outcome");
+    };
+    let data = e.data.expect("data");
+    assert_eq!(
+        (data["kind"].as_str(), data["limit"].as_str()),
+        (Some("limit"), Some("wall_clock")),
+        "{data}"
+    );
+    assert_eq!(failed.attempt, 1, "a limit is not retried");
+    until("the slot given back", || runner.active() == 0).await;
+    runner.shutdown().await;
+}
+
+#[tokio::test]
+async fn arguments_built_to_make_a_regex_backtrack_are_checked_like_any_others() {
+    let h = with_limits(TenantLimits::default()).await;
+    // `^(a+)+$` against distinct runs of `a` ending in `b`: exponential for a backtracking
+    // engine, one pass each for the linear one. 400 of them, 1.6 MB in all.
+    let items: Vec<String> = (0..400)
+        .map(|i| format!("{}b", "a".repeat(4_000 + i)))
+        .collect();
+    let v = call(&h, TOKEN_A, "backtrack", json!({"items": items}), false).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/items/0"),
+        "the path of the first bad item: {v}"
+    );
+    let v = call(
+        &h,
+        TOKEN_A,
+        "backtrack",
+        json!({"items": ["aaaa", "a"]}),
+        false,
+    )
+    .await;
+    assert_eq!(v["result"]["content"][0]["text"], "checked", "{v}");
+    assert_eq!(h.server.sync_calls_active(), 0);
 }

@@ -168,7 +168,14 @@ pub(super) async fn run(
         arguments: resolved.arguments,
         idempotency_key: claimed.work.idempotency_key.clone(),
         attempt: task.attempt,
-        limits: claimed.work.limits,
+        limits: snodo_core::model::ExecutionLimits {
+            wall_clock_ms: claimed
+                .work
+                .limits
+                .wall_clock_ms
+                .or(Some(inner.opts.attempt_wall_clock.as_millis() as u64)),
+            ..claimed.work.limits
+        },
         io: Arc::new(io),
         cancel: cancel.clone(),
         cancel_grace: inner.opts.cancel_grace,

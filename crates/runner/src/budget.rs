@@ -60,15 +60,19 @@ impl Default for TenantLimits {
 pub enum Over {
     /// The tenant's own cap.
     Tenant,
+    /// The tenant's fair share now: the global cap divided by the tenants holding slots
+    /// (at most its own cap), so one tenant cannot keep what others need.
+    Share,
     /// The cap shared by every tenant.
     Global,
 }
 
 impl Over {
-    /// `"tenant"` or `"global"`.
+    /// `"tenant"`, `"share"` or `"global"`.
     pub fn as_str(self) -> &'static str {
         match self {
             Over::Tenant => "tenant",
+            Over::Share => "share",
             Over::Global => "global",
         }
     }
@@ -115,7 +119,15 @@ impl std::fmt::Display for Refusal {
     }
 }
 
-/// Counted slots: at most `per_tenant` held by one tenant and `global` by all together.
+/// Counted slots: at most `per_tenant` held by one tenant and `global` by all together, with
+/// shares that adapt to the tenants present.
+///
+/// - A tenant's share is the global cap divided by the tenants holding slots (the asking
+///   one included), at most `per_tenant`. A tenant over its share keeps what it holds (a
+///   slot is never taken back) and gets no more until it is under.
+/// - The last [`Slots::reserved`] slots of the global cap are kept for tenants that hold
+///   none: however the others filled the rest before the shares shrank, a newcomer gets a
+///   slot. So three tenants at their share cannot starve a fourth.
 #[derive(Debug)]
 pub struct Slots {
     tenant_key: &'static str,
@@ -128,6 +140,8 @@ pub struct Slots {
 #[derive(Debug, Default)]
 struct Held {
     total: usize,
+    /// Tenants holding at least one slot.
+    active: usize,
     /// Slots held per tenant. An entry stays at zero once its tenant let go, so taking a
     /// slot allocates nothing in the steady state: the tenants are the configured
     /// principals, so the map is bounded by the configuration.
@@ -155,9 +169,18 @@ impl Slots {
         self.held.lock()
     }
 
-    /// Takes a slot for `tenant`, or says which cap is reached.
-    pub fn try_acquire(self: &Arc<Self>, tenant: &str) -> Result<Slot, Refusal> {
-        let mut held = self.lock();
+    /// Slots at the top of the global cap kept for tenants that hold none: an eighth of
+    /// the cap, at least one (none when the cap is one).
+    pub fn reserved(&self) -> usize {
+        if self.global <= 1 {
+            0
+        } else {
+            (self.global / 8).max(1)
+        }
+    }
+
+    /// Whether `tenant` may take one more slot now, by the rules in the type's doc.
+    fn admits(&self, held: &Held, tenant: &str) -> Result<(), Refusal> {
         let mine = held.by_tenant.get(tenant).copied().unwrap_or(0);
         if mine >= self.per_tenant {
             return Err(Refusal {
@@ -166,12 +189,39 @@ impl Slots {
                 over: Over::Tenant,
             });
         }
+        let global = |max: usize| Refusal {
+            limit: self.global_key,
+            max: max as u64,
+            over: Over::Global,
+        };
         if held.total >= self.global {
+            return Err(global(self.global));
+        }
+        if mine == 0 {
+            // A newcomer may use the reserve: nothing below can refuse it.
+            return Ok(());
+        }
+        let open = self.global - self.reserved();
+        if held.total >= open {
+            return Err(global(open));
+        }
+        let share = (self.global / held.active.max(1)).clamp(1, self.per_tenant);
+        if mine >= share {
             return Err(Refusal {
-                limit: self.global_key,
-                max: self.global as u64,
-                over: Over::Global,
+                limit: self.tenant_key,
+                max: share as u64,
+                over: Over::Share,
             });
+        }
+        Ok(())
+    }
+
+    /// Takes a slot for `tenant`, or says which cap is reached.
+    pub fn try_acquire(self: &Arc<Self>, tenant: &str) -> Result<Slot, Refusal> {
+        let mut held = self.lock();
+        self.admits(&held, tenant)?;
+        if held.by_tenant.get(tenant).copied().unwrap_or(0) == 0 {
+            held.active += 1;
         }
         held.total += 1;
         let tenant = match held.by_tenant.get_key_value(tenant) {
@@ -188,8 +238,7 @@ impl Slots {
     /// Whether `tenant` could take a slot now.
     pub fn has_room(&self, tenant: &str) -> bool {
         let held = self.lock();
-        held.total < self.global
-            && held.by_tenant.get(tenant).copied().unwrap_or(0) < self.per_tenant
+        self.admits(&held, tenant).is_ok()
     }
 
     /// Whether any tenant could take a slot now (the global cap is not reached).
@@ -197,12 +246,12 @@ impl Slots {
         self.lock().total < self.global
     }
 
-    /// Tenants holding their whole per-tenant share.
+    /// Tenants holding slots that could not take one more now.
     pub fn saturated_tenants(&self) -> Vec<String> {
-        self.lock()
-            .by_tenant
+        let held = self.lock();
+        held.by_tenant
             .iter()
-            .filter(|(_, n)| **n >= self.per_tenant)
+            .filter(|(t, n)| **n > 0 && self.admits(&held, t).is_err())
             .map(|(t, _)| t.to_string())
             .collect()
     }
@@ -238,6 +287,9 @@ impl Drop for Slot {
         held.total = held.total.saturating_sub(1);
         if let Some(n) = held.by_tenant.get_mut(&self.tenant) {
             *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.active = held.active.saturating_sub(1);
+            }
         }
     }
 }
@@ -293,6 +345,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn shares_shrink_with_the_tenants_present_and_a_newcomer_always_gets_a_slot() {
+        // 16 in all, 8 per tenant, 2 reserved.
+        let s = Slots::new("t", 8, "g", 16);
+        assert_eq!(s.reserved(), 2);
+        let a: Vec<Slot> = (0..8).map(|_| s.try_acquire("a").expect("a")).collect();
+        let e = s.try_acquire("a").expect_err("a at its own cap");
+        assert_eq!((e.over, e.max), (Over::Tenant, 8));
+        // Two tenants: a share is 8. c fills up to the reserve.
+        let c: Vec<Slot> = (0..6).map(|_| s.try_acquire("c").expect("c")).collect();
+        let e = s
+            .try_acquire("c")
+            .expect_err("the reserve is for newcomers");
+        assert_eq!((e.over, e.max), (Over::Global, 14));
+        // Newcomers d and b each get a reserved slot.
+        let d = s.try_acquire("d").expect("d from the reserve");
+        let b = s.try_acquire("b").expect("b from the reserve");
+        assert_eq!(s.try_acquire("f").expect_err("full").over, Over::Global);
+        // Four tenants present: a share is 4; a, over it, gets nothing back until under.
+        drop(b);
+        drop(d);
+        drop(a);
+        let _d = s.try_acquire("d").expect("d");
+        let a: Vec<Slot> = (0..4).map(|_| s.try_acquire("a").expect("a")).collect();
+        assert_eq!(a.len(), 4);
+        let _b = s.try_acquire("b").expect("b");
+        // Four present (a, b, c, d): 16 / 4.
+        let e = s
+            .try_acquire("c")
+            .expect_err("c holds 6, over a share of 4");
+        assert_eq!((e.over, e.max, e.limit), (Over::Share, 4, "t"));
+        assert!(s.saturated_tenants().contains(&"c".to_owned()));
+        drop(c);
+    }
+
+    #[test]
     fn slots_cap_each_tenant_and_all_together() {
         let s = Slots::new("t", 2, "g", 3);
         let a1 = s.try_acquire("a").expect("a1");
@@ -302,10 +389,16 @@ mod tests {
         let _b1 = s.try_acquire("b").expect("b1");
         let e = s.try_acquire("b").expect_err("global cap");
         assert_eq!((e.limit, e.max, e.over), ("g", 3, Over::Global));
-        assert_eq!(s.saturated_tenants(), vec!["a".to_owned()]);
+        let mut saturated = s.saturated_tenants();
+        saturated.sort();
+        assert_eq!(saturated, ["a", "b"], "a at its cap, b at the global one");
         drop(a1);
         assert_eq!((s.held(), s.held_by("a")), (2, 1));
-        assert!(s.try_acquire("b").is_ok(), "a freed slot is anyone's");
+        assert!(
+            s.try_acquire("b").is_err(),
+            "the top slot is kept for a tenant holding none"
+        );
+        assert!(s.try_acquire("c").is_ok(), "which takes it");
     }
 
     #[tokio::test(start_paused = true)]

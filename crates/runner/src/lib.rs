@@ -77,6 +77,11 @@ pub struct RunnerOptions {
     pub loop_backoff: Duration,
     /// How long a guest may wait for input before it is released.
     pub park_after: Duration,
+    /// The wall clock of an attempt whose tool sets none (`limits.wall_clock_ms`): time in
+    /// imports, waiting for input and waiting for a CPU turn included. An attempt past it
+    /// is stopped and its task fails with `data.limit = "wall_clock"`, so a guest that only
+    /// sleeps cannot hold an execution slot for longer.
+    pub attempt_wall_clock: Duration,
     /// How long a cancelled guest may keep running before it is stopped.
     pub cancel_grace: Duration,
     /// How often the recovery loop looks for due work when nothing woke it.
@@ -99,6 +104,7 @@ impl Default for RunnerOptions {
             max_start_failures: 5,
             loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
+            attempt_wall_clock: Duration::from_secs(15 * 60),
             cancel_grace: snodo_wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(10),

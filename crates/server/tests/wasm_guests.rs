@@ -98,7 +98,11 @@ async fn run_cancelled(
 /// Asserts the mode `c` chooses for each call of `tool`, given as `(arguments, mode)`.
 async fn assert_modes(c: &Component, tool: &str, cases: &[(Value, TaskMode)]) {
     for (args, mode) in cases {
-        assert_eq!(c.choose_mode(std::sync::Arc::from("t"), tool, args).await, Ok(*mode), "{tool} {args}");
+        assert_eq!(
+            c.choose_mode(std::sync::Arc::from("t"), tool, args).await,
+            Ok(*mode),
+            "{tool} {args}"
+        );
     }
 }
 
@@ -785,6 +789,18 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
     assert!(err.path.ends_with("bad_describe.wasm"));
     assert!(
         err.reason.contains("described twice") || err.reason.contains("not valid JSON"),
+        "{err}"
+    );
+
+    // 2,000 patterns would keep most of a gigabyte resident: refused before any compiles.
+    let err = g
+        .loader
+        .load(snodo_test_guests::SCHEMA_BOMB)
+        .await
+        .expect_err("schema bomb");
+    assert!(
+        err.reason.contains("2000 regular expressions")
+            && err.reason.contains("MAX_SCHEMA_PATTERNS"),
         "{err}"
     );
 

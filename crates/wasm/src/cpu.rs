@@ -200,7 +200,10 @@ impl CpuShare {
         let wake = {
             let mut s = self.state.lock();
             s.running -= 1;
-            let t = s.tenants.get_mut(tenant).expect("a running tenant is known");
+            let t = s
+                .tenants
+                .get_mut(tenant)
+                .expect("a running tenant is known");
             t.running -= 1;
             t.last = Instant::now();
             if t.running == 0 && t.waiting.is_empty() {
@@ -366,7 +369,10 @@ mod tests {
         assert_eq!(poll(1), Poll::Ready("a3"));
         assert_eq!(poll(2), Poll::Ready("a4"));
         assert_eq!((cpu.executing(), cpu.queued()), (0, 0));
-        assert!(cpu.state.lock().tenants.is_empty(), "idle tenants are forgotten");
+        assert!(
+            cpu.state.lock().tenants.is_empty(),
+            "idle tenants are forgotten"
+        );
     }
 
     #[test]
@@ -399,7 +405,10 @@ mod tests {
         for j in joins {
             rt.block_on(j).expect("guest");
         }
-        assert!(peak.load(Ordering::SeqCst) <= 2, "one tenant, two turns at most");
+        assert!(
+            peak.load(Ordering::SeqCst) <= 2,
+            "one tenant, two turns at most"
+        );
         assert_eq!(cpu.executing(), 0);
     }
 
@@ -454,6 +463,9 @@ mod tests {
         assert!(second_starts(&mut cx), "alone, a holds two turns");
         let mut victim = Box::pin(cpu.run(&b, async {}));
         assert!(victim.as_mut().poll(&mut cx).is_ready());
-        assert!(!second_starts(&mut cx), "with b active, a's share is one turn");
+        assert!(
+            !second_starts(&mut cx),
+            "with b active, a's share is one turn"
+        );
     }
 }

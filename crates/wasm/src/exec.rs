@@ -477,6 +477,22 @@ fn collect_logs(
 pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Call) -> Ran {
     let env_fuel = env.limits.fuel.unwrap_or(u64::MAX);
     let grace = env.cancel_grace;
+    // The wall clock covers the whole execution: waiting for a CPU turn, instantiating,
+    // running and waiting in imports.
+    let wall_clock = env.limits.wall_clock_ms;
+    let deadline = wall_clock.map(|ms| tokio::time::Instant::now() + Duration::from_millis(ms));
+    let past_wall_clock = async move {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(past_wall_clock);
+    let wall_clock_error = || {
+        AttemptError::Limit(Limit::WallClock {
+            ms: wall_clock.unwrap_or_default(),
+        })
+    };
     let stdout = Captured::new(CAPTURE_BYTES);
     let stderr = Captured::new(CAPTURE_BYTES);
     let (cpu, tenant) = (engine.cpu.clone(), env.tenant.clone());
@@ -486,10 +502,11 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     };
 
     let started = Instant::now();
-    let instance = match cpu
-        .run(&tenant, linked.instance.instantiate_async(&mut store))
-        .await
-    {
+    let instantiated = tokio::select! {
+        r = cpu.run(&tenant, linked.instance.instantiate_async(&mut store)) => r,
+        () = &mut past_wall_clock => return failed(wall_clock_error()),
+    };
+    let instance = match instantiated {
         Ok(i) => i,
         Err(e) => return failed(instantiation_failed(&e)),
     };
@@ -497,18 +514,20 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
     let started = Instant::now();
     let cancel = store.data().cancel.clone();
     let result = tokio::select! {
-        r = cpu.run(&tenant, call_export(linked, &mut store, &instance, call)) => Some(r),
+        r = cpu.run(&tenant, call_export(linked, &mut store, &instance, call)) => Some(Ok(r)),
         () = async {
             cancel.cancelled().await;
             // The grace period is a real-time allowance for the guest to notice.
             tokio::time::sleep(grace).await;
         } => None,
+        () = &mut past_wall_clock => Some(Err(wall_clock_error())),
     };
     let run = started.elapsed();
     let state = store.data_mut();
     let result = match result {
-        Some(Ok(r)) => Ok(r),
-        Some(Err(e)) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
+        Some(Ok(Ok(r))) => Ok(r),
+        Some(Ok(Err(e))) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
+        Some(Err(limit)) => Err(limit),
         None => Err(AttemptError::Cancelled),
     };
     let (logs, dropped_logs) = collect_logs(state, &stdout, &stderr);

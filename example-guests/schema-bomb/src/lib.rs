@@ -1,6 +1,6 @@
-//! A component whose one tool's input schema holds 20,000 distinct patterns: compiled, it
-//! would keep gigabytes resident. The host must refuse it at load, naming the bound, after
-//! compiling no more patterns than the bound allows.
+//! A component whose one tool's input schema holds 2,000 distinct patterns: compiled, they
+//! would keep most of a gigabyte resident. The host must refuse it at load, naming the
+//! bound, before compiling any.
 
 /// Bound to snodo:tasks@0.1.0 directly: a hostile component needs no SDK.
 mod bindings {
@@ -15,7 +15,7 @@ use bindings::snodo::tasks::types::{Outcome, RpcError, TaskMode, Tool, Work};
 
 struct Bomb;
 
-const PATTERNS: usize = 20_000;
+const PATTERNS: usize = 2_000;
 
 /// `{"type":"object","properties":{"p0":{"pattern":"^(x0|y)+[a-z]{1,64}$"}, …}}`.
 fn schema() -> String {

@@ -93,7 +93,9 @@ pub(crate) struct FairnessOptions {
 
 fn limit_setting(s: &str) -> Result<(String, u64), String> {
     let (key, value) = s.split_once('=').ok_or("KEY=VALUE")?;
-    let value = value.parse().map_err(|_| format!("{value}: not a number"))?;
+    let value = value
+        .parse()
+        .map_err(|_| format!("{value}: not a number"))?;
     Ok((key.trim().to_owned(), value))
 }
 
@@ -164,11 +166,19 @@ async fn run_all(
         figures.push(figure(scenario.name().into(), samples, errors));
         if scenario == Scenario::Sleepers {
             let (samples, errors) = task_latency(server.addr, window).await;
-            figures.push(figure("sleepers: a trivial task, created to completed".into(), samples, errors));
+            figures.push(figure(
+                "sleepers: a trivial task, created to completed".into(),
+                samples,
+                errors,
+            ));
         }
         if scenario == Scenario::SilentSockets {
             let (samples, errors) = fresh_connections(server.addr, window).await;
-            figures.push(figure("silent-sockets: greet on a new connection".into(), samples, errors));
+            figures.push(figure(
+                "silent-sockets: greet on a new connection".into(),
+                samples,
+                errors,
+            ));
         }
         stop.store(true, Ordering::Release);
         attack.abort();
@@ -216,7 +226,8 @@ impl Server {
             .map_err(|e| format!("no free port: {e}"))?
             .port();
         // The file's relative paths would be read against its own directory.
-        let absolute = |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
+        let absolute =
+            |p: &Path| std::path::absolute(p).map_err(|e| format!("{}: {e}", p.display()));
         let (fixtures, hostile) = (absolute(&opts.fixtures)?, absolute(&opts.hostile)?);
         let mut config = format!(
             "listen = \"127.0.0.1:{port}\"\ncache_dir = {cache:?}\n[store]\nkind = \"memory\"\n\
@@ -433,8 +444,14 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
             each(1, "a", tool_call("greet", json!({"name": numbers}), false));
             // Distinct strings of `a`s ending in `b`: exponential for `^(a+)+$` on a
             // backtracking engine.
-            let items: Vec<String> = (0..400).map(|i| format!("{}b", "a".repeat(4_000 + i))).collect();
-            each(1, "a", tool_call("backtrack", json!({"items": items}), false));
+            let items: Vec<String> = (0..400)
+                .map(|i| format!("{}b", "a".repeat(4_000 + i)))
+                .collect();
+            each(
+                1,
+                "a",
+                tool_call("backtrack", json!({"items": items}), false),
+            );
         }
         Scenario::SilentSockets => {
             let mut held = Vec::new();

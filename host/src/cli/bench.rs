@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, RunnerBenchOptions, RunnerFigure, StoreBenchOptions,
-    StoreFigure, WasmBenchOptions,
+    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, RunnerBenchOptions,
+    RunnerFigure, StoreBenchOptions, StoreFigure, WasmBenchOptions,
 };
 
 use super::print_table;
@@ -71,7 +71,14 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                     opts.seconds
                 );
                 print_table(
-                    ["scenario", ">p50 (ms)", ">p99 (ms)", ">p99 / baseline", ">calls", ">failed"],
+                    [
+                        "scenario",
+                        ">p50 (ms)",
+                        ">p99 (ms)",
+                        ">p99 / baseline",
+                        ">calls",
+                        ">failed",
+                    ],
                     figures.iter().map(|f| {
                         [
                             f.scenario.clone(),

@@ -61,6 +61,11 @@ pub struct ExecutionLimits {
     /// Optional fuel budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
+    /// Wall-clock time of one execution, time in imports and waiting for a CPU turn
+    /// included, before it is stopped. A task's attempt without one gets the runner's
+    /// `attempt_wall_clock`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_clock_ms: Option<u64>,
 }
 
 /// Why a work descriptor was rejected.
@@ -142,7 +147,10 @@ impl Work {
             .into());
         }
         let zero = |v: Option<u64>| v == Some(0);
-        if zero(self.limits.memory_bytes) || zero(self.limits.deadline_ms) || zero(self.limits.fuel)
+        if zero(self.limits.memory_bytes)
+            || zero(self.limits.deadline_ms)
+            || zero(self.limits.fuel)
+            || zero(self.limits.wall_clock_ms)
         {
             return Err(Invalid::new("execution limits must be positive when set").into());
         }

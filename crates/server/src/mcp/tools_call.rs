@@ -136,9 +136,9 @@ impl McpServer {
             Some(m) => m,
             None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => {
                 calling.slot = Some(self.sync_slot(ctx.principal)?);
-                let rule = tool
-                    .component
-                    .choose_mode(tenant_of(ctx), &tool.info.name, &calling.arguments);
+                let rule =
+                    tool.component
+                        .choose_mode(tenant_of(ctx), &tool.info.name, &calling.arguments);
                 self.within_wall_clock(rule)
                     .await?
                     .map_err(|e| e.to_rpc_error())?
