@@ -299,6 +299,8 @@ pub struct LimitsBudgetSection {
     pub guest_memory_total_bytes: Option<usize>,
     /// Linear memory one guest may hold.
     pub guest_memory_bytes: Option<usize>,
+    /// Linear memory one tenant's live guests may hold together.
+    pub guest_memory_per_tenant_bytes: Option<usize>,
     /// The largest result a guest may return.
     pub result_bytes: Option<usize>,
     /// Guests of one tenant executing at once.
@@ -529,8 +531,8 @@ impl Config {
         if let Some(p) = self.runner.component_policy {
             opts.component_policy = p;
         }
-        self.limits_into(file, &mut opts)?;
         opts.tokens = self.tokens(file)?;
+        self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;
         opts.metrics_token = self.metrics_token(file)?;
         Ok(opts)
@@ -600,7 +602,8 @@ impl Config {
     fn limits_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
         let err = |key: &str, reason: String| config_error(file, key, reason);
         let l = &self.limits;
-        let b = TenantLimits::default();
+        let tenants = crate::serve::tenants_in(&opts.tokens);
+        let b = TenantLimits::for_tenants(tenants);
         let positive = |key: &str, v: Option<u64>| match v {
             Some(0) => Err(err(&format!("limits.{key}"), "must be at least 1".into())),
             _ => Ok(()),
@@ -655,6 +658,13 @@ impl Config {
         if let Some(r) = l.result_bytes {
             opts.engine.max_result_bytes = r;
         }
+        positive(
+            "guest_memory_per_tenant_bytes",
+            l.guest_memory_per_tenant_bytes.map(|v| v as u64),
+        )?;
+        opts.engine.max_tenant_memory_bytes = l
+            .guest_memory_per_tenant_bytes
+            .or_else(|| crate::serve::shared_memory(&opts.engine, tenants));
         positive(
             "executing_per_tenant",
             l.executing_per_tenant.map(|v| v as u64),
@@ -1072,6 +1082,36 @@ subject = "alice"
         assert_eq!(e.key, "auth.tokens[0].tenant");
         let e = options(&entry(t, "a", "")).unwrap_err();
         assert_eq!(e.key, "auth.tokens[0].subject");
+    }
+
+    #[test]
+    fn a_node_serving_several_tenants_gets_the_shared_defaults() {
+        let entry = |token: &str, tenant: &str| {
+            format!(
+                "[[auth.tokens]]\ntoken = \"{token}\"\ntenant = \"{tenant}\"\nsubject = \"s\"\n"
+            )
+        };
+        let one =
+            options(&(entry("0123456789abcdef-one", "a") + &entry("0123456789abcdef-two", "a")))
+                .expect("one tenant");
+        assert_eq!(one.limits.task_creates_per_second, 10_000);
+        assert_eq!(one.engine.max_tenant_memory_bytes, None);
+        let two = entry("0123456789abcdef-one", "a") + &entry("0123456789abcdef-two", "b");
+        let shared = options(&two).expect("two tenants");
+        assert_eq!(
+            (
+                shared.limits.task_creates_per_second,
+                shared.limits.task_create_burst
+            ),
+            (50, 1_000)
+        );
+        assert_eq!(shared.engine.max_tenant_memory_bytes, Some(512 << 20));
+        let set = options(&format!(
+            "{two}[limits]\ntask_creates_per_second = 500\nguest_memory_per_tenant_bytes = 1048576\n"
+        ))
+        .expect("set");
+        assert_eq!(set.limits.task_creates_per_second, 500, "a setting wins");
+        assert_eq!(set.engine.max_tenant_memory_bytes, Some(1 << 20));
     }
 
     #[test]

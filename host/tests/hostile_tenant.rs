@@ -425,6 +425,27 @@ async fn guests_share_one_memory_budget() {
     );
     let b = greet(&h, TOKEN_B, "Bea").await;
     assert!(greeted(&b), "{b}");
+
+    // With a share per tenant, a tenant's guests stop at its share.
+    let h = host(
+        TenantLimits::default(),
+        EngineConfig {
+            max_memory_bytes: 64 << 20,
+            max_total_memory_bytes: 64 << 20,
+            max_tenant_memory_bytes: Some(24 << 20),
+            ..EngineConfig::default()
+        },
+        ExecutionLimits::default(),
+    )
+    .await;
+    let v = call(&h, TOKEN_A, "memory_bomb", json!({}), false).await;
+    assert_eq!(
+        v["error"]["data"]["limit"], "guest_memory_per_tenant",
+        "{v}"
+    );
+    assert_eq!(h.engine.guest_memory_in_use(), 0);
+    let b = greet(&h, TOKEN_B, "Bea").await;
+    assert!(greeted(&b), "{b}");
 }
 
 #[tokio::test]

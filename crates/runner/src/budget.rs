@@ -25,11 +25,12 @@ pub struct TenantLimits {
     pub sync_timeout_ms: u64,
     /// Live (non-terminal) tasks one tenant may hold. Default 10,000.
     pub live_tasks_per_tenant: u64,
-    /// Tasks one tenant may create per second, on average (per node). Default 10,000: a
-    /// guard against a flood, above what one node completes (a few thousand a second
-    /// here); lower it per deployment to share a node between tenants.
+    /// Tasks one tenant may create per second, on average (per node). Default 10,000 on a
+    /// node serving one tenant: a guard against a flood, above what one node completes (a
+    /// few thousand a second here). On a node serving several, 50 ([`Self::for_tenants`]).
     pub task_creates_per_second: u32,
-    /// Tasks one tenant may create at once before the rate applies. Default 20,000.
+    /// Tasks one tenant may create at once before the rate applies. Default 20,000 (one
+    /// tenant) or 1,000 (several).
     pub task_create_burst: u32,
     /// Open `subscriptions/listen` streams per tenant. Default 16.
     pub streams_per_tenant: usize,
@@ -37,6 +38,28 @@ pub struct TenantLimits {
     pub streams: usize,
     /// Task ids one stream may watch (after removing duplicates). Default 256.
     pub stream_task_ids: usize,
+}
+
+/// The creation rate a node serving several tenants defaults to: tens a second per tenant,
+/// with a burst for a batch, so one tenant cannot fill the store for the others.
+pub const SHARED_TASK_CREATES_PER_SECOND: u32 = 50;
+/// The burst beside [`SHARED_TASK_CREATES_PER_SECOND`].
+pub const SHARED_TASK_CREATE_BURST: u32 = 1_000;
+
+impl TenantLimits {
+    /// The defaults for a node serving `tenants` tenants: [`Default`] for one (a flood
+    /// guard only), and the shared creation rate for several.
+    pub fn for_tenants(tenants: usize) -> Self {
+        let one = Self::default();
+        if tenants <= 1 {
+            return one;
+        }
+        Self {
+            task_creates_per_second: SHARED_TASK_CREATES_PER_SECOND,
+            task_create_burst: SHARED_TASK_CREATE_BURST,
+            ..one
+        }
+    }
 }
 
 impl Default for TenantLimits {

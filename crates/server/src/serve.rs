@@ -198,6 +198,20 @@ pub async fn serve(
     Ok(())
 }
 
+/// How many tenants `tokens` name: the defaults of a node serving several are sized for
+/// sharing ([`TenantLimits::for_tenants`], [`shared_memory`]).
+pub fn tenants_in(tokens: &[(String, Principal)]) -> usize {
+    let tenants: std::collections::HashSet<&str> =
+        tokens.iter().map(|(_, p)| p.tenant.as_str()).collect();
+    tenants.len()
+}
+
+/// The guest-memory share of one tenant on a node serving `tenants`: none for one, half
+/// the total for several.
+pub fn shared_memory(engine: &EngineConfig, tenants: usize) -> Option<usize> {
+    (tenants > 1).then_some(engine.max_total_memory_bytes / 2)
+}
+
 /// Refuses a listener no one guards (no bearer token, off loopback) and bearer tokens
 /// that are unusable.
 fn check_exposure(opts: &ServeOptions) -> Result<(), ServeError> {

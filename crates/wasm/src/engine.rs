@@ -42,6 +42,12 @@ pub struct EngineConfig {
     /// with the `guest_memory_total` limit. Without it the pool would admit
     /// `max_instances × max_memory_bytes`.
     pub max_total_memory_bytes: usize,
+    /// The linear memory the live guests of one tenant may hold together; growth past it
+    /// fails the guest with the `guest_memory_per_tenant` limit. When set, the top eighth
+    /// of the total is also kept for tenants holding no more than that eighth, so one
+    /// tenant's guests never take the memory another tenant's next call needs. `None` (one
+    /// tenant): neither. `snodo serve` sets half the total when it serves several tenants.
+    pub max_tenant_memory_bytes: Option<usize>,
     /// The largest result or error (as JSON) a guest may return.
     pub max_result_bytes: usize,
     /// Linear memory a recycled pool slot keeps resident (reset in place, not unmapped).
@@ -68,6 +74,7 @@ impl Default for EngineConfig {
             epoch_tick: Duration::from_millis(10),
             fuel: false,
             max_total_memory_bytes: 1 << 30,
+            max_tenant_memory_bytes: None,
             max_result_bytes: 4 << 20,
             keep_resident_bytes: 1 << 20,
             pagemap_scan: true,
@@ -92,6 +99,13 @@ pub struct WasmEngine {
     pub(crate) memory_in_use: Arc<std::sync::atomic::AtomicUsize>,
     /// Turns for executing guests, shared by tenant.
     pub(crate) cpu: Arc<crate::cpu::CpuShare>,
+    /// Linear memory held by each tenant's live guests. An entry per tenant that ever ran
+    /// a guest here: tenants are the configured principals, so the map stays small.
+    tenant_memory: Arc<
+        parking_lot::Mutex<
+            std::collections::HashMap<Arc<str>, Arc<std::sync::atomic::AtomicUsize>>,
+        >,
+    >,
     _ticker: Arc<Ticker>,
 }
 
@@ -178,6 +192,7 @@ impl WasmEngine {
             config: Arc::new(config),
             memory_in_use: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             cpu,
+            tenant_memory: Arc::default(),
             _ticker: Arc::new(Ticker { stop }),
         })
     }
@@ -197,6 +212,24 @@ impl WasmEngine {
     /// Linear memory held by live guests now.
     pub fn guest_memory_in_use(&self) -> usize {
         self.memory_in_use.load(Ordering::Acquire)
+    }
+
+    /// The counter of the memory `tenant`'s live guests hold.
+    pub(crate) fn tenant_memory(&self, tenant: &Arc<str>) -> Arc<std::sync::atomic::AtomicUsize> {
+        self.tenant_memory
+            .lock()
+            .entry(tenant.clone())
+            .or_default()
+            .clone()
+    }
+
+    /// One tenant's share of the guest memory, and the reserve for small tenants (none
+    /// without a share).
+    pub(crate) fn tenant_memory_bytes(&self) -> (usize, usize) {
+        match self.config.max_tenant_memory_bytes {
+            Some(share) => (share, self.config.max_total_memory_bytes / 8),
+            None => (usize::MAX, 0),
+        }
     }
 
     /// The turns executing guests take (for metrics and tests).

@@ -169,12 +169,27 @@ pub(crate) struct Limiter {
     pub(crate) total_bytes: usize,
     /// What this guest holds of it (given back when the store drops).
     pub(crate) held: usize,
+    /// What the live guests of this guest's tenant hold, and the tenant's cap.
+    pub(crate) tenant_in_use: Arc<AtomicUsize>,
+    pub(crate) tenant_bytes: usize,
+    /// The top of `total_bytes` kept for tenants holding at most this much.
+    pub(crate) reserve_bytes: usize,
 }
 
 impl Drop for Limiter {
     fn drop(&mut self) {
         self.in_use.fetch_sub(self.held, Ordering::AcqRel);
+        self.tenant_in_use.fetch_sub(self.held, Ordering::AcqRel);
     }
+}
+
+/// Adds `more` to `counter` unless the sum would pass `cap`.
+fn take(counter: &AtomicUsize, more: usize, cap: usize) -> bool {
+    counter
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+            used.checked_add(more).filter(|n| *n <= cap)
+        })
+        .is_ok()
 }
 
 impl ResourceLimiter for Limiter {
@@ -190,15 +205,25 @@ impl ResourceLimiter for Limiter {
             })));
         }
         let more = desired.saturating_sub(current);
-        let total = self.total_bytes;
-        let reserved = self
-            .in_use
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
-                used.checked_add(more).filter(|n| *n <= total)
-            });
-        if reserved.is_err() {
+        // The tenant's share first, then the host's budget, whose top `reserve_bytes` only
+        // a tenant holding little may use: a tenant that grew its guests past the reserve
+        // cannot spend what the others need for their next call.
+        if !take(&self.tenant_in_use, more, self.tenant_bytes) {
+            return Err(wasmtime::Error::new(HostStop::Limit(Limit::TenantMemory {
+                bytes: self.tenant_bytes as u64,
+            })));
+        }
+        let small = self.reserve_bytes == 0
+            || self.tenant_in_use.load(Ordering::Acquire) <= self.reserve_bytes;
+        let open = if small {
+            self.total_bytes
+        } else {
+            self.total_bytes.saturating_sub(self.reserve_bytes)
+        };
+        if !take(&self.in_use, more, open) {
+            self.tenant_in_use.fetch_sub(more, Ordering::AcqRel);
             return Err(wasmtime::Error::new(HostStop::Limit(Limit::MemoryBudget {
-                bytes: total as u64,
+                bytes: self.total_bytes as u64,
             })));
         }
         self.held += more;
@@ -395,5 +420,65 @@ impl context::Host for HostState {
         self.io.log(level, &message);
         self.logs.push(level, message);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter(tenant: &Arc<AtomicUsize>, host: &Arc<AtomicUsize>) -> Limiter {
+        Limiter {
+            memory_bytes: 64 << 20,
+            table_elements: 1_000,
+            in_use: host.clone(),
+            total_bytes: 80 << 20,
+            held: 0,
+            tenant_in_use: tenant.clone(),
+            tenant_bytes: 72 << 20,
+            reserve_bytes: 10 << 20,
+        }
+    }
+
+    fn grow(l: &mut Limiter, by: usize) -> Result<(), String> {
+        let current = l.held;
+        l.memory_growing(current, current + by, None)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_tenant_stops_at_its_share_and_the_reserve_stays_for_small_tenants() {
+        let host = Arc::new(AtomicUsize::new(0));
+        let (a, b) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let mut a1 = limiter(&a, &host);
+        let mut a2 = limiter(&a, &host);
+        grow(&mut a1, 40 << 20).expect("a's first guest");
+        // a's second guest: within a's share (72 MiB) but past what is open to a tenant
+        // holding more than the reserve (80 - 10 MiB).
+        let e = grow(&mut a2, 32 << 20).expect_err("the reserve is not a's");
+        assert!(e.contains("memory budget"), "{e}");
+        assert_eq!(
+            a.load(Ordering::Acquire),
+            40 << 20,
+            "a refused growth is undone"
+        );
+        grow(&mut a2, 30 << 20).expect("a up to the reserve");
+        let e = grow(&mut a2, 1 << 20).expect_err("the reserve is still not a's");
+        assert!(e.contains("memory budget"), "{e}");
+        let mut a3 = limiter(&a, &host);
+        a3.tenant_bytes = 70 << 20;
+        let e = grow(&mut a3, 1 << 20).expect_err("a at its share");
+        assert!(e.contains("share"), "{e}");
+        // b, holding little, gets the reserve.
+        let mut b1 = limiter(&b, &host);
+        grow(&mut b1, 10 << 20).expect("b from the reserve");
+        assert_eq!(host.load(Ordering::Acquire), 80 << 20);
+        drop(a3);
+        drop((a1, a2, b1));
+        assert_eq!(
+            (host.load(Ordering::Acquire), a.load(Ordering::Acquire)),
+            (0, 0)
+        );
     }
 }

@@ -129,7 +129,7 @@ pub enum Limit {
         /// The budget.
         units: u64,
     },
-    /// Wall-clock time of a synchronous call, time in imports (sleep, input) included.
+    /// Wall-clock time of an execution, time in imports (sleep, input) included.
     WallClock {
         /// The cap.
         ms: u64,
@@ -142,6 +142,11 @@ pub enum Limit {
     /// The size of what the guest returned (its result or error, as JSON).
     ResultSize {
         /// The cap.
+        bytes: u64,
+    },
+    /// The memory the live guests of one tenant may hold together.
+    TenantMemory {
+        /// The share.
         bytes: u64,
     },
 }
@@ -157,6 +162,7 @@ impl Limit {
             Limit::WallClock { .. } => "wall_clock",
             Limit::MemoryBudget { .. } => "guest_memory_total",
             Limit::ResultSize { .. } => "result_bytes",
+            Limit::TenantMemory { .. } => "guest_memory_per_tenant",
         }
     }
 }
@@ -174,6 +180,10 @@ impl fmt::Display for Limit {
                 "the host's memory budget for live guests ({bytes} bytes) is spent"
             ),
             Limit::ResultSize { bytes } => write!(f, "result larger than {bytes} bytes"),
+            Limit::TenantMemory { bytes } => write!(
+                f,
+                "this tenant's share of the memory for live guests ({bytes} bytes) is spent"
+            ),
         }
     }
 }

@@ -132,6 +132,10 @@ fn options(args: ServeArgs) -> Result<ServeOptions, String> {
         }
         opts.tokens.push((token, principal));
     }
+    // A node serving several tenants gets the defaults sized for sharing.
+    let tenants = snodo::serve::tenants_in(&opts.tokens);
+    opts.limits = snodo::budget::TenantLimits::for_tenants(tenants);
+    opts.engine.max_tenant_memory_bytes = snodo::serve::shared_memory(&opts.engine, tenants);
     for (tool, policy) in args.retries {
         opts.tool_settings.entry(tool).or_default().retry_policy = Some(policy);
     }
