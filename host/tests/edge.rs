@@ -256,16 +256,16 @@ async fn a_body_sent_too_slowly_gets_408() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_cap_wait_until_a_slot_frees() {
-    let server = serve_with(limits(400, 400, 60_000, 4)).await;
+async fn connections_that_spoke_keep_their_slots_and_a_newcomer_waits_for_one() {
+    let server = serve_with(limits(60_000, 400, 60_000, 2)).await;
     let started = Instant::now();
-    let mut holders = Vec::new();
-    for _ in 0..4 {
-        holders.push(TcpStream::connect(server.addr).await.expect("connect"));
-    }
-    // The fifth connects (the kernel queues it) but is accepted only when a holder's
-    // header timeout frees its slot.
-    let _fifth = served_connection(server.addr, "served once a slot frees").await;
+    // Two keep-alive connections that were served: never closed for a newcomer.
+    let mut holders = vec![
+        served_connection(server.addr, "the first").await,
+        served_connection(server.addr, "the second").await,
+    ];
+    // The third is accepted only when a holder's idle timeout frees its slot.
+    let _third = served_connection(server.addr, "served once a slot frees").await;
     assert!(
         started.elapsed() >= Duration::from_millis(400),
         "served before any slot could free: {:?}",
@@ -274,6 +274,31 @@ async fn connections_over_the_cap_wait_until_a_slot_frees() {
     for h in &mut holders {
         closed_by_server(h).await;
     }
+    stop(server).await;
+}
+
+/// Sockets that never speak cannot hold the server: every slot taken by them, a newcomer
+/// is served at once in the slot of the oldest, which is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_takes_the_slot_of_the_oldest_silent_connection() {
+    // Silent sockets would otherwise stay open for two minutes.
+    let server = serve_with(HttpLimits {
+        first_byte_timeout: Duration::from_secs(120),
+        max_connections: 4,
+        ..HttpLimits::default()
+    })
+    .await;
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        silent.push(TcpStream::connect(server.addr).await.expect("connect"));
+    }
+    // All four accepted (a served request proves the accept loop passed them).
+    let mut talking = TcpStream::connect(server.addr).await.expect("connect");
+    let reply = tokio::time::timeout(PATIENCE, healthz(&mut talking))
+        .await
+        .expect("served while four silent sockets hold every slot");
+    assert_eq!(reply.map(|r| r.0), Some(200));
+    closed_by_server(&mut silent[0]).await;
     stop(server).await;
 }
 

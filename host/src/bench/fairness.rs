@@ -38,7 +38,7 @@ pub(crate) enum Scenario {
     /// `a` sends large invalid arguments, and arguments built to make a backtracking regex
     /// engine take exponential time, on 2 connections.
     InvalidArguments,
-    /// `a` opens 2,000 connections from 8 addresses and sends nothing on them.
+    /// `a` keeps 2,000 connections from 8 addresses open and sends nothing on them.
     SilentSockets,
     /// `a` runs guests that grow their memory until a cap stops them, on 16 connections.
     MemoryBombs,
@@ -454,18 +454,23 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
             );
         }
         Scenario::SilentSockets => {
-            let mut held = Vec::new();
-            for i in 0..2_000u32 {
-                let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (i % 8) as u8));
-                if let Ok(s) = silent(source, addr).await {
-                    held.push(s);
-                }
-            }
-            // Reopen what the server closes, until told to stop.
+            // 2,000 open at any time, renewed 250 every 250 ms, so the server never runs
+            // out of fresh silent sockets to hold its slots with.
+            let mut held = std::collections::VecDeque::new();
+            let mut i = 0u32;
             while !stop.load(Ordering::Acquire) {
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                for _ in 0..250 {
+                    let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (i % 8) as u8));
+                    i = i.wrapping_add(1);
+                    if let Ok(s) = silent(source, addr).await {
+                        held.push_back(s);
+                    }
+                }
+                while held.len() > 2_000 {
+                    held.pop_front();
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
-            drop(held);
         }
         Scenario::MemoryBombs => each(16, "a", tool_call("memory_bomb", json!({}), false)),
     }

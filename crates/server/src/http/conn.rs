@@ -14,10 +14,13 @@
 //! - **idle**: a keep-alive connection between requests; bounded by `idle_timeout`.
 //!
 //! A connection whose timer expires is dropped, which closes the socket. The cap is a
-//! semaphore taken before `accept`: over the cap, new connections wait in the kernel's
-//! backlog until a slot frees, and the timeouts above guarantee slots do free. One peer
-//! address may hold at most `max_connections_per_peer` of the slots: a connection past
-//! that is closed at once, so one client cannot fill the server with silent sockets.
+//! semaphore: a connection accepted while every slot is held takes the slot of the oldest
+//! connection that has not sent a byte yet (closing it), and waits for a slot to free only
+//! when no such connection is open. So silent sockets cannot hold the server: a client
+//! that speaks gets in however many sockets sit open saying nothing, and the connections
+//! that are never closed for a newcomer are the ones that have sent a request (among them
+//! every authenticated keep-alive connection). One peer address may hold at most
+//! `max_connections_per_peer` of the slots: a connection past that is closed at once.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -98,6 +101,8 @@ enum Phase {
 struct Activity {
     phase: Mutex<Phase>,
     changed: Notify,
+    /// Set when a newcomer needs this connection's slot: closed if still fresh.
+    evicted: std::sync::atomic::AtomicBool,
 }
 
 impl Activity {
@@ -105,7 +110,28 @@ impl Activity {
         Self {
             phase: Mutex::new(Phase::Fresh(Instant::now())),
             changed: Notify::new(),
+            evicted: std::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    fn is_fresh(&self) -> bool {
+        matches!(*self.phase.lock(), Phase::Fresh(_))
+    }
+
+    /// Closes the connection if it is still fresh; whether it was.
+    fn evict(&self) -> bool {
+        if !self.is_fresh() {
+            return false;
+        }
+        self.evicted
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.changed.notify_one();
+        true
+    }
+
+    /// Whether it was evicted before it sent a byte.
+    fn is_evicted(&self) -> bool {
+        self.evicted.load(std::sync::atomic::Ordering::Acquire) && self.is_fresh()
     }
 
     fn update(&self, f: impl FnOnce(Phase) -> Phase) {
@@ -278,16 +304,10 @@ pub async fn serve(
         limits.max_connections.clamp(1, MAX_CONNECTIONS_LIMIT),
     ));
     let peers = Peers::new(limits.max_connections_per_peer);
+    let fresh = Fresh::default();
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::pin!(shutdown);
     loop {
-        let slot = tokio::select! {
-            s = slots.clone().acquire_owned() => match s {
-                Ok(s) => s,
-                Err(_) => break,
-            },
-            () = &mut shutdown => break,
-        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             () = &mut shutdown => break,
@@ -305,12 +325,32 @@ pub async fn serve(
             }
         };
         let Some(held) = peers.admit(peer) else {
-            // Closing at once returns the slot; the client sees its connection refused
-            // rather than left waiting.
+            // Closing at once; the client sees its connection refused rather than left
+            // waiting.
             tracing::debug!(%peer, limit = "http.max_connections_per_peer", "connection refused");
             continue;
         };
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(_) => {
+                if fresh.evict_oldest() {
+                    tracing::debug!(
+                        limit = "http.max_connections",
+                        "closing a silent connection for a newcomer"
+                    );
+                }
+                tokio::select! {
+                    s = slots.clone().acquire_owned() => match s {
+                        Ok(s) => s,
+                        Err(_) => break,
+                    },
+                    () = &mut shutdown => break,
+                }
+            }
+        };
         let _ = stream.set_nodelay(true);
+        let activity = Arc::new(Activity::new());
+        fresh.push(&activity, limits.max_connections);
         tokio::spawn(connection(
             stream,
             app.clone(),
@@ -318,6 +358,7 @@ pub async fn serve(
             limits,
             stop_rx.clone(),
             (slot, held),
+            activity,
         ));
     }
     drop(listener);
@@ -326,6 +367,32 @@ pub async fn serve(
     // Every connection task holds a receiver; all are gone when the last one closed.
     stop_tx.closed().await;
     Ok(())
+}
+
+/// The connections that have not sent a byte yet, oldest first (entries of connections
+/// that since spoke or closed are skipped, and pruned as the list grows).
+#[derive(Default)]
+struct Fresh(Mutex<std::collections::VecDeque<std::sync::Weak<Activity>>>);
+
+impl Fresh {
+    fn push(&self, activity: &Arc<Activity>, max_connections: usize) {
+        let mut list = self.0.lock();
+        if list.len() >= max_connections.saturating_mul(2).max(64) {
+            list.retain(|w| w.upgrade().is_some_and(|a| a.is_fresh()));
+        }
+        list.push_back(Arc::downgrade(activity));
+    }
+
+    /// Closes the oldest connection still fresh; whether there was one.
+    fn evict_oldest(&self) -> bool {
+        let mut list = self.0.lock();
+        while let Some(w) = list.pop_front() {
+            if w.upgrade().is_some_and(|a| a.evict()) {
+                return true;
+            }
+        }
+        false
+    }
 }
 
 /// How many connections each peer address holds open, against `max_connections_per_peer`.
@@ -395,8 +462,8 @@ async fn connection(
     limits: HttpLimits,
     mut stop: watch::Receiver<bool>,
     _slots: (OwnedSemaphorePermit, PeerSlot),
+    activity: Arc<Activity>,
 ) {
-    let activity = Arc::new(Activity::new());
     let io = TokioIo::new(Watched {
         io: stream,
         activity: activity.clone(),
@@ -425,7 +492,12 @@ async fn connection(
                 }
                 return;
             }
-            () = activity.changed.notified() => {}
+            () = activity.changed.notified() => {
+                if activity.is_evicted() {
+                    tracing::debug!("closing a silent connection for a newcomer");
+                    return;
+                }
+            }
             () = until(deadline.map(|(at, _)| at)) => {
                 if let Some((at, limit)) = activity.deadline(&limits)
                     && at <= Instant::now()
