@@ -16,10 +16,13 @@ use tokio::time::Instant;
 /// `[limits]` in the configuration file; the defaults are documented there and here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TenantLimits {
-    /// Synchronous guest executions (calls, `prepare`, mode rules) one tenant may run at
-    /// once. Default 16.
+    /// Synchronous guest executions (calls, `prepare`, mode rules) one tenant may have in
+    /// flight. Default 64. A call in flight may be waiting for a CPU turn (the CPU is
+    /// shared by tenant apart from this count), so this bounds instances and what they
+    /// hold, not computing: a busy tenant's calls queue for the CPU inside their slots.
     pub sync_calls_per_tenant: usize,
-    /// The same for all tenants together. Default 64.
+    /// The same for all tenants together. Default 192: with `runner.max_concurrent` (64)
+    /// the engine's 256 instance slots.
     pub sync_calls: usize,
     /// Wall-clock limit of a synchronous call, time in imports included. Default 120 s.
     pub sync_timeout_ms: u64,
@@ -65,8 +68,8 @@ impl TenantLimits {
 impl Default for TenantLimits {
     fn default() -> Self {
         Self {
-            sync_calls_per_tenant: 16,
-            sync_calls: 64,
+            sync_calls_per_tenant: 64,
+            sync_calls: 192,
             sync_timeout_ms: 120_000,
             live_tasks_per_tenant: 10_000,
             task_creates_per_second: 10_000,

@@ -18,7 +18,8 @@
 //! - At most `total` polls run at once, and at most `per_tenant` of one tenant. A tenant's
 //!   share of the CPU therefore does not grow with the number of guests it starts.
 //! - A freed turn goes to the tenant after the last one served (a ring of the tenants with
-//!   queued guests), first come first served within a tenant. A newcomer does not jump a
+//!   queued guests), first come first served within a tenant, except that a guest which
+//!   has computed for less than [`QUANTUM`] goes first. A newcomer does not jump a
 //!   queued guest that could use the turn.
 //! - `total` is below the async worker count (`snodo serve` sizes the runtime with one
 //!   worker more), so request handling always finds a worker that no guest holds.
@@ -41,6 +42,14 @@ pub struct CpuShare {
     active_for: Duration,
     state: Mutex<State>,
 }
+
+/// Within a tenant, a guest that has computed for less than this in all and queues again
+/// (it waited in an import, or yielded early) goes ahead of the tenant's other guests. Short
+/// calls then finish before new ones start, as they would on a plain worker pool: without
+/// it, every call in flight advances a little each round, and the calls in flight (each
+/// holding a request slot) pile up under load. A guest that computes longer takes its
+/// place at the back like any other.
+pub const QUANTUM: Duration = Duration::from_millis(10);
 
 /// How long a tenant counts as active after its last guest let go of its turn: a victim
 /// calling a short tool now and then keeps its share, so a busy tenant leaves it a core.
@@ -143,12 +152,16 @@ impl CpuShare {
             cpu: self,
             tenant,
             ticket: None,
+            ran: Duration::ZERO,
         };
         std::future::poll_fn(|cx| {
             let Some(_held) = turn.enter(cx) else {
                 return Poll::Pending;
             };
-            guest.as_mut().poll(cx)
+            let started = Instant::now();
+            let polled = guest.as_mut().poll(cx);
+            turn.ran += started.elapsed();
+            polled
         })
         .await
     }
@@ -220,6 +233,8 @@ struct Turn<'a> {
     cpu: &'a Arc<CpuShare>,
     tenant: &'a Arc<str>,
     ticket: Option<u64>,
+    /// How long the guest has held turns so far.
+    ran: Duration,
 }
 
 /// A turn held for the length of one poll.
@@ -271,7 +286,11 @@ impl<'a> Turn<'a> {
         let ticket = s.next_ticket;
         s.next_ticket += 1;
         let tenant = s.tenants.entry(self.tenant.clone()).or_default();
-        tenant.waiting.push_back((ticket, cx.waker().clone()));
+        if self.ran > Duration::ZERO && self.ran < QUANTUM {
+            tenant.waiting.push_front((ticket, cx.waker().clone()));
+        } else {
+            tenant.waiting.push_back((ticket, cx.waker().clone()));
+        }
         if tenant.waiting.len() == 1 {
             s.ring.push_back(self.tenant.clone());
         }
@@ -310,11 +329,13 @@ impl Drop for Turn<'_> {
     }
 }
 
-/// The default turns for a node with `cores` cores: one tenant may execute on every core,
-/// and one more turn lets another tenant start at once while it does.
+/// The default turns for a node with `cores` cores: a tenant alone may execute on every
+/// core; with others active its share shrinks (`per_tenant / active`), which leaves them
+/// cores. More turns than cores would only add runtime workers, which cost every request
+/// a share of their scheduling.
 pub fn default_shares(cores: usize) -> (usize, usize) {
     let cores = cores.max(1);
-    (cores, cores + 1)
+    (cores, cores)
 }
 
 /// The cores this process may use (1 when unknown).

@@ -44,7 +44,8 @@ pub struct PgOptions {
     pub url: String,
     /// The schema that holds Snodo's tables (created by [`migrate`]).
     pub schema: String,
-    /// Connections this node keeps open at most.
+    /// Connections this node keeps open at most: a quarter of them (at least one) for reads
+    /// alone ([`PgOptions::read_connections`]), the rest for writes.
     pub pool_size: usize,
     /// This node's identity, unique among the nodes sharing the database. Claims carry
     /// it; on open, claims this identity held are released (its previous life is gone).
@@ -56,6 +57,17 @@ pub struct PgOptions {
 }
 
 impl PgOptions {
+    /// The connections kept for reads (`tasks/get`, `inspect`): a quarter of the pool, at
+    /// least one, and none of a pool of one. Writes wait for one of theirs under a flood
+    /// of creations; a read never waits behind them.
+    pub fn read_connections(&self) -> usize {
+        if self.pool_size <= 1 {
+            0
+        } else {
+            (self.pool_size / 4).max(1)
+        }
+    }
+
     /// Options with the documented defaults: schema `snodo`, 16 connections, migrations on
     /// open, a 5 s connect timeout.
     pub fn new(url: impl Into<String>, node: impl Into<String>) -> Self {
@@ -118,7 +130,10 @@ fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
 
 /// The shared store.
 pub struct PgStore {
+    /// Connections for writes (every transaction).
     pool: Pool,
+    /// Connections for reads alone (the same pool when it is too small to split).
+    reads: Pool,
     node: String,
     schema: String,
     /// A test clock; `None` (always, outside tests) means database time.
@@ -163,22 +178,33 @@ impl PgStore {
             migrate(&options).await?;
         }
         let cfg = options.pg_config()?;
-        let manager = Manager::from_config(
-            cfg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
         let timeout = Some(options.connect_timeout);
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(timeout)
-            .create_timeout(timeout)
-            .recycle_timeout(timeout)
-            .build()
-            .map_err(|e| StoreError::unavailable(format!("PostgreSQL connection pool: {e}")))?;
+        let pool_of = |manager: Manager, size: usize| {
+            Pool::builder(manager)
+                .max_size(size.max(1))
+                .runtime(Runtime::Tokio1)
+                .wait_timeout(timeout)
+                .create_timeout(timeout)
+                .recycle_timeout(timeout)
+                .build()
+                .map_err(|e| StoreError::unavailable(format!("PostgreSQL connection pool: {e}")))
+        };
+        let read_connections = options.read_connections();
+        let manager_for = || {
+            Manager::from_config(
+                cfg.clone(),
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            )
+        };
+        let pool = pool_of(manager_for(), options.pool_size.max(1) - read_connections)?;
+        let reads = if read_connections == 0 {
+            pool.clone()
+        } else {
+            pool_of(manager_for(), read_connections)?
+        };
         {
             let client = pool.get().await.map_err(pool_error)?;
             schema::check_current(&client).await?;
@@ -187,6 +213,7 @@ impl PgStore {
         let notifier = notify::Notifier::start(cfg, &options.schema);
         let mut store = Self {
             pool,
+            reads,
             node: options.node,
             schema: options.schema,
             clock,
@@ -321,7 +348,7 @@ impl PgStore {
         with_work: bool,
         f: impl FnOnce(&dyn View, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
-        let client = self.pool.get().await.map_err(pool_error)?;
+        let client = self.reads.get().await.map_err(pool_error)?;
         // The work descriptor only when the caller needs it: a status read never decodes it.
         let st = prepared(
             &client,
@@ -530,13 +557,10 @@ async fn apply_and_commit(
     let probe = async {
         if probe {
             // A write that changes nothing, so the commit flushes like any other.
-            c.execute(
-                "UPDATE meta SET value = value WHERE key = 'server_key'",
-                &[],
-            )
-            .await
-            .map(|_| ())
-            .map_err(pg_error)
+            c.execute("UPDATE server_key SET value = value", &[])
+                .await
+                .map(|_| ())
+                .map_err(pg_error)
         } else {
             Ok(())
         }

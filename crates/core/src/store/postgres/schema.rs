@@ -10,10 +10,13 @@ use super::{PgOptions, pg_error, pool_error};
 
 /// The schema version this build writes. A database at a newer version is refused; an
 /// older one is brought up to date by [`migrate`].
-pub const POSTGRES_SCHEMA_VERSION: i64 = 1;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 2;
 
 /// The migrations, by the version they bring the schema to.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("schema.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("schema.sql")),
+    (2, include_str!("schema_2.sql")),
+];
 
 /// Brings the configured schema up to [`POSTGRES_SCHEMA_VERSION`], creating it if needed,
 /// and returns the versions it applied (none when it was current). Safe to run from
@@ -22,7 +25,7 @@ pub async fn migrate(options: &PgOptions) -> StoreResult<Vec<i64>> {
     let cfg = options.pg_config()?;
     let (mut client, connection) = cfg.connect(NoTls).await.map_err(pg_error)?;
     let driver = tokio::spawn(connection);
-    let applied = migrate_on(&mut client, &options.schema).await;
+    let applied = migrate_on(&mut client, &options.schema, POSTGRES_SCHEMA_VERSION).await;
     drop(client);
     let _ = driver.await;
     applied
@@ -58,7 +61,13 @@ pub fn drop_schema_blocking(options: &PgOptions) -> StoreResult<()> {
     .unwrap_or_else(|_| Err(StoreError::unavailable("dropping the schema panicked")))
 }
 
-async fn migrate_on(client: &mut Client, schema: &str) -> StoreResult<Vec<i64>> {
+/// Applies the migrations after the schema's version up to `upto` (a test brings a schema
+/// to an old version to upgrade it).
+pub(super) async fn migrate_on(
+    client: &mut Client,
+    schema: &str,
+    upto: i64,
+) -> StoreResult<Vec<i64>> {
     let tx = client.transaction().await.map_err(pg_error)?;
     // One migrator per schema at a time; the lock ends with the transaction.
     tx.execute(
@@ -78,7 +87,10 @@ async fn migrate_on(client: &mut Client, schema: &str) -> StoreResult<Vec<i64>> 
     let current = version(&tx).await?;
     refuse_newer(current)?;
     let mut applied = Vec::new();
-    for (v, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
+    for (v, sql) in MIGRATIONS
+        .iter()
+        .filter(|(v, _)| *v > current && *v <= upto)
+    {
         tx.batch_execute(sql).await.map_err(pg_error)?;
         tx.execute("INSERT INTO schema_migrations (version) VALUES ($1)", &[v])
             .await
@@ -137,19 +149,20 @@ pub(super) async fn check_current(client: &Client) -> StoreResult<()> {
     Ok(())
 }
 
-/// The store's secret, created by the first node that needs it and shared by all.
+/// The store's secret, created by the first node that needs it and shared by all. It sits
+/// in `server_key`, a table only its owner may read (migration 2).
 pub(super) async fn server_key(pool: &Pool) -> StoreResult<[u8; 32]> {
     let client = pool.get().await.map_err(pool_error)?;
     let fresh = crate::store::engine::random_key();
     client
         .execute(
-            "INSERT INTO meta (key, value) VALUES ('server_key', $1) ON CONFLICT (key) DO NOTHING",
+            "INSERT INTO server_key (value) VALUES ($1) ON CONFLICT (id) DO NOTHING",
             &[&fresh.as_slice()],
         )
         .await
         .map_err(pg_error)?;
     let row = client
-        .query_one("SELECT value FROM meta WHERE key = 'server_key'", &[])
+        .query_one("SELECT value FROM server_key", &[])
         .await
         .map_err(pg_error)?;
     let stored: &[u8] = row.get(0);

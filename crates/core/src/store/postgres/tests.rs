@@ -91,6 +91,7 @@ mod shared {
     use super::{Pg, options, support};
     use crate::model::{ManualClock, Principal, Scope, TaskId, Timestamp, Work};
     use crate::store::contract::{cancel, finish};
+    use crate::store::postgres::schema::POSTGRES_SCHEMA_VERSION;
     use crate::store::{
         Action, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, Store, StoreError,
     };
@@ -376,7 +377,11 @@ mod shared {
             crate::store::migrate_postgres(&o)
         );
         let (x, y) = (x.expect("migrate"), y.expect("migrate"));
-        assert_eq!([x.len(), y.len()].iter().sum::<usize>(), 1, "{x:?} {y:?}");
+        assert_eq!(
+            [x.len(), y.len()].iter().sum::<usize>(),
+            POSTGRES_SCHEMA_VERSION as usize,
+            "{x:?} {y:?}"
+        );
         assert!(PgStore::open(o.clone()).await.is_ok());
         // A schema written by a newer build is refused, and left as it is.
         let (client, conn) = tokio_postgres::connect(&support::url(), tokio_postgres::NoTls)
@@ -403,6 +408,147 @@ mod shared {
             PgStore::open(bad).await,
             Err(StoreError::Invalid(_))
         ));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_have_connections_that_a_flood_of_writes_cannot_take() {
+        let Some(pg) = fresh() else { return };
+        let clock = ManualClock::new(Timestamp(T0));
+        let mut o = options(&pg.schema, "node-a");
+        o.pool_size = 4;
+        assert_eq!(o.read_connections(), 1);
+        let store = Arc::new(
+            PgStore::open_with_clock(o.clone(), Arc::new(clock.clone()))
+                .await
+                .expect("open"),
+        );
+        let (locked, other) = (new_task("a"), new_task("b"));
+        let (locked_id, other_id) = (locked.id, other.id);
+        store.create(locked).await.expect("create");
+        store.create(other).await.expect("create");
+        // Another session locks one task's row: every write to it waits, holding its
+        // connection, and a fourth write waits for a connection of its own.
+        let (mut blocker, conn) = o
+            .pg_config()
+            .expect("config")
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        let lock = blocker.transaction().await.expect("begin");
+        lock.execute(
+            "SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE",
+            &[&locked_id.as_bytes().as_slice()],
+        )
+        .await
+        .expect("lock the row");
+        let writes: Vec<_> = (0..4)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { cancel(&*store, "a", &locked_id).await })
+            })
+            .collect();
+        // Every write connection waits on the lock (three of them: the pool's writes).
+        let (watcher, conn) = tokio_postgres::connect(&support::url(), tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        crate::testing::eventually("the write connections waiting on the lock", || async {
+            let row = watcher
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE wait_event_type = 'Lock' AND query LIKE '%FROM tasks WHERE id = $2 FOR UPDATE%'",
+                    &[],
+                )
+                .await
+                .ok()?;
+            (row.get::<_, i64>(0) >= 3).then_some(())
+        })
+        .await;
+        // The other tenant's read is answered while the writes wait.
+        let reader = Principal::new("b", "y");
+        let access = store
+            .authorize(&reader, Action::Read, &other_id.to_string())
+            .await
+            .expect("a read beside the waiting writes");
+        assert_eq!(store.get(&access).await.expect("get").id, other_id);
+        lock.rollback().await.expect("let the writes go");
+        for w in writes {
+            let _ = w.await.expect("write task");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_server_key_survives_the_upgrade_and_a_task_reader_cannot_read_it() {
+        let Some(pg) = fresh() else { return };
+        let o = options(&pg.schema, "node-a");
+        let (mut client, conn) = o
+            .pg_config()
+            .expect("config")
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        // A database at version 1, whose key sits in `meta`.
+        crate::store::postgres::schema::migrate_on(&mut client, &pg.schema, 1)
+            .await
+            .expect("version 1");
+        let key = [7u8; 32];
+        client
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('server_key', $1)",
+                &[&key.as_slice()],
+            )
+            .await
+            .expect("a version-1 key");
+        let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
+        assert_eq!(applied, [2]);
+        let store = PgStore::open(o.clone()).await.expect("open");
+        assert_eq!(
+            store.server_key().await.expect("key"),
+            key,
+            "kept across the upgrade"
+        );
+        let left = client
+            .query_one("SELECT count(*) FROM meta WHERE key = 'server_key'", &[])
+            .await
+            .expect("meta");
+        assert_eq!(left.get::<_, i64>(0), 0, "no copy left in meta");
+
+        // A role granted what reporting needs: the task tables, and nothing else.
+        let schema = &pg.schema;
+        let reader = format!("{schema}_reader");
+        client
+            .batch_execute(&format!(
+                "CREATE ROLE {reader};
+                 GRANT USAGE ON SCHEMA {schema} TO {reader};
+                 GRANT SELECT ON {schema}.tasks, {schema}.live, {schema}.meta TO {reader};
+                 SET ROLE {reader}"
+            ))
+            .await
+            .expect("a reporting role");
+        let tasks = client
+            .query_one(&format!("SELECT count(*) FROM {schema}.tasks"), &[])
+            .await;
+        let secret = client
+            .query_one(&format!("SELECT value FROM {schema}.server_key"), &[])
+            .await;
+        client
+            .batch_execute(&format!(
+                "RESET ROLE;
+                 REVOKE ALL ON ALL TABLES IN SCHEMA {schema} FROM {reader};
+                 REVOKE ALL ON SCHEMA {schema} FROM {reader};
+                 DROP ROLE {reader}"
+            ))
+            .await
+            .expect("drop the role");
+        assert!(tasks.is_ok(), "the reader reads tasks: {tasks:?}");
+        let e = secret.expect_err("the key is not the reader's");
+        assert_eq!(
+            e.as_db_error().map(|d| d.code().code()),
+            Some("42501"),
+            "{e}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
