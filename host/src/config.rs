@@ -981,7 +981,7 @@ subject = "alice"
             .and_then(|rest| rest.split("```").next())
             .expect("a toml block");
         let config = Config::parse("configuration.md", sample).expect("the sample parses");
-        assert_eq!(config.limits.sync_calls_per_tenant, Some(16));
+        assert_eq!(config.limits.sync_calls_per_tenant, Some(64));
         assert_eq!(config.engine.pagemap_scan, Some(true));
     }
 

@@ -58,9 +58,8 @@ pub struct EngineConfig {
     /// Guests of one tenant executing at once (holding a core; the rest wait their turn,
     /// see [`crate::cpu`]). Default: the core count.
     pub executing_per_tenant: usize,
-    /// Guests executing at once, all tenants together. Default: the core count plus one,
-    /// so another tenant starts at once while one uses every core. The async runtime needs
-    /// a worker more than this, so request handling never waits for a guest.
+    /// Guests executing at once, all tenants together. Default: the core count. The async
+    /// runtime needs a worker more than this, so request handling never waits for a guest.
     pub executing: usize,
 }
 
