@@ -595,6 +595,17 @@ async fn task_methods_accept_a_missing_name_header_and_refuse_a_wrong_one() {
 
 /// A runner over `store` with `options`, running the hostile guests in an engine of its own
 /// with `max_instances` slots.
+/// Awaits `id` ending, asserts it failed, and returns it with its error's code and data.
+async fn failed_task(store: &Arc<dyn Store>, id: &TaskId) -> (snodo::model::Task, i64, Value) {
+    let failed =
+        common::await_stored(&**store, id, "the task failed", |t| t.status.is_terminal()).await;
+    assert_eq!(failed.status, TaskStatus::Failed);
+    let Some(snodo::model::Outcome::Error(e)) = failed.outcome.clone() else {
+        panic!("an error outcome");
+    };
+    (failed, e.code, e.data.expect("data"))
+}
+
 async fn hostile_runner(
     store: &Arc<dyn Store>,
     max_instances: u32,
@@ -698,15 +709,9 @@ async fn a_task_that_keeps_taking_its_attempt_down_fails_past_the_cap() {
     )
     .await;
     runner.submit(&id).await.expect("submit");
-    let failed =
-        common::await_stored(&*store, &id, "the task failed", |t| t.status.is_terminal()).await;
-    assert_eq!(failed.status, TaskStatus::Failed);
+    let (failed, code, data) = failed_task(&store, &id).await;
     assert_eq!(failed.recoveries, 3);
-    let Some(snodo::model::Outcome::Error(e)) = failed.outcome else {
-        panic!("an error outcome");
-    };
-    assert_eq!(e.code, -32603);
-    let data = e.data.expect("data");
+    assert_eq!(code, -32603);
     assert_eq!(
         (data["kind"].as_str(), data["limit"].as_str()),
         (Some("limit"), Some("runner.max_recoveries"))
@@ -765,13 +770,7 @@ async fn an_attempt_that_only_sleeps_is_stopped_at_its_wall_clock() {
     )
     .await;
     runner.submit(&id).await.expect("submit");
-    let failed =
-        common::await_stored(&*store, &id, "the task failed", |t| t.status.is_terminal()).await;
-    assert_eq!(failed.status, TaskStatus::Failed);
-    let Some(snodo::model::Outcome::Error(e)) = failed.outcome else {
-        panic!("an error outcome");
-    };
-    let data = e.data.expect("data");
+    let (failed, _, data) = failed_task(&store, &id).await;
     assert_eq!(
         (data["kind"].as_str(), data["limit"].as_str()),
         (Some("limit"), Some("wall_clock")),

@@ -410,6 +410,18 @@ mod shared {
         ));
     }
 
+    /// A session of its own on the store's schema, beside the store's pool.
+    async fn session(o: &crate::store::PgOptions) -> tokio_postgres::Client {
+        let (client, conn) = o
+            .pg_config()
+            .expect("config")
+            .connect(tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn reads_have_connections_that_a_flood_of_writes_cannot_take() {
         let Some(pg) = fresh() else { return };
@@ -428,13 +440,7 @@ mod shared {
         store.create(other).await.expect("create");
         // Another session locks one task's row: every write to it waits, holding its
         // connection, and a fourth write waits for a connection of its own.
-        let (mut blocker, conn) = o
-            .pg_config()
-            .expect("config")
-            .connect(tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(conn);
+        let mut blocker = session(&o).await;
         let lock = blocker.transaction().await.expect("begin");
         lock.execute(
             "SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE",
@@ -482,13 +488,7 @@ mod shared {
     async fn the_server_key_survives_the_upgrade_and_a_task_reader_cannot_read_it() {
         let Some(pg) = fresh() else { return };
         let o = options(&pg.schema, "node-a");
-        let (mut client, conn) = o
-            .pg_config()
-            .expect("config")
-            .connect(tokio_postgres::NoTls)
-            .await
-            .expect("connect");
-        tokio::spawn(conn);
+        let mut client = session(&o).await;
         // A database at version 1, whose key sits in `meta`.
         crate::store::postgres::schema::migrate_on(&mut client, &pg.schema, 1)
             .await
