@@ -395,7 +395,7 @@ mod tests {
         drop(holder);
         assert_eq!(cpu.queued(), 4, "one guest was granted the freed turn");
         assert_eq!(queued[0].as_mut().poll(&mut cx), Poll::Ready("c1"));
-        queued.remove(0);
+        drop(queued.remove(0));
         let mut poll = |i: usize| queued[i].as_mut().poll(&mut cx);
         // Granted in the order a2 (a queued first), b1 (the next tenant, though a3 queued
         // before it), a3, a4.
