@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [(&str, &str); 6] = [
+const COMPONENTS: [(&str, &str); 7] = [
     ("FIXTURES", "fixtures.wasm"),
     ("EXAMPLES", "examples.wasm"),
     ("HOSTILE", "hostile.wasm"),
     ("BAD_DESCRIBE", "bad_describe.wasm"),
     ("NOT_AN_EXECUTOR", "not-an-executor.wasm"),
     ("SCHEMA_BOMB", "schema_bomb.wasm"),
+    ("OUTBOUND", "outbound.wasm"),
 ];
 
 fn main() {
@@ -30,6 +31,7 @@ fn main() {
         guests.join("bad-describe"),
         guests.join("not-an-executor"),
         guests.join("schema-bomb"),
+        guests.join("outbound"),
         root.join("guest-sdk"),
         root.join("wit"),
     ] {

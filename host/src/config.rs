@@ -15,6 +15,7 @@ use crate::model::{ExecutionLimits, Principal, RetryPolicy};
 use crate::runner::{ComponentPolicy, RunnerOptions};
 use crate::serve::{ServeOptions, ToolSettings};
 use crate::store::{StoreConfig, StoreKind};
+use crate::wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Secret};
 use crate::wasm::{DirGrant, TaskMode, WasiGrants};
 
 /// A configuration problem: which file, which key, and why.
@@ -72,6 +73,12 @@ pub struct Config {
     /// The WebAssembly engine's instance pool.
     #[serde(default)]
     pub engine: EngineSection,
+    /// How outbound HTTP is sent.
+    #[serde(default)]
+    pub outbound: OutboundSection,
+    /// Secrets tools may use, by name.
+    #[serde(default)]
+    pub secrets: BTreeMap<String, SecretSection>,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -94,6 +101,70 @@ pub struct HttpSection {
     pub max_connections: Option<usize>,
     /// The most connections one peer address may hold open (0: no such cap).
     pub max_connections_per_peer: Option<usize>,
+}
+
+/// `[outbound]`: how the host sends the requests tools make.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutboundSection {
+    /// A PEM file of root certificates trusted besides the usual ones (a private CA).
+    pub ca_bundle: Option<PathBuf>,
+    /// Names answered without DNS: `{ "api.internal" = ["10.0.0.7"] }`. The address rules
+    /// still apply to what they name.
+    #[serde(default)]
+    pub resolve: BTreeMap<String, Vec<std::net::IpAddr>>,
+    /// Requests of one tenant in flight at once (default 64).
+    pub max_concurrent_per_tenant: Option<u32>,
+    /// The most bytes one task's journal holds (default 8 MiB).
+    pub journal_task_bytes: Option<u64>,
+}
+
+/// `[secrets.NAME]`: where a secret's value comes from. Exactly one of `env`, `file` or
+/// (for development only, with `development = true`) `value`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretSection {
+    /// An environment variable of the server's.
+    pub env: Option<String>,
+    /// A file holding the value (surrounding whitespace removed).
+    pub file: Option<PathBuf>,
+    /// The value itself: refused unless `development = true`.
+    pub value: Option<String>,
+    /// Marks a literal `value` as acceptable (never in production).
+    #[serde(default)]
+    pub development: bool,
+}
+
+/// `inject = [{ host, header, value }]`: a header the host adds to a tool's requests.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InjectSection {
+    /// The URLs it goes to, in `allowed_outbound_hosts` syntax.
+    pub host: String,
+    /// The header name.
+    pub header: String,
+    /// The value; `{secret.NAME}` is replaced by the secret's value.
+    pub value: String,
+}
+
+/// `outbound = { ... }` of a tool: limits on its requests, per attempt.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOutboundSection {
+    /// Time to connect, TLS included (default 10000).
+    pub connect_timeout_ms: Option<u64>,
+    /// Time to the response's first byte (default 30000).
+    pub first_byte_timeout_ms: Option<u64>,
+    /// Time between two chunks of a response body (default 30000).
+    pub between_bytes_timeout_ms: Option<u64>,
+    /// Request body bytes (default 1 MiB).
+    pub max_request_bytes: Option<u64>,
+    /// Response body bytes, and what one journal entry holds (default 1 MiB).
+    pub max_response_bytes: Option<u64>,
+    /// Requests per attempt (default 64).
+    pub max_requests: Option<u32>,
+    /// Requests of one attempt in flight at once (default 8).
+    pub max_concurrent: Option<u32>,
 }
 
 /// `[metrics]`.
@@ -190,9 +261,9 @@ pub struct GrantsSection {
     /// Directories.
     #[serde(default)]
     pub dirs: Vec<DirSection>,
-    /// Network access.
-    #[serde(default)]
-    pub network: bool,
+    /// Removed: raw sockets are not granted (see `allowed_outbound_hosts`). Kept so that
+    /// a file still naming it gets an error that says what replaced it.
+    pub network: Option<bool>,
 }
 
 /// `[defaults]` and `[tools.NAME]`.
@@ -211,6 +282,18 @@ pub struct ToolSection {
     pub limits: Option<LimitsSection>,
     /// What the tool may reach.
     pub grants: Option<GrantsSection>,
+    /// Where the tool may send HTTP requests (`https://api.example.com`,
+    /// `https://*.example.com:443`, `http://127.0.0.1:8080`). None by default.
+    pub allowed_outbound_hosts: Option<Vec<String>>,
+    /// Limits on the tool's outbound requests.
+    pub outbound: Option<ToolOutboundSection>,
+    /// Headers the host adds to the tool's requests (secrets the guest never sees).
+    pub inject: Option<Vec<InjectSection>>,
+    /// Secrets the guest may read, as environment variables of the same name upper-cased
+    /// (`github` → `GITHUB`).
+    pub secrets: Option<Vec<String>>,
+    /// Record responses in the task's journal and replay them (default true).
+    pub journal: Option<bool>,
 }
 
 /// `limits = { memory_bytes, table_elements, deadline_ms, fuel }`.
@@ -508,11 +591,13 @@ impl Config {
             opts.cache_dir = Some(self.resolve(c));
         }
         let resolve = |p: &Path| self.resolve(p);
+        let secrets = self.secrets(file)?;
         let defaults = tool_settings(
             &self.defaults,
             "defaults",
             &ToolSettings::default(),
             &resolve,
+            &secrets,
         )
         .map_err(|(k, r)| err(&k, r))?;
         if let Some(ttl) = defaults.ttl_ms {
@@ -523,8 +608,14 @@ impl Config {
         }
         opts.defaults = defaults.clone();
         for (name, section) in &self.tools {
-            let settings = tool_settings(section, &format!("tools.{name}"), &defaults, &resolve)
-                .map_err(|(k, r)| err(&k, r))?;
+            let settings = tool_settings(
+                section,
+                &format!("tools.{name}"),
+                &defaults,
+                &resolve,
+                &secrets,
+            )
+            .map_err(|(k, r)| err(&k, r))?;
             opts.tool_settings.insert(name.clone(), settings);
         }
         opts.runner = self.runner_options(file)?;
@@ -534,6 +625,7 @@ impl Config {
         opts.tokens = self.tokens(file)?;
         self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;
+        self.outbound_into(file, &mut opts)?;
         opts.metrics_token = self.metrics_token(file)?;
         Ok(opts)
     }
@@ -798,6 +890,77 @@ impl Config {
     }
 }
 
+impl Config {
+    /// `[secrets]`, each read from its source now: a missing variable or file is an error
+    /// at start, not at the first request.
+    fn secrets(&self, file: &str) -> Result<BTreeMap<String, Secret>, ConfigError> {
+        let mut out = BTreeMap::new();
+        for (name, s) in &self.secrets {
+            let key = format!("secrets.{name}");
+            let err = |reason: String| config_error(file, &key, reason);
+            let value = match (&s.env, &s.file, &s.value) {
+                (Some(var), None, None) => std::env::var(var)
+                    .map_err(|_| err(format!("the environment variable {var} is not set")))?,
+                (None, Some(path), None) => {
+                    let path = self.resolve(path);
+                    std::fs::read_to_string(&path)
+                        .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?
+                        .trim()
+                        .to_owned()
+                }
+                (None, None, Some(v)) if s.development => v.clone(),
+                (None, None, Some(_)) => {
+                    return Err(err(
+                        "a literal value is for development only: set development = true, \
+                         or take it from env or file"
+                            .into(),
+                    ));
+                }
+                _ => return Err(err("give exactly one of env, file or value".into())),
+            };
+            if value.is_empty() {
+                return Err(err("the secret is empty".into()));
+            }
+            out.insert(name.clone(), Secret::new(value));
+        }
+        Ok(out)
+    }
+
+    /// `[outbound]` into the engine's and the runner's settings.
+    fn outbound_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
+        let o = &self.outbound;
+        let out = &mut opts.engine.outbound;
+        out.ca_bundle = o.ca_bundle.as_ref().map(|p| self.resolve(p));
+        out.resolve = o
+            .resolve
+            .iter()
+            .map(|(k, v)| (k.trim_end_matches('.').to_ascii_lowercase(), v.clone()))
+            .collect();
+        out.own = vec![opts.listen];
+        if let Some(n) = o.max_concurrent_per_tenant {
+            if n == 0 {
+                return Err(config_error(
+                    file,
+                    "outbound.max_concurrent_per_tenant",
+                    "must be positive".into(),
+                ));
+            }
+            out.max_concurrent_per_tenant = n;
+        }
+        if let Some(b) = o.journal_task_bytes {
+            if b == 0 {
+                return Err(config_error(
+                    file,
+                    "outbound.journal_task_bytes",
+                    "must be positive".into(),
+                ));
+            }
+            opts.runner.journal_task_bytes = b;
+        }
+        Ok(())
+    }
+}
+
 /// The error at `key` of `file`.
 fn config_error(file: &str, key: &str, reason: String) -> ConfigError {
     ConfigError {
@@ -807,12 +970,13 @@ fn config_error(file: &str, key: &str, reason: String) -> ConfigError {
     }
 }
 
-/// Extracts a key name from a serde message such as "unknown field `foo`, expected ...".
+/// The settings of `[defaults]` (over `base`) or of one `[tools.NAME]` (over the defaults).
 fn tool_settings(
     s: &ToolSection,
     key: &str,
     base: &ToolSettings,
     resolve: &dyn Fn(&Path) -> PathBuf,
+    secrets: &BTreeMap<String, Secret>,
 ) -> Result<ToolSettings, (String, String)> {
     let mut out = base.clone();
     if let Some(m) = s.mode {
@@ -862,6 +1026,15 @@ fn tool_settings(
         });
     }
     if let Some(g) = &s.grants {
+        if g.network.is_some() {
+            return Err((
+                format!("{key}.grants.network"),
+                "raw sockets are not granted: name the hosts the tool may reach in \
+                 allowed_outbound_hosts (docs/outbound.md)"
+                    .into(),
+            ));
+        }
+        let http = out.grants.as_ref().and_then(|g| g.http.clone());
         out.grants = Some(WasiGrants {
             env: g.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             dirs: g
@@ -873,10 +1046,140 @@ fn tool_settings(
                     writable: d.writable,
                 })
                 .collect(),
-            network: g.network,
+            http,
         });
     }
+    outbound_grant(s, key, &mut out, secrets)?;
     Ok(out)
+}
+
+/// The outbound part of a tool's settings: its allow-list, limits, injected headers,
+/// readable secrets and journal, over what `out` inherited.
+fn outbound_grant(
+    s: &ToolSection,
+    key: &str,
+    out: &mut ToolSettings,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<(), (String, String)> {
+    let set = s.allowed_outbound_hosts.is_some()
+        || s.outbound.is_some()
+        || s.inject.is_some()
+        || s.secrets.is_some()
+        || s.journal.is_some();
+    if !set {
+        return Ok(());
+    }
+    let grants = out.grants.get_or_insert_with(WasiGrants::default);
+    let mut grant = grants
+        .http
+        .as_deref()
+        .cloned()
+        .unwrap_or_else(|| HttpGrant::new(AllowList::default()));
+    if let Some(hosts) = &s.allowed_outbound_hosts {
+        grant.allowed =
+            AllowList::parse(hosts).map_err(|e| (format!("{key}.allowed_outbound_hosts"), e))?;
+    }
+    if let Some(o) = s.outbound {
+        let k = format!("{key}.outbound");
+        let positive = |v: Option<u64>, what: &str| match v {
+            Some(0) => Err((format!("{k}.{what}"), "must be positive".to_owned())),
+            v => Ok(v),
+        };
+        let l = &mut grant.limits;
+        let ms = std::time::Duration::from_millis;
+        if let Some(v) = positive(o.connect_timeout_ms, "connect_timeout_ms")? {
+            l.connect_timeout = ms(v);
+        }
+        if let Some(v) = positive(o.first_byte_timeout_ms, "first_byte_timeout_ms")? {
+            l.first_byte_timeout = ms(v);
+        }
+        if let Some(v) = positive(o.between_bytes_timeout_ms, "between_bytes_timeout_ms")? {
+            l.between_bytes_timeout = ms(v);
+        }
+        if let Some(v) = positive(o.max_request_bytes, "max_request_bytes")? {
+            l.max_request_bytes = v;
+        }
+        if let Some(v) = positive(o.max_response_bytes, "max_response_bytes")? {
+            l.max_response_bytes = v;
+        }
+        if let Some(v) = positive(o.max_requests.map(u64::from), "max_requests")? {
+            l.max_requests = v as u32;
+        }
+        if let Some(v) = positive(o.max_concurrent.map(u64::from), "max_concurrent")? {
+            l.max_concurrent = v as u32;
+        }
+    }
+    if let Some(j) = s.journal {
+        grant.journal = j;
+    }
+    let secret = |name: &str, at: &str| {
+        secrets.get(name).cloned().ok_or_else(|| {
+            (
+                at.to_owned(),
+                format!("no secret {name:?} is configured under [secrets]"),
+            )
+        })
+    };
+    if let Some(inject) = &s.inject {
+        grant.inject.clear();
+        for (i, inj) in inject.iter().enumerate() {
+            let at = format!("{key}.inject[{i}]");
+            let host = AllowedHost::parse(&inj.host).map_err(|e| (format!("{at}.host"), e))?;
+            let header = inj.header.to_ascii_lowercase();
+            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if header.is_empty() || !header.bytes().all(token) {
+                return Err((
+                    format!("{at}.header"),
+                    format!("{:?} is not a header name", inj.header),
+                ));
+            }
+            let (value, used) =
+                render_secrets(&inj.value, |name| secret(name, &format!("{at}.value")))?;
+            grant.scrub.extend(used);
+            grant.inject.push(Injection {
+                host,
+                header,
+                value: Secret::new(value),
+            });
+        }
+    }
+    if let Some(names) = &s.secrets {
+        for name in names {
+            let value = secret(name, &format!("{key}.secrets"))?;
+            let var = name.to_ascii_uppercase().replace(['-', '.'], "_");
+            grants.env.retain(|(k, _)| *k != var);
+            grants.env.push((var, value.expose().to_owned()));
+            grant.scrub.push(value);
+        }
+    }
+    grant.scrub.dedup();
+    grants.http = Some(std::sync::Arc::new(grant));
+    Ok(())
+}
+
+/// `value` with every `{secret.NAME}` replaced, and the secrets it used.
+fn render_secrets(
+    value: &str,
+    secret: impl Fn(&str) -> Result<Secret, (String, String)>,
+) -> Result<(String, Vec<Secret>), (String, String)> {
+    let mut out = String::new();
+    let mut used = Vec::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("{secret.") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + "{secret.".len()..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            rest = "";
+            break;
+        };
+        let s = secret(&after[..end])?;
+        out.push_str(s.expose());
+        used.push(s);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok((out, used))
 }
 
 #[cfg(test)]

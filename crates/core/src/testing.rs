@@ -115,9 +115,14 @@ pub async fn acme_access(store: &dyn Store, id: &TaskId, action: Action) -> Acce
 /// Answers the `confirm` question of task `id` (tenant `acme`) with yes, as a client's
 /// `tasks/update` would: the store accepts it; waking a waiter is the caller's business.
 pub async fn confirm(store: &dyn Store, id: &TaskId) -> Committed {
+    confirm_key(store, id, "confirm").await
+}
+
+/// Answers the input `key` of the `acme` task `id` with an accepted confirmation.
+pub async fn confirm_key(store: &dyn Store, id: &TaskId, key: &str) -> Committed {
     let access = acme_access(store, id, Action::Update).await;
     let answer = serde_json::Map::from_iter([(
-        "confirm".to_owned(),
+        key.to_owned(),
         serde_json::json!({"action": "accept", "content": {"confirm": true}}),
     )]);
     store

@@ -161,6 +161,7 @@ pub(super) async fn run(
         inner.waiters.clone(),
     )
     .park_after(inner.opts.park_after)
+    .journal_bytes(inner.opts.journal_task_bytes)
     .tracked(inner.tasks.clone());
     let exec = Execution {
         task_id: Some(task_id.to_string()),
@@ -395,6 +396,7 @@ async fn settle(
             e @ (AttemptError::Trap(_)
             | AttemptError::Limit(_)
             | AttemptError::InvalidOutcome(_)
+            | AttemptError::JournalDivergence(_)
             | AttemptError::NeedInput(_)),
         ) => {
             // Not the tool's own answer: fail without consuming retries.

@@ -82,6 +82,9 @@ pub struct RunnerOptions {
     /// is stopped and its task fails with `data.limit = "wall_clock"`, so a guest that only
     /// sleeps cannot hold an execution slot for longer.
     pub attempt_wall_clock: Duration,
+    /// The most bytes one task's outbound journal holds (`outbound.journal_task_bytes`,
+    /// default 8 MiB); a response that would pass it fails its request.
+    pub journal_task_bytes: u64,
     /// How long a cancelled guest may keep running before it is stopped.
     pub cancel_grace: Duration,
     /// How often the recovery loop looks for due work when nothing woke it.
@@ -105,6 +108,7 @@ impl Default for RunnerOptions {
             loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
             attempt_wall_clock: Duration::from_secs(15 * 60),
+            journal_task_bytes: 8 << 20,
             cancel_grace: snodo_wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(10),

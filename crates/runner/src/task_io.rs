@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use snodo_core::model::{EventId, EventKind, TaskEvent, TaskId};
+use snodo_core::model::{EventId, EventKind, JournalEntry, TaskEvent, TaskId};
 use snodo_core::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
 use snodo_wasm::{
     CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
@@ -73,6 +73,10 @@ pub struct TaskIo {
     park_after: Option<std::time::Duration>,
     status: Arc<Mutex<StatusGate>>,
     tracker: Option<tokio_util::task::TaskTracker>,
+    /// The task's outbound journal, read from the store at the attempt's first request.
+    journal: tokio::sync::OnceCell<HashMap<u32, JournalEntry>>,
+    /// The journal's bound for the whole task.
+    journal_bytes: u64,
 }
 
 /// The shortest gap between two status commits of one attempt. A guest that sets its
@@ -119,7 +123,15 @@ impl TaskIo {
             park_after: None,
             status: Arc::default(),
             tracker: None,
+            journal: tokio::sync::OnceCell::new(),
+            journal_bytes: 8 << 20,
         }
+    }
+
+    /// Bounds the task's outbound journal to `bytes` (`outbound.journal_task_bytes`).
+    pub fn journal_bytes(mut self, bytes: u64) -> Self {
+        self.journal_bytes = bytes;
+        self
     }
 
     /// Runs the deferred commit of a coalesced status message on `tracker`, so whoever
@@ -156,6 +168,29 @@ fn stop(e: StoreError) -> InputFailure {
 
 #[async_trait]
 impl ExecutionIo for TaskIo {
+    fn journaled(&self) -> bool {
+        true
+    }
+
+    async fn journal_entry(&self, seq: u32) -> Result<Option<JournalEntry>, String> {
+        let entries = self
+            .journal
+            .get_or_try_init(|| async {
+                let entries = self.store.journal(&self.lease).await?;
+                Ok::<_, StoreError>(entries.into_iter().map(|e| (e.seq, e)).collect())
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(entries.get(&seq).cloned())
+    }
+
+    async fn journal_append(&self, entry: JournalEntry) -> Result<(), String> {
+        self.store
+            .journal_append(&self.lease, &entry, self.journal_bytes)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {
         check_capabilities(&self.capabilities, &requests)?;
         let task = *self.lease.task_id();

@@ -84,6 +84,10 @@ impl ComponentLoader {
     pub fn new(engine: WasmEngine, cache_dir: Option<PathBuf>) -> Result<Self, String> {
         let mut linker = Linker::<HostState>::new(&engine.engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+        // Every component may import wasi:http; whether a request goes out is decided per
+        // request by the execution's grant (none: refused).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(|e| format!("{e:#}"))?;
         Executor::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| format!("{e:#}"))?;
         Ok(Self {
@@ -298,6 +302,11 @@ impl Executable for Component {
 }
 
 impl Component {
+    /// The engine it runs on (its counters, its outbound side).
+    pub fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
     /// The file it was loaded from.
     pub fn path(&self) -> &Path {
         &self.path

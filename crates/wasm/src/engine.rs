@@ -61,6 +61,9 @@ pub struct EngineConfig {
     /// Guests executing at once, all tenants together. Default: the core count. The async
     /// runtime needs a worker more than this, so request handling never waits for a guest.
     pub executing: usize,
+    /// How outbound HTTP is sent (roots, name overrides, the server's own addresses, the
+    /// per-tenant bound).
+    pub outbound: crate::outbound::OutboundConfig,
 }
 
 impl Default for EngineConfig {
@@ -79,6 +82,7 @@ impl Default for EngineConfig {
             pagemap_scan: true,
             executing_per_tenant: crate::cpu::default_shares(crate::cpu::cores()).0,
             executing: crate::cpu::default_shares(crate::cpu::cores()).1,
+            outbound: crate::outbound::OutboundConfig::default(),
         }
     }
 }
@@ -105,6 +109,8 @@ pub struct WasmEngine {
             std::collections::HashMap<Arc<str>, Arc<std::sync::atomic::AtomicUsize>>,
         >,
     >,
+    /// Outbound HTTP's host-wide side.
+    pub(crate) outbound: Arc<crate::outbound::Outbound>,
     _ticker: Arc<Ticker>,
 }
 
@@ -186,7 +192,9 @@ impl WasmEngine {
             })
             .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
         let cpu = crate::cpu::CpuShare::new(config.executing_per_tenant, config.executing);
+        let outbound = Arc::new(crate::outbound::Outbound::new(config.outbound.clone())?);
         Ok(Self {
+            outbound,
             engine,
             config: Arc::new(config),
             memory_in_use: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -234,6 +242,11 @@ impl WasmEngine {
     /// The turns executing guests take (for metrics and tests).
     pub fn cpu(&self) -> &Arc<crate::cpu::CpuShare> {
         &self.cpu
+    }
+
+    /// Outbound HTTP's counters and settings.
+    pub fn outbound(&self) -> &Arc<crate::outbound::Outbound> {
+        &self.outbound
     }
 
     /// The settings it was built with.

@@ -28,8 +28,8 @@ pub struct WasiGrants {
     pub env: Vec<(String, String)>,
     /// Host directories mounted into the guest.
     pub dirs: Vec<DirGrant>,
-    /// Outbound network and name lookup.
-    pub network: bool,
+    /// Outbound HTTP through the host (`wasi:http`), when granted.
+    pub http: Option<Arc<crate::outbound::HttpGrant>>,
 }
 
 /// One mounted directory.
@@ -218,9 +218,8 @@ fn wasi(
             format!("the directory granted as {} cannot be opened", d.guest)
         })?;
     }
-    if grants.network {
-        b.inherit_network().allow_ip_name_lookup(true);
-    }
+    // No sockets and no name lookups: a guest reaches the network only through wasi:http,
+    // which the host checks and sends.
     Ok(b.build())
 }
 
@@ -310,6 +309,20 @@ fn new_store(
             (t as usize).min(cfg.max_table_elements)
         });
     let wasi = wasi(&env.grants, stdout, stderr).map_err(AttemptError::Unavailable)?;
+    let scrub = env
+        .grants
+        .http
+        .as_ref()
+        .map(|g| g.scrub.clone())
+        .unwrap_or_default();
+    let hooks = crate::outbound::Hooks::new(
+        engine.outbound.clone(),
+        env.grants.http.clone(),
+        &env.origin.tool,
+        env.tenant.clone(),
+        env.origin.task.as_deref(),
+        env.io.clone(),
+    );
     let state = HostState {
         wasi,
         table: wasmtime::component::ResourceTable::new(),
@@ -327,9 +340,12 @@ fn new_store(
         cancel: env.cancel.clone(),
         logs: LogBuffer {
             origin: env.origin,
+            scrub,
             ..LogBuffer::default()
         },
         stop: None,
+        http: wasmtime_wasi_http::WasiHttpCtx::new(),
+        hooks,
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -532,6 +548,13 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
         Some(Ok(Err(e))) => Err(classify(&e, state.stop.as_ref(), env_fuel)),
         Some(Err(limit)) => Err(limit),
         None => Err(AttemptError::Cancelled),
+    };
+    // A replay that asked the journal something else cannot be trusted with any outcome.
+    let result = match state.hooks.diverged() {
+        Some(why) if !matches!(result, Err(AttemptError::Cancelled)) => {
+            Err(AttemptError::JournalDivergence(why))
+        }
+        _ => result,
     };
     let (logs, dropped_logs) = collect_logs(state, &stdout, &stderr);
     Ran {

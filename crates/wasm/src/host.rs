@@ -58,6 +58,8 @@ pub(crate) struct LogBuffer {
     pub(crate) bytes: usize,
     pub(crate) dropped: usize,
     pub(crate) origin: Origin,
+    /// Secret values replaced before a line is kept or logged.
+    pub(crate) scrub: Vec<crate::outbound::Secret>,
 }
 
 const MAX_LOG_LINES: usize = 1_000;
@@ -65,6 +67,7 @@ const MAX_LOG_BYTES: usize = 256 << 10;
 
 impl LogBuffer {
     pub(crate) fn push(&mut self, level: &'static str, message: String) {
+        let message = crate::outbound::scrub_text(&message, &self.scrub).unwrap_or(message);
         if self.lines.len() >= MAX_LOG_LINES || self.bytes + message.len() > MAX_LOG_BYTES {
             self.dropped += 1;
             return;
@@ -268,6 +271,19 @@ pub(crate) struct HostState {
     /// Set when an import decided the guest must stop (MRTR suspension, lost lease), so
     /// the call's error can be told apart from a guest trap.
     pub(crate) stop: Option<HostStop>,
+    /// `wasi:http`: its context and this execution's sender.
+    pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
+    pub(crate) hooks: crate::outbound::Hooks,
+}
+
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
+        }
+    }
 }
 
 impl WasiView for HostState {

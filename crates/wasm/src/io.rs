@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use snodo_core::model::ClientCapabilities;
+use snodo_core::model::{ClientCapabilities, JournalEntry};
 
 use super::CancelToken;
 
@@ -60,6 +60,22 @@ pub trait ExecutionIo: Send + Sync {
 
     /// Reports progress.
     async fn progress(&self, progress: Progress);
+
+    /// Whether this execution has a journal (a task attempt does; a synchronous call has
+    /// nothing to replay).
+    fn journaled(&self) -> bool {
+        false
+    }
+
+    /// The journal's entry at `seq`, if one was recorded.
+    async fn journal_entry(&self, _seq: u32) -> Result<Option<JournalEntry>, String> {
+        Ok(None)
+    }
+
+    /// Records `entry` before its response reaches the guest. An error fails the request.
+    async fn journal_append(&self, _entry: JournalEntry) -> Result<(), String> {
+        Err("this execution has no journal".into())
+    }
 
     /// A line the guest logged (`debug` … `error`), for the client where the protocol
     /// carries logs to it. The operator's log has it already; the default sends it nowhere.

@@ -22,6 +22,7 @@ mod engine;
 mod exec;
 mod host;
 mod io;
+pub mod outbound;
 mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -209,6 +210,9 @@ pub enum AttemptError {
     Parked,
     /// The host could not run it now (e.g. every instance slot is busy); try again.
     Unavailable(String),
+    /// A replayed attempt sent a request that differs from the one its task's journal
+    /// recorded at that position.
+    JournalDivergence(String),
 }
 
 impl AttemptError {
@@ -223,6 +227,7 @@ impl AttemptError {
             AttemptError::Stopped(_) => "stopped",
             AttemptError::Parked => "parked",
             AttemptError::Unavailable(_) => "unavailable",
+            AttemptError::JournalDivergence(_) => "journal_divergence",
         }
     }
 
@@ -249,6 +254,7 @@ impl fmt::Display for AttemptError {
             AttemptError::Stopped(m) => write!(f, "stopped: {m}"),
             AttemptError::Parked => write!(f, "released while waiting for input"),
             AttemptError::Unavailable(m) => write!(f, "unavailable: {m}"),
+            AttemptError::JournalDivergence(m) => write!(f, "journal divergence: {m}"),
         }
     }
 }

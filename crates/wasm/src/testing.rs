@@ -15,6 +15,8 @@ pub struct Guests {
     pub examples: Arc<Component>,
     /// The hostile guests: loops, memory hogs, traps.
     pub hostile: Arc<Component>,
+    /// Tools that reach the world through `wasi:http` (`fetch`, `open_ticket`).
+    pub outbound: Arc<Component>,
 }
 
 /// A pooling engine with `max_instances` slots of `max_memory_bytes`, and the guests.
@@ -43,10 +45,182 @@ pub async fn load_guests_with(config: EngineConfig) -> Guests {
         .load(snodo_test_guests::HOSTILE)
         .await
         .expect("hostile");
+    let outbound = loader
+        .load(snodo_test_guests::OUTBOUND)
+        .await
+        .expect("outbound");
     Guests {
         loader,
         fixtures,
         examples,
         hostile,
+        outbound,
     }
+}
+
+/// A local HTTP server for outbound tests: it records every request it receives and
+/// answers by path.
+///
+/// - `GET /template`: 200, `template-1`.
+/// - `POST /tickets`: 201, `{"id": N}` (N counts the POSTs).
+/// - `GET /headers`: 200, the request's headers, one `name: value` per line.
+/// - `GET /big?n=BYTES`: 200, that many bytes.
+/// - `GET /slow`: never answers.
+/// - `GET /redirect`: 302 to `http://169.254.169.254/latest/meta-data/`.
+/// - anything else: 404.
+pub struct HttpRecorder {
+    /// Where it listens.
+    pub addr: std::net::SocketAddr,
+    seen: Arc<parking_lot::Mutex<Vec<Recorded>>>,
+    _server: tokio::task::JoinHandle<()>,
+}
+
+/// One request the recorder received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The method.
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// Header names (lower case) and values.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The value of header `name`, if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl HttpRecorder {
+    /// Starts one on 127.0.0.1 at a free port.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind a test port");
+        let addr = listener.local_addr().expect("its address");
+        let seen: Arc<parking_lot::Mutex<Vec<Recorded>>> = Arc::default();
+        let recorded = seen.clone();
+        let server = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let recorded = recorded.clone();
+                        async move { answer(req, &recorded).await }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            addr,
+            seen,
+            _server: server,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Every request received so far.
+    pub fn seen(&self) -> Vec<Recorded> {
+        self.seen.lock().clone()
+    }
+
+    /// The requests received with this method and path.
+    pub fn count(&self, method: &str, path: &str) -> usize {
+        self.seen
+            .lock()
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .count()
+    }
+}
+
+async fn answer(
+    req: hyper::Request<hyper::body::Incoming>,
+    recorded: &parking_lot::Mutex<Vec<Recorded>>,
+) -> Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+    use http_body_util::BodyExt;
+    let method = req.method().as_str().to_owned();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    let headers: Vec<(String, String)> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| {
+            (
+                n.as_str().to_owned(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes().to_vec())
+        .unwrap_or_default();
+    let posts = {
+        let mut seen = recorded.lock();
+        seen.push(Recorded {
+            method: method.clone(),
+            path: path.clone(),
+            headers: headers.clone(),
+            body,
+        });
+        seen.iter().filter(|r| r.method == "POST").count()
+    };
+    let reply = |status: u16, body: Vec<u8>| {
+        let mut r = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+        r
+    };
+    let response = match (method.as_str(), path.split('?').next().unwrap_or("")) {
+        ("GET", "/template") => reply(200, b"template-1".to_vec()),
+        ("POST", "/tickets") => reply(201, format!("{{\"id\":{posts}}}").into_bytes()),
+        ("GET", "/headers") => {
+            let text: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
+            reply(200, text.into_bytes())
+        }
+        ("GET", "/big") => {
+            let n = path
+                .split("n=")
+                .nth(1)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0usize);
+            reply(200, vec![b'x'; n])
+        }
+        ("GET", "/slow") => {
+            std::future::pending::<()>().await;
+            reply(200, Vec::new())
+        }
+        ("GET", "/redirect") => {
+            let mut r = reply(302, Vec::new());
+            r.headers_mut().insert(
+                hyper::header::LOCATION,
+                hyper::header::HeaderValue::from_static("http://169.254.169.254/latest/meta-data/"),
+            );
+            r
+        }
+        _ => reply(404, b"not found".to_vec()),
+    };
+    Ok(response)
 }

@@ -8,6 +8,7 @@
 mod capabilities;
 mod event;
 mod id;
+mod journal;
 mod retry;
 mod task;
 mod time;
@@ -49,6 +50,7 @@ pub use event::{
     truncate_status_message,
 };
 pub use id::{Principal, Scope, TaskId};
+pub use journal::{JournalEntry, JournalRequest, JournalResponse};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
 pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,

@@ -253,6 +253,13 @@ pub struct Task {
     /// and the runner fails it past its cap instead of replaying it forever.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub recoveries: u32,
+    /// Entries in the task's outbound journal, and their encoded bytes: what its bound
+    /// is checked against without reading the journal.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_entries: u32,
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[doc = "The journal's encoded bytes."]
+    pub journal_bytes: u64,
     /// The live claim, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
@@ -320,6 +327,10 @@ impl Task {
 /// its view share.
 pub(crate) fn expiry(created_at: Timestamp, ttl_ms: Option<u64>) -> Option<Timestamp> {
     ttl_ms.map(|ttl| created_at.plus_ms(ttl))
+}
+
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
 }
 
 fn is_zero(n: &u32) -> bool {

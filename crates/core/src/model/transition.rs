@@ -300,6 +300,8 @@ mod tests {
             outcome: None,
             generation: 1,
             recoveries: 0,
+            journal_entries: 0,
+            journal_bytes: 0,
             claim: Some(Claim {
                 generation: 1,
                 token: 7,

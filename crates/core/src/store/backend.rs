@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::model::{EventKind, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
+use crate::model::{
+    EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+};
 
 use super::engine::{self, Ctx, Touches, Txn, View};
 use super::{
@@ -304,5 +306,26 @@ impl<B: Backend> Store for B {
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         Ok(self.key())
+    }
+
+    async fn journal_append(
+        &self,
+        lease: &Lease,
+        entry: &JournalEntry,
+        max_bytes: u64,
+    ) -> StoreResult<()> {
+        let (lease, entry) = (lease.clone(), entry.clone());
+        self.write(Touches::Task(lease.task_id), move |txn, ctx| {
+            engine::journal_append(txn, ctx, &lease, &entry, max_bytes)
+        })
+        .await
+    }
+
+    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<JournalEntry>> {
+        let lease = lease.clone();
+        self.read(Touches::Journal(lease.task_id), move |view, ctx| {
+            engine::journal(view, ctx, &lease)
+        })
+        .await
     }
 }

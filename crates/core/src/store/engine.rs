@@ -11,8 +11,8 @@
 use serde_json::Value;
 
 use crate::model::{
-    Claim, EventKind, Principal, Rejected, Scope, Task, TaskEvent, TaskId, TaskStatus, TaskView,
-    Timestamp, Work,
+    Claim, EventKind, JournalEntry, Principal, Rejected, Scope, Task, TaskEvent, TaskId,
+    TaskStatus, TaskView, Timestamp, Work,
 };
 
 use super::types::{
@@ -84,6 +84,9 @@ pub(crate) trait View {
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
     /// How many live (non-terminal, still stored) tasks `scope` has.
     fn live_count(&self, scope: &Scope) -> StoreResult<u64>;
+    /// The task's journal entries (position, encoded entry), by position. A read reaches
+    /// them only when it says so ([`Touches::Journal`]).
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>>;
     /// The task, if stored (expired or not), without its work descriptor: what a read of
     /// the task's state needs. An adapter that keeps the work apart skips reading it.
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
@@ -99,7 +102,11 @@ pub(crate) trait View {
 /// Write access: records and index entries, inside one atomic write.
 pub(crate) trait Txn: View {
     fn put(&mut self, record: &Record) -> StoreResult<()>;
+    /// Removes the record, its head and its journal.
     fn remove(&mut self, id: &TaskId) -> StoreResult<()>;
+    /// Stores a journal entry at `seq`; one already there fails the write
+    /// ([`journal_taken`]), so the task's counts stay exact.
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()>;
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()>;
@@ -221,6 +228,10 @@ impl View for Scratch<'_> {
         self.txn.live_count(scope)
     }
 
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        self.txn.journal(id)
+    }
+
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
         match self.held(id) {
             Some(r) => Ok(Some(r.task.clone())),
@@ -252,6 +263,10 @@ impl Txn for Scratch<'_> {
     fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
         self.records.retain(|r| r.task.id != *id);
         self.txn.remove(id)
+    }
+
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()> {
+        self.txn.journal_put(id, seq, entry)
     }
 
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {
@@ -316,6 +331,8 @@ pub(crate) enum Touches<'a> {
     ExpiredDue(usize),
     /// Up to this many tasks past their TTL, the oldest expiry first (`reap`).
     Expired(usize),
+    /// One task by id and its journal: a read for a worker replaying its attempt.
+    Journal(TaskId),
     /// Every task whose claim names this owner (a shared store's node releasing the claims
     /// of its previous life).
     Owner(&'a str),
@@ -436,6 +453,8 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         outcome: None,
         generation: 0,
         recoveries: 0,
+        journal_entries: 0,
+        journal_bytes: 0,
         claim: None,
         client_capabilities,
         events: Vec::new(),
@@ -772,6 +791,62 @@ pub(crate) fn worker_snapshot(
     let rec = load_live(view, &lease.task_id, ctx.now)?;
     check_lease(&rec.task, lease, ctx)?;
     Ok((rec.task, rec.work))
+}
+
+/// The refusal of a second entry at a journal position.
+pub(crate) fn journal_taken(seq: u32) -> StoreError {
+    StoreError::invalid(format!(
+        "the journal already holds an entry at position {seq}"
+    ))
+}
+
+/// Records a journal entry under `lease`: fenced like every worker write, bounded by
+/// `max_bytes` for the whole task.
+pub(crate) fn journal_append(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    lease: &Lease,
+    entry: &JournalEntry,
+    max_bytes: u64,
+) -> StoreResult<()> {
+    let rec = load_live(txn, &lease.task_id, ctx.now)?;
+    check_lease(&rec.task, lease, ctx)?;
+    let bytes = entry.encode();
+    let total = rec.task.journal_bytes.saturating_add(bytes.len() as u64);
+    if total > max_bytes {
+        return Err(StoreError::invalid(format!(
+            "the task's journal would hold {total} bytes, past its bound of {max_bytes} \
+             (outbound.journal_task_bytes)"
+        )));
+    }
+    txn.journal_put(&lease.task_id, entry.seq, &bytes)?;
+    let before = rec.task.clone();
+    let mut after = rec;
+    after.task.journal_entries += 1;
+    after.task.journal_bytes = total;
+    txn.save(Some(&before), &after)
+}
+
+/// The task's journal, read under `lease`.
+pub(crate) fn journal(view: &dyn View, ctx: &Ctx, lease: &Lease) -> StoreResult<Vec<JournalEntry>> {
+    let task = match view.load_task(&lease.task_id)? {
+        Some(t) if !t.is_expired(ctx.now) => t,
+        _ => return Err(StoreError::NotFound),
+    };
+    check_lease(&task, lease, ctx)?;
+    view.journal(&lease.task_id)?
+        .into_iter()
+        .map(|(seq, bytes)| {
+            let entry = JournalEntry::decode(&bytes).map_err(StoreError::corrupt)?;
+            if entry.seq != seq {
+                return Err(StoreError::corrupt(format!(
+                    "journal entry {seq} of task {} says it is entry {}",
+                    lease.task_id, entry.seq
+                )));
+            }
+            Ok(entry)
+        })
+        .collect()
 }
 
 pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<Reaped>> {

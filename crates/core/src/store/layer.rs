@@ -195,4 +195,17 @@ impl<L: Layer> Store for Layered<L> {
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         self.inner.server_key().await
     }
+
+    async fn journal_append(
+        &self,
+        lease: &Lease,
+        entry: &crate::model::JournalEntry,
+        max_bytes: u64,
+    ) -> StoreResult<()> {
+        self.inner.journal_append(lease, entry, max_bytes).await
+    }
+
+    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<crate::model::JournalEntry>> {
+        self.inner.journal(lease).await
+    }
 }

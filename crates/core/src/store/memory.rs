@@ -38,6 +38,7 @@ struct Tables {
     records: HashMap<TaskId, Stored>,
     indexes: [BTreeSet<(u64, TaskId)>; 3],
     live: HashMap<Scope, u64>,
+    journal: std::collections::BTreeMap<(TaskId, u32), Box<[u8]>>,
 }
 
 fn slot(index: Index) -> usize {
@@ -86,6 +87,14 @@ impl View for Tables {
     fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
         Ok(self.live.get(scope).copied().unwrap_or(0))
     }
+
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        Ok(self
+            .journal
+            .range((*id, 0)..=(*id, u32::MAX))
+            .map(|((_, seq), bytes)| (*seq, bytes.to_vec()))
+            .collect())
+    }
 }
 
 impl Txn for Tables {
@@ -100,7 +109,21 @@ impl Txn for Tables {
 
     fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
         self.records.remove(id);
+        let seqs: Vec<u32> = self.journal(id)?.into_iter().map(|(s, _)| s).collect();
+        for seq in seqs {
+            self.journal.remove(&(*id, seq));
+        }
         Ok(())
+    }
+
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()> {
+        match self.journal.entry((*id, seq)) {
+            std::collections::btree_map::Entry::Occupied(_) => Err(engine::journal_taken(seq)),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(entry.into());
+                Ok(())
+            }
+        }
     }
 
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()> {

@@ -73,7 +73,7 @@ pub use types::{
 };
 
 use crate::model::{
-    EventId, EventKind, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+    EventId, EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
 /// The result of a store operation.
@@ -264,6 +264,23 @@ pub trait Store: Send + Sync + 'static {
     /// server hands to clients (MRTR `requestState`): they verify after restarts and on
     /// every node sharing the store.
     async fn server_key(&self) -> StoreResult<[u8; 32]>;
+
+    /// Records `entry` in the task's outbound journal under `lease`, fenced like every
+    /// worker write (a stale attempt's entry is refused with [`StoreError::LeaseLost`]).
+    /// A second entry at a position is refused ([`StoreError::Invalid`]) and the first
+    /// stays as it was. The task's entries together may
+    /// hold at most `max_bytes` encoded bytes ([`StoreError::Invalid`] naming the bound);
+    /// the journal is removed with its task.
+    async fn journal_append(
+        &self,
+        lease: &Lease,
+        entry: &JournalEntry,
+        max_bytes: u64,
+    ) -> StoreResult<()>;
+
+    /// The task's outbound journal under `lease`, by position. Errors as for
+    /// [`Store::renew`].
+    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<JournalEntry>>;
 
     /// Records an input request under `lease` (an `input_requested` transition) and says
     /// whether it is answered yet.

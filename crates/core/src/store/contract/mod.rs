@@ -12,6 +12,7 @@ mod creation;
 mod durability_across_reopen;
 mod event_idempotency;
 mod input_lifecycle;
+mod journal;
 mod reaping;
 mod renewal_and_expiry;
 mod retry_scheduling;
@@ -24,6 +25,7 @@ pub use creation::creation;
 pub use durability_across_reopen::durability_across_reopen;
 pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
+pub use journal::journal;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
@@ -125,6 +127,7 @@ macro_rules! store_contract_suite {
             retry_scheduling,
             reaping,
             durability_across_reopen,
+            journal,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

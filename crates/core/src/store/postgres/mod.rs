@@ -283,7 +283,9 @@ impl PgStore {
         .await?;
         // The task a write names, if it names one: known absent when the fetch finds nothing.
         let id_param = match touches {
-            Touches::Task(id) | Touches::TaskWork(id) | Touches::New(id) => Some(id),
+            Touches::Task(id) | Touches::TaskWork(id) | Touches::Journal(id) | Touches::New(id) => {
+                Some(id)
+            }
             _ => None,
         };
         let args = FetchArgs::new(touches, &id_param);
@@ -346,6 +348,7 @@ impl PgStore {
         &self,
         id: Option<TaskId>,
         with_work: bool,
+        journal: bool,
         f: impl FnOnce(&dyn View, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
         let client = self.reads.get().await.map_err(pool_error)?;
@@ -396,7 +399,33 @@ impl PgStore {
             }
             _ => None,
         };
-        f(&OneRow(found), &ctx)
+        let journal = match (journal, id) {
+            (true, Some(id)) => Some(self.journal_rows(&client, &id).await?),
+            _ => None,
+        };
+        f(&OneRow(found, journal), &ctx)
+    }
+
+    /// A task's journal rows, by position. Only the task's lease holder appends to it, so
+    /// this read and the task's (a statement earlier) see the same entries.
+    async fn journal_rows(&self, client: &Object, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        let st = prepared(
+            client,
+            "SELECT seq, entry FROM journal WHERE task_id = $1 ORDER BY seq",
+        )
+        .await?;
+        let rows = client
+            .query(&st, &[&id.as_bytes().as_slice()])
+            .await
+            .map_err(pg_error)?;
+        rows.iter()
+            .map(|r| {
+                let seq: i32 = r.get(0);
+                let seq = u32::try_from(seq)
+                    .map_err(|_| StoreError::corrupt(format!("a journal position is {seq}")))?;
+                Ok((seq, r.get::<_, Vec<u8>>(1)))
+            })
+            .collect()
     }
 }
 
@@ -443,7 +472,9 @@ impl<'a> FetchArgs<'a> {
         now_param: &'p Option<i64>,
     ) -> Vec<&'p (dyn ToSql + Sync)> {
         match touches {
-            Touches::Task(_) | Touches::TaskWork(_) => vec![now_param, &self.id_bytes],
+            Touches::Task(_) | Touches::TaskWork(_) | Touches::Journal(_) => {
+                vec![now_param, &self.id_bytes]
+            }
             Touches::NextDue(_) => vec![now_param, &self.skip],
             Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
             Touches::Owner(_) => vec![now_param, &self.owner],
@@ -584,7 +615,7 @@ const NOW_PARAM: &str =
 fn fetch_sql(touches: &Touches<'_>) -> String {
     let cols = RECORD_COLS;
     let rows = match touches {
-        Touches::Task(_) | Touches::TaskWork(_) => {
+        Touches::Task(_) | Touches::TaskWork(_) | Touches::Journal(_) => {
             format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE")
         }
         Touches::NextDue(_) => format!(
@@ -686,7 +717,7 @@ struct OneTask {
 }
 
 /// A view holding at most one task.
-struct OneRow(Option<OneTask>);
+struct OneRow(Option<OneTask>, Option<Vec<(u32, Vec<u8>)>>);
 
 impl OneRow {
     fn get(&self, id: &TaskId) -> Option<&OneTask> {
@@ -724,6 +755,14 @@ impl View for OneRow {
     fn live_count(&self, _: &crate::model::Scope) -> StoreResult<u64> {
         Err(StoreError::invalid("a one-row read has no counts"))
     }
+
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        match (&self.1, self.get(id)) {
+            (Some(j), Some(_)) => Ok(j.clone()),
+            (Some(_), None) => Ok(Vec::new()),
+            (None, _) => Err(StoreError::invalid("this read did not fetch the journal")),
+        }
+    }
 }
 
 impl Backend for PgStore {
@@ -740,21 +779,23 @@ impl Backend for PgStore {
         touches: Touches<'_>,
         f: impl ReadFn<T>,
     ) -> StoreResult<T> {
-        let (id, with_work) = match touches {
-            Touches::Nothing => (None, false),
-            Touches::Task(id) => (Some(id), false),
-            Touches::TaskWork(id) => (Some(id), true),
+        let (id, with_work, journal) = match touches {
+            Touches::Nothing => (None, false, false),
+            Touches::Task(id) => (Some(id), false, false),
+            Touches::TaskWork(id) => (Some(id), true, false),
+            Touches::Journal(id) => (Some(id), false, true),
             other => {
                 return Err(StoreError::invalid(format!(
                     "a read on a shared store fetches one task or none, not {other:?}"
                 )));
             }
         };
-        self.read_one(id, with_work, f).await
+        self.read_one(id, with_work, journal, f).await
     }
 
     async fn time(&self) -> StoreResult<Timestamp> {
-        self.read_one(None, false, |_, ctx| Ok(ctx.now)).await
+        self.read_one(None, false, false, |_, ctx| Ok(ctx.now))
+            .await
     }
 
     fn key(&self) -> [u8; 32] {

@@ -80,6 +80,8 @@ pub(super) struct Staged {
     live_delta: BTreeMap<String, i64>,
     admission: Option<Admission>,
     pub(super) needs_exact: bool,
+    /// Journal entries to insert: (task, position, entry).
+    journal: Vec<(TaskId, u32, Vec<u8>)>,
 }
 
 impl Staged {
@@ -92,6 +94,7 @@ impl Staged {
             live_delta: BTreeMap::new(),
             admission: None,
             needs_exact: false,
+            journal: Vec::new(),
         };
         for (id, rec) in fetched {
             s.index.push(id);
@@ -136,6 +139,14 @@ impl Staged {
                 (None, false) => {}
             }
         }
+        // After the task's row: a journal row references it.
+        for (id, seq, entry) in &self.journal {
+            out.push(Change::Journal {
+                id: *id,
+                seq: *seq,
+                entry: entry.clone(),
+            });
+        }
         for (scope, delta) in &self.live_delta {
             if *delta != 0 {
                 out.push(Change::Live {
@@ -164,6 +175,12 @@ pub(super) enum Change {
         shard: i16,
         delta: i64,
     },
+    /// Record a journal entry (an entry already at the position fails the write).
+    Journal {
+        id: TaskId,
+        seq: u32,
+        entry: Vec<u8>,
+    },
 }
 
 pub(super) const INSERT_TASK: &str = "INSERT INTO tasks (id, scope, status, live, due_at, \
@@ -173,6 +190,8 @@ pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, 
      due_at = $5, expires_at = $6, claim_generation = $7, claim_token = $8, claim_epoch = $9, \
      claim_expires_at = $10, claim_owner = $11, body = $12 WHERE id = $1";
 pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
+pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entry) \
+     VALUES ($1, $2, $3)";
 pub(super) const BUMP_LIVE: &str = "INSERT INTO live (scope, shard, n) VALUES ($1, $2, $3) \
      ON CONFLICT (scope, shard) DO UPDATE SET n = live.n + EXCLUDED.n RETURNING n";
 
@@ -184,6 +203,7 @@ pub(super) struct Writes {
     update: Statement,
     delete: Statement,
     bump: Statement,
+    journal: Statement,
 }
 
 impl Writes {
@@ -193,6 +213,7 @@ impl Writes {
             update: prepared(client, UPDATE_TASK).await?,
             delete: prepared(client, DELETE_TASK).await?,
             bump: prepared(client, BUMP_LIVE).await?,
+            journal: prepared(client, INSERT_JOURNAL).await?,
         })
     }
 }
@@ -238,6 +259,22 @@ impl Change {
                         }
                     }
                 }
+            }
+            Change::Journal { id, seq, entry } => {
+                client
+                    .execute(
+                        &st.journal,
+                        &[&id.as_bytes().as_slice(), &(*seq as i32), entry],
+                    )
+                    .await
+                    .map_err(|e| {
+                        // The failed insert aborts the transaction: nothing of it commits.
+                        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+                            super::super::engine::journal_taken(*seq)
+                        } else {
+                            pg_error(e)
+                        }
+                    })?;
             }
             Change::Delete(id) => {
                 client
@@ -289,6 +326,12 @@ impl View for Staged {
             "live counts are admitted before a shared-store write runs",
         ))
     }
+
+    fn journal(&self, _: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        Err(StoreError::invalid(
+            "a shared-store write does not read the journal",
+        ))
+    }
 }
 
 impl Txn for Staged {
@@ -299,9 +342,15 @@ impl Txn for Staged {
         Ok(())
     }
 
+    /// The task's journal rows go with it (`ON DELETE CASCADE`).
     fn remove(&mut self, id: &TaskId) -> StoreResult<()> {
         self.rows.insert(*id, None);
         self.touch(*id);
+        Ok(())
+    }
+
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()> {
+        self.journal.push((*id, seq, entry.to_vec()));
         Ok(())
     }
 

@@ -502,7 +502,7 @@ mod shared {
             .await
             .expect("a version-1 key");
         let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
-        assert_eq!(applied, [2]);
+        assert_eq!(applied, [2, 3]);
         let store = PgStore::open(o.clone()).await.expect("open");
         assert_eq!(
             store.server_key().await.expect("key"),

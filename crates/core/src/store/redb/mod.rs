@@ -39,6 +39,9 @@ const LIVE: TableDefinition<'_, &str, u64> = TableDefinition::new("live");
 /// Each task's head (expiry, then scope), so a request is authorized without decoding the
 /// record.
 const HEADS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("heads");
+/// Outbound journal entries: task id (16 bytes) then position (big-endian u32) → entry.
+/// Created at open when missing, so a file of an earlier build gains it without an upgrade.
+const JOURNAL: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("journal");
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
@@ -62,7 +65,15 @@ file_store_accessors!(RedbStore);
 /// own table types).
 macro_rules! open_tables {
     ($txn:expr) => {
+        open_tables!($txn, true)
+    };
+    ($txn:expr, $journal:expr) => {
         Tables {
+            journal: if $journal {
+                Some($txn.open_table(JOURNAL).map_err(backend)?)
+            } else {
+                None
+            },
             tasks: $txn.open_table(TASKS).map_err(backend)?,
             indexes: [
                 $txn.open_table(DUE).map_err(backend)?,
@@ -317,6 +328,9 @@ impl RedbStore {
             };
             (epoch, fenced, key)
         };
+        // Once the file is known to be a store: the journal's table, for files of builds
+        // before it.
+        drop(txn.open_table(JOURNAL).map_err(backend)?);
         txn.commit().map_err(backend)?;
         Ok((epoch, fenced, key))
     }
@@ -387,11 +401,17 @@ impl Backend for RedbStore {
     /// bounded index walk over pages redb's cache (or the OS page cache) almost always
     /// holds, so it costs microseconds: handing it to the blocking pool would cost more in
     /// thread hand-offs than the read itself. Reads never wait for the writer (MVCC).
-    async fn read<T: Send + 'static>(&self, _: Touches<'_>, f: impl ReadFn<T>) -> StoreResult<T> {
+    async fn read<T: Send + 'static>(
+        &self,
+        touches: Touches<'_>,
+        f: impl ReadFn<T>,
+    ) -> StoreResult<T> {
         let ctx = self.ctx();
+        // Only a journal read opens the journal's table.
+        let journal = matches!(touches, Touches::Journal(_));
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;
-            let tables = open_tables!(txn);
+            let tables = open_tables!(txn, journal);
             f(&tables, &ctx)
         }))
         .unwrap_or_else(|_| {

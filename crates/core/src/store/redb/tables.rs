@@ -5,9 +5,9 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use crate::model::{Scope, Task, TaskId, TaskView};
 
-use super::super::StoreResult;
 use super::super::engine::{Head, Index, Record, Txn, View};
 use super::super::record::{decode, decode_task, decode_view, encode};
+use super::super::{StoreError, StoreResult};
 use super::codec::{decode_head, encode_head, id_of_index_key, index_key};
 use super::*;
 
@@ -17,6 +17,16 @@ pub(super) struct Tables<T, I, L> {
     pub(super) indexes: [I; 3],
     pub(super) live: L,
     pub(super) heads: T,
+    /// Opened by writes and by the reads that say they need it.
+    pub(super) journal: Option<T>,
+}
+
+/// A journal entry's key: the task's id, then its position (big-endian, so they sort).
+fn journal_key(id: &TaskId, seq: u32) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    k[..16].copy_from_slice(id.as_bytes());
+    k[16..].copy_from_slice(&seq.to_be_bytes());
+    k
 }
 
 pub(super) fn slot(index: Index) -> usize {
@@ -46,6 +56,26 @@ where
             .get(scope.as_str())
             .map_err(backend)?
             .map_or(0, |v| v.value()))
+    }
+
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        let Some(table) = &self.journal else {
+            return Err(StoreError::unavailable(
+                "a read that did not open the journal asked for it",
+            ));
+        };
+        let (lo, hi) = (journal_key(id, 0), journal_key(id, u32::MAX));
+        let mut out = Vec::new();
+        for entry in table
+            .range::<&[u8]>(lo.as_slice()..=hi.as_slice())
+            .map_err(backend)?
+        {
+            let (k, v) = entry.map_err(backend)?;
+            let k = k.value();
+            let seq = u32::from_be_bytes([k[16], k[17], k[18], k[19]]);
+            out.push((seq, v.value().to_vec()));
+        }
+        Ok(out)
     }
 
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
@@ -112,6 +142,26 @@ impl Txn for WriteTables<'_> {
         self.heads
             .remove(id.as_bytes().as_slice())
             .map_err(backend)?;
+        let seqs: Vec<u32> = self.journal(id)?.into_iter().map(|(s, _)| s).collect();
+        if let Some(table) = &mut self.journal {
+            for seq in seqs {
+                table
+                    .remove(journal_key(id, seq).as_slice())
+                    .map_err(backend)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()> {
+        let Some(table) = &mut self.journal else {
+            return Err(StoreError::unavailable("the journal's table is not open"));
+        };
+        let key = journal_key(id, seq);
+        if table.get(key.as_slice()).map_err(backend)?.is_some() {
+            return Err(super::super::engine::journal_taken(seq));
+        }
+        table.insert(key.as_slice(), entry).map_err(backend)?;
         Ok(())
     }
 

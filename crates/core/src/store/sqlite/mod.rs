@@ -84,6 +84,16 @@ CREATE INDEX tasks_claimed ON tasks (claim_epoch, id) WHERE claim_epoch IS NOT N
 CREATE TABLE live (scope TEXT PRIMARY KEY NOT NULL, n INTEGER NOT NULL) WITHOUT ROWID;
 ";
 
+/// Outbound journal entries, removed with their task by the same writer.
+const JOURNAL_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS journal (
+    task_id BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    entry BLOB NOT NULL,
+    PRIMARY KEY (task_id, seq)
+);
+";
+
 /// The tables schema 1 has.
 const TABLES: [&str; 3] = ["live", "meta", "tasks"];
 
@@ -448,6 +458,9 @@ impl SqliteStore {
             // Schema 1 is the first; a later build upgrades older files here.
             Found::Store => {}
         }
+        // The outbound journal's table is additive: a file of an earlier build gains it
+        // here, and an earlier build ignores it.
+        txn.execute_batch(JOURNAL_SCHEMA).map_err(backend)?;
         let epoch = meta_u64(&txn, "boot_epoch")?.unwrap_or(0) + 1;
         meta_set(&txn, "boot_epoch", &Value::Integer(epoch as i64))?;
         let key = match meta_get(&txn, "server_key")? {

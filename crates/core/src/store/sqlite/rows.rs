@@ -34,6 +34,9 @@ const UPDATE: &str = "UPDATE tasks SET scope = ?2, status = ?3, live = ?4, due_a
      expires_at = ?6, claim_generation = ?7, claim_token = ?8, claim_epoch = ?9, \
      claim_expires_at = ?10, claim_owner = ?11, body = ?12 WHERE id = ?1";
 const DELETE: &str = "DELETE FROM tasks WHERE id = ?1";
+const JOURNAL: &str = "SELECT seq, entry FROM journal WHERE task_id = ?1 ORDER BY seq";
+const JOURNAL_PUT: &str = "INSERT INTO journal (task_id, seq, entry) VALUES (?1, ?2, ?3)";
+const JOURNAL_DELETE: &str = "DELETE FROM journal WHERE task_id = ?1";
 const SET_LIVE: &str =
     "INSERT INTO live (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = excluded.n";
 const DROP_LIVE: &str = "DELETE FROM live WHERE scope = ?1";
@@ -88,6 +91,23 @@ fn to_i64(n: u64) -> i64 {
 }
 
 impl View for Rows<'_> {
+    fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
+        let mut stmt = self.conn.prepare_cached(JOURNAL).map_err(backend)?;
+        let rows = stmt
+            .query_map(params![id.as_bytes().as_slice()], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(backend)?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, entry) = row.map_err(backend)?;
+            let seq = u32::try_from(seq)
+                .map_err(|_| StoreError::corrupt(format!("a journal position is {seq}")))?;
+            out.push((seq, entry));
+        }
+        Ok(out)
+    }
+
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
         let mut stmt = self.conn.prepare_cached(LOAD).map_err(backend)?;
         let found = stmt
@@ -203,7 +223,21 @@ impl Txn for Rows<'_> {
         let mut stmt = self.conn.prepare_cached(DELETE).map_err(backend)?;
         stmt.execute(params![id.as_bytes().as_slice()])
             .map_err(backend)?;
+        let mut stmt = self.conn.prepare_cached(JOURNAL_DELETE).map_err(backend)?;
+        stmt.execute(params![id.as_bytes().as_slice()])
+            .map_err(backend)?;
         Ok(())
+    }
+
+    fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(JOURNAL_PUT).map_err(backend)?;
+        match stmt.execute(params![id.as_bytes().as_slice(), i64::from(seq), entry]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ConstraintViolation) => {
+                Err(super::super::engine::journal_taken(seq))
+            }
+            Err(e) => Err(backend(e)),
+        }
     }
 
     fn created(&mut self, task: &Task) -> StoreResult<()> {

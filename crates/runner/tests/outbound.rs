@@ -1,0 +1,530 @@
+//! Outbound HTTP from real guests (`example-guests/outbound`, built with wstd) to a real
+//! local server: the allow-list and the address rules, the limits, secrets injected by the
+//! host and scrubbed from what the guest sees, and the journal that answers a replayed
+//! attempt so its effects happen once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use snodo_core::model::{
+    JournalEntry, JournalRequest, JournalResponse, ManualClock, Scope, TaskId, TaskStatus,
+    Timestamp, Work,
+};
+use snodo_core::store::{ClaimRequest, Lease, NewTask, RedbStore, Store};
+use snodo_runner::{InputWaiters, TaskIo};
+use snodo_wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, OutboundLimits, Secret};
+use snodo_wasm::{
+    AttemptError, CancelToken, Component, EngineConfig, Execution, ExecutionIo, ExecutionReport,
+    GuestOutcome, InputAnswers, InputFailure, InputRequests, Progress, WasiGrants,
+};
+
+mod common;
+
+use common::HttpRecorder;
+
+const LEASE_MS: u64 = 30_000;
+
+/// The outbound guest on an engine whose resolver answers `rebind.test` with loopback, as a
+/// name an attacker controls would.
+async fn outbound() -> Arc<Component> {
+    let mut config = EngineConfig {
+        max_instances: 16,
+        max_memory_bytes: 64 << 20,
+        ..EngineConfig::default()
+    };
+    config.outbound.resolve = BTreeMap::from([(
+        "rebind.test".to_owned(),
+        vec!["127.0.0.1".parse().expect("ip")],
+    )]);
+    common::load_guests_with(config).await.outbound
+}
+
+/// IO for a synchronous call: no input, no journal.
+struct Plain;
+
+#[async_trait::async_trait]
+impl ExecutionIo for Plain {
+    async fn await_inputs(&self, requests: InputRequests, _: &CancelToken) -> InputAnswers {
+        Err(InputFailure::Suspend(requests))
+    }
+    async fn set_status(&self, _: String) -> Result<(), String> {
+        Ok(())
+    }
+    async fn progress(&self, _: Progress) {}
+}
+
+fn grant(allowed: &[&str]) -> HttpGrant {
+    HttpGrant::new(AllowList::parse(allowed).expect("allow-list"))
+}
+
+async fn call(
+    component: &Component,
+    grant: Option<HttpGrant>,
+    args: Value,
+    io: Arc<dyn ExecutionIo>,
+) -> ExecutionReport {
+    let mut exec = Execution::new("fetch", args, io);
+    exec.grants = WasiGrants {
+        http: grant.map(Arc::new),
+        ..WasiGrants::default()
+    };
+    component.execute(exec).await
+}
+
+/// The tool's structured answer, or its error text.
+fn answer(report: &ExecutionReport) -> Result<Value, String> {
+    match &report.outcome {
+        Ok(GuestOutcome::Completed(r)) if r.get("isError") == Some(&json!(true)) => {
+            Err(r["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned())
+        }
+        Ok(GuestOutcome::Completed(r)) => Ok(r["structuredContent"].clone()),
+        other => panic!("expected a tool result, got {other:?}"),
+    }
+}
+
+fn refused(component: &Component, reason: &str) -> u64 {
+    component
+        .engine()
+        .outbound()
+        .counters()
+        .refused
+        .iter()
+        .filter(|((tool, r), _)| tool == "fetch" && *r == reason)
+        .map(|(_, n)| *n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_tool_reaches_what_its_list_allows_and_nothing_else() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let port = server.addr.port();
+    let allowed = format!("http://127.0.0.1:{port}");
+    let io: Arc<dyn ExecutionIo> = Arc::new(Plain);
+
+    let ok = call(
+        &component,
+        Some(grant(&[&allowed])),
+        json!({"url": format!("{allowed}/template")}),
+        io.clone(),
+    )
+    .await;
+    assert_eq!(
+        answer(&ok).expect("fetched"),
+        json!({"status": 200, "body": "template-1"})
+    );
+    assert_eq!(server.count("GET", "/template"), 1);
+    let sent = &server.seen()[0];
+    assert_eq!(
+        sent.header("idempotency-key"),
+        None,
+        "a synchronous call has no journal and no key"
+    );
+
+    // No grant: refused before anything is resolved or sent.
+    let r = call(
+        &component,
+        None,
+        json!({"url": format!("{allowed}/template")}),
+        io.clone(),
+    )
+    .await;
+    assert!(
+        answer(&r)
+            .expect_err("refused")
+            .contains("HttpRequestDenied"),
+        "{r:?}"
+    );
+    assert_eq!(refused(&component, "not_granted"), 1);
+
+    // A URL no entry allows.
+    let r = call(
+        &component,
+        Some(grant(&[&allowed])),
+        json!({"url": "http://127.0.0.1:1/template"}),
+        io.clone(),
+    )
+    .await;
+    let err = answer(&r).expect_err("refused");
+    assert!(err.contains("HttpRequestDenied"), "{err}");
+    assert_eq!(refused(&component, "not_allowed"), 1);
+
+    // With every URL allowed, addresses that are not public stay out of reach unless an
+    // entry names them: the metadata address, loopback on another port, IPv6 loopback, a
+    // private network, and a name that resolves to loopback.
+    let everything = grant(&["*://*:*", &allowed]);
+    for url in [
+        "http://169.254.169.254/latest/meta-data/".to_owned(),
+        format!("http://127.0.0.1:{}/template", port.wrapping_add(1).max(1)),
+        format!("http://[::1]:{port}/template"),
+        "http://10.0.0.1/".to_owned(),
+        format!("http://rebind.test:{port}/template"),
+        format!("http://[::ffff:127.0.0.1]:{port}/template"),
+    ] {
+        let r = call(
+            &component,
+            Some(everything.clone()),
+            json!({"url": url}),
+            io.clone(),
+        )
+        .await;
+        let err = answer(&r).expect_err(&url);
+        assert!(err.contains("DestinationIpProhibited"), "{url}: {err}");
+    }
+    assert_eq!(refused(&component, "address"), 6);
+    assert_eq!(
+        server.count("GET", "/template"),
+        1,
+        "none of them reached the server"
+    );
+
+    // A redirect is not followed by the host: the guest sees it, and any request it makes
+    // for the new location is checked like every other.
+    let r = call(
+        &component,
+        Some(grant(&[&allowed])),
+        json!({"url": format!("{allowed}/redirect")}),
+        io.clone(),
+    )
+    .await;
+    assert_eq!(answer(&r).expect("the redirect itself")["status"], 302);
+    let r = call(
+        &component,
+        Some(grant(&[&allowed])),
+        json!({"url": "http://169.254.169.254/latest/meta-data/"}),
+        io,
+    )
+    .await;
+    assert!(answer(&r).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_limit_ends_the_request_with_an_error_the_guest_sees() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let allowed = server.base();
+    let io: Arc<dyn ExecutionIo> = Arc::new(Plain);
+    let limited = |limits: OutboundLimits| {
+        let mut g = grant(&[&allowed]);
+        g.limits = limits;
+        g
+    };
+    let count = |limit: &str| {
+        component
+            .engine()
+            .outbound()
+            .counters()
+            .limited
+            .get(&("fetch".to_owned(), limit_name(limit)))
+            .copied()
+            .unwrap_or(0)
+    };
+
+    let small = limited(OutboundLimits {
+        max_response_bytes: 1_000,
+        ..OutboundLimits::default()
+    });
+    let r = call(
+        &component,
+        Some(small.clone()),
+        json!({"url": format!("{allowed}/big?n=999")}),
+        io.clone(),
+    )
+    .await;
+    assert_eq!(
+        answer(&r).expect("within the bound")["body"]
+            .as_str()
+            .map(str::len),
+        Some(999)
+    );
+    let r = call(
+        &component,
+        Some(small),
+        json!({"url": format!("{allowed}/big?n=5000")}),
+        io.clone(),
+    )
+    .await;
+    let err = answer(&r).expect_err("past the bound");
+    assert!(err.contains("body size exceeds limit: 1000 bytes"), "{err}");
+    assert_eq!(count("max_response_bytes"), 1);
+
+    let impatient = limited(OutboundLimits {
+        first_byte_timeout: Duration::from_millis(200),
+        ..OutboundLimits::default()
+    });
+    let r = call(
+        &component,
+        Some(impatient),
+        json!({"url": format!("{allowed}/slow")}),
+        io.clone(),
+    )
+    .await;
+    let err = answer(&r).expect_err("no answer");
+    assert!(err.contains("ConnectionReadTimeout"), "{err}");
+    assert_eq!(count("first_byte_timeout"), 1);
+
+    let two = limited(OutboundLimits {
+        max_requests: 2,
+        ..OutboundLimits::default()
+    });
+    let before = server.count("GET", "/template");
+    let r = call(
+        &component,
+        Some(two),
+        json!({"url": format!("{allowed}/template"), "repeat": 3}),
+        io.clone(),
+    )
+    .await;
+    let err = answer(&r).expect_err("the third request");
+    assert!(err.contains("max_requests (2)"), "{err}");
+    assert_eq!(server.count("GET", "/template") - before, 2);
+    assert_eq!(count("max_requests"), 1);
+
+    let tiny = limited(OutboundLimits {
+        max_request_bytes: 10,
+        ..OutboundLimits::default()
+    });
+    let r = call(&component, Some(tiny), json!({"url": format!("{allowed}/tickets"), "post": {"title": "far too long for ten bytes"}}), io).await;
+    let err = answer(&r).expect_err("the body is too large");
+    assert!(err.contains("HttpRequestBodySize"), "{err}");
+    assert_eq!(server.count("POST", "/tickets"), 0);
+}
+
+/// The counter key of a limit.
+fn limit_name(limit: &str) -> &'static str {
+    match limit {
+        "max_response_bytes" => "max_response_bytes",
+        "first_byte_timeout" => "first_byte_timeout",
+        "max_requests" => "max_requests",
+        _ => "other",
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_secret_reaches_the_server_and_never_the_guest() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let allowed = server.base();
+    let secret = "s3cr3t-token-0123456789";
+    let mut g = grant(&[&allowed]);
+    g.inject = vec![Injection {
+        host: AllowedHost::parse(&allowed).expect("entry"),
+        header: "authorization".into(),
+        value: Secret::new(format!("Bearer {secret}")),
+    }];
+    g.scrub = vec![Secret::new(format!("Bearer {secret}")), Secret::new(secret)];
+    let r = call(
+        &component,
+        Some(g),
+        json!({"url": format!("{allowed}/headers")}),
+        Arc::new(Plain),
+    )
+    .await;
+    let body = answer(&r).expect("fetched")["body"]
+        .as_str()
+        .expect("text")
+        .to_owned();
+    assert_eq!(
+        server.seen()[0].header("authorization"),
+        Some(format!("Bearer {secret}").as_str()),
+        "the host sent it"
+    );
+    assert!(body.contains("authorization: [redacted]"), "{body}");
+    assert!(
+        !body.contains(secret),
+        "the echo was scrubbed before the guest saw it"
+    );
+    let logged: String = r.logs.iter().map(|l| l.message.as_str()).collect();
+    assert!(
+        logged.contains("fetched:") && !logged.contains(secret),
+        "{logged}"
+    );
+}
+
+/// A task's attempts on a redb store, as the runner runs them.
+struct Attempts {
+    component: Arc<Component>,
+    store: Arc<dyn Store>,
+    waiters: Arc<InputWaiters>,
+    grant: Arc<HttpGrant>,
+}
+
+impl Attempts {
+    fn start(
+        &self,
+        lease: Lease,
+        tool: &str,
+        args: Value,
+    ) -> tokio::task::JoinHandle<ExecutionReport> {
+        let io = Arc::new(TaskIo::new(
+            self.store.clone(),
+            lease.clone(),
+            json!({"elicitation": {}}),
+            self.waiters.clone(),
+        ));
+        let mut exec = Execution::new(tool, args, io);
+        exec.task_id = Some(lease.task_id().to_string());
+        exec.idempotency_key = lease.task_id().to_string();
+        exec.grants = WasiGrants {
+            http: Some(self.grant.clone()),
+            ..WasiGrants::default()
+        };
+        let component = self.component.clone();
+        tokio::spawn(async move { component.execute(exec).await })
+    }
+}
+
+async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
+    let id = TaskId::generate();
+    let work = Work::new(
+        "snodo/tool-call",
+        json!({"tool": tool, "arguments": args}),
+        id.to_string(),
+    );
+    let mut new = NewTask::new(id, Scope::new("acme"), work);
+    new.client_capabilities = json!({"elicitation": {}});
+    store.create(new).await.expect("create").id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = ManualClock::new(Timestamp(1_700_000_000_000));
+    let store: Arc<dyn Store> = Arc::new(
+        RedbStore::open_with_clock(dir.path().join("tasks.redb"), Arc::new(clock.clone()))
+            .expect("store"),
+    );
+    let server = HttpRecorder::start().await;
+    let attempts = Attempts {
+        component: outbound().await,
+        store: store.clone(),
+        waiters: Arc::new(InputWaiters::new()),
+        grant: Arc::new(grant(&[&server.base()])),
+    };
+    let args = json!({"base": server.base(), "title": "disk full"});
+    let id = create(&*store, "open_ticket", args.clone()).await;
+    let first = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+        .await
+        .expect("claim");
+
+    // The first attempt reads the template and asks; then it is lost (its process died).
+    let running = attempts.start(first.lease.clone(), "open_ticket", args.clone());
+    common::await_stored(&*store, &id, "the question stored", |t| {
+        t.status == TaskStatus::InputRequired
+    })
+    .await;
+    running.abort();
+    assert_eq!(server.count("GET", "/template"), 1);
+
+    // The answer arrives; a fresh guest replays the attempt on a new lease.
+    common::confirm_key(&*store, &id, "confirm-ticket").await;
+    clock.advance(LEASE_MS);
+    let second = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-b"))
+        .await
+        .expect("reclaim");
+    let report = attempts
+        .start(second.lease.clone(), "open_ticket", args.clone())
+        .await
+        .expect("join");
+    let result = answer(&report).expect("the ticket");
+    assert_eq!(result["status"], 201);
+    assert_eq!(result["ticket"], json!({"id": 1}));
+    assert_eq!(
+        server.count("GET", "/template"),
+        1,
+        "the template was answered from the journal"
+    );
+    assert_eq!(server.count("POST", "/tickets"), 1);
+    let post = server
+        .seen()
+        .into_iter()
+        .find(|r| r.method == "POST")
+        .expect("the POST");
+    assert_eq!(
+        post.header("idempotency-key"),
+        Some(format!("{id}-1").as_str()),
+        "a non-idempotent request carries the task and its position"
+    );
+    let body: Value = serde_json::from_slice(&post.body).expect("json");
+    assert_eq!(body["template"], "template-1");
+
+    // A third replay (the attempt was lost after the POST) sends nothing at all.
+    clock.advance(LEASE_MS);
+    let third = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-c"))
+        .await
+        .expect("reclaim");
+    let report = attempts
+        .start(third.lease.clone(), "open_ticket", args)
+        .await
+        .expect("join");
+    assert_eq!(
+        answer(&report).expect("the same ticket")["ticket"],
+        json!({"id": 1})
+    );
+    assert_eq!(server.seen().len(), 2, "one GET and one POST in all");
+    let journal = store.journal(&third.lease).await.expect("journal");
+    assert_eq!(journal.len(), 2);
+    assert_eq!(journal[1].request.method, "POST");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_that_asks_something_else_fails_the_attempt_naming_the_position() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store: Arc<dyn Store> =
+        Arc::new(RedbStore::open(dir.path().join("tasks.redb")).expect("store"));
+    let server = HttpRecorder::start().await;
+    let attempts = Attempts {
+        component: outbound().await,
+        store: store.clone(),
+        waiters: Arc::new(InputWaiters::new()),
+        grant: Arc::new(grant(&[&server.base()])),
+    };
+    let args = json!({"url": format!("{}/template", server.base())});
+    let id = create(&*store, "fetch", args.clone()).await;
+    let claimed = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+        .await
+        .expect("claim");
+    // What an earlier build of the tool recorded at position 0: another URL.
+    let earlier = JournalEntry {
+        seq: 0,
+        request: JournalRequest {
+            method: "GET".into(),
+            url: format!("{}/other", server.base()),
+            body_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
+        },
+        response: JournalResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: b"old".to_vec(),
+        },
+    };
+    store
+        .journal_append(&claimed.lease, &earlier, 1 << 20)
+        .await
+        .expect("append");
+    let report = attempts
+        .start(claimed.lease.clone(), "fetch", args)
+        .await
+        .expect("join");
+    match &report.outcome {
+        Err(e @ AttemptError::JournalDivergence(why)) => {
+            assert!(why.contains("request 0"), "{why}");
+            assert!(why.contains("/other") && why.contains("/template"), "{why}");
+            assert_eq!(
+                e.to_rpc_error().data.expect("data")["kind"],
+                "journal_divergence"
+            );
+        }
+        other => panic!("expected a divergence, got {other:?}"),
+    }
+    assert_eq!(server.seen().len(), 0, "nothing was sent");
+}

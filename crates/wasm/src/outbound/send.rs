@@ -1,0 +1,666 @@
+//! The sender behind `wasi:http/outgoing-handler`: one execution's [`Hooks`].
+//!
+//! For every request, in order: the grant and the allow-list; the attempt's and the
+//! tenant's limits; the request body (bounded); in a journaled task, the journal (a
+//! recorded answer at this position ends the request here); the name resolved by the host
+//! and every address checked; connect, TLS, send; the response bounded by its limits,
+//! scrubbed of secrets and, in a journaled task, recorded before the guest sees it.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::uri::Scheme;
+use http::{HeaderName, HeaderValue, Method, Request, Response};
+use http_body_util::{BodyExt, Full};
+use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
+use wasmtime_wasi_http::{
+    DEFAULT_FORBIDDEN_HEADERS, Error, ForbiddenHeaderFilter, RequestOptions, WasiBody,
+    WasiHttpHooks,
+};
+
+use snodo_core::model::{JournalEntry, JournalRequest, JournalResponse};
+
+use super::allow::{AllowedHost, Host, Refusal, check_address};
+use super::{HttpGrant, Outbound, OutboundLimits, scrub_bytes};
+use crate::ExecutionIo;
+
+/// What one execution's requests share: the position counter, the in-flight bound and a
+/// divergence, once one is seen.
+pub(crate) struct Attempt {
+    next_seq: AtomicU32,
+    in_flight: Arc<tokio::sync::Semaphore>,
+    diverged: Mutex<Option<String>>,
+}
+
+/// One execution's `wasi:http` hooks.
+pub(crate) struct Hooks {
+    host: Arc<Outbound>,
+    grant: Option<Arc<HttpGrant>>,
+    tool: Arc<str>,
+    tenant: Arc<str>,
+    task: Option<Arc<str>>,
+    io: Arc<dyn ExecutionIo>,
+    attempt: Arc<Attempt>,
+}
+
+impl Hooks {
+    pub(crate) fn new(
+        host: Arc<Outbound>,
+        grant: Option<Arc<HttpGrant>>,
+        tool: &str,
+        tenant: Arc<str>,
+        task: Option<&str>,
+        io: Arc<dyn ExecutionIo>,
+    ) -> Self {
+        let concurrent = grant.as_ref().map_or(1, |g| g.limits.max_concurrent.max(1));
+        Self {
+            host,
+            grant,
+            tool: Arc::from(tool),
+            tenant,
+            task: task.map(Arc::from),
+            io,
+            attempt: Arc::new(Attempt {
+                next_seq: AtomicU32::new(0),
+                in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
+                diverged: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The divergence a journaled replay met, if any: the attempt must fail with it.
+    pub(crate) fn diverged(&self) -> Option<String> {
+        self.attempt.diverged.lock().clone()
+    }
+}
+
+impl WasiHttpHooks for Hooks {
+    fn forbidden_header_filter(&mut self) -> ForbiddenHeaderFilter {
+        // Headers the host sets (injected secrets, the idempotency key) are the host's: a
+        // guest can neither set them nor read them back from its own request.
+        let mut own: Vec<HeaderName> = self
+            .grant
+            .iter()
+            .flat_map(|g| g.inject.iter())
+            .filter_map(|i| HeaderName::from_bytes(i.header.as_bytes()).ok())
+            .collect();
+        own.push(HeaderName::from_static("idempotency-key"));
+        Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name))
+    }
+
+    fn send_request(
+        &mut self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), Error>> + Send>,
+    ) -> Box<
+        dyn Future<
+                Output = Result<
+                    (
+                        Response<WasiBody>,
+                        Box<dyn Future<Output = Result<(), Error>> + Send>,
+                    ),
+                    Error,
+                >,
+            > + Send,
+    > {
+        // Positions are taken in the order the guest hands requests over, which a replay
+        // repeats; whatever finishes first.
+        let seq = self.attempt.next_seq.fetch_add(1, Ordering::AcqRel);
+        let one = OneRequest {
+            host: self.host.clone(),
+            grant: self.grant.clone(),
+            tool: self.tool.clone(),
+            tenant: self.tenant.clone(),
+            task: self.task.clone(),
+            io: self.io.clone(),
+            attempt: self.attempt.clone(),
+            seq,
+        };
+        Box::new(async move {
+            let (response, io) = one.send(request, options).await?;
+            Ok((response, io))
+        })
+    }
+}
+
+type Io = Box<dyn Future<Output = Result<(), Error>> + Send>;
+
+struct OneRequest {
+    host: Arc<Outbound>,
+    grant: Option<Arc<HttpGrant>>,
+    tool: Arc<str>,
+    tenant: Arc<str>,
+    task: Option<Arc<str>>,
+    io: Arc<dyn ExecutionIo>,
+    attempt: Arc<Attempt>,
+    seq: u32,
+}
+
+/// A URL's parts the rules look at.
+struct Target {
+    https: bool,
+    host: Host,
+    /// The host as written (for TLS and DNS).
+    name: String,
+    port: u16,
+}
+
+impl OneRequest {
+    fn refuse(&self, target: Option<&Target>, refusal: Refusal) -> Error {
+        self.host.count_refused(&self.tool, refusal.reason());
+        let to = target.map_or_else(String::new, |t| {
+            format!(
+                "{}://{}:{}",
+                if t.https { "https" } else { "http" },
+                t.name,
+                t.port
+            )
+        });
+        tracing::warn!(
+            target: "snodo::outbound",
+            tool = %self.tool,
+            task = self.task.as_deref().unwrap_or("-"),
+            to = %to,
+            reason = refusal.reason(),
+            "outbound request refused: {refusal}"
+        );
+        match refusal {
+            Refusal::Address(_) | Refusal::OwnAddress(_) => Error::DestinationIpProhibited,
+            Refusal::BadUrl => Error::HttpRequestUriInvalid,
+            Refusal::NotGranted | Refusal::NotAllowed => Error::HttpRequestDenied,
+        }
+    }
+
+    fn limited(&self, limit: &'static str, error: Error) -> Error {
+        self.host.count_limited(&self.tool, limit);
+        tracing::info!(
+            target: "snodo::outbound",
+            tool = %self.tool,
+            task = self.task.as_deref().unwrap_or("-"),
+            limit,
+            "outbound request stopped by a limit"
+        );
+        error
+    }
+
+    async fn send(
+        self,
+        request: Request<WasiBody>,
+        options: Option<RequestOptions>,
+    ) -> Result<(Response<WasiBody>, Io), Error> {
+        // The body first, whatever happens next: a guest writes it after handing the
+        // request over, and a refusal that dropped it unread would reach the guest as a
+        // failed write instead of as the refusal.
+        let limit = self
+            .grant
+            .as_ref()
+            .map_or(OutboundLimits::default().max_request_bytes, |g| {
+                g.limits.max_request_bytes
+            });
+        let (mut parts, body) = request.into_parts();
+        let body = match collect(body, limit, None).await {
+            Ok(b) => Some(b),
+            Err(Collect::TooLarge) => None,
+            Err(Collect::Failed(e)) => return Err(e),
+        };
+        let Some(grant) = self.grant.clone() else {
+            return Err(self.refuse(None, Refusal::NotGranted));
+        };
+        let Some(body) = body else {
+            return Err(self.limited("max_request_bytes", Error::HttpRequestBodySize(Some(limit))));
+        };
+        let target = match target_of(&parts.uri) {
+            Some(t) => t,
+            None => return Err(self.refuse(None, Refusal::BadUrl)),
+        };
+        let allowing = match grant
+            .allowed
+            .check_url(target.https, &target.host, target.port)
+        {
+            Ok(a) => a.into_iter().cloned().collect::<Vec<AllowedHost>>(),
+            Err(r) => return Err(self.refuse(Some(&target), r)),
+        };
+        let limits = grant.limits;
+        if self.seq >= limits.max_requests {
+            return Err(self.limited(
+                "max_requests",
+                Error::InternalError(Some(format!(
+                    "outbound limit max_requests ({}) per attempt reached",
+                    limits.max_requests
+                ))),
+            ));
+        }
+        let Ok(_attempt_permit) = self.attempt.in_flight.clone().try_acquire_owned() else {
+            return Err(self.limited("max_concurrent", Error::ConnectionLimitReached));
+        };
+        let Ok(_tenant_permit) = self.host.tenant_slots(&self.tenant).try_acquire_owned() else {
+            return Err(self.limited("max_concurrent_per_tenant", Error::ConnectionLimitReached));
+        };
+
+        let asked = JournalRequest {
+            method: parts.method.as_str().to_owned(),
+            url: parts.uri.to_string(),
+            body_sha256: hex(&Sha256::digest(&body)),
+        };
+        let journaled = grant.journal && self.io.journaled() && self.task.is_some();
+        if journaled {
+            match self.io.journal_entry(self.seq).await {
+                Ok(Some(entry)) if entry.request == asked => {
+                    self.host.count_sent(&self.tool, true);
+                    return Ok((recorded(entry.response), Box::new(async { Ok(()) })));
+                }
+                Ok(Some(entry)) => {
+                    let why = format!(
+                        "request {} of the replay asks {} {} (body {}), the journal recorded {} {} (body {})",
+                        self.seq,
+                        asked.method,
+                        asked.url,
+                        &asked.body_sha256[..12],
+                        entry.request.method,
+                        entry.request.url,
+                        &entry.request.body_sha256[..12.min(entry.request.body_sha256.len())],
+                    );
+                    tracing::warn!(target: "snodo::outbound", tool = %self.tool, task = self.task.as_deref().unwrap_or("-"), "journal divergence: {why}");
+                    self.attempt.diverged.lock().get_or_insert(why);
+                    return Err(Error::InternalError(Some(format!(
+                        "journal divergence at request {}",
+                        self.seq
+                    ))));
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(Error::InternalError(Some(format!(
+                        "the task's journal cannot be read: {e}"
+                    ))));
+                }
+            }
+        }
+
+        // Resolve once, check every address, connect to a checked one.
+        let addrs = self.resolve(&target).await?;
+        for addr in &addrs {
+            let allowing: Vec<&AllowedHost> = allowing.iter().collect();
+            if let Err(r) = check_address(&allowing, *addr, &self.host.config.own) {
+                return Err(self.refuse(Some(&target), r));
+            }
+        }
+        let clamp = |asked: Option<Duration>, cap: Duration| asked.map_or(cap, |a| a.min(cap));
+        let connect_timeout = clamp(
+            options.and_then(|o| o.connect_timeout),
+            limits.connect_timeout,
+        );
+        let first_byte = clamp(
+            options.and_then(|o| o.first_byte_timeout),
+            limits.first_byte_timeout,
+        );
+        let between = clamp(
+            options.and_then(|o| o.between_bytes_timeout),
+            limits.between_bytes_timeout,
+        );
+
+        let injected = self.inject(&grant, &target, &mut parts.headers)?;
+        if journaled && !idempotent(&parts.method) {
+            let key = format!("{}-{}", self.task.as_deref().unwrap_or_default(), self.seq);
+            if let Ok(v) = HeaderValue::from_str(&key) {
+                parts
+                    .headers
+                    .insert(HeaderName::from_static("idempotency-key"), v);
+            }
+        }
+        // The request line carries the path; the authority went into `Host`.
+        parts.uri = http::Uri::builder()
+            .path_and_query(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
+            .build()
+            .map_err(|_| Error::HttpRequestUriInvalid)?;
+        let request = Request::from_parts(parts, Full::new(Bytes::from(body)));
+
+        let stream = match tokio::time::timeout(connect_timeout, connect(&addrs)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(Error::Connect(e)),
+            Err(_) => return Err(self.limited("connect_timeout", Error::ConnectionTimeout)),
+        };
+        let (mut sender, conn) = if target.https {
+            let name = rustls::pki_types::ServerName::try_from(
+                target
+                    .name
+                    .trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_owned(),
+            )
+            .map_err(|_| Error::HttpRequestUriInvalid)?;
+            let tls = tokio_rustls::TlsConnector::from(self.host.tls.clone());
+            let stream =
+                match tokio::time::timeout(connect_timeout, tls.connect(name, stream)).await {
+                    Ok(Ok(s)) => s,
+                    Ok(Err(e)) => return Err(Error::Tls(e)),
+                    Err(_) => return Err(self.limited("connect_timeout", Error::ConnectionTimeout)),
+                };
+            handshake(Box::new(stream)).await?
+        } else {
+            handshake(Box::new(stream)).await?
+        };
+        let driver = Driver(tokio::spawn(conn));
+        let response = match tokio::time::timeout(first_byte, sender.send_request(request)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(Error::Hyper(e)),
+            Err(_) => {
+                return Err(self.limited("first_byte_timeout", Error::ConnectionReadTimeout));
+            }
+        };
+        self.host.count_sent(&self.tool, false);
+        let (head, incoming) = response.into_parts();
+
+        if !journaled && !injected {
+            // Streamed to the guest as it arrives, within its bounds; the permits and the
+            // connection live as long as the body.
+            let body = Bounded {
+                inner: incoming,
+                left: limits.max_response_bytes,
+                limit: limits.max_response_bytes,
+                between,
+                timer: Box::pin(tokio::time::sleep(between)),
+                counted: (self.host.clone(), self.tool.clone()),
+                _held: (_attempt_permit, _tenant_permit, driver),
+            };
+            return Ok((
+                Response::from_parts(head, body.boxed_unsync()),
+                Box::new(async { Ok(()) }),
+            ));
+        }
+
+        let body = match collect(incoming, limits.max_response_bytes, Some(between)).await {
+            Ok(b) => b,
+            Err(Collect::TooLarge) => {
+                let error = Error::HttpResponseBodySize(Some(limits.max_response_bytes));
+                return Err(self.limited("max_response_bytes", error));
+            }
+            Err(Collect::Failed(e)) => return Err(e),
+        };
+        let body = scrub_bytes(body, &grant.scrub);
+        let mut headers = Vec::with_capacity(head.headers.len());
+        for (name, value) in &head.headers {
+            let value = String::from_utf8_lossy(value.as_bytes());
+            let value =
+                super::scrub_text(&value, &grant.scrub).unwrap_or_else(|| value.into_owned());
+            headers.push((name.as_str().to_owned(), value));
+        }
+        let answer = JournalResponse {
+            status: head.status.as_u16(),
+            headers,
+            body,
+        };
+        if journaled {
+            let entry = JournalEntry {
+                seq: self.seq,
+                request: asked,
+                response: answer.clone(),
+            };
+            if let Err(e) = self.io.journal_append(entry).await {
+                return Err(Error::InternalError(Some(format!(
+                    "the response could not be recorded in the task's journal: {e}"
+                ))));
+            }
+        }
+        Ok((recorded(answer), Box::new(async { Ok(()) })))
+    }
+
+    /// Adds the grant's injected headers for this URL; whether any was added.
+    fn inject(
+        &self,
+        grant: &HttpGrant,
+        target: &Target,
+        headers: &mut http::HeaderMap,
+    ) -> Result<bool, Error> {
+        let mut any = false;
+        for inj in &grant.inject {
+            if !inj.host.allows_url(target.https, &target.host, target.port) {
+                continue;
+            }
+            let name = HeaderName::from_bytes(inj.header.as_bytes())
+                .map_err(|_| Error::ConfigurationError)?;
+            let mut value =
+                HeaderValue::from_str(inj.value.expose()).map_err(|_| Error::ConfigurationError)?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+            any = true;
+        }
+        Ok(any)
+    }
+
+    /// The addresses to try: the configured overrides, a literal address, or a lookup by
+    /// the host (never by the guest).
+    async fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Error> {
+        let name = match &target.host {
+            Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
+            Host::Name(n) => n,
+        };
+        if let Some(ips) = self.host.config.resolve.get(name.as_str()) {
+            return Ok(ips
+                .iter()
+                .map(|ip| SocketAddr::new(*ip, target.port))
+                .collect());
+        }
+        let lookup = tokio::net::lookup_host((name.as_str(), target.port));
+        match tokio::time::timeout(Duration::from_secs(10), lookup).await {
+            Ok(Ok(addrs)) => {
+                let addrs: Vec<SocketAddr> = addrs.collect();
+                if addrs.is_empty() {
+                    Err(Error::DestinationNotFound)
+                } else {
+                    Ok(addrs)
+                }
+            }
+            Ok(Err(_)) => Err(Error::DnsError {
+                rcode: Some("no address for the name".into()),
+                info_code: None,
+            }),
+            Err(_) => Err(Error::DnsTimeout),
+        }
+    }
+}
+
+fn target_of(uri: &http::Uri) -> Option<Target> {
+    let https = match uri.scheme() {
+        Some(s) if *s == Scheme::HTTPS => true,
+        Some(s) if *s == Scheme::HTTP => false,
+        _ => return None,
+    };
+    let authority = uri.authority()?;
+    let name = authority.host().to_owned();
+    let host = Host::parse(&name)?;
+    let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+    Some(Target {
+        https,
+        host,
+        name,
+        port,
+    })
+}
+
+/// Methods a repeat of which changes nothing more (RFC 9110 §9.2.2): no idempotency key.
+fn idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// A recorded (or buffered) response as the guest receives it.
+fn recorded(answer: JournalResponse) -> Response<WasiBody> {
+    let mut response = Response::new(
+        Full::new(Bytes::from(answer.body))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *response.status_mut() =
+        http::StatusCode::from_u16(answer.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    for (name, value) in answer.headers {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().append(n, v);
+        }
+    }
+    response
+}
+
+/// How far past its limit a body is read (and dropped) before the stream is cut.
+const DRAIN_FACTOR: u64 = 16;
+
+enum Collect {
+    TooLarge,
+    Failed(Error),
+}
+
+/// Reads a whole body of at most `limit` bytes, each chunk within `between` when given.
+/// Past the limit the rest is read and dropped, up to [`DRAIN_FACTOR`] times the limit, so
+/// a writer sees the request end with the limit's error rather than a broken stream.
+async fn collect<B>(body: B, limit: u64, between: Option<Duration>) -> Result<Vec<u8>, Collect>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<Error>,
+{
+    let mut body = body;
+    let mut out = Vec::new();
+    let mut over: Option<u64> = None;
+    loop {
+        let frame = match between {
+            Some(d) => match tokio::time::timeout(d, body.frame()).await {
+                Ok(f) => f,
+                Err(_) => return Err(Collect::Failed(Error::ConnectionReadTimeout)),
+            },
+            None => body.frame().await,
+        };
+        match frame {
+            None if over.is_some() => return Err(Collect::TooLarge),
+            None => return Ok(out),
+            Some(Err(_)) if over.is_some() => return Err(Collect::TooLarge),
+            Some(Err(e)) => return Err(Collect::Failed(e.into())),
+            Some(Ok(frame)) => {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                if let Some(seen) = over.as_mut() {
+                    *seen += data.len() as u64;
+                    if *seen > limit.saturating_mul(DRAIN_FACTOR) {
+                        return Err(Collect::TooLarge);
+                    }
+                } else if out.len() as u64 + data.len() as u64 > limit {
+                    over = Some(out.len() as u64 + data.len() as u64);
+                    out = Vec::new();
+                } else {
+                    out.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+}
+
+trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
+
+type Conn =
+    hyper::client::conn::http1::Connection<hyper_util::rt::TokioIo<Box<dyn Stream>>, Full<Bytes>>;
+
+async fn handshake(
+    stream: Box<dyn Stream>,
+) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, Conn), Error> {
+    hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+        .map_err(Error::Hyper)
+}
+
+/// Connects to the first address that answers.
+async fn connect(addrs: &[SocketAddr]) -> std::io::Result<tokio::net::TcpStream> {
+    let mut last = None;
+    for addr in addrs {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                return Ok(s);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("no address to connect to")))
+}
+
+/// The task driving a connection, stopped when the response is dropped.
+struct Driver(tokio::task::JoinHandle<Result<(), hyper::Error>>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A streamed response body within its byte limit and between-bytes timeout.
+struct Bounded<H> {
+    inner: hyper::body::Incoming,
+    left: u64,
+    limit: u64,
+    between: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    /// Where a limit hit is counted.
+    counted: (Arc<Outbound>, Arc<str>),
+    _held: H,
+}
+
+impl<H: Unpin> http_body::Body for Bounded<H> {
+    type Data = Bytes;
+    type Error = Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Error>>> {
+        let this = self.get_mut();
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Error::Hyper(e)))),
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let n = data.len() as u64;
+                    if n > this.left {
+                        this.counted
+                            .0
+                            .count_limited(&this.counted.1, "max_response_bytes");
+                        return Poll::Ready(Some(Err(Error::HttpResponseBodySize(Some(
+                            this.limit,
+                        )))));
+                    }
+                    this.left -= n;
+                }
+                let next = tokio::time::Instant::now() + this.between;
+                this.timer.as_mut().reset(next);
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Pending => match this.timer.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    this.counted
+                        .0
+                        .count_limited(&this.counted.1, "between_bytes_timeout");
+                    Poll::Ready(Some(Err(Error::ConnectionReadTimeout)))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Tools that reach the world through the host's `wasi:http`, written with `wstd` (an
+//! off-the-shelf async HTTP client for components): a plain fetch, and `open_ticket`, which
+//! reads a template, asks the user to confirm, then creates the ticket. Run as a task, its
+//! requests are journaled: a replay after a crash or a park is answered from the journal,
+//! so the template is fetched once and the ticket created once.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use snodo_guest::{Context, Form, Mode, Outcome, Tool, ToolResult, ToolSpec};
+use wstd::http::{Body, Client, Method, Request};
+
+/// One request's result, or the host's refusal as the guest sees it.
+fn send(method: Method, url: &str, body: Option<Value>) -> Result<(u16, String), String> {
+    wstd::runtime::block_on(async move {
+        let builder = Request::builder().method(method).uri(url);
+        let request = match body {
+            Some(b) => builder
+                .header("content-type", "application/json")
+                .body(Body::from(b.to_string())),
+            None => builder.body(Body::empty()),
+        }
+        .map_err(|e| format!("bad request: {e}"))?;
+        let response = Client::new()
+            .send(request)
+            .await
+            .map_err(|e| format!("{e:?}"))?;
+        let status = response.status().as_u16();
+        let mut body = response.into_body();
+        let text = body
+            .str_contents()
+            .await
+            .map_err(|e| format!("reading the body: {e:?}"))?
+            .to_owned();
+        Ok((status, text))
+    })
+}
+
+/// `fetch`: GETs a URL and returns its status and body.
+pub struct Fetch;
+
+/// What to fetch.
+#[derive(Deserialize, JsonSchema)]
+pub struct FetchArgs {
+    /// The URL.
+    url: String,
+    /// Send this JSON with a POST instead of a GET.
+    #[serde(default)]
+    post: Option<Value>,
+    /// Send the request this many times, one after the other (1 by default); the last
+    /// answer is returned, the first failure ends the run.
+    #[serde(default)]
+    repeat: Option<u32>,
+}
+
+impl Tool for Fetch {
+    const NAME: &'static str = "fetch";
+    type Args = FetchArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new()
+            .description("Fetches a URL through the host")
+            .mode(Mode::Optional)
+    }
+
+    fn run(cx: &Context, args: FetchArgs) -> Outcome {
+        let mut last = None;
+        for _ in 0..args.repeat.unwrap_or(1).max(1) {
+            let method = if args.post.is_some() {
+                Method::POST
+            } else {
+                Method::GET
+            };
+            match send(method, &args.url, args.post.clone()) {
+                Ok(answer) => last = Some(answer),
+                Err(e) => return ToolResult::error(format!("request failed: {e}")).into(),
+            }
+        }
+        let (status, body) = last.unwrap_or_default();
+        cx.log(snodo_guest::LogLevel::Info, &format!("fetched: {body}"));
+        ToolResult::structured(json!({"status": status, "body": body})).into()
+    }
+}
+
+/// `open_ticket`: reads the template, asks to confirm, creates the ticket.
+pub struct OpenTicket;
+
+/// Where the ticket service is.
+#[derive(Deserialize, JsonSchema)]
+pub struct TicketArgs {
+    /// The service's base URL, e.g. `http://127.0.0.1:8080`.
+    base: String,
+    /// The ticket's title.
+    title: String,
+}
+
+impl Tool for OpenTicket {
+    const NAME: &'static str = "open_ticket";
+    type Args = TicketArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new()
+            .title("Open a ticket")
+            .description("Reads the ticket template, asks to confirm, then opens the ticket")
+            .mode(Mode::Required)
+    }
+
+    fn run(cx: &Context, args: TicketArgs) -> Outcome {
+        let template = match send(Method::GET, &format!("{}/template", args.base), None) {
+            Ok((200, body)) => body,
+            Ok((status, _)) => return ToolResult::error(format!("template: HTTP {status}")).into(),
+            Err(e) => return ToolResult::error(format!("template: {e}")).into(),
+        };
+        let form = Form::new(format!("Open the ticket {:?}?", args.title))
+            .boolean("confirm", "Open it")
+            .require("confirm");
+        match cx.elicit("confirm-ticket", form) {
+            Ok(a) if a.accepted() && a.bool("confirm") == Some(true) => {}
+            Ok(_) => return ToolResult::text("The ticket was not opened").into(),
+            Err(e) => return ToolResult::error(e.to_string()).into(),
+        }
+        let ticket = json!({"title": args.title, "template": template});
+        match send(
+            Method::POST,
+            &format!("{}/tickets", args.base),
+            Some(ticket),
+        ) {
+            Ok((status, body)) if status < 300 => ToolResult::structured(json!({
+                "status": status,
+                "ticket": serde_json::from_str::<Value>(&body).unwrap_or(Value::String(body)),
+            }))
+            .into(),
+            Ok((status, body)) => ToolResult::error(format!("HTTP {status}: {body}")).into(),
+            Err(e) => ToolResult::error(format!("creating the ticket: {e}")).into(),
+        }
+    }
+}
+
+snodo_guest::export_tools!(Fetch, OpenTicket);
