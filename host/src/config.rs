@@ -1514,4 +1514,120 @@ grants = { dirs = [{ host = "../exports", guest = "/exports" }, { host = "/srv/a
         let o = options("[[components]]\npath = \"tools/x.wasm\"\n").expect("parse");
         assert_eq!(o.components, vec![PathBuf::from("tools/x.wasm")]);
     }
+
+    #[test]
+    fn outbound_grants_limits_and_secrets_reach_the_tool() {
+        let dir = tempfile::tempdir().expect("dir");
+        let secret_file = dir.path().join("github");
+        std::fs::write(&secret_file, "ghp_from_a_file\n").expect("write");
+        let text = format!(
+            r#"
+listen = "127.0.0.1:4100"
+[outbound]
+resolve = {{ "api.internal" = ["10.0.0.7"] }}
+max_concurrent_per_tenant = 9
+journal_task_bytes = 1000000
+[secrets]
+github = {{ file = "{}" }}
+dev = {{ value = "dev-value", development = true }}
+[defaults]
+allowed_outbound_hosts = ["https://api.example.com"]
+[tools.open_ticket]
+allowed_outbound_hosts = ["https://api.github.com", "http://127.0.0.1:8080"]
+outbound = {{ max_requests = 5, first_byte_timeout_ms = 2000 }}
+inject = [{{ host = "https://api.github.com", header = "Authorization", value = "Bearer {{secret.github}}" }}]
+secrets = ["dev"]
+journal = false
+"#,
+            secret_file.display()
+        );
+        let o = options(&text).expect("parse");
+        assert_eq!(o.engine.outbound.own, vec![o.listen]);
+        assert_eq!(o.engine.outbound.max_concurrent_per_tenant, 9);
+        assert_eq!(
+            o.engine.outbound.resolve.get("api.internal"),
+            Some(&vec!["10.0.0.7".parse().expect("ip")])
+        );
+        assert_eq!(o.runner.journal_task_bytes, 1_000_000);
+        let defaults = o.defaults.grants.as_ref().and_then(|g| g.http.as_ref());
+        assert_eq!(
+            defaults.map(|g| g.allowed.clone()),
+            Some(AllowList::parse(&["https://api.example.com"]).expect("list"))
+        );
+        let tool = &o.tool_settings["open_ticket"];
+        let grants = tool.grants.as_ref().expect("grants");
+        let http = grants.http.as_ref().expect("http");
+        assert_eq!(http.limits.max_requests, 5);
+        assert_eq!(http.limits.first_byte_timeout.as_millis(), 2000);
+        assert_eq!(http.limits.max_response_bytes, 1 << 20, "the default stays");
+        assert!(!http.journal);
+        assert_eq!(http.inject.len(), 1);
+        assert_eq!(http.inject[0].header, "authorization");
+        assert_eq!(http.inject[0].value.expose(), "Bearer ghp_from_a_file");
+        assert_eq!(
+            grants.env,
+            vec![("DEV".to_owned(), "dev-value".to_owned())],
+            "a readable secret is an environment variable of the guest"
+        );
+        for secret in ["ghp_from_a_file", "dev-value"] {
+            assert!(
+                http.scrub.iter().any(|s| s.expose() == secret),
+                "{secret} is scrubbed"
+            );
+        }
+        assert!(
+            !format!("{tool:?}").contains("ghp_from_a_file"),
+            "secrets do not print"
+        );
+    }
+
+    #[test]
+    fn outbound_mistakes_name_their_key() {
+        for (text, key, says) in [
+            (
+                "[tools.t.grants]\nnetwork = true\n",
+                "tools.t.grants.network",
+                "allowed_outbound_hosts",
+            ),
+            (
+                "[tools.t]\nallowed_outbound_hosts = [\"api.example.com\"]\n",
+                "tools.t.allowed_outbound_hosts",
+                "scheme://host",
+            ),
+            (
+                "[secrets]\nk = { value = \"x\" }\n",
+                "secrets.k",
+                "development",
+            ),
+            (
+                "[secrets]\nk = { env = \"SNODO_TEST_SURELY_UNSET_VARIABLE\" }\n",
+                "secrets.k",
+                "not set",
+            ),
+            (
+                "[tools.t]\ninject = [{ host = \"https://a.test\", header = \"X\", value = \"{secret.nope}\" }]\n",
+                "tools.t.inject[0].value",
+                "no secret \"nope\"",
+            ),
+            (
+                "[tools.t]\ninject = [{ host = \"https://a.test\", header = \"bad header\", value = \"v\" }]\n",
+                "tools.t.inject[0].header",
+                "not a header name",
+            ),
+            (
+                "[tools.t]\noutbound = { max_requests = 0 }\n",
+                "tools.t.outbound.max_requests",
+                "positive",
+            ),
+            (
+                "[outbound]\njournal_task_bytes = 0\n",
+                "outbound.journal_task_bytes",
+                "positive",
+            ),
+        ] {
+            let e = options(text).expect_err(text);
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.reason.contains(says), "{text}: {e}");
+        }
+    }
 }

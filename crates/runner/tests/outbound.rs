@@ -528,3 +528,137 @@ async fn a_replay_that_asks_something_else_fails_the_attempt_naming_the_position
     }
     assert_eq!(server.seen().len(), 0, "nothing was sent");
 }
+
+/// Where a secret must not be found: a store's bytes.
+fn absent_from_file(path: &std::path::Path, secret: &str) {
+    for file in [path.to_path_buf(), path.with_extension("sqlite-wal")] {
+        if let Ok(bytes) = std::fs::read(&file) {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{} holds the secret",
+                file.display()
+            );
+        }
+    }
+}
+
+/// A task on `store` whose guest fetches a page echoing its request headers, into which the
+/// host injected a secret: the secret reaches the server, and neither the task's record,
+/// its result nor its journal holds it.
+async fn a_journaled_echo_keeps_no_secret(store: Arc<dyn Store>, component: Arc<Component>) {
+    let server = HttpRecorder::start().await;
+    let secret = "sk_live_never_stored_0123";
+    let mut g = grant(&[&server.base()]);
+    g.inject = vec![Injection {
+        host: AllowedHost::parse(&server.base()).expect("entry"),
+        header: "x-api-key".into(),
+        value: Secret::new(secret),
+    }];
+    g.scrub = vec![Secret::new(secret)];
+    let attempts = Attempts {
+        component,
+        store: store.clone(),
+        waiters: Arc::new(InputWaiters::new()),
+        grant: Arc::new(g),
+    };
+    let args = json!({"url": format!("{}/headers", server.base())});
+    let id = create(&*store, "fetch", args.clone()).await;
+    let claimed = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+        .await
+        .expect("claim");
+    let report = attempts
+        .start(claimed.lease.clone(), "fetch", args)
+        .await
+        .expect("join");
+    let body = answer(&report).expect("fetched")["body"].to_string();
+    assert!(body.contains("x-api-key: [redacted]"), "{body}");
+    assert_eq!(server.seen()[0].header("x-api-key"), Some(secret));
+    let journal = store.journal(&claimed.lease).await.expect("journal");
+    assert_eq!(journal.len(), 1);
+    let recorded = String::from_utf8_lossy(&journal[0].response.body).into_owned();
+    assert!(
+        recorded.contains("[redacted]") && !recorded.contains(secret),
+        "{recorded}"
+    );
+    assert!(!format!("{journal:?}").contains(secret));
+    // The result, as the runner would commit it.
+    let Ok(GuestOutcome::Completed(result)) = &report.outcome else {
+        panic!("a result");
+    };
+    store
+        .transition(
+            snodo_core::store::Authority::Worker(&claimed.lease),
+            snodo_core::model::TaskEvent::random(snodo_core::model::EventKind::Completed {
+                result: Value::Object(result.clone()),
+            }),
+            None,
+        )
+        .await
+        .expect("complete");
+    let stored = store.inspect(&id).await.expect("inspect").expect("present");
+    assert!(!format!("{stored:?}").contains(secret), "the task record");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_is_in_no_store_file_or_row() {
+    let component = outbound().await;
+    let dir = tempfile::tempdir().expect("dir");
+    let secret = "sk_live_never_stored_0123";
+    let redb = dir.path().join("tasks.redb");
+    let store: Arc<dyn Store> = Arc::new(RedbStore::open(&redb).expect("redb"));
+    a_journaled_echo_keeps_no_secret(store, component.clone()).await;
+    absent_from_file(&redb, secret);
+    let sqlite = dir.path().join("tasks.sqlite");
+    let store: Arc<dyn Store> =
+        Arc::new(snodo_core::store::SqliteStore::open(&sqlite).expect("sqlite"));
+    a_journaled_echo_keeps_no_secret(store.clone(), component.clone()).await;
+    drop(store);
+    absent_from_file(&sqlite, secret);
+
+    if !common::postgres_reachable("the secret check on PostgreSQL rows") {
+        return;
+    }
+    let mut pg = snodo_core::store::PgOptions::new(
+        "host=127.0.0.1 port=5432 user=postgres dbname=test",
+        "outbound-test",
+    );
+    pg.schema = format!("snodo_outbound_{}", std::process::id());
+    pg.migrate = true;
+    let store: Arc<dyn Store> = Arc::new(
+        snodo_core::store::PgStore::open(pg.clone())
+            .await
+            .expect("pg"),
+    );
+    a_journaled_echo_keeps_no_secret(store.clone(), component).await;
+    let (client, conn) = tokio_postgres::connect(
+        "host=127.0.0.1 port=5432 user=postgres dbname=test",
+        tokio_postgres::NoTls,
+    )
+    .await
+    .expect("connect");
+    tokio::spawn(conn);
+    let schema = &pg.schema;
+    let hits: i64 = client
+        .query_one(
+            &format!(
+                "SELECT (SELECT count(*) FROM {schema}.tasks
+                          WHERE position($1::bytea IN body) > 0 OR position($1::bytea IN work) > 0)
+                      + (SELECT count(*) FROM {schema}.journal WHERE position($1::bytea IN entry) > 0)"
+            ),
+            &[&secret.as_bytes()],
+        )
+        .await
+        .expect("query")
+        .get(0);
+    let entries: i64 = client
+        .query_one(&format!("SELECT count(*) FROM {schema}.journal"), &[])
+        .await
+        .expect("query")
+        .get(0);
+    snodo_core::store::drop_postgres_schema(&pg)
+        .await
+        .expect("drop");
+    assert_eq!(entries, 1, "the journal row is there");
+    assert_eq!(hits, 0, "no row holds the secret");
+}

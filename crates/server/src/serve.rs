@@ -269,6 +269,10 @@ fn start_node(
     let store: Arc<dyn Store> = observed.clone();
     let metrics = Arc::new(Metrics::new());
     metrics.set_node(&opts.node);
+    // Every component runs on one engine; its outbound side counts for the node.
+    if let Some(source) = catalog.sources().first() {
+        metrics.set_outbound(source.component.engine().outbound().clone());
+    }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
     let runner = Runner::start(

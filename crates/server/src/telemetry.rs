@@ -87,6 +87,8 @@ pub struct Metrics {
     limits_hit: Mutex<BTreeMap<&'static str, u64>>,
     /// This node's identity, rendered as `snodo_node_info{node="..."} 1`.
     node: Mutex<Option<String>>,
+    /// Outbound HTTP's counters (the engine keeps them).
+    outbound: Mutex<Option<std::sync::Arc<snodo_wasm::outbound::Outbound>>>,
 }
 
 impl Metrics {
@@ -99,6 +101,11 @@ impl Metrics {
     /// tells them apart.
     pub fn set_node(&self, node: &str) {
         *self.node.lock() = Some(node.to_owned());
+    }
+
+    /// Renders the counters of the engine's outbound side.
+    pub fn set_outbound(&self, outbound: std::sync::Arc<snodo_wasm::outbound::Outbound>) {
+        *self.outbound.lock() = Some(outbound);
     }
 
     /// A task was created by a `tools/call`.
@@ -148,8 +155,54 @@ impl Metrics {
             "limit",
             refusals,
         );
+        self.render_outbound(&mut out);
         self.render_histograms(&mut out);
         out
+    }
+
+    /// The outbound counters, by tool: refused requests by reason, requests a limit ended
+    /// by limit, and requests sent or answered from a journal.
+    fn render_outbound(&self, out: &mut String) {
+        let Some(outbound) = self.outbound.lock().clone() else {
+            return;
+        };
+        let c = outbound.counters();
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
+        let _ = writeln!(
+            out,
+            "# HELP snodo_outbound_refused_total Outbound requests the host refused, by tool and reason.\n# TYPE snodo_outbound_refused_total counter"
+        );
+        for ((tool, reason), n) in &c.refused {
+            let _ = writeln!(
+                out,
+                "snodo_outbound_refused_total{{tool=\"{}\",reason=\"{reason}\"}} {n}",
+                esc(tool)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_outbound_limited_total Outbound requests ended by a limit, by tool and limit.\n# TYPE snodo_outbound_limited_total counter"
+        );
+        for ((tool, limit), n) in &c.limited {
+            let _ = writeln!(
+                out,
+                "snodo_outbound_limited_total{{tool=\"{}\",limit=\"{limit}\"}} {n}",
+                esc(tool)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_outbound_requests_total Outbound requests answered, by tool and source (sent, or replayed from a task's journal).\n# TYPE snodo_outbound_requests_total counter"
+        );
+        for (source, map) in [("sent", &c.sent), ("journal", &c.replayed)] {
+            for (tool, n) in map {
+                let _ = writeln!(
+                    out,
+                    "snodo_outbound_requests_total{{tool=\"{}\",source=\"{source}\"}} {n}",
+                    esc(tool)
+                );
+            }
+        }
     }
 
     /// Writes `snodo_node_info`, when this node has been named.
