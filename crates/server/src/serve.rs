@@ -270,8 +270,10 @@ fn start_node(
     let metrics = Arc::new(Metrics::new());
     metrics.set_node(&opts.node);
     // Every component runs on one engine; its outbound side counts for the node.
-    if let Some(source) = catalog.sources().first() {
-        metrics.set_outbound(source.component.engine().outbound().clone());
+    let any = (catalog.tools().first().map(|t| &t.component))
+        .or_else(|| catalog.sources().first().map(|s| &s.component));
+    if let Some(component) = any {
+        metrics.set_outbound(component.engine().outbound().clone());
     }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
