@@ -94,6 +94,7 @@ macro_rules! text_builders {
 mod catalog;
 mod context;
 mod glue;
+pub mod http;
 mod result;
 mod schema;
 mod tool;

@@ -662,3 +662,37 @@ async fn a_secret_is_in_no_store_file_or_row() {
     assert_eq!(entries, 1, "the journal row is there");
     assert_eq!(hits, 0, "no row holds the secret");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_client_sends_json_and_sees_refusals() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let allowed = server.base();
+    let run = |args: Value, g: Option<HttpGrant>| {
+        let component = component.clone();
+        async move {
+            let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
+            exec.grants = WasiGrants {
+                http: g.map(Arc::new),
+                ..WasiGrants::default()
+            };
+            component.execute(exec).await
+        }
+    };
+    let r = run(
+        json!({"url": format!("{allowed}/tickets"), "post": {"title": "from the sdk"}}),
+        Some(grant(&[&allowed])),
+    )
+    .await;
+    let out = answer(&r).expect("posted");
+    assert_eq!(out["status"], 201);
+    assert_eq!(out["json"], json!({"id": 1}));
+    let post = &server.seen()[0];
+    assert_eq!(post.header("content-type"), Some("application/json"));
+    let sent: Value = serde_json::from_slice(&post.body).expect("json");
+    assert_eq!(sent, json!({"title": "from the sdk"}));
+
+    let r = run(json!({"url": format!("{allowed}/template")}), None).await;
+    let err = answer(&r).expect_err("not granted");
+    assert!(err.contains("HttpRequestDenied"), "{err}");
+}

@@ -136,4 +136,34 @@ impl Tool for OpenTicket {
     }
 }
 
-snodo_guest::export_tools!(Fetch, OpenTicket);
+/// `fetch_sdk`: the same as `fetch`, through the SDK's client (`snodo_guest::http`, on
+/// the `wasi:http` bindings of the `wasip2` crate) and its JSON helpers.
+pub struct FetchSdk;
+
+impl Tool for FetchSdk {
+    const NAME: &'static str = "fetch_sdk";
+    type Args = FetchArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new()
+            .description("Fetches a URL through the host with the SDK's client")
+            .mode(Mode::Optional)
+    }
+
+    fn run(_cx: &Context, args: FetchArgs) -> Outcome {
+        let request = match &args.post {
+            Some(body) => snodo_guest::http::post(&args.url).json(body),
+            None => snodo_guest::http::get(&args.url),
+        };
+        match request.send() {
+            Ok(r) => {
+                let json = r.json::<Value>().ok();
+                ToolResult::structured(json!({"status": r.status, "body": r.text(), "json": json}))
+                    .into()
+            }
+            Err(e) => ToolResult::error(e.to_string()).into(),
+        }
+    }
+}
+
+snodo_guest::export_tools!(Fetch, OpenTicket, FetchSdk);
