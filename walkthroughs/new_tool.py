@@ -9,8 +9,21 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from snodo_client import ROOT, SNODO, Server, check
+
+
+class Page(BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("content-length", "5")
+        self.end_headers()
+        self.wfile.write(b"hello")
+
+    def log_message(self, *args):
+        pass
 
 LONG_TEXT = " ".join(["word"] * 60)
 
@@ -78,8 +91,34 @@ try:
                   f"bad arguments {json.dumps(bad)[:40]} are -32602 on the call ({error.get('message', '')[:90]})")
         check(before == 1 and server.metrics().get("snodo_tasks_created_total") == before,
               "no task was created for them (one task in all, the confirmed one)")
+        refused = server.rpc("tools/call", {"name": "check_url", "arguments": {"url": "https://example.com/"}}, caps={})
+        check(refused.get("isError") and "HttpRequestDenied" in refused["content"][0]["text"],
+              "check_url is refused until the configuration allows its host")
+    finally:
+        server.stop()
+
+    # Allowed by a configuration, check_url reaches a local page through the host.
+    page = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=page.serve_forever, daemon=True).start()
+    conf = os.path.join(work, "snodo.toml")
+    with open(conf, "w") as f:
+        f.write(f"""listen = "127.0.0.1:0"
+[store]
+kind = "memory"
+[[components]]
+path = "{component}"
+[tools.check_url]
+allowed_outbound_hosts = ["http://127.0.0.1:{page.server_port}"]
+""")
+    server = Server(config=conf).start()
+    try:
+        got = server.rpc("tools/call", {"name": "check_url",
+                                        "arguments": {"url": f"http://127.0.0.1:{page.server_port}/"}}, caps={})
+        check(got.get("structuredContent") == {"status": 200, "bytes": 5},
+              "with allowed_outbound_hosts, check_url fetches the page through the host")
         print("new_tool walkthrough: ok")
     finally:
         server.stop()
+        page.shutdown()
 finally:
     shutil.rmtree(work, ignore_errors=True)

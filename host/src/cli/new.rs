@@ -30,7 +30,7 @@ pub(crate) fn run(args: NewArgs) -> ExitCode {
     };
     let made = crate::scaffold::scaffold(&name, &dir, &sdk).map(|made| {
         println!(
-            "Created {} (crate {name}: one tool, count_words, in src/lib.rs).\n\nNext:\n  cd {}\n  rustup target add wasm32-wasip2   # once\n  cargo build --release --target wasm32-wasip2\n  snodo serve --component {}",
+            "Created {} (crate {name}: tools count_words and check_url, in src/lib.rs).\n\nNext:\n  cd {}\n  rustup target add wasm32-wasip2   # once\n  cargo build --release --target wasm32-wasip2\n  snodo serve --component {}\n\ncheck_url reaches only the hosts a configuration allows (allowed_outbound_hosts; docs/outbound.md).",
             made.dir.display(),
             made.dir.display(),
             made.component.display()

@@ -1,6 +1,7 @@
 //! `snodo new NAME`: a tool crate that builds into a component and is served by the next
-//! command it prints, with one tool that shows the parts an author needs (derived schemas,
-//! a per-call mode rule, a confirmation, progress, cancellation).
+//! command it prints, with a tool that shows the parts an author needs (derived schemas,
+//! a per-call mode rule, a confirmation, progress, cancellation) and one that calls out
+//! through the host's HTTP.
 
 use std::path::{Path, PathBuf};
 
