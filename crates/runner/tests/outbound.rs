@@ -696,3 +696,85 @@ async fn the_sdk_client_sends_json_and_sees_refusals() {
     let err = answer(&r).expect_err("not granted");
     assert!(err.contains("HttpRequestDenied"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_is_verified_against_the_usual_roots_and_a_private_bundle() {
+    let server = HttpRecorder::start_tls().await;
+    let url = format!("https://localhost:{}/template", server.addr.port());
+    let g = grant(&[&format!("https://localhost:{}", server.addr.port())]);
+
+    // The usual roots do not know the test CA: the handshake fails, nothing is served.
+    let usual = outbound().await;
+    let r = call(
+        &usual,
+        Some(g.clone()),
+        json!({"url": url}),
+        Arc::new(Plain),
+    )
+    .await;
+    let err = answer(&r).expect_err("an unknown issuer");
+    assert!(err.to_lowercase().contains("tls"), "{err}");
+    assert_eq!(server.seen().len(), 0);
+
+    // With the private CA's bundle configured, the same request goes through.
+    let mut config = EngineConfig {
+        max_instances: 8,
+        max_memory_bytes: 64 << 20,
+        ..EngineConfig::default()
+    };
+    config.outbound.ca_bundle = Some(snodo_wasm::testing::TEST_CA_PEM.into());
+    let trusting = common::load_guests_with(config).await.outbound;
+    let r = call(&trusting, Some(g), json!({"url": url}), Arc::new(Plain)).await;
+    assert_eq!(
+        answer(&r).expect("verified"),
+        json!({"status": 200, "body": "template-1"})
+    );
+
+    // A bundle that is not one stops the engine from being built, naming the file.
+    let mut config = EngineConfig::default();
+    config.outbound.ca_bundle = Some(std::path::PathBuf::from("/nonexistent/ca.pem"));
+    let err = snodo_wasm::WasmEngine::new(config).expect_err("no such file");
+    assert!(
+        err.contains("outbound.ca_bundle /nonexistent/ca.pem"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_without_a_journal_sends_again_on_every_attempt() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let mut g = grant(&[&server.base()]);
+    g.journal = false;
+    let attempts = Attempts {
+        component: outbound().await,
+        store: store.clone(),
+        waiters: Arc::new(InputWaiters::new()),
+        grant: Arc::new(g),
+    };
+    let args = json!({"url": format!("{}/tickets", server.base()), "post": {"n": 1}});
+    let id = create(&*store, "fetch", args.clone()).await;
+    let claimed = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+        .await
+        .expect("claim");
+    for _ in 0..2 {
+        let report = attempts
+            .start(claimed.lease.clone(), "fetch", args.clone())
+            .await
+            .expect("join");
+        assert_eq!(answer(&report).expect("posted")["status"], 201);
+    }
+    assert_eq!(server.count("POST", "/tickets"), 2, "each attempt sent it");
+    assert!(
+        server
+            .seen()
+            .iter()
+            .all(|r| r.header("idempotency-key").is_none()),
+        "without a journal there is no key"
+    );
+    assert_eq!(
+        store.journal(&claimed.lease).await.expect("journal"),
+        vec![]
+    );
+}

@@ -98,9 +98,38 @@ impl Recorded {
     }
 }
 
+/// The test CA's certificate (PEM): what `outbound.ca_bundle` names to trust
+/// [`HttpRecorder::start_tls`]. Its key was discarded when the certificates were made.
+pub const TEST_CA_PEM: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/ca.pem");
+
 impl HttpRecorder {
     /// Starts one on 127.0.0.1 at a free port.
     pub async fn start() -> Self {
+        Self::serve(None).await
+    }
+
+    /// Starts one speaking TLS, with a certificate for `localhost` and 127.0.0.1 issued by
+    /// the test CA ([`TEST_CA_PEM`]), which no usual root store trusts.
+    pub async fn start_tls() -> Self {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let certs = CertificateDer::pem_slice_iter(include_bytes!("../testdata/server.pem"))
+            .collect::<Result<Vec<_>, _>>()
+            .expect("the test certificate");
+        let key = PrivateKeyDer::from_pem_slice(include_bytes!("../testdata/server.key"))
+            .expect("the test key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .expect("a server certificate");
+        Self::serve(Some(tokio_rustls::TlsAcceptor::from(Arc::new(config)))).await
+    }
+
+    async fn serve(tls: Option<tokio_rustls::TlsAcceptor>) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind a test port");
@@ -113,14 +142,25 @@ impl HttpRecorder {
                     return;
                 };
                 let recorded = recorded.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req| {
                         let recorded = recorded.clone();
                         async move { answer(req, &recorded).await }
                     });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
+                    let http = hyper::server::conn::http1::Builder::new();
+                    match tls {
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(stream).await {
+                                let io = hyper_util::rt::TokioIo::new(stream);
+                                let _ = http.serve_connection(io, service).await;
+                            }
+                        }
+                        None => {
+                            let io = hyper_util::rt::TokioIo::new(stream);
+                            let _ = http.serve_connection(io, service).await;
+                        }
+                    }
                 });
             }
         });

@@ -3,10 +3,13 @@
 //! `store`: operations per second for create, claim and transition on each adapter, at
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
+//! `fairness` (fairness.rs) and `outbound` (outbound.rs) have files of their own.
 
 mod fairness;
+mod outbound;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
+pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
 
 use std::path::PathBuf;
 use std::sync::Arc;

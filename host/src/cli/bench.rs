@@ -3,8 +3,9 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, RunnerBenchOptions,
-    RunnerFigure, StoreBenchOptions, StoreFigure, WasmBenchOptions,
+    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, OutboundBenchOptions,
+    OutboundFigure, RunnerBenchOptions, RunnerFigure, StoreBenchOptions, StoreFigure,
+    WasmBenchOptions,
 };
 
 use super::print_table;
@@ -31,6 +32,9 @@ enum BenchCommand {
     Wasm(WasmBenchOptions),
     /// A victim tenant's latency while another floods the node (docs/performance.md).
     Fairness(FairnessOptions),
+    /// A guest's HTTP request against the same request made natively, and the journal's
+    /// cost per request on redb and PostgreSQL.
+    Outbound(OutboundBenchOptions),
 }
 
 /// Runs the benchmark and prints its figures.
@@ -87,6 +91,33 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                             format!("{:.1}", f.p99_vs_baseline),
                             f.samples.to_string(),
                             f.errors.to_string(),
+                        ]
+                    }),
+                );
+            },
+        ),
+        BenchCommand::Outbound(opts) => report(
+            "outbound benchmark",
+            runtime.block_on(crate::bench::outbound(&opts)),
+            json,
+            |figures: &[OutboundFigure]| {
+                println!(
+                    "outbound benchmark: {} requests per round, median of {} rounds",
+                    opts.requests, opts.rounds
+                );
+                print_table(
+                    [
+                        "what",
+                        ">per request (us)",
+                        ">CPU per request (us)",
+                        ">requests",
+                    ],
+                    figures.iter().map(|f| {
+                        [
+                            f.what.clone(),
+                            format!("{:.1}", f.median_us),
+                            format!("{:.1}", f.cpu_us),
+                            f.requests.to_string(),
                         ]
                     }),
                 );

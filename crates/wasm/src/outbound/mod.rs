@@ -311,6 +311,12 @@ impl Outbound {
         } else {
             &mut c.sent
         };
-        *map.entry(tool.to_owned()).or_default() += 1;
+        // The tool's name is allocated once, at its first request.
+        match map.get_mut(tool) {
+            Some(n) => *n += 1,
+            None => {
+                map.insert(tool.to_owned(), 1);
+            }
+        }
     }
 }

@@ -244,15 +244,16 @@ impl OneRequest {
             return Err(self.limited("max_concurrent_per_tenant", Error::ConnectionLimitReached));
         };
 
-        let asked = JournalRequest {
+        let journaled = grant.journal && self.io.journaled() && self.task.is_some();
+        // What the request asks, for the journal only.
+        let asked = journaled.then(|| JournalRequest {
             method: parts.method.as_str().to_owned(),
             url: parts.uri.to_string(),
             body_sha256: hex(&Sha256::digest(&body)),
-        };
-        let journaled = grant.journal && self.io.journaled() && self.task.is_some();
-        if journaled {
+        });
+        if let Some(asked) = &asked {
             match self.io.journal_entry(self.seq).await {
-                Ok(Some(entry)) if entry.request == asked => {
+                Ok(Some(entry)) if entry.request == *asked => {
                     self.host.count_sent(&self.tool, true);
                     return Ok((recorded(entry.response), Box::new(async { Ok(()) })));
                 }
@@ -396,10 +397,10 @@ impl OneRequest {
             headers,
             body,
         };
-        if journaled {
+        if let Some(request) = asked {
             let entry = JournalEntry {
                 seq: self.seq,
-                request: asked,
+                request,
                 response: answer.clone(),
             };
             if let Err(e) = self.io.journal_append(entry).await {
