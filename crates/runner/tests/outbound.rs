@@ -208,101 +208,73 @@ async fn every_limit_ends_the_request_with_an_error_the_guest_sees() {
     let component = outbound().await;
     let server = HttpRecorder::start().await;
     let allowed = server.base();
-    let io: Arc<dyn ExecutionIo> = Arc::new(Plain);
-    let limited = |limits: OutboundLimits| {
+    let run = |limits: OutboundLimits, args: Value| {
         let mut g = grant(&[&allowed]);
         g.limits = limits;
-        g
+        let component = component.clone();
+        async move { answer(&call(&component, Some(g), args, Arc::new(Plain)).await) }
     };
-    let count = |limit: &str| {
-        component
-            .engine()
-            .outbound()
-            .counters()
-            .limited
-            .get(&("fetch".to_owned(), limit_name(limit)))
-            .copied()
-            .unwrap_or(0)
+    // Runs `args` under `limits`: the error names `says`, and `limit` was counted once.
+    let refused = |limits: OutboundLimits, args: Value, says: &'static str, limit: &'static str| {
+        let run = run(limits, args);
+        let component = component.clone();
+        async move {
+            let err = run.await.expect_err(says);
+            assert!(err.contains(says), "{err}");
+            let counters = component.engine().outbound().counters();
+            assert_eq!(
+                counters.limited.get(&("fetch".to_owned(), limit)),
+                Some(&1),
+                "{limit}"
+            );
+        }
     };
+    let at = |path: &str| json!({"url": format!("{allowed}{path}")});
 
-    let small = limited(OutboundLimits {
+    let small = OutboundLimits {
         max_response_bytes: 1_000,
         ..OutboundLimits::default()
-    });
-    let r = call(
-        &component,
-        Some(small.clone()),
-        json!({"url": format!("{allowed}/big?n=999")}),
-        io.clone(),
+    };
+    let within = run(small, at("/big?n=999"))
+        .await
+        .expect("within the bound");
+    assert_eq!(within["body"].as_str().map(str::len), Some(999));
+    refused(
+        small,
+        at("/big?n=5000"),
+        "body size exceeds limit: 1000 bytes",
+        "max_response_bytes",
     )
     .await;
-    assert_eq!(
-        answer(&r).expect("within the bound")["body"]
-            .as_str()
-            .map(str::len),
-        Some(999)
-    );
-    let r = call(
-        &component,
-        Some(small),
-        json!({"url": format!("{allowed}/big?n=5000")}),
-        io.clone(),
-    )
-    .await;
-    let err = answer(&r).expect_err("past the bound");
-    assert!(err.contains("body size exceeds limit: 1000 bytes"), "{err}");
-    assert_eq!(count("max_response_bytes"), 1);
 
-    let impatient = limited(OutboundLimits {
+    let impatient = OutboundLimits {
         first_byte_timeout: Duration::from_millis(200),
         ..OutboundLimits::default()
-    });
-    let r = call(
-        &component,
-        Some(impatient),
-        json!({"url": format!("{allowed}/slow")}),
-        io.clone(),
+    };
+    refused(
+        impatient,
+        at("/slow"),
+        "ConnectionReadTimeout",
+        "first_byte_timeout",
     )
     .await;
-    let err = answer(&r).expect_err("no answer");
-    assert!(err.contains("ConnectionReadTimeout"), "{err}");
-    assert_eq!(count("first_byte_timeout"), 1);
 
-    let two = limited(OutboundLimits {
+    let two = OutboundLimits {
         max_requests: 2,
         ..OutboundLimits::default()
-    });
+    };
     let before = server.count("GET", "/template");
-    let r = call(
-        &component,
-        Some(two),
-        json!({"url": format!("{allowed}/template"), "repeat": 3}),
-        io.clone(),
-    )
-    .await;
-    let err = answer(&r).expect_err("the third request");
-    assert!(err.contains("max_requests (2)"), "{err}");
+    let three = json!({"url": format!("{allowed}/template"), "repeat": 3});
+    refused(two, three, "max_requests (2)", "max_requests").await;
     assert_eq!(server.count("GET", "/template") - before, 2);
-    assert_eq!(count("max_requests"), 1);
 
-    let tiny = limited(OutboundLimits {
+    let tiny = OutboundLimits {
         max_request_bytes: 10,
         ..OutboundLimits::default()
-    });
-    let r = call(&component, Some(tiny), json!({"url": format!("{allowed}/tickets"), "post": {"title": "far too long for ten bytes"}}), io).await;
-    let err = answer(&r).expect_err("the body is too large");
-    assert!(err.contains("HttpRequestBodySize"), "{err}");
+    };
+    let post = json!({"url": format!("{allowed}/tickets"), "post": {"title": "far too long for ten bytes"}});
+    refused(tiny, post, "HttpRequestBodySize", "max_request_bytes").await;
     assert_eq!(server.count("POST", "/tickets"), 0);
-}
-
-/// The counter key of a limit.
-fn limit_name(limit: &str) -> &'static str {
-    match limit {
-        "max_response_bytes" => "max_response_bytes",
-        "first_byte_timeout" => "first_byte_timeout",
-        "max_requests" => "max_requests",
-        _ => "other",
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

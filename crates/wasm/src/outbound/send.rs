@@ -1,7 +1,7 @@
 //! The sender behind `wasi:http/outgoing-handler`: one execution's [`Hooks`].
 //!
-//! For every request, in order: the grant and the allow-list; the attempt's and the
-//! tenant's limits; the request body (bounded); in a journaled task, the journal (a
+//! For every request, in order: the request body (bounded); the grant and the allow-list;
+//! the attempt's and the tenant's limits; in a journaled task, the journal (a
 //! recorded answer at this position ends the request here); the name resolved by the host
 //! and every address checked; connect, TLS, send; the response bounded by its limits,
 //! scrubbed of secrets and, in a journaled task, recorded before the guest sees it.
@@ -30,24 +30,24 @@ use super::allow::{AllowedHost, Host, Refusal, check_address};
 use super::{HttpGrant, Outbound, OutboundLimits, scrub_bytes};
 use crate::ExecutionIo;
 
-/// What one execution's requests share: the position counter, the in-flight bound and a
-/// divergence, once one is seen.
-pub(crate) struct Attempt {
-    next_seq: AtomicU32,
-    in_flight: Arc<tokio::sync::Semaphore>,
-    diverged: Mutex<Option<String>>,
-}
-
-/// One execution's `wasi:http` hooks.
-pub(crate) struct Hooks {
+/// What one execution's requests share.
+pub(crate) struct Shared {
     host: Arc<Outbound>,
     grant: Option<Arc<HttpGrant>>,
     tool: Arc<str>,
     tenant: Arc<str>,
     task: Option<Arc<str>>,
     io: Arc<dyn ExecutionIo>,
-    attempt: Arc<Attempt>,
+    /// The next position; positions are taken in the order the guest hands requests over.
+    next_seq: AtomicU32,
+    /// The attempt's requests in flight.
+    in_flight: Arc<tokio::sync::Semaphore>,
+    /// The divergence a replay met, once one is seen.
+    diverged: Mutex<Option<String>>,
 }
+
+/// One execution's `wasi:http` hooks.
+pub(crate) struct Hooks(Arc<Shared>);
 
 impl Hooks {
     pub(crate) fn new(
@@ -59,24 +59,22 @@ impl Hooks {
         io: Arc<dyn ExecutionIo>,
     ) -> Self {
         let concurrent = grant.as_ref().map_or(1, |g| g.limits.max_concurrent.max(1));
-        Self {
+        Self(Arc::new(Shared {
             host,
             grant,
             tool: Arc::from(tool),
             tenant,
             task: task.map(Arc::from),
             io,
-            attempt: Arc::new(Attempt {
-                next_seq: AtomicU32::new(0),
-                in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
-                diverged: Mutex::new(None),
-            }),
-        }
+            next_seq: AtomicU32::new(0),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
+            diverged: Mutex::new(None),
+        }))
     }
 
     /// The divergence a journaled replay met, if any: the attempt must fail with it.
     pub(crate) fn diverged(&self) -> Option<String> {
-        self.attempt.diverged.lock().clone()
+        self.0.diverged.lock().clone()
     }
 }
 
@@ -85,6 +83,7 @@ impl WasiHttpHooks for Hooks {
         // Headers the host sets (injected secrets, the idempotency key) are the host's: a
         // guest can neither set them nor read them back from its own request.
         let mut own: Vec<HeaderName> = self
+            .0
             .grant
             .iter()
             .flat_map(|g| g.inject.iter())
@@ -112,15 +111,9 @@ impl WasiHttpHooks for Hooks {
     > {
         // Positions are taken in the order the guest hands requests over, which a replay
         // repeats; whatever finishes first.
-        let seq = self.attempt.next_seq.fetch_add(1, Ordering::AcqRel);
+        let seq = self.0.next_seq.fetch_add(1, Ordering::AcqRel);
         let one = OneRequest {
-            host: self.host.clone(),
-            grant: self.grant.clone(),
-            tool: self.tool.clone(),
-            tenant: self.tenant.clone(),
-            task: self.task.clone(),
-            io: self.io.clone(),
-            attempt: self.attempt.clone(),
+            of: self.0.clone(),
             seq,
         };
         Box::new(async move {
@@ -132,15 +125,18 @@ impl WasiHttpHooks for Hooks {
 
 type Io = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
+/// One request: the execution's shared part and the request's position.
 struct OneRequest {
-    host: Arc<Outbound>,
-    grant: Option<Arc<HttpGrant>>,
-    tool: Arc<str>,
-    tenant: Arc<str>,
-    task: Option<Arc<str>>,
-    io: Arc<dyn ExecutionIo>,
-    attempt: Arc<Attempt>,
+    of: Arc<Shared>,
     seq: u32,
+}
+
+impl std::ops::Deref for OneRequest {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.of
+    }
 }
 
 /// A URL's parts the rules look at.
@@ -237,7 +233,7 @@ impl OneRequest {
                 ))),
             ));
         }
-        let Ok(_attempt_permit) = self.attempt.in_flight.clone().try_acquire_owned() else {
+        let Ok(_attempt_permit) = self.in_flight.clone().try_acquire_owned() else {
             return Err(self.limited("max_concurrent", Error::ConnectionLimitReached));
         };
         let Ok(_tenant_permit) = self.host.tenant_slots(&self.tenant).try_acquire_owned() else {
@@ -269,7 +265,7 @@ impl OneRequest {
                         &entry.request.body_sha256[..12.min(entry.request.body_sha256.len())],
                     );
                     tracing::warn!(target: "snodo::outbound", tool = %self.tool, task = self.task.as_deref().unwrap_or("-"), "journal divergence: {why}");
-                    self.attempt.diverged.lock().get_or_insert(why);
+                    self.diverged.lock().get_or_insert(why);
                     return Err(Error::InternalError(Some(format!(
                         "journal divergence at request {}",
                         self.seq
