@@ -750,3 +750,46 @@ async fn a_tool_without_a_journal_sends_again_on_every_attempt() {
         vec![]
     );
 }
+
+/// IO that keeps the status messages a guest sets.
+#[derive(Default)]
+struct Statuses(parking_lot::Mutex<Vec<String>>);
+
+#[async_trait::async_trait]
+impl ExecutionIo for Statuses {
+    async fn await_inputs(&self, requests: InputRequests, _: &CancelToken) -> InputAnswers {
+        Err(InputFailure::Suspend(requests))
+    }
+    async fn set_status(&self, message: String) -> Result<(), String> {
+        self.0.lock().push(message);
+        Ok(())
+    }
+    async fn progress(&self, _: Progress) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_tool_may_read_leaves_it_only_as_redacted() {
+    let component = outbound().await;
+    let secret = "pw_readable_by_grant_42";
+    let io = Arc::new(Statuses::default());
+    let mut exec = Execution::new("reveal", json!({"name": "TOKEN"}), io.clone());
+    let mut g = grant(&[]);
+    g.scrub = vec![Secret::new(secret)];
+    exec.grants = WasiGrants {
+        env: vec![("TOKEN".into(), secret.into())],
+        http: Some(Arc::new(g)),
+        ..WasiGrants::default()
+    };
+    let report = component.execute(exec).await;
+    let out = answer(&report).expect("a result");
+    assert_eq!(
+        out,
+        json!({"value": "[redacted]", "nested": ["v=[redacted]"]}),
+        "the result"
+    );
+    let logged: Vec<&str> = report.logs.iter().map(|l| l.message.as_str()).collect();
+    assert!(logged.contains(&"the value is [redacted]"), "{logged:?}");
+    assert!(logged.contains(&"stdout: [redacted]"), "{logged:?}");
+    assert_eq!(*io.0.lock(), vec!["revealing [redacted]".to_owned()]);
+    assert!(!format!("{report:?}").contains(secret));
+}

@@ -389,6 +389,7 @@ impl Component {
             )),
             Err(e) => Err(e),
         };
+        let outcome = outcome.map(|o| scrub_outcome(o, &exec));
         ExecutionReport {
             outcome,
             logs: ran.logs,
@@ -622,4 +623,42 @@ fn describe_env() -> Env {
 
 fn short(digest: &str) -> &str {
     digest.get(..12).unwrap_or(digest)
+}
+
+/// `outcome` with the execution's secrets replaced: a tool that reads a secret cannot hand
+/// it to the client or the store by returning it.
+fn scrub_outcome(outcome: super::GuestOutcome, exec: &Execution) -> super::GuestOutcome {
+    use super::GuestOutcome;
+    use crate::outbound::{scrub_text, scrub_value};
+    let Some(secrets) = exec.grants.http.as_ref().map(|g| &g.scrub[..]) else {
+        return outcome;
+    };
+    if secrets.is_empty() {
+        return outcome;
+    }
+    let error = |mut e: snodo_core::model::JsonRpcError| {
+        e.message = scrub_text(&e.message, secrets).unwrap_or(e.message);
+        if let Some(d) = e.data.as_mut() {
+            scrub_value(d, secrets);
+        }
+        e
+    };
+    match outcome {
+        GuestOutcome::Completed(map) => {
+            let mut v = serde_json::Value::Object(map);
+            scrub_value(&mut v, secrets);
+            match v {
+                serde_json::Value::Object(map) => GuestOutcome::Completed(map),
+                _ => GuestOutcome::Completed(serde_json::Map::new()),
+            }
+        }
+        GuestOutcome::Failed(e) => GuestOutcome::Failed(error(e)),
+        GuestOutcome::Retry {
+            error: e,
+            status_message,
+        } => GuestOutcome::Retry {
+            error: error(e),
+            status_message: scrub_text(&status_message, secrets).unwrap_or(status_message),
+        },
+    }
 }

@@ -276,6 +276,14 @@ pub(crate) struct HostState {
     pub(crate) hooks: crate::outbound::Hooks,
 }
 
+impl HostState {
+    /// `text` with the execution's secrets replaced: what the guest says reaches the
+    /// client, the store and the log only this way.
+    fn scrubbed(&self, text: String) -> String {
+        crate::outbound::scrub_text(&text, &self.logs.scrub).unwrap_or(text)
+    }
+}
+
 impl wasmtime_wasi_http::WasiHttpView for HostState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         wasmtime_wasi_http::WasiHttpCtxView {
@@ -338,7 +346,10 @@ impl HostState {
                 ))));
             }
             match input_request_json(r) {
-                Ok(v) => json_requests.push((key.clone(), v)),
+                Ok(mut v) => {
+                    crate::outbound::scrub_value(&mut v, &self.logs.scrub);
+                    json_requests.push((key.clone(), v));
+                }
                 Err(m) => return Ok(Err(types::InputError::Invalid(m))),
             }
         }
@@ -397,7 +408,7 @@ impl context::Host for HostState {
     }
 
     async fn set_status(&mut self, message: String) -> WtResult<()> {
-        let message = snodo_core::model::truncate_status_message(message);
+        let message = self.scrubbed(snodo_core::model::truncate_status_message(message));
         let io = self.io.clone();
         if let Err(reason) = io.set_status(message).await {
             self.stop = Some(HostStop::Lost(reason.clone()));
@@ -418,7 +429,9 @@ impl context::Host for HostState {
                 progress,
                 total,
                 // The same cap as status messages: a progress line is a line, not a payload.
-                message: message.map(snodo_core::model::truncate_status_message),
+                message: message
+                    .map(snodo_core::model::truncate_status_message)
+                    .map(|m| self.scrubbed(m)),
             })
             .await;
         }
@@ -433,6 +446,7 @@ impl context::Host for HostState {
             types::LogLevel::Warning => "warning",
             types::LogLevel::Error => "error",
         };
+        let message = self.scrubbed(message);
         self.io.log(level, &message);
         self.logs.push(level, message);
         Ok(())

@@ -166,4 +166,32 @@ impl Tool for FetchSdk {
     }
 }
 
-snodo_guest::export_tools!(Fetch, OpenTicket, FetchSdk);
+/// `reveal`: reads an environment variable (a secret the tool may read) and tries to hand
+/// it out every way a tool can: its log, its status, and its result.
+pub struct Reveal;
+
+/// Which variable.
+#[derive(Deserialize, JsonSchema)]
+pub struct RevealArgs {
+    /// The variable's name.
+    name: String,
+}
+
+impl Tool for Reveal {
+    const NAME: &'static str = "reveal";
+    type Args = RevealArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new().description("Reads an environment variable and returns it")
+    }
+
+    fn run(cx: &Context, args: RevealArgs) -> Outcome {
+        let value = std::env::var(&args.name).unwrap_or_default();
+        cx.log(snodo_guest::LogLevel::Info, &format!("the value is {value}"));
+        println!("stdout: {value}");
+        cx.set_status(&format!("revealing {value}"));
+        ToolResult::structured(json!({"value": value, "nested": [format!("v={value}")]})).into()
+    }
+}
+
+snodo_guest::export_tools!(Fetch, OpenTicket, FetchSdk, Reveal);

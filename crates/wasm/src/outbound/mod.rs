@@ -108,6 +108,24 @@ pub fn scrub_text(text: &str, secrets: &[Secret]) -> Option<String> {
     Some(out)
 }
 
+/// Replaces every secret in the strings of `value`.
+pub fn scrub_value(value: &mut serde_json::Value, secrets: &[Secret]) {
+    use serde_json::Value;
+    if secrets.is_empty() {
+        return;
+    }
+    match value {
+        Value::String(s) => {
+            if let Some(clean) = scrub_text(s, secrets) {
+                *s = clean;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, secrets)),
+        _ => {}
+    }
+}
+
 /// Replaces every secret in `bytes` (a response body), in place of a copy only when one
 /// occurs.
 pub(crate) fn scrub_bytes(bytes: Vec<u8>, secrets: &[Secret]) -> Vec<u8> {
