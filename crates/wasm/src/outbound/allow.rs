@@ -145,9 +145,10 @@ impl AllowedHost {
             // public unless an entry names it.
             (HostPattern::Any, _) => true,
             (HostPattern::Name(n), Host::Name(h)) => n == h,
+            // `suffix` starts with its dot: what is left is the labels below it.
             (HostPattern::Below(suffix), Host::Name(h)) => h
                 .strip_suffix(suffix.as_str())
-                .is_some_and(|head| head.ends_with('.') && head.len() > 1),
+                .is_some_and(|head| !head.is_empty()),
             (HostPattern::Ip(a), Host::Ip(b)) => a == b,
             (HostPattern::Localhost, Host::Name(h)) => h == "localhost",
             _ => false,
