@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [(&str, &str); 7] = [
+const COMPONENTS: [(&str, &str); 8] = [
     ("FIXTURES", "fixtures.wasm"),
     ("EXAMPLES", "examples.wasm"),
     ("HOSTILE", "hostile.wasm"),
@@ -13,6 +13,7 @@ const COMPONENTS: [(&str, &str); 7] = [
     ("NOT_AN_EXECUTOR", "not-an-executor.wasm"),
     ("SCHEMA_BOMB", "schema_bomb.wasm"),
     ("OUTBOUND", "outbound.wasm"),
+    ("CATALOG_V2", "catalog_v2.wasm"),
 ];
 
 fn main() {
@@ -32,6 +33,7 @@ fn main() {
         guests.join("not-an-executor"),
         guests.join("schema-bomb"),
         guests.join("outbound"),
+        guests.join("catalog-v2"),
         root.join("guest-sdk"),
         root.join("wit"),
     ] {

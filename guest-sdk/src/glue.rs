@@ -4,6 +4,7 @@
 use serde_json::Value;
 
 use crate::bindings::snodo::tasks0_1_0::types;
+use crate::bindings::snodo::tasks0_3_0::outcomes;
 use crate::{ChooseMode, Content, Context, Mode, Outcome, Prepare, RpcError, Tool, ToolResult};
 
 fn mode(m: Mode) -> types::TaskMode {
@@ -196,24 +197,56 @@ impl<T: Tool> LacksPrepare for &Hooks<T> {
     }
 }
 
-/// `execute` for one tool.
-pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
+/// Runs one tool on `work`.
+fn run<T: Tool>(work: types::Work) -> Outcome {
     let cx = Context {
         task_id: work.task_id,
         idempotency_key: work.idempotency_key,
         attempt: work.attempt,
     };
-    let args = match typed_arguments::<T>(&work.arguments) {
-        Ok(a) => a,
-        Err(e) => return types::Outcome::Failed(rpc_error(e)),
-    };
-    match T::run(&cx, args) {
+    match typed_arguments::<T>(&work.arguments) {
+        Ok(args) => T::run(&cx, args),
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// `tools.execute` (0.1.0) for one tool: what a host that does not know 0.3.0 calls. A
+/// failure's status message has no place in it.
+pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
+    match run::<T>(work) {
         Outcome::Completed(r) => types::Outcome::Completed(result(r)),
-        Outcome::Failed(e) => types::Outcome::Failed(rpc_error(e)),
+        Outcome::Failed(e) | Outcome::FailedWithStatus { error: e, .. } => {
+            types::Outcome::Failed(rpc_error(e))
+        }
         Outcome::Retry {
             error,
             status_message,
         } => types::Outcome::Retry(types::RetryRequest {
+            error: rpc_error(error),
+            status_message,
+        }),
+    }
+}
+
+/// `execution.execute` (0.3.0) for one tool.
+pub fn execute_v3<T: Tool>(work: types::Work) -> outcomes::Outcome {
+    match run::<T>(work) {
+        Outcome::Completed(r) => outcomes::Outcome::Completed(result(r)),
+        Outcome::Failed(e) => outcomes::Outcome::Failed(outcomes::Failure {
+            error: rpc_error(e),
+            status_message: None,
+        }),
+        Outcome::FailedWithStatus {
+            error,
+            status_message,
+        } => outcomes::Outcome::Failed(outcomes::Failure {
+            error: rpc_error(error),
+            status_message: Some(status_message),
+        }),
+        Outcome::Retry {
+            error,
+            status_message,
+        } => outcomes::Outcome::Retry(types::RetryRequest {
             error: rpc_error(error),
             status_message,
         }),

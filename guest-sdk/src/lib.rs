@@ -110,7 +110,7 @@ pub use tool::{ChooseMode, Mode, Prepare, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "snodo:tasks/executor@0.2.0",
+        world: "snodo:tasks/executor@0.3.0",
         path: "../wit",
         generate_all,
         pub_export_macro: true,
@@ -245,6 +245,24 @@ macro_rules! export {
                 )*
                 $crate::bindings::snodo::tasks0_1_0::types::Outcome::Failed(
                     $crate::__private::unknown_tool(&work.tool),
+                )
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_3_0::execution::Guest for __SnodoExecutor {
+            fn execute(
+                work: $crate::bindings::snodo::tasks0_1_0::types::Work,
+            ) -> $crate::bindings::snodo::tasks0_3_0::outcomes::Outcome {
+                $(
+                    if work.tool == <$tool as $crate::Tool>::NAME {
+                        return $crate::__private::execute_v3::<$tool>(work);
+                    }
+                )*
+                $crate::bindings::snodo::tasks0_3_0::outcomes::Outcome::Failed(
+                    $crate::bindings::snodo::tasks0_3_0::outcomes::Failure {
+                        error: $crate::__private::unknown_tool(&work.tool),
+                        status_message: ::std::option::Option::None,
+                    },
                 )
             }
         }

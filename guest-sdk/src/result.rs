@@ -226,8 +226,16 @@ impl RpcError {
 pub enum Outcome {
     /// A result.
     Completed(ToolResult),
-    /// A protocol failure.
+    /// A protocol failure. A failed task's status message is the error's message.
     Failed(RpcError),
+    /// A protocol failure that ends the task with its own status message (say what the
+    /// user should know, where the error says what went wrong).
+    FailedWithStatus {
+        /// The error the call or task fails with.
+        error: RpcError,
+        /// The task's last status message.
+        status_message: String,
+    },
     /// Try again after the next delay of the task's retry policy.
     Retry {
         /// The error the task fails with when no retry is left.
@@ -238,6 +246,20 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// A failure that ends the task with `status_message`.
+    ///
+    /// ```
+    /// use snodo_guest::{Outcome, RpcError};
+    /// let o = Outcome::failed_with_status(RpcError::internal("quota exceeded"), "gave up after 3 pages");
+    /// # let _ = o;
+    /// ```
+    pub fn failed_with_status(error: RpcError, status_message: impl Into<String>) -> Self {
+        Self::FailedWithStatus {
+            error,
+            status_message: status_message.into(),
+        }
+    }
+
     /// A retry request.
     ///
     /// ```

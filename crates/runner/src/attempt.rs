@@ -357,10 +357,13 @@ async fn settle(
                 Err(e) => refused(&e),
             }
         }
-        Ok(GuestOutcome::Failed(error)) => {
+        Ok(GuestOutcome::Failed {
+            error,
+            status_message,
+        }) => {
             let kind = EventKind::Failed {
                 error,
-                status_message: None,
+                status_message,
             };
             match commit(inner, lease, "outcome", kind).await {
                 Ok(_) => JobOutcome::Failed,

@@ -586,6 +586,14 @@ async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries(
     let t = run_to_end("invalid_outcome", json!({}), RetryPolicy::none()).await;
     assert_eq!(kind_of(error_of(&t)), json!("invalid_outcome"));
 
+    // A 0.3.0 tool ends a failed task with its own status message.
+    let t = run_to_end("import_pages", json!({"pages": 5, "quota": 3}), RetryPolicy::none()).await;
+    assert_eq!(error_of(&t).message, "the import quota is exhausted");
+    assert_eq!(
+        t.status_message.as_deref(),
+        Some("imported 3 of 5 pages; the other 2 need a larger quota")
+    );
+
     // A tool that is not deployed fails as component_missing.
     let t = run_to_end("no_such_tool", json!({}), RetryPolicy::none()).await;
     assert_eq!(kind_of(error_of(&t)), json!("component_missing"));

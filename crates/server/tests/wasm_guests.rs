@@ -306,6 +306,27 @@ async fn a_0_1_0_component_still_serves_its_tools_and_no_catalog() {
 }
 
 #[tokio::test]
+async fn a_0_2_0_component_still_serves_its_tools_and_its_catalog() {
+    let g = guests().await;
+    let v2 = g
+        .loader
+        .load(snodo_test_guests::CATALOG_V2)
+        .await
+        .expect("a 0.2.0 component loads");
+    let out = run(&v2, "v2_echo", json!({"x": 1})).await.expect("runs");
+    assert_eq!(text(&out), r#"v2: {"x":1}"#);
+    assert_eq!(v2.catalog().resources.len(), 1);
+    let exec = Execution::new("read", Value::Null, io());
+    let read = v2
+        .read_resource(exec, "v2://readme")
+        .await
+        .expect("runs")
+        .expect("served")
+        .expect("ok");
+    assert_eq!(read[0]["text"], "served by a 0.2.0 component");
+}
+
+#[tokio::test]
 async fn greet_says_hello_exactly() {
     let g = guests().await;
     let out = run(&g.fixtures, "greet", json!({"name": "sep-2243"}))
@@ -318,7 +339,7 @@ async fn greet_says_hello_exactly() {
         .await
         .expect("greet");
     assert!(
-        matches!(out, GuestOutcome::Failed(JsonRpcError { code: -32602, .. })),
+        matches!(out, GuestOutcome::Failed { error: JsonRpcError { code: -32602, .. }, .. }),
         "{out:?}"
     );
     let out = run(&g.fixtures, "greet", json!({})).await.expect("greet");
@@ -366,7 +387,7 @@ async fn failing_and_protocol_error_jobs() {
         .await
         .expect("run");
     match out {
-        GuestOutcome::Failed(e) => {
+        GuestOutcome::Failed { error: e, .. } => {
             assert_eq!(e.code, -32603);
             assert!(!e.message.is_empty());
         }
@@ -740,7 +761,7 @@ async fn invalid_outcomes_and_reserved_codes_are_caught() {
         .await
         .expect("run");
     match out {
-        GuestOutcome::Failed(e) => {
+        GuestOutcome::Failed { error: e, .. } => {
             assert_eq!(e.code, -32603);
             assert_eq!(e.data.expect("data")["guestCode"], -32042);
         }

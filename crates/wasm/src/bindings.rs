@@ -1,5 +1,7 @@
 //! The `bindgen!` sites: host-side bindings for the `snodo:tasks` executor worlds.
 //!
+//! `v3` is the 0.3.0 world (the 0.2.0 one plus `execution`, an `execute` whose failure
+//! carries a status message); a 0.3.0 component's tool calls go through it.
 //! `v2` is the 0.2.0 world (the 0.1.0 interfaces plus the `catalog` export). `v1` is the
 //! 0.1.0 world, bound to the same Rust types and the same `context` import, so one linker
 //! and one host implementation serve components of both versions: the tools of either are
@@ -37,7 +39,24 @@ pub(crate) mod v1 {
     });
 }
 
+/// The 0.3.0 world: the 0.2.0 one plus `execution`, whose `execute` returns the 0.3.0
+/// outcome. Its imports and the types it shares are `v2`'s.
+pub(crate) mod v3 {
+    wasmtime::component::bindgen!({
+        world: "snodo:tasks/executor@0.3.0",
+        path: "../../wit",
+        exports: { default: async },
+        with: {
+            "snodo:tasks/types@0.1.0": super::v2::snodo::tasks0_1_0::types,
+            "snodo:tasks/context@0.1.0": super::v2::snodo::tasks0_1_0::context,
+            "snodo:tasks/catalog-types@0.2.0": super::v2::snodo::tasks0_2_0::catalog_types,
+        },
+    });
+}
+
 pub(crate) use v1::{Executor, ExecutorIndices};
+pub(crate) use v3::exports::snodo::tasks0_3_0::execution::GuestIndices as ExecutionIndices;
+pub(crate) use v3::snodo::tasks0_3_0::outcomes;
 pub(crate) use v2::exports::snodo::tasks0_2_0::catalog::GuestIndices as CatalogIndices;
 pub(crate) use v2::snodo::tasks0_1_0::{context, types};
 pub(crate) use v2::snodo::tasks0_2_0::catalog_types;

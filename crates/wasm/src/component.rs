@@ -15,7 +15,7 @@ use wasmtime::component::Linker;
 use snodo_core::model::ExecutionLimits;
 
 use super::bindings::catalog_types::ResourceRequest;
-use super::bindings::{CatalogIndices, Executor, ExecutorIndices, types};
+use super::bindings::{CatalogIndices, ExecutionIndices, Executor, ExecutorIndices, types};
 use super::catalog::{self, ComponentCatalog};
 use super::exec::Linked;
 use super::exec::{self, Call, Env, Returned};
@@ -110,7 +110,8 @@ impl ComponentLoader {
     }
 
     /// Loads the component at `path`: compiles it (or finds it in the cache), checks that it
-    /// is a `snodo:tasks` executor (0.1.0, or 0.2.0 with a catalog), and validates what it
+    /// is a `snodo:tasks` executor (0.1.0; 0.2.0 with a catalog; 0.3.0 with a catalog and
+    /// `execution`), and validates what it
     /// describes: its tools (schemas compiled), and its resources, templates and prompts.
     pub async fn load(&self, path: impl AsRef<Path>) -> Result<Arc<Component>, LoadError> {
         let path = path.as_ref().to_path_buf();
@@ -134,7 +135,7 @@ impl ComponentLoader {
             .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2 and snodo:tasks/context are provided): {e:#}")))?;
         let tools = ExecutorIndices::new(&instance).map_err(|e| {
             fail(format!(
-                "it is not a snodo:tasks executor of 0.1.0 or 0.2.0 (build it with the snodo-guest SDK): {e:#}"
+                "it is not a snodo:tasks executor of 0.1.0, 0.2.0 or 0.3.0 (build it with the snodo-guest SDK): {e:#}"
             ))
         })?;
         // A 0.1.0 component has no catalog; a component that names the export with another
@@ -153,11 +154,27 @@ impl ComponentLoader {
             .get_export_index(None, TOOLS_EXPORT)
             .and_then(|tools| component.get_export_index(Some(&tools), "execute"))
             .ok_or_else(|| fail(format!("its {TOOLS_EXPORT} export has no execute")))?;
+        // A 0.3.0 component's `execute` is called through `execution`.
+        let execution = match component.get_export_index(None, EXECUTION_EXPORT) {
+            Some(export) => {
+                let indices = ExecutionIndices::new(&instance).map_err(|e| {
+                    fail(format!(
+                        "its {EXECUTION_EXPORT} export is not the 0.3.0 one: {e:#}"
+                    ))
+                })?;
+                let execute = component
+                    .get_export_index(Some(&export), "execute")
+                    .ok_or_else(|| fail(format!("its {EXECUTION_EXPORT} export has no execute")))?;
+                Some((indices, execute))
+            }
+            None => None,
+        };
         let linked = Linked {
             instance,
             tools,
             catalog,
             execute,
+            execution,
         };
         let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
         let tools = match described.result {
@@ -384,6 +401,10 @@ impl Component {
                 .map_err(AttemptError::InvalidOutcome)
                 .and_then(|o| self.keeps_output_promise(&exec.tool, o))
                 .and_then(|o| convert::check_size(o, max)),
+            Ok(Returned::OutcomeV3(o)) => convert::outcome_v3(o)
+                .map_err(AttemptError::InvalidOutcome)
+                .and_then(|o| self.keeps_output_promise(&exec.tool, o))
+                .and_then(|o| convert::check_size(o, max)),
             Ok(_) => Err(AttemptError::InvalidOutcome(
                 "execute returned the wrong type".into(),
             )),
@@ -603,6 +624,8 @@ fn wrong_type(export: &str) -> AttemptError {
 const CATALOG_EXPORT: &str = "snodo:tasks/catalog@0.2.0";
 /// The executor interface, which components of every WIT version export.
 const TOOLS_EXPORT: &str = "snodo:tasks/tools@0.1.0";
+/// The 0.3.0 `execute`.
+const EXECUTION_EXPORT: &str = "snodo:tasks/execution@0.3.0";
 
 /// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
 /// short deadline.
@@ -652,7 +675,13 @@ fn scrub_outcome(outcome: super::GuestOutcome, exec: &Execution) -> super::Guest
                 _ => GuestOutcome::Completed(serde_json::Map::new()),
             }
         }
-        GuestOutcome::Failed(e) => GuestOutcome::Failed(error(e)),
+        GuestOutcome::Failed {
+            error: e,
+            status_message,
+        } => GuestOutcome::Failed {
+            error: error(e),
+            status_message: status_message.map(|m| scrub_text(&m, secrets).unwrap_or(m)),
+        },
         GuestOutcome::Retry {
             error: e,
             status_message,

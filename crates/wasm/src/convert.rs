@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use snodo_core::model::JsonRpcError;
 
-use super::bindings::types;
+use super::bindings::{outcomes, types};
 use super::{AttemptError, GuestOutcome, TaskMode, ToolInfo};
 
 /// MCP reserves -32020..=-32099 and defines only these three in it.
@@ -112,7 +112,9 @@ pub(crate) fn tool_result(r: types::ToolResult) -> Result<Map<String, Value>, St
 pub(crate) fn check_size(o: GuestOutcome, max: usize) -> Result<GuestOutcome, AttemptError> {
     match &o {
         GuestOutcome::Completed(v) => within_size(v, max)?,
-        GuestOutcome::Failed(e) | GuestOutcome::Retry { error: e, .. } => within_size(e, max)?,
+        GuestOutcome::Failed { error: e, .. } | GuestOutcome::Retry { error: e, .. } => {
+            within_size(e, max)?
+        }
     }
     Ok(o)
 }
@@ -153,8 +155,28 @@ pub(crate) fn within_size<T: serde::Serialize + ?Sized>(
 pub(crate) fn outcome(o: types::Outcome) -> Result<GuestOutcome, String> {
     Ok(match o {
         types::Outcome::Completed(r) => GuestOutcome::Completed(tool_result(r)?),
-        types::Outcome::Failed(e) => GuestOutcome::Failed(rpc_error(e)?),
+        types::Outcome::Failed(e) => GuestOutcome::Failed {
+            error: rpc_error(e)?,
+            status_message: None,
+        },
         types::Outcome::Retry(r) => GuestOutcome::Retry {
+            error: rpc_error(r.error)?,
+            status_message: snodo_core::model::truncate_status_message(r.status_message),
+        },
+    })
+}
+
+/// A 0.3.0 outcome: a failure may carry the tool's own status message.
+pub(crate) fn outcome_v3(o: outcomes::Outcome) -> Result<GuestOutcome, String> {
+    Ok(match o {
+        outcomes::Outcome::Completed(r) => GuestOutcome::Completed(tool_result(r)?),
+        outcomes::Outcome::Failed(f) => GuestOutcome::Failed {
+            error: rpc_error(f.error)?,
+            status_message: f
+                .status_message
+                .map(snodo_core::model::truncate_status_message),
+        },
+        outcomes::Outcome::Retry(r) => GuestOutcome::Retry {
             error: rpc_error(r.error)?,
             status_message: snodo_core::model::truncate_status_message(r.status_message),
         },

@@ -10,7 +10,9 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use snodo_core::model::ExecutionLimits;
 
-use super::bindings::{CatalogIndices, ExecutorIndices, catalog_types, types};
+use super::bindings::{
+    CatalogIndices, ExecutionIndices, ExecutorIndices, catalog_types, outcomes, types,
+};
 use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine, Origin};
 use super::{AttemptError, CancelToken, ExecutionIo, GuestOutcome, HostStop, Limit, WasmEngine};
 
@@ -120,6 +122,9 @@ pub(crate) struct Linked {
     /// `execute` of `snodo:tasks/tools@0.1.0`, found once: the one export every tool call
     /// and task attempt reaches, called without loading (and type-checking) the others.
     pub(crate) execute: wasmtime::component::ComponentExportIndex,
+    /// `snodo:tasks/execution@0.3.0`, when the component is a 0.3.0 one: its `execute` is
+    /// called instead of the tools interface's.
+    pub(crate) execution: Option<(ExecutionIndices, wasmtime::component::ComponentExportIndex)>,
 }
 
 impl Linked {
@@ -170,6 +175,7 @@ pub(crate) enum Returned {
     Mode(types::TaskMode),
     Prepared(Result<String, types::RpcError>),
     Outcome(types::Outcome),
+    OutcomeV3(outcomes::Outcome),
     Catalog(catalog_types::Catalog),
     Contents(Result<Vec<catalog_types::ResourceContents>, types::RpcError>),
     Prompt(Result<catalog_types::PromptResult, types::RpcError>),
@@ -412,11 +418,19 @@ async fn call_export(
 ) -> wasmtime::Result<Returned> {
     let tools = |store: &mut Store<HostState>| linked.tools.load(store, instance);
     match call {
-        Call::Describe => tools(store)?
-            .snodo_tasks0_1_0_tools()
-            .call_describe(&mut *store)
-            .await
-            .map(Returned::Tools),
+        Call::Describe => {
+            // Loading type-checks every export of an interface: `describe` runs once per
+            // component, when it is loaded, so a 0.3.0 `execution` of the wrong shape is
+            // refused then and its `execute` may be called unchecked afterwards.
+            if let Some((execution, _)) = &linked.execution {
+                execution.load(&mut *store, instance)?;
+            }
+            tools(store)?
+                .snodo_tasks0_1_0_tools()
+                .call_describe(&mut *store)
+                .await
+                .map(Returned::Tools)
+        }
         Call::ChooseMode { tool, arguments } => tools(store)?
             .snodo_tasks0_1_0_tools()
             .call_choose_mode(&mut *store, &tool, &arguments)
@@ -427,6 +441,25 @@ async fn call_export(
             .call_prepare(&mut *store, &tool, &arguments)
             .await
             .map(Returned::Prepared),
+        Call::Execute(work) if linked.execution.is_some() => {
+            let index = linked.execution.as_ref().map(|(_, i)| *i);
+            let func = index
+                .and_then(|i| instance.get_func(&mut *store, i))
+                .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+            // SAFETY: the signature is the one `execution.call_execute` uses, and this
+            // component's `execution` was checked against it when the component was loaded
+            // (the `Describe` arm above); a loaded component's types never change.
+            #[allow(unsafe_code)]
+            let execute = unsafe {
+                wasmtime::component::TypedFunc::<(&types::Work,), (outcomes::Outcome,)>::new_unchecked(
+                    func,
+                )
+            };
+            execute
+                .call_async(&mut *store, (&work,))
+                .await
+                .map(|(outcome,)| Returned::OutcomeV3(outcome))
+        }
         Call::Execute(work) => {
             let func = instance
                 .get_func(&mut *store, linked.execute)

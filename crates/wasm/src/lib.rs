@@ -96,8 +96,14 @@ pub struct ToolInfo {
 pub enum GuestOutcome {
     /// A `CallToolResult` (a JSON object), `isError` possibly set.
     Completed(serde_json::Map<String, Value>),
-    /// A JSON-RPC error.
-    Failed(JsonRpcError),
+    /// A JSON-RPC error, and the status message the task ends with (the error's message
+    /// when `None`).
+    Failed {
+        /// The error.
+        error: JsonRpcError,
+        /// The tool's own last status message (0.3.0 components).
+        status_message: Option<String>,
+    },
     /// Try again after the next retry delay.
     Retry {
         /// The error to fail with when no retry is left.

@@ -219,8 +219,48 @@ impl Prompt for ReportBrief {
     }
 }
 
+/// `import_pages`: imports pages up to a quota; past it the task fails, and its last status
+/// message says what was done and what is left (the error says what went wrong).
+pub struct ImportPages;
+
+/// What to import.
+#[derive(Deserialize, JsonSchema)]
+pub struct ImportArgs {
+    /// Pages to import.
+    pages: u32,
+    /// Pages the quota allows.
+    quota: u32,
+}
+
+impl Tool for ImportPages {
+    const NAME: &'static str = "import_pages";
+    type Args = ImportArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new()
+            .description("Imports pages up to a quota")
+            .mode(Mode::Required)
+    }
+
+    fn run(cx: &Context, args: ImportArgs) -> Outcome {
+        let done = args.pages.min(args.quota);
+        cx.set_status(&format!("imported {done} of {} pages", args.pages));
+        if done < args.pages {
+            return Outcome::failed_with_status(
+                RpcError::internal("the import quota is exhausted"),
+                format!(
+                    "imported {done} of {} pages; the other {} need a larger quota",
+                    args.pages,
+                    args.pages - done
+                ),
+            );
+        }
+        ToolResult::text(format!("imported {done} pages")).into()
+    }
+}
+
 snodo_guest::export!(
-    tools: [QuickReport, DurableExport, Flaky],
+    tools: [QuickReport, DurableExport, Flaky, ImportPages],
     resources: [ReportCard],
     prompts: [ReportBrief],
 );

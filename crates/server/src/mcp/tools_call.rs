@@ -287,7 +287,9 @@ impl McpServer {
                     let asked = mrtr::input_required(q, &key, &sealed_for, &principal, &answers);
                     return (200, protocol::result_response(id, asked));
                 }
-                Ok(GuestOutcome::Failed(e)) | Ok(GuestOutcome::Retry { error: e, .. }) => e,
+                // A synchronous call has no status to end with: the error is the answer.
+                Ok(GuestOutcome::Failed { error: e, .. })
+                | Ok(GuestOutcome::Retry { error: e, .. }) => e,
                 Err(e) => e.to_rpc_error(),
             };
             (
