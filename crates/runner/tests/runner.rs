@@ -587,7 +587,12 @@ async fn exhaustion_fails_with_the_executors_error_and_traps_consume_no_retries(
     assert_eq!(kind_of(error_of(&t)), json!("invalid_outcome"));
 
     // A 0.3.0 tool ends a failed task with its own status message.
-    let t = run_to_end("import_pages", json!({"pages": 5, "quota": 3}), RetryPolicy::none()).await;
+    let t = run_to_end(
+        "import_pages",
+        json!({"pages": 5, "quota": 3}),
+        RetryPolicy::none(),
+    )
+    .await;
     assert_eq!(error_of(&t).message, "the import quota is exhausted");
     assert_eq!(
         t.status_message.as_deref(),

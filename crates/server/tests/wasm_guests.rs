@@ -339,7 +339,13 @@ async fn greet_says_hello_exactly() {
         .await
         .expect("greet");
     assert!(
-        matches!(out, GuestOutcome::Failed { error: JsonRpcError { code: -32602, .. }, .. }),
+        matches!(
+            out,
+            GuestOutcome::Failed {
+                error: JsonRpcError { code: -32602, .. },
+                ..
+            }
+        ),
         "{out:?}"
     );
     let out = run(&g.fixtures, "greet", json!({})).await.expect("greet");
@@ -832,7 +838,7 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .expect_err("wrong world");
     assert!(
         err.reason
-            .contains("not a snodo:tasks executor of 0.1.0 or 0.2.0"),
+            .contains("not a snodo:tasks executor of 0.1.0, 0.2.0 or 0.3.0"),
         "{err}"
     );
 

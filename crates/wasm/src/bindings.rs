@@ -55,8 +55,8 @@ pub(crate) mod v3 {
 }
 
 pub(crate) use v1::{Executor, ExecutorIndices};
-pub(crate) use v3::exports::snodo::tasks0_3_0::execution::GuestIndices as ExecutionIndices;
-pub(crate) use v3::snodo::tasks0_3_0::outcomes;
 pub(crate) use v2::exports::snodo::tasks0_2_0::catalog::GuestIndices as CatalogIndices;
 pub(crate) use v2::snodo::tasks0_1_0::{context, types};
 pub(crate) use v2::snodo::tasks0_2_0::catalog_types;
+pub(crate) use v3::exports::snodo::tasks0_3_0::execution::GuestIndices as ExecutionIndices;
+pub(crate) use v3::snodo::tasks0_3_0::outcomes;

@@ -6,6 +6,7 @@ mod bindings {
     wit_bindgen::generate!({
         world: "snodo:tasks/executor@0.2.0",
         path: "../../wit",
+        generate_all,
     });
 }
 
