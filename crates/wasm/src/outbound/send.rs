@@ -139,6 +139,52 @@ impl std::ops::Deref for OneRequest {
     }
 }
 
+/// A request that passed the grant, the URL check and the limits.
+struct Admitted {
+    grant: Arc<HttpGrant>,
+    target: Target,
+    /// The entries that allow its URL (an address rule may need one that names it).
+    allowing: Vec<AllowedHost>,
+    parts: http::request::Parts,
+    body: Vec<u8>,
+    /// What it asks, when the task journals it.
+    asked: Option<JournalRequest>,
+    /// Whether the host added a secret to it.
+    injected: bool,
+    /// Its places in flight: the attempt's and the tenant's.
+    permits: (
+        tokio::sync::OwnedSemaphorePermit,
+        tokio::sync::OwnedSemaphorePermit,
+    ),
+}
+
+/// The timeouts of one request: the guest's, where shorter than the tool's limits.
+struct Timeouts {
+    connect: Duration,
+    first_byte: Duration,
+    between: Duration,
+}
+
+impl Timeouts {
+    fn of(options: Option<RequestOptions>, limits: &OutboundLimits) -> Self {
+        let clamp = |asked: Option<Duration>, cap: Duration| asked.map_or(cap, |a| a.min(cap));
+        Self {
+            connect: clamp(
+                options.and_then(|o| o.connect_timeout),
+                limits.connect_timeout,
+            ),
+            first_byte: clamp(
+                options.and_then(|o| o.first_byte_timeout),
+                limits.first_byte_timeout,
+            ),
+            between: clamp(
+                options.and_then(|o| o.between_bytes_timeout),
+                limits.between_bytes_timeout,
+            ),
+        }
+    }
+}
+
 /// A URL's parts the rules look at.
 struct Target {
     https: bool,
@@ -186,11 +232,29 @@ impl OneRequest {
         error
     }
 
+    /// The request, phase by phase: admitted, answered from the journal when it can be,
+    /// sent, and its response handed over (streamed, or whole, scrubbed and recorded).
     async fn send(
         self,
         request: Request<WasiBody>,
         options: Option<RequestOptions>,
     ) -> Result<(Response<WasiBody>, Io), Error> {
+        let mut admitted = self.admit(request).await?;
+        if let Some(asked) = &admitted.asked
+            && let Some(answer) = self.replay(asked).await?
+        {
+            return Ok((recorded(answer), Box::new(async { Ok(()) })));
+        }
+        let timeouts = Timeouts::of(options, &admitted.grant.limits);
+        let (head, incoming, driver) = self.transmit(&mut admitted, &timeouts).await?;
+        self.host.count_sent(&self.tool, false);
+        self.receive(admitted, head, incoming, driver, timeouts.between)
+            .await
+    }
+
+    /// Reads the body, then checks the grant, the URL and the limits, and takes the
+    /// request's places in flight.
+    async fn admit(&self, request: Request<WasiBody>) -> Result<Admitted, Error> {
         // The body first, whatever happens next: a guest writes it after handing the
         // request over, and a refusal that dropped it unread would reach the guest as a
         // failed write instead of as the refusal.
@@ -200,7 +264,7 @@ impl OneRequest {
             .map_or(OutboundLimits::default().max_request_bytes, |g| {
                 g.limits.max_request_bytes
             });
-        let (mut parts, body) = request.into_parts();
+        let (parts, body) = request.into_parts();
         let body = match collect(body, limit, None).await {
             Ok(b) => Some(b),
             Err(Collect::TooLarge) => None,
@@ -212,9 +276,8 @@ impl OneRequest {
         let Some(body) = body else {
             return Err(self.limited("max_request_bytes", Error::HttpRequestBodySize(Some(limit))));
         };
-        let target = match target_of(&parts.uri) {
-            Some(t) => t,
-            None => return Err(self.refuse(None, Refusal::BadUrl)),
+        let Some(target) = target_of(&parts.uri) else {
+            return Err(self.refuse(None, Refusal::BadUrl));
         };
         let allowing = match grant
             .allowed
@@ -223,23 +286,17 @@ impl OneRequest {
             Ok(a) => a.into_iter().cloned().collect::<Vec<AllowedHost>>(),
             Err(r) => return Err(self.refuse(Some(&target), r)),
         };
-        let limits = grant.limits;
-        if self.seq >= limits.max_requests {
-            return Err(self.limited(
-                "max_requests",
-                Error::InternalError(Some(format!(
-                    "outbound limit max_requests ({}) per attempt reached",
-                    limits.max_requests
-                ))),
-            ));
+        let max = grant.limits.max_requests;
+        if self.seq >= max {
+            let error = format!("outbound limit max_requests ({max}) per attempt reached");
+            return Err(self.limited("max_requests", Error::InternalError(Some(error))));
         }
-        let Ok(_attempt_permit) = self.in_flight.clone().try_acquire_owned() else {
+        let Ok(attempt) = self.in_flight.clone().try_acquire_owned() else {
             return Err(self.limited("max_concurrent", Error::ConnectionLimitReached));
         };
-        let Ok(_tenant_permit) = self.host.tenant_slots(&self.tenant).try_acquire_owned() else {
+        let Ok(tenant) = self.host.tenant_slots(&self.tenant).try_acquire_owned() else {
             return Err(self.limited("max_concurrent_per_tenant", Error::ConnectionLimitReached));
         };
-
         let journaled = grant.journal && self.io.journaled() && self.task.is_some();
         // What the request asks, for the journal only.
         let asked = journaled.then(|| JournalRequest {
@@ -247,63 +304,72 @@ impl OneRequest {
             url: parts.uri.to_string(),
             body_sha256: hex(&Sha256::digest(&body)),
         });
-        if let Some(asked) = &asked {
-            match self.io.journal_entry(self.seq).await {
-                Ok(Some(entry)) if entry.request == *asked => {
-                    self.host.count_sent(&self.tool, true);
-                    return Ok((recorded(entry.response), Box::new(async { Ok(()) })));
-                }
-                Ok(Some(entry)) => {
-                    let why = format!(
-                        "request {} of the replay asks {} {} (body {}), the journal recorded {} {} (body {})",
-                        self.seq,
-                        asked.method,
-                        asked.url,
-                        &asked.body_sha256[..12],
-                        entry.request.method,
-                        entry.request.url,
-                        &entry.request.body_sha256[..12.min(entry.request.body_sha256.len())],
-                    );
-                    tracing::warn!(target: "snodo::outbound", tool = %self.tool, task = self.task.as_deref().unwrap_or("-"), "journal divergence: {why}");
-                    self.diverged.lock().get_or_insert(why);
-                    return Err(Error::InternalError(Some(format!(
-                        "journal divergence at request {}",
-                        self.seq
-                    ))));
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    return Err(Error::InternalError(Some(format!(
-                        "the task's journal cannot be read: {e}"
-                    ))));
-                }
-            }
-        }
+        Ok(Admitted {
+            grant,
+            target,
+            allowing,
+            parts,
+            body,
+            asked,
+            injected: false,
+            permits: (attempt, tenant),
+        })
+    }
 
-        // Resolve once, check every address, connect to a checked one.
-        let addrs = self.resolve(&target).await?;
+    /// The journal's answer at this request's position, if it recorded one for the same
+    /// request. A different request there is a divergence: the attempt cannot be trusted.
+    async fn replay(&self, asked: &JournalRequest) -> Result<Option<JournalResponse>, Error> {
+        match self.io.journal_entry(self.seq).await {
+            Ok(Some(entry)) if entry.request == *asked => {
+                self.host.count_sent(&self.tool, true);
+                Ok(Some(entry.response))
+            }
+            Ok(Some(entry)) => {
+                let digest = |d: &str| d.chars().take(12).collect::<String>();
+                let why = format!(
+                    "request {} of the replay asks {} {} (body {}), the journal recorded {} {} (body {})",
+                    self.seq,
+                    asked.method,
+                    asked.url,
+                    digest(&asked.body_sha256),
+                    entry.request.method,
+                    entry.request.url,
+                    digest(&entry.request.body_sha256),
+                );
+                tracing::warn!(target: "snodo::outbound", tool = %self.tool, task = self.task.as_deref().unwrap_or("-"), "journal divergence: {why}");
+                self.diverged.lock().get_or_insert(why);
+                Err(Error::InternalError(Some(format!(
+                    "journal divergence at request {}",
+                    self.seq
+                ))))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => Err(Error::InternalError(Some(format!(
+                "the task's journal cannot be read: {e}"
+            )))),
+        }
+    }
+
+    /// Resolves the name, checks every address, connects to a checked one (with TLS for
+    /// `https`), adds the host's headers and sends: the response's head and body, and the
+    /// task driving the connection.
+    async fn transmit(
+        &self,
+        admitted: &mut Admitted,
+        timeouts: &Timeouts,
+    ) -> Result<(http::response::Parts, hyper::body::Incoming, Driver), Error> {
+        let target = &admitted.target;
+        let addrs = self.resolve(target).await?;
+        let allowing: Vec<&AllowedHost> = admitted.allowing.iter().collect();
         for addr in &addrs {
-            let allowing: Vec<&AllowedHost> = allowing.iter().collect();
             if let Err(r) = check_address(&allowing, *addr, &self.host.config.own) {
-                return Err(self.refuse(Some(&target), r));
+                return Err(self.refuse(Some(target), r));
             }
         }
-        let clamp = |asked: Option<Duration>, cap: Duration| asked.map_or(cap, |a| a.min(cap));
-        let connect_timeout = clamp(
-            options.and_then(|o| o.connect_timeout),
-            limits.connect_timeout,
-        );
-        let first_byte = clamp(
-            options.and_then(|o| o.first_byte_timeout),
-            limits.first_byte_timeout,
-        );
-        let between = clamp(
-            options.and_then(|o| o.between_bytes_timeout),
-            limits.between_bytes_timeout,
-        );
-
-        let injected = self.inject(&grant, &target, &mut parts.headers)?;
-        if journaled && !idempotent(&parts.method) {
+        // The head goes into the request; `admitted` keeps what the response needs.
+        let mut parts = std::mem::replace(&mut admitted.parts, Request::new(()).into_parts().0);
+        admitted.injected = self.inject(&admitted.grant, target, &mut parts.headers)?;
+        if admitted.asked.is_some() && !idempotent(&parts.method) {
             let key = format!("{}-{}", self.task.as_deref().unwrap_or_default(), self.seq);
             if let Ok(v) = HeaderValue::from_str(&key) {
                 parts
@@ -316,22 +382,19 @@ impl OneRequest {
             .path_and_query(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
             .build()
             .map_err(|_| Error::HttpRequestUriInvalid)?;
-        let request = Request::from_parts(parts, Full::new(Bytes::from(body)));
+        let body = Full::new(Bytes::from(std::mem::take(&mut admitted.body)));
+        let request = Request::from_parts(parts, body);
 
+        let connect_timeout = timeouts.connect;
         let stream = match tokio::time::timeout(connect_timeout, connect(&addrs)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(Error::Connect(e)),
             Err(_) => return Err(self.limited("connect_timeout", Error::ConnectionTimeout)),
         };
         let (mut sender, conn) = if target.https {
-            let name = rustls::pki_types::ServerName::try_from(
-                target
-                    .name
-                    .trim_start_matches('[')
-                    .trim_end_matches(']')
-                    .to_owned(),
-            )
-            .map_err(|_| Error::HttpRequestUriInvalid)?;
+            let bare = target.name.trim_start_matches('[').trim_end_matches(']');
+            let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
+                .map_err(|_| Error::HttpRequestUriInvalid)?;
             let tls = tokio_rustls::TlsConnector::from(self.host.tls.clone());
             let stream =
                 match tokio::time::timeout(connect_timeout, tls.connect(name, stream)).await {
@@ -344,43 +407,58 @@ impl OneRequest {
             handshake(Box::new(stream)).await?
         };
         let driver = Driver(tokio::spawn(conn));
-        let response = match tokio::time::timeout(first_byte, sender.send_request(request)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(Error::Hyper(e)),
-            Err(_) => {
-                return Err(self.limited("first_byte_timeout", Error::ConnectionReadTimeout));
+        match tokio::time::timeout(timeouts.first_byte, sender.send_request(request)).await {
+            Ok(Ok(r)) => {
+                let (head, incoming) = r.into_parts();
+                Ok((head, incoming, driver))
             }
-        };
-        self.host.count_sent(&self.tool, false);
-        let (head, incoming) = response.into_parts();
+            Ok(Err(e)) => Err(Error::Hyper(e)),
+            Err(_) => Err(self.limited("first_byte_timeout", Error::ConnectionReadTimeout)),
+        }
+    }
 
-        if !journaled && !injected {
-            // Streamed to the guest as it arrives, within its bounds; the permits and the
-            // connection live as long as the body.
+    /// Hands the response over: streamed as it arrives when nothing needs it whole, else
+    /// read whole, scrubbed of secrets and, in a journaled task, recorded first.
+    async fn receive(
+        &self,
+        admitted: Admitted,
+        head: http::response::Parts,
+        incoming: hyper::body::Incoming,
+        driver: Driver,
+        between: Duration,
+    ) -> Result<(Response<WasiBody>, Io), Error> {
+        let Admitted {
+            grant,
+            asked,
+            injected,
+            permits,
+            ..
+        } = admitted;
+        let max = grant.limits.max_response_bytes;
+        if asked.is_none() && !injected {
+            // The permits and the connection live as long as the body.
             let body = Bounded {
                 inner: incoming,
-                left: limits.max_response_bytes,
-                limit: limits.max_response_bytes,
+                left: max,
+                limit: max,
                 between,
                 timer: Box::pin(tokio::time::sleep(between)),
                 counted: (self.host.clone(), self.tool.clone()),
-                _held: (_attempt_permit, _tenant_permit, driver),
+                _held: (permits, driver),
             };
             return Ok((
                 Response::from_parts(head, body.boxed_unsync()),
                 Box::new(async { Ok(()) }),
             ));
         }
-
-        let body = match collect(incoming, limits.max_response_bytes, Some(between)).await {
+        let body = match collect(incoming, max, Some(between)).await {
             Ok(b) => b,
             Err(Collect::TooLarge) => {
-                let error = Error::HttpResponseBodySize(Some(limits.max_response_bytes));
+                let error = Error::HttpResponseBodySize(Some(max));
                 return Err(self.limited("max_response_bytes", error));
             }
             Err(Collect::Failed(e)) => return Err(e),
         };
-        let body = scrub_bytes(body, &grant.scrub);
         let mut headers = Vec::with_capacity(head.headers.len());
         for (name, value) in &head.headers {
             let value = String::from_utf8_lossy(value.as_bytes());
@@ -391,7 +469,7 @@ impl OneRequest {
         let answer = JournalResponse {
             status: head.status.as_u16(),
             headers,
-            body,
+            body: scrub_bytes(body, &grant.scrub),
         };
         if let Some(request) = asked {
             let entry = JournalEntry {
