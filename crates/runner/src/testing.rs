@@ -29,3 +29,25 @@ pub fn catalog_of(components: &[&Arc<Component>], limits: ExecutionLimits) -> Ca
     }
     catalog
 }
+
+/// The execution of `tool` with `arguments` for the attempt holding `lease`, as the runner
+/// builds it: its input recorded in `store` (the creating client declared elicitation), its
+/// task id and idempotency key the task's.
+pub fn attempt_execution(
+    store: Arc<dyn snodo_core::store::Store>,
+    lease: &snodo_core::store::Lease,
+    waiters: Arc<crate::InputWaiters>,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> snodo_wasm::Execution {
+    let io = Arc::new(crate::TaskIo::new(
+        store,
+        lease.clone(),
+        serde_json::json!({"elicitation": {}}),
+        waiters,
+    ));
+    let mut exec = snodo_wasm::Execution::new(tool, arguments, io);
+    exec.task_id = Some(lease.task_id().to_string());
+    exec.idempotency_key = lease.task_id().to_string();
+    exec
+}

@@ -13,7 +13,7 @@ use snodo_core::model::{
     Timestamp, Work,
 };
 use snodo_core::store::{ClaimRequest, Lease, NewTask, RedbStore, Store};
-use snodo_runner::{InputWaiters, TaskIo};
+use snodo_runner::InputWaiters;
 use snodo_wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, OutboundLimits, Secret};
 use snodo_wasm::{
     AttemptError, CancelToken, Component, EngineConfig, Execution, ExecutionIo, ExecutionReport,
@@ -327,21 +327,34 @@ struct Attempts {
 }
 
 impl Attempts {
+    fn new(component: Arc<Component>, store: Arc<dyn Store>, grant: HttpGrant) -> Self {
+        Self {
+            component,
+            store,
+            waiters: Arc::new(InputWaiters::new()),
+            grant: Arc::new(grant),
+        }
+    }
+
+    /// A task of `tool` with `args`, claimed by a node.
+    async fn claimed(&self, tool: &str, args: &Value) -> (TaskId, Lease) {
+        let id = create(&*self.store, tool, args.clone()).await;
+        let claimed = self
+            .store
+            .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+            .await
+            .expect("claim");
+        (id, claimed.lease)
+    }
+
     fn start(
         &self,
         lease: Lease,
         tool: &str,
         args: Value,
     ) -> tokio::task::JoinHandle<ExecutionReport> {
-        let io = Arc::new(TaskIo::new(
-            self.store.clone(),
-            lease.clone(),
-            json!({"elicitation": {}}),
-            self.waiters.clone(),
-        ));
-        let mut exec = Execution::new(tool, args, io);
-        exec.task_id = Some(lease.task_id().to_string());
-        exec.idempotency_key = lease.task_id().to_string();
+        let mut exec =
+            common::attempt_execution(self.store.clone(), &lease, self.waiters.clone(), tool, args);
         exec.grants = WasiGrants {
             http: Some(self.grant.clone()),
             ..WasiGrants::default()
@@ -372,21 +385,12 @@ async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_
             .expect("store"),
     );
     let server = HttpRecorder::start().await;
-    let attempts = Attempts {
-        component: outbound().await,
-        store: store.clone(),
-        waiters: Arc::new(InputWaiters::new()),
-        grant: Arc::new(grant(&[&server.base()])),
-    };
+    let attempts = Attempts::new(outbound().await, store.clone(), grant(&[&server.base()]));
     let args = json!({"base": server.base(), "title": "disk full"});
-    let id = create(&*store, "open_ticket", args.clone()).await;
-    let first = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-        .await
-        .expect("claim");
+    let (id, first) = attempts.claimed("open_ticket", &args).await;
 
     // The first attempt reads the template and asks; then it is lost (its process died).
-    let running = attempts.start(first.lease.clone(), "open_ticket", args.clone());
+    let running = attempts.start(first.clone(), "open_ticket", args.clone());
     common::await_stored(&*store, &id, "the question stored", |t| {
         t.status == TaskStatus::InputRequired
     })
@@ -453,18 +457,9 @@ async fn a_replay_that_asks_something_else_fails_the_attempt_naming_the_position
     let store: Arc<dyn Store> =
         Arc::new(RedbStore::open(dir.path().join("tasks.redb")).expect("store"));
     let server = HttpRecorder::start().await;
-    let attempts = Attempts {
-        component: outbound().await,
-        store: store.clone(),
-        waiters: Arc::new(InputWaiters::new()),
-        grant: Arc::new(grant(&[&server.base()])),
-    };
+    let attempts = Attempts::new(outbound().await, store.clone(), grant(&[&server.base()]));
     let args = json!({"url": format!("{}/template", server.base())});
-    let id = create(&*store, "fetch", args.clone()).await;
-    let claimed = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-        .await
-        .expect("claim");
+    let (_, claimed) = attempts.claimed("fetch", &args).await;
     // What an earlier build of the tool recorded at position 0: another URL.
     let earlier = JournalEntry {
         seq: 0,
@@ -480,11 +475,11 @@ async fn a_replay_that_asks_something_else_fails_the_attempt_naming_the_position
         },
     };
     store
-        .journal_append(&claimed.lease, &earlier, 1 << 20)
+        .journal_append(&claimed, &earlier, 1 << 20)
         .await
         .expect("append");
     let report = attempts
-        .start(claimed.lease.clone(), "fetch", args)
+        .start(claimed.clone(), "fetch", args)
         .await
         .expect("join");
     match &report.outcome {
@@ -527,26 +522,17 @@ async fn a_journaled_echo_keeps_no_secret(store: Arc<dyn Store>, component: Arc<
         value: Secret::new(secret),
     }];
     g.scrub = vec![Secret::new(secret)];
-    let attempts = Attempts {
-        component,
-        store: store.clone(),
-        waiters: Arc::new(InputWaiters::new()),
-        grant: Arc::new(g),
-    };
+    let attempts = Attempts::new(component, store.clone(), g);
     let args = json!({"url": format!("{}/headers", server.base())});
-    let id = create(&*store, "fetch", args.clone()).await;
-    let claimed = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-        .await
-        .expect("claim");
+    let (id, claimed) = attempts.claimed("fetch", &args).await;
     let report = attempts
-        .start(claimed.lease.clone(), "fetch", args)
+        .start(claimed.clone(), "fetch", args)
         .await
         .expect("join");
     let body = answer(&report).expect("fetched")["body"].to_string();
     assert!(body.contains("x-api-key: [redacted]"), "{body}");
     assert_eq!(server.seen()[0].header("x-api-key"), Some(secret));
-    let journal = store.journal(&claimed.lease).await.expect("journal");
+    let journal = store.journal(&claimed).await.expect("journal");
     assert_eq!(journal.len(), 1);
     let recorded = String::from_utf8_lossy(&journal[0].response.body).into_owned();
     assert!(
@@ -560,7 +546,7 @@ async fn a_journaled_echo_keeps_no_secret(store: Arc<dyn Store>, component: Arc<
     };
     store
         .transition(
-            snodo_core::store::Authority::Worker(&claimed.lease),
+            snodo_core::store::Authority::Worker(&claimed),
             snodo_core::model::TaskEvent::random(snodo_core::model::EventKind::Completed {
                 result: Value::Object(result.clone()),
             }),
@@ -718,21 +704,12 @@ async fn a_tool_without_a_journal_sends_again_on_every_attempt() {
     let server = HttpRecorder::start().await;
     let mut g = grant(&[&server.base()]);
     g.journal = false;
-    let attempts = Attempts {
-        component: outbound().await,
-        store: store.clone(),
-        waiters: Arc::new(InputWaiters::new()),
-        grant: Arc::new(g),
-    };
+    let attempts = Attempts::new(outbound().await, store.clone(), g);
     let args = json!({"url": format!("{}/tickets", server.base()), "post": {"n": 1}});
-    let id = create(&*store, "fetch", args.clone()).await;
-    let claimed = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-        .await
-        .expect("claim");
+    let (_, claimed) = attempts.claimed("fetch", &args).await;
     for _ in 0..2 {
         let report = attempts
-            .start(claimed.lease.clone(), "fetch", args.clone())
+            .start(claimed.clone(), "fetch", args.clone())
             .await
             .expect("join");
         assert_eq!(answer(&report).expect("posted")["status"], 201);
@@ -745,10 +722,7 @@ async fn a_tool_without_a_journal_sends_again_on_every_attempt() {
             .all(|r| r.header("idempotency-key").is_none()),
         "without a journal there is no key"
     );
-    assert_eq!(
-        store.journal(&claimed.lease).await.expect("journal"),
-        vec![]
-    );
+    assert_eq!(store.journal(&claimed).await.expect("journal"), vec![]);
 }
 
 /// IO that keeps the status messages a guest sets.

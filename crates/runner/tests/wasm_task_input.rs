@@ -7,8 +7,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use snodo_core::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
 use snodo_core::store::{ClaimRequest, Lease, MemoryStore, NewTask, Store};
-use snodo_runner::{InputWaiters, TaskIo};
-use snodo_wasm::{AttemptError, CancelToken, Component, Execution, ExecutionReport, GuestOutcome};
+use snodo_runner::InputWaiters;
+use snodo_wasm::{AttemptError, CancelToken, Component, ExecutionReport, GuestOutcome};
 
 mod common;
 
@@ -50,15 +50,8 @@ impl Attempts {
         args: Value,
         cancel: CancelToken,
     ) -> tokio::task::JoinHandle<ExecutionReport> {
-        let io = Arc::new(TaskIo::new(
-            self.store.clone(),
-            lease.clone(),
-            json!({"elicitation": {}}),
-            self.waiters.clone(),
-        ));
-        let mut exec = Execution::new(tool, args, io);
-        exec.task_id = Some(lease.task_id().to_string());
-        exec.idempotency_key = lease.task_id().to_string();
+        let mut exec =
+            common::attempt_execution(self.store.clone(), &lease, self.waiters.clone(), tool, args);
         exec.cancel = cancel;
         let component = self.component.clone();
         tokio::spawn(async move { component.execute(exec).await })

@@ -124,34 +124,12 @@ async fn local_server() -> Result<std::net::SocketAddr, String> {
 
 /// One native GET on a new connection, as the host's sender makes it.
 async fn native_get(addr: std::net::SocketAddr) -> Result<(), String> {
-    use http_body_util::BodyExt;
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-    let driver = tokio::spawn(conn);
-    let request = hyper::Request::builder()
-        .uri("/template")
-        .header("host", addr.to_string())
-        .body(http_body_util::Empty::<hyper::body::Bytes>::new())
-        .map_err(|e| e.to_string())?;
-    let response = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .to_bytes();
-    driver.abort();
-    if &body[..] != b"template-1" {
-        return Err("the native GET read the wrong body".into());
+    let (status, body) = snodo::client::Connection::open(addr)
+        .await?
+        .get("/template")
+        .await?;
+    if (status, body.as_str()) != (200, "template-1") {
+        return Err("the native GET read the wrong answer".into());
     }
     Ok(())
 }
@@ -228,50 +206,43 @@ async fn journaled(
     args: &Value,
     opts: &OutboundBenchOptions,
 ) -> Result<(), String> {
-    let replays = std::cell::RefCell::new(Vec::new());
-    figures.push(
-        measure(
-            &format!("guest GET, journaled on {name} (recorded)"),
-            opts.rounds,
-            || async {
-                let (id, lease) = attempt(&store, args).await?;
-                fetch(
-                    component,
-                    grant,
-                    args.clone(),
-                    Some((id, task_io(&store, &lease))),
-                )
-                .await?;
-                replays.borrow_mut().push((id, lease));
+    // The same attempts twice: recording every response, then answered from the journal.
+    let leases = std::cell::RefCell::new(Vec::new());
+    let run = |lease: (TaskId, snodo::store::Lease)| {
+        let store = store.clone();
+        async move {
+            let io = task_io(&store, &lease.1);
+            fetch(component, grant, args.clone(), Some((lease.0, io))).await?;
+            Ok::<_, String>(lease)
+        }
+    };
+    let recorded = measure(
+        &format!("guest GET, journaled on {name} (recorded)"),
+        opts.rounds,
+        || async {
+            let lease = run(attempt(&store, args).await?).await?;
+            leases.borrow_mut().push(lease);
+            Ok(opts.requests)
+        },
+    )
+    .await?;
+    figures.push(recorded);
+    let mut next = leases.into_inner().into_iter();
+    let replayed = measure(
+        &format!("guest GET, replayed from the journal on {name}"),
+        opts.rounds,
+        || {
+            let lease = next
+                .next()
+                .ok_or_else(|| "no recorded attempt left".to_owned());
+            async {
+                run(lease?).await?;
                 Ok(opts.requests)
-            },
-        )
-        .await?,
-    );
-    let recorded = replays.into_inner();
-    let mut next = recorded.into_iter();
-    figures.push(
-        measure(
-            &format!("guest GET, replayed from the journal on {name}"),
-            opts.rounds,
-            || {
-                let item = next.next();
-                let store = store.clone();
-                async move {
-                    let (id, lease) = item.ok_or("no recorded attempt left")?;
-                    fetch(
-                        component,
-                        grant,
-                        args.clone(),
-                        Some((id, task_io(&store, &lease))),
-                    )
-                    .await?;
-                    Ok(opts.requests)
-                }
-            },
-        )
-        .await?,
-    );
+            }
+        },
+    )
+    .await?;
+    figures.push(replayed);
     Ok(())
 }
 
