@@ -51,3 +51,17 @@ pub fn attempt_execution(
     exec.idempotency_key = lease.task_id().to_string();
     exec
 }
+
+/// Creates an `acme` task calling `tool` with `arguments`, its creating client declaring
+/// elicitation (what [`attempt_execution`] assumes).
+pub async fn create_tool_task(
+    store: &dyn snodo_core::store::Store,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> snodo_core::model::TaskId {
+    let id = snodo_core::model::TaskId::generate();
+    let work = crate::tool_call_work(&id, tool, arguments);
+    let mut new = snodo_core::store::NewTask::new(id, snodo_core::model::Scope::new("acme"), work);
+    new.client_capabilities = serde_json::json!({"elicitation": {}});
+    store.create(new).await.expect("create").id
+}

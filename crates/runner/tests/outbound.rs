@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use snodo_core::model::{
-    JournalEntry, JournalRequest, JournalResponse, ManualClock, Scope, TaskId, TaskStatus,
-    Timestamp, Work,
+    JournalEntry, JournalRequest, JournalResponse, ManualClock, TaskId, TaskStatus, Timestamp,
 };
-use snodo_core::store::{ClaimRequest, Lease, NewTask, RedbStore, Store};
+use snodo_core::store::{ClaimRequest, Lease, RedbStore, Store};
 use snodo_runner::InputWaiters;
 use snodo_wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, OutboundLimits, Secret};
 use snodo_wasm::{
@@ -338,7 +337,7 @@ impl Attempts {
 
     /// A task of `tool` with `args`, claimed by a node.
     async fn claimed(&self, tool: &str, args: &Value) -> (TaskId, Lease) {
-        let id = create(&*self.store, tool, args.clone()).await;
+        let id = common::create_tool_task(&*self.store, tool, args.clone()).await;
         let claimed = self
             .store
             .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
@@ -362,18 +361,6 @@ impl Attempts {
         let component = self.component.clone();
         tokio::spawn(async move { component.execute(exec).await })
     }
-}
-
-async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
-    let id = TaskId::generate();
-    let work = Work::new(
-        "snodo/tool-call",
-        json!({"tool": tool, "arguments": args}),
-        id.to_string(),
-    );
-    let mut new = NewTask::new(id, Scope::new("acme"), work);
-    new.client_capabilities = json!({"elicitation": {}});
-    store.create(new).await.expect("create").id
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

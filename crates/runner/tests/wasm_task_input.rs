@@ -5,26 +5,14 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use snodo_core::model::{ManualClock, Scope, Task, TaskId, TaskStatus, Timestamp, Work};
-use snodo_core::store::{ClaimRequest, Lease, MemoryStore, NewTask, Store};
+use snodo_core::model::{ManualClock, Task, TaskId, TaskStatus, Timestamp};
+use snodo_core::store::{ClaimRequest, Lease, MemoryStore, Store};
 use snodo_runner::InputWaiters;
 use snodo_wasm::{AttemptError, CancelToken, Component, ExecutionReport, GuestOutcome};
 
 mod common;
 
 const LEASE_MS: u64 = 30_000;
-
-async fn create(store: &dyn Store, tool: &str, args: Value) -> TaskId {
-    let id = TaskId::generate();
-    let work = Work::new(
-        "snodo/tool-call",
-        json!({"tool": tool, "arguments": args}),
-        id.to_string(),
-    );
-    let mut new = NewTask::new(id, Scope::new("acme"), work);
-    new.client_capabilities = json!({"elicitation": {}});
-    store.create(new).await.expect("create").id
-}
 
 /// What the attempts of a test share: the fixtures, a store and the input waiters.
 struct Attempts {
@@ -91,7 +79,8 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::with_clock(Arc::new(clock.clone())));
     let attempts = Attempts::new(store.clone()).await;
     let waiters = &attempts.waiters;
-    let id = create(&*store, "confirm_delete", json!({"filename": "a.txt"})).await;
+    let id =
+        common::create_tool_task(&*store, "confirm_delete", json!({"filename": "a.txt"})).await;
     let first = store
         .claim(&id, &ClaimRequest::new(LEASE_MS, "t"))
         .await
@@ -154,7 +143,7 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
 async fn a_parked_guest_is_released_by_cancellation() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let attempts = Attempts::new(store.clone()).await;
-    let id = create(&*store, "multi_input", json!({})).await;
+    let id = common::create_tool_task(&*store, "multi_input", json!({})).await;
     let claimed = store
         .claim(&id, &ClaimRequest::new(LEASE_MS, "t"))
         .await
