@@ -739,3 +739,111 @@ impl<H: Unpin> http_body::Body for Bounded<H> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+
+    use super::*;
+    use crate::outbound::{AllowList, OutboundConfig};
+
+    /// A server that accepts connections, reports each, and never answers.
+    async fn silent_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+                let _ = tx.send(());
+            }
+        });
+        (addr, rx)
+    }
+
+    fn hooks(host: &Arc<Outbound>, addr: SocketAddr, max_concurrent: u32) -> Hooks {
+        let mut grant =
+            HttpGrant::new(AllowList::parse(&[format!("http://{addr}")]).expect("list"));
+        grant.limits.max_concurrent = max_concurrent;
+        Hooks::new(
+            host.clone(),
+            Some(Arc::new(grant)),
+            "t",
+            Arc::from("acme"),
+            None,
+            Arc::new(crate::io::NoInput),
+        )
+    }
+
+    type Sent = Pin<Box<dyn Future<Output = Result<(Response<WasiBody>, Io), Error>> + Send>>;
+
+    /// The error `sent` ends with, which it must do at once (it is refused, not waiting).
+    async fn refusal(sent: Sent) -> Error {
+        match tokio::time::timeout(Duration::from_secs(10), sent).await {
+            Ok(Err(e)) => e,
+            Ok(Ok(_)) => panic!("the request was answered"),
+            Err(_) => panic!("the request waits instead of being refused"),
+        }
+    }
+
+    fn get(hooks: &mut Hooks, addr: SocketAddr) -> Sent {
+        let body = http_body_util::Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        let request = Request::get(format!("http://{addr}/"))
+            .body(body)
+            .expect("request");
+        Pin::from(hooks.send_request(request, None, Box::new(async { Ok(()) })))
+    }
+
+    #[tokio::test]
+    async fn requests_past_the_attempts_or_the_tenants_places_in_flight_are_refused() {
+        let (addr, mut accepted) = silent_server().await;
+        let host = Arc::new(
+            Outbound::new(OutboundConfig {
+                max_concurrent_per_tenant: 2,
+                ..OutboundConfig::default()
+            })
+            .expect("outbound"),
+        );
+        // One attempt with one place: its first request waits for an answer that never
+        // comes; its second is refused at once.
+        let mut one = hooks(&host, addr, 1);
+        let waiting = tokio::spawn(get(&mut one, addr));
+        accepted.recv().await.expect("the first request connected");
+        let refused = refusal(get(&mut one, addr)).await;
+        assert!(
+            matches!(refused, Error::ConnectionLimitReached),
+            "{refused:?}"
+        );
+        let counted = |limit: &'static str| {
+            host.counters()
+                .limited
+                .get(&("t".to_owned(), limit))
+                .copied()
+        };
+        assert_eq!(counted("max_concurrent"), Some(1));
+
+        // The tenant's second place goes to another attempt; a third attempt finds none.
+        let mut two = hooks(&host, addr, 8);
+        let also_waiting = tokio::spawn(get(&mut two, addr));
+        accepted.recv().await.expect("the second request connected");
+        let mut three = hooks(&host, addr, 8);
+        let refused = refusal(get(&mut three, addr)).await;
+        assert!(
+            matches!(refused, Error::ConnectionLimitReached),
+            "{refused:?}"
+        );
+        assert_eq!(counted("max_concurrent_per_tenant"), Some(1));
+
+        // A place comes back when its request ends.
+        waiting.abort();
+        let _ = waiting.await;
+        let _again = tokio::spawn(get(&mut three, addr));
+        accepted.recv().await.expect("a freed place is taken");
+        also_waiting.abort();
+    }
+}
