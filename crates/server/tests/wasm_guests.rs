@@ -647,11 +647,27 @@ async fn every_execution_gets_a_fresh_instance() {
 #[tokio::test]
 async fn guests_have_no_ambient_authority() {
     let g = guests().await;
-    let out = run(&g.hostile, "probe", json!({})).await.expect("run");
+    // A port that would accept: a refusal is the host's, not the network's.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let out = run(&g.hostile, "probe", json!({"port": port}))
+        .await
+        .expect("run");
     let report = text(&out);
     assert!(report.contains("env=\n"), "no environment: {report}");
     assert!(report.contains("root=Err"), "no filesystem: {report}");
     assert!(report.contains("granted=Err"), "{report}");
+    // No sockets and no name lookups, even for a tool granted outbound HTTP to everything.
+    let mut exec = Execution::new("probe", json!({"port": port}), io());
+    exec.grants.http = Some(std::sync::Arc::new(snodo_wasm::outbound::HttpGrant::new(
+        snodo_wasm::outbound::AllowList::parse(&["*://*:*"]).expect("list"),
+    )));
+    for out in [out.clone(), g.hostile.execute(exec).await.outcome.expect("run")] {
+        let report = text(&out);
+        for refused in ["connect=Err", "bind=Err", "lookup=Err"] {
+            assert!(report.contains(refused), "{refused}: {report}");
+        }
+    }
 
     // Grants open exactly what they name.
     let dir = tempfile::tempdir().expect("tmp");

@@ -104,7 +104,21 @@ impl Guest for Hostile {
                 let env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
                 let root = std::fs::read_dir("/").map(|d| d.count()).map_err(|e| e.to_string());
                 let granted = std::fs::read_to_string("/granted/hello.txt").map_err(|e| e.to_string());
-                let report = format!("env={}\nroot={root:?}\ngranted={granted:?}", env.join(","));
+                // Sockets: a connect to `port` on loopback, a listener, a name lookup.
+                let port = arg(&work, "port", 1) as u16;
+                let connect = std::net::TcpStream::connect(("127.0.0.1", port))
+                    .map(|_| ())
+                    .map_err(|e| e.kind().to_string());
+                let bind = std::net::TcpListener::bind("0.0.0.0:0")
+                    .map(|_| ())
+                    .map_err(|e| e.kind().to_string());
+                let lookup = std::net::ToSocketAddrs::to_socket_addrs("localhost:80")
+                    .map(|a| a.count())
+                    .map_err(|e| e.kind().to_string());
+                let report = format!(
+                    "env={}\nroot={root:?}\ngranted={granted:?}\nconnect={connect:?}\nbind={bind:?}\nlookup={lookup:?}",
+                    env.join(",")
+                );
                 Outcome::Completed(ToolResult {
                     content: vec![ContentBlock::Text(report)],
                     structured_content: None,
