@@ -662,7 +662,10 @@ async fn guests_have_no_ambient_authority() {
     exec.grants.http = Some(std::sync::Arc::new(snodo_wasm::outbound::HttpGrant::new(
         snodo_wasm::outbound::AllowList::parse(&["*://*:*"]).expect("list"),
     )));
-    for out in [out.clone(), g.hostile.execute(exec).await.outcome.expect("run")] {
+    for out in [
+        out.clone(),
+        g.hostile.execute(exec).await.outcome.expect("run"),
+    ] {
         let report = text(&out);
         for refused in ["connect=Err", "bind=Err", "lookup=Err"] {
             assert!(report.contains(refused), "{refused}: {report}");

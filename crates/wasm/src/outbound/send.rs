@@ -578,6 +578,7 @@ fn hex(bytes: &[u8]) -> String {
 
 /// A recorded (or buffered) response as the guest receives it.
 fn recorded(answer: JournalResponse) -> Response<WasiBody> {
+    let length = answer.body.len();
     let mut response = Response::new(
         Full::new(Bytes::from(answer.body))
             .map_err(|never| match never {})
@@ -586,6 +587,10 @@ fn recorded(answer: JournalResponse) -> Response<WasiBody> {
     *response.status_mut() =
         http::StatusCode::from_u16(answer.status).unwrap_or(http::StatusCode::BAD_GATEWAY);
     for (name, value) in answer.headers {
+        // The body is whole (and may have been scrubbed): its framing is its own length.
+        if name == "content-length" || name == "transfer-encoding" {
+            continue;
+        }
         if let (Ok(n), Ok(v)) = (
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(&value),
@@ -593,6 +598,9 @@ fn recorded(answer: JournalResponse) -> Response<WasiBody> {
             response.headers_mut().append(n, v);
         }
     }
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_LENGTH, HeaderValue::from(length));
     response
 }
 
