@@ -754,3 +754,27 @@ async fn a_secret_the_tool_may_read_leaves_it_only_as_redacted() {
     assert_eq!(*io.0.lock(), vec!["revealing [redacted]".to_owned()]);
     assert!(!format!("{report:?}").contains(secret));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn time_spent_waiting_for_a_response_counts_toward_the_wall_clock() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let mut exec = Execution::new(
+        "fetch",
+        json!({"url": format!("{}/slow", server.base())}),
+        Arc::new(Plain),
+    );
+    exec.grants = WasiGrants {
+        http: Some(Arc::new(grant(&[&server.base()]))),
+        ..WasiGrants::default()
+    };
+    exec.limits.wall_clock_ms = Some(300);
+    let report = component.execute(exec).await;
+    assert_eq!(
+        report.outcome,
+        Err(AttemptError::Limit(snodo_wasm::Limit::WallClock {
+            ms: 300
+        })),
+        "the guest computed nothing: only the wait ran out"
+    );
+}
