@@ -778,3 +778,53 @@ async fn time_spent_waiting_for_a_response_counts_toward_the_wall_clock() {
         "the guest computed nothing: only the wait ran out"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_cannot_set_the_headers_the_host_sets() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let mut g = grant(&[&server.base()]);
+    g.inject = vec![Injection {
+        host: AllowedHost::parse(&server.base()).expect("entry"),
+        header: "authorization".into(),
+        value: Secret::new("Bearer host-held"),
+    }];
+    let attempts = Attempts::new(outbound().await, store.clone(), g);
+    let post = |header: &str| {
+        json!({"url": format!("{}/tickets", server.base()), "post": {"n": 1},
+               "headers": {header: "from-the-guest"}})
+    };
+    let sync = |args: Value| {
+        let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
+        exec.grants = WasiGrants {
+            http: Some(attempts.grant.clone()),
+            ..WasiGrants::default()
+        };
+        let component = attempts.component.clone();
+        async move { answer(&component.execute(exec).await) }
+    };
+
+    // Outside a journal a tool may key its own requests.
+    sync(post("idempotency-key")).await.expect("sent");
+    assert_eq!(
+        server.seen()[0].header("idempotency-key"),
+        Some("from-the-guest")
+    );
+    // A header the host injects is the host's.
+    let err = sync(post("authorization")).await.expect_err("refused");
+    assert!(err.contains("not allowed"), "{err}");
+    // In a journaled task the key is the host's too.
+    let args = post("idempotency-key");
+    let (_, lease) = attempts.claimed("fetch_sdk", &args).await;
+    let report = attempts
+        .start(lease, "fetch_sdk", args)
+        .await
+        .expect("join");
+    let err = answer(&report).expect_err("refused");
+    assert!(err.contains("not allowed"), "{err}");
+    assert_eq!(
+        server.count("POST", "/tickets"),
+        1,
+        "neither refused request went out"
+    );
+}

@@ -51,6 +51,9 @@ pub struct FetchArgs {
     /// answer is returned, the first failure ends the run.
     #[serde(default)]
     repeat: Option<u32>,
+    /// Headers to set (`fetch_sdk` only).
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
 }
 
 impl Tool for Fetch {
@@ -151,10 +154,13 @@ impl Tool for FetchSdk {
     }
 
     fn run(_cx: &Context, args: FetchArgs) -> Outcome {
-        let request = match &args.post {
+        let mut request = match &args.post {
             Some(body) => snodo_guest::http::post(&args.url).json(body),
             None => snodo_guest::http::get(&args.url),
         };
+        for (name, value) in &args.headers {
+            request = request.header(name, value);
+        }
         match request.send() {
             Ok(r) => {
                 let json = r.json::<Value>().ok();

@@ -44,6 +44,11 @@ pub(crate) struct Shared {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// The divergence a replay met, once one is seen.
     diverged: Mutex<Option<String>>,
+    /// The headers a guest may not set: the transport's, and those the host sets (injected
+    /// secrets; the idempotency key in a journaled task), which a guest can neither set nor
+    /// read back from its own request. Built once per execution; asked for every header the
+    /// guest sets.
+    forbidden: ForbiddenHeaderFilter,
 }
 
 /// One execution's `wasi:http` hooks.
@@ -59,6 +64,18 @@ impl Hooks {
         io: Arc<dyn ExecutionIo>,
     ) -> Self {
         let concurrent = grant.as_ref().map_or(1, |g| g.limits.max_concurrent.max(1));
+        let mut own: Vec<HeaderName> = grant
+            .iter()
+            .flat_map(|g| g.inject.iter())
+            .filter_map(|i| HeaderName::from_bytes(i.header.as_bytes()).ok())
+            .collect();
+        // Under the journal the host keys non-idempotent requests itself; elsewhere a tool
+        // may send its own key (its `idempotency_key`, for example).
+        if grant.as_ref().is_some_and(|g| g.journal) && io.journaled() && task.is_some() {
+            own.push(HeaderName::from_static("idempotency-key"));
+        }
+        let forbidden: ForbiddenHeaderFilter =
+            Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name));
         Self(Arc::new(Shared {
             host,
             grant,
@@ -69,6 +86,7 @@ impl Hooks {
             next_seq: AtomicU32::new(0),
             in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
             diverged: Mutex::new(None),
+            forbidden,
         }))
     }
 
@@ -79,18 +97,12 @@ impl Hooks {
 }
 
 impl WasiHttpHooks for Hooks {
+    fn is_forbidden_header(&mut self, name: &HeaderName) -> bool {
+        (self.0.forbidden)(name)
+    }
+
     fn forbidden_header_filter(&mut self) -> ForbiddenHeaderFilter {
-        // Headers the host sets (injected secrets, the idempotency key) are the host's: a
-        // guest can neither set them nor read them back from its own request.
-        let mut own: Vec<HeaderName> = self
-            .0
-            .grant
-            .iter()
-            .flat_map(|g| g.inject.iter())
-            .filter_map(|i| HeaderName::from_bytes(i.header.as_bytes()).ok())
-            .collect();
-        own.push(HeaderName::from_static("idempotency-key"));
-        Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name))
+        self.0.forbidden.clone()
     }
 
     fn send_request(
