@@ -914,6 +914,46 @@ fn snodo_tools_names_modes_hooks_resources_and_prompts() {
         "{text}"
     );
     assert_eq!(row("test_simple_prompt")[1], "-", "{text}");
+    assert_eq!(row("greet").last().map(String::as_str), Some("-"), "{text}");
+}
+
+#[test]
+fn snodo_tools_shows_what_each_tool_may_reach() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("snodo.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[components]]\npath = \"{}\"\n[secrets]\nk = {{ value = \"v\", development = true }}\n\
+             [tools.greet]\nallowed_outbound_hosts = [\"https://api.example.com\", \"http://127.0.0.1:8080\"]\n\
+             inject = [{{ host = \"https://api.example.com\", header = \"x-key\", value = \"{{secret.k}}\" }}]\n\
+             [tools.slow_compute]\nallowed_outbound_hosts = []\njournal = false\n",
+            snodo_test_guests::FIXTURES
+        ),
+    )
+    .expect("write");
+    let out = run_ok(&mut snodo(&[
+        "tools",
+        "--config",
+        &config.display().to_string(),
+    ]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = |tool: &str| -> String {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(tool))
+            .unwrap_or_else(|| panic!("no row for {tool}: {text}"))
+            .to_owned()
+    };
+    assert!(
+        row("greet").ends_with("https://api.example.com,http://127.0.0.1:8080 journal inject:1"),
+        "{text}"
+    );
+    assert!(
+        row("slow_compute").ends_with("nothing-allowed no-journal"),
+        "{text}"
+    );
+    assert!(row("test_simple_text").ends_with(" -"), "{text}");
+    assert!(!text.contains("\"v\""), "no secret is printed: {text}");
 }
 
 /// Regression: `snodo tools` and `snodo config validate` wrote a compile cache into the

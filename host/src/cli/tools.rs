@@ -63,10 +63,19 @@ pub(crate) fn print_tools(
             t.retry_policy.delays_ms().len().to_string(),
             t.ttl_ms.map_or("none".to_owned(), |v| v.to_string()),
             t.component.path().display().to_string(),
+            outbound(t.grants.http.as_deref()),
         ]);
     }
     print_table(
-        ["tool", "mode", "hooks", ">retries", ">ttl_ms", "component"],
+        [
+            "tool",
+            "mode",
+            "hooks",
+            ">retries",
+            ">ttl_ms",
+            "component",
+            "outbound",
+        ],
         rows,
     );
     let sources = catalog.sources();
@@ -102,4 +111,23 @@ pub(crate) fn print_tools(
         print_table(["prompt", "arguments", "component"], rows);
     }
     Ok(())
+}
+
+/// What a tool may reach: `-` without a grant, else its allowed hosts, then whether its
+/// tasks journal and how many headers the host injects.
+fn outbound(grant: Option<&snodo::wasm::outbound::HttpGrant>) -> String {
+    let Some(g) = grant else {
+        return "-".into();
+    };
+    let hosts: Vec<String> = g.allowed.entries().iter().map(|e| e.to_string()).collect();
+    let mut out = if hosts.is_empty() {
+        "nothing-allowed".to_owned()
+    } else {
+        hosts.join(",")
+    };
+    out.push_str(if g.journal { " journal" } else { " no-journal" });
+    if !g.inject.is_empty() {
+        out.push_str(&format!(" inject:{}", g.inject.len()));
+    }
+    out
 }

@@ -296,6 +296,11 @@ impl AllowList {
         self.entries.is_empty()
     }
 
+    /// The entries, as written.
+    pub fn entries(&self) -> &[AllowedHost] {
+        &self.entries
+    }
+
     /// The entries that allow `scheme://host:port`, or the refusal.
     pub(crate) fn check_url(
         &self,
