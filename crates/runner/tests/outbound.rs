@@ -828,3 +828,46 @@ async fn a_guest_cannot_set_the_headers_the_host_sets() {
         "neither refused request went out"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_stalls_ends_at_the_between_bytes_timeout_streamed_or_journaled() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let mut g = grant(&[&server.base()]);
+    g.limits.between_bytes_timeout = Duration::from_millis(200);
+    let attempts = Attempts::new(outbound().await, store.clone(), g);
+    let args = json!({"url": format!("{}/stall", server.base())});
+    let counted = || {
+        attempts
+            .component
+            .engine()
+            .outbound()
+            .counters()
+            .limited
+            .get(&("fetch".to_owned(), "between_bytes_timeout"))
+            .copied()
+    };
+    // A synchronous call streams the body to the guest.
+    let mut exec = Execution::new("fetch", args.clone(), Arc::new(Plain));
+    exec.grants = WasiGrants {
+        http: Some(attempts.grant.clone()),
+        ..WasiGrants::default()
+    };
+    let err = answer(&attempts.component.execute(exec).await).expect_err("stalled");
+    assert!(err.to_lowercase().contains("timeout"), "{err}");
+    assert_eq!(counted(), Some(1));
+    // A task reads it whole before recording it.
+    let (_, lease) = attempts.claimed("fetch", &args).await;
+    let report = attempts
+        .start(lease.clone(), "fetch", args)
+        .await
+        .expect("join");
+    let err = answer(&report).expect_err("stalled");
+    assert!(err.contains("ConnectionReadTimeout"), "{err}");
+    assert_eq!(counted(), Some(2));
+    assert_eq!(
+        store.journal(&lease).await.expect("journal"),
+        vec![],
+        "nothing recorded"
+    );
+}

@@ -66,6 +66,7 @@ pub async fn load_guests_with(config: EngineConfig) -> Guests {
 /// - `GET /headers`: 200, the request's headers, one `name: value` per line.
 /// - `GET /big?n=BYTES`: 200, that many bytes.
 /// - `GET /slow`: never answers.
+/// - `GET /stall`: answers, sends one byte of its body, and never the rest.
 /// - `GET /redirect`: 302 to `http://169.254.169.254/latest/meta-data/`.
 /// - anything else: 404.
 pub struct HttpRecorder {
@@ -194,7 +195,7 @@ impl HttpRecorder {
 async fn answer(
     req: hyper::Request<hyper::body::Incoming>,
     recorded: &parking_lot::Mutex<Vec<Recorded>>,
-) -> Result<hyper::Response<http_body_util::Full<bytes::Bytes>>, std::convert::Infallible> {
+) -> Result<hyper::Response<TestBody>, std::convert::Infallible> {
     use http_body_util::BodyExt;
     let method = req.method().as_str().to_owned();
     let path = req
@@ -229,7 +230,7 @@ async fn answer(
         seen.iter().filter(|r| r.method == "POST").count()
     };
     let reply = |status: u16, body: Vec<u8>| {
-        let mut r = hyper::Response::new(http_body_util::Full::new(bytes::Bytes::from(body)));
+        let mut r = hyper::Response::new(TestBody::Whole(Some(bytes::Bytes::from(body))));
         *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
         r
     };
@@ -248,6 +249,11 @@ async fn answer(
                 .unwrap_or(0usize);
             reply(200, vec![b'x'; n])
         }
+        ("GET", "/stall") => {
+            let mut r = reply(200, Vec::new());
+            *r.body_mut() = TestBody::Stalls(true);
+            r
+        }
         ("GET", "/slow") => {
             std::future::pending::<()>().await;
             reply(200, Vec::new())
@@ -263,4 +269,36 @@ async fn answer(
         _ => reply(404, b"not found".to_vec()),
     };
     Ok(response)
+}
+
+/// A test response body: whole, or one byte and then nothing, forever.
+pub enum TestBody {
+    /// The body, sent at once.
+    Whole(Option<bytes::Bytes>),
+    /// Whether its one byte is still to send.
+    Stalls(bool),
+}
+
+impl http_body::Body for TestBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::task::Poll;
+        match self.get_mut() {
+            TestBody::Whole(body) => {
+                Poll::Ready(body.take().map(|b| Ok(http_body::Frame::data(b))))
+            }
+            TestBody::Stalls(first) if *first => {
+                *first = false;
+                Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from_static(
+                    b"x",
+                )))))
+            }
+            TestBody::Stalls(_) => Poll::Pending,
+        }
+    }
 }

@@ -469,6 +469,10 @@ impl OneRequest {
                 let error = Error::HttpResponseBodySize(Some(max));
                 return Err(self.limited("max_response_bytes", error));
             }
+            Err(Collect::Failed(Error::ConnectionReadTimeout)) => {
+                let error = Error::ConnectionReadTimeout;
+                return Err(self.limited("between_bytes_timeout", error));
+            }
             Err(Collect::Failed(e)) => return Err(e),
         };
         let mut headers = Vec::with_capacity(head.headers.len());
