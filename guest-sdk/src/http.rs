@@ -76,6 +76,8 @@ pub struct Request {
     url: String,
     headers: Vec<(String, Vec<u8>)>,
     body: Vec<u8>,
+    /// Why the request cannot be sent, found while it was built (`send` reports it).
+    broken: Option<HttpError>,
 }
 
 /// `GET url`.
@@ -110,6 +112,7 @@ impl Request {
             url: url.into(),
             headers: Vec::new(),
             body: Vec::new(),
+            broken: None,
         }
     }
 
@@ -127,13 +130,23 @@ impl Request {
     }
 
     /// Sets the body to `value` as JSON, with `content-type: application/json`.
-    pub fn json<T: Serialize + ?Sized>(self, value: &T) -> Self {
-        let body = serde_json::to_vec(value).unwrap_or_default();
-        self.header("content-type", "application/json").body(body)
+    /// A value that cannot be JSON (a map with non-string keys) makes `send` fail with
+    /// [`HttpError::Json`].
+    pub fn json<T: Serialize + ?Sized>(mut self, value: &T) -> Self {
+        match serde_json::to_vec(value) {
+            Ok(body) => self.header("content-type", "application/json").body(body),
+            Err(e) => {
+                self.broken = Some(HttpError::Json(e.to_string()));
+                self
+            }
+        }
     }
 
     /// Sends it and reads the whole response.
     pub fn send(self) -> Result<Response, HttpError> {
+        if let Some(e) = self.broken {
+            return Err(e);
+        }
         let (https, authority, path) = split_url(&self.url)?;
         let mut entries: Vec<(String, Vec<u8>)> = self.headers;
         if !self.body.is_empty() && !entries.iter().any(|(n, _)| n == "content-length") {
@@ -312,6 +325,13 @@ mod tests {
         assert_eq!(split_url("http://h?x"), Ok((false, "h", "/?x".to_owned())));
         assert!(split_url("ftp://h/").is_err());
         assert!(split_url("https:///path").is_err());
+    }
+
+    #[test]
+    fn a_body_that_cannot_be_json_fails_the_send_before_anything_is_sent() {
+        let keys = std::collections::HashMap::from([((1, 2), "a")]);
+        let err = post("https://api.example.com/").json(&keys).send();
+        assert!(matches!(err, Err(HttpError::Json(_))), "{err:?}");
     }
 
     #[test]

@@ -52,6 +52,7 @@ impl JournalEntry {
     /// The stored form: a version byte, the length of the JSON part (u32, big-endian), the
     /// JSON part, then the body's bytes as they are.
     pub fn encode(&self) -> Vec<u8> {
+        // Strings and numbers only: serializing cannot fail.
         let json = serde_json::to_vec(self).unwrap_or_default();
         let mut out = Vec::with_capacity(5 + json.len() + self.response.body.len());
         out.push(JOURNAL_FORMAT);

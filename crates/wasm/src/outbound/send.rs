@@ -74,8 +74,14 @@ impl Hooks {
         if grant.as_ref().is_some_and(|g| g.journal) && io.journaled() && task.is_some() {
             own.push(HeaderName::from_static("idempotency-key"));
         }
-        let forbidden: ForbiddenHeaderFilter =
-            Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name));
+        // Most executions add nothing to the transport's list: they share one filter.
+        static TRANSPORT_ONLY: std::sync::LazyLock<ForbiddenHeaderFilter> =
+            std::sync::LazyLock::new(|| Arc::new(|name| DEFAULT_FORBIDDEN_HEADERS.contains(name)));
+        let forbidden: ForbiddenHeaderFilter = if own.is_empty() {
+            TRANSPORT_ONLY.clone()
+        } else {
+            Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name))
+        };
         Self(Arc::new(Shared {
             host,
             grant,
