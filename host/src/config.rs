@@ -936,7 +936,6 @@ impl Config {
             .iter()
             .map(|(k, v)| (k.trim_end_matches('.').to_ascii_lowercase(), v.clone()))
             .collect();
-        out.own = vec![opts.listen];
         if let Some(n) = o.max_concurrent_per_tenant {
             if n == 0 {
                 return Err(config_error(
@@ -1542,7 +1541,6 @@ journal = false
             secret_file.display()
         );
         let o = options(&text).expect("parse");
-        assert_eq!(o.engine.outbound.own, vec![o.listen]);
         assert_eq!(o.engine.outbound.max_concurrent_per_tenant, 9);
         assert_eq!(
             o.engine.outbound.resolve.get("api.internal"),

@@ -206,6 +206,13 @@ impl Catalog {
         Ok(self)
     }
 
+    /// The engine the catalog's components run on (they share one), if it has any.
+    pub fn engine(&self) -> Option<&snodo_wasm::WasmEngine> {
+        (self.tools.first().map(|t| &t.component))
+            .or_else(|| self.sources.first().map(|s| &s.component))
+            .map(|c| c.engine())
+    }
+
     /// Every component serving resources or prompts, in the order added.
     pub fn sources(&self) -> &[CatalogSource] {
         &self.sources

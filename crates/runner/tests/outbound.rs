@@ -871,3 +871,20 @@ async fn a_body_that_stalls_ends_at_the_between_bytes_timeout_streamed_or_journa
         "nothing recorded"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_own_address_needs_an_entry_naming_its_port() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let url = json!({"url": format!("{}/template", server.base())});
+    // The recorder plays the server itself.
+    component.engine().outbound().listening_on(server.addr);
+    let any_port = grant(&["http://127.0.0.1:*"]);
+    let r = call(&component, Some(any_port), url.clone(), Arc::new(Plain)).await;
+    let err = answer(&r).expect_err("its own address");
+    assert!(err.contains("DestinationIpProhibited"), "{err}");
+    assert_eq!(refused(&component, "own_address"), 1);
+    let its_port = grant(&[&server.base()]);
+    let r = call(&component, Some(its_port), url, Arc::new(Plain)).await;
+    assert_eq!(answer(&r).expect("named to the port")["status"], 200);
+}

@@ -156,9 +156,13 @@ pub async fn serve(
     let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
     let catalog = Arc::new(load_tools(&opts).await?);
-    let (server, runner, following) = start_node(&opts, store, remote, catalog);
+    let (server, runner, following) = start_node(&opts, store, remote, catalog.clone());
     let http_config = http_config(&opts);
     let (listener, addr) = listen(&opts).await?;
+    // Tools may not call this server back unless an entry names it (docs/outbound.md).
+    if let Some(engine) = catalog.engine() {
+        engine.outbound().listening_on(addr);
+    }
     ready(addr);
     let drain = opts.runner.drain_timeout;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
@@ -270,10 +274,8 @@ fn start_node(
     let metrics = Arc::new(Metrics::new());
     metrics.set_node(&opts.node);
     // Every component runs on one engine; its outbound side counts for the node.
-    let any = (catalog.tools().first().map(|t| &t.component))
-        .or_else(|| catalog.sources().first().map(|s| &s.component));
-    if let Some(component) = any {
-        metrics.set_outbound(component.engine().outbound().clone());
+    if let Some(engine) = catalog.engine() {
+        metrics.set_outbound(engine.outbound().clone());
     }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();

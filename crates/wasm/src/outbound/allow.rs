@@ -165,6 +165,12 @@ impl AllowedHost {
             _ => false,
         }
     }
+
+    /// Whether this entry names `addr` to the port: its address (or `localhost`) and that
+    /// one port, not a range or `*`. Only such an entry reaches the server's own address.
+    fn names_exactly(&self, addr: SocketAddr) -> bool {
+        self.names(addr.ip()) && self.ports == PortPattern::Range(addr.port(), addr.port())
+    }
 }
 
 fn parse_host(host: &str) -> Result<HostPattern, String> {
@@ -337,7 +343,7 @@ pub(crate) fn check_address(
             && (canonical(o.ip()) == ip
                 || (o.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
     });
-    if is_own && !named {
+    if is_own && !allowing.iter().any(|e| e.names_exactly(addr)) {
         return Err(Refusal::OwnAddress(SocketAddr::new(ip, addr.port())));
     }
     if !is_public(ip) && !named {
@@ -566,6 +572,17 @@ mod tests {
         let allowing = l.check_url(false, &host, 4000).expect("allowed");
         assert_eq!(
             check_address(&allowing, "127.0.0.1:4000".parse().expect("addr"), &own),
+            Ok(())
+        );
+        // Naming the address with any port is not naming the server.
+        let l = list(&["http://127.0.0.1:*"]);
+        let allowing = l.check_url(false, &host, 4000).expect("allowed");
+        assert!(matches!(
+            check_address(&allowing, "127.0.0.1:4000".parse().expect("addr"), &own),
+            Err(Refusal::OwnAddress(_))
+        ));
+        assert_eq!(
+            check_address(&allowing, "127.0.0.1:4001".parse().expect("addr"), &own),
             Ok(())
         );
     }

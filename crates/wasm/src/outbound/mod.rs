@@ -196,7 +196,8 @@ pub struct OutboundConfig {
     /// Names answered without DNS (`outbound.resolve`, like curl's `--resolve`); the address
     /// rules still apply to what they name.
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
-    /// The server's own listen addresses: refused unless an entry names them.
+    /// The server's own listen addresses, known before it binds: refused unless an entry
+    /// names them to the port. `snodo serve` adds the bound address itself.
     pub own: Vec<SocketAddr>,
     /// Outbound requests of one tenant in flight at once, all its attempts together.
     /// Default 64.
@@ -220,6 +221,9 @@ pub struct Outbound {
     pub(crate) tls: Arc<rustls::ClientConfig>,
     tenants: Mutex<HashMap<Arc<str>, Arc<tokio::sync::Semaphore>>>,
     counters: Mutex<Counters>,
+    /// The server's own listen addresses: known once it is bound (its port may be chosen
+    /// by the system), so set then ([`Outbound::listening_on`]).
+    pub(crate) own: parking_lot::RwLock<Vec<SocketAddr>>,
 }
 
 impl std::fmt::Debug for Outbound {
@@ -276,11 +280,21 @@ impl Outbound {
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(Self {
+            own: parking_lot::RwLock::new(config.own.clone()),
             config,
             tls: Arc::new(tls),
             tenants: Mutex::new(HashMap::new()),
             counters: Mutex::new(Counters::default()),
         })
+    }
+
+    /// Tells the rules the address the server is listening on: refused to tools unless an
+    /// entry names it to the port.
+    pub fn listening_on(&self, addr: SocketAddr) {
+        let mut own = self.own.write();
+        if !own.contains(&addr) {
+            own.push(addr);
+        }
     }
 
     /// The counts so far.

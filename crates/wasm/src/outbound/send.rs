@@ -379,10 +379,14 @@ impl OneRequest {
         let target = &admitted.target;
         let addrs = self.resolve(target).await?;
         let allowing: Vec<&AllowedHost> = admitted.allowing.iter().collect();
-        for addr in &addrs {
-            if let Err(r) = check_address(&allowing, *addr, &self.host.config.own) {
-                return Err(self.refuse(Some(target), r));
-            }
+        let checked = {
+            let own = self.host.own.read();
+            addrs
+                .iter()
+                .try_for_each(|addr| check_address(&allowing, *addr, &own))
+        };
+        if let Err(r) = checked {
+            return Err(self.refuse(Some(target), r));
         }
         // The head goes into the request; `admitted` keeps what the response needs.
         let mut parts = std::mem::replace(&mut admitted.parts, Request::new(()).into_parts().0);
