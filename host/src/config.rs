@@ -368,6 +368,8 @@ pub struct LimitsBudgetSection {
     pub sync_timeout_ms: Option<u64>,
     /// Live tasks per tenant.
     pub live_tasks_per_tenant: Option<u64>,
+    /// Stored tasks per tenant, terminal ones included.
+    pub stored_tasks_per_tenant: Option<u64>,
     /// Task creations per second per tenant.
     pub task_creates_per_second: Option<u32>,
     /// Task creations at once before the rate applies.
@@ -707,6 +709,7 @@ impl Config {
         positive("sync_calls", l.sync_calls.map(|v| v as u64))?;
         positive("sync_timeout_ms", l.sync_timeout_ms)?;
         positive("live_tasks_per_tenant", l.live_tasks_per_tenant)?;
+        positive("stored_tasks_per_tenant", l.stored_tasks_per_tenant)?;
         positive(
             "task_creates_per_second",
             l.task_creates_per_second.map(u64::from),
@@ -721,6 +724,9 @@ impl Config {
             sync_calls: l.sync_calls.unwrap_or(b.sync_calls),
             sync_timeout_ms: l.sync_timeout_ms.unwrap_or(b.sync_timeout_ms),
             live_tasks_per_tenant: l.live_tasks_per_tenant.unwrap_or(b.live_tasks_per_tenant),
+            stored_tasks_per_tenant: l
+                .stored_tasks_per_tenant
+                .unwrap_or(b.stored_tasks_per_tenant),
             task_creates_per_second: l
                 .task_creates_per_second
                 .unwrap_or(b.task_creates_per_second),
@@ -1397,6 +1403,7 @@ subject = "alice"
             options(&(entry("0123456789abcdef-one", "a") + &entry("0123456789abcdef-two", "a")))
                 .expect("one tenant");
         assert_eq!(one.limits.task_creates_per_second, 10_000);
+        assert_eq!(one.limits.stored_tasks_per_tenant, 1_000_000);
         assert_eq!(one.engine.max_tenant_memory_bytes, None);
         let two = entry("0123456789abcdef-one", "a") + &entry("0123456789abcdef-two", "b");
         let shared = options(&two).expect("two tenants");
@@ -1407,12 +1414,14 @@ subject = "alice"
             ),
             (50, 1_000)
         );
+        assert_eq!(shared.limits.stored_tasks_per_tenant, 100_000);
         assert_eq!(shared.engine.max_tenant_memory_bytes, Some(512 << 20));
         let set = options(&format!(
-            "{two}[limits]\ntask_creates_per_second = 500\nguest_memory_per_tenant_bytes = 1048576\n"
+            "{two}[limits]\ntask_creates_per_second = 500\nguest_memory_per_tenant_bytes = 1048576\nstored_tasks_per_tenant = 7\n"
         ))
         .expect("set");
         assert_eq!(set.limits.task_creates_per_second, 500, "a setting wins");
+        assert_eq!(set.limits.stored_tasks_per_tenant, 7);
         assert_eq!(set.engine.max_tenant_memory_bytes, Some(1 << 20));
     }
 

@@ -363,7 +363,7 @@ async fn a_call_whose_client_went_away_stops_its_guest() {
 }
 
 #[tokio::test]
-async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
+async fn live_tasks_stored_tasks_and_creation_rate_are_capped_per_tenant() {
     let h = with_limits(TenantLimits {
         live_tasks_per_tenant: 2,
         ..TenantLimits::default()
@@ -387,6 +387,27 @@ async fn live_tasks_and_creation_rate_are_capped_per_tenant() {
     assert_eq!(v["result"]["resultType"], "complete", "{v}");
     let again = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
     assert!(again["result"]["taskId"].is_string(), "{again}");
+
+    // Stored tasks count until reaped, finished ones included.
+    let h = with_limits(TenantLimits {
+        stored_tasks_per_tenant: 2,
+        ..TenantLimits::default()
+    })
+    .await;
+    let first = call(&h, TOKEN_A, "hold", json!({"ms": 60_000}), true).await;
+    let first = first["result"]["taskId"]
+        .as_str()
+        .expect("a task")
+        .to_owned();
+    let cancel = rpc(2, "tasks/cancel", json!({"taskId": first}), true);
+    let (_, v) = send(&h.app, post(TOKEN_A, &cancel, true)).await;
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+    let second = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+    assert!(second["result"]["taskId"].is_string(), "{second}");
+    let over = call(&h, TOKEN_A, "hold", json!({"ms": 10}), true).await;
+    assert_refused(&over, -32000, "limits.stored_tasks_per_tenant");
+    let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
+    assert!(b["result"]["taskId"].is_string(), "the other tenant: {b}");
 
     let h = with_limits(TenantLimits {
         task_creates_per_second: 1,

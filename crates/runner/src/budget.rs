@@ -28,6 +28,10 @@ pub struct TenantLimits {
     pub sync_timeout_ms: u64,
     /// Live (non-terminal) tasks one tenant may hold. Default 10,000.
     pub live_tasks_per_tenant: u64,
+    /// Tasks one tenant may keep stored, terminal ones included, until their TTL reaps
+    /// them. Default 1,000,000 on a node serving one tenant, 100,000 on one serving several
+    /// ([`Self::for_tenants`]): at the shared creation rate, about half an hour of bursts.
+    pub stored_tasks_per_tenant: u64,
     /// Tasks one tenant may create per second, on average (per node). Default 10,000 on a
     /// node serving one tenant: a guard against a flood, above what one node completes (a
     /// few thousand a second here). On a node serving several, 50 ([`Self::for_tenants`]).
@@ -48,6 +52,8 @@ pub struct TenantLimits {
 pub const SHARED_TASK_CREATES_PER_SECOND: u32 = 50;
 /// The burst beside [`SHARED_TASK_CREATES_PER_SECOND`].
 pub const SHARED_TASK_CREATE_BURST: u32 = 1_000;
+/// The stored tasks one tenant may keep on a node serving several tenants.
+pub const SHARED_STORED_TASKS: u64 = 100_000;
 
 impl TenantLimits {
     /// The defaults for a node serving `tenants` tenants: [`Default`] for one (a flood
@@ -60,6 +66,7 @@ impl TenantLimits {
         Self {
             task_creates_per_second: SHARED_TASK_CREATES_PER_SECOND,
             task_create_burst: SHARED_TASK_CREATE_BURST,
+            stored_tasks_per_tenant: SHARED_STORED_TASKS,
             ..one
         }
     }
@@ -72,6 +79,7 @@ impl Default for TenantLimits {
             sync_calls: 192,
             sync_timeout_ms: 120_000,
             live_tasks_per_tenant: 10_000,
+            stored_tasks_per_tenant: 1_000_000,
             task_creates_per_second: 10_000,
             task_create_burst: 20_000,
             streams_per_tenant: 16,

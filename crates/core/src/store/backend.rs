@@ -105,6 +105,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
         std::future::ready(Ok(None))
     }
 
+    /// Records a revocation: what [`Store::revoke`] does. Default: one write of the rules.
+    fn revoke(&self, key: &str, until: Timestamp) -> impl Future<Output = StoreResult<()>> + Send {
+        let key = key.to_owned();
+        self.write(Touches::Revocations, move |txn, ctx| {
+            engine::revoke(txn, ctx, &key, until)
+        })
+    }
+
+    /// What [`Store::revoked`] answers. Default: one read.
+    fn revoked(&self, key: &str) -> impl Future<Output = StoreResult<bool>> + Send {
+        let key = key.to_owned();
+        self.read(Touches::Revocations, move |view, _| view.revoked(&key))
+    }
+
     /// Told that `claim_next` found nothing due, after its write; an error here is
     /// `claim_next`'s. Default: nothing.
     fn nothing_due(&self) -> impl Future<Output = StoreResult<()>> + Send {
@@ -306,6 +320,14 @@ impl<B: Backend> Store for B {
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         Ok(self.key())
+    }
+
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
+        Backend::revoke(self, key, until).await
+    }
+
+    async fn revoked(&self, key: &str) -> StoreResult<bool> {
+        Backend::revoked(self, key).await
     }
 
     async fn journal_append(

@@ -44,6 +44,46 @@ pub(crate) enum Index {
     Claimed,
 }
 
+/// The per-scope counts every adapter keeps in the same commit as the change it counts, so
+/// a cap on them is exact under concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Count {
+    /// Non-terminal tasks still stored.
+    Live,
+    /// Every task still stored, terminal ones included.
+    Stored,
+}
+
+/// The caps a creation is admitted under; `None` never refuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Caps {
+    pub(crate) live: Option<u64>,
+    pub(crate) stored: Option<u64>,
+}
+
+impl Caps {
+    pub(crate) fn of(new: &NewTask) -> Self {
+        Self {
+            live: new.max_live_in_scope,
+            stored: new.max_stored_in_scope,
+        }
+    }
+
+    pub(crate) fn any(&self) -> bool {
+        self.live.is_some() || self.stored.is_some()
+    }
+
+    /// The refusal for counts `live` and `stored`, if either is at its cap.
+    pub(crate) fn refusal(&self, live: u64, stored: u64) -> Option<StoreError> {
+        if let Some(max) = self.live.filter(|m| live >= *m) {
+            return Some(StoreError::LiveLimit { max });
+        }
+        self.stored
+            .filter(|m| stored >= *m)
+            .map(|max| StoreError::StoredLimit { max })
+    }
+}
+
 impl Index {
     pub(crate) const ALL: [Index; 3] = [Index::Due, Index::Expiry, Index::Claimed];
 
@@ -82,8 +122,10 @@ pub(crate) trait View {
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>>;
     /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
-    /// How many live (non-terminal, still stored) tasks `scope` has.
-    fn live_count(&self, scope: &Scope) -> StoreResult<u64>;
+    /// `scope`'s count of `kind`.
+    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64>;
+    /// Whether `key` is revoked (whatever its expiry: what it names expires by then).
+    fn revoked(&self, key: &str) -> StoreResult<bool>;
     /// The task's journal entries (position, encoded entry), by position. A read reaches
     /// them only when it says so ([`Touches::Journal`]).
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>>;
@@ -109,38 +151,53 @@ pub(crate) trait Txn: View {
     fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()>;
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
-    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()>;
+    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()>;
+    /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
+    /// keeps it).
+    fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()>;
+    /// Removes up to `limit` revocations whose time has passed at `now`.
+    fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()>;
     /// A task was created: an adapter that keeps heads apart from records stores its head
     /// (records are removed with their head by `remove`).
     fn created(&mut self, _task: &Task) -> StoreResult<()> {
         Ok(())
     }
 
-    /// Whether `scope` may hold one more live task under `max`. An adapter whose counts
+    /// Refuses one more task in `scope` when a count is at its cap
+    /// ([`StoreError::LiveLimit`], [`StoreError::StoredLimit`]). An adapter whose counts
     /// are not serialized by its write lock answers this exactly under concurrency in its
-    /// own way (and its `add_live` then keeps what this admitted).
-    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
-        Ok(self.live_count(scope)? < max)
+    /// own way (and its `add_count` then keeps what this admitted).
+    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
+        let live = match caps.live {
+            Some(_) => self.count(Count::Live, scope)?,
+            None => 0,
+        };
+        let stored = match caps.stored {
+            Some(_) => self.count(Count::Stored, scope)?,
+            None => 0,
+        };
+        caps.refusal(live, stored).map_or(Ok(()), Err)
     }
 
-    /// Moves `scope`'s live count by one.
-    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
-        let n = self.live_count(scope)?;
+    /// Moves `scope`'s count of `kind` by one.
+    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
+        let n = self.count(kind, scope)?;
         let n = if up { n + 1 } else { n.saturating_sub(1) };
-        self.set_live_count(scope, n)
+        self.set_count(kind, scope, n)
     }
 
     /// Stores `after` and moves its index entries from where `before` had them. The
-    /// scope's live count follows every change between live and terminal here, so no
-    /// operation can forget it.
+    /// scope's counts follow every creation and every change between live and terminal
+    /// here (and every removal in `delete`), so no operation can forget them.
     fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
         if before.is_none() {
             self.created(&after.task)?;
+            self.add_count(Count::Stored, &after.task.scope, true)?;
         }
         let was_live = before.is_some_and(|t| !t.status.is_terminal());
         let is_live = !after.task.status.is_terminal();
         if was_live != is_live {
-            self.add_live(&after.task.scope, is_live)?;
+            self.add_count(Count::Live, &after.task.scope, is_live)?;
         }
         for index in Index::ALL {
             let old = before.and_then(|t| index.key(t));
@@ -160,8 +217,9 @@ pub(crate) trait Txn: View {
     /// Removes the record and all its index entries.
     fn delete(&mut self, task: &Task) -> StoreResult<()> {
         if !task.status.is_terminal() {
-            self.add_live(&task.scope, false)?;
+            self.add_count(Count::Live, &task.scope, false)?;
         }
+        self.add_count(Count::Stored, &task.scope, false)?;
         for index in Index::ALL {
             if let Some(k) = index.key(task) {
                 self.index_del(index, k, &task.id)?;
@@ -224,8 +282,12 @@ impl View for Scratch<'_> {
         self.txn.index_upto(index, upto, limit)
     }
 
-    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
-        self.txn.live_count(scope)
+    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+        self.txn.count(kind, scope)
+    }
+
+    fn revoked(&self, key: &str) -> StoreResult<bool> {
+        self.txn.revoked(key)
     }
 
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -277,20 +339,28 @@ impl Txn for Scratch<'_> {
         self.txn.index_del(index, key, id)
     }
 
-    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
-        self.txn.set_live_count(scope, count)
+    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+        self.txn.set_count(kind, scope, count)
+    }
+
+    fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()> {
+        self.txn.revoke_put(key, until)
+    }
+
+    fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {
+        self.txn.revoke_sweep(now, limit)
     }
 
     fn created(&mut self, task: &Task) -> StoreResult<()> {
         self.txn.created(task)
     }
 
-    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
-        self.txn.admit_live(scope, max)
+    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
+        self.txn.admit(scope, caps)
     }
 
-    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
-        self.txn.add_live(scope, up)
+    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
+        self.txn.add_count(kind, scope, up)
     }
 }
 
@@ -333,6 +403,8 @@ pub(crate) enum Touches<'a> {
     Expired(usize),
     /// One task by id and its journal: a read for a worker replaying its attempt.
     Journal(TaskId),
+    /// The revocations table alone (nothing of any task).
+    Revocations,
     /// Every task whose claim names this owner (a shared store's node releasing the claims
     /// of its previous life).
     Owner(&'a str),
@@ -419,6 +491,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         )));
     }
     check_message(new.status_message.as_deref())?;
+    let caps = Caps::of(&new);
     let client_capabilities = match new.client_capabilities {
         Value::Null => Value::Object(Default::default()),
         v @ Value::Object(_) => v,
@@ -431,10 +504,8 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     if txn.head(&new.id)?.is_some() {
         return Err(StoreError::AlreadyExists);
     }
-    if let Some(max) = new.max_live_in_scope
-        && !txn.admit_live(&new.scope, max)?
-    {
-        return Err(StoreError::LiveLimit { max });
+    if caps.any() {
+        txn.admit(&new.scope, caps)?;
     }
     let task = Task {
         id: new.id,
@@ -465,6 +536,33 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     };
     txn.save(None, &rec)?;
     Ok(rec.task)
+}
+
+/// The longest key a revocation takes.
+pub(crate) const MAX_REVOKE_KEY: usize = 512;
+/// How many lapsed revocations each new one removes: more than one, so lapsed ones never
+/// pile up whatever the rate of new ones.
+pub(crate) const REVOKE_SWEEP: usize = 4;
+
+pub(crate) fn check_revoke_key(key: &str) -> StoreResult<()> {
+    if key.is_empty() || key.len() > MAX_REVOKE_KEY {
+        return Err(StoreError::invalid(format!(
+            "a revocation key must be 1..={MAX_REVOKE_KEY} bytes, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Records `key` as revoked until `until`, and clears a few revocations that have lapsed.
+pub(crate) fn revoke(txn: &mut dyn Txn, ctx: &Ctx, key: &str, until: Timestamp) -> StoreResult<()> {
+    check_revoke_key(key)?;
+    txn.revoke_sweep(ctx.now, REVOKE_SWEEP)?;
+    // Nothing to remember for what has lapsed already.
+    if until > ctx.now {
+        txn.revoke_put(key, until)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn authorize(

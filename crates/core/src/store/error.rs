@@ -72,6 +72,13 @@ pub enum StoreError {
         /// The cap given with the creation.
         max: u64,
     },
+    /// The scope already holds as many stored tasks (terminal ones included) as the
+    /// creation allowed.
+    #[error("the scope already has {max} stored tasks")]
+    StoredLimit {
+        /// The cap given with the creation.
+        max: u64,
+    },
     /// A value broke a rule; the message says which.
     #[error("invalid: {0}")]
     Invalid(#[from] Invalid),

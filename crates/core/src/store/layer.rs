@@ -196,6 +196,14 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.server_key().await
     }
 
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
+        self.inner.revoke(key, until).await
+    }
+
+    async fn revoked(&self, key: &str) -> StoreResult<bool> {
+        self.inner.revoked(key).await
+    }
+
     async fn journal_append(
         &self,
         lease: &Lease,

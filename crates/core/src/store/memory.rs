@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView, Timestamp};
 
 use super::backend::{ReadFn, WriteFn};
-use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
+use super::engine::{self, Count, Ctx, Head, Index, Record, Touches, Txn, View};
 use super::record;
 use super::{Backend, StoreError, StoreResult};
 
@@ -38,6 +38,10 @@ struct Tables {
     records: HashMap<TaskId, Stored>,
     indexes: [BTreeSet<(u64, TaskId)>; 3],
     live: HashMap<Scope, u64>,
+    stored: HashMap<Scope, u64>,
+    /// Revoked keys and until when, and the same ordered by time for the sweep.
+    revoked: HashMap<String, Timestamp>,
+    revoked_by_time: BTreeSet<(Timestamp, String)>,
     journal: std::collections::BTreeMap<(TaskId, u32), Box<[u8]>>,
 }
 
@@ -84,8 +88,12 @@ impl View for Tables {
         Ok(self.records.get(id).map(|s| s.head.clone()))
     }
 
-    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
-        Ok(self.live.get(scope).copied().unwrap_or(0))
+    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+        Ok(self.counts(kind).get(scope).copied().unwrap_or(0))
+    }
+
+    fn revoked(&self, key: &str) -> StoreResult<bool> {
+        Ok(self.revoked.contains_key(key))
     }
 
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -136,13 +144,52 @@ impl Txn for Tables {
         Ok(())
     }
 
-    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+        let counts = match kind {
+            Count::Live => &mut self.live,
+            Count::Stored => &mut self.stored,
+        };
         if count == 0 {
-            self.live.remove(scope);
+            counts.remove(scope);
         } else {
-            self.live.insert(scope.clone(), count);
+            counts.insert(scope.clone(), count);
         }
         Ok(())
+    }
+
+    fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()> {
+        if let Some(&at) = self.revoked.get(key) {
+            if at >= until {
+                return Ok(());
+            }
+            self.revoked_by_time.remove(&(at, key.to_owned()));
+        }
+        self.revoked.insert(key.to_owned(), until);
+        self.revoked_by_time.insert((until, key.to_owned()));
+        Ok(())
+    }
+
+    fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {
+        for _ in 0..limit {
+            match self.revoked_by_time.first() {
+                Some((at, _)) if *at <= now => {
+                    if let Some((_, key)) = self.revoked_by_time.pop_first() {
+                        self.revoked.remove(&key);
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Tables {
+    fn counts(&self, kind: Count) -> &HashMap<Scope, u64> {
+        match kind {
+            Count::Live => &self.live,
+            Count::Stored => &self.stored,
+        }
     }
 }
 

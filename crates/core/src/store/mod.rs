@@ -99,10 +99,11 @@ pub use crate::model::REMEMBERED_STATUS_EVENTS;
 ///   (reported as [`StoreError::NotFound`]) even before [`Store::reap`] removes it.
 /// - **Cost.** Every per-request operation is O(log n) or better in the number of stored
 ///   tasks; nothing scans the whole store.
-/// - **Live counts.** Each scope's live (non-terminal, still stored) tasks are counted in
-///   the same commit that creates, finishes or removes one, so
-///   [`NewTask::max_live_in_scope`] is exact under concurrency
-///   ([`StoreError::LiveLimit`]).
+/// - **Counts.** Each scope's live (non-terminal, still stored) tasks and stored tasks
+///   (terminal ones included) are counted in the same commit that creates, finishes or
+///   removes one, so [`NewTask::max_live_in_scope`] ([`StoreError::LiveLimit`]) and
+///   [`NewTask::max_stored_in_scope`] ([`StoreError::StoredLimit`]) are exact under
+///   concurrency.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The store's current time.
@@ -264,6 +265,15 @@ pub trait Store: Send + Sync + 'static {
     /// server hands to clients (MRTR `requestState`): they verify after restarts and on
     /// every node sharing the store.
     async fn server_key(&self) -> StoreResult<[u8; 32]>;
+
+    /// Records `key` (a session, a token: anything the server issued and may withdraw) as
+    /// revoked until `until`, durably, for every node sharing the store. Revoking again
+    /// keeps the later time. Revocations past their time are removed by later ones, so
+    /// they do not pile up. A key is 1 to 512 bytes ([`StoreError::Invalid`]).
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()>;
+
+    /// Whether `key` was revoked (and its time has not been cleared since).
+    async fn revoked(&self, key: &str) -> StoreResult<bool>;
 
     /// Records `entry` in the task's outbound journal under `lease`, fenced like every
     /// worker write (a stale attempt's entry is refused with [`StoreError::LeaseLost`]).

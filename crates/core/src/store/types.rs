@@ -32,6 +32,10 @@ pub struct NewTask {
     /// Refuse the creation ([`crate::store::StoreError::LiveLimit`]) when the scope already
     /// has this many live (non-terminal, unexpired) tasks; `None` never refuses.
     pub max_live_in_scope: Option<u64>,
+    /// Refuse the creation ([`crate::store::StoreError::StoredLimit`]) when the scope
+    /// already has this many stored tasks, terminal ones included (until they are reaped);
+    /// `None` never refuses.
+    pub max_stored_in_scope: Option<u64>,
 }
 
 impl NewTask {
@@ -46,6 +50,7 @@ impl NewTask {
             status_message: None,
             client_capabilities: Value::Object(Default::default()),
             max_live_in_scope: None,
+            max_stored_in_scope: None,
         }
     }
 }

@@ -113,7 +113,11 @@ impl McpServer {
                 capabilities: json!({}),
             },
             Some(s) => {
-                match Session::open(&key, principal, s).filter(|_| !self.sessions.ended(s)) {
+                let opened = match Session::open(&key, principal, s) {
+                    Some(session) if !self.session_ended(s).await? => Some(session),
+                    _ => None,
+                };
+                match opened {
                     Some(session) => session,
                     // Not issued here, issued to someone else, or ended: the client starts a
                     // new session.

@@ -33,7 +33,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
-use snodo_core::model::{Principal, TaskId};
+use snodo_core::model::{Principal, TaskId, Timestamp};
 use snodo_core::store::{ObservedStore, Store, StoreError};
 use snodo_runner::budget::{Rate, Refusal, Slots, TenantLimits};
 use snodo_runner::{Catalog, CatalogTool, Runner};
@@ -299,15 +299,45 @@ impl McpServer {
         Ok(*self.key.get_or_init(|| key))
     }
 
-    /// Ends a 2025-11-25 session (its DELETE): what this node remembers of it goes. False
-    /// when `id` names no live session this server issued to `principal`.
+    /// Ends a 2025-11-25 session (its DELETE): it is revoked in the store until its id
+    /// would have expired, for every node. False when `id` names no live session this
+    /// server issued to `principal`.
     pub async fn end_session(&self, principal: &Principal, id: &str) -> Result<bool, RpcError> {
         let key = self.server_key().await?;
-        if self.sessions.ended(id) || session::Session::open(&key, principal, id).is_none() {
+        let Some((_, until)) = session::Session::open_until(&key, principal, id) else {
+            return Ok(false);
+        };
+        if self.session_ended(id).await? {
             return Ok(false);
         }
+        self.store
+            .revoke(&session::revocation_key(id), Timestamp(until))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a session's end could not be stored");
+                RpcError::internal("the task store is unavailable; try again")
+            })?;
         self.sessions.end(id);
         Ok(true)
+    }
+
+    /// Whether the session `id` has ended: remembered here, or revoked in the store.
+    pub(crate) async fn session_ended(&self, id: &str) -> Result<bool, RpcError> {
+        if self.sessions.ended(id) {
+            return Ok(true);
+        }
+        let ended = self
+            .store
+            .revoked(&session::revocation_key(id))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a session's end could not be read");
+                RpcError::internal("the task store is unavailable; try again")
+            })?;
+        if ended {
+            self.sessions.end(id);
+        }
+        Ok(ended)
     }
 
     /// A budget's refusal as the request's error, counted by the limit that refused.

@@ -6,11 +6,13 @@
 //! store, and this one after a restart, reads a session from its id alone: no session is
 //! ever "unknown" and 2026-07-28 clients never touch any of this.
 //!
-//! Three things are per node and best effort, and say so: the log level a session set with
-//! `logging/setLevel` (bounded; forgotten at restart, which means the default again), the
-//! sessions ended with DELETE (another node, or this one after a restart, serves an ended
-//! id again: it still names only what its client declared), and the server requests a
-//! 2025-11-25 call is waiting on (an answer must reach the node whose
+//! A session ended with DELETE is revoked in the store until the time its id would have
+//! expired anyway, so every node, and this one after a restart, refuses it; each node also
+//! remembers the ends it has seen, to skip the store's read for them.
+//!
+//! Two things are per node and best effort, and say so: the log level a session set with
+//! `logging/setLevel` (bounded; forgotten at restart, which means the default again), and
+//! the server requests a 2025-11-25 call is waiting on (an answer must reach the node whose
 //! stream asked; a load balancer keeps a session on one node by `Mcp-Session-Id`).
 
 use parking_lot::Mutex;
@@ -73,23 +75,51 @@ impl Session {
     /// expired. Ids issued before sessions carried an expiry do not open: their clients
     /// start a new session once.
     pub(crate) fn open(key: &[u8; 32], principal: &Principal, id: &str) -> Option<Session> {
+        Self::open_until(key, principal, id).map(|(s, _)| s)
+    }
+
+    /// As [`Session::open`], with the time (Unix milliseconds) the id stops opening.
+    pub(crate) fn open_until(
+        key: &[u8; 32],
+        principal: &Principal,
+        id: &str,
+    ) -> Option<(Session, u64)> {
         Self::open_at(key, principal, id, super::state::now_ms())
     }
 
-    fn open_at(key: &[u8; 32], principal: &Principal, id: &str, now: u64) -> Option<Session> {
+    fn open_at(
+        key: &[u8; 32],
+        principal: &Principal,
+        id: &str,
+        now: u64,
+    ) -> Option<(Session, u64)> {
         let body = SESSION.open(key, id)?;
         let v: Value = serde_json::from_slice(&body).ok()?;
         if v["t"] != principal.tenant || v["s"] != principal.subject {
             return None;
         }
-        if v["e"].as_u64().is_none_or(|expires| now >= expires) {
-            return None;
-        }
-        Some(Session {
-            version: v["v"].as_str()?.to_owned(),
-            capabilities: v["c"].clone(),
-        })
+        let expires = v["e"].as_u64().filter(|e| now < *e)?;
+        Some((
+            Session {
+                version: v["v"].as_str()?.to_owned(),
+                capabilities: v["c"].clone(),
+            },
+            expires,
+        ))
     }
+}
+
+/// The key a session's end is revoked under in the store: a digest of its id (ids carry
+/// capabilities and can be long; 128 bits keep distinct ids apart).
+pub(crate) fn revocation_key(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let d = Sha256::digest(id.as_bytes());
+    let mut key = String::with_capacity(8 + 32);
+    key.push_str("session/");
+    for b in &d[..16] {
+        key.push_str(&format!("{b:02x}"));
+    }
+    key
 }
 
 /// `{a: {b: {…}, c: true}}` as `{a: {b: {}, c: true}}`.
@@ -118,7 +148,7 @@ fn outline(capabilities: &Value) -> Value {
 
 /// How many sessions a node remembers something about (a log level, an end); past it an
 /// arbitrary entry is forgotten: that session falls back to the default level, or an ended
-/// one is served again.
+/// one is looked up in the store again.
 const MAX_REMEMBERED: usize = 10_000;
 
 /// What this node remembers of 2025-11-25 sessions: the level each set with
@@ -157,7 +187,7 @@ impl SessionMemory {
         self.lock().levels.get(id).copied()
     }
 
-    /// Ends the session `id`: later requests naming it get 404 here.
+    /// Remembers that the session `id` has ended (it is revoked in the store).
     pub(crate) fn end(&self, id: &str) {
         let mut r = self.lock();
         r.levels.remove(id);
@@ -169,7 +199,7 @@ impl SessionMemory {
         r.ended.insert(id.to_owned());
     }
 
-    /// Whether the session `id` was ended on this node.
+    /// Whether this node knows the session `id` has ended.
     pub(crate) fn ended(&self, id: &str) -> bool {
         self.lock().ended.contains(id)
     }
@@ -280,7 +310,10 @@ mod tests {
         };
         let ttl = SESSION_TTL.as_millis() as u64;
         let id = s.issue_at(&key, &ada, 1_000);
-        assert_eq!(Session::open_at(&key, &ada, &id, 1_000 + ttl - 1), Some(s));
+        assert_eq!(
+            Session::open_at(&key, &ada, &id, 1_000 + ttl - 1).map(|(s, _)| s),
+            Some(s)
+        );
         assert_eq!(Session::open_at(&key, &ada, &id, 1_000 + ttl), None);
         // An id sealed without an expiry (as earlier builds issued them) does not open.
         let old = SESSION.seal(&key, br#"{"v":"2025-11-25","c":{},"t":"acme","s":"ada"}"#);

@@ -217,11 +217,19 @@ impl McpServer {
         // The capability set only: never the request's _meta.
         new.client_capabilities = ctx.meta.client_capabilities.clone();
         new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
+        new.max_stored_in_scope = Some(self.config.limits.stored_tasks_per_tenant);
         let task = match self.runner.create(new).await {
             Ok(t) => t,
             Err(StoreError::LiveLimit { max }) => {
                 return Err(self.refuse(&Refusal {
                     limit: "limits.live_tasks_per_tenant",
+                    max,
+                    over: Over::Tenant,
+                }));
+            }
+            Err(StoreError::StoredLimit { max }) => {
+                return Err(self.refuse(&Refusal {
+                    limit: "limits.stored_tasks_per_tenant",
                     max,
                     over: Over::Tenant,
                 }));

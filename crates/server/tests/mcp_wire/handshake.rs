@@ -130,11 +130,32 @@ async fn the_handshake_opens_a_session_that_serves_tools() {
     );
 }
 
+/// Two servers over one store, as two nodes (or one node before and after a restart).
+async fn two_nodes(
+    tokens: Vec<(String, Principal)>,
+) -> (snodo_server::http::App, snodo_server::http::App) {
+    use crate::common;
+    let fixtures = super::fixtures().await;
+    let catalog = || common::catalog_of(&[&fixtures], Default::default());
+    let (one, store) = common::mcp_server(catalog(), Default::default());
+    let (two, _) = common::server_with(&store, std::sync::Arc::new(catalog()), Default::default());
+    let config = || snodo_server::http::HttpConfig {
+        max_body_bytes: 64 << 10,
+        tokens: tokens.clone(),
+        ..Default::default()
+    };
+    (
+        snodo_server::http::router(one, config()),
+        snodo_server::http::router(std::sync::Arc::new(two), config()),
+    )
+}
+
 #[tokio::test]
 async fn sessions_open_only_for_their_principal_and_until_ended() {
     let ada = Principal::new("acme", "ada");
     let eve = Principal::new("evil", "eve");
-    let app = app(vec![("ada-token".into(), ada), ("eve-token".into(), eve)]).await;
+    let (app, other_node) =
+        two_nodes(vec![("ada-token".into(), ada), ("eve-token".into(), eve)]).await;
     let with_token = |body: &Value, session: &str, token: &str| {
         let mut r = post_25(body, Some(session));
         r.headers_mut().insert(
@@ -191,6 +212,13 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
     assert_eq!(status(delete(Some(&session), "eve-token", None)).await, 404);
     assert_eq!(status(delete(Some(&altered), "ada-token", None)).await, 404);
     assert_eq!(status(with_token(&ping, &session, "ada-token")).await, 200);
+    assert_eq!(
+        send(&other_node, with_token(&ping, &session, "ada-token"))
+            .await
+            .0,
+        200,
+        "the other node serves the session too"
+    );
     // Without an id there is nothing to end (400); 2026-07-28 has no sessions (405).
     assert_eq!(status(delete(None, "ada-token", None)).await, 400);
     let resp = tower::ServiceExt::oneshot(
@@ -206,6 +234,16 @@ async fn sessions_open_only_for_their_principal_and_until_ended() {
     assert_eq!(status(ended).await, 204);
     assert_eq!(status(with_token(&ping, &session, "ada-token")).await, 404);
     assert_eq!(status(delete(Some(&session), "ada-token", None)).await, 404);
+    // The end is in the store: a node that did not see the DELETE refuses the id too.
+    assert_eq!(
+        send(&other_node, with_token(&ping, &session, "ada-token"))
+            .await
+            .0,
+        404,
+        "ended for every node sharing the store"
+    );
+    let again = delete(Some(&session), "ada-token", Some("2025-11-25"));
+    assert_eq!(send(&other_node, again).await.0, 404);
 }
 
 #[tokio::test]

@@ -16,6 +16,8 @@ mod journal;
 mod reaping;
 mod renewal_and_expiry;
 mod retry_scheduling;
+mod revocations;
+mod stored_caps;
 mod terminal_races;
 mod transitions_and_cas;
 
@@ -29,6 +31,8 @@ pub use journal::journal;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
+pub use revocations::revocations;
+pub use stored_caps::stored_caps;
 pub use terminal_races::terminal_races;
 pub use transitions_and_cas::transitions_and_cas;
 
@@ -128,6 +132,8 @@ macro_rules! store_contract_suite {
             reaping,
             durability_across_reopen,
             journal,
+            stored_caps,
+            revocations,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

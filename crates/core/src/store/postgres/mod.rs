@@ -28,7 +28,7 @@ use tokio_postgres::{NoTls, Row, Statement};
 use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
 use super::backend::{ReadFn, WriteFn};
-use super::engine::{self, Ctx, Head, Index, Record, Touches, Txn, View};
+use super::engine::{self, Caps, Count, Ctx, Head, Index, Record, Touches, Txn, View};
 use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
 
 pub use notify::{RemoteChange, RemoteChanges};
@@ -260,13 +260,13 @@ impl PgStore {
     /// time and the rows in one round trip, the changes and `COMMIT` in another. Nothing
     /// is committed when `f` fails.
     ///
-    /// A creation capped at `admit` = (scope, max) live tasks is admitted on the way: the
-    /// fast admission rides in the first round trip; `exact` locks every shard of the scope
+    /// A creation capped at `admit` = (scope, caps) is admitted on the way: the fast
+    /// admission rides in the first round trip; `exact` locks every shard of the scope
     /// first. A fast admission that cannot decide fails with [`NEEDS_EXACT`].
     async fn write_admitted<T>(
         &self,
         touches: Touches<'_>,
-        admit: Option<(&str, u64)>,
+        admit: Option<(&str, Caps)>,
         exact: bool,
         f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T>,
     ) -> StoreResult<T> {
@@ -278,7 +278,8 @@ impl PgStore {
         let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
         let sum_st = prepared(
             c,
-            "SELECT coalesce(sum(n), 0)::bigint FROM live WHERE scope = $1",
+            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint
+             FROM live WHERE scope = $1",
         )
         .await?;
         // The task a write names, if it names one: known absent when the fetch finds nothing.
@@ -478,23 +479,23 @@ impl<'a> FetchArgs<'a> {
             Touches::NextDue(_) => vec![now_param, &self.skip],
             Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
             Touches::Owner(_) => vec![now_param, &self.owner],
-            Touches::New(_) | Touches::Nothing => vec![now_param],
+            Touches::New(_) | Touches::Nothing | Touches::Revocations => vec![now_param],
         }
     }
 }
 
 /// A write's first round trip: `BEGIN`, the time, the rows (and a fast admission's shard
-/// bump and live sum when `fast` names a scope), pipelined. Returns the time, the rows and
-/// the scope's live sum.
+/// bump and count sums when `fast` names a scope), pipelined. Returns the time, the rows
+/// and the scope's live and stored sums.
 async fn begin_and_fetch(
     c: &Object,
     writes: &Writes,
     fetch_st: &Statement,
     fetch_params: &[&(dyn ToSql + Sync)],
     sum_st: &Statement,
-    fast: Option<(&str, u64)>,
+    fast: Option<(&str, Caps)>,
     shard: i16,
-) -> StoreResult<(Option<i64>, Vec<Row>, Option<i64>)> {
+) -> StoreResult<(Option<i64>, Vec<Row>, Option<(i64, i64)>)> {
     let one: i64 = 1;
 
     // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
@@ -503,14 +504,15 @@ async fn begin_and_fetch(
     let admit_f = async {
         match fast {
             Some((scope, _)) => {
-                // Its shard's lock first (by writing the +1), then the sum.
-                let bump_params: [&(dyn ToSql + Sync); 3] = [&scope, &shard, &one];
+                // Its shard's lock first (by writing the +1s), then the sums.
+                let bump_params: [&(dyn ToSql + Sync); 4] = [&scope, &shard, &one, &one];
                 let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
                 let bump = c.query(writes.bump(), &bump_params);
                 let sum = c.query_one(sum_st, &sum_params);
                 let (b, s) = tokio::join!(bump, sum);
                 b?;
-                Ok(Some(s?.get::<_, i64>(0)))
+                let s = s?;
+                Ok(Some((s.get::<_, i64>(0), s.get::<_, i64>(1))))
             }
             None => Ok(None),
         }
@@ -520,29 +522,35 @@ async fn begin_and_fetch(
     let rows = rows.map_err(pg_error)?;
     // Every row carries the time; a fetch that found nothing still has one row.
     let now: Option<i64> = rows.first().map(|r| r.get(0));
-    let fast_sum: Option<i64> = fast_sum.map_err(pg_error)?;
+    let fast_sum: Option<(i64, i64)> = fast_sum.map_err(pg_error)?;
     Ok((now, rows, fast_sum))
 }
 
-/// The admission of a creation capped at `admit` = (scope, max): decided from the fast
-/// sum when there is one, else from an exact count; `None` for a write without a cap.
+/// The admission of a creation capped at `admit` = (scope, caps): decided from the fast
+/// sums when there are some, else from exact counts; `None` for a write without a cap.
 async fn decide_admission(
     c: &Object,
-    admit: Option<(&str, u64)>,
+    admit: Option<(&str, Caps)>,
     exact: bool,
-    fast_sum: Option<i64>,
+    fast_sum: Option<(i64, i64)>,
 ) -> StoreResult<Option<Admission>> {
+    // Every change in flight on another shard may be one more.
+    let fits = |sum: i64, cap: Option<u64>| {
+        cap.is_none_or(|max| sum + i64::from(LIVE_SHARDS - 1) <= max.min(i64::MAX as u64) as i64)
+    };
     Ok(match (admit, exact, fast_sum) {
         (None, _, _) => None,
-        (Some((_, max)), false, Some(sum)) => {
-            let max = max.min(i64::MAX as u64) as i64;
-            Some(if sum + i64::from(LIVE_SHARDS - 1) <= max {
+        (Some((_, caps)), false, Some((live, stored))) => {
+            Some(if fits(live, caps.live) && fits(stored, caps.stored) {
                 Admission::Admitted
             } else {
                 Admission::Undecided
             })
         }
-        (Some((scope, _)), _, _) => Some(Admission::Counted(exact_count(c, scope).await?)),
+        (Some((scope, _)), _, _) => {
+            let (live, stored) = exact_count(c, scope).await?;
+            Some(Admission::Counted(live, stored))
+        }
     })
 }
 
@@ -635,7 +643,9 @@ fn fetch_sql(touches: &Touches<'_>) -> String {
         Touches::Owner(_) => {
             format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
         }
-        Touches::New(_) | Touches::Nothing => format!("SELECT {cols} FROM tasks WHERE false"),
+        Touches::New(_) | Touches::Nothing | Touches::Revocations => {
+            format!("SELECT {cols} FROM tasks WHERE false")
+        }
     };
     // The time and the rows in one statement: the lateral side locks what it selects,
     // and the outer row carries the time when it selects nothing.
@@ -687,11 +697,11 @@ impl Drop for Conn {
     }
 }
 
-/// Exact mode: every shard of `scope` locked in shard order, then counted.
-async fn exact_count(c: &Object, scope: &str) -> StoreResult<u64> {
+/// Exact mode: every shard of `scope` locked in shard order, then counted (live, stored).
+async fn exact_count(c: &Object, scope: &str) -> StoreResult<(u64, u64)> {
     c.execute(
-        "INSERT INTO live (scope, shard, n)
-         SELECT $1, s::smallint, 0 FROM generate_series(0, $2::int - 1) s
+        "INSERT INTO live (scope, shard, n, stored)
+         SELECT $1, s::smallint, 0, 0 FROM generate_series(0, $2::int - 1) s
          ON CONFLICT (scope, shard) DO NOTHING",
         &[&scope, &i32::from(LIVE_SHARDS)],
     )
@@ -699,13 +709,16 @@ async fn exact_count(c: &Object, scope: &str) -> StoreResult<u64> {
     .map_err(pg_error)?;
     let row = c
         .query_one(
-            "SELECT coalesce(sum(n), 0)::bigint FROM
-               (SELECT n FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
+            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint FROM
+               (SELECT n, stored FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
             &[&scope],
         )
         .await
         .map_err(pg_error)?;
-    Ok(row.get::<_, i64>(0).max(0) as u64)
+    Ok((
+        row.get::<_, i64>(0).max(0) as u64,
+        row.get::<_, i64>(1).max(0) as u64,
+    ))
 }
 
 /// The one task a read fetched; its work only when the read asked for it.
@@ -752,8 +765,12 @@ impl View for OneRow {
         Err(StoreError::invalid("a one-row read has no index"))
     }
 
-    fn live_count(&self, _: &crate::model::Scope) -> StoreResult<u64> {
+    fn count(&self, _: Count, _: &crate::model::Scope) -> StoreResult<u64> {
         Err(StoreError::invalid("a one-row read has no counts"))
+    }
+
+    fn revoked(&self, _: &str) -> StoreResult<bool> {
+        Err(StoreError::invalid("a one-row read has no revocations"))
     }
 
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -802,9 +819,49 @@ impl Backend for PgStore {
         self.key
     }
 
-    /// Admits the creation against the scope's live cap: on the fast sharded count first,
-    /// and exactly when that count is close to the cap (`f` runs again, in a new
-    /// transaction).
+    /// Two statements on their own: the sweep (a few lapsed revocations, never this key's
+    /// row) and the upsert. Only the upsert must commit for the revocation to hold.
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
+        engine::check_revoke_key(key)?;
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let sweep = prepared(
+            &client,
+            &format!(
+                "DELETE FROM revoked WHERE key IN (SELECT key FROM revoked
+                   WHERE until <= {NOW_PARAM} AND key <> $2 ORDER BY until LIMIT $3)"
+            ),
+        )
+        .await?;
+        let put = prepared(
+            &client,
+            &format!(
+                "INSERT INTO revoked (key, until) SELECT $2, $3 WHERE $3 > {NOW_PARAM}
+                 ON CONFLICT (key) DO UPDATE SET until = greatest(revoked.until, EXCLUDED.until)"
+            ),
+        )
+        .await?;
+        let now = self.now_param();
+        let until = until.as_millis().min(i64::MAX as u64) as i64;
+        client
+            .execute(&sweep, &[&now, &key, &(engine::REVOKE_SWEEP as i64)])
+            .await
+            .map_err(pg_error)?;
+        client
+            .execute(&put, &[&now, &key, &until])
+            .await
+            .map_err(pg_error)?;
+        Ok(())
+    }
+
+    async fn revoked(&self, key: &str) -> StoreResult<bool> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(&client, "SELECT 1 FROM revoked WHERE key = $1").await?;
+        let rows = client.query(&st, &[&key]).await.map_err(pg_error)?;
+        Ok(!rows.is_empty())
+    }
+
+    /// Admits the creation against the scope's caps: on the fast sharded counts first, and
+    /// exactly when a count is close to its cap (`f` runs again, in a new transaction).
     async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>
     where
         F: Fn(&mut dyn Txn, &Ctx, NewTask) -> StoreResult<T> + Send + Sync + 'static,
@@ -812,7 +869,8 @@ impl Backend for PgStore {
     {
         let id = new.id;
         let scope = new.scope.as_str().to_owned();
-        let admit = new.max_live_in_scope.map(|max| (scope.as_str(), max));
+        let caps = Caps::of(&new);
+        let admit = caps.any().then_some((scope.as_str(), caps));
         let again = new.clone();
         match self
             .write_admitted(Touches::New(id), admit, false, |txn, ctx| f(txn, ctx, new))

@@ -17,8 +17,8 @@ use deadpool_postgres::Object;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row as PgRow, Statement};
 
-use crate::model::{Scope, Task, TaskId};
-use crate::store::engine::{Head, Index, Record, Txn, View};
+use crate::model::{Scope, Task, TaskId, Timestamp};
+use crate::store::engine::{Caps, Count, Head, Index, Record, Txn, View};
 use crate::store::sql::{self, ClaimCols};
 use crate::store::{StoreError, StoreResult};
 
@@ -57,15 +57,16 @@ pub(super) fn record_of(r: &PgRow, at: usize) -> StoreResult<(TaskId, Record)> {
     Ok((id, rec))
 }
 
-/// How a creation is admitted under its scope's live cap.
+/// How a creation is admitted under its scope's caps (live and stored tasks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Admission {
-    /// The fast path said yes: its +1 is already written to this transaction's shard.
+    /// The fast path said yes: its +1 (live and stored) is already written to this
+    /// transaction's shard.
     Admitted,
     /// The fast path could not decide: re-run the creation in exact mode.
     Undecided,
-    /// Exact mode counted this many live tasks (every shard locked).
-    Counted(u64),
+    /// Exact mode counted this many live and stored tasks (every shard locked).
+    Counted(u64, u64),
 }
 
 /// The engine's `Txn` over the rows a write fetched.
@@ -77,7 +78,8 @@ pub(super) struct Staged {
     /// Which ids the rules changed, in first-change order.
     dirty: Vec<TaskId>,
     existed: HashSet<TaskId>,
-    live_delta: BTreeMap<String, i64>,
+    /// Per scope: how far this write moves its live and stored counts.
+    count_delta: BTreeMap<String, (i64, i64)>,
     admission: Option<Admission>,
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
@@ -91,7 +93,7 @@ impl Staged {
             index: Vec::new(),
             dirty: Vec::new(),
             existed: HashSet::new(),
-            live_delta: BTreeMap::new(),
+            count_delta: BTreeMap::new(),
             admission: None,
             needs_exact: false,
             journal: Vec::new(),
@@ -147,12 +149,13 @@ impl Staged {
                 entry: entry.clone(),
             });
         }
-        for (scope, delta) in &self.live_delta {
-            if *delta != 0 {
-                out.push(Change::Live {
+        for (scope, &(live, stored)) in &self.count_delta {
+            if (live, stored) != (0, 0) {
+                out.push(Change::Counts {
                     scope: scope.clone(),
                     shard,
-                    delta: *delta,
+                    live,
+                    stored,
                 });
             }
         }
@@ -169,11 +172,12 @@ pub(super) enum Change {
     },
     /// Remove a task.
     Delete(TaskId),
-    /// Move a scope's live count.
-    Live {
+    /// Move a scope's live and stored counts.
+    Counts {
         scope: String,
         shard: i16,
-        delta: i64,
+        live: i64,
+        stored: i64,
     },
     /// Record a journal entry (an entry already at the position fails the write).
     Journal {
@@ -192,8 +196,9 @@ pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, 
 pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
 pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entry) \
      VALUES ($1, $2, $3)";
-pub(super) const BUMP_LIVE: &str = "INSERT INTO live (scope, shard, n) VALUES ($1, $2, $3) \
-     ON CONFLICT (scope, shard) DO UPDATE SET n = live.n + EXCLUDED.n RETURNING n";
+pub(super) const BUMP_COUNTS: &str = "INSERT INTO live (scope, shard, n, stored) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (scope, shard) \
+     DO UPDATE SET n = live.n + EXCLUDED.n, stored = live.stored + EXCLUDED.stored";
 
 /// The write statements, prepared before a write's changes are sent: a change must go out
 /// the moment it is first polled, so the changes and the `COMMIT` after them reach the
@@ -212,14 +217,14 @@ impl Writes {
             insert: prepared(client, INSERT_TASK).await?,
             update: prepared(client, UPDATE_TASK).await?,
             delete: prepared(client, DELETE_TASK).await?,
-            bump: prepared(client, BUMP_LIVE).await?,
+            bump: prepared(client, BUMP_COUNTS).await?,
             journal: prepared(client, INSERT_JOURNAL).await?,
         })
     }
 }
 
 impl Writes {
-    /// The live-count shard upsert.
+    /// The counts' shard upsert.
     pub(super) fn bump(&self) -> &Statement {
         &self.bump
     }
@@ -282,13 +287,14 @@ impl Change {
                     .await
                     .map_err(pg_error)?;
             }
-            Change::Live {
+            Change::Counts {
                 scope,
                 shard,
-                delta,
+                live,
+                stored,
             } => {
                 client
-                    .query(&st.bump, &[scope, shard, delta])
+                    .execute(&st.bump, &[scope, shard, live, stored])
                     .await
                     .map_err(pg_error)?;
             }
@@ -321,9 +327,15 @@ impl View for Staged {
         Ok(self.index.iter().take(limit).copied().collect())
     }
 
-    fn live_count(&self, _: &Scope) -> StoreResult<u64> {
+    fn count(&self, _: Count, _: &Scope) -> StoreResult<u64> {
         Err(StoreError::invalid(
-            "live counts are admitted before a shared-store write runs",
+            "counts are admitted before a shared-store write runs",
+        ))
+    }
+
+    fn revoked(&self, _: &str) -> StoreResult<bool> {
+        Err(StoreError::invalid(
+            "the shared store reads revocations in a statement of their own",
         ))
     }
 
@@ -363,9 +375,21 @@ impl Txn for Staged {
         Ok(())
     }
 
-    fn set_live_count(&mut self, _: &Scope, _: u64) -> StoreResult<()> {
+    fn set_count(&mut self, _: Count, _: &Scope, _: u64) -> StoreResult<()> {
         Err(StoreError::invalid(
-            "the PostgreSQL store moves live counts by deltas",
+            "the PostgreSQL store moves counts by deltas",
+        ))
+    }
+
+    fn revoke_put(&mut self, _: &str, _: Timestamp) -> StoreResult<()> {
+        Err(StoreError::invalid(
+            "the shared store writes revocations in a statement of their own",
+        ))
+    }
+
+    fn revoke_sweep(&mut self, _: Timestamp, _: usize) -> StoreResult<()> {
+        Err(StoreError::invalid(
+            "the shared store sweeps revocations in a statement of their own",
         ))
     }
 
@@ -373,42 +397,51 @@ impl Txn for Staged {
         Ok(())
     }
 
-    fn add_live(&mut self, scope: &Scope, up: bool) -> StoreResult<()> {
-        *self
-            .live_delta
+    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
+        let delta = self
+            .count_delta
             .entry(scope.as_str().to_owned())
-            .or_default() += if up { 1 } else { -1 };
+            .or_default();
+        let n = match kind {
+            Count::Live => &mut delta.0,
+            Count::Stored => &mut delta.1,
+        };
+        *n += if up { 1 } else { -1 };
         Ok(())
     }
 
     /// Exact under concurrency without a per-tenant lock on the common path.
     ///
     /// Fast path (decided before the rules run, in the first round trip): the transaction
-    /// first takes its shard's row lock by writing its +1, then reads the sum (which
-    /// includes its own change). Every other uncommitted change holds a different shard's
-    /// lock, so at most `LIVE_SHARDS - 1` of them are missing from the sum; admitting only
-    /// when the sum plus that many fits under `max` keeps the true count under `max`
-    /// whatever commits next.
+    /// first takes its shard's row lock by writing its +1 (to both counts), then reads the
+    /// sums (which include its own change). Every other uncommitted change holds a
+    /// different shard's lock, so at most `LIVE_SHARDS - 1` of them are missing from a
+    /// sum; admitting only when each sum plus that many fits under its cap keeps the true
+    /// counts under the caps whatever commits next.
     ///
     /// Near the cap the fast path cannot decide; the creation re-runs in exact mode, which
     /// locks all of the scope's shards in shard order (waiting for the changes in flight)
     /// and counts exactly. Fast transactions hold one shard and wait for nothing after it,
     /// and exact ones lock in one order, so no lock cycle can form.
-    fn admit_live(&mut self, scope: &Scope, max: u64) -> StoreResult<bool> {
+    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
         match self.admission {
             Some(Admission::Admitted) => {
-                // The +1 is written: the coming `add_live` must not count it again.
-                *self
-                    .live_delta
+                // The +1s are written: the coming `add_count`s must not count them again.
+                let delta = self
+                    .count_delta
                     .entry(scope.as_str().to_owned())
-                    .or_default() -= 1;
-                Ok(true)
+                    .or_default();
+                delta.0 -= 1;
+                delta.1 -= 1;
+                Ok(())
             }
             Some(Admission::Undecided) => {
                 self.needs_exact = true;
-                Ok(false)
+                Err(StoreError::invalid("the admission needs an exact count"))
             }
-            Some(Admission::Counted(n)) => Ok(n < max),
+            Some(Admission::Counted(live, stored)) => {
+                caps.refusal(live, stored).map_or(Ok(()), Err)
+            }
             None => Err(StoreError::invalid(
                 "a capped creation reached the rules without an admission",
             )),

@@ -484,6 +484,54 @@ mod shared {
         }
     }
 
+    /// Migration 4 counts the tasks a version-3 database already holds, terminal ones
+    /// included, per scope.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_stored_counts_are_built_by_the_upgrade() {
+        let Some(pg) = fresh() else { return };
+        let o = options(&pg.schema, "node-a");
+        let store = PgStore::open(o.clone()).await.expect("open");
+        for _ in 0..3 {
+            store.create(new_task("a")).await.expect("create");
+        }
+        let done = store.create(new_task("b")).await.expect("create").id;
+        let claimed = store
+            .claim(&done, &ClaimRequest::new(30_000, "w"))
+            .await
+            .expect("claim");
+        finish(&store, &claimed.lease).await.expect("finish");
+        drop(store);
+        // Back to version 3, tasks kept: what a database of the earlier build holds.
+        let client = session(&o).await;
+        client
+            .batch_execute(
+                "ALTER TABLE live DROP COLUMN stored; DROP TABLE revoked;
+                 DELETE FROM schema_migrations WHERE version = 4",
+            )
+            .await
+            .expect("to version 3");
+        assert_eq!(
+            crate::store::migrate_postgres(&o).await.expect("upgrade"),
+            [4]
+        );
+        let store = PgStore::open(o.clone()).await.expect("open");
+        let capped = |scope: &str, max: u64| {
+            let mut n = new_task(scope);
+            n.max_stored_in_scope = Some(max);
+            n
+        };
+        assert_eq!(
+            store.create(capped("a", 3)).await.err(),
+            Some(StoreError::StoredLimit { max: 3 })
+        );
+        store.create(capped("a", 4)).await.expect("three stored");
+        assert_eq!(
+            store.create(capped("b", 1)).await.err(),
+            Some(StoreError::StoredLimit { max: 1 }),
+            "a finished task is counted"
+        );
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_server_key_survives_the_upgrade_and_a_task_reader_cannot_read_it() {
         let Some(pg) = fresh() else { return };
@@ -502,7 +550,7 @@ mod shared {
             .await
             .expect("a version-1 key");
         let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
-        assert_eq!(applied, [2, 3]);
+        assert_eq!(applied, [2, 3, 4]);
         let store = PgStore::open(o.clone()).await.expect("open");
         assert_eq!(
             store.server_key().await.expect("key"),

@@ -43,6 +43,15 @@ const HEADS: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("heads");
 /// Created at open when missing, so a file of an earlier build gains it without an upgrade.
 const JOURNAL: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("journal");
 
+/// Stored tasks (terminal ones included) per scope, kept by the engine's `save` and
+/// `delete`. Built from the heads at open when missing, so a file of an earlier build gains
+/// it without an upgrade.
+const STORED: TableDefinition<'_, &str, u64> = TableDefinition::new("stored");
+/// Revoked keys → until when (milliseconds), and the same ordered by time for the sweep:
+/// until (big-endian u64) then the key → nothing.
+const REVOKED: TableDefinition<'_, &str, u64> = TableDefinition::new("revoked");
+const REVOKED_AT: TableDefinition<'_, &[u8], ()> = TableDefinition::new("revoked_at");
+
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
 
@@ -67,10 +76,23 @@ macro_rules! open_tables {
     ($txn:expr) => {
         open_tables!($txn, true)
     };
-    ($txn:expr, $journal:expr) => {
+    ($txn:expr, $extra:expr) => {
         Tables {
-            journal: if $journal {
+            journal: if $extra {
                 Some($txn.open_table(JOURNAL).map_err(backend)?)
+            } else {
+                None
+            },
+            stored: if $extra {
+                Some($txn.open_table(STORED).map_err(backend)?)
+            } else {
+                None
+            },
+            revoked: if $extra {
+                Some((
+                    $txn.open_table(REVOKED).map_err(backend)?,
+                    $txn.open_table(REVOKED_AT).map_err(backend)?,
+                ))
             } else {
                 None
             },
@@ -233,6 +255,11 @@ impl RedbStore {
     fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize, [u8; 32])> {
         let mut txn = db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
+        // Asked before anything below opens (and so creates) the table.
+        let has_stored = txn
+            .list_tables()
+            .map_err(backend)?
+            .any(|t| t.name() == STORED.name());
         let (epoch, fenced, key) = {
             let mut meta = txn.open_table(META).map_err(backend)?;
             let version = meta
@@ -328,9 +355,27 @@ impl RedbStore {
             };
             (epoch, fenced, key)
         };
-        // Once the file is known to be a store: the journal's table, for files of builds
-        // before it.
+        // Once the file is known to be a store: the tables builds before them did not
+        // make, and the stored counts from the heads.
         drop(txn.open_table(JOURNAL).map_err(backend)?);
+        drop(txn.open_table(REVOKED).map_err(backend)?);
+        drop(txn.open_table(REVOKED_AT).map_err(backend)?);
+        if !has_stored {
+            let heads = txn.open_table(HEADS).map_err(backend)?;
+            let mut counts: std::collections::HashMap<String, u64> = Default::default();
+            for entry in heads.iter().map_err(backend)? {
+                let (_, v) = entry.map_err(backend)?;
+                *counts
+                    .entry(decode_head(v.value())?.scope.as_str().to_owned())
+                    .or_insert(0) += 1;
+            }
+            drop(heads);
+            let mut stored = txn.open_table(STORED).map_err(backend)?;
+            // The fence above may have opened the table; what it holds is rebuilt here.
+            for (scope, n) in &counts {
+                stored.insert(scope.as_str(), *n).map_err(backend)?;
+            }
+        }
         txn.commit().map_err(backend)?;
         Ok((epoch, fenced, key))
     }
@@ -407,11 +452,11 @@ impl Backend for RedbStore {
         f: impl ReadFn<T>,
     ) -> StoreResult<T> {
         let ctx = self.ctx();
-        // Only a journal read opens the journal's table.
-        let journal = matches!(touches, Touches::Journal(_));
+        // Only the reads that need them open the journal's and the revocations' tables.
+        let extra = matches!(touches, Touches::Journal(_) | Touches::Revocations);
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;
-            let tables = open_tables!(txn, journal);
+            let tables = open_tables!(txn, extra);
             f(&tables, &ctx)
         }))
         .unwrap_or_else(|_| {

@@ -3,9 +3,9 @@
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use crate::model::{Scope, Task, TaskId, TaskView};
+use crate::model::{Scope, Task, TaskId, TaskView, Timestamp};
 
-use super::super::engine::{Head, Index, Record, Txn, View};
+use super::super::engine::{Count, Head, Index, Record, Txn, View};
 use super::super::record::{decode, decode_task, decode_view, encode};
 use super::super::{StoreError, StoreResult};
 use super::codec::{decode_head, encode_head, id_of_index_key, index_key};
@@ -17,8 +17,23 @@ pub(super) struct Tables<T, I, L> {
     pub(super) indexes: [I; 3],
     pub(super) live: L,
     pub(super) heads: T,
-    /// Opened by writes and by the reads that say they need it.
+    /// Opened by writes and by the reads that say they need it, as are the two below.
     pub(super) journal: Option<T>,
+    pub(super) stored: Option<L>,
+    /// Revoked keys, and the same by time.
+    pub(super) revoked: Option<(L, I)>,
+}
+
+/// A revocation's place in the time order: until (big-endian, so they sort), then the key.
+fn revoked_at_key(until: u64, key: &str) -> Vec<u8> {
+    let mut k = Vec::with_capacity(8 + key.len());
+    k.extend_from_slice(&until.to_be_bytes());
+    k.extend_from_slice(key.as_bytes());
+    k
+}
+
+fn not_open(what: &str) -> StoreError {
+    StoreError::unavailable(format!("the {what} table is not open in this transaction"))
 }
 
 /// A journal entry's key: the task's id, then its position (big-endian, so they sort).
@@ -50,12 +65,20 @@ where
         }
     }
 
-    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
-        Ok(self
-            .live
+    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+        let table = match kind {
+            Count::Live => &self.live,
+            Count::Stored => self.stored.as_ref().ok_or_else(|| not_open("stored"))?,
+        };
+        Ok(table
             .get(scope.as_str())
             .map_err(backend)?
             .map_or(0, |v| v.value()))
+    }
+
+    fn revoked(&self, key: &str) -> StoreResult<bool> {
+        let (by_key, _) = self.revoked.as_ref().ok_or_else(|| not_open("revoked"))?;
+        Ok(by_key.get(key).map_err(backend)?.is_some())
     }
 
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -189,11 +212,55 @@ impl Txn for WriteTables<'_> {
         Ok(())
     }
 
-    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+        let table = match kind {
+            Count::Live => &mut self.live,
+            Count::Stored => self.stored.as_mut().ok_or_else(|| not_open("stored"))?,
+        };
         if count == 0 {
-            self.live.remove(scope.as_str()).map_err(backend)?;
+            table.remove(scope.as_str()).map_err(backend)?;
         } else {
-            self.live.insert(scope.as_str(), count).map_err(backend)?;
+            table.insert(scope.as_str(), count).map_err(backend)?;
+        }
+        Ok(())
+    }
+
+    fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()> {
+        let (by_key, by_time) = self.revoked.as_mut().ok_or_else(|| not_open("revoked"))?;
+        let until = until.as_millis();
+        let before = by_key.get(key).map_err(backend)?.map(|v| v.value());
+        if let Some(at) = before {
+            if at >= until {
+                return Ok(());
+            }
+            by_time
+                .remove(revoked_at_key(at, key).as_slice())
+                .map_err(backend)?;
+        }
+        by_key.insert(key, until).map_err(backend)?;
+        by_time
+            .insert(revoked_at_key(until, key).as_slice(), ())
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {
+        let (by_key, by_time) = self.revoked.as_mut().ok_or_else(|| not_open("revoked"))?;
+        let hi = (now.as_millis().saturating_add(1)).to_be_bytes();
+        let mut lapsed = Vec::new();
+        for entry in by_time
+            .range::<&[u8]>(..hi.as_slice())
+            .map_err(backend)?
+            .take(limit)
+        {
+            let (k, _) = entry.map_err(backend)?;
+            lapsed.push(k.value().to_vec());
+        }
+        for k in lapsed {
+            by_time.remove(k.as_slice()).map_err(backend)?;
+            let key = std::str::from_utf8(&k[8..])
+                .map_err(|_| StoreError::corrupt("a revocation key is not UTF-8"))?;
+            by_key.remove(key).map_err(backend)?;
         }
         Ok(())
     }

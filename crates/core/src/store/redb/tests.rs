@@ -400,6 +400,29 @@ mod file {
         assert_eq!(failures, ids.len());
     }
 
+    /// A file of a build before stored counts gains them from its tasks at open.
+    #[tokio::test]
+    async fn a_file_without_stored_counts_gains_them_at_open() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("tasks.redb");
+        populated(&path, 3).await;
+        raw_write(&path, |txn| {
+            txn.delete_table(super::super::STORED)
+                .expect("drop the counts");
+        });
+        let store = RedbStore::open(&path).expect("open");
+        let capped = |max: u64| {
+            let mut n = new_task();
+            n.max_stored_in_scope = Some(max);
+            n
+        };
+        assert_eq!(
+            store.create(capped(3)).await.err(),
+            Some(StoreError::StoredLimit { max: 3 })
+        );
+        store.create(capped(4)).await.expect("three were stored");
+    }
+
     #[tokio::test]
     async fn another_programs_redb_file_is_refused_never_adopted() {
         let dir = tempfile::tempdir().expect("tmp");

@@ -94,6 +94,21 @@ CREATE TABLE IF NOT EXISTS journal (
 );
 ";
 
+/// Revocations: key → until when, with the time order the sweep reads. Additive like the
+/// journal.
+const REVOKED_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS revoked (key TEXT PRIMARY KEY NOT NULL, until INTEGER NOT NULL)
+    WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS revoked_until ON revoked (until, key);
+";
+
+/// Stored tasks (terminal ones included) per scope. A file of an earlier build gains the
+/// table with its counts, from the tasks, in the boot transaction.
+const STORED_SCHEMA: &str = "
+CREATE TABLE stored (scope TEXT PRIMARY KEY NOT NULL, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO stored (scope, n) SELECT scope, count(*) FROM tasks GROUP BY scope;
+";
+
 /// The tables schema 1 has.
 const TABLES: [&str; 3] = ["live", "meta", "tasks"];
 
@@ -461,6 +476,17 @@ impl SqliteStore {
         // The outbound journal's table is additive: a file of an earlier build gains it
         // here, and an earlier build ignores it.
         txn.execute_batch(JOURNAL_SCHEMA).map_err(backend)?;
+        txn.execute_batch(REVOKED_SCHEMA).map_err(backend)?;
+        let has_stored: bool = txn
+            .query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'stored'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(backend)?;
+        if !has_stored {
+            txn.execute_batch(STORED_SCHEMA).map_err(backend)?;
+        }
         let epoch = meta_u64(&txn, "boot_epoch")?.unwrap_or(0) + 1;
         meta_set(&txn, "boot_epoch", &Value::Integer(epoch as i64))?;
         let key = match meta_get(&txn, "server_key")? {

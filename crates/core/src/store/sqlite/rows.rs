@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, ToSql, params};
 
-use crate::model::{Scope, Task, TaskId, TaskView};
+use crate::model::{Scope, Task, TaskId, TaskView, Timestamp};
 
-use super::super::engine::{Head, Index, Record, Txn, View};
+use super::super::engine::{Count, Head, Index, Record, Txn, View};
 use super::super::sql::{self, ClaimCols};
 use super::super::{StoreError, StoreResult};
 
@@ -27,6 +27,7 @@ const HEAD: &str = "SELECT scope, expires_at FROM tasks WHERE id = ?1";
 /// What a lookup reads: the task's body alone (the claim and the work are the runner's).
 const BODY: &str = "SELECT body FROM tasks WHERE id = ?1";
 const LIVE_COUNT: &str = "SELECT n FROM live WHERE scope = ?1";
+const STORED_COUNT: &str = "SELECT n FROM stored WHERE scope = ?1";
 const INSERT: &str = "INSERT INTO tasks (id, scope, status, live, due_at, expires_at, \
      claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, body, work) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
@@ -40,6 +41,14 @@ const JOURNAL_DELETE: &str = "DELETE FROM journal WHERE task_id = ?1";
 const SET_LIVE: &str =
     "INSERT INTO live (scope, n) VALUES (?1, ?2) ON CONFLICT (scope) DO UPDATE SET n = excluded.n";
 const DROP_LIVE: &str = "DELETE FROM live WHERE scope = ?1";
+const SET_STORED: &str = "INSERT INTO stored (scope, n) VALUES (?1, ?2) \
+     ON CONFLICT (scope) DO UPDATE SET n = excluded.n";
+const DROP_STORED: &str = "DELETE FROM stored WHERE scope = ?1";
+const REVOKED: &str = "SELECT 1 FROM revoked WHERE key = ?1";
+const REVOKE: &str = "INSERT INTO revoked (key, until) VALUES (?1, ?2) \
+     ON CONFLICT (key) DO UPDATE SET until = max(until, excluded.until)";
+const REVOKE_SWEEP: &str = "DELETE FROM revoked WHERE key IN \
+     (SELECT key FROM revoked WHERE until <= ?1 ORDER BY until LIMIT ?2)";
 
 /// The task rows as seen from one transaction: a read transaction (as a [`View`]) or the
 /// writer's (as a [`Txn`]). `conn` must be inside that transaction for as long as this
@@ -173,8 +182,12 @@ impl View for Rows<'_> {
         Ok(out)
     }
 
-    fn live_count(&self, scope: &Scope) -> StoreResult<u64> {
-        let mut stmt = self.conn.prepare_cached(LIVE_COUNT).map_err(backend)?;
+    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+        let sql = match kind {
+            Count::Live => LIVE_COUNT,
+            Count::Stored => STORED_COUNT,
+        };
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
         let n = stmt
             .query_row(params![scope.as_str()], |r| r.get::<_, i64>(0))
             .optional()
@@ -182,9 +195,14 @@ impl View for Rows<'_> {
         match n {
             None => Ok(0),
             Some(n) => u64::try_from(n).map_err(|_| {
-                StoreError::corrupt(format!("scope {scope:?} has a negative live count"))
+                StoreError::corrupt(format!("scope {scope:?} has a negative {kind:?} count"))
             }),
         }
+    }
+
+    fn revoked(&self, key: &str) -> StoreResult<bool> {
+        let mut stmt = self.conn.prepare_cached(REVOKED).map_err(backend)?;
+        stmt.exists(params![key]).map_err(backend)
     }
 }
 
@@ -253,15 +271,33 @@ impl Txn for Rows<'_> {
         Ok(())
     }
 
-    fn set_live_count(&mut self, scope: &Scope, count: u64) -> StoreResult<()> {
+    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+        let (set, drop) = match kind {
+            Count::Live => (SET_LIVE, DROP_LIVE),
+            Count::Stored => (SET_STORED, DROP_STORED),
+        };
         if count == 0 {
-            let mut stmt = self.conn.prepare_cached(DROP_LIVE).map_err(backend)?;
+            let mut stmt = self.conn.prepare_cached(drop).map_err(backend)?;
             stmt.execute(params![scope.as_str()]).map_err(backend)?;
         } else {
-            let mut stmt = self.conn.prepare_cached(SET_LIVE).map_err(backend)?;
+            let mut stmt = self.conn.prepare_cached(set).map_err(backend)?;
             stmt.execute(params![scope.as_str(), to_i64(count)])
                 .map_err(backend)?;
         }
+        Ok(())
+    }
+
+    fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(REVOKE).map_err(backend)?;
+        stmt.execute(params![key, to_i64(until.as_millis())])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(REVOKE_SWEEP).map_err(backend)?;
+        stmt.execute(params![to_i64(now.as_millis()), limit as i64])
+            .map_err(backend)?;
         Ok(())
     }
 }

@@ -103,6 +103,22 @@ mod file {
             .collect::<Result<_, _>>()
             .expect("rows");
         assert_eq!(counts, [("a".to_owned(), 5), ("b".to_owned(), 1)]);
+
+        // A file of a build before stored counts gains them from its tasks at open.
+        raw(&path)
+            .execute_batch("DROP TABLE stored")
+            .expect("drop the counts");
+        let store = SqliteStore::open(&path).expect("reopen");
+        let mut capped = new_task("a");
+        capped.max_stored_in_scope = Some(6);
+        assert_eq!(
+            store.create(capped).await.err(),
+            Some(StoreError::StoredLimit { max: 6 }),
+            "six stored in a, the completed one included"
+        );
+        let mut admitted = new_task("b");
+        admitted.max_stored_in_scope = Some(2);
+        store.create(admitted).await.expect("one stored in b");
     }
 
     #[tokio::test]
@@ -271,7 +287,7 @@ mod group_commit {
 
     use tokio::sync::oneshot;
 
-    use super::super::engine::{Ctx, Txn};
+    use super::super::engine::{Count, Ctx, Txn};
     use super::super::writer::Writer;
     use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
     use crate::model::{ManualClock, Scope, Timestamp};
@@ -289,7 +305,7 @@ mod group_commit {
     }
 
     fn set(scope: &'static str, n: u64) -> (Box<dyn WriteJob>, Reply) {
-        job(move |txn, _| txn.set_live_count(&Scope::new(scope), n))
+        job(move |txn, _| txn.set_count(Count::Live, &Scope::new(scope), n))
     }
 
     fn answer(rx: Reply) -> StoreResult<()> {
@@ -326,7 +342,7 @@ mod group_commit {
         let (a, ra) = set("a", 1);
         // Writes, then refuses: its write must not survive.
         let (b, rb) = job(|txn, _| {
-            txn.set_live_count(&Scope::new("b"), 7)?;
+            txn.set_count(Count::Live, &Scope::new("b"), 7)?;
             Err(StoreError::invalid("refused after writing"))
         });
         let (c, rc) = set("c", 3);

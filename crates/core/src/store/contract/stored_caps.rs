@@ -1,0 +1,116 @@
+//! Contract group `stored_caps`: a scope's stored tasks, terminal ones included, are counted exactly and capped until they are reaped.
+
+#[allow(unused_imports)]
+use super::*;
+
+fn capped(tenant: &str, stored: u64) -> NewTask {
+    let mut n = new_task(tenant);
+    n.max_stored_in_scope = Some(stored);
+    n
+}
+
+/// A scope's stored tasks, terminal ones included, are counted exactly and capped until
+/// they are reaped; the count survives a reopen and holds under concurrent creations.
+pub async fn stored_caps(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let mut n = capped("keeper", 3);
+        n.ttl_ms = Some(1_000);
+        ids.push(store.create(n).await.expect("under the cap").id);
+    }
+    let over = capped("keeper", 3);
+    let over_id = over.id;
+    assert_eq!(
+        store.create(over).await.err(),
+        Some(StoreError::StoredLimit { max: 3 })
+    );
+    assert!(store.inspect(&over_id).await.expect("inspect").is_none());
+    // Another scope has its own count.
+    store
+        .create(capped("neighbour", 1))
+        .await
+        .expect("another scope");
+
+    // A terminal task still counts as stored, though no longer as live.
+    let lease = store.claim(&ids[0], &cr()).await.expect("claim").lease;
+    as_worker(&*store, &lease, completed("done")).await;
+    assert_eq!(
+        store.create(capped("keeper", 3)).await.err(),
+        Some(StoreError::StoredLimit { max: 3 }),
+        "a completed task is still stored"
+    );
+    let mut live_only = new_task("keeper");
+    live_only.max_live_in_scope = Some(3);
+    live_only.ttl_ms = Some(5_000);
+    store
+        .create(live_only)
+        .await
+        .expect("two live tasks are under a live cap of three");
+    assert_eq!(
+        store.create(capped("keeper", 4)).await.err(),
+        Some(StoreError::StoredLimit { max: 4 }),
+        "a creation without a stored cap is counted too"
+    );
+
+    // Both caps at once: the live cap is named when it is the one reached.
+    let mut both = capped("keeper", 100);
+    both.max_live_in_scope = Some(3);
+    assert_eq!(
+        store.create(both).await.err(),
+        Some(StoreError::LiveLimit { max: 3 })
+    );
+
+    // Reaping frees the places the first three held.
+    clock.advance(1_000);
+    assert_eq!(store.reap(100).await.expect("reap").len(), 3);
+    store
+        .create(capped("keeper", 4))
+        .await
+        .expect("three places freed by the reap");
+    store
+        .create(capped("keeper", 3))
+        .await
+        .expect("two stored, under three");
+    assert_eq!(
+        store.create(capped("keeper", 3)).await.err(),
+        Some(StoreError::StoredLimit { max: 3 })
+    );
+
+    if b.durable() {
+        drop(store);
+        let store = b.open(&clock).await;
+        assert_eq!(
+            store.create(capped("keeper", 3)).await.err(),
+            Some(StoreError::StoredLimit { max: 3 }),
+            "the count survives a reopen"
+        );
+        store
+            .create(capped("keeper", 4))
+            .await
+            .expect("exactly three stored after the reopen");
+        concurrent(store).await;
+    } else {
+        concurrent(store).await;
+    }
+}
+
+/// Concurrent creations under one cap: exactly the cap's worth commit.
+async fn concurrent(store: Arc<dyn Store>) {
+    let tries: Vec<_> = (0..24)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create(capped("crowd", 10)).await })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tries {
+        match t.await.expect("create task") {
+            Ok(_) => admitted += 1,
+            Err(StoreError::StoredLimit { max: 10 }) => {}
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(admitted, 10, "exactly the cap's worth of creations commit");
+}
