@@ -115,13 +115,25 @@ impl ComponentLoader {
     /// describes: its tools (schemas compiled), and its resources, templates and prompts.
     pub async fn load(&self, path: impl AsRef<Path>) -> Result<Arc<Component>, LoadError> {
         let path = path.as_ref().to_path_buf();
+        let bytes = tokio::fs::read(&path).await.map_err(|e| LoadError {
+            path: path.display().to_string(),
+            reason: format!("cannot read the file: {e}"),
+        })?;
+        self.load_bytes(path, bytes).await
+    }
+
+    /// Loads a component from its bytes, as [`ComponentLoader::load`] does from a file;
+    /// `origin` names where they came from in messages (a path, or a store's digest).
+    pub async fn load_bytes(
+        &self,
+        origin: impl Into<PathBuf>,
+        bytes: Vec<u8>,
+    ) -> Result<Arc<Component>, LoadError> {
+        let path: PathBuf = origin.into();
         let fail = |reason: String| LoadError {
             path: path.display().to_string(),
             reason,
         };
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| fail(format!("cannot read the file: {e}")))?;
         let digest: String = Sha256::digest(&bytes)
             .iter()
             .map(|b| format!("{b:02x}"))

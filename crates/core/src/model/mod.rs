@@ -6,6 +6,7 @@
 //! build.
 
 mod capabilities;
+mod deployment;
 mod event;
 mod id;
 mod journal;
@@ -17,6 +18,10 @@ mod view;
 mod work;
 
 pub use capabilities::ClientCapabilities;
+pub use deployment::{
+    ComponentInfo, Deployment, MAX_COMPONENT_BYTES, MAX_DEPLOYED_COMPONENTS,
+    MAX_DEPLOYMENT_NOTE_BYTES, check_deployment, check_digest, component_digest,
+};
 
 /// The tasks extension's identifier.
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";

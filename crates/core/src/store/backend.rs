@@ -20,7 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId,
+    TaskView, Timestamp, Work,
 };
 
 use super::engine::{self, Ctx, Touches, Txn, View};
@@ -103,6 +104,74 @@ pub(crate) trait Backend: Send + Sync + 'static {
         _lease_ms: u64,
     ) -> impl Future<Output = StoreResult<Option<Lease>>> + Send {
         std::future::ready(Ok(None))
+    }
+
+    /// Stores a component: what [`Store::store_component`] does (the digest is computed
+    /// before). Default: one write of the rules.
+    fn store_component(
+        &self,
+        digest: String,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        self.write(Touches::Deployments, move |txn, ctx| {
+            engine::store_component(txn, ctx, &digest, &bytes)
+        })
+    }
+
+    /// A stored component's bytes. Default: one read.
+    fn component(&self, digest: &str) -> impl Future<Output = StoreResult<Option<Vec<u8>>>> + Send {
+        let digest = digest.to_owned();
+        self.read(Touches::Deployments, move |view, _| {
+            view.kv_get(engine::Kv::ComponentBytes, digest.as_bytes())
+        })
+    }
+
+    /// Every stored component. Default: one read.
+    fn components(&self) -> impl Future<Output = StoreResult<Vec<ComponentInfo>>> + Send {
+        self.read(Touches::Deployments, |view, _| engine::components(view))
+    }
+
+    /// What [`Store::deploy`] does. Default: one write of the rules.
+    fn deploy(
+        &self,
+        components: Vec<String>,
+        note: String,
+        expected: Option<u64>,
+    ) -> impl Future<Output = StoreResult<Deployment>> + Send {
+        self.write(Touches::Deployments, move |txn, ctx| {
+            engine::deploy(txn, ctx, &components, &note, expected)
+        })
+    }
+
+    /// What [`Store::deployment`] answers. Default: one read.
+    fn deployment(
+        &self,
+        revision: Option<u64>,
+    ) -> impl Future<Output = StoreResult<Option<Deployment>>> + Send {
+        self.read(Touches::Deployments, move |view, _| match revision {
+            Some(r) => engine::deployment(view, r),
+            None => engine::current_deployment(view),
+        })
+    }
+
+    /// What [`Store::deployments`] answers. Default: one read.
+    fn deployments(
+        &self,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<Deployment>>> + Send {
+        self.read(Touches::Deployments, move |view, _| {
+            engine::deployments(view, limit)
+        })
+    }
+
+    /// What [`Store::collect_components`] does. Default: one write of the rules.
+    fn collect_components(
+        &self,
+        retention_ms: u64,
+    ) -> impl Future<Output = StoreResult<Vec<String>>> + Send {
+        self.write(Touches::Deployments, move |txn, ctx| {
+            engine::collect_components(txn, ctx, retention_ms)
+        })
     }
 
     /// Records a revocation: what [`Store::revoke`] does. Default: one write of the rules.
@@ -320,6 +389,44 @@ impl<B: Backend> Store for B {
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         Ok(self.key())
+    }
+
+    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String> {
+        let digest = crate::model::component_digest(bytes);
+        engine::check_component(&digest, bytes)?;
+        Backend::store_component(self, digest.clone(), bytes.to_vec()).await?;
+        Ok(digest)
+    }
+
+    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+        crate::model::check_digest(digest)?;
+        Backend::component(self, digest).await
+    }
+
+    async fn components(&self) -> StoreResult<Vec<ComponentInfo>> {
+        Backend::components(self).await
+    }
+
+    async fn deploy(
+        &self,
+        components: &[String],
+        note: &str,
+        expected: Option<u64>,
+    ) -> StoreResult<Deployment> {
+        crate::model::check_deployment(components, note)?;
+        Backend::deploy(self, components.to_vec(), note.to_owned(), expected).await
+    }
+
+    async fn deployment(&self, revision: Option<u64>) -> StoreResult<Option<Deployment>> {
+        Backend::deployment(self, revision).await
+    }
+
+    async fn deployments(&self, limit: usize) -> StoreResult<Vec<Deployment>> {
+        Backend::deployments(self, limit).await
+    }
+
+    async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
+        Backend::collect_components(self, retention_ms).await
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

@@ -11,8 +11,8 @@
 use serde_json::Value;
 
 use crate::model::{
-    Claim, EventKind, JournalEntry, Principal, Rejected, Scope, Task, TaskEvent, TaskId,
-    TaskStatus, TaskView, Timestamp, Work,
+    Claim, ComponentInfo, Deployment, EventKind, JournalEntry, MAX_COMPONENT_BYTES, Principal,
+    Rejected, Scope, Task, TaskEvent, TaskId, TaskStatus, TaskView, Timestamp, Work,
 };
 
 use super::types::{
@@ -44,14 +44,59 @@ pub(crate) enum Index {
     Claimed,
 }
 
-/// The per-scope counts every adapter keeps in the same commit as the change it counts, so
-/// a cap on them is exact under concurrency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The counts every adapter keeps in the same commit as the change it counts (per scope,
+/// or per component digest), so a cap on them is exact under concurrency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Count {
     /// Non-terminal tasks still stored.
     Live,
     /// Every task still stored, terminal ones included.
     Stored,
+    /// Live tasks pinned to a component, keyed by its digest.
+    Pinned,
+}
+
+/// The small tables beside the tasks, each an ordered map of bytes to bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Kv {
+    /// Component digest → its bytes.
+    ComponentBytes,
+    /// Component digest → [`ComponentMeta`], encoded.
+    ComponentMeta,
+    /// Revision (big-endian u64) → [`Deployment`], encoded.
+    Deployments,
+}
+
+impl Kv {
+    /// A one-byte tag, for adapters that keep every space in one table.
+    #[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
+    pub(crate) fn tag(self) -> u8 {
+        match self {
+            Kv::ComponentBytes => 1,
+            Kv::ComponentMeta => 2,
+            Kv::Deployments => 3,
+        }
+    }
+}
+
+/// What the store keeps about a component beside its bytes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ComponentMeta {
+    pub(crate) size: u64,
+    pub(crate) stored_at: Timestamp,
+    pub(crate) retired_at: Option<Timestamp>,
+}
+
+impl ComponentMeta {
+    fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    fn decode(bytes: &[u8]) -> StoreResult<Self> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| StoreError::corrupt(format!("a component's metadata is unreadable: {e}")))
+    }
 }
 
 /// The caps a creation is admitted under; `None` never refuses.
@@ -122,8 +167,17 @@ pub(crate) trait View {
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>>;
     /// Up to `limit` task ids whose `index` key is `<= upto`, smallest key first.
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>>;
-    /// `scope`'s count of `kind`.
-    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64>;
+    /// The count of `kind` under `key` (a scope's name, or a component's digest).
+    fn count(&self, kind: Count, key: &str) -> StoreResult<u64>;
+    /// The value under `key` in `space`.
+    fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
+    /// Up to `limit` entries of `space`, by key: the largest first when `newest_first`.
+    fn kv_scan(
+        &self,
+        space: Kv,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Whether `key` is revoked (whatever its expiry: what it names expires by then).
     fn revoked(&self, key: &str) -> StoreResult<bool>;
     /// The task's journal entries (position, encoded entry), by position. A read reaches
@@ -151,7 +205,9 @@ pub(crate) trait Txn: View {
     fn journal_put(&mut self, id: &TaskId, seq: u32, entry: &[u8]) -> StoreResult<()>;
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
-    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()>;
+    fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()>;
+    fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()>;
+    fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()>;
     /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
     /// keeps it).
     fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()>;
@@ -169,21 +225,30 @@ pub(crate) trait Txn: View {
     /// own way (and its `add_count` then keeps what this admitted).
     fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
         let live = match caps.live {
-            Some(_) => self.count(Count::Live, scope)?,
+            Some(_) => self.count(Count::Live, scope.as_str())?,
             None => 0,
         };
         let stored = match caps.stored {
-            Some(_) => self.count(Count::Stored, scope)?,
+            Some(_) => self.count(Count::Stored, scope.as_str())?,
             None => 0,
         };
         caps.refusal(live, stored).map_or(Ok(()), Err)
     }
 
-    /// Moves `scope`'s count of `kind` by one.
-    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
-        let n = self.count(kind, scope)?;
+    /// Moves the count of `kind` under `key` by one.
+    fn add_count(&mut self, kind: Count, key: &str, up: bool) -> StoreResult<()> {
+        let n = self.count(kind, key)?;
         let n = if up { n + 1 } else { n.saturating_sub(1) };
-        self.set_count(kind, scope, n)
+        self.set_count(kind, key, n)
+    }
+
+    /// Moves the live count of `task`'s scope, and the pin on its component, by one.
+    fn add_live(&mut self, task: &Task, work: &Work, up: bool) -> StoreResult<()> {
+        self.add_count(Count::Live, task.scope.as_str(), up)?;
+        if let Some(digest) = &work.component_digest {
+            self.add_count(Count::Pinned, digest, up)?;
+        }
+        Ok(())
     }
 
     /// Stores `after` and moves its index entries from where `before` had them. The
@@ -192,12 +257,12 @@ pub(crate) trait Txn: View {
     fn save(&mut self, before: Option<&Task>, after: &Record) -> StoreResult<()> {
         if before.is_none() {
             self.created(&after.task)?;
-            self.add_count(Count::Stored, &after.task.scope, true)?;
+            self.add_count(Count::Stored, after.task.scope.as_str(), true)?;
         }
         let was_live = before.is_some_and(|t| !t.status.is_terminal());
         let is_live = !after.task.status.is_terminal();
         if was_live != is_live {
-            self.add_count(Count::Live, &after.task.scope, is_live)?;
+            self.add_live(&after.task, &after.work, is_live)?;
         }
         for index in Index::ALL {
             let old = before.and_then(|t| index.key(t));
@@ -215,11 +280,12 @@ pub(crate) trait Txn: View {
     }
 
     /// Removes the record and all its index entries.
-    fn delete(&mut self, task: &Task) -> StoreResult<()> {
+    fn delete(&mut self, rec: &Record) -> StoreResult<()> {
+        let task = &rec.task;
         if !task.status.is_terminal() {
-            self.add_count(Count::Live, &task.scope, false)?;
+            self.add_live(task, &rec.work, false)?;
         }
-        self.add_count(Count::Stored, &task.scope, false)?;
+        self.add_count(Count::Stored, task.scope.as_str(), false)?;
         for index in Index::ALL {
             if let Some(k) = index.key(task) {
                 self.index_del(index, k, &task.id)?;
@@ -282,8 +348,21 @@ impl View for Scratch<'_> {
         self.txn.index_upto(index, upto, limit)
     }
 
-    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
-        self.txn.count(kind, scope)
+    fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
+        self.txn.count(kind, key)
+    }
+
+    fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        self.txn.kv_get(space, key)
+    }
+
+    fn kv_scan(
+        &self,
+        space: Kv,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.txn.kv_scan(space, limit, newest_first)
     }
 
     fn revoked(&self, key: &str) -> StoreResult<bool> {
@@ -339,8 +418,16 @@ impl Txn for Scratch<'_> {
         self.txn.index_del(index, key, id)
     }
 
-    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
-        self.txn.set_count(kind, scope, count)
+    fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
+        self.txn.set_count(kind, key, count)
+    }
+
+    fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
+        self.txn.kv_put(space, key, value)
+    }
+
+    fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()> {
+        self.txn.kv_del(space, key)
     }
 
     fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()> {
@@ -359,8 +446,8 @@ impl Txn for Scratch<'_> {
         self.txn.admit(scope, caps)
     }
 
-    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
-        self.txn.add_count(kind, scope, up)
+    fn add_count(&mut self, kind: Count, key: &str, up: bool) -> StoreResult<()> {
+        self.txn.add_count(kind, key, up)
     }
 }
 
@@ -405,6 +492,8 @@ pub(crate) enum Touches<'a> {
     Journal(TaskId),
     /// The revocations table alone (nothing of any task).
     Revocations,
+    /// The components and deployments tables, and the pin counts (nothing of any task).
+    Deployments,
     /// Every task whose claim names this owner (a shared store's node releasing the claims
     /// of its previous life).
     Owner(&'a str),
@@ -536,6 +625,161 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     };
     txn.save(None, &rec)?;
     Ok(rec.task)
+}
+
+/// Stores a component's bytes under its digest (the caller computed it from the bytes);
+/// one already stored is left as it is.
+pub(crate) fn store_component(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    digest: &str,
+    bytes: &[u8],
+) -> StoreResult<()> {
+    check_component(digest, bytes)?;
+    if txn.kv_get(Kv::ComponentMeta, digest.as_bytes())?.is_some() {
+        return Ok(());
+    }
+    txn.kv_put(Kv::ComponentBytes, digest.as_bytes(), bytes)?;
+    let meta = ComponentMeta {
+        size: bytes.len() as u64,
+        stored_at: ctx.now,
+        // Not deployed yet: collectable after the retention unless a deployment names it.
+        retired_at: Some(ctx.now),
+    };
+    txn.kv_put(Kv::ComponentMeta, digest.as_bytes(), &meta.encode())
+}
+
+/// What every adapter checks before storing a component.
+pub(crate) fn check_component(digest: &str, bytes: &[u8]) -> StoreResult<()> {
+    crate::model::check_digest(digest)?;
+    if bytes.len() > MAX_COMPONENT_BYTES {
+        return Err(StoreError::invalid(format!(
+            "a component is at most {MAX_COMPONENT_BYTES} bytes, got {}",
+            bytes.len()
+        )));
+    }
+    if crate::model::component_digest(bytes) != digest {
+        return Err(StoreError::invalid(format!(
+            "the bytes given do not have digest {digest}"
+        )));
+    }
+    Ok(())
+}
+
+fn component_meta(view: &dyn View, digest: &str) -> StoreResult<Option<ComponentMeta>> {
+    view.kv_get(Kv::ComponentMeta, digest.as_bytes())?
+        .map(|b| ComponentMeta::decode(&b))
+        .transpose()
+}
+
+/// The newest deployment, if there is one.
+pub(crate) fn current_deployment(view: &dyn View) -> StoreResult<Option<Deployment>> {
+    Ok(deployments(view, 1)?.into_iter().next())
+}
+
+/// Up to `limit` deployments, newest first.
+pub(crate) fn deployments(view: &dyn View, limit: usize) -> StoreResult<Vec<Deployment>> {
+    view.kv_scan(Kv::Deployments, limit, true)?
+        .into_iter()
+        .map(|(_, v)| Deployment::decode(&v).map_err(|e| StoreError::corrupt(e.0)))
+        .collect()
+}
+
+/// One deployment by revision.
+pub(crate) fn deployment(view: &dyn View, revision: u64) -> StoreResult<Option<Deployment>> {
+    view.kv_get(Kv::Deployments, &revision.to_be_bytes())?
+        .map(|v| Deployment::decode(&v).map_err(|e| StoreError::corrupt(e.0)))
+        .transpose()
+}
+
+/// Commits a new deployment naming `components` (each already stored), when the current
+/// revision is `expected` (0: none yet; `None`: whatever it is). Components the previous
+/// deployment named and this one does not are retired now; those this one names are not.
+pub(crate) fn deploy(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    components: &[String],
+    note: &str,
+    expected: Option<u64>,
+) -> StoreResult<Deployment> {
+    crate::model::check_deployment(components, note)?;
+    let current = current_deployment(txn)?;
+    let at = current.as_ref().map_or(0, |d| d.revision);
+    if expected.is_some_and(|e| e != at) {
+        return Err(StoreError::Conflict { current: at });
+    }
+    let mut metas = Vec::with_capacity(components.len());
+    for d in components {
+        match component_meta(txn, d)? {
+            Some(m) => metas.push(m),
+            None => {
+                return Err(StoreError::invalid(format!(
+                    "component {d} is not stored: store it before deploying it"
+                )));
+            }
+        }
+    }
+    if let Some(cur) = &current {
+        for d in cur.components.iter().filter(|d| !components.contains(d)) {
+            if let Some(mut m) = component_meta(txn, d)? {
+                m.retired_at = Some(ctx.now);
+                txn.kv_put(Kv::ComponentMeta, d.as_bytes(), &m.encode())?;
+            }
+        }
+    }
+    for (d, mut m) in components.iter().zip(metas) {
+        if m.retired_at.is_some() {
+            m.retired_at = None;
+            txn.kv_put(Kv::ComponentMeta, d.as_bytes(), &m.encode())?;
+        }
+    }
+    let dep = Deployment {
+        revision: at + 1,
+        deployed_at: ctx.now,
+        components: components.to_vec(),
+        note: note.to_owned(),
+    };
+    txn.kv_put(Kv::Deployments, &dep.revision.to_be_bytes(), &dep.encode())?;
+    Ok(dep)
+}
+
+/// Every stored component, with its pins.
+pub(crate) fn components(view: &dyn View) -> StoreResult<Vec<ComponentInfo>> {
+    let mut out = Vec::new();
+    for (k, v) in view.kv_scan(Kv::ComponentMeta, usize::MAX, false)? {
+        let digest = String::from_utf8(k)
+            .map_err(|_| StoreError::corrupt("a component digest is not UTF-8"))?;
+        let m = ComponentMeta::decode(&v)?;
+        out.push(ComponentInfo {
+            pinned: view.count(Count::Pinned, &digest)?,
+            digest,
+            size: m.size,
+            stored_at: m.stored_at,
+            retired_at: m.retired_at,
+        });
+    }
+    Ok(out)
+}
+
+/// Removes the components retired at least `retention_ms` ago that no live task is pinned
+/// to, and returns their digests.
+pub(crate) fn collect_components(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    retention_ms: u64,
+) -> StoreResult<Vec<String>> {
+    let mut gone = Vec::new();
+    for c in components(txn)? {
+        let due = c
+            .retired_at
+            .is_some_and(|at| at.as_millis().saturating_add(retention_ms) <= ctx.now.as_millis());
+        if due && c.pinned == 0 {
+            txn.kv_del(Kv::ComponentBytes, c.digest.as_bytes())?;
+            txn.kv_del(Kv::ComponentMeta, c.digest.as_bytes())?;
+            gone.push(c.digest);
+        }
+    }
+    Ok(gone)
 }
 
 /// The longest key a revocation takes.
@@ -839,7 +1083,7 @@ pub(crate) fn claim_next(
         if rec.task.is_expired(ctx.now) {
             // Past its TTL: nobody may run it. Remove it now rather than let it block the
             // head of the queue until the next reap.
-            txn.delete(&rec.task)?;
+            txn.delete(&rec)?;
             continue;
         }
         if req.skip_scopes.contains(&rec.task.scope) {
@@ -952,7 +1196,7 @@ pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Ve
     let mut reaped = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(rec) = txn.load(&id)? {
-            txn.delete(&rec.task)?;
+            txn.delete(&rec)?;
             reaped.push(Reaped {
                 id,
                 status: rec.task.status,

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use crate::model::{Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work};
+use crate::model::{
+    ComponentInfo, Deployment, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+};
 
 use super::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
@@ -194,6 +196,39 @@ impl<L: Layer> Store for Layered<L> {
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         self.inner.server_key().await
+    }
+
+    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String> {
+        self.inner.store_component(bytes).await
+    }
+
+    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.component(digest).await
+    }
+
+    async fn components(&self) -> StoreResult<Vec<ComponentInfo>> {
+        self.inner.components().await
+    }
+
+    async fn deploy(
+        &self,
+        components: &[String],
+        note: &str,
+        expected: Option<u64>,
+    ) -> StoreResult<Deployment> {
+        self.inner.deploy(components, note, expected).await
+    }
+
+    async fn deployment(&self, revision: Option<u64>) -> StoreResult<Option<Deployment>> {
+        self.inner.deployment(revision).await
+    }
+
+    async fn deployments(&self, limit: usize) -> StoreResult<Vec<Deployment>> {
+        self.inner.deployments(limit).await
+    }
+
+    async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
+        self.inner.collect_components(retention_ms).await
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

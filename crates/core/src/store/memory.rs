@@ -8,10 +8,10 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use crate::model::{Clock, Scope, SystemClock, Task, TaskId, TaskView, Timestamp};
+use crate::model::{Clock, SystemClock, Task, TaskId, TaskView, Timestamp};
 
 use super::backend::{ReadFn, WriteFn};
-use super::engine::{self, Count, Ctx, Head, Index, Record, Touches, Txn, View};
+use super::engine::{self, Count, Ctx, Head, Index, Kv, Record, Touches, Txn, View};
 use super::record;
 use super::{Backend, StoreError, StoreResult};
 
@@ -37,8 +37,9 @@ struct Stored {
 struct Tables {
     records: HashMap<TaskId, Stored>,
     indexes: [BTreeSet<(u64, TaskId)>; 3],
-    live: HashMap<Scope, u64>,
-    stored: HashMap<Scope, u64>,
+    /// The counts, by kind and key.
+    counts: HashMap<(Count, String), u64>,
+    kv: std::collections::BTreeMap<(Kv, Vec<u8>), Vec<u8>>,
     /// Revoked keys and until when, and the same ordered by time for the sweep.
     revoked: HashMap<String, Timestamp>,
     revoked_by_time: BTreeSet<(Timestamp, String)>,
@@ -88,8 +89,37 @@ impl View for Tables {
         Ok(self.records.get(id).map(|s| s.head.clone()))
     }
 
-    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
-        Ok(self.counts(kind).get(scope).copied().unwrap_or(0))
+    fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
+        Ok(self
+            .counts
+            .get(&(kind, key.to_owned()))
+            .copied()
+            .unwrap_or(0))
+    }
+
+    fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        Ok(self.kv.get(&(space, key.to_vec())).cloned())
+    }
+
+    fn kv_scan(
+        &self,
+        space: Kv,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let range = self
+            .kv
+            .range((space, Vec::new())..)
+            .take_while(|((s, _), _)| *s == space)
+            .map(|((_, k), v)| (k.clone(), v.clone()));
+        Ok(if newest_first {
+            let mut all: Vec<_> = range.collect();
+            all.reverse();
+            all.truncate(limit);
+            all
+        } else {
+            range.take(limit).collect()
+        })
     }
 
     fn revoked(&self, key: &str) -> StoreResult<bool> {
@@ -144,16 +174,22 @@ impl Txn for Tables {
         Ok(())
     }
 
-    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
-        let counts = match kind {
-            Count::Live => &mut self.live,
-            Count::Stored => &mut self.stored,
-        };
+    fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
         if count == 0 {
-            counts.remove(scope);
+            self.counts.remove(&(kind, key.to_owned()));
         } else {
-            counts.insert(scope.clone(), count);
+            self.counts.insert((kind, key.to_owned()), count);
         }
+        Ok(())
+    }
+
+    fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
+        self.kv.insert((space, key.to_vec()), value.to_vec());
+        Ok(())
+    }
+
+    fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()> {
+        self.kv.remove(&(space, key.to_vec()));
         Ok(())
     }
 
@@ -181,15 +217,6 @@ impl Txn for Tables {
             }
         }
         Ok(())
-    }
-}
-
-impl Tables {
-    fn counts(&self, kind: Count) -> &HashMap<Scope, u64> {
-        match kind {
-            Count::Live => &self.live,
-            Count::Stored => &self.stored,
-        }
     }
 }
 

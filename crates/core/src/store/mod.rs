@@ -73,7 +73,8 @@ pub use types::{
 };
 
 use crate::model::{
-    EventId, EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Task, TaskEvent,
+    TaskId, TaskView, Timestamp, Work,
 };
 
 /// The result of a store operation.
@@ -265,6 +266,41 @@ pub trait Store: Send + Sync + 'static {
     /// server hands to clients (MRTR `requestState`): they verify after restarts and on
     /// every node sharing the store.
     async fn server_key(&self) -> StoreResult<[u8; 32]>;
+
+    /// Stores a component's bytes, once, under their digest (SHA-256, lower-case hex),
+    /// which it returns. A component is at most
+    /// [`MAX_COMPONENT_BYTES`](crate::model::MAX_COMPONENT_BYTES) ([`StoreError::Invalid`]).
+    /// A stored component stays until [`Store::collect_components`] removes it.
+    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String>;
+
+    /// A stored component's bytes.
+    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Every stored component: size, when stored, when retired, and the live tasks pinned
+    /// to it (those created against it and not yet terminal).
+    async fn components(&self) -> StoreResult<Vec<ComponentInfo>>;
+
+    /// Makes a new deployment of `components` (each stored already, else
+    /// [`StoreError::Invalid`]) current, in one commit, when the current revision is
+    /// `expected` (0 for none yet; `None` for whatever it is; else
+    /// [`StoreError::Conflict`] naming the current one). Components the previous
+    /// deployment named and this one does not are retired from now.
+    async fn deploy(
+        &self,
+        components: &[String],
+        note: &str,
+        expected: Option<u64>,
+    ) -> StoreResult<Deployment>;
+
+    /// The deployment at `revision`, or the current one for `None`.
+    async fn deployment(&self, revision: Option<u64>) -> StoreResult<Option<Deployment>>;
+
+    /// Up to `limit` deployments, newest first.
+    async fn deployments(&self, limit: usize) -> StoreResult<Vec<Deployment>>;
+
+    /// Removes the components retired at least `retention_ms` ago that no live task is
+    /// pinned to; returns their digests.
+    async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>>;
 
     /// Records `key` (a session, a token: anything the server issued and may withdraw) as
     /// revoked until `until`, durably, for every node sharing the store. Revoking again

@@ -9,6 +9,7 @@
 mod access_and_scope;
 mod claims_and_fencing;
 mod creation;
+mod deployments;
 mod durability_across_reopen;
 mod event_idempotency;
 mod input_lifecycle;
@@ -24,6 +25,7 @@ mod transitions_and_cas;
 pub use access_and_scope::access_and_scope;
 pub use claims_and_fencing::claims_and_fencing;
 pub use creation::creation;
+pub use deployments::deployments;
 pub use durability_across_reopen::durability_across_reopen;
 pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
@@ -134,6 +136,7 @@ macro_rules! store_contract_suite {
             journal,
             stored_caps,
             revocations,
+            deployments,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

@@ -14,6 +14,7 @@
 //! Changes a node commits are announced to the others after the commit, coalesced into one
 //! `NOTIFY` per batch (never inside a hot transaction): see [`notify`].
 
+mod deploy;
 mod notify;
 mod schema;
 mod staged;
@@ -479,7 +480,9 @@ impl<'a> FetchArgs<'a> {
             Touches::NextDue(_) => vec![now_param, &self.skip],
             Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
             Touches::Owner(_) => vec![now_param, &self.owner],
-            Touches::New(_) | Touches::Nothing | Touches::Revocations => vec![now_param],
+            Touches::New(_) | Touches::Nothing | Touches::Revocations | Touches::Deployments => {
+                vec![now_param]
+            }
         }
     }
 }
@@ -643,7 +646,7 @@ fn fetch_sql(touches: &Touches<'_>) -> String {
         Touches::Owner(_) => {
             format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
         }
-        Touches::New(_) | Touches::Nothing | Touches::Revocations => {
+        Touches::New(_) | Touches::Nothing | Touches::Revocations | Touches::Deployments => {
             format!("SELECT {cols} FROM tasks WHERE false")
         }
     };
@@ -765,8 +768,16 @@ impl View for OneRow {
         Err(StoreError::invalid("a one-row read has no index"))
     }
 
-    fn count(&self, _: Count, _: &crate::model::Scope) -> StoreResult<u64> {
+    fn count(&self, _: Count, _: &str) -> StoreResult<u64> {
         Err(StoreError::invalid("a one-row read has no counts"))
+    }
+
+    fn kv_get(&self, _: engine::Kv, _: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
+    }
+
+    fn kv_scan(&self, _: engine::Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
     }
 
     fn revoked(&self, _: &str) -> StoreResult<bool> {
@@ -817,6 +828,42 @@ impl Backend for PgStore {
 
     fn key(&self) -> [u8; 32] {
         self.key
+    }
+
+    async fn store_component(&self, digest: String, bytes: Vec<u8>) -> StoreResult<()> {
+        self.pg_store_component(&digest, &bytes).await
+    }
+
+    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.pg_component(digest).await
+    }
+
+    async fn components(&self) -> StoreResult<Vec<crate::model::ComponentInfo>> {
+        self.pg_components().await
+    }
+
+    async fn deploy(
+        &self,
+        components: Vec<String>,
+        note: String,
+        expected: Option<u64>,
+    ) -> StoreResult<crate::model::Deployment> {
+        self.pg_deploy(&components, &note, expected).await
+    }
+
+    async fn deployment(
+        &self,
+        revision: Option<u64>,
+    ) -> StoreResult<Option<crate::model::Deployment>> {
+        Ok(self.pg_deployments(revision, 1).await?.into_iter().next())
+    }
+
+    async fn deployments(&self, limit: usize) -> StoreResult<Vec<crate::model::Deployment>> {
+        self.pg_deployments(None, limit).await
+    }
+
+    async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
+        self.pg_collect_components(retention_ms).await
     }
 
     /// Two statements on their own: the sweep (a few lapsed revocations, never this key's
@@ -943,7 +990,7 @@ impl Backend for PgStore {
         self.write(Touches::ExpiredDue(64), |txn, _| {
             for id in txn.index_upto(Index::Due, 0, 64)? {
                 if let Some(rec) = txn.load(&id)? {
-                    txn.delete(&rec.task)?;
+                    txn.delete(&rec)?;
                 }
             }
             Ok(())

@@ -18,7 +18,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row as PgRow, Statement};
 
 use crate::model::{Scope, Task, TaskId, Timestamp};
-use crate::store::engine::{Caps, Count, Head, Index, Record, Txn, View};
+use crate::store::engine::{Caps, Count, Head, Index, Kv, Record, Txn, View};
 use crate::store::sql::{self, ClaimCols};
 use crate::store::{StoreError, StoreResult};
 
@@ -80,6 +80,8 @@ pub(super) struct Staged {
     existed: HashSet<TaskId>,
     /// Per scope: how far this write moves its live and stored counts.
     count_delta: BTreeMap<String, (i64, i64)>,
+    /// Per component digest: how far this write moves its pin count.
+    pinned_delta: BTreeMap<String, i64>,
     admission: Option<Admission>,
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
@@ -94,6 +96,7 @@ impl Staged {
             dirty: Vec::new(),
             existed: HashSet::new(),
             count_delta: BTreeMap::new(),
+            pinned_delta: BTreeMap::new(),
             admission: None,
             needs_exact: false,
             journal: Vec::new(),
@@ -149,6 +152,15 @@ impl Staged {
                 entry: entry.clone(),
             });
         }
+        for (digest, &delta) in &self.pinned_delta {
+            if delta != 0 {
+                out.push(Change::Pinned {
+                    digest: digest.clone(),
+                    shard,
+                    delta,
+                });
+            }
+        }
         for (scope, &(live, stored)) in &self.count_delta {
             if (live, stored) != (0, 0) {
                 out.push(Change::Counts {
@@ -161,6 +173,10 @@ impl Staged {
         }
         Ok(out)
     }
+}
+
+fn own_statements() -> StoreError {
+    StoreError::invalid("the shared store keeps components and deployments in tables of their own")
 }
 
 /// One write statement.
@@ -179,6 +195,12 @@ pub(super) enum Change {
         live: i64,
         stored: i64,
     },
+    /// Move a component's pin count.
+    Pinned {
+        digest: String,
+        shard: i16,
+        delta: i64,
+    },
     /// Record a journal entry (an entry already at the position fails the write).
     Journal {
         id: TaskId,
@@ -196,6 +218,8 @@ pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, 
 pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
 pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entry) \
      VALUES ($1, $2, $3)";
+pub(super) const BUMP_PINNED: &str = "INSERT INTO pinned (digest, shard, n) \
+     VALUES ($1, $2, $3) ON CONFLICT (digest, shard) DO UPDATE SET n = pinned.n + EXCLUDED.n";
 pub(super) const BUMP_COUNTS: &str = "INSERT INTO live (scope, shard, n, stored) \
      VALUES ($1, $2, $3, $4) ON CONFLICT (scope, shard) \
      DO UPDATE SET n = live.n + EXCLUDED.n, stored = live.stored + EXCLUDED.stored";
@@ -208,6 +232,7 @@ pub(super) struct Writes {
     update: Statement,
     delete: Statement,
     bump: Statement,
+    pin: Statement,
     journal: Statement,
 }
 
@@ -218,6 +243,7 @@ impl Writes {
             update: prepared(client, UPDATE_TASK).await?,
             delete: prepared(client, DELETE_TASK).await?,
             bump: prepared(client, BUMP_COUNTS).await?,
+            pin: prepared(client, BUMP_PINNED).await?,
             journal: prepared(client, INSERT_JOURNAL).await?,
         })
     }
@@ -287,6 +313,16 @@ impl Change {
                     .await
                     .map_err(pg_error)?;
             }
+            Change::Pinned {
+                digest,
+                shard,
+                delta,
+            } => {
+                client
+                    .execute(&st.pin, &[digest, shard, delta])
+                    .await
+                    .map_err(pg_error)?;
+            }
             Change::Counts {
                 scope,
                 shard,
@@ -327,7 +363,7 @@ impl View for Staged {
         Ok(self.index.iter().take(limit).copied().collect())
     }
 
-    fn count(&self, _: Count, _: &Scope) -> StoreResult<u64> {
+    fn count(&self, _: Count, _: &str) -> StoreResult<u64> {
         Err(StoreError::invalid(
             "counts are admitted before a shared-store write runs",
         ))
@@ -337,6 +373,14 @@ impl View for Staged {
         Err(StoreError::invalid(
             "the shared store reads revocations in a statement of their own",
         ))
+    }
+
+    fn kv_get(&self, _: Kv, _: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        Err(own_statements())
+    }
+
+    fn kv_scan(&self, _: Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(own_statements())
     }
 
     fn journal(&self, _: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -375,7 +419,7 @@ impl Txn for Staged {
         Ok(())
     }
 
-    fn set_count(&mut self, _: Count, _: &Scope, _: u64) -> StoreResult<()> {
+    fn set_count(&mut self, _: Count, _: &str, _: u64) -> StoreResult<()> {
         Err(StoreError::invalid(
             "the PostgreSQL store moves counts by deltas",
         ))
@@ -393,20 +437,25 @@ impl Txn for Staged {
         ))
     }
 
+    fn kv_put(&mut self, _: Kv, _: &[u8], _: &[u8]) -> StoreResult<()> {
+        Err(own_statements())
+    }
+
+    fn kv_del(&mut self, _: Kv, _: &[u8]) -> StoreResult<()> {
+        Err(own_statements())
+    }
+
     fn created(&mut self, _: &Task) -> StoreResult<()> {
         Ok(())
     }
 
-    fn add_count(&mut self, kind: Count, scope: &Scope, up: bool) -> StoreResult<()> {
-        let delta = self
-            .count_delta
-            .entry(scope.as_str().to_owned())
-            .or_default();
-        let n = match kind {
-            Count::Live => &mut delta.0,
-            Count::Stored => &mut delta.1,
-        };
-        *n += if up { 1 } else { -1 };
+    fn add_count(&mut self, kind: Count, key: &str, up: bool) -> StoreResult<()> {
+        let step = if up { 1 } else { -1 };
+        match kind {
+            Count::Live => self.count_delta.entry(key.to_owned()).or_default().0 += step,
+            Count::Stored => self.count_delta.entry(key.to_owned()).or_default().1 += step,
+            Count::Pinned => *self.pinned_delta.entry(key.to_owned()).or_default() += step,
+        }
         Ok(())
     }
 

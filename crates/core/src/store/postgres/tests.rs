@@ -491,8 +491,13 @@ mod shared {
         let Some(pg) = fresh() else { return };
         let o = options(&pg.schema, "node-a");
         let store = PgStore::open(o.clone()).await.expect("open");
-        for _ in 0..3 {
-            store.create(new_task("a")).await.expect("create");
+        let digest = crate::model::component_digest(b"pinned component");
+        for i in 0..3 {
+            let mut n = new_task("a");
+            if i < 2 {
+                n.work.component_digest = Some(digest.clone());
+            }
+            store.create(n).await.expect("create");
         }
         let done = store.create(new_task("b")).await.expect("create").id;
         let claimed = store
@@ -505,7 +510,8 @@ mod shared {
         let client = session(&o).await;
         client
             .batch_execute(
-                "ALTER TABLE live DROP COLUMN stored; DROP TABLE revoked;
+                "ALTER TABLE live DROP COLUMN stored;
+                 DROP TABLE revoked, components, deployments, pinned;
                  DELETE FROM schema_migrations WHERE version = 4",
             )
             .await
@@ -525,6 +531,19 @@ mod shared {
             Some(StoreError::StoredLimit { max: 3 })
         );
         store.create(capped("a", 4)).await.expect("three stored");
+        // The live tasks' pins, from their work descriptors.
+        store
+            .store_component(b"pinned component")
+            .await
+            .expect("store");
+        let listed = store.components().await.expect("components");
+        assert_eq!(
+            listed
+                .iter()
+                .map(|c| (&c.digest, c.pinned))
+                .collect::<Vec<_>>(),
+            [(&digest, 2)]
+        );
         assert_eq!(
             store.create(capped("b", 1)).await.err(),
             Some(StoreError::StoredLimit { max: 1 }),

@@ -51,6 +51,11 @@ const STORED: TableDefinition<'_, &str, u64> = TableDefinition::new("stored");
 /// until (big-endian u64) then the key → nothing.
 const REVOKED: TableDefinition<'_, &str, u64> = TableDefinition::new("revoked");
 const REVOKED_AT: TableDefinition<'_, &[u8], ()> = TableDefinition::new("revoked_at");
+/// Live tasks per component digest. Built from the tasks at open when missing.
+const PINNED: TableDefinition<'_, &str, u64> = TableDefinition::new("pinned");
+/// The small tables (components, their metadata, deployments): the space's tag byte, then
+/// the key → the value.
+const KV: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("kv");
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
@@ -85,6 +90,16 @@ macro_rules! open_tables {
             },
             stored: if $extra {
                 Some($txn.open_table(STORED).map_err(backend)?)
+            } else {
+                None
+            },
+            pinned: if $extra {
+                Some($txn.open_table(PINNED).map_err(backend)?)
+            } else {
+                None
+            },
+            kv: if $extra {
+                Some($txn.open_table(KV).map_err(backend)?)
             } else {
                 None
             },
@@ -255,11 +270,14 @@ impl RedbStore {
     fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize, [u8; 32])> {
         let mut txn = db.begin_write().map_err(backend)?;
         txn.set_durability(Durability::Immediate).map_err(backend)?;
-        // Asked before anything below opens (and so creates) the table.
-        let has_stored = txn
-            .list_tables()
-            .map_err(backend)?
-            .any(|t| t.name() == STORED.name());
+        // Asked before anything below opens (and so creates) the tables.
+        let has = |name: &str| -> StoreResult<bool> {
+            Ok(txn
+                .list_tables()
+                .map_err(backend)?
+                .any(|t| t.name() == name))
+        };
+        let (has_stored, has_pinned) = (has(STORED.name())?, has(PINNED.name())?);
         let (epoch, fenced, key) = {
             let mut meta = txn.open_table(META).map_err(backend)?;
             let version = meta
@@ -360,6 +378,25 @@ impl RedbStore {
         drop(txn.open_table(JOURNAL).map_err(backend)?);
         drop(txn.open_table(REVOKED).map_err(backend)?);
         drop(txn.open_table(REVOKED_AT).map_err(backend)?);
+        drop(txn.open_table(KV).map_err(backend)?);
+        if !has_pinned {
+            let tasks = txn.open_table(TASKS).map_err(backend)?;
+            let mut counts: std::collections::HashMap<String, u64> = Default::default();
+            for entry in tasks.iter().map_err(backend)? {
+                let (_, v) = entry.map_err(backend)?;
+                let rec = decode(v.value())?;
+                if let (false, Some(d)) = (rec.task.status.is_terminal(), rec.work.component_digest)
+                {
+                    *counts.entry(d).or_insert(0) += 1;
+                }
+            }
+            drop(tasks);
+            let mut pinned = txn.open_table(PINNED).map_err(backend)?;
+            // The fence above may have opened the table; what it holds is rebuilt here.
+            for (digest, n) in &counts {
+                pinned.insert(digest.as_str(), *n).map_err(backend)?;
+            }
+        }
         if !has_stored {
             let heads = txn.open_table(HEADS).map_err(backend)?;
             let mut counts: std::collections::HashMap<String, u64> = Default::default();
@@ -453,7 +490,10 @@ impl Backend for RedbStore {
     ) -> StoreResult<T> {
         let ctx = self.ctx();
         // Only the reads that need them open the journal's and the revocations' tables.
-        let extra = matches!(touches, Touches::Journal(_) | Touches::Revocations);
+        let extra = matches!(
+            touches,
+            Touches::Journal(_) | Touches::Revocations | Touches::Deployments
+        );
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;
             let tables = open_tables!(txn, extra);

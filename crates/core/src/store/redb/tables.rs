@@ -3,9 +3,9 @@
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use crate::model::{Scope, Task, TaskId, TaskView, Timestamp};
+use crate::model::{Task, TaskId, TaskView, Timestamp};
 
-use super::super::engine::{Count, Head, Index, Record, Txn, View};
+use super::super::engine::{Count, Head, Index, Kv, Record, Txn, View};
 use super::super::record::{decode, decode_task, decode_view, encode};
 use super::super::{StoreError, StoreResult};
 use super::codec::{decode_head, encode_head, id_of_index_key, index_key};
@@ -20,6 +20,8 @@ pub(super) struct Tables<T, I, L> {
     /// Opened by writes and by the reads that say they need it, as are the two below.
     pub(super) journal: Option<T>,
     pub(super) stored: Option<L>,
+    pub(super) pinned: Option<L>,
+    pub(super) kv: Option<T>,
     /// Revoked keys, and the same by time.
     pub(super) revoked: Option<(L, I)>,
 }
@@ -29,6 +31,14 @@ fn revoked_at_key(until: u64, key: &str) -> Vec<u8> {
     let mut k = Vec::with_capacity(8 + key.len());
     k.extend_from_slice(&until.to_be_bytes());
     k.extend_from_slice(key.as_bytes());
+    k
+}
+
+/// A key of the `kv` table: the space's tag, then the key.
+fn kv_key(space: Kv, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + key.len());
+    k.push(space.tag());
+    k.extend_from_slice(key);
     k
 }
 
@@ -65,15 +75,51 @@ where
         }
     }
 
-    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+    fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
         let table = match kind {
             Count::Live => &self.live,
             Count::Stored => self.stored.as_ref().ok_or_else(|| not_open("stored"))?,
+            Count::Pinned => self.pinned.as_ref().ok_or_else(|| not_open("pinned"))?,
         };
+        Ok(table.get(key).map_err(backend)?.map_or(0, |v| v.value()))
+    }
+
+    fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        let table = self.kv.as_ref().ok_or_else(|| not_open("kv"))?;
         Ok(table
-            .get(scope.as_str())
+            .get(kv_key(space, key).as_slice())
             .map_err(backend)?
-            .map_or(0, |v| v.value()))
+            .map(|v| v.value().to_vec()))
+    }
+
+    fn kv_scan(
+        &self,
+        space: Kv,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let table = self.kv.as_ref().ok_or_else(|| not_open("kv"))?;
+        let (lo, hi) = ([space.tag()], [space.tag() + 1]);
+        let range = table
+            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .map_err(backend)?;
+        let mut out = Vec::new();
+        let mut push = |e: Result<_, redb::StorageError>| -> StoreResult<()> {
+            let (k, v): (redb::AccessGuard<'_, &[u8]>, redb::AccessGuard<'_, &[u8]>) =
+                e.map_err(backend)?;
+            out.push((k.value()[1..].to_vec(), v.value().to_vec()));
+            Ok(())
+        };
+        if newest_first {
+            for e in range.rev().take(limit) {
+                push(e)?;
+            }
+        } else {
+            for e in range.take(limit) {
+                push(e)?;
+            }
+        }
+        Ok(out)
     }
 
     fn revoked(&self, key: &str) -> StoreResult<bool> {
@@ -212,16 +258,33 @@ impl Txn for WriteTables<'_> {
         Ok(())
     }
 
-    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+    fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
         let table = match kind {
             Count::Live => &mut self.live,
             Count::Stored => self.stored.as_mut().ok_or_else(|| not_open("stored"))?,
+            Count::Pinned => self.pinned.as_mut().ok_or_else(|| not_open("pinned"))?,
         };
         if count == 0 {
-            table.remove(scope.as_str()).map_err(backend)?;
+            table.remove(key).map_err(backend)?;
         } else {
-            table.insert(scope.as_str(), count).map_err(backend)?;
+            table.insert(key, count).map_err(backend)?;
         }
+        Ok(())
+    }
+
+    fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
+        let table = self.kv.as_mut().ok_or_else(|| not_open("kv"))?;
+        table
+            .insert(kv_key(space, key).as_slice(), value)
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()> {
+        let table = self.kv.as_mut().ok_or_else(|| not_open("kv"))?;
+        table
+            .remove(kv_key(space, key).as_slice())
+            .map_err(backend)?;
         Ok(())
     }
 

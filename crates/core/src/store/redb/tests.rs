@@ -406,21 +406,39 @@ mod file {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("tasks.redb");
         populated(&path, 3).await;
+        let digest = crate::model::component_digest(b"pinned");
+        {
+            let store = RedbStore::open(&path).expect("open");
+            let mut n = new_task();
+            n.work.component_digest = Some(digest.clone());
+            store.create(n).await.expect("create");
+        }
         raw_write(&path, |txn| {
             txn.delete_table(super::super::STORED)
                 .expect("drop the counts");
+            txn.delete_table(super::super::PINNED)
+                .expect("drop the pins");
         });
         let store = RedbStore::open(&path).expect("open");
+        store.store_component(b"pinned").await.expect("store");
+        let pins: Vec<u64> = store
+            .components()
+            .await
+            .expect("components")
+            .iter()
+            .map(|c| c.pinned)
+            .collect();
+        assert_eq!(pins, [1], "the live task's pin, from its work");
         let capped = |max: u64| {
             let mut n = new_task();
             n.max_stored_in_scope = Some(max);
             n
         };
         assert_eq!(
-            store.create(capped(3)).await.err(),
-            Some(StoreError::StoredLimit { max: 3 })
+            store.create(capped(4)).await.err(),
+            Some(StoreError::StoredLimit { max: 4 })
         );
-        store.create(capped(4)).await.expect("three were stored");
+        store.create(capped(5)).await.expect("four were stored");
     }
 
     #[tokio::test]

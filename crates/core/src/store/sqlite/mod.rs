@@ -57,7 +57,7 @@ const READERS: usize = 4;
 /// before the operation fails as [`StoreError::Unavailable`].
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection: every statement the adapter runs.
-const STATEMENT_CACHE: usize = 32;
+const STATEMENT_CACHE: usize = 48;
 
 /// Schema version 1. `tasks` keeps its rowid: bodies can be large, and a rowid table keeps
 /// them out of the id index's pages.
@@ -107,6 +107,28 @@ CREATE INDEX IF NOT EXISTS revoked_until ON revoked (until, key);
 const STORED_SCHEMA: &str = "
 CREATE TABLE stored (scope TEXT PRIMARY KEY NOT NULL, n INTEGER NOT NULL) WITHOUT ROWID;
 INSERT INTO stored (scope, n) SELECT scope, count(*) FROM tasks GROUP BY scope;
+";
+
+/// The small tables (components, their metadata, deployments): a space, a key, a value.
+/// Additive like the journal.
+const KV_SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS kv (
+    space INTEGER NOT NULL,
+    key BLOB NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (space, key)
+);
+";
+
+/// Live tasks per component digest. A file of an earlier build gains the table with its
+/// counts, from the tasks' work descriptors, in the boot transaction.
+const PINNED_SCHEMA: &str = "
+CREATE TABLE pinned (digest TEXT PRIMARY KEY NOT NULL, n INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO pinned (digest, n)
+    SELECT d, count(*) FROM
+        (SELECT json_extract(CAST(work AS TEXT), '$.work.componentDigest') AS d
+         FROM tasks WHERE live)
+    WHERE d IS NOT NULL GROUP BY d;
 ";
 
 /// The tables schema 1 has.
@@ -477,15 +499,20 @@ impl SqliteStore {
         // here, and an earlier build ignores it.
         txn.execute_batch(JOURNAL_SCHEMA).map_err(backend)?;
         txn.execute_batch(REVOKED_SCHEMA).map_err(backend)?;
-        let has_stored: bool = txn
-            .query_row(
-                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'stored'",
-                [],
+        txn.execute_batch(KV_SCHEMA).map_err(backend)?;
+        let has = |table: &str| -> StoreResult<bool> {
+            txn.query_row(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+                [table],
                 |r| r.get(0),
             )
-            .map_err(backend)?;
-        if !has_stored {
+            .map_err(backend)
+        };
+        if !has("stored")? {
             txn.execute_batch(STORED_SCHEMA).map_err(backend)?;
+        }
+        if !has("pinned")? {
+            txn.execute_batch(PINNED_SCHEMA).map_err(backend)?;
         }
         let epoch = meta_u64(&txn, "boot_epoch")?.unwrap_or(0) + 1;
         meta_set(&txn, "boot_epoch", &Value::Integer(epoch as i64))?;

@@ -6,9 +6,9 @@ use std::collections::HashSet;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, ToSql, params};
 
-use crate::model::{Scope, Task, TaskId, TaskView, Timestamp};
+use crate::model::{Task, TaskId, TaskView, Timestamp};
 
-use super::super::engine::{Count, Head, Index, Record, Txn, View};
+use super::super::engine::{Count, Head, Index, Kv, Record, Txn, View};
 use super::super::sql::{self, ClaimCols};
 use super::super::{StoreError, StoreResult};
 
@@ -28,6 +28,16 @@ const HEAD: &str = "SELECT scope, expires_at FROM tasks WHERE id = ?1";
 const BODY: &str = "SELECT body FROM tasks WHERE id = ?1";
 const LIVE_COUNT: &str = "SELECT n FROM live WHERE scope = ?1";
 const STORED_COUNT: &str = "SELECT n FROM stored WHERE scope = ?1";
+const PINNED_COUNT: &str = "SELECT n FROM pinned WHERE digest = ?1";
+const SET_PINNED: &str = "INSERT INTO pinned (digest, n) VALUES (?1, ?2) \
+     ON CONFLICT (digest) DO UPDATE SET n = excluded.n";
+const DROP_PINNED: &str = "DELETE FROM pinned WHERE digest = ?1";
+const KV_GET: &str = "SELECT value FROM kv WHERE space = ?1 AND key = ?2";
+const KV_SCAN_UP: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key LIMIT ?2";
+const KV_SCAN_DOWN: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key DESC LIMIT ?2";
+const KV_PUT: &str = "INSERT INTO kv (space, key, value) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (space, key) DO UPDATE SET value = excluded.value";
+const KV_DEL: &str = "DELETE FROM kv WHERE space = ?1 AND key = ?2";
 const INSERT: &str = "INSERT INTO tasks (id, scope, status, live, due_at, expires_at, \
      claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, body, work) \
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)";
@@ -182,22 +192,50 @@ impl View for Rows<'_> {
         Ok(out)
     }
 
-    fn count(&self, kind: Count, scope: &Scope) -> StoreResult<u64> {
+    fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
         let sql = match kind {
             Count::Live => LIVE_COUNT,
             Count::Stored => STORED_COUNT,
+            Count::Pinned => PINNED_COUNT,
         };
         let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
         let n = stmt
-            .query_row(params![scope.as_str()], |r| r.get::<_, i64>(0))
+            .query_row(params![key], |r| r.get::<_, i64>(0))
             .optional()
             .map_err(backend)?;
         match n {
             None => Ok(0),
-            Some(n) => u64::try_from(n).map_err(|_| {
-                StoreError::corrupt(format!("scope {scope:?} has a negative {kind:?} count"))
-            }),
+            Some(n) => u64::try_from(n)
+                .map_err(|_| StoreError::corrupt(format!("{key:?} has a negative {kind:?} count"))),
         }
+    }
+
+    fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        let mut stmt = self.conn.prepare_cached(KV_GET).map_err(backend)?;
+        stmt.query_row(params![space.tag(), key], |r| r.get::<_, Vec<u8>>(0))
+            .optional()
+            .map_err(backend)
+    }
+
+    fn kv_scan(
+        &self,
+        space: Kv,
+        limit: usize,
+        newest_first: bool,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let sql = if newest_first {
+            KV_SCAN_DOWN
+        } else {
+            KV_SCAN_UP
+        };
+        let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![space.tag(), limit], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<_, _>>().map_err(backend)
     }
 
     fn revoked(&self, key: &str) -> StoreResult<bool> {
@@ -271,19 +309,32 @@ impl Txn for Rows<'_> {
         Ok(())
     }
 
-    fn set_count(&mut self, kind: Count, scope: &Scope, count: u64) -> StoreResult<()> {
+    fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
         let (set, drop) = match kind {
             Count::Live => (SET_LIVE, DROP_LIVE),
             Count::Stored => (SET_STORED, DROP_STORED),
+            Count::Pinned => (SET_PINNED, DROP_PINNED),
         };
         if count == 0 {
             let mut stmt = self.conn.prepare_cached(drop).map_err(backend)?;
-            stmt.execute(params![scope.as_str()]).map_err(backend)?;
+            stmt.execute(params![key]).map_err(backend)?;
         } else {
             let mut stmt = self.conn.prepare_cached(set).map_err(backend)?;
-            stmt.execute(params![scope.as_str(), to_i64(count)])
-                .map_err(backend)?;
+            stmt.execute(params![key, to_i64(count)]).map_err(backend)?;
         }
+        Ok(())
+    }
+
+    fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(KV_PUT).map_err(backend)?;
+        stmt.execute(params![space.tag(), key, value])
+            .map_err(backend)?;
+        Ok(())
+    }
+
+    fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(KV_DEL).map_err(backend)?;
+        stmt.execute(params![space.tag(), key]).map_err(backend)?;
         Ok(())
     }
 

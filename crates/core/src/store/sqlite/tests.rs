@@ -106,9 +106,28 @@ mod file {
 
         // A file of a build before stored counts gains them from its tasks at open.
         raw(&path)
-            .execute_batch("DROP TABLE stored")
+            .execute_batch("DROP TABLE stored; DROP TABLE pinned")
             .expect("drop the counts");
         let store = SqliteStore::open(&path).expect("reopen");
+        // No task here pins a component; one that does is counted from its work.
+        let digest = crate::model::component_digest(b"pinned");
+        let mut pinned = new_task("c");
+        pinned.work.component_digest = Some(digest.clone());
+        store.create(pinned).await.expect("create");
+        drop(store);
+        raw(&path)
+            .execute_batch("DROP TABLE pinned")
+            .expect("drop the pins");
+        let store = SqliteStore::open(&path).expect("reopen");
+        store.store_component(b"pinned").await.expect("store");
+        let pins: Vec<(String, u64)> = store
+            .components()
+            .await
+            .expect("components")
+            .into_iter()
+            .map(|c| (c.digest, c.pinned))
+            .collect();
+        assert_eq!(pins, [(digest, 1)], "the live task's pin, from its work");
         let mut capped = new_task("a");
         capped.max_stored_in_scope = Some(6);
         assert_eq!(
@@ -290,7 +309,7 @@ mod group_commit {
     use super::super::engine::{Count, Ctx, Txn};
     use super::super::writer::Writer;
     use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
-    use crate::model::{ManualClock, Scope, Timestamp};
+    use crate::model::{ManualClock, Timestamp};
     use crate::store::Store;
     use crate::store::embedded::FileBoot;
     use crate::store::group_commit::{self, WriteJob};
@@ -305,7 +324,7 @@ mod group_commit {
     }
 
     fn set(scope: &'static str, n: u64) -> (Box<dyn WriteJob>, Reply) {
-        job(move |txn, _| txn.set_count(Count::Live, &Scope::new(scope), n))
+        job(move |txn, _| txn.set_count(Count::Live, scope, n))
     }
 
     fn answer(rx: Reply) -> StoreResult<()> {
@@ -342,7 +361,7 @@ mod group_commit {
         let (a, ra) = set("a", 1);
         // Writes, then refuses: its write must not survive.
         let (b, rb) = job(|txn, _| {
-            txn.set_count(Count::Live, &Scope::new("b"), 7)?;
+            txn.set_count(Count::Live, "b", 7)?;
             Err(StoreError::invalid("refused after writing"))
         });
         let (c, rc) = set("c", 3);
