@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::budget::TenantLimits;
+use crate::deploy::DeploySettings;
 use crate::http::{self, TokenError};
 use crate::model::{ExecutionLimits, Principal, RetryPolicy};
 use crate::runner::{ComponentPolicy, RunnerOptions};
@@ -79,10 +80,25 @@ pub struct Config {
     /// Secrets tools may use, by name.
     #[serde(default)]
     pub secrets: BTreeMap<String, SecretSection>,
+    /// How deployments reach this node.
+    #[serde(default)]
+    pub deploy: DeploySection,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
+}
+
+/// `[deploy]`, times in milliseconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeploySection {
+    /// How often the store is asked for a new deployment.
+    pub poll_ms: Option<u64>,
+    /// How long a retired, unpinned component stays stored.
+    pub retention_ms: Option<u64>,
+    /// How often components past their retention are collected.
+    pub collect_every_ms: Option<u64>,
 }
 
 /// `[http]`, timeouts in milliseconds.
@@ -629,7 +645,29 @@ impl Config {
         opts.http_limits = self.http_limits(file)?;
         self.outbound_into(file, &mut opts)?;
         opts.metrics_token = self.metrics_token(file)?;
+        opts.deploy = self.deploy_settings(file)?;
         Ok(opts)
+    }
+
+    /// `[deploy]`, over the defaults.
+    fn deploy_settings(&self, file: &str) -> Result<DeploySettings, ConfigError> {
+        let d = &self.deploy;
+        let base = DeploySettings::default();
+        let ms = std::time::Duration::from_millis;
+        let positive = |key: &str, v: Option<u64>, default: std::time::Duration| match v {
+            Some(0) => Err(config_error(
+                file,
+                &format!("deploy.{key}"),
+                "must be at least 1".into(),
+            )),
+            Some(v) => Ok(ms(v)),
+            None => Ok(default),
+        };
+        Ok(DeploySettings {
+            poll: positive("poll_ms", d.poll_ms, base.poll)?,
+            retention: d.retention_ms.map_or(base.retention, ms),
+            collect_every: positive("collect_every_ms", d.collect_every_ms, base.collect_every)?,
+        })
     }
 
     /// `[runner]`, over the runner's defaults.

@@ -42,6 +42,13 @@ enum Command {
     /// Create or upgrade the PostgreSQL schema a configuration names (`[store] kind =
     /// "postgres"`), then exit. Safe to run from several nodes at once.
     Migrate(cli::migrate::MigrateArgs),
+    /// Deploy components to the store a configuration names: every node serving it swaps
+    /// them in without a restart, and tasks created before keep their version.
+    Deploy(cli::deploy::DeployArgs),
+    /// List the deployments and the stored components, with the tasks pinned to each.
+    Deployments(cli::deploy::DeploymentsArgs),
+    /// Deploy again what an earlier deployment named.
+    Rollback(cli::deploy::RollbackArgs),
     /// Run a seeded correctness workload against a store and print every invariant with
     /// its exact count and PASS/FAIL (exit code 1 when any fails). See docs/stress.md.
     Stress(cli::stress::StressArgs),
@@ -67,6 +74,9 @@ fn main() -> ExitCode {
         Command::Tools(args) => cli::tools::run(&runtime, args),
         Command::Inspect(args) => cli::inspect::run(&runtime, args),
         Command::Migrate(args) => cli::migrate::run(&runtime, args),
+        Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
+        Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),
+        Command::Rollback(args) => cli::deploy::run_rollback(&runtime, args),
         Command::Stress(args) => cli::stress::run(&runtime, args),
         Command::Bench(args) => cli::bench::run(&runtime, args),
     }

@@ -55,6 +55,26 @@ impl Schema {
         Self { name, client }
     }
 
+    /// The component digest a task is pinned to, from the database.
+    async fn pinned(&self, task: &str) -> Option<String> {
+        let id: Vec<u8> = (0..task.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&task[i..i + 2], 16).expect("hex id"))
+            .collect();
+        self.client
+            .query_one(
+                &format!(
+                    "SELECT convert_from(work, 'UTF8')::jsonb #>> '{{work,componentDigest}}'
+                     FROM {}.tasks WHERE id = $1",
+                    self.name
+                ),
+                &[&id],
+            )
+            .await
+            .expect("the task's row")
+            .get(0)
+    }
+
     /// `(status, claim owner, attempt, recoveries)` of a task, from the database.
     async fn row(&self, task: &str) -> (String, Option<String>, u64, u64) {
         let id: Vec<u8> = (0..task.len())
@@ -111,6 +131,9 @@ path = "{fixtures}"
 [runner]
 lease_ms = {LEASE_MS}
 heartbeat_ms = 500
+
+[deploy]
+poll_ms = 300
 "#,
         cache = dir.join("cache").display(),
         url = url(),
@@ -118,6 +141,34 @@ heartbeat_ms = 500
     );
     std::fs::write(&path, text).expect("write config");
     path
+}
+
+/// The fixtures component with a custom section naming `tag` appended: the same tools,
+/// another digest (another version, as a rebuild makes).
+fn fixtures_version(dir: &std::path::Path, tag: &str) -> (std::path::PathBuf, String) {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+    let mut bytes = std::fs::read(snodo_test_guests::FIXTURES).expect("fixtures");
+    let name = b"snodo-test-version";
+    let mut section = Vec::new();
+    leb(name.len(), &mut section);
+    section.extend_from_slice(name);
+    section.extend_from_slice(tag.as_bytes());
+    bytes.push(0);
+    leb(section.len(), &mut bytes);
+    bytes.extend_from_slice(&section);
+    let path = dir.join(format!("fixtures-{tag}.wasm"));
+    std::fs::write(&path, &bytes).expect("write the version");
+    (path, snodo::model::component_digest(&bytes))
 }
 
 async fn call(node: SocketAddr, method: &str, params: Value) -> Value {
@@ -471,4 +522,124 @@ async fn a_database_outage_fails_requests_at_once_and_the_node_resumes() {
     })
     .await;
     let _ = served.stop(PATIENCE).await;
+}
+
+/// Waits until a task created on `node` is pinned to `digest`: the node serves that
+/// version.
+async fn serves(schema: &Schema, node: SocketAddr, digest: &str, what: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let id = start_task(node, "slow_compute", json!({"seconds": 1, "label": "v"})).await;
+        if schema.pinned(&id).await.as_deref() == Some(digest) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: still another version");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_reaches_every_node_without_a_restart_and_pinned_tasks_keep_their_version() {
+    if !available() {
+        return;
+    }
+    let schema = Schema::new("deploy").await;
+    let dir = tempfile::tempdir().expect("tmp");
+    // A guest waiting for input is released soon: the answer then starts a new attempt,
+    // which must find the version the task was created against.
+    let parking = |conf: std::path::PathBuf| {
+        let text = std::fs::read_to_string(&conf).expect("config");
+        let text = text.replace(
+            "heartbeat_ms = 500",
+            "heartbeat_ms = 500\npark_after_ms = 300",
+        );
+        std::fs::write(&conf, text).expect("config");
+        conf
+    };
+    let a_conf = parking(config(dir.path(), "node-a", &schema.name));
+    let b_conf = parking(config(dir.path(), "node-b", &schema.name));
+    run_ok(snodo(&["migrate", "--config"]).arg(&a_conf));
+    let v1 = snodo::model::component_digest(
+        &std::fs::read(snodo_test_guests::FIXTURES).expect("fixtures"),
+    );
+    // Version 1: node A deploys its configured component at its first start.
+    let a = spawn_serve(&["--config", a_conf.to_str().expect("utf-8")], &[]);
+    serves(&schema, a.addr, &v1, "A serves its configured version").await;
+    let waiting = start_task(a.addr, "confirm_delete", json!({"filename": "v1.txt"})).await;
+    await_task(a.addr, &waiting, "waiting for input on version 1", |r| {
+        r["status"] == "input_required"
+    })
+    .await;
+    assert_eq!(schema.pinned(&waiting).await.as_deref(), Some(v1.as_str()));
+    let deadline = Instant::now() + PATIENCE;
+    while schema.row(&waiting).await.1.is_some() {
+        assert!(Instant::now() < deadline, "the waiting guest is parked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Version 2, deployed while A runs; B starts afterwards with the files of version 1
+    // and serves version 2 all the same (it does not roll A back).
+    let (v2_path, v2) = fixtures_version(dir.path(), "v2");
+    let out = run_ok(snodo(&["deploy", "--config"]).arg(&a_conf).arg(&v2_path));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("deployed revision 2"), "{said}");
+    assert!(said.contains(&v2), "{said}");
+    serves(
+        &schema,
+        a.addr,
+        &v2,
+        "A swaps version 2 in without a restart",
+    )
+    .await;
+    let b = spawn_serve(&["--config", b_conf.to_str().expect("utf-8")], &[]);
+    serves(&schema, b.addr, &v2, "B serves the current deployment").await;
+
+    // The waiting task, answered on B, finishes on version 1.
+    let answered = call(
+        b.addr,
+        "tasks/update",
+        json!({"taskId": waiting, "inputResponses": {
+            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+    )
+    .await;
+    assert_eq!(
+        answered["result"],
+        json!({"resultType": "complete"}),
+        "{answered}"
+    );
+    let done = await_task(a.addr, &waiting, "completed on version 1", |r| {
+        r["status"] == "completed" || r["status"] == "failed"
+    })
+    .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted v1.txt",
+        "{done}"
+    );
+
+    // What is deployed and what pins it.
+    let out = run_ok(snodo(&["deployments", "--json", "--config"]).arg(&b_conf));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let revisions: Vec<u64> = listed["deployments"]
+        .as_array()
+        .expect("deployments")
+        .iter()
+        .map(|d| d["revision"].as_u64().expect("revision"))
+        .collect();
+    assert_eq!(revisions, [2, 1], "{listed}");
+    let retired = listed["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .find(|c| c["digest"] == v1.as_str())
+        .expect("version 1 is still stored");
+    assert!(retired["retiredAt"].is_string(), "{listed}");
+
+    // A rollback is a new deployment of what revision 1 named; both nodes follow.
+    let out = run_ok(snodo(&["rollback", "--config"]).arg(&b_conf));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("deployed revision 3"), "{said}");
+    serves(&schema, b.addr, &v1, "B follows the rollback").await;
+    serves(&schema, a.addr, &v1, "A follows the rollback").await;
+    drop((a, b));
 }

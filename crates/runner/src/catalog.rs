@@ -6,6 +6,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use parking_lot::RwLock;
+
 use serde_json::{Value, json};
 
 use snodo_core::model::{ExecutionLimits, RetryPolicy, TaskId, Work};
@@ -315,5 +317,117 @@ impl Executors for Catalog {
                 .unwrap_or_else(|| json!({})),
             grants: grants.clone(),
         })
+    }
+}
+
+/// How many catalogs before the current one are kept for the tasks pinned to their
+/// components, at most.
+pub const RETAINED_CATALOGS: usize = 16;
+
+/// The catalog serving now, replaced whole when the deployment changes, and the catalogs
+/// before it, kept so that a task pinned to a component they hold runs on that component
+/// (with the settings it was created under) instead of failing.
+///
+/// A request takes one snapshot ([`Catalogs::current`]) and uses it to the end, so a call
+/// in flight finishes on the version it started with whatever is swapped meanwhile.
+pub struct Catalogs {
+    current: RwLock<Arc<Catalog>>,
+    /// Newest first.
+    retained: RwLock<Vec<Arc<Catalog>>>,
+}
+
+impl Catalogs {
+    /// Serving `catalog`, with nothing retained.
+    pub fn new(catalog: Arc<Catalog>) -> Self {
+        Self {
+            current: RwLock::new(catalog),
+            retained: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// The catalog serving now.
+    pub fn current(&self) -> Arc<Catalog> {
+        self.current.read().clone()
+    }
+
+    /// Serves `next` from now on; the catalog it replaces is retained (the oldest beyond
+    /// [`RETAINED_CATALOGS`] are dropped).
+    pub fn swap(&self, next: Arc<Catalog>) {
+        let before = std::mem::replace(&mut *self.current.write(), next);
+        let mut retained = self.retained.write();
+        retained.insert(0, before);
+        retained.truncate(RETAINED_CATALOGS);
+    }
+
+    /// Keeps `catalog` for pinned work without serving it (components a restarted node
+    /// loads for the tasks still pinned to them).
+    pub fn retain(&self, catalog: Arc<Catalog>) {
+        let mut retained = self.retained.write();
+        retained.push(catalog);
+        retained.truncate(RETAINED_CATALOGS);
+    }
+
+    /// Drops the retained catalogs none of whose components `pinned` says is needed.
+    pub fn prune(&self, pinned: impl Fn(&str) -> bool) {
+        self.retained
+            .write()
+            .retain(|c| c.digests().iter().any(|d| pinned(d)));
+    }
+
+    /// The digests of every component held, current and retained.
+    pub fn digests(&self) -> Vec<String> {
+        let mut all = self.current().digests();
+        for c in self.retained.read().iter() {
+            for d in c.digests() {
+                if !all.contains(&d) {
+                    all.push(d);
+                }
+            }
+        }
+        all
+    }
+}
+
+impl Catalog {
+    /// The digests of the components serving this catalog, each once.
+    pub fn digests(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let all = self
+            .tools
+            .iter()
+            .map(|t| &t.component)
+            .chain(self.sources.iter().map(|s| &s.component));
+        for c in all {
+            let d = &c.info().digest;
+            if !out.contains(d) {
+                out.push(d.clone());
+            }
+        }
+        out
+    }
+}
+
+impl Executors for Catalogs {
+    /// The current catalog decides; work pinned to a component it does not hold goes to
+    /// the newest retained catalog that holds it, and otherwise follows the policy.
+    fn resolve(&self, work: &Work) -> Result<Resolved, Unresolved> {
+        match self.current().resolve(work) {
+            // Pinned to a version the current catalog does not hold (or to a tool it no
+            // longer has): the version it started with, if this node still holds it.
+            Err(gone) if work.component_digest.is_some() => {
+                let digest = work.component_digest.as_deref().unwrap_or_default();
+                let tool = work.input["tool"].as_str().unwrap_or_default();
+                let retained = self.retained.read();
+                let holder = retained.iter().find(|c| {
+                    c.tool(tool)
+                        .is_some_and(|t| t.component.info().digest == digest)
+                });
+                match holder {
+                    Some(c) => c.resolve(work),
+                    None => Err(gone),
+                }
+            }
+            other => other,
+        }
     }
 }

@@ -34,8 +34,8 @@ use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError
 use snodo_wasm::CancelToken;
 
 pub use catalog::{
-    Catalog, CatalogSource, CatalogTool, ComponentPolicy, DEFAULT_TTL_MS, Executors, Resolved,
-    TOOL_CALL, Unresolved, tool_call_work,
+    Catalog, CatalogSource, CatalogTool, Catalogs, ComponentPolicy, DEFAULT_TTL_MS, Executors,
+    RETAINED_CATALOGS, Resolved, TOOL_CALL, Unresolved, tool_call_work,
 };
 pub use instrument::{
     EventChannel, Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent,

@@ -1181,7 +1181,7 @@ async fn a_runner_loop_that_is_down_makes_the_node_unready() {
         snodo_server::mcp::ServerConfig {
             name: "snodo-test".into(),
             version: "0".into(),
-            catalog: registry().await,
+            catalog: Arc::new(snodo_runner::Catalogs::new(registry().await)),
             limits: Default::default(),
         },
     ));

@@ -7,7 +7,9 @@
 //! - [`http`]: Streamable HTTP: headers, limits, auth, SSE, the connection loop.
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
+//! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 
+pub mod deploy;
 pub mod http;
 pub mod mcp;
 mod protocol;

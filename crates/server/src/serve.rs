@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::http::{self, HttpConfig};
 use crate::mcp::{McpServer, ServerConfig};
@@ -11,8 +10,11 @@ use crate::telemetry::{Metrics, MetricsAndTracing};
 use snodo_core::model::{Principal, RetryPolicy};
 use snodo_core::store::{ObservedStore, OpenedStore, Store, StoreConfig};
 use snodo_runner::budget::TenantLimits;
-use snodo_runner::{Catalog, CatalogSource, CatalogTool, ComponentPolicy, Runner, RunnerOptions};
-use snodo_wasm::{ComponentLoader, EngineConfig, WasmEngine};
+use snodo_runner::{Catalog, Catalogs, ComponentPolicy, Runner, RunnerOptions};
+use snodo_wasm::{EngineConfig, WasmEngine};
+use tokio_util::sync::CancellationToken;
+
+use crate::deploy::{self, DeploySettings, Deployer};
 
 pub use snodo_runner::DEFAULT_TTL_MS;
 
@@ -83,6 +85,8 @@ pub struct ServeOptions {
     pub component_policy: ComponentPolicy,
     /// The WebAssembly engine (fuel metering is turned on when any tool sets fuel).
     pub engine: EngineConfig,
+    /// How deployments reach this node.
+    pub deploy: DeploySettings,
 }
 
 impl ServeOptions {
@@ -107,6 +111,7 @@ impl ServeOptions {
             limits: TenantLimits::default(),
             component_policy: ComponentPolicy::default(),
             engine: EngineConfig::default(),
+            deploy: DeploySettings::default(),
         }
     }
 }
@@ -155,14 +160,39 @@ pub async fn serve(
     tracing::info!(node = %opts.node, "node identity");
     let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
-    let catalog = Arc::new(load_tools(&opts).await?);
-    let (server, runner, following) = start_node(&opts, store, remote, catalog.clone());
+    let deployer = Arc::new(Deployer::new(&opts)?);
+    tracing::info!(
+        pagemap_scan = deployer.engine().pagemap_scan_active(),
+        "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
+    );
+    let (catalogs, revision) = deploy::start(&deployer, &*store).await?;
+    let (nudge, nudged) = tokio::sync::mpsc::channel(1);
+    let (server, runner, following) = start_node(
+        &opts,
+        store.clone(),
+        remote,
+        catalogs.clone(),
+        deployer.engine(),
+        nudge,
+    );
     let http_config = http_config(&opts);
     let (listener, addr) = listen(&opts).await?;
     // Tools may not call this server back unless an entry names it (docs/outbound.md).
-    if let Some(engine) = catalog.engine() {
-        engine.outbound().listening_on(addr);
-    }
+    deployer.engine().outbound().listening_on(addr);
+    let stop_following = CancellationToken::new();
+    let told = server.clone();
+    let deployments = tokio::spawn(deploy::follow(
+        deploy::Following {
+            deployer: deployer.clone(),
+            store,
+            catalogs,
+            revision,
+            settings: opts.deploy.clone(),
+        },
+        nudged,
+        move |_| told.catalog_changed(),
+        stop_following.clone(),
+    ));
     ready(addr);
     let drain = opts.runner.drain_timeout;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
@@ -193,6 +223,8 @@ pub async fn serve(
         () = forced => tracing::warn!("connections did not close within the drain timeout"),
     }
     tracing::info!("shutting down: draining the runner");
+    stop_following.cancel();
+    let _ = deployments.await;
     let released = runner.shutdown().await;
     if let Some(following) = following {
         following.abort();
@@ -266,7 +298,9 @@ fn start_node(
     opts: &ServeOptions,
     store: Arc<dyn Store>,
     remote: Option<snodo_core::store::RemoteChanges>,
-    catalog: Arc<Catalog>,
+    catalog: Arc<Catalogs>,
+    engine: &WasmEngine,
+    deployed: tokio::sync::mpsc::Sender<()>,
 ) -> (Arc<McpServer>, Runner, Option<tokio::task::JoinHandle<()>>) {
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
@@ -274,9 +308,7 @@ fn start_node(
     let metrics = Arc::new(Metrics::new());
     metrics.set_node(&opts.node);
     // Every component runs on one engine; its outbound side counts for the node.
-    if let Some(engine) = catalog.engine() {
-        metrics.set_outbound(engine.outbound().clone());
-    }
+    metrics.set_outbound(engine.outbound().clone());
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
     let runner = Runner::start(
@@ -291,6 +323,7 @@ fn start_node(
             changes,
             observed.clone(),
             runner.clone(),
+            deployed,
         ))
     });
     let server = Arc::new(
@@ -409,6 +442,7 @@ async fn follow_remote_changes(
     mut changes: snodo_core::store::RemoteChanges,
     observed: Arc<ObservedStore>,
     runner: Runner,
+    deployed: tokio::sync::mpsc::Sender<()>,
 ) {
     use snodo_core::store::{ChangeKind, RemoteChange};
     use tokio::sync::broadcast::error::RecvError;
@@ -429,99 +463,22 @@ async fn follow_remote_changes(
             Ok(RemoteChange::Resync) | Err(RecvError::Lagged(_)) => {
                 observed.announce_unknown();
                 runner.wake();
+                let _ = deployed.try_send(());
+            }
+            Ok(RemoteChange::Deployed) => {
+                let _ = deployed.try_send(());
             }
             Err(RecvError::Closed) => return,
         }
     }
 }
 
-/// Loads the configured components and applies the per-tool settings: the catalog MCP
-/// serves and the runner resolves work with. Used by `serve` and by the operator
-/// commands that validate a configuration.
+/// Loads the configured component files and applies the per-tool settings: what a
+/// configuration serves, checked (a setting naming a tool no component provides is an
+/// error). Used by the operator commands that validate a configuration; `serve` serves
+/// the store's deployment instead (see [`crate::deploy`]).
 pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
-    let mut engine = opts.engine.clone();
-    // A configured fuel limit must take effect: meter fuel when any tool sets one.
-    engine.fuel |= std::iter::once(&opts.defaults)
-        .chain(opts.tool_settings.values())
-        .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
-    let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
-    tracing::info!(
-        pagemap_scan = engine.pagemap_scan_active(),
-        "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
-    );
-    let loader =
-        ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
-    let mut catalog = Catalog::new();
-    catalog.set_component_policy(opts.component_policy);
-    for path in &opts.components {
-        let started = Instant::now();
-        let component = loader
-            .load(path)
-            .await
-            .map_err(|e| ServeError::Component(e.to_string()))?;
-        let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
-        let served = component.catalog();
-        tracing::info!(
-            component = %path.display(),
-            tools = %names.join(", "),
-            resources = served.resources.len() + served.templates.len(),
-            prompts = served.prompts.len(),
-            cache_hit = component.info().cache_hit,
-            load_ms = started.elapsed().as_millis() as u64,
-            "component loaded"
-        );
-        for info in component.tools() {
-            let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
-            let ttl_ms = match s.ttl_ms {
-                Some(0) => None,
-                Some(t) => Some(t),
-                None => opts.ttl_ms,
-            };
-            let retry_policy = s.retry_policy.clone().unwrap_or_default();
-            // The TTL runs from creation: it must outlive every retry delay plus the time a
-            // guest may wait for input before it is parked, or a default setup would reap
-            // work that is still going (decision 25).
-            let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
-                + opts.runner.park_after.as_millis() as u64;
-            if let Some(ttl) = ttl_ms
-                && ttl <= must_outlive
-            {
-                return Err(ServeError::Config(format!(
-                    "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
-                    info.name
-                )));
-            }
-            let grants = s.grants.clone().unwrap_or_default();
-            catalog
-                .add(CatalogTool {
-                    component: component.clone(),
-                    info: info.clone(),
-                    mode: s.mode,
-                    retry_policy,
-                    ttl_ms,
-                    poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
-                    limits: s.limits.unwrap_or_default(),
-                    grants,
-                })
-                .map_err(ServeError::Component)?;
-        }
-        // Resources and prompts run under the defaults' limits and grants.
-        catalog
-            .add_source(CatalogSource {
-                component: component.clone(),
-                limits: opts.defaults.limits.unwrap_or_default(),
-                grants: opts.defaults.grants.clone().unwrap_or_default(),
-            })
-            .map_err(ServeError::Component)?;
-    }
-    if let Some(unknown) = opts
-        .tool_settings
-        .keys()
-        .find(|n| catalog.tool(n).is_none())
-    {
-        return Err(ServeError::Config(format!(
-            "tools.{unknown}: no loaded component provides a tool named {unknown:?}"
-        )));
-    }
-    Ok(catalog)
+    let deployer = Deployer::new(opts)?;
+    let components = deployer.load_files().await?;
+    deployer.catalog_of(&components, true)
 }

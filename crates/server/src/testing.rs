@@ -61,7 +61,7 @@ pub fn server_over(
     let config = ServerConfig {
         name: "snodo-test".into(),
         version: "0".into(),
-        catalog,
+        catalog: Arc::new(snodo_runner::Catalogs::new(catalog)),
         limits,
     };
     (

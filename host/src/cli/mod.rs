@@ -2,6 +2,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod config;
+pub(crate) mod deploy;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod new;

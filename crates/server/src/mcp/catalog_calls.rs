@@ -25,38 +25,37 @@ fn object(key: &str, value: Value) -> ResultObject {
 impl McpServer {
     /// The `key` list of every source's catalog entries `pick` selects, in the order the
     /// components were added.
-    fn listed<'a, I>(
-        &'a self,
+    fn listed(
+        &self,
         ctx: &Ctx<'_>,
         key: &str,
-        pick: impl Fn(&'a ComponentCatalog) -> I,
-    ) -> Value
-    where
-        I: Iterator<Item = &'a Value>,
-    {
-        let entries: Vec<Value> = self
-            .config
-            .catalog
-            .sources()
-            .iter()
-            .flat_map(|s| pick(s.component.catalog()).cloned())
-            .collect();
+        pick: impl Fn(&ComponentCatalog, &mut Vec<Value>),
+    ) -> Value {
+        let catalog = self.config.catalog.current();
+        let mut entries = Vec::new();
+        for s in catalog.sources() {
+            pick(s.component.catalog(), &mut entries);
+        }
         ctx.dialect
             .complete_uncached(object(key, Value::from(entries)))
     }
 
     pub(super) fn resources_list(&self, ctx: &Ctx<'_>) -> Value {
-        self.listed(ctx, "resources", |c| c.resources.iter().map(|r| &r.listing))
+        self.listed(ctx, "resources", |c, out| {
+            out.extend(c.resources.iter().map(|r| r.listing.clone()))
+        })
     }
 
     pub(super) fn resource_templates_list(&self, ctx: &Ctx<'_>) -> Value {
-        self.listed(ctx, "resourceTemplates", |c| {
-            c.templates.iter().map(|t| &t.listing)
+        self.listed(ctx, "resourceTemplates", |c, out| {
+            out.extend(c.templates.iter().map(|t| t.listing.clone()))
         })
     }
 
     pub(super) fn prompts_list(&self, ctx: &Ctx<'_>) -> Value {
-        self.listed(ctx, "prompts", |c| c.prompts.iter().map(|p| &p.listing))
+        self.listed(ctx, "prompts", |c, out| {
+            out.extend(c.prompts.iter().map(|p| p.listing.clone()))
+        })
     }
 
     /// Runs a read or render of `source` for `subject` on the request path: its result as
@@ -102,11 +101,8 @@ impl McpServer {
         // SEP-2164: an unknown URI is -32602 with the URI, never an empty `contents`.
         let not_found =
             || RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri}));
-        let source = self
-            .config
-            .catalog
-            .resource_source(uri)
-            .ok_or_else(not_found)?;
+        let catalog = self.config.catalog.current();
+        let source = catalog.resource_source(uri).ok_or_else(not_found)?;
         let subject = format!("resource:{uri}");
         let component = source.component.clone();
         let read_it = |exec| async move { component.read_resource(exec, uri).await };
@@ -130,9 +126,8 @@ impl McpServer {
 
     pub(super) async fn prompts_get(&self, get: PromptsGet, ctx: &Ctx<'_>) -> Handled {
         let name = get.name.as_str();
-        let (source, prompt) = self
-            .config
-            .catalog
+        let catalog = self.config.catalog.current();
+        let (source, prompt) = catalog
             .prompt(name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown prompt: {name}")))?;
         if let Some((missing, _)) = prompt
@@ -161,7 +156,7 @@ impl McpServer {
     }
 
     pub(super) async fn complete(&self, complete: Complete, ctx: &Ctx<'_>) -> Handled {
-        let catalog = &self.config.catalog;
+        let catalog = self.config.catalog.current();
         let (source, target) = match &complete.target {
             Completing::Prompt(name) => {
                 let (source, _) = catalog

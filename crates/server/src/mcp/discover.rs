@@ -14,9 +14,10 @@ impl McpServer {
         result.insert(
             "capabilities".into(),
             json!({
-                "tools": {"listChanged": false},
-                "resources": {"listChanged": false},
-                "prompts": {"listChanged": false},
+                // A deployment swapped in changes them; subscription streams hear of it.
+                "tools": {"listChanged": true},
+                "resources": {"listChanged": true},
+                "prompts": {"listChanged": true},
                 "completions": {},
                 "extensions": {TASKS_EXTENSION: {}},
             }),

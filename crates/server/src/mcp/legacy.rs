@@ -250,7 +250,7 @@ impl McpServer {
             .get("uri")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if self.config.catalog.resource_source(uri).is_none() {
+        if self.config.catalog.current().resource_source(uri).is_none() {
             return Err(
                 RpcError::invalid_params("Resource not found").with_data(json!({"uri": uri}))
             );

@@ -36,7 +36,7 @@ use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use snodo_core::model::{Principal, TaskId, Timestamp};
 use snodo_core::store::{ObservedStore, Store, StoreError};
 use snodo_runner::budget::{Rate, Refusal, Slots, TenantLimits};
-use snodo_runner::{Catalog, CatalogTool, Runner};
+use snodo_runner::{Catalog, Catalogs, Runner};
 
 /// Server identity and tools.
 #[derive(Clone)]
@@ -45,8 +45,9 @@ pub struct ServerConfig {
     pub name: String,
     /// `serverInfo.version`.
     pub version: String,
-    /// The tools (the same catalog the runner resolves work with).
-    pub catalog: Arc<Catalog>,
+    /// The tools, resources and prompts (the same catalogs the runner resolves work with),
+    /// swapped whole when the deployment changes.
+    pub catalog: Arc<Catalogs>,
     /// Per-tenant and global budgets.
     pub limits: TenantLimits,
 }
@@ -144,6 +145,8 @@ pub struct McpServer {
     pub(crate) metrics: Arc<crate::telemetry::Metrics>,
     /// Flipped at shutdown: open subscription streams end so connections can drain.
     closing: tokio_util::sync::CancellationToken,
+    /// Told of every catalog swap: streams that asked for list-changed notifications.
+    catalog_changes: tokio::sync::broadcast::Sender<()>,
     /// Guest executions on the request path, per tenant.
     pub(crate) sync_slots: Arc<Slots>,
     /// Open subscription streams, per tenant.
@@ -229,7 +232,14 @@ impl McpServer {
             key: std::sync::OnceLock::new(),
             metrics: Arc::new(crate::telemetry::Metrics::new()),
             closing: tokio_util::sync::CancellationToken::new(),
+            catalog_changes: tokio::sync::broadcast::channel(16).0,
         }
+    }
+
+    /// Tells the subscription streams that asked for them that the tool, resource and
+    /// prompt lists changed (a deployment was swapped in).
+    pub fn catalog_changed(&self) {
+        let _ = self.catalog_changes.send(());
     }
 
     /// Ends every open subscription stream (at shutdown; the streams would otherwise keep
@@ -358,9 +368,9 @@ impl McpServer {
         self
     }
 
-    /// The served tools.
-    pub fn tools(&self) -> &[CatalogTool] {
-        self.config.catalog.tools()
+    /// The catalog serving now.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.config.catalog.current()
     }
 
     /// The runner's loops that are not running now (see [`Runner::loops_down`]).

@@ -133,6 +133,10 @@ pub(crate) struct Listen {
     pub(crate) task_ids: Option<Vec<String>>,
     /// `notifications.toolsListChanged` was `true`.
     pub(crate) tools_list_changed: bool,
+    /// `notifications.resourcesListChanged` was `true`.
+    pub(crate) resources_list_changed: bool,
+    /// `notifications.promptsListChanged` was `true`.
+    pub(crate) prompts_list_changed: bool,
 }
 
 impl Call {
@@ -274,6 +278,8 @@ impl Listen {
         Ok(Self {
             task_ids,
             tools_list_changed: filter.get("toolsListChanged") == Some(&Value::Bool(true)),
+            resources_list_changed: filter.get("resourcesListChanged") == Some(&Value::Bool(true)),
+            prompts_list_changed: filter.get("promptsListChanged") == Some(&Value::Bool(true)),
         })
     }
 }

@@ -58,8 +58,29 @@ impl McpServer {
             }
             ack.insert("taskIds".into(), json!(watched));
         }
-        if listen.tools_list_changed {
-            ack.insert("toolsListChanged".into(), json!(true));
+        // The lists change when a deployment is swapped in.
+        let mut lists = Vec::new();
+        for (wanted, key, method) in [
+            (
+                listen.tools_list_changed,
+                "toolsListChanged",
+                "notifications/tools/list_changed",
+            ),
+            (
+                listen.resources_list_changed,
+                "resourcesListChanged",
+                "notifications/resources/list_changed",
+            ),
+            (
+                listen.prompts_list_changed,
+                "promptsListChanged",
+                "notifications/prompts/list_changed",
+            ),
+        ] {
+            if wanted {
+                ack.insert(key.into(), json!(true));
+                lists.push(method);
+            }
         }
         let slot = self
             .stream_slots
@@ -76,14 +97,16 @@ impl McpServer {
             .as_ref()
             .filter(|_| !watched.is_empty())
             .map(|f| f.subscribe());
+        let catalog = (!lists.is_empty()).then(|| self.catalog_changes.subscribe());
         let stream = Stream {
             store: self.store.clone(),
             principal: principal.clone(),
             watched,
+            lists,
             sub,
             tx,
         };
-        tokio::spawn(stream.forward(feed, slot, self.closing.clone()));
+        tokio::spawn(stream.forward(feed, catalog, slot, self.closing.clone()));
         Ok(Reply::Stream(rx))
     }
 }
@@ -93,16 +116,20 @@ struct Stream {
     store: std::sync::Arc<dyn snodo_core::store::Store>,
     principal: Principal,
     watched: Vec<String>,
+    /// The list-changed notifications it asked for.
+    lists: Vec<&'static str>,
     sub: Value,
     tx: mpsc::Sender<Value>,
 }
 
 impl Stream {
-    /// Sends the newest state of every watched task the feed says changed, until the client
-    /// goes away or the server closes its streams.
+    /// Sends the newest state of every watched task the feed says changed, and the
+    /// list-changed notifications asked for at every catalog swap, until the client goes
+    /// away or the server closes its streams.
     async fn forward(
         self,
-        feed: Option<tokio::sync::broadcast::Receiver<snodo_core::store::Changed>>,
+        mut feed: Option<tokio::sync::broadcast::Receiver<snodo_core::store::Changed>>,
+        mut catalog: Option<tokio::sync::broadcast::Receiver<()>>,
         slot: snodo_runner::budget::Slot,
         closing: tokio_util::sync::CancellationToken,
     ) {
@@ -110,6 +137,7 @@ impl Stream {
             store,
             principal,
             watched,
+            lists,
             sub,
             tx,
         } = self;
@@ -122,10 +150,6 @@ impl Stream {
             }
         };
         tokio::pin!(closed);
-        let Some(mut feed) = feed else {
-            closed.await;
-            return;
-        };
         // Watched tasks changed since they were last sent, oldest mark first.
         let mut marked: std::collections::VecDeque<usize> = Default::default();
         let mark = |marked: &mut std::collections::VecDeque<usize>, i: usize| {
@@ -133,10 +157,39 @@ impl Stream {
                 marked.push_back(i);
             }
         };
+        // List-changed notifications not sent yet (one of each, however many swaps).
+        let mut lists_due: Vec<&'static str> = Vec::new();
         loop {
+            let next_change = async {
+                match feed.as_mut() {
+                    Some(f) => f.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let next_swap = async {
+                match catalog.as_mut() {
+                    Some(c) => c.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = &mut closed => return,
-                changed = feed.recv() => match changed {
+                swapped = next_swap => match swapped {
+                    Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        for l in &lists {
+                            if !lists_due.contains(l) {
+                                lists_due.push(l);
+                            }
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => catalog = None,
+                },
+                permit = tx.reserve(), if !lists_due.is_empty() => {
+                    let Ok(permit) = permit else { return };
+                    let method = lists_due.remove(0);
+                    permit.send(protocol::notification(method, json!({"_meta": sub})));
+                }
+                changed = next_change => match changed {
                     Ok(snodo_core::store::Changed::Task(id)) => {
                         let id = id.to_string();
                         if let Some(i) = watched.iter().position(|w| *w == id) {

@@ -48,9 +48,9 @@ impl McpServer {
     }
 
     pub(super) async fn tools_call(&self, call: ToolsCall, ctx: &Ctx<'_>) -> Handled<Reply> {
-        let tool = self
-            .config
-            .catalog
+        // One snapshot for the whole call: a deployment swapped meanwhile serves the next.
+        let catalog = self.config.catalog.current();
+        let tool = catalog
             .tool(&call.name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {}", call.name)))?;
         // Checked before anything is decided: a bad call is -32602 on the call in every

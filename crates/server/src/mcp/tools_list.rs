@@ -11,6 +11,7 @@ impl McpServer {
         let tools: Vec<Value> = self
             .config
             .catalog
+            .current()
             .tools()
             .iter()
             .map(|t| {

@@ -234,3 +234,80 @@ async fn next_message(stream: &mut tokio::sync::mpsc::Receiver<Value>) -> Value 
         .expect("a message in time")
         .expect("the stream is open")
 }
+
+/// A stream that asked for list changes hears of every catalog swap, one notification of
+/// each kind asked for; one that did not ask hears nothing.
+#[tokio::test]
+async fn list_changes_reach_the_streams_that_asked_for_them() {
+    let fixtures = fixtures().await;
+    let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let (server, runner) = common::server_with(&store, catalog.clone(), Default::default());
+    let principal = snodo_server::http::local_principal();
+    let headers = snodo_server::mcp::RoutingHeaders {
+        method: Some(Ok("subscriptions/listen".into())),
+        protocol_version: Some(Ok("2026-07-28".into())),
+        accepts_sse: true,
+        ..Default::default()
+    };
+    let open = |id: i64, filter: Value| {
+        let listen = rpc(
+            id,
+            "subscriptions/listen",
+            json!({"notifications": filter}),
+            caps(true),
+        );
+        let server = &server;
+        let headers = &headers;
+        let principal = &principal;
+        async move {
+            match server
+                .handle(headers, principal, listen.to_string().as_bytes())
+                .await
+            {
+                snodo_server::mcp::Reply::Stream(s) => s,
+                _ => panic!("subscriptions/listen answers with a stream"),
+            }
+        }
+    };
+    let mut asked = open(
+        1,
+        json!({"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": false}),
+    )
+    .await;
+    let ack = next_message(&mut asked).await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true, "promptsListChanged": true})
+    );
+    let mut other = open(2, json!({"taskIds": []})).await;
+    next_message(&mut other).await;
+
+    // A swap: one of each kind asked for, tagged with the subscription.
+    server.catalog_changed();
+    let first = next_message(&mut asked).await;
+    let second = next_message(&mut asked).await;
+    assert_eq!(
+        first["method"], "notifications/tools/list_changed",
+        "{first}"
+    );
+    assert_eq!(
+        second["method"], "notifications/prompts/list_changed",
+        "{second}"
+    );
+    assert_eq!(
+        first["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        1
+    );
+    // And a swap after that is told again.
+    server.catalog_changed();
+    assert_eq!(
+        next_message(&mut asked).await["method"],
+        "notifications/tools/list_changed"
+    );
+    assert!(
+        other.try_recv().is_err(),
+        "a stream that did not ask hears nothing"
+    );
+    runner.shutdown().await;
+}

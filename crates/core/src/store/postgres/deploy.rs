@@ -148,6 +148,7 @@ impl PgStore {
         .await
         .map_err(pg_error)?;
         tx.commit().await.map_err(pg_error)?;
+        self.notifier.announce_deployment(&client).await;
         Ok(dep)
     }
 

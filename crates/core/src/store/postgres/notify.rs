@@ -64,13 +64,20 @@ pub enum RemoteChange {
     /// Announcements may have been missed (the listening connection dropped): re-read
     /// whatever you watch.
     Resync,
+    /// A new deployment was committed (by any process, this one's included).
+    Deployed,
 }
+
+/// The word a deployment is announced with.
+const DEPLOYED: &str = "d";
 
 /// A receiver of other nodes' changes.
 pub type RemoteChanges = broadcast::Receiver<RemoteChange>;
 
 /// The announcing and listening side of one store.
 pub(super) struct Notifier {
+    channel: String,
+    me: String,
     outbox: mpsc::UnboundedSender<(TaskId, ChangeKind)>,
     changes: broadcast::Sender<RemoteChange>,
     listening: watch::Receiver<Option<Arc<Client>>>,
@@ -102,13 +109,25 @@ impl Notifier {
             client_tx,
         ));
         let listening = client_rx.clone();
-        let send = tokio::spawn(send(inbox, client_rx, channel, me));
+        let send = tokio::spawn(send(inbox, client_rx, channel.clone(), me.clone()));
         Self {
+            channel,
+            me,
             outbox,
             changes,
             listening,
             tasks: vec![listen, send],
         }
+    }
+
+    /// Announces a committed deployment at once, on `client` (deployments are rare; the
+    /// deployer's own connection serves). A lost announcement is covered by the nodes'
+    /// polling.
+    pub(super) async fn announce_deployment(&self, client: &Client) {
+        let payload = format!("{} {DEPLOYED}", self.me);
+        let _ = client
+            .execute("SELECT pg_notify($1, $2)", &[&self.channel, &payload])
+            .await;
     }
 
     /// Queues `task` for the next announcement.
@@ -165,10 +184,16 @@ async fn listen(
             match message {
                 Ok(AsyncMessage::Notification(n)) => {
                     let mut words = n.payload().split(' ');
-                    if words.next() == Some(me.as_str()) {
-                        continue;
-                    }
+                    let own = words.next() == Some(me.as_str());
                     for word in words {
+                        if word == DEPLOYED {
+                            // Every process hears of a deployment, its own included.
+                            let _ = changes.send(RemoteChange::Deployed);
+                            continue;
+                        }
+                        if own {
+                            continue;
+                        }
                         let mut chars = word.chars();
                         let kind = chars.next().and_then(ChangeKind::of_tag);
                         if let (Some(kind), Some(id)) = (kind, TaskId::parse(chars.as_str())) {

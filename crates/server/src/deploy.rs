@@ -1,0 +1,435 @@
+//! Deployments on a serving node: the components the store's current deployment names,
+//! loaded on this node's engine, and the catalog rebuilt and swapped whenever the
+//! deployment changes (found by polling the store, and at once when another node
+//! announces one on PostgreSQL).
+//!
+//! What serves is always the store's current deployment, so every node sharing a store
+//! serves the same versions. A node's configured component files seed it: at start, a
+//! node deploys its configured set when that exact set was never deployed before (a first
+//! start, or files rebuilt since), and otherwise serves what is current (a node restarted
+//! with the files of an earlier deployment does not roll the others back).
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use snodo_core::model::{Deployment, component_digest};
+use snodo_core::store::{Store, StoreError};
+use snodo_runner::{Catalog, CatalogSource, CatalogTool, Catalogs};
+use snodo_wasm::{Component, ComponentLoader, WasmEngine};
+use tokio_util::sync::CancellationToken;
+
+use crate::serve::{ServeError, ServeOptions};
+
+/// How deployments reach a serving node. Settings of `[deploy]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeploySettings {
+    /// How often the store is asked for a new deployment. Default 2 s: the bound on how
+    /// long a node serves an old deployment (on PostgreSQL an announcement usually brings
+    /// it within milliseconds).
+    pub poll: Duration,
+    /// How long a component the current deployment no longer names stays stored once no
+    /// live task is pinned to it (a rollback within it needs nothing re-stored). Default
+    /// 7 days.
+    pub retention: Duration,
+    /// How often this node collects components past their retention. Default 1 hour.
+    pub collect_every: Duration,
+}
+
+impl Default for DeploySettings {
+    fn default() -> Self {
+        Self {
+            poll: Duration::from_secs(2),
+            retention: Duration::from_secs(7 * 24 * 3_600),
+            collect_every: Duration::from_secs(3_600),
+        }
+    }
+}
+
+/// Loads components on one engine and builds catalogs from them under the node's
+/// settings.
+pub struct Deployer {
+    opts: ServeOptions,
+    loader: ComponentLoader,
+}
+
+impl Deployer {
+    /// A deployer for `opts`: its engine (fuel metered when any tool sets fuel) and a
+    /// loader that caches compiled code in `opts.cache_dir`.
+    pub fn new(opts: &ServeOptions) -> Result<Self, ServeError> {
+        let mut engine = opts.engine.clone();
+        // A configured fuel limit must take effect: meter fuel when any tool sets one.
+        engine.fuel |= std::iter::once(&opts.defaults)
+            .chain(opts.tool_settings.values())
+            .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
+        let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
+        let loader =
+            ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
+        Ok(Self {
+            opts: opts.clone(),
+            loader,
+        })
+    }
+
+    /// The engine every component runs on.
+    pub fn engine(&self) -> &WasmEngine {
+        self.loader.engine()
+    }
+
+    /// Loads the configured component files.
+    pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, ServeError> {
+        let mut out = Vec::new();
+        for path in &self.opts.components {
+            out.push(self.load(path.clone(), None).await?);
+        }
+        Ok(out)
+    }
+
+    /// Loads one component: the file at `origin`, or `bytes` (named by `origin` in
+    /// messages).
+    pub async fn load(
+        &self,
+        origin: PathBuf,
+        bytes: Option<Vec<u8>>,
+    ) -> Result<Arc<Component>, ServeError> {
+        let started = Instant::now();
+        let loaded = match bytes {
+            Some(b) => self.loader.load_bytes(origin.clone(), b).await,
+            None => self.loader.load(&origin).await,
+        };
+        let component = loaded.map_err(|e| ServeError::Component(e.to_string()))?;
+        let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
+        let served = component.catalog();
+        tracing::info!(
+            component = %origin.display(),
+            digest = %component.info().digest,
+            tools = %names.join(", "),
+            resources = served.resources.len() + served.templates.len(),
+            prompts = served.prompts.len(),
+            cache_hit = component.info().cache_hit,
+            load_ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
+        Ok(component)
+    }
+
+    /// The catalog `components` serve under the node's tool settings. `strict` refuses a
+    /// setting naming a tool none of them provides (a configuration being checked); a
+    /// deployment that drops a tool leaves its settings unused instead, with a warning.
+    pub fn catalog_of(
+        &self,
+        components: &[Arc<Component>],
+        strict: bool,
+    ) -> Result<Catalog, ServeError> {
+        let opts = &self.opts;
+        let mut catalog = Catalog::new();
+        catalog.set_component_policy(opts.component_policy);
+        for component in components {
+            for info in component.tools() {
+                let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+                let ttl_ms = match s.ttl_ms {
+                    Some(0) => None,
+                    Some(t) => Some(t),
+                    None => opts.ttl_ms,
+                };
+                let retry_policy = s.retry_policy.clone().unwrap_or_default();
+                // The TTL runs from creation: it must outlive every retry delay plus the
+                // time a guest may wait for input before it is parked, or a default setup
+                // would reap work that is still going (decision 25).
+                let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
+                    + opts.runner.park_after.as_millis() as u64;
+                if let Some(ttl) = ttl_ms
+                    && ttl <= must_outlive
+                {
+                    return Err(ServeError::Config(format!(
+                        "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
+                        info.name
+                    )));
+                }
+                catalog
+                    .add(CatalogTool {
+                        component: component.clone(),
+                        info: info.clone(),
+                        mode: s.mode,
+                        retry_policy,
+                        ttl_ms,
+                        poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+                        limits: s.limits.unwrap_or_default(),
+                        grants: s.grants.clone().unwrap_or_default(),
+                    })
+                    .map_err(ServeError::Component)?;
+            }
+            // Resources and prompts run under the defaults' limits and grants.
+            catalog
+                .add_source(CatalogSource {
+                    component: component.clone(),
+                    limits: opts.defaults.limits.unwrap_or_default(),
+                    grants: opts.defaults.grants.clone().unwrap_or_default(),
+                })
+                .map_err(ServeError::Component)?;
+        }
+        if let Some(unknown) = opts
+            .tool_settings
+            .keys()
+            .find(|n| catalog.tool(n).is_none())
+        {
+            let why =
+                format!("tools.{unknown}: no loaded component provides a tool named {unknown:?}");
+            if strict {
+                return Err(ServeError::Config(why));
+            }
+            tracing::warn!("{why}; the setting is unused");
+        }
+        Ok(catalog)
+    }
+
+    /// Deploys the configured component files when that exact set was never deployed
+    /// (see the module's documentation); returns the deployment it made, if any.
+    pub async fn seed(&self, store: &dyn Store) -> Result<Option<Deployment>, ServeError> {
+        if self.opts.components.is_empty() {
+            return Ok(None);
+        }
+        let mut files = Vec::new();
+        for path in &self.opts.components {
+            let bytes = tokio::fs::read(path).await.map_err(|e| {
+                ServeError::Component(format!("{}: cannot read the file: {e}", path.display()))
+            })?;
+            files.push((path, component_digest(&bytes), bytes));
+        }
+        let set: BTreeSet<&str> = files.iter().map(|(_, d, _)| d.as_str()).collect();
+        let history = store
+            .deployments(usize::MAX)
+            .await
+            .map_err(ServeError::Store)?;
+        let current = history.first().map_or(0, |d| d.revision);
+        if history.iter().any(|d| {
+            d.components
+                .iter()
+                .map(String::as_str)
+                .collect::<BTreeSet<_>>()
+                == set
+        }) {
+            return Ok(None);
+        }
+        // Checked before anything is stored: a component that does not load is refused
+        // here, not on every node that would pick the deployment up.
+        let mut digests = Vec::new();
+        for (path, digest, bytes) in files {
+            self.load((*path).clone(), Some(bytes.clone())).await?;
+            store
+                .store_component(&bytes)
+                .await
+                .map_err(ServeError::Store)?;
+            digests.push(digest);
+        }
+        let note = format!(
+            "configured components, deployed at start by node {}",
+            self.opts.node
+        );
+        match store.deploy(&digests, &note, Some(current)).await {
+            Ok(d) => {
+                tracing::info!(revision = d.revision, "deployed the configured components");
+                Ok(Some(d))
+            }
+            // Another node deployed first: what is current serves.
+            Err(StoreError::Conflict { current }) => {
+                tracing::info!(current, "another deployment came first; serving it");
+                Ok(None)
+            }
+            Err(e) => Err(ServeError::Store(e)),
+        }
+    }
+
+    /// Loads the components `digests` names from the store; `what` names who needs them
+    /// in the error for one not stored.
+    pub async fn load_stored(
+        &self,
+        store: &dyn Store,
+        digests: &[String],
+        what: &str,
+    ) -> Result<Vec<Arc<Component>>, ServeError> {
+        let mut out = Vec::new();
+        for digest in digests {
+            let bytes = store
+                .component(digest)
+                .await
+                .map_err(ServeError::Store)?
+                .ok_or_else(|| {
+                    ServeError::Component(format!(
+                        "{what} names component {digest}, which is not stored"
+                    ))
+                })?;
+            out.push(
+                self.load(PathBuf::from(format!("store:{digest}")), Some(bytes))
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The catalog `deployment` serves.
+    pub async fn catalog_for(
+        &self,
+        store: &dyn Store,
+        deployment: &Deployment,
+    ) -> Result<Catalog, ServeError> {
+        let what = format!("deployment {}", deployment.revision);
+        let components = self
+            .load_stored(store, &deployment.components, &what)
+            .await?;
+        self.catalog_of(&components, false)
+    }
+
+    /// One catalog for each stored component live tasks are still pinned to that
+    /// `serving` does not hold (what a restarted node needs to finish them): versions of
+    /// one component provide the same tools, so each keeps its own.
+    pub async fn pinned_elsewhere(
+        &self,
+        store: &dyn Store,
+        serving: &[String],
+    ) -> Result<Vec<Catalog>, ServeError> {
+        let pinned: Vec<String> = store
+            .components()
+            .await
+            .map_err(ServeError::Store)?
+            .into_iter()
+            .filter(|c| c.pinned > 0 && !serving.contains(&c.digest))
+            .map(|c| c.digest)
+            .collect();
+        let components = self.load_stored(store, &pinned, "a pinned task").await?;
+        components
+            .iter()
+            .map(|c| self.catalog_of(std::slice::from_ref(c), false))
+            .collect()
+    }
+}
+
+/// The catalogs a node starts with: the configured files deployed if new, the current
+/// deployment's components, and those live tasks are still pinned to. Returns the
+/// revision served (0: nothing deployed).
+pub async fn start(
+    deployer: &Deployer,
+    store: &dyn Store,
+) -> Result<(Arc<Catalogs>, u64), ServeError> {
+    deployer.seed(store).await?;
+    let current = store.deployment(None).await.map_err(ServeError::Store)?;
+    let (catalog, revision) = match &current {
+        Some(d) => (deployer.catalog_for(store, d).await?, d.revision),
+        None => (deployer.catalog_of(&[], false)?, 0),
+    };
+    if let Some(d) = &current {
+        tracing::info!(
+            revision = d.revision,
+            components = d.components.len(),
+            "serving deployment"
+        );
+    }
+    let digests = catalog.digests();
+    let catalogs = Arc::new(Catalogs::new(Arc::new(catalog)));
+    for pinned in deployer.pinned_elsewhere(store, &digests).await? {
+        catalogs.retain(Arc::new(pinned));
+    }
+    Ok((catalogs, revision))
+}
+
+/// What a node follows deployments with.
+pub struct Following {
+    /// Loads what a deployment names.
+    pub deployer: Arc<Deployer>,
+    /// The store the deployments are in.
+    pub store: Arc<dyn Store>,
+    /// What serves, swapped.
+    pub catalogs: Arc<Catalogs>,
+    /// The revision serving now.
+    pub revision: u64,
+    /// Polling and retention.
+    pub settings: DeploySettings,
+}
+
+/// Follows the store's deployments until `stop`: at every `nudge` and every
+/// `settings.poll`, a newer deployment is loaded and swapped in (a call in flight
+/// finishes on the catalog it took); `changed` hears of each swap. Components past their
+/// retention are collected every `settings.collect_every`, and retained catalogs no live
+/// task needs are dropped.
+pub async fn follow(
+    node: Following,
+    mut nudge: tokio::sync::mpsc::Receiver<()>,
+    changed: impl Fn(&Deployment) + Send + 'static,
+    stop: CancellationToken,
+) {
+    let Following {
+        deployer,
+        store,
+        catalogs,
+        mut revision,
+        settings,
+    } = node;
+    let mut collected = Instant::now();
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = nudge.recv() => {}
+            () = tokio::time::sleep(settings.poll) => {}
+        }
+        match store.deployment(None).await {
+            Ok(Some(d)) if d.revision > revision => match deployer.catalog_for(&*store, &d).await {
+                Ok(next) => {
+                    catalogs.swap(Arc::new(next));
+                    revision = d.revision;
+                    tracing::info!(revision, components = d.components.len(), note = %d.note, "deployment swapped in");
+                    changed(&d);
+                }
+                Err(e) => {
+                    tracing::error!(revision = d.revision, error = %e, "a deployment could not be loaded; still serving the one before");
+                    // Not retried until the next deployment: the same bytes fail the
+                    // same way.
+                    revision = d.revision;
+                }
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "the current deployment could not be read"),
+        }
+        if let Ok(components) = store.components().await {
+            catalogs.prune(|d| components.iter().any(|c| c.digest == d && c.pinned > 0));
+        }
+        if collected.elapsed() >= settings.collect_every {
+            collected = Instant::now();
+            match store
+                .collect_components(settings.retention.as_millis() as u64)
+                .await
+            {
+                Ok(gone) if !gone.is_empty() => tracing::info!(
+                    components = gone.len(),
+                    "collected components past their retention"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "collecting components failed"),
+            }
+        }
+    }
+}
+
+/// What a component provides that no other component of a deployment may: its tools,
+/// resources, resource templates and prompts, each as `kind:name`.
+pub fn provides(component: &Component) -> BTreeSet<String> {
+    let served = component.catalog();
+    component
+        .tools()
+        .iter()
+        .map(|t| format!("tool:{}", t.name))
+        .chain(
+            served
+                .resources
+                .iter()
+                .map(|r| format!("resource:{}", r.uri)),
+        )
+        .chain(
+            served
+                .templates
+                .iter()
+                .map(|t| format!("template:{}", t.template.as_str())),
+        )
+        .chain(served.prompts.iter().map(|p| format!("prompt:{}", p.name)))
+        .collect()
+}
