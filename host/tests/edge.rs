@@ -24,7 +24,7 @@ use tokio::net::TcpStream;
 use tower::ServiceExt;
 
 use common::Served;
-use common::process::{await_log, post_mcp, run_ok, snodo, spawn_serve, tool_call};
+use common::process::{await_log, post_mcp, request, run_ok, snodo, spawn_serve, tool_call};
 
 /// How long a test waits for something that should happen promptly before it fails.
 const PATIENCE: Duration = Duration::from_secs(30);
@@ -1047,5 +1047,83 @@ fn text_logs_off_a_terminal_carry_no_escape_codes() {
     assert!(
         seen.iter().all(|l| !l.contains('\u{1b}')),
         "escape codes in {seen:?}"
+    );
+}
+
+/// SIGHUP reloads the configuration file and never stops the server: a file that does not
+/// validate is refused and what serves stays; a valid one deploys its new component set,
+/// takes its tool settings and names the settings that wait for a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_configuration_and_a_bad_one_changes_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let conf = dir.path().join("node.toml");
+    let write = |listen: &str, components: &[&str], tools: &str| {
+        let mut text = format!(
+            "listen = \"{listen}\"\n[store]\nkind = \"redb\"\npath = \"{}\"\n",
+            dir.path().join("tasks.redb").display()
+        );
+        for c in components {
+            text.push_str(&format!("\n[[components]]\npath = \"{c}\"\n"));
+        }
+        text.push_str(tools);
+        std::fs::write(&conf, text).expect("config");
+    };
+    write("127.0.0.1:0", &[snodo_test_guests::FIXTURES], "");
+    let server = spawn_serve(&["--config", conf.to_str().expect("utf-8")], &[]);
+    let hangup = || {
+        run_ok(std::process::Command::new("kill").args(["-HUP", &server.child.id().to_string()]));
+    };
+    let tools = |addr| async move {
+        let (status, reply) = post_mcp(addr, &request("tools/list", json!({}), false)).await;
+        assert_eq!(status, 200, "{reply}");
+        reply["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .map(|t| t["name"].as_str().expect("name").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        !tools(server.addr)
+            .await
+            .contains(&"quick_report".to_owned())
+    );
+
+    // A file that does not validate: refused, and the server serves on as it was.
+    std::fs::write(&conf, "[store]\nkind = \"nonsense\"\n").expect("config");
+    hangup();
+    let refused = await_log(&server, "the refusal", |v| {
+        v["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("does not validate"))
+    });
+    assert_eq!(refused["level"], "ERROR", "{refused}");
+    assert!(tools(server.addr).await.contains(&"greet".to_owned()));
+
+    // A valid one: a second component is deployed and served, a tool setting applies, and
+    // a changed listen address waits for a restart.
+    write(
+        "127.0.0.1:9",
+        &[snodo_test_guests::FIXTURES, snodo_test_guests::EXAMPLES],
+        "\n[tools.greet]\nmode = \"required\"\n",
+    );
+    hangup();
+    let restart = await_log(&server, "the settings that need a restart", |v| {
+        v["fields"]["message"] == "changed settings apply after a restart"
+    });
+    assert_eq!(restart["fields"]["settings"], "listen", "{restart}");
+    await_log(&server, "the reload", |v| {
+        v["fields"]["message"] == "configuration reloaded"
+    });
+    let served = tools(server.addr).await;
+    assert!(served.contains(&"quick_report".to_owned()), "{served:?}");
+    let (_, reply) = post_mcp(
+        server.addr,
+        &tool_call("greet", json!({"name": "x"}), false),
+    )
+    .await;
+    assert_eq!(
+        reply["error"]["code"], -32021,
+        "greet now requires the tasks extension: {reply}"
     );
 }

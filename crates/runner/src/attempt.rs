@@ -161,6 +161,7 @@ pub(super) async fn run(
         inner.waiters.clone(),
     )
     .park_after(inner.opts.park_after)
+    .parked_when(inner.stopping.clone())
     .journal_bytes(inner.opts.journal_task_bytes)
     .tracked(inner.tasks.clone());
     let exec = Execution {

@@ -389,6 +389,22 @@ impl Catalogs {
 }
 
 impl Catalog {
+    /// The components serving this catalog, each once, in the order added.
+    pub fn components(&self) -> Vec<Arc<Component>> {
+        let mut out: Vec<Arc<Component>> = Vec::new();
+        let all = self
+            .tools
+            .iter()
+            .map(|t| &t.component)
+            .chain(self.sources.iter().map(|s| &s.component));
+        for c in all {
+            if !out.iter().any(|o| Arc::ptr_eq(o, c)) {
+                out.push(c.clone());
+            }
+        }
+        out
+    }
+
     /// The digests of the components serving this catalog, each once.
     pub fn digests(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();

@@ -71,6 +71,9 @@ pub struct TaskIo {
     capabilities: Value,
     waiters: Arc<InputWaiters>,
     park_after: Option<std::time::Duration>,
+    /// Cancelled when the runner stops: a guest waiting for input parks at once, so a
+    /// shutdown never waits for an answer.
+    stopping: Option<tokio_util::sync::CancellationToken>,
     status: Arc<Mutex<StatusGate>>,
     tracker: Option<tokio_util::task::TaskTracker>,
     /// The task's outbound journal, read from the store at the attempt's first request.
@@ -121,6 +124,7 @@ impl TaskIo {
             capabilities,
             waiters,
             park_after: None,
+            stopping: None,
             status: Arc::default(),
             tracker: None,
             journal: tokio::sync::OnceCell::new(),
@@ -138,6 +142,14 @@ impl TaskIo {
     /// waits for the tracker (the runner's shutdown) waits for that commit too.
     pub fn tracked(mut self, tracker: tokio_util::task::TaskTracker) -> Self {
         self.tracker = Some(tracker);
+        self
+    }
+
+    /// Parks the guest (with [`InputFailure::Park`]) as soon as `stopping` is cancelled,
+    /// if it waits for answers then or later: the answers may take days, a shutdown must
+    /// not wait for them.
+    pub fn parked_when(mut self, stopping: tokio_util::sync::CancellationToken) -> Self {
+        self.stopping = Some(stopping);
         self
     }
 
@@ -212,10 +224,22 @@ impl ExecutionIo for TaskIo {
             }
         }
         let park = async {
-            match self.park_after {
-                // A real-time idle allowance: how long a live guest may sit waiting.
-                Some(idle) => tokio::time::sleep(idle).await,
-                None => std::future::pending().await,
+            let idle = async {
+                match self.park_after {
+                    // A real-time idle allowance: how long a live guest may sit waiting.
+                    Some(idle) => tokio::time::sleep(idle).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let stopping = async {
+                match &self.stopping {
+                    Some(s) => s.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = idle => {}
+                () = stopping => {}
             }
         };
         tokio::pin!(park);

@@ -805,6 +805,42 @@ async fn shutdown_releases_what_did_not_drain() {
     );
 }
 
+/// A guest waiting for input does not hold a shutdown: it parks at once (its task keeps its
+/// question and waits in the store), so nothing is left to release when the drain ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guest_waiting_for_input_parks_at_shutdown_instead_of_holding_the_drain() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let (rec, runner) = recorded_guests(
+        &store,
+        RunnerOptions {
+            // The idle allowance does not end the wait within the test; a drain that waited
+            // for the answer would end in a forced release, which the test would see.
+            park_after: Duration::from_secs(3_600),
+            drain_timeout: Duration::from_secs(20),
+            ..opts(false)
+        },
+    )
+    .await;
+    let id = create(
+        &*store,
+        "confirm_delete",
+        json!({"filename": "kept.txt"}),
+        RetryPolicy::none(),
+    )
+    .await;
+    runner.submit(&id).await.expect("submit");
+    rec.until("the guest waits for its answer", |_| {
+        !runner.waiters().is_empty()
+    })
+    .await;
+    let released = runner.shutdown().await;
+    assert_eq!(released, 0, "the waiting attempt parked itself");
+    assert_eq!(count(&runner.stats().parked_released), 1);
+    let t = task(&*store, &id).await;
+    assert_eq!(t.status, TaskStatus::InputRequired);
+    assert!(t.claim.is_none(), "released for any runner");
+}
+
 /// A layer whose store clock cannot be read; everything else passes through.
 struct NoClock;
 

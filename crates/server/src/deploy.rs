@@ -50,7 +50,8 @@ impl Default for DeploySettings {
 /// Loads components on one engine and builds catalogs from them under the node's
 /// settings.
 pub struct Deployer {
-    opts: ServeOptions,
+    /// The settings catalogs are built under; replaced by a reload.
+    opts: parking_lot::RwLock<ServeOptions>,
     loader: ComponentLoader,
 }
 
@@ -67,9 +68,13 @@ impl Deployer {
         let loader =
             ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
         Ok(Self {
-            opts: opts.clone(),
+            opts: parking_lot::RwLock::new(opts.clone()),
             loader,
         })
+    }
+
+    fn opts(&self) -> ServeOptions {
+        self.opts.read().clone()
     }
 
     /// The engine every component runs on.
@@ -80,7 +85,7 @@ impl Deployer {
     /// Loads the configured component files.
     pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, ServeError> {
         let mut out = Vec::new();
-        for path in &self.opts.components {
+        for path in &self.opts().components {
             out.push(self.load(path.clone(), None).await?);
         }
         Ok(out)
@@ -122,7 +127,7 @@ impl Deployer {
         components: &[Arc<Component>],
         strict: bool,
     ) -> Result<Catalog, ServeError> {
-        let opts = &self.opts;
+        let opts = &self.opts();
         let mut catalog = Catalog::new();
         catalog.set_component_policy(opts.component_policy);
         for component in components {
@@ -184,14 +189,32 @@ impl Deployer {
         Ok(catalog)
     }
 
+    /// Takes `next` as the node's settings for the catalogs it builds from now on, and
+    /// says which of its other changes apply only after a restart. Refused (the settings
+    /// before are kept) when `next` cannot build a catalog from `components`: a tool
+    /// setting that does not hold for them.
+    pub fn reconfigure(
+        &self,
+        next: ServeOptions,
+        components: &[Arc<Component>],
+    ) -> Result<Vec<&'static str>, ServeError> {
+        let before = std::mem::replace(&mut *self.opts.write(), next.clone());
+        if let Err(e) = self.catalog_of(components, false) {
+            *self.opts.write() = before;
+            return Err(e);
+        }
+        Ok(needs_restart(&before, &next))
+    }
+
     /// Deploys the configured component files when that exact set was never deployed
     /// (see the module's documentation); returns the deployment it made, if any.
     pub async fn seed(&self, store: &dyn Store) -> Result<Option<Deployment>, ServeError> {
-        if self.opts.components.is_empty() {
+        let opts = self.opts();
+        if opts.components.is_empty() {
             return Ok(None);
         }
         let mut files = Vec::new();
-        for path in &self.opts.components {
+        for path in &opts.components {
             let bytes = tokio::fs::read(path).await.map_err(|e| {
                 ServeError::Component(format!("{}: cannot read the file: {e}", path.display()))
             })?;
@@ -223,10 +246,7 @@ impl Deployer {
                 .map_err(ServeError::Store)?;
             digests.push(digest);
         }
-        let note = format!(
-            "configured components, deployed at start by node {}",
-            self.opts.node
-        );
+        let note = format!("configured components, deployed by node {}", opts.node);
         match store.deploy(&digests, &note, Some(current)).await {
             Ok(d) => {
                 tracing::info!(revision = d.revision, "deployed the configured components");
@@ -333,6 +353,61 @@ pub async fn start(
     Ok((catalogs, revision))
 }
 
+/// What a node hears besides its polling: other nodes' deployment announcements, and
+/// configurations reloaded by its operator (SIGHUP).
+pub struct Inbox {
+    /// A deployment was announced.
+    pub deployed: tokio::sync::mpsc::Receiver<()>,
+    /// A reloaded configuration, already validated as a file.
+    pub reloads: Option<tokio::sync::mpsc::Receiver<ServeOptions>>,
+}
+
+/// Applies a reloaded configuration: its tool settings to the catalog serving now, its
+/// component files as a new deployment when they are a new set. Returns the deployment
+/// then serving, or `None` when the configuration was refused (what served before still
+/// does).
+async fn reload_settings(
+    deployer: &Deployer,
+    store: &dyn Store,
+    catalogs: &Catalogs,
+    next: ServeOptions,
+) -> Option<Deployment> {
+    let serving = catalogs.current().components();
+    match deployer.reconfigure(next, &serving) {
+        Err(e) => {
+            tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
+            return None;
+        }
+        Ok(restart) if !restart.is_empty() => tracing::warn!(
+            settings = %restart.join(", "),
+            "changed settings apply after a restart"
+        ),
+        Ok(_) => {}
+    }
+    if let Err(e) = deployer.seed(store).await {
+        tracing::error!(error = %e, "the configured components could not be deployed");
+    }
+    let current = match store.deployment(None).await {
+        Ok(Some(d)) => d,
+        Ok(None) => return None,
+        Err(e) => {
+            tracing::error!(error = %e, "the current deployment could not be read");
+            return None;
+        }
+    };
+    match deployer.catalog_for(store, &current).await {
+        Ok(next) => {
+            catalogs.swap(Arc::new(next));
+            tracing::info!(revision = current.revision, "configuration reloaded");
+            Some(current)
+        }
+        Err(e) => {
+            tracing::error!(revision = current.revision, error = %e, "the reloaded configuration cannot serve the current deployment; still serving the one before");
+            None
+        }
+    }
+}
+
 /// What a node follows deployments with.
 pub struct Following {
     /// Loads what a deployment names.
@@ -354,7 +429,7 @@ pub struct Following {
 /// task needs are dropped.
 pub async fn follow(
     node: Following,
-    mut nudge: tokio::sync::mpsc::Receiver<()>,
+    mut inbox: Inbox,
     changed: impl Fn(&Deployment) + Send + 'static,
     stop: CancellationToken,
 ) {
@@ -363,14 +438,32 @@ pub async fn follow(
         store,
         catalogs,
         mut revision,
-        settings,
+        mut settings,
     } = node;
     let mut collected = Instant::now();
     loop {
+        let reload = async {
+            match inbox.reloads.as_mut() {
+                Some(r) => r.recv().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             () = stop.cancelled() => return,
-            _ = nudge.recv() => {}
+            _ = inbox.deployed.recv() => {}
             () = tokio::time::sleep(settings.poll) => {}
+            next = reload => match next {
+                Some(next) => {
+                    let deploy = next.deploy.clone();
+                    if let Some(d) = reload_settings(&deployer, &*store, &catalogs, next).await {
+                        settings = deploy;
+                        revision = d.revision;
+                        changed(&d);
+                    }
+                    continue;
+                }
+                None => inbox.reloads = None,
+            },
         }
         match store.deployment(None).await {
             Ok(Some(d)) if d.revision > revision => match deployer.catalog_for(&*store, &d).await {
@@ -432,4 +525,42 @@ pub fn provides(component: &Component) -> BTreeSet<String> {
         )
         .chain(served.prompts.iter().map(|p| format!("prompt:{}", p.name)))
         .collect()
+}
+
+/// The settings of `next` that differ from `before` and that a running node cannot take
+/// (its listener, store, engine, budgets, tokens and runner are built once), by key.
+fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut check = |key: &'static str, same: bool| {
+        if !same {
+            out.push(key);
+        }
+    };
+    check("listen", before.listen == next.listen);
+    check("node.id", before.node == next.node);
+    check(
+        "store",
+        format!("{:?}", before.store) == format!("{:?}", next.store),
+    );
+    check("cache_dir", before.cache_dir == next.cache_dir);
+    check("auth.tokens", before.tokens == next.tokens);
+    check(
+        "max_body_bytes",
+        before.max_body_bytes == next.max_body_bytes,
+    );
+    check(
+        "http",
+        format!("{:?}", before.http_limits) == format!("{:?}", next.http_limits),
+    );
+    check("metrics.token", before.metrics_token == next.metrics_token);
+    check(
+        "runner",
+        format!("{:?}", before.runner) == format!("{:?}", next.runner),
+    );
+    check("limits", before.limits == next.limits);
+    check(
+        "engine",
+        format!("{:?}", before.engine) == format!("{:?}", next.engine),
+    );
+    out
 }

@@ -156,6 +156,18 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
+    serve_reloading(opts, ready, shutdown, None).await
+}
+
+/// [`serve`], taking reloaded configurations from `reloads` (SIGHUP): their tool
+/// settings and component files apply while serving, and the settings a running node
+/// cannot take are logged as needing a restart (see [`crate::deploy`]).
+pub async fn serve_reloading(
+    opts: ServeOptions,
+    ready: impl FnOnce(SocketAddr),
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    reloads: Option<tokio::sync::mpsc::Receiver<ServeOptions>>,
+) -> Result<(), ServeError> {
     check_exposure(&opts)?;
     tracing::info!(node = %opts.node, "node identity");
     let opened = open_store(&opts).await?;
@@ -189,7 +201,10 @@ pub async fn serve(
             revision,
             settings: opts.deploy.clone(),
         },
-        nudged,
+        deploy::Inbox {
+            deployed: nudged,
+            reloads,
+        },
         move |_| told.catalog_changed(),
         stop_following.clone(),
     ));

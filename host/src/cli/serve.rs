@@ -39,9 +39,11 @@ pub(crate) struct ServeArgs {
     log_json: bool,
 }
 
-/// Runs the server until SIGTERM or SIGINT, then drains.
+/// Runs the server until SIGTERM or SIGINT, then drains. SIGHUP reloads the
+/// configuration file (or, without one, the component files the flags name).
 pub(crate) fn run(args: ServeArgs) -> ExitCode {
     init_logging(args.log_json);
+    let config = args.config.clone();
     // Settings problems found here are configuration errors (exit code 2, as in
     // `ServeError::exit_code`).
     let opts = match options(args) {
@@ -55,7 +57,17 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    match runtime.block_on(snodo::serve::serve(opts, |_| {}, shutdown_signal())) {
+    let (reload_tx, reloads) = tokio::sync::mpsc::channel(1);
+    let initial = opts.clone();
+    let hangups = runtime.spawn(reload_on_hangup(config, initial, reload_tx));
+    let served = runtime.block_on(snodo::serve::serve_reloading(
+        opts,
+        |_| {},
+        shutdown_signal(),
+        Some(reloads),
+    ));
+    hangups.abort();
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("snodo serve: {e}");
@@ -164,6 +176,44 @@ fn parse_retry(s: &str) -> Result<(String, RetryPolicy), String> {
     let delays = delays.map_err(|e| format!("retry delays for {tool}: {e}"))?;
     let policy = RetryPolicy::new(delays).map_err(|e| format!("retry policy for {tool}: {e}"))?;
     Ok((tool.to_owned(), policy))
+}
+
+/// At every SIGHUP: reads the configuration file again and hands it to the server, or
+/// logs why it was refused (the server keeps what it runs). Without a file, the options the
+/// flags gave are handed again: the component files they name are read anew.
+async fn reload_on_hangup(
+    config: Option<PathBuf>,
+    initial: ServeOptions,
+    reloads: tokio::sync::mpsc::Sender<ServeOptions>,
+) {
+    let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+    else {
+        return;
+    };
+    while hangups.recv().await.is_some() {
+        let next = match &config {
+            Some(file) => super::load_config(file).map(|mut o| {
+                // As at start: MCP_PORT names the port.
+                if let Some(p) = std::env::var("MCP_PORT").ok().and_then(|p| p.parse().ok()) {
+                    o.listen.set_port(p);
+                }
+                o
+            }),
+            None => Ok(initial.clone()),
+        };
+        match next {
+            Ok(o) => {
+                tracing::info!("SIGHUP: reloading the configuration");
+                if reloads.send(o).await.is_err() {
+                    return;
+                }
+            }
+            Err(e) => tracing::error!(
+                error = %e,
+                "SIGHUP: the configuration does not validate; still serving the one before"
+            ),
+        }
+    }
 }
 
 async fn shutdown_signal() {
