@@ -99,6 +99,11 @@ pub struct DeploySection {
     pub retention_ms: Option<u64>,
     /// How often components past their retention are collected.
     pub collect_every_ms: Option<u64>,
+    /// Ed25519 public keys (32 bytes, base64) components must be signed with, by name.
+    #[serde(default)]
+    pub trusted_keys: BTreeMap<String, String>,
+    /// Whether an unsigned component is refused (default: yes when keys are given).
+    pub require_signature: Option<bool>,
 }
 
 /// `[http]`, timeouts in milliseconds.
@@ -663,10 +668,25 @@ impl Config {
             Some(v) => Ok(ms(v)),
             None => Ok(default),
         };
+        let mut keys = Vec::new();
+        for (name, key) in &d.trusted_keys {
+            let key = crate::trust::parse_key(key)
+                .map_err(|e| config_error(file, &format!("deploy.trusted_keys.{name}"), e))?;
+            keys.push((name.clone(), key));
+        }
+        let require = d.require_signature.unwrap_or(!keys.is_empty());
+        if require && keys.is_empty() {
+            return Err(config_error(
+                file,
+                "deploy.require_signature",
+                "requires deploy.trusted_keys: no signature could be accepted".into(),
+            ));
+        }
         Ok(DeploySettings {
             poll: positive("poll_ms", d.poll_ms, base.poll)?,
             retention: d.retention_ms.map_or(base.retention, ms),
             collect_every: positive("collect_every_ms", d.collect_every_ms, base.collect_every)?,
+            trust: crate::trust::TrustPolicy { keys, require },
         })
     }
 

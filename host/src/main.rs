@@ -49,6 +49,10 @@ enum Command {
     Deployments(cli::deploy::DeploymentsArgs),
     /// Deploy again what an earlier deployment named.
     Rollback(cli::deploy::RollbackArgs),
+    /// Sign a component for `deploy.trusted_keys` (writes COMPONENT.sig).
+    Sign(cli::deploy::SignArgs),
+    /// Make an Ed25519 key pair for signing components (prints the public key).
+    Keygen(cli::deploy::KeygenArgs),
     /// Run a seeded correctness workload against a store and print every invariant with
     /// its exact count and PASS/FAIL (exit code 1 when any fails). See docs/stress.md.
     Stress(cli::stress::StressArgs),
@@ -77,6 +81,8 @@ fn main() -> ExitCode {
         Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
         Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),
         Command::Rollback(args) => cli::deploy::run_rollback(&runtime, args),
+        Command::Sign(args) => cli::deploy::run_sign(args),
+        Command::Keygen(args) => cli::deploy::run_keygen(args),
         Command::Stress(args) => cli::stress::run(&runtime, args),
         Command::Bench(args) => cli::bench::run(&runtime, args),
     }

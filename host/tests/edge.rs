@@ -1127,3 +1127,102 @@ async fn sighup_reloads_the_configuration_and_a_bad_one_changes_nothing() {
         "greet now requires the tasks extension: {reply}"
     );
 }
+
+/// With trusted keys configured, a component loads only with a signature one of them
+/// made: `snodo keygen` and `snodo sign` make them, an unsigned or wrongly signed
+/// component is refused with the reason and counted, and what serves stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_components_signed_by_a_trusted_key_load() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let copy = |name: &str, from: &str| {
+        let to = dir.path().join(name);
+        std::fs::copy(from, &to).expect("copy");
+        to
+    };
+    let fixtures = copy("fixtures.wasm", snodo_test_guests::FIXTURES);
+    let examples = copy("examples.wasm", snodo_test_guests::EXAMPLES);
+    let keygen = |name: &str| {
+        let key = dir.path().join(name);
+        let out = run_ok(snodo(&["keygen", "--out"]).arg(&key));
+        let public = String::from_utf8(out.stdout)
+            .expect("utf-8")
+            .trim()
+            .to_owned();
+        (key, public)
+    };
+    let (release_key, release_public) = keygen("release.key");
+    let (other_key, _) = keygen("other.key");
+    run_ok(snodo(&["sign", "--key"]).arg(&release_key).arg(&fixtures));
+    assert!(dir.path().join("fixtures.wasm.sig").exists());
+
+    let conf = dir.path().join("node.toml");
+    let write = |components: &[&std::path::Path]| {
+        let mut text = format!(
+            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"redb\"\npath = \"{}\"\n\n[deploy.trusted_keys]\nrelease = \"{release_public}\"\n",
+            dir.path().join("tasks.redb").display()
+        );
+        for c in components {
+            text.push_str(&format!("\n[[components]]\npath = \"{}\"\n", c.display()));
+        }
+        std::fs::write(&conf, text).expect("config");
+    };
+    // Unsigned at start: the server does not start, and says why.
+    write(&[&fixtures, &examples]);
+    let out = snodo(&["serve", "--config"])
+        .arg(&conf)
+        .env_remove("MCP_PORT")
+        .output()
+        .expect("run");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{said}");
+    assert!(said.contains("examples.wasm is not signed"), "{said}");
+
+    // Signed: served.
+    write(&[&fixtures]);
+    let server = spawn_serve(&["--config", conf.to_str().expect("utf-8")], &[]);
+    let hangup = || {
+        run_ok(std::process::Command::new("kill").args(["-HUP", &server.child.id().to_string()]));
+    };
+    let refusals = |reason: &'static str| {
+        let addr = server.addr;
+        async move {
+            let (_, text) = common::process::get(addr, "/metrics").await;
+            text.lines()
+                .find_map(|l| {
+                    l.strip_prefix(&format!(
+                        "snodo_components_refused_total{{reason=\"{reason}\"}} "
+                    ))
+                })
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .expect("the counter")
+        }
+    };
+    // Signed by a key that is not trusted: refused on reload, counted, nothing changes.
+    run_ok(snodo(&["sign", "--key"]).arg(&other_key).arg(&examples));
+    write(&[&fixtures, &examples]);
+    hangup();
+    let refused = await_log(&server, "the refusal", |v| {
+        v["fields"]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not made by a trusted key"))
+    });
+    assert_eq!(refused["level"], "ERROR", "{refused}");
+    assert_eq!(refusals("bad_signature").await, 1);
+    let (_, reply) = post_mcp(server.addr, &tool_call("quick_report", json!({}), false)).await;
+    assert_eq!(
+        reply["error"]["message"], "Unknown tool: quick_report",
+        "not served: {reply}"
+    );
+    // Signed by the trusted key: deployed on the next reload.
+    run_ok(snodo(&["sign", "--key"]).arg(&release_key).arg(&examples));
+    hangup();
+    await_log(&server, "the reload", |v| {
+        v["fields"]["message"] == "configuration reloaded"
+    });
+    let (_, reply) = post_mcp(server.addr, &request("tools/list", json!({}), false)).await;
+    assert!(
+        reply.to_string().contains("quick_report"),
+        "served once signed: {reply}"
+    );
+    assert_eq!(refusals("unsigned").await, 0);
+}

@@ -10,7 +10,7 @@
 //! with the files of an earlier deployment does not roll the others back).
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use snodo_wasm::{Component, ComponentLoader, WasmEngine};
 use tokio_util::sync::CancellationToken;
 
 use crate::serve::{ServeError, ServeOptions};
+use crate::trust::{TrustCounters, TrustPolicy};
 
 /// How deployments reach a serving node. Settings of `[deploy]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +36,8 @@ pub struct DeploySettings {
     pub retention: Duration,
     /// How often this node collects components past their retention. Default 1 hour.
     pub collect_every: Duration,
+    /// The keys components must be signed with (none by default: nothing checked).
+    pub trust: TrustPolicy,
 }
 
 impl Default for DeploySettings {
@@ -43,6 +46,7 @@ impl Default for DeploySettings {
             poll: Duration::from_secs(2),
             retention: Duration::from_secs(7 * 24 * 3_600),
             collect_every: Duration::from_secs(3_600),
+            trust: TrustPolicy::default(),
         }
     }
 }
@@ -53,6 +57,16 @@ pub struct Deployer {
     /// The settings catalogs are built under; replaced by a reload.
     opts: parking_lot::RwLock<ServeOptions>,
     loader: ComponentLoader,
+    trust: Arc<TrustCounters>,
+}
+
+/// A component file and the signature beside it (`<file>.sig`), if any.
+pub fn read_signed(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), ServeError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        ServeError::Component(format!("{}: cannot read the file: {e}", path.display()))
+    })?;
+    let signature = crate::trust::signature_beside(path).map_err(ServeError::Component)?;
+    Ok((bytes, signature))
 }
 
 impl Deployer {
@@ -70,6 +84,7 @@ impl Deployer {
         Ok(Self {
             opts: parking_lot::RwLock::new(opts.clone()),
             loader,
+            trust: Arc::default(),
         })
     }
 
@@ -86,23 +101,49 @@ impl Deployer {
     pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, ServeError> {
         let mut out = Vec::new();
         for path in &self.opts().components {
-            out.push(self.load(path.clone(), None).await?);
+            let (bytes, signature) = read_signed(path)?;
+            out.push(self.load(path.clone(), bytes, signature.as_deref()).await?);
         }
         Ok(out)
     }
 
-    /// Loads one component: the file at `origin`, or `bytes` (named by `origin` in
-    /// messages).
+    /// The refusals of the trust policy so far.
+    pub fn trust_counters(&self) -> &Arc<TrustCounters> {
+        &self.trust
+    }
+
+    /// Checks `bytes` and `signature` against the trust policy (`deploy.trusted_keys`),
+    /// counting a refusal.
+    pub fn check_signature(
+        &self,
+        origin: &Path,
+        bytes: &[u8],
+        signature: Option<&[u8]>,
+    ) -> Result<(), ServeError> {
+        let policy = self.opts().deploy.trust;
+        match policy.check(bytes, signature, &self.trust) {
+            Ok(Some(key)) => {
+                tracing::debug!(component = %origin.display(), key, "signature verified");
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(r) => Err(ServeError::Component(
+                policy.explain(&origin.display().to_string(), r),
+            )),
+        }
+    }
+
+    /// Loads one component from its bytes (named by `origin` in messages), after the
+    /// trust policy accepted them with `signature`.
     pub async fn load(
         &self,
         origin: PathBuf,
-        bytes: Option<Vec<u8>>,
+        bytes: Vec<u8>,
+        signature: Option<&[u8]>,
     ) -> Result<Arc<Component>, ServeError> {
+        self.check_signature(&origin, &bytes, signature)?;
         let started = Instant::now();
-        let loaded = match bytes {
-            Some(b) => self.loader.load_bytes(origin.clone(), b).await,
-            None => self.loader.load(&origin).await,
-        };
+        let loaded = self.loader.load_bytes(origin.clone(), bytes).await;
         let component = loaded.map_err(|e| ServeError::Component(e.to_string()))?;
         let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
         let served = component.catalog();
@@ -215,12 +256,10 @@ impl Deployer {
         }
         let mut files = Vec::new();
         for path in &opts.components {
-            let bytes = tokio::fs::read(path).await.map_err(|e| {
-                ServeError::Component(format!("{}: cannot read the file: {e}", path.display()))
-            })?;
-            files.push((path, component_digest(&bytes), bytes));
+            let (bytes, signature) = read_signed(path)?;
+            files.push((path, component_digest(&bytes), bytes, signature));
         }
-        let set: BTreeSet<&str> = files.iter().map(|(_, d, _)| d.as_str()).collect();
+        let set: BTreeSet<&str> = files.iter().map(|(_, d, _, _)| d.as_str()).collect();
         let history = store
             .deployments(usize::MAX)
             .await
@@ -238,10 +277,11 @@ impl Deployer {
         // Checked before anything is stored: a component that does not load is refused
         // here, not on every node that would pick the deployment up.
         let mut digests = Vec::new();
-        for (path, digest, bytes) in files {
-            self.load((*path).clone(), Some(bytes.clone())).await?;
+        for (path, digest, bytes, signature) in files {
+            self.load((*path).clone(), bytes.clone(), signature.as_deref())
+                .await?;
             store
-                .store_component(&bytes)
+                .store_component(&bytes, signature.as_deref())
                 .await
                 .map_err(ServeError::Store)?;
             digests.push(digest);
@@ -271,7 +311,7 @@ impl Deployer {
     ) -> Result<Vec<Arc<Component>>, ServeError> {
         let mut out = Vec::new();
         for digest in digests {
-            let bytes = store
+            let stored = store
                 .component(digest)
                 .await
                 .map_err(ServeError::Store)?
@@ -280,8 +320,10 @@ impl Deployer {
                         "{what} names component {digest}, which is not stored"
                     ))
                 })?;
+            // Checked again here: whoever stored it, this node trusts its own keys.
+            let origin = PathBuf::from(format!("store:{digest}"));
             out.push(
-                self.load(PathBuf::from(format!("store:{digest}")), Some(bytes))
+                self.load(origin, stored.bytes, stored.signature.as_deref())
                     .await?,
             );
         }
@@ -373,6 +415,7 @@ async fn reload_settings(
     next: ServeOptions,
 ) -> Option<Deployment> {
     let serving = catalogs.current().components();
+    let before = deployer.opts();
     match deployer.reconfigure(next, &serving) {
         Err(e) => {
             tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
@@ -384,8 +427,11 @@ async fn reload_settings(
         ),
         Ok(_) => {}
     }
+    // Its component files must load (and pass the trust policy) like its settings.
     if let Err(e) = deployer.seed(store).await {
-        tracing::error!(error = %e, "the configured components could not be deployed");
+        *deployer.opts.write() = before;
+        tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
+        return None;
     }
     let current = match store.deployment(None).await {
         Ok(Some(d)) => d,

@@ -8,6 +8,7 @@
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
+//! - [`trust`]: the optional signature policy components are checked against.
 
 pub mod deploy;
 pub mod http;
@@ -17,5 +18,6 @@ pub mod serve;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod trust;
 
 pub use protocol::{PROTOCOL_VERSION, rfc3339};

@@ -185,6 +185,7 @@ pub async fn serve_reloading(
         remote,
         catalogs.clone(),
         deployer.engine(),
+        deployer.trust_counters().clone(),
         nudge,
     );
     let http_config = http_config(&opts);
@@ -315,6 +316,7 @@ fn start_node(
     remote: Option<snodo_core::store::RemoteChanges>,
     catalog: Arc<Catalogs>,
     engine: &WasmEngine,
+    trust: Arc<crate::trust::TrustCounters>,
     deployed: tokio::sync::mpsc::Sender<()>,
 ) -> (Arc<McpServer>, Runner, Option<tokio::task::JoinHandle<()>>) {
     // Every commit is announced to subscription streams through this wrapper.
@@ -324,6 +326,7 @@ fn start_node(
     metrics.set_node(&opts.node);
     // Every component runs on one engine; its outbound side counts for the node.
     metrics.set_outbound(engine.outbound().clone());
+    metrics.set_trust(trust);
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
     let runner = Runner::start(

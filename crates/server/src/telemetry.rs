@@ -89,6 +89,8 @@ pub struct Metrics {
     node: Mutex<Option<String>>,
     /// Outbound HTTP's counters (the engine keeps them).
     outbound: Mutex<Option<std::sync::Arc<snodo_wasm::outbound::Outbound>>>,
+    /// Components the trust policy refused (the deployer keeps them).
+    trust: Mutex<Option<std::sync::Arc<crate::trust::TrustCounters>>>,
 }
 
 impl Metrics {
@@ -106,6 +108,11 @@ impl Metrics {
     /// Renders the counters of the engine's outbound side.
     pub fn set_outbound(&self, outbound: std::sync::Arc<snodo_wasm::outbound::Outbound>) {
         *self.outbound.lock() = Some(outbound);
+    }
+
+    /// Renders the trust policy's refusals.
+    pub fn set_trust(&self, counters: std::sync::Arc<crate::trust::TrustCounters>) {
+        *self.trust.lock() = Some(counters);
     }
 
     /// A task was created by a `tools/call`.
@@ -156,6 +163,19 @@ impl Metrics {
             refusals,
         );
         self.render_outbound(&mut out);
+        if let Some(trust) = self.trust.lock().clone() {
+            let _ = writeln!(
+                out,
+                "# HELP snodo_components_refused_total Components the trust policy refused, by reason.\n# TYPE snodo_components_refused_total counter"
+            );
+            for (reason, n) in trust.counts() {
+                let _ = writeln!(
+                    out,
+                    "snodo_components_refused_total{{reason=\"{}\"}} {n}",
+                    reason.as_str()
+                );
+            }
+        }
         self.render_histograms(&mut out);
         out
     }

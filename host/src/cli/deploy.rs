@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde_json::json;
-use snodo::deploy::{Deployer, provides};
+use snodo::deploy::{Deployer, provides, read_signed};
 use snodo::model::Deployment;
 use snodo::serve::ServeOptions;
 use snodo::store::{Store, StoreConfig};
@@ -101,12 +101,12 @@ async fn deploy(args: &DeployArgs) -> Result<String, String> {
     // Every file loads (compiles, describes) before anything is stored.
     let mut new = Vec::new();
     for path in &args.components {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (bytes, signature) = read_signed(path).map_err(|e| e.to_string())?;
         let component = deployer
-            .load(path.clone(), Some(bytes.clone()))
+            .load(path.clone(), bytes.clone(), signature.as_deref())
             .await
             .map_err(|e| e.to_string())?;
-        new.push((path, bytes, component));
+        new.push((path, bytes, signature, component));
     }
     let store = open(&opts).await?;
     let current = store.deployment(None).await.map_err(|e| e.to_string())?;
@@ -126,7 +126,7 @@ async fn deploy(args: &DeployArgs) -> Result<String, String> {
     let mut replaced = Vec::new();
     let mut components: Vec<String> = Vec::new();
     let mut catalog_parts = Vec::new();
-    for (path, bytes, component) in &new {
+    for (path, bytes, signature, component) in &new {
         let offers = provides(component);
         let (gone, stay): (Vec<_>, Vec<_>) = kept
             .into_iter()
@@ -136,7 +136,7 @@ async fn deploy(args: &DeployArgs) -> Result<String, String> {
             replaced.push(format!("{} (replaced by {})", short(&d), path.display()));
         }
         let digest = store
-            .store_component(bytes)
+            .store_component(bytes, signature.as_deref())
             .await
             .map_err(|e| e.to_string())?;
         components.push(digest);
@@ -318,4 +318,63 @@ async fn rollback(args: &RollbackArgs) -> Result<String, String> {
             .collect::<Vec<_>>()
             .join(", ")
     ))
+}
+
+/// Sign a component for `deploy.trusted_keys`: writes `<COMPONENT>.sig`, an Ed25519
+/// signature over the file's bytes.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SignArgs {
+    /// The component file.
+    component: PathBuf,
+    /// The private key (PKCS#8, as `snodo keygen` writes it).
+    #[arg(long)]
+    key: PathBuf,
+}
+
+/// Make an Ed25519 key pair for signing components: the private key goes to `--out`
+/// (readable by its owner only), the public key (for `deploy.trusted_keys`) is printed.
+#[derive(Debug, clap::Args)]
+pub(crate) struct KeygenArgs {
+    /// Where to write the private key.
+    #[arg(long)]
+    out: PathBuf,
+}
+
+pub(crate) fn run_sign(args: SignArgs) -> ExitCode {
+    let done = (|| {
+        let key = std::fs::read(&args.key).map_err(|e| format!("{}: {e}", args.key.display()))?;
+        let bytes = std::fs::read(&args.component)
+            .map_err(|e| format!("{}: {e}", args.component.display()))?;
+        let signature = snodo::trust::sign(&key, &bytes)?;
+        let at = snodo::trust::signature_path(&args.component);
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::STANDARD.encode(signature) + "\n";
+        std::fs::write(&at, text).map_err(|e| format!("{}: {e}", at.display()))?;
+        println!("wrote {}", at.display());
+        Ok(())
+    })();
+    super::exit("snodo sign", done, 1)
+}
+
+pub(crate) fn run_keygen(args: KeygenArgs) -> ExitCode {
+    let done = (|| {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let (private, public) = snodo::trust::generate_key()?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&args.out)
+            .map_err(|e| format!("{}: {e}", args.out.display()))?;
+        file.write_all(&private)
+            .map_err(|e| format!("{}: {e}", args.out.display()))?;
+        use base64::Engine as _;
+        println!(
+            "{}",
+            base64::engine::general_purpose::STANDARD.encode(public)
+        );
+        Ok(())
+    })();
+    super::exit("snodo keygen", done, 1)
 }

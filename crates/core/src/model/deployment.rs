@@ -62,7 +62,21 @@ pub struct ComponentInfo {
     pub retired_at: Option<Timestamp>,
     /// Live tasks pinned to it.
     pub pinned: u64,
+    /// Whether a signature is stored with it.
+    pub signed: bool,
 }
+
+/// A stored component: its bytes, and the signature stored with them, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredComponent {
+    /// The component.
+    pub bytes: Vec<u8>,
+    /// A signature over the bytes (checked by whoever loads them, against their keys).
+    pub signature: Option<Vec<u8>>,
+}
+
+/// The longest signature stored with a component.
+pub const MAX_SIGNATURE_BYTES: usize = 1024;
 
 /// Checks a digest's form: 64 lower-case hex digits.
 pub fn check_digest(digest: &str) -> Result<(), Invalid> {

@@ -20,7 +20,8 @@ mod work;
 pub use capabilities::ClientCapabilities;
 pub use deployment::{
     ComponentInfo, Deployment, MAX_COMPONENT_BYTES, MAX_DEPLOYED_COMPONENTS,
-    MAX_DEPLOYMENT_NOTE_BYTES, check_deployment, check_digest, component_digest,
+    MAX_DEPLOYMENT_NOTE_BYTES, MAX_SIGNATURE_BYTES, StoredComponent, check_deployment,
+    check_digest, component_digest,
 };
 
 /// The tasks extension's identifier.

@@ -20,8 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, Task, TaskEvent, TaskId,
-    TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, StoredComponent, Task,
+    TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
 use super::engine::{self, Ctx, Touches, Txn, View};
@@ -112,17 +112,21 @@ pub(crate) trait Backend: Send + Sync + 'static {
         &self,
         digest: String,
         bytes: Vec<u8>,
+        signature: Option<Vec<u8>>,
     ) -> impl Future<Output = StoreResult<()>> + Send {
         self.write(Touches::Deployments, move |txn, ctx| {
-            engine::store_component(txn, ctx, &digest, &bytes)
+            engine::store_component(txn, ctx, &digest, &bytes, signature.as_deref())
         })
     }
 
-    /// A stored component's bytes. Default: one read.
-    fn component(&self, digest: &str) -> impl Future<Output = StoreResult<Option<Vec<u8>>>> + Send {
+    /// A stored component's bytes and signature. Default: one read.
+    fn component(
+        &self,
+        digest: &str,
+    ) -> impl Future<Output = StoreResult<Option<StoredComponent>>> + Send {
         let digest = digest.to_owned();
         self.read(Touches::Deployments, move |view, _| {
-            view.kv_get(engine::Kv::ComponentBytes, digest.as_bytes())
+            engine::component(view, &digest)
         })
     }
 
@@ -391,14 +395,20 @@ impl<B: Backend> Store for B {
         Ok(self.key())
     }
 
-    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String> {
+    async fn store_component(&self, bytes: &[u8], signature: Option<&[u8]>) -> StoreResult<String> {
         let digest = crate::model::component_digest(bytes);
-        engine::check_component(&digest, bytes)?;
-        Backend::store_component(self, digest.clone(), bytes.to_vec()).await?;
+        engine::check_component(&digest, bytes, signature)?;
+        Backend::store_component(
+            self,
+            digest.clone(),
+            bytes.to_vec(),
+            signature.map(<[u8]>::to_vec),
+        )
+        .await?;
         Ok(digest)
     }
 
-    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn component(&self, digest: &str) -> StoreResult<Option<StoredComponent>> {
         crate::model::check_digest(digest)?;
         Backend::component(self, digest).await
     }

@@ -11,8 +11,9 @@
 use serde_json::Value;
 
 use crate::model::{
-    Claim, ComponentInfo, Deployment, EventKind, JournalEntry, MAX_COMPONENT_BYTES, Principal,
-    Rejected, Scope, Task, TaskEvent, TaskId, TaskStatus, TaskView, Timestamp, Work,
+    Claim, ComponentInfo, Deployment, EventKind, JournalEntry, MAX_COMPONENT_BYTES,
+    MAX_SIGNATURE_BYTES, Principal, Rejected, Scope, StoredComponent, Task, TaskEvent, TaskId,
+    TaskStatus, TaskView, Timestamp, Work,
 };
 
 use super::types::{
@@ -86,6 +87,9 @@ pub(crate) struct ComponentMeta {
     pub(crate) size: u64,
     pub(crate) stored_at: Timestamp,
     pub(crate) retired_at: Option<Timestamp>,
+    /// The signature stored with it, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) signature: Option<String>,
 }
 
 impl ComponentMeta {
@@ -634,9 +638,16 @@ pub(crate) fn store_component(
     ctx: &Ctx,
     digest: &str,
     bytes: &[u8],
+    signature: Option<&[u8]>,
 ) -> StoreResult<()> {
-    check_component(digest, bytes)?;
-    if txn.kv_get(Kv::ComponentMeta, digest.as_bytes())?.is_some() {
+    check_component(digest, bytes, signature)?;
+    let signature = signature.map(hex);
+    if let Some(mut meta) = component_meta(txn, digest)? {
+        // Stored once; an unsigned one gains a signature, a signed one keeps its own.
+        if meta.signature.is_none() && signature.is_some() {
+            meta.signature = signature;
+            txn.kv_put(Kv::ComponentMeta, digest.as_bytes(), &meta.encode())?;
+        }
         return Ok(());
     }
     txn.kv_put(Kv::ComponentBytes, digest.as_bytes(), bytes)?;
@@ -645,13 +656,57 @@ pub(crate) fn store_component(
         stored_at: ctx.now,
         // Not deployed yet: collectable after the retention unless a deployment names it.
         retired_at: Some(ctx.now),
+        signature,
     };
     txn.kv_put(Kv::ComponentMeta, digest.as_bytes(), &meta.encode())
 }
 
+/// A stored component's bytes and signature.
+pub(crate) fn component(view: &dyn View, digest: &str) -> StoreResult<Option<StoredComponent>> {
+    let Some(meta) = component_meta(view, digest)? else {
+        return Ok(None);
+    };
+    let bytes = view
+        .kv_get(Kv::ComponentBytes, digest.as_bytes())?
+        .ok_or_else(|| StoreError::corrupt(format!("component {digest} has no bytes")))?;
+    let signature = match meta.signature {
+        None => None,
+        Some(s) => Some(unhex(&s).ok_or_else(|| {
+            StoreError::corrupt(format!("component {digest} has an unreadable signature"))
+        })?),
+    };
+    Ok(Some(StoredComponent { bytes, signature }))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
 /// What every adapter checks before storing a component.
-pub(crate) fn check_component(digest: &str, bytes: &[u8]) -> StoreResult<()> {
+pub(crate) fn check_component(
+    digest: &str,
+    bytes: &[u8],
+    signature: Option<&[u8]>,
+) -> StoreResult<()> {
     crate::model::check_digest(digest)?;
+    if let Some(s) = signature
+        && (s.is_empty() || s.len() > MAX_SIGNATURE_BYTES)
+    {
+        return Err(StoreError::invalid(format!(
+            "a component's signature is 1..={MAX_SIGNATURE_BYTES} bytes, got {}",
+            s.len()
+        )));
+    }
     if bytes.len() > MAX_COMPONENT_BYTES {
         return Err(StoreError::invalid(format!(
             "a component is at most {MAX_COMPONENT_BYTES} bytes, got {}",
@@ -756,6 +811,7 @@ pub(crate) fn components(view: &dyn View) -> StoreResult<Vec<ComponentInfo>> {
             size: m.size,
             stored_at: m.stored_at,
             retired_at: m.retired_at,
+            signed: m.signature.is_some(),
         });
     }
     Ok(out)

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 
 use crate::model::{
-    ComponentInfo, Deployment, Principal, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, Principal, StoredComponent, Task, TaskEvent, TaskId, TaskView,
+    Timestamp, Work,
 };
 
 use super::{
@@ -198,11 +199,11 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.server_key().await
     }
 
-    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String> {
-        self.inner.store_component(bytes).await
+    async fn store_component(&self, bytes: &[u8], signature: Option<&[u8]>) -> StoreResult<String> {
+        self.inner.store_component(bytes, signature).await
     }
 
-    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn component(&self, digest: &str) -> StoreResult<Option<StoredComponent>> {
         self.inner.component(digest).await
     }
 

@@ -73,8 +73,8 @@ pub use types::{
 };
 
 use crate::model::{
-    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Task, TaskEvent,
-    TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, StoredComponent, Task,
+    TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
 /// The result of a store operation.
@@ -268,13 +268,15 @@ pub trait Store: Send + Sync + 'static {
     async fn server_key(&self) -> StoreResult<[u8; 32]>;
 
     /// Stores a component's bytes, once, under their digest (SHA-256, lower-case hex),
-    /// which it returns. A component is at most
-    /// [`MAX_COMPONENT_BYTES`](crate::model::MAX_COMPONENT_BYTES) ([`StoreError::Invalid`]).
+    /// which it returns, with `signature` when given (one stored unsigned gains it; a
+    /// stored signature is kept). A component is at most
+    /// [`MAX_COMPONENT_BYTES`](crate::model::MAX_COMPONENT_BYTES), a signature at most
+    /// [`MAX_SIGNATURE_BYTES`](crate::model::MAX_SIGNATURE_BYTES) ([`StoreError::Invalid`]).
     /// A stored component stays until [`Store::collect_components`] removes it.
-    async fn store_component(&self, bytes: &[u8]) -> StoreResult<String>;
+    async fn store_component(&self, bytes: &[u8], signature: Option<&[u8]>) -> StoreResult<String>;
 
-    /// A stored component's bytes.
-    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// A stored component's bytes and signature.
+    async fn component(&self, digest: &str) -> StoreResult<Option<StoredComponent>>;
 
     /// Every stored component: size, when stored, when retired, and the live tasks pinned
     /// to it (those created against it and not yet terminal).

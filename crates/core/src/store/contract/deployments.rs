@@ -28,16 +28,44 @@ pub async fn deployments(b: &mut dyn Backend) {
         b"component two".to_vec(),
         b"never".to_vec(),
     );
-    let a = store.store_component(&one).await.expect("store");
+    let a = store.store_component(&one, None).await.expect("store");
     assert_eq!(a, crate::model::component_digest(&one));
     assert_eq!(
-        store.store_component(&one).await.expect("again"),
+        store.store_component(&one, None).await.expect("again"),
         a,
         "stored once"
     );
-    let bd = store.store_component(&two).await.expect("store");
-    let c = store.store_component(&never).await.expect("store");
-    assert_eq!(store.component(&a).await.expect("read"), Some(one.clone()));
+    let bd = store.store_component(&two, None).await.expect("store");
+    let c = store.store_component(&never, None).await.expect("store");
+    let stored = |bytes: &[u8], signature: Option<&[u8]>| crate::model::StoredComponent {
+        bytes: bytes.to_vec(),
+        signature: signature.map(<[u8]>::to_vec),
+    };
+    assert_eq!(
+        store.component(&a).await.expect("read"),
+        Some(stored(&one, None))
+    );
+    // Stored unsigned, it gains a signature; signed, it keeps its own.
+    let sig = [7u8; 64];
+    assert_eq!(
+        store
+            .store_component(&one, Some(&sig))
+            .await
+            .expect("signed"),
+        a
+    );
+    store
+        .store_component(&one, Some(&[9u8; 64]))
+        .await
+        .expect("signed again");
+    assert_eq!(
+        store.component(&a).await.expect("read"),
+        Some(stored(&one, Some(&sig)))
+    );
+    assert!(matches!(
+        store.store_component(&one, Some(&[1u8; 1025])).await,
+        Err(StoreError::Invalid(_))
+    ));
     let absent = crate::model::component_digest(b"absent");
     assert_eq!(store.component(&absent).await.expect("read"), None);
     assert!(matches!(
@@ -46,7 +74,7 @@ pub async fn deployments(b: &mut dyn Backend) {
     ));
     let big = vec![0u8; crate::model::MAX_COMPONENT_BYTES + 1];
     assert!(matches!(
-        store.store_component(&big).await,
+        store.store_component(&big, None).await,
         Err(StoreError::Invalid(_))
     ));
 
@@ -113,6 +141,7 @@ pub async fn deployments(b: &mut dyn Backend) {
         "retired by the second deployment, pinned by two live tasks"
     );
     assert_eq!(info(&listed, &bd).retired_at, None, "deployed");
+    assert!(ia.signed && !info(&listed, &bd).signed);
     assert_eq!(
         info(&listed, &c).retired_at,
         Some(Timestamp(T0)),
@@ -146,7 +175,10 @@ pub async fn deployments(b: &mut dyn Backend) {
         Some(second.clone()),
         "deployments survive a reopen"
     );
-    assert_eq!(store.component(&bd).await.expect("read"), Some(two.clone()));
+    assert_eq!(
+        store.component(&bd).await.expect("read"),
+        Some(stored(&two, None))
+    );
     assert!(
         store
             .collect_components(u64::MAX)
@@ -165,7 +197,10 @@ pub async fn deployments(b: &mut dyn Backend) {
             .await,
         Err(StoreError::Invalid(_))
     ));
-    store.store_component(&one).await.expect("store again");
+    store
+        .store_component(&one, None)
+        .await
+        .expect("store again");
     let back = store
         .deploy(std::slice::from_ref(&a), "back", Some(2))
         .await

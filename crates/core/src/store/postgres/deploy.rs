@@ -4,7 +4,7 @@
 
 use tokio_postgres::Row;
 
-use crate::model::{ComponentInfo, Deployment, Timestamp};
+use crate::model::{ComponentInfo, Deployment, StoredComponent, Timestamp};
 use crate::store::{StoreError, StoreResult};
 
 use super::{NOW_PARAM, PgStore, pg_error, pool_error};
@@ -25,29 +25,48 @@ fn deployment_of(r: &Row) -> Deployment {
 const DEPLOYMENT_COLS: &str = "revision, deployed_at, components, note";
 
 impl PgStore {
-    pub(super) async fn pg_store_component(&self, digest: &str, bytes: &[u8]) -> StoreResult<()> {
+    /// Stored once; an unsigned one gains a signature, a signed one keeps its own.
+    pub(super) async fn pg_store_component(
+        &self,
+        digest: &str,
+        bytes: &[u8],
+        signature: Option<&[u8]>,
+    ) -> StoreResult<()> {
         let client = self.pool.get().await.map_err(pool_error)?;
         client
             .execute(
                 &format!(
-                    "INSERT INTO components (digest, bytes, size, stored_at, retired_at)
-                     VALUES ($2, $3, $4, {NOW_PARAM}, {NOW_PARAM})
-                     ON CONFLICT (digest) DO NOTHING"
+                    "INSERT INTO components (digest, bytes, size, stored_at, retired_at, signature)
+                     VALUES ($2, $3, $4, {NOW_PARAM}, {NOW_PARAM}, $5)
+                     ON CONFLICT (digest) DO UPDATE
+                       SET signature = coalesce(components.signature, EXCLUDED.signature)"
                 ),
-                &[&self.now_param(), &digest, &bytes, &(bytes.len() as i64)],
+                &[
+                    &self.now_param(),
+                    &digest,
+                    &bytes,
+                    &(bytes.len() as i64),
+                    &signature,
+                ],
             )
             .await
             .map_err(pg_error)?;
         Ok(())
     }
 
-    pub(super) async fn pg_component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+    pub(super) async fn pg_component(&self, digest: &str) -> StoreResult<Option<StoredComponent>> {
         let client = self.pool.get().await.map_err(pool_error)?;
         let rows = client
-            .query("SELECT bytes FROM components WHERE digest = $1", &[&digest])
+            .query(
+                "SELECT bytes, signature FROM components WHERE digest = $1",
+                &[&digest],
+            )
             .await
             .map_err(pg_error)?;
-        Ok(rows.first().map(|r| r.get(0)))
+        Ok(rows.first().map(|r| StoredComponent {
+            bytes: r.get(0),
+            signature: r.get(1),
+        }))
     }
 
     pub(super) async fn pg_components(&self) -> StoreResult<Vec<ComponentInfo>> {
@@ -55,7 +74,8 @@ impl PgStore {
         let rows = client
             .query(
                 "SELECT c.digest, c.size, c.stored_at, c.retired_at,
-                        coalesce((SELECT sum(n) FROM pinned p WHERE p.digest = c.digest), 0)::bigint
+                        coalesce((SELECT sum(n) FROM pinned p WHERE p.digest = c.digest), 0)::bigint,
+                        c.signature IS NOT NULL
                  FROM components c ORDER BY c.digest",
                 &[],
             )
@@ -69,6 +89,7 @@ impl PgStore {
                 stored_at: stamp(r.get(2)),
                 retired_at: r.get::<_, Option<i64>>(3).map(stamp),
                 pinned: r.get::<_, i64>(4).max(0) as u64,
+                signed: r.get(5),
             })
             .collect())
     }

@@ -830,11 +830,17 @@ impl Backend for PgStore {
         self.key
     }
 
-    async fn store_component(&self, digest: String, bytes: Vec<u8>) -> StoreResult<()> {
-        self.pg_store_component(&digest, &bytes).await
+    async fn store_component(
+        &self,
+        digest: String,
+        bytes: Vec<u8>,
+        signature: Option<Vec<u8>>,
+    ) -> StoreResult<()> {
+        self.pg_store_component(&digest, &bytes, signature.as_deref())
+            .await
     }
 
-    async fn component(&self, digest: &str) -> StoreResult<Option<Vec<u8>>> {
+    async fn component(&self, digest: &str) -> StoreResult<Option<crate::model::StoredComponent>> {
         self.pg_component(digest).await
     }
 

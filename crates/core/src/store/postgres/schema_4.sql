@@ -25,7 +25,8 @@ CREATE TABLE components (
     bytes      bytea  NOT NULL,
     size       bigint NOT NULL,
     stored_at  bigint NOT NULL,
-    retired_at bigint
+    retired_at bigint,
+    signature  bytea
 );
 CREATE TABLE deployments (
     revision    bigint PRIMARY KEY,

@@ -533,7 +533,7 @@ mod shared {
         store.create(capped("a", 4)).await.expect("three stored");
         // The live tasks' pins, from their work descriptors.
         store
-            .store_component(b"pinned component")
+            .store_component(b"pinned component", None)
             .await
             .expect("store");
         let listed = store.components().await.expect("components");

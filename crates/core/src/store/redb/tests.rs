@@ -420,7 +420,7 @@ mod file {
                 .expect("drop the pins");
         });
         let store = RedbStore::open(&path).expect("open");
-        store.store_component(b"pinned").await.expect("store");
+        store.store_component(b"pinned", None).await.expect("store");
         let pins: Vec<u64> = store
             .components()
             .await

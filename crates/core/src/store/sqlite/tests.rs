@@ -119,7 +119,7 @@ mod file {
             .execute_batch("DROP TABLE pinned")
             .expect("drop the pins");
         let store = SqliteStore::open(&path).expect("reopen");
-        store.store_component(b"pinned").await.expect("store");
+        store.store_component(b"pinned", None).await.expect("store");
         let pins: Vec<(String, u64)> = store
             .components()
             .await
