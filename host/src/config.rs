@@ -104,6 +104,8 @@ pub struct DeploySection {
     pub trusted_keys: BTreeMap<String, String>,
     /// Whether an unsigned component is refused (default: yes when keys are given).
     pub require_signature: Option<bool>,
+    /// A directory of `.wasm` files deployed as they change (development).
+    pub watch: Option<PathBuf>,
 }
 
 /// `[http]`, timeouts in milliseconds.
@@ -687,6 +689,7 @@ impl Config {
             retention: d.retention_ms.map_or(base.retention, ms),
             collect_every: positive("collect_every_ms", d.collect_every_ms, base.collect_every)?,
             trust: crate::trust::TrustPolicy { keys, require },
+            watch: d.watch.as_ref().map(|w| self.resolve(w)),
         })
     }
 

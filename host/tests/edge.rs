@@ -1226,3 +1226,43 @@ async fn only_components_signed_by_a_trusted_key_load() {
     );
     assert_eq!(refusals("unsigned").await, 0);
 }
+
+/// A watched directory: a component file dropped into it is deployed at the next poll,
+/// and one removed stops serving new calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_dropped_into_the_watched_directory_is_deployed() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let watch = dir.path().join("watch");
+    std::fs::create_dir(&watch).expect("dir");
+    let conf = dir.path().join("node.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"redb\"\npath = \"{}\"\n\n[deploy]\npoll_ms = 100\nwatch = \"{}\"\n\n[[components]]\npath = \"{}\"\n",
+            dir.path().join("tasks.redb").display(),
+            watch.display(),
+            snodo_test_guests::FIXTURES,
+        ),
+    )
+    .expect("config");
+    let server = spawn_serve(&["--config", conf.to_str().expect("utf-8")], &[]);
+    let listed = |addr| async move {
+        let (_, reply) = post_mcp(addr, &request("tools/list", json!({}), false)).await;
+        reply.to_string()
+    };
+    assert!(!listed(server.addr).await.contains("quick_report"));
+    std::fs::copy(snodo_test_guests::EXAMPLES, watch.join("examples.wasm")).expect("drop");
+    await_log(&server, "the watched component deployed", |v| {
+        v["fields"]["message"] == "deployment swapped in"
+    });
+    assert!(listed(server.addr).await.contains("quick_report"));
+    std::fs::remove_file(watch.join("examples.wasm")).expect("remove");
+    await_log(&server, "the removal deployed", |v| {
+        v["fields"]["message"] == "deployment swapped in"
+    });
+    let now = listed(server.addr).await;
+    assert!(
+        !now.contains("quick_report") && now.contains("greet"),
+        "{now}"
+    );
+}

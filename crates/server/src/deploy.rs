@@ -38,6 +38,9 @@ pub struct DeploySettings {
     pub collect_every: Duration,
     /// The keys components must be signed with (none by default: nothing checked).
     pub trust: TrustPolicy,
+    /// A directory whose `.wasm` files are served beside the configured components: a
+    /// changed, added or removed file is deployed at the next poll (for development).
+    pub watch: Option<PathBuf>,
 }
 
 impl Default for DeploySettings {
@@ -47,8 +50,20 @@ impl Default for DeploySettings {
             retention: Duration::from_secs(7 * 24 * 3_600),
             collect_every: Duration::from_secs(3_600),
             trust: TrustPolicy::default(),
+            watch: None,
         }
     }
+}
+
+/// When a node deploys its configured component files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// At start: when that exact set was never deployed (a node restarted with the files
+    /// of an earlier deployment does not roll the others back).
+    AtStart,
+    /// After its operator changed them (SIGHUP, the watched directory): when the current
+    /// deployment is not that set.
+    Changed,
 }
 
 /// Loads components on one engine and builds catalogs from them under the node's
@@ -58,6 +73,30 @@ pub struct Deployer {
     opts: parking_lot::RwLock<ServeOptions>,
     loader: ComponentLoader,
     trust: Arc<TrustCounters>,
+}
+
+/// The `.wasm` files in `dir`, sorted, each with what tells a change: its length and
+/// modification time (and those of its signature).
+pub fn watched(dir: &Path) -> Result<Vec<(PathBuf, String)>, ServeError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| ServeError::Config(format!("deploy.watch: {}: {e}", dir.display())))?;
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| format!("{}:{:?}", m.len(), m.modified().ok()))
+            .unwrap_or_default()
+    };
+    let mut out: Vec<(PathBuf, String)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .map(|p| {
+            let mark = format!("{}/{}", stamp(&p), stamp(&crate::trust::signature_path(&p)));
+            (p, mark)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
 }
 
 /// A component file and the signature beside it (`<file>.sig`), if any.
@@ -247,15 +286,23 @@ impl Deployer {
         Ok(needs_restart(&before, &next))
     }
 
-    /// Deploys the configured component files when that exact set was never deployed
-    /// (see the module's documentation); returns the deployment it made, if any.
-    pub async fn seed(&self, store: &dyn Store) -> Result<Option<Deployment>, ServeError> {
+    /// Deploys the configured component files (and the watched directory's) when `when`
+    /// says they are due; returns the deployment it made, if any.
+    pub async fn seed(
+        &self,
+        store: &dyn Store,
+        when: Seed,
+    ) -> Result<Option<Deployment>, ServeError> {
         let opts = self.opts();
-        if opts.components.is_empty() {
+        let mut paths = opts.components.clone();
+        if let Some(dir) = &opts.deploy.watch {
+            paths.extend(watched(dir)?.into_iter().map(|(p, _)| p));
+        }
+        if paths.is_empty() {
             return Ok(None);
         }
         let mut files = Vec::new();
-        for path in &opts.components {
+        for path in &paths {
             let (bytes, signature) = read_signed(path)?;
             files.push((path, component_digest(&bytes), bytes, signature));
         }
@@ -265,13 +312,18 @@ impl Deployer {
             .await
             .map_err(ServeError::Store)?;
         let current = history.first().map_or(0, |d| d.revision);
-        if history.iter().any(|d| {
+        let same = |d: &Deployment| {
             d.components
                 .iter()
                 .map(String::as_str)
                 .collect::<BTreeSet<_>>()
                 == set
-        }) {
+        };
+        let deployed = match when {
+            Seed::AtStart => history.iter().any(same),
+            Seed::Changed => history.first().is_some_and(same),
+        };
+        if deployed {
             return Ok(None);
         }
         // Checked before anything is stored: a component that does not load is refused
@@ -374,7 +426,7 @@ pub async fn start(
     deployer: &Deployer,
     store: &dyn Store,
 ) -> Result<(Arc<Catalogs>, u64), ServeError> {
-    deployer.seed(store).await?;
+    deployer.seed(store, Seed::AtStart).await?;
     let current = store.deployment(None).await.map_err(ServeError::Store)?;
     let (catalog, revision) = match &current {
         Some(d) => (deployer.catalog_for(store, d).await?, d.revision),
@@ -428,7 +480,7 @@ async fn reload_settings(
         Ok(_) => {}
     }
     // Its component files must load (and pass the trust policy) like its settings.
-    if let Err(e) = deployer.seed(store).await {
+    if let Err(e) = deployer.seed(store, Seed::Changed).await {
         *deployer.opts.write() = before;
         tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
         return None;
@@ -487,6 +539,7 @@ pub async fn follow(
         mut settings,
     } = node;
     let mut collected = Instant::now();
+    let mut seen = watch_marks(&deployer);
     loop {
         let reload = async {
             match inbox.reloads.as_mut() {
@@ -510,6 +563,14 @@ pub async fn follow(
                 }
                 None => inbox.reloads = None,
             },
+        }
+        // A watched directory that changed is deployed like configured files.
+        let marks = watch_marks(&deployer);
+        if marks != seen {
+            seen = marks;
+            if let Err(e) = deployer.seed(&*store, Seed::Changed).await {
+                tracing::error!(error = %e, "the watched directory's components were refused; still serving the ones before");
+            }
         }
         match store.deployment(None).await {
             Ok(Some(d)) if d.revision > revision => match deployer.catalog_for(&*store, &d).await {
@@ -609,4 +670,13 @@ fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&'static str
         format!("{:?}", before.engine) == format!("{:?}", next.engine),
     );
     out
+}
+
+/// What the watched directory holds now (nothing when none is configured or it cannot be
+/// read: the error is logged when a deployment is attempted).
+fn watch_marks(deployer: &Deployer) -> Vec<(PathBuf, String)> {
+    match &deployer.opts().deploy.watch {
+        Some(dir) => watched(dir).unwrap_or_default(),
+        None => Vec::new(),
+    }
 }

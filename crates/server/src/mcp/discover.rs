@@ -14,13 +14,11 @@ impl McpServer {
         result.insert(
             "capabilities".into(),
             json!({
-                // A deployment swapped in changes the lists, and subscription streams that
-                // ask hear of it; `listChanged` stays false until the official suite's
-                // list-mutation hook (a tool that changes the lists) can be served, which
-                // a sandboxed guest cannot do.
-                "tools": {"listChanged": false},
-                "resources": {"listChanged": false},
-                "prompts": {"listChanged": false},
+                // A deployment swapped in changes them; subscription streams that ask
+                // hear of it.
+                "tools": {"listChanged": true},
+                "resources": {"listChanged": true},
+                "prompts": {"listChanged": true},
                 "completions": {},
                 "extensions": {TASKS_EXTENSION: {}},
             }),
