@@ -10,23 +10,14 @@ versions and what pins them; `snodo rollback` brings version 1 back on both node
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import time
 
-from snodo_client import GUESTS, SNODO, Server, check
+from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
 
-URL = os.environ.get("SNODO_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-try:
-    socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
-    postgres = True
-except OSError:
-    postgres = "SNODO_TEST_POSTGRES" in os.environ
-if not postgres:
-    if os.environ.get("CI") == "true":
-        raise SystemExit("FAILED: PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer")
-    print("SKIPPED: PostgreSQL is not reachable; the deploy walkthrough did not run")
+URL = PG_URL
+if not postgres_available("the deploy walkthrough"):
     raise SystemExit(0)
 
 data = tempfile.mkdtemp(prefix="snodo-deploy-")

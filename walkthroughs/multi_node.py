@@ -6,30 +6,17 @@ kill -9 node A while it runs a task and watch B finish it once A's lease has run
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
-from snodo_client import GUESTS, SNODO, Server, check
+from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
 
-URL = os.environ.get("SNODO_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
+URL = PG_URL
 SCHEMA = f"snodo_walkthrough_{os.getpid()}"
 
-
-def postgres_up():
-    try:
-        socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
-        return True
-    except OSError:
-        return "SNODO_TEST_POSTGRES" in os.environ
-
-
-if not postgres_up():
-    if os.environ.get("CI") == "true":
-        raise SystemExit("FAILED: PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer")
-    print("SKIPPED: PostgreSQL is not reachable; the multi-node walkthrough did not run")
+if not postgres_available("the multi-node walkthrough"):
     sys.exit(0)
 
 work = tempfile.mkdtemp(prefix="snodo-nodes-")

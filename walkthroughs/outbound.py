@@ -15,13 +15,12 @@ B takes the answer and replays the task's journal.
 
 import json
 import os
-import socket
 import subprocess
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, SNODO, Server, check
+from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
 
 SECRET = "tk_walkthrough_" + os.urandom(8).hex()
 os.environ["SNODO_WALKTHROUGH_TICKET_KEY"] = SECRET
@@ -152,17 +151,8 @@ for store in ("redb", "sqlite"):
     check(SECRET not in log, "the secret is in no log line")
     check(SECRET.encode() not in store_bytes(data, store), f"the secret is in no byte of the {store} files")
 
-URL = os.environ.get("SNODO_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
-try:
-    socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
-    postgres = True
-except OSError:
-    postgres = "SNODO_TEST_POSTGRES" in os.environ
-if not postgres:
-    if os.environ.get("CI") == "true":
-        raise SystemExit("FAILED: PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer")
-    print("SKIPPED: PostgreSQL is not reachable; the two-node part did not run")
-else:
+URL = PG_URL
+if postgres_available("the two-node part"):
     print("-- two nodes on postgres")
     with lock:
         seen.clear()

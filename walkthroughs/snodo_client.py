@@ -118,6 +118,24 @@ class Server:
         raise SystemExit(f"task {task_id} never became {what}: {self.get(task_id)}")
 
 
+PG_URL = os.environ.get("SNODO_TEST_POSTGRES", "host=127.0.0.1 port=5432 user=postgres dbname=test")
+
+
+def postgres_available(what):
+    """Whether the PostgreSQL the walkthroughs use answers. Absent, `what` is skipped
+    loudly, and under CI=true the walkthrough fails instead."""
+    try:
+        socket.create_connection(("127.0.0.1", 5432), timeout=2).close()
+        return True
+    except OSError:
+        if "SNODO_TEST_POSTGRES" in os.environ:
+            return True
+    if os.environ.get("CI") == "true":
+        raise SystemExit("FAILED: PostgreSQL is required under CI=true and 127.0.0.1:5432 does not answer")
+    print(f"SKIPPED: PostgreSQL is not reachable; {what} did not run")
+    return False
+
+
 def check(cond, what):
     if not cond:
         raise SystemExit("FAILED: " + what)

@@ -191,6 +191,22 @@ async fn start_task(node: SocketAddr, tool: &str, arguments: Value) -> String {
         .to_owned()
 }
 
+/// Answers `confirm_delete`'s question on `node` with yes; the answer is accepted.
+async fn confirm(node: SocketAddr, id: &str) {
+    let answered = call(
+        node,
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {
+            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
+    )
+    .await;
+    assert_eq!(
+        answered["result"],
+        json!({"resultType": "complete"}),
+        "{answered}"
+    );
+}
+
 /// Polls `tasks/get` on `node` until `done` accepts the result.
 async fn await_task(
     node: SocketAddr,
@@ -263,18 +279,7 @@ async fn nodes_share_one_database_and_survive_one_of_them_dying() {
         parked["inputRequests"]["confirm"]["method"],
         "elicitation/create"
     );
-    let answered = call(
-        b.addr,
-        "tasks/update",
-        json!({"taskId": id, "inputResponses": {
-            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
-    )
-    .await;
-    assert_eq!(
-        answered["result"],
-        json!({"resultType": "complete"}),
-        "{answered}"
-    );
+    confirm(b.addr, &id).await;
     let done = await_task(a.addr, &id, "completed, read on A", |r| {
         r["status"] == "completed"
     })
@@ -595,18 +600,7 @@ async fn a_deployment_reaches_every_node_without_a_restart_and_pinned_tasks_keep
     serves(&schema, b.addr, &v2, "B serves the current deployment").await;
 
     // The waiting task, answered on B, finishes on version 1.
-    let answered = call(
-        b.addr,
-        "tasks/update",
-        json!({"taskId": waiting, "inputResponses": {
-            "confirm": {"action": "accept", "content": {"confirm": true}}}}),
-    )
-    .await;
-    assert_eq!(
-        answered["result"],
-        json!({"resultType": "complete"}),
-        "{answered}"
-    );
+    confirm(b.addr, &waiting).await;
     let done = await_task(a.addr, &waiting, "completed on version 1", |r| {
         r["status"] == "completed" || r["status"] == "failed"
     })

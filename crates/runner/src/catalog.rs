@@ -408,12 +408,7 @@ impl Catalog {
     /// The digests of the components serving this catalog, each once.
     pub fn digests(&self) -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        let all = self
-            .tools
-            .iter()
-            .map(|t| &t.component)
-            .chain(self.sources.iter().map(|s| &s.component));
-        for c in all {
+        for c in self.components() {
             let d = &c.info().digest;
             if !out.contains(d) {
                 out.push(d.clone());
