@@ -450,10 +450,57 @@ pub async fn start(
 /// What a node hears besides its polling: other nodes' deployment announcements, and
 /// configurations reloaded by its operator (SIGHUP).
 pub struct Inbox {
-    /// A deployment was announced.
-    pub deployed: tokio::sync::mpsc::Receiver<()>,
+    /// A deployment was announced (`None`, or a closed channel: nothing announces).
+    pub deployed: Option<tokio::sync::mpsc::Receiver<()>>,
     /// A reloaded configuration, already validated as a file.
     pub reloads: Option<tokio::sync::mpsc::Receiver<ServeOptions>>,
+}
+
+/// Why a node following deployments woke up.
+enum Wake {
+    /// It is stopping.
+    Stop,
+    /// Time to look at the store (the poll, or an announcement).
+    Look,
+    /// A reloaded configuration arrived.
+    Reload(Box<ServeOptions>),
+}
+
+impl Inbox {
+    /// Waits for the next reason to act: a stop, an announcement, a reload, or `poll`
+    /// having passed. A channel whose senders are gone is not listened to again (a
+    /// closed channel answers at once, and would make the loop spin).
+    async fn next(&mut self, poll: Duration, stop: &CancellationToken) -> Wake {
+        let sleep = tokio::time::sleep(poll);
+        tokio::pin!(sleep);
+        loop {
+            let announced = async {
+                match self.deployed.as_mut() {
+                    Some(d) => d.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let reload = async {
+                match self.reloads.as_mut() {
+                    Some(r) => r.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return Wake::Stop,
+                () = &mut sleep => return Wake::Look,
+                heard = announced => match heard {
+                    Some(()) => return Wake::Look,
+                    // Nothing announces (a store that is not shared): polling alone.
+                    None => self.deployed = None,
+                },
+                next = reload => match next {
+                    Some(next) => return Wake::Reload(Box::new(next)),
+                    None => self.reloads = None,
+                },
+            }
+        }
+    }
 }
 
 /// Applies a reloaded configuration: its tool settings to the catalog serving now, its
@@ -541,28 +588,18 @@ pub async fn follow(
     let mut collected = Instant::now();
     let mut seen = watch_marks(&deployer);
     loop {
-        let reload = async {
-            match inbox.reloads.as_mut() {
-                Some(r) => r.recv().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = stop.cancelled() => return,
-            _ = inbox.deployed.recv() => {}
-            () = tokio::time::sleep(settings.poll) => {}
-            next = reload => match next {
-                Some(next) => {
-                    let deploy = next.deploy.clone();
-                    if let Some(d) = reload_settings(&deployer, &*store, &catalogs, next).await {
-                        settings = deploy;
-                        revision = d.revision;
-                        changed(&d);
-                    }
-                    continue;
+        match inbox.next(settings.poll, &stop).await {
+            Wake::Stop => return,
+            Wake::Look => {}
+            Wake::Reload(next) => {
+                let deploy = next.deploy.clone();
+                if let Some(d) = reload_settings(&deployer, &*store, &catalogs, *next).await {
+                    settings = deploy;
+                    revision = d.revision;
+                    changed(&d);
                 }
-                None => inbox.reloads = None,
-            },
+                continue;
+            }
         }
         // A watched directory that changed is deployed like configured files.
         let marks = watch_marks(&deployer);
@@ -678,5 +715,49 @@ fn watch_marks(deployer: &Deployer) -> Vec<(PathBuf, String)> {
     match &deployer.opts().deploy.watch {
         Some(dir) => watched(dir).unwrap_or_default(),
         None => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Closed channels (a store that announces nothing, a server without reloads) leave
+    /// the poll alone to wake the node: they must not wake it at once, again and again.
+    #[tokio::test(start_paused = true)]
+    async fn closed_channels_leave_the_poll_to_wake_the_node() {
+        let (announce, deployed) = tokio::sync::mpsc::channel(1);
+        let (reload, reloads) = tokio::sync::mpsc::channel(1);
+        drop((announce, reload));
+        let mut inbox = Inbox {
+            deployed: Some(deployed),
+            reloads: Some(reloads),
+        };
+        let stop = CancellationToken::new();
+        let poll = Duration::from_secs(60);
+        let early = tokio::time::timeout(poll / 2, inbox.next(poll, &stop)).await;
+        assert!(early.is_err(), "woke before the poll");
+        assert!(inbox.deployed.is_none() && inbox.reloads.is_none());
+        assert!(matches!(inbox.next(poll, &stop).await, Wake::Look));
+        stop.cancel();
+        assert!(matches!(inbox.next(poll, &stop).await, Wake::Stop));
+    }
+
+    /// An announcement wakes the node before the poll.
+    #[tokio::test(start_paused = true)]
+    async fn an_announcement_wakes_the_node_at_once() {
+        let (announce, deployed) = tokio::sync::mpsc::channel(1);
+        let mut inbox = Inbox {
+            deployed: Some(deployed),
+            reloads: None,
+        };
+        announce.send(()).await.expect("send");
+        let stop = CancellationToken::new();
+        let woke = tokio::time::timeout(
+            Duration::from_millis(1),
+            inbox.next(Duration::from_secs(60), &stop),
+        )
+        .await;
+        assert!(matches!(woke, Ok(Wake::Look)));
     }
 }

@@ -203,7 +203,7 @@ pub async fn serve_reloading(
             settings: opts.deploy.clone(),
         },
         deploy::Inbox {
-            deployed: nudged,
+            deployed: Some(nudged),
             reloads,
         },
         move |_| told.catalog_changed(),
