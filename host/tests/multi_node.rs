@@ -599,6 +599,24 @@ async fn a_deployment_reaches_every_node_without_a_restart_and_pinned_tasks_keep
     let b = spawn_serve(&["--config", b_conf.to_str().expect("utf-8")], &[]);
     serves(&schema, b.addr, &v2, "B serves the current deployment").await;
 
+    // Which tasks still need version 1: the waiting one (and the probes `serves` made,
+    // until they finish).
+    let out = run_ok(snodo(&["deployments", "--json", "--config"]).arg(&b_conf));
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let old = listed["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .find(|c| c["digest"] == v1.as_str())
+        .expect("version 1 is stored");
+    let ids = old["pinnedTaskIds"].as_array().expect("ids");
+    assert!(ids.contains(&json!(waiting)), "{listed}");
+    assert_eq!(
+        old["pinnedTasks"].as_u64(),
+        Some(ids.len() as u64),
+        "{listed}"
+    );
+
     // The waiting task, answered on B, finishes on version 1.
     confirm(b.addr, &waiting).await;
     let done = await_task(a.addr, &waiting, "completed on version 1", |r| {

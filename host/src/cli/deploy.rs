@@ -33,7 +33,7 @@ pub(crate) struct DeployArgs {
 }
 
 /// List the deployments, newest first, and the stored components with the live tasks
-/// pinned to each.
+/// pinned to each (how many, and which).
 #[derive(Debug, clap::Args)]
 pub(crate) struct DeploymentsArgs {
     /// The configuration file.
@@ -42,6 +42,9 @@ pub(crate) struct DeploymentsArgs {
     /// How many deployments to show.
     #[arg(long, default_value_t = 20)]
     limit: usize,
+    /// How many of the tasks pinning each component to name (the count is exact).
+    #[arg(long, default_value_t = 10)]
+    tasks: usize,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -213,15 +216,30 @@ async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let components = store.components().await.map_err(|e| e.to_string())?;
+    // Which live tasks pin each component (a scan of the live tasks, per component).
+    let mut pinning = Vec::with_capacity(components.len());
+    for c in &components {
+        let ids = if c.pinned == 0 {
+            Vec::new()
+        } else {
+            store
+                .pinned_tasks(&c.digest, args.tasks)
+                .await
+                .map_err(|e| e.to_string())?
+        };
+        pinning.push(ids.iter().map(ToString::to_string).collect::<Vec<_>>());
+    }
     if args.json {
         let v = json!({
             "deployments": list.iter().map(deployment_json).collect::<Vec<_>>(),
-            "components": components.iter().map(|c| json!({
+            "components": components.iter().zip(&pinning).map(|(c, ids)| json!({
                 "digest": c.digest,
                 "size": c.size,
                 "storedAt": rfc3339(c.stored_at),
                 "retiredAt": c.retired_at.map(rfc3339),
+                "signed": c.signed,
                 "pinnedTasks": c.pinned,
+                "pinnedTaskIds": ids,
             })).collect::<Vec<_>>(),
         });
         let _ = super::print_json(&v);
@@ -247,8 +265,8 @@ async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
     );
     println!();
     super::print_table(
-        ["COMPONENT", "BYTES", "STATE", "PINNED TASKS"],
-        components.iter().map(|c| {
+        ["COMPONENT", "BYTES", "STATE", "PINNED TASKS", "PINNED BY"],
+        components.iter().zip(&pinning).map(|(c, ids)| {
             [
                 short(&c.digest).to_owned(),
                 c.size.to_string(),
@@ -257,6 +275,7 @@ async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
                     |t| format!("retired {}", rfc3339(t)),
                 ),
                 c.pinned.to_string(),
+                super::listed(ids),
             ]
         }),
     );

@@ -168,6 +168,18 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
+    /// What [`Store::pinned_tasks`] answers. Default: one read.
+    fn pinned_tasks(
+        &self,
+        digest: &str,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<TaskId>>> + Send {
+        let digest = digest.to_owned();
+        self.read(Touches::Deployments, move |view, _| {
+            view.pinned_tasks(&digest, limit)
+        })
+    }
+
     /// What [`Store::collect_components`] does. Default: one write of the rules.
     fn collect_components(
         &self,
@@ -437,6 +449,10 @@ impl<B: Backend> Store for B {
 
     async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
         Backend::collect_components(self, retention_ms).await
+    }
+
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        Backend::pinned_tasks(self, digest, limit).await
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

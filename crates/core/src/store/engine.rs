@@ -175,6 +175,9 @@ pub(crate) trait View {
     fn count(&self, kind: Count, key: &str) -> StoreResult<u64>;
     /// The value under `key` in `space`.
     fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>>;
+    /// Up to `limit` live tasks whose work is pinned to the component `digest`. A scan of
+    /// the tasks: for operators, never on a request's path.
+    fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>>;
     /// Up to `limit` entries of `space`, by key: the largest first when `newest_first`.
     fn kv_scan(
         &self,
@@ -354,6 +357,10 @@ impl View for Scratch<'_> {
 
     fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
         self.txn.count(kind, key)
+    }
+
+    fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.txn.pinned_tasks(digest, limit)
     }
 
     fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {

@@ -232,6 +232,10 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.collect_components(retention_ms).await
     }
 
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.inner.pinned_tasks(digest, limit).await
+    }
+
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
         self.inner.revoke(key, until).await
     }

@@ -97,6 +97,23 @@ impl View for Tables {
             .unwrap_or(0))
     }
 
+    fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let mut out = Vec::new();
+        for (id, stored) in &self.records {
+            if out.len() >= limit {
+                break;
+            }
+            let rec = record::decode(&stored.bytes)?;
+            if !rec.task.status.is_terminal()
+                && rec.work.component_digest.as_deref() == Some(digest)
+            {
+                out.push(*id);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         Ok(self.kv.get(&(space, key.to_vec())).cloned())
     }

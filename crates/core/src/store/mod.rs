@@ -300,6 +300,10 @@ pub trait Store: Send + Sync + 'static {
     /// Up to `limit` deployments, newest first.
     async fn deployments(&self, limit: usize) -> StoreResult<Vec<Deployment>>;
 
+    /// Up to `limit` live tasks pinned to the component `digest`, whatever their scope. An
+    /// operator read that scans the live tasks: never on a request's path.
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>>;
+
     /// Removes the components retired at least `retention_ms` ago that no live task is
     /// pinned to; returns their digests.
     async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>>;

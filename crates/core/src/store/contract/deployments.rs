@@ -131,7 +131,22 @@ pub async fn deployments(b: &mut dyn Backend) {
         .id;
     let mut short = pinned_to("pins", &a);
     short.ttl_ms = Some(500);
-    store.create(short).await.expect("create");
+    let short = store.create(short).await.expect("create").id;
+    // Another scope's task is listed too: an operator read.
+    let elsewhere = store
+        .create(pinned_to("other", &bd))
+        .await
+        .expect("create")
+        .id;
+    let mut both = vec![kept, short];
+    both.sort();
+    assert_eq!(store.pinned_tasks(&a, 10).await.expect("pinned"), both);
+    assert_eq!(store.pinned_tasks(&a, 1).await.expect("pinned").len(), 1);
+    assert_eq!(
+        store.pinned_tasks(&bd, 10).await.expect("pinned"),
+        vec![elsewhere]
+    );
+    assert!(store.pinned_tasks(&c, 10).await.expect("pinned").is_empty());
     let listed = store.components().await.expect("list");
     assert_eq!(listed.len(), 3);
     let ia = info(&listed, &a);
@@ -150,6 +165,10 @@ pub async fn deployments(b: &mut dyn Backend) {
     clock.advance(500);
     assert_eq!(store.reap(10).await.expect("reap").len(), 1);
     assert_eq!(info(&store.components().await.expect("list"), &a).pinned, 1);
+    assert_eq!(
+        store.pinned_tasks(&a, 10).await.expect("pinned"),
+        vec![kept]
+    );
 
     // Collected: past retention, retired, unpinned. The current one never; the pinned one
     // (past its retention too) not while a live task is pinned to it.
@@ -163,6 +182,7 @@ pub async fn deployments(b: &mut dyn Backend) {
     let lease = store.claim(&kept, &cr()).await.expect("claim").lease;
     as_worker(&*store, &lease, completed("done")).await;
     assert_eq!(info(&store.components().await.expect("list"), &a).pinned, 0);
+    assert!(store.pinned_tasks(&a, 10).await.expect("pinned").is_empty());
 
     let store = if b.durable() {
         drop(store);

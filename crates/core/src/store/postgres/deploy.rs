@@ -201,6 +201,27 @@ impl PgStore {
         Ok(rows.iter().map(deployment_of).collect())
     }
 
+    /// A scan of the live tasks' work: for operators.
+    pub(super) async fn pg_pinned_tasks(
+        &self,
+        digest: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::model::TaskId>> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let rows = client
+            .query(
+                "SELECT id FROM tasks WHERE live
+                   AND convert_from(work, 'UTF8')::jsonb #>> '{work,componentDigest}' = $1
+                 ORDER BY id LIMIT $2",
+                &[&digest, &(limit.min(i64::MAX as usize) as i64)],
+            )
+            .await
+            .map_err(pg_error)?;
+        rows.iter()
+            .map(|r| crate::store::sql::id_of(r.get(0)))
+            .collect()
+    }
+
     pub(super) async fn pg_collect_components(
         &self,
         retention_ms: u64,

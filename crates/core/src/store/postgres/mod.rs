@@ -776,6 +776,10 @@ impl View for OneRow {
         Err(StoreError::invalid("a one-row read has no other tables"))
     }
 
+    fn pinned_tasks(&self, _: &str, _: usize) -> StoreResult<Vec<TaskId>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
+    }
+
     fn kv_scan(&self, _: engine::Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(StoreError::invalid("a one-row read has no other tables"))
     }
@@ -870,6 +874,10 @@ impl Backend for PgStore {
 
     async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
         self.pg_collect_components(retention_ms).await
+    }
+
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.pg_pinned_tasks(digest, limit).await
     }
 
     /// Two statements on their own: the sweep (a few lapsed revocations, never this key's

@@ -379,6 +379,10 @@ impl View for Staged {
         Err(own_statements())
     }
 
+    fn pinned_tasks(&self, _: &str, _: usize) -> StoreResult<Vec<TaskId>> {
+        Err(own_statements())
+    }
+
     fn kv_scan(&self, _: Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(own_statements())
     }

@@ -84,6 +84,23 @@ where
         Ok(table.get(key).map_err(backend)?.map_or(0, |v| v.value()))
     }
 
+    fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let mut out = Vec::new();
+        for entry in self.tasks.iter().map_err(backend)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (_, v) = entry.map_err(backend)?;
+            let rec = decode(v.value())?;
+            if !rec.task.status.is_terminal()
+                && rec.work.component_digest.as_deref() == Some(digest)
+            {
+                out.push(rec.task.id);
+            }
+        }
+        Ok(out)
+    }
+
     fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         let table = self.kv.as_ref().ok_or_else(|| not_open("kv"))?;
         Ok(table

@@ -32,6 +32,8 @@ const PINNED_COUNT: &str = "SELECT n FROM pinned WHERE digest = ?1";
 const SET_PINNED: &str = "INSERT INTO pinned (digest, n) VALUES (?1, ?2) \
      ON CONFLICT (digest) DO UPDATE SET n = excluded.n";
 const DROP_PINNED: &str = "DELETE FROM pinned WHERE digest = ?1";
+const PINNED_TASKS: &str = "SELECT id FROM tasks WHERE live \
+     AND json_extract(CAST(work AS TEXT), '$.work.componentDigest') = ?1 ORDER BY id LIMIT ?2";
 const KV_GET: &str = "SELECT value FROM kv WHERE space = ?1 AND key = ?2";
 const KV_SCAN_UP: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key LIMIT ?2";
 const KV_SCAN_DOWN: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key DESC LIMIT ?2";
@@ -208,6 +210,20 @@ impl View for Rows<'_> {
             Some(n) => u64::try_from(n)
                 .map_err(|_| StoreError::corrupt(format!("{key:?} has a negative {kind:?} count"))),
         }
+    }
+
+    fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        let mut stmt = self.conn.prepare_cached(PINNED_TASKS).map_err(backend)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut rows = stmt.query(params![digest, limit]).map_err(backend)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(backend)? {
+            let ValueRef::Blob(bytes) = row.get_ref(0).map_err(backend)? else {
+                return Err(StoreError::corrupt("a stored task id is not a blob"));
+            };
+            out.push(sql::id_of(bytes)?);
+        }
+        Ok(out)
     }
 
     fn kv_get(&self, space: Kv, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
