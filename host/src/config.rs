@@ -438,6 +438,110 @@ pub struct AuthSection {
     /// Bearer tokens.
     #[serde(default)]
     pub tokens: Vec<TokenSection>,
+    /// What tasks are kept apart by: `tenant` (the default) or `tenant_subject`.
+    pub isolation: Option<crate::model::Isolation>,
+    /// The OAuth resource server.
+    pub oauth: Option<OAuthSection>,
+    /// The scopes each operation needs.
+    #[serde(default)]
+    pub scopes: ScopesSection,
+}
+
+/// `[auth.oauth]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSection {
+    /// This resource's URL (the audience tokens must name); default
+    /// `http://{listen address}/mcp`.
+    pub resource: Option<String>,
+    /// How far `exp` and `nbf` may be off (default 60 000).
+    pub leeway_ms: Option<u64>,
+    /// The least time between key-set fetches caused by unknown keys (default 30 000).
+    pub jwks_min_refresh_ms: Option<u64>,
+    /// How long a key set is used before it is fetched again (default 3 600 000).
+    pub jwks_max_age_ms: Option<u64>,
+    /// How long an introspection answer is reused (default 60 000).
+    pub introspection_cache_ms: Option<u64>,
+    /// How long a request to an identity provider may take (default 10 000).
+    pub fetch_timeout_ms: Option<u64>,
+    /// Claims passed on with the caller.
+    #[serde(default)]
+    pub forward_claims: Vec<String>,
+    /// The authorization servers.
+    #[serde(default)]
+    pub issuers: Vec<IssuerSection>,
+}
+
+/// `[[auth.oauth.issuers]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuerSection {
+    /// The issuer identifier (`iss`).
+    pub issuer: String,
+    /// Its JWK Set; default: its metadata's `jwks_uri`.
+    pub jwks_uri: Option<String>,
+    /// Audiences accepted besides the resource.
+    #[serde(default)]
+    pub audiences: Vec<String>,
+    /// Accepted algorithms (default RS256, ES256, EdDSA).
+    pub algorithms: Option<Vec<String>>,
+    /// The claim naming the tenant (dotted path).
+    pub tenant_claim: Option<String>,
+    /// The tenant of every principal when no claim names it.
+    pub tenant: Option<String>,
+    /// The claim naming the subject (default `sub`).
+    pub subject_claim: Option<String>,
+    /// CA certificates (PEM) to trust for this issuer.
+    pub ca_file: Option<PathBuf>,
+    /// Introspection of opaque tokens.
+    pub introspection: Option<IntrospectionSection>,
+}
+
+/// `[auth.oauth.issuers.introspection]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntrospectionSection {
+    /// The endpoint; default: the issuer metadata's.
+    pub endpoint: Option<String>,
+    /// This server's client id at the issuer.
+    pub client_id: String,
+    /// Its secret (prefer `client_secret_env`).
+    pub client_secret: Option<String>,
+    /// An environment variable holding it.
+    pub client_secret_env: Option<String>,
+}
+
+/// `[auth.scopes]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScopesSection {
+    /// Needed by every MCP request.
+    #[serde(default)]
+    pub mcp: Vec<String>,
+    /// `tools/call`.
+    #[serde(default)]
+    pub tools_call: Vec<String>,
+    /// `tools/call` of the tools a pattern (`name`, `prefix*`, `*`) matches, on top.
+    #[serde(default)]
+    pub tools: BTreeMap<String, Vec<String>>,
+    /// `tasks/get` and `subscriptions/listen`.
+    #[serde(default)]
+    pub tasks_get: Vec<String>,
+    /// `tasks/update`.
+    #[serde(default)]
+    pub tasks_update: Vec<String>,
+    /// `tasks/cancel`.
+    #[serde(default)]
+    pub tasks_cancel: Vec<String>,
+    /// `resources/read`.
+    #[serde(default)]
+    pub resources_read: Vec<String>,
+    /// `prompts/get`.
+    #[serde(default)]
+    pub prompts_get: Vec<String>,
+    /// The operator API.
+    #[serde(default)]
+    pub admin: Vec<String>,
 }
 
 impl Config {
@@ -648,6 +752,7 @@ impl Config {
             opts.component_policy = p;
         }
         opts.tokens = self.tokens(file)?;
+        self.oauth_into(file, &mut opts)?;
         self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;
         self.outbound_into(file, &mut opts)?;
@@ -844,6 +949,131 @@ impl Config {
         Ok(())
     }
 
+    /// `[auth.oauth]`, `[auth.scopes]` and `auth.isolation`, checked as `serve` checks them.
+    fn oauth_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
+        use crate::http::oauth::{Algorithm, IntrospectionConfig, IssuerConfig, OAuthConfig};
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let isolation = self.auth.isolation.unwrap_or_default();
+        for (_, p) in &mut opts.tokens {
+            p.isolation = isolation;
+        }
+        let sc = &self.auth.scopes;
+        opts.scopes = crate::mcp::ScopePolicy {
+            mcp: sc.mcp.clone(),
+            tools_call: sc.tools_call.clone(),
+            tools: sc
+                .tools
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            tasks_get: sc.tasks_get.clone(),
+            tasks_update: sc.tasks_update.clone(),
+            tasks_cancel: sc.tasks_cancel.clone(),
+            resources_read: sc.resources_read.clone(),
+            prompts_get: sc.prompts_get.clone(),
+            admin: sc.admin.clone(),
+        };
+        for scope in opts.scopes.all() {
+            let ok = !scope.is_empty()
+                && scope
+                    .bytes()
+                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+            if !ok {
+                return Err(err(
+                    "auth.scopes",
+                    format!(
+                        "{scope:?} is not a scope (printable ASCII without spaces, quotes or backslashes)"
+                    ),
+                ));
+            }
+        }
+        let Some(o) = &self.auth.oauth else {
+            if !opts.scopes.is_empty() {
+                return Err(err(
+                    "auth.scopes",
+                    "scopes need [auth.oauth]: static tokens and the local principal hold every scope".into(),
+                ));
+            }
+            return Ok(());
+        };
+        let d = OAuthConfig::default();
+        let ms = |v: Option<u64>, default: std::time::Duration| {
+            v.map_or(default, |ms| {
+                std::time::Duration::from_secs(ms.div_ceil(1000))
+            })
+        };
+        let mut issuers = Vec::new();
+        for (i, is) in o.issuers.iter().enumerate() {
+            let key = format!("auth.oauth.issuers[{i}]");
+            let algorithms = match &is.algorithms {
+                None => Algorithm::DEFAULT.to_vec(),
+                Some(names) => names
+                    .iter()
+                    .map(|n| Algorithm::parse(n))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| err(&format!("{key}.algorithms"), e))?,
+            };
+            let introspection = match &is.introspection {
+                None => None,
+                Some(x) => {
+                    let secret = match (&x.client_secret, &x.client_secret_env) {
+                        (Some(s), None) => s.clone(),
+                        (None, Some(var)) => std::env::var(var).map_err(|_| {
+                            err(
+                                &format!("{key}.introspection.client_secret_env"),
+                                format!("the environment variable {var} is not set"),
+                            )
+                        })?,
+                        _ => {
+                            return Err(err(
+                                &format!("{key}.introspection"),
+                                "give exactly one of client_secret and client_secret_env".into(),
+                            ));
+                        }
+                    };
+                    Some(IntrospectionConfig {
+                        endpoint: x.endpoint.clone(),
+                        client_id: x.client_id.clone(),
+                        client_secret: secret,
+                    })
+                }
+            };
+            issuers.push(IssuerConfig {
+                issuer: is.issuer.clone(),
+                jwks_uri: is.jwks_uri.clone(),
+                introspection,
+                audiences: is.audiences.clone(),
+                algorithms,
+                tenant_claim: is.tenant_claim.clone(),
+                tenant: is.tenant.clone(),
+                subject_claim: is.subject_claim.clone().unwrap_or_else(|| "sub".into()),
+                ca_file: is.ca_file.clone(),
+            });
+        }
+        let config = OAuthConfig {
+            resource: o.resource.clone(),
+            issuers,
+            leeway: ms(o.leeway_ms, d.leeway),
+            isolation,
+            forward_claims: o.forward_claims.clone(),
+            jwks_min_refresh: ms(o.jwks_min_refresh_ms, d.jwks_min_refresh),
+            jwks_max_age: ms(o.jwks_max_age_ms, d.jwks_max_age),
+            introspection_cache: ms(o.introspection_cache_ms, d.introspection_cache),
+            fetch_timeout: ms(o.fetch_timeout_ms, d.fetch_timeout),
+            challenge_scopes: opts.scopes.ordinary(),
+            scopes_supported: opts.scopes.all(),
+        };
+        if config.leeway > std::time::Duration::from_secs(300) {
+            return Err(err(
+                "auth.oauth.leeway_ms",
+                "at most 300000: a longer leeway keeps expired tokens working".into(),
+            ));
+        }
+        crate::http::oauth::check(&config).map_err(|e| err("auth.oauth", e))?;
+        opts.oauth = Some(config);
+        Ok(())
+    }
+
     /// `[[auth.tokens]]`: each token and the principal it stands for, checked as the command
     /// line checks them.
     fn tokens(&self, file: &str) -> Result<Vec<(String, Principal)>, ConfigError> {
@@ -864,7 +1094,7 @@ impl Config {
             let principal = Principal::new(&t.tenant, &t.subject);
             if let Err(e) = http::check_token(&token, &principal, &tokens) {
                 let field = match e {
-                    TokenError::EmptyTenant => "tenant",
+                    TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
                     TokenError::EmptySubject => "subject",
                     TokenError::TooShort | TokenError::Duplicate { .. } if t.token.is_some() => {
                         "token"

@@ -1,6 +1,7 @@
 """Starts the fixture server once for the interop tests: `snodo serve` on a free port with
 the memory store and the conformance fixture component."""
 
+import contextlib
 import http.client
 import os
 import shutil
@@ -40,21 +41,20 @@ def anyio_backend():
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def server_url():
+@contextlib.contextmanager
+def serving(args, port, data):
+    """`snodo serve ARGS` on `port`, logging into `data`, until the block ends: yields the
+    MCP endpoint's URL."""
     for path in (SNODO, FIXTURES):
         if not path.exists():
             pytest.fail(f"{path} is missing: build with `cargo build -p snodo -p snodo-test-guests`")
-    port = free_port()
-    data = tempfile.mkdtemp(prefix="snodo-interop-")
     log_path = Path(data) / "server.log"
     env = dict(os.environ, MCP_PORT=str(port))
     env.setdefault("RUST_LOG", "info")
     env.setdefault("NO_COLOR", "1")  # the log is a file
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [str(SNODO), "serve", "--store", "memory", "--data", data, "--component", str(FIXTURES)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+            [str(SNODO), "serve", *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
     try:
         deadline = time.monotonic() + 60
@@ -75,4 +75,13 @@ def server_url():
                 proc.wait()
         print("\n--- server log (last 40 lines) ---")
         print("\n".join(log_path.read_text(errors="replace").splitlines()[-40:]))
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    data = tempfile.mkdtemp(prefix="snodo-interop-")
+    try:
+        with serving(["--store", "memory", "--data", data, "--component", str(FIXTURES)], free_port(), data) as url:
+            yield url
+    finally:
         shutil.rmtree(data, ignore_errors=True)

@@ -60,8 +60,12 @@ pub struct ServeOptions {
     pub cache_dir: Option<PathBuf>,
     /// Component files to serve.
     pub components: Vec<PathBuf>,
-    /// Bearer tokens; empty serves loopback only.
+    /// Bearer tokens; empty (and no OAuth) serves loopback only.
     pub tokens: Vec<(String, Principal)>,
+    /// The OAuth resource server (`[auth.oauth]`), if configured.
+    pub oauth: Option<http::oauth::OAuthConfig>,
+    /// The scopes each operation needs (`[auth.scopes]`).
+    pub scopes: crate::mcp::ScopePolicy,
     /// The largest accepted request body.
     pub max_body_bytes: usize,
     /// Connection limits and timeouts of the HTTP transport.
@@ -100,6 +104,8 @@ impl ServeOptions {
             cache_dir: Some(data.join("cache")),
             components,
             tokens: Vec::new(),
+            oauth: None,
+            scopes: Default::default(),
             max_body_bytes: HttpConfig::default().max_body_bytes,
             http_limits: http::HttpLimits::default(),
             metrics_token: None,
@@ -190,6 +196,7 @@ pub async fn serve_reloading(
     );
     let http_config = http_config(&opts);
     let (listener, addr) = listen(&opts).await?;
+    let authenticator = authenticator(&opts, addr)?;
     // Tools may not call this server back unless an entry names it (docs/outbound.md).
     deployer.engine().outbound().listening_on(addr);
     let stop_following = CancellationToken::new();
@@ -221,7 +228,7 @@ pub async fn serve_reloading(
     };
     let serving = http::serve(
         listener,
-        http::router(server, http_config),
+        http::router_with(server, http_config, authenticator),
         &opts.http_limits,
         graceful,
     );
@@ -267,15 +274,23 @@ pub fn shared_memory(engine: &EngineConfig, tenants: usize) -> Option<usize> {
 /// Refuses a listener no one guards (no bearer token, off loopback) and bearer tokens
 /// that are unusable.
 fn check_exposure(opts: &ServeOptions) -> Result<(), ServeError> {
-    if opts.tokens.is_empty() && !opts.listen.ip().is_loopback() {
+    if opts.tokens.is_empty() && opts.oauth.is_none() && !opts.listen.ip().is_loopback() {
         return Err(ServeError::Config(format!(
-            "refusing to listen on {} without authentication: configure bearer tokens or listen on loopback",
+            "refusing to listen on {} without authentication: configure bearer tokens or OAuth ([auth.oauth]), or listen on loopback",
             opts.listen
         )));
     }
     for (i, (token, principal)) in opts.tokens.iter().enumerate() {
         http::check_token(token, principal, &opts.tokens[..i])
             .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
+    }
+    if let Some(oauth) = &opts.oauth {
+        http::oauth::check(oauth).map_err(ServeError::Config)?;
+    }
+    if opts.oauth.is_none() && !opts.scopes.is_empty() {
+        return Err(ServeError::Config(
+            "auth.scopes needs [auth.oauth]: static tokens and the local principal hold every scope".into(),
+        ));
     }
     Ok(())
 }
@@ -353,12 +368,33 @@ fn start_node(
                 version: env!("CARGO_PKG_VERSION").into(),
                 catalog,
                 limits: opts.limits.clone(),
+                scopes: opts.scopes.clone(),
             },
         )
         .with_change_feed(observed)
         .with_metrics(metrics),
     );
     (server, runner, following)
+}
+
+/// Who may call: the OAuth resource server (with the static tokens beside it) when
+/// configured, else the static tokens. The resource server learns the bound address, which
+/// names the resource when none is configured.
+fn authenticator(
+    opts: &ServeOptions,
+    addr: SocketAddr,
+) -> Result<Arc<dyn http::Authenticator>, ServeError> {
+    let Some(oauth) = &opts.oauth else {
+        return Ok(Arc::new(http::StaticTokens::new(&opts.tokens)));
+    };
+    let mut config = oauth.clone();
+    config.challenge_scopes = opts.scopes.ordinary();
+    config.scopes_supported = opts.scopes.all();
+    let server = http::ResourceServer::new(config, &opts.tokens, http::oauth::system_clock())
+        .map_err(ServeError::Config)?;
+    server.listening_on(addr);
+    tracing::info!(resource = %server.resource(), "OAuth: accepting access tokens for this resource");
+    Ok(Arc::new(server))
 }
 
 /// The HTTP transport's settings: the tokens and limits configured, and on a public
@@ -369,6 +405,7 @@ fn http_config(opts: &ServeOptions) -> HttpConfig {
         max_body_bytes: opts.max_body_bytes,
         body_timeout: opts.http_limits.body_timeout,
         metrics_token: opts.metrics_token.clone(),
+        oauth: opts.oauth.is_some(),
         ..HttpConfig::default()
     };
     if opts.listen.ip().is_loopback() {
@@ -391,10 +428,11 @@ async fn listen(opts: &ServeOptions) -> Result<(tokio::net::TcpListener, SocketA
     let addr = listener
         .local_addr()
         .map_err(|e| ServeError::Listen(e.to_string()))?;
-    if opts.tokens.is_empty() {
+    let guarded = !opts.tokens.is_empty() || opts.oauth.is_some();
+    if !guarded {
         tracing::warn!(%addr, "no authentication configured: serving loopback only");
     }
-    if opts.metrics_token.is_none() && !opts.tokens.is_empty() {
+    if opts.metrics_token.is_none() && guarded {
         tracing::warn!(%addr, "GET /metrics is closed until [metrics] token_env is set");
     }
     tracing::info!(%addr, "serving MCP at http://{addr}/mcp");

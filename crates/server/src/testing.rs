@@ -1,6 +1,8 @@
 //! Helpers for tests of the server and of the binary (cargo feature `testing`): one way to
 //! assemble an MCP server over a store and a runner, and one way to serve in the test's own
-//! process on a real socket.
+//! process on a real socket; and a test identity provider ([`idp`]).
+
+pub mod idp;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,12 +12,21 @@ use snodo_core::store::{MemoryStore, ObservedStore, Store};
 use snodo_runner::budget::TenantLimits;
 use snodo_runner::{Catalog, Executors, NoInstrumentation, Runner, RunnerOptions};
 
-use crate::mcp::{McpServer, ServerConfig};
+use crate::mcp::{McpServer, ScopePolicy, ServerConfig};
 use crate::serve::{Running, ServeError, ServeOptions};
 
 /// An MCP server over a fresh memory store (announcing its changes to subscriptions) and a
 /// runner, both serving `catalog` under `limits`. Returns the server and its store.
 pub fn mcp_server(catalog: Catalog, limits: TenantLimits) -> (Arc<McpServer>, Arc<dyn Store>) {
+    mcp_server_scoped(catalog, limits, ScopePolicy::default())
+}
+
+/// [`mcp_server`], each operation needing the scopes `scopes` names.
+pub fn mcp_server_scoped(
+    catalog: Catalog,
+    limits: TenantLimits,
+    scopes: ScopePolicy,
+) -> (Arc<McpServer>, Arc<dyn Store>) {
     let observed = Arc::new(ObservedStore::new(Arc::new(MemoryStore::new()), 1_024));
     let store: Arc<dyn Store> = observed.clone();
     let catalog = Arc::new(catalog);
@@ -24,7 +35,8 @@ pub fn mcp_server(catalog: Catalog, limits: TenantLimits) -> (Arc<McpServer>, Ar
         ..RunnerOptions::default()
     };
     let (server, _) = server_over(&store, catalog.clone(), catalog, limits, options);
-    (Arc::new(server.with_change_feed(observed)), store)
+    let server = server.with_change_feed(observed).with_scopes(scopes);
+    (Arc::new(server), store)
 }
 
 /// An MCP server serving `catalog` over `store` under the default budgets, and its runner,
@@ -63,6 +75,7 @@ pub fn server_over(
         version: "0".into(),
         catalog: Arc::new(snodo_runner::Catalogs::new(catalog)),
         limits,
+        scopes: Default::default(),
     };
     (
         McpServer::new(store.clone(), runner.clone(), config),

@@ -152,34 +152,109 @@ impl Scope {
 
 /// The stable identity a request was authenticated as: never a credential, only who.
 ///
-/// The tenant is the store scope; the subject is recorded with the work for audit and for
+/// The tenant names the budgets a request draws on; the store scope its tasks live in is
+/// the tenant, or the tenant and the subject when the server keeps subjects apart
+/// ([`Isolation::TenantSubject`]). The subject is recorded with the work for audit and for
 /// tools that act on someone's behalf.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Principal {
-    /// The tenant, which is the store scope.
+    /// The tenant.
     pub tenant: String,
     /// Who inside the tenant.
     pub subject: String,
+    /// How far this principal's tasks are kept apart from others'.
+    #[serde(default, skip_serializing_if = "Isolation::is_tenant")]
+    pub isolation: Isolation,
 }
 
+/// What a task is kept apart by: who may find it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Every principal of the tenant reaches the tenant's tasks.
+    #[default]
+    Tenant,
+    /// Only the subject that created a task reaches it; a colleague's is not found.
+    TenantSubject,
+}
+
+impl Isolation {
+    fn is_tenant(&self) -> bool {
+        *self == Isolation::Tenant
+    }
+}
+
+/// Separates the tenant from the subject in a per-subject scope's name. A control
+/// character, which tenants and subjects never contain (the edge refuses them), so no two
+/// pairs share a name.
+const SCOPE_SEPARATOR: char = '\u{1f}';
+
 impl Principal {
-    /// A principal.
+    /// A principal whose tasks are the tenant's.
     pub fn new(tenant: impl Into<String>, subject: impl Into<String>) -> Self {
         Self {
             tenant: tenant.into(),
             subject: subject.into(),
+            isolation: Isolation::Tenant,
         }
+    }
+
+    /// This principal, its tasks kept apart by `isolation`.
+    pub fn isolated(mut self, isolation: Isolation) -> Self {
+        self.isolation = isolation;
+        self
     }
 
     /// The store scope this principal's tasks live in.
     pub fn scope(&self) -> Scope {
-        Scope::new(self.tenant.clone())
+        match self.isolation {
+            Isolation::Tenant => Scope::new(self.tenant.clone()),
+            Isolation::TenantSubject => {
+                Scope::new(format!("{}{SCOPE_SEPARATOR}{}", self.tenant, self.subject))
+            }
+        }
+    }
+
+    /// Whether `scope` is this principal's (without building its name).
+    pub fn owns(&self, scope: &Scope) -> bool {
+        let s = scope.as_str();
+        match self.isolation {
+            Isolation::Tenant => s == self.tenant,
+            Isolation::TenantSubject => s
+                .strip_prefix(self.tenant.as_str())
+                .and_then(|rest| rest.strip_prefix(SCOPE_SEPARATOR))
+                .is_some_and(|subject| subject == self.subject),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_per_subject_scope_is_its_subjects_alone() {
+        let ada = Principal::new("acme", "ada").isolated(Isolation::TenantSubject);
+        let bob = Principal::new("acme", "bob").isolated(Isolation::TenantSubject);
+        let team = Principal::new("acme", "ada");
+        assert!(ada.owns(&ada.scope()));
+        assert!(!ada.owns(&bob.scope()));
+        assert!(!bob.owns(&ada.scope()));
+        assert!(
+            !ada.owns(&team.scope()),
+            "the tenant's shared scope is not ada's own"
+        );
+        assert!(!team.owns(&ada.scope()));
+        assert!(team.owns(&Principal::new("acme", "bob").scope()));
+        // A tenant that is a prefix of another is not its owner.
+        let short = Principal::new("ac", "me\u{1f}ada").isolated(Isolation::TenantSubject);
+        assert!(!short.owns(&Principal::new("acme", "x").scope()));
+        assert_eq!(
+            serde_json::to_value(&team).unwrap_or_default(),
+            serde_json::json!({"tenant": "acme", "subject": "ada"}),
+            "a tenant-isolated principal is stored as before"
+        );
+    }
 
     #[test]
     fn ids_round_trip_and_are_distinct() {

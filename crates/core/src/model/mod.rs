@@ -55,7 +55,7 @@ pub use event::{
     EVENT_SCHEMA_VERSION, EventId, EventKind, MAX_STATUS_MESSAGE_BYTES, TaskEvent,
     truncate_status_message,
 };
-pub use id::{Principal, Scope, TaskId};
+pub use id::{Isolation, Principal, Scope, TaskId};
 pub use journal::{JournalEntry, JournalRequest, JournalResponse};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
 pub use task::{

@@ -884,7 +884,7 @@ pub(crate) fn authorize(
         Some(h) if h.expires_at.is_none_or(|at| at > ctx.now) => h,
         _ => return Err(StoreError::NotFound),
     };
-    if head.scope.as_str() != principal.tenant {
+    if !principal.owns(&head.scope) {
         return Err(StoreError::NotFound);
     }
     Ok(Access {

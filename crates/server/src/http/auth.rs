@@ -3,6 +3,7 @@
 //! extensions for every handler behind it to read. [`StaticTokens`] is the configured
 //! bearer tokens (or, with none, the anonymous local principal of a loopback-only server).
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -19,6 +20,8 @@ pub struct Caller {
     pub principal: Principal,
     /// What the caller may do.
     pub scopes: Scopes,
+    /// The claims of its token that the configuration forwards (`auth.oauth.forward_claims`).
+    pub claims: BTreeMap<String, serde_json::Value>,
 }
 
 /// The scopes a caller was granted.
@@ -36,7 +39,13 @@ impl Caller {
         Self {
             principal,
             scopes: Scopes::All,
+            claims: BTreeMap::new(),
         }
+    }
+
+    /// The scopes of `needed` this caller was not granted.
+    pub fn missing<'n>(&self, needed: &'n [String]) -> Vec<&'n String> {
+        needed.iter().filter(|s| !self.has_scope(s)).collect()
     }
 
     /// Whether the caller was granted `scope`.
@@ -48,13 +57,16 @@ impl Caller {
     }
 }
 
-/// Why a request was not authenticated: answered 401 with `WWW-Authenticate`.
+/// Why a request was not authenticated: answered 401 with `WWW-Authenticate` (or 503
+/// when the identity provider could not be asked).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unauthenticated {
     /// What the client must send (the error message of the 401).
     pub message: String,
     /// The `WWW-Authenticate` challenge.
     pub challenge: String,
+    /// The HTTP status: 401, or 503 when the credential could not be checked now.
+    pub status: u16,
 }
 
 impl Unauthenticated {
@@ -63,6 +75,7 @@ impl Unauthenticated {
         Self {
             message: message.into(),
             challenge: "Bearer".into(),
+            status: 401,
         }
     }
 }
@@ -72,6 +85,21 @@ impl Unauthenticated {
 pub trait Authenticator: Send + Sync + 'static {
     /// The caller `headers` authenticate.
     fn authenticate<'a>(&'a self, headers: &'a HeaderMap) -> Authentication<'a>;
+
+    /// The `WWW-Authenticate` challenge of a 403 for a request that needs the scopes
+    /// `needed` (every scope the operation needs, granted or not).
+    fn insufficient_scope(&self, needed: &[String]) -> String {
+        format!(
+            "Bearer error=\"insufficient_scope\", scope=\"{}\"",
+            needed.join(" ")
+        )
+    }
+
+    /// The Protected Resource Metadata served at `path` (a `/.well-known/…` path), if this
+    /// authenticator publishes one there.
+    fn resource_metadata(&self, _path: &str) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// What [`Authenticator::authenticate`] answers, as a future: decided at once (static
@@ -121,6 +149,9 @@ pub enum TokenError {
     /// The subject is empty.
     #[error("the subject must not be empty")]
     EmptySubject,
+    /// The tenant or subject holds a control character.
+    #[error("the tenant and subject must not hold control characters")]
+    ControlCharacter,
     /// The same token is configured twice: it could only ever authenticate one of them.
     #[error("the same token is already configured (entry {first}); tokens must be unique")]
     Duplicate {
@@ -143,6 +174,12 @@ pub fn check_token(
     }
     if principal.subject.is_empty() {
         return Err(TokenError::EmptySubject);
+    }
+    if (principal.tenant.chars())
+        .chain(principal.subject.chars())
+        .any(char::is_control)
+    {
+        return Err(TokenError::ControlCharacter);
     }
     if let Some(first) = earlier.iter().position(|(t, _)| t == token) {
         return Err(TokenError::Duplicate { first });
@@ -204,7 +241,13 @@ impl StaticTokens {
         if self.tokens.is_empty() {
             return Some(local_principal());
         }
-        let presented = digest(bearer_token(headers)?);
+        self.matching(bearer_token(headers)?)
+    }
+
+    /// The principal of `token` if it is a configured one (as [`StaticTokens::principal`]
+    /// compares, without the local principal's fallback).
+    pub(crate) fn matching(&self, token: &str) -> Option<Principal> {
+        let presented = digest(token);
         let mut found = None;
         for (configured, principal) in &self.tokens {
             let matched = digests_equal(configured, &presented);
@@ -277,6 +320,7 @@ mod tests {
         let c = Caller {
             principal: local_principal(),
             scopes: Scopes::Only(vec!["mcp".into()]),
+            claims: BTreeMap::new(),
         };
         assert!(c.has_scope("mcp"));
         assert!(!c.has_scope("admin"));

@@ -7,6 +7,7 @@
 
 mod auth;
 mod conn;
+pub mod oauth;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ pub use auth::{
     Unauthenticated, bearer_token, check_token, local_principal,
 };
 pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
+pub use oauth::ResourceServer;
 
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
@@ -51,8 +53,10 @@ pub struct HttpConfig {
     /// How long a request body may take to arrive once its head did; later gets 408.
     pub body_timeout: Duration,
     /// The bearer token `GET /metrics` requires; `None` serves metrics to anyone who
-    /// passes the Host check.
+    /// passes the Host check, unless tokens or OAuth guard `/mcp`.
     pub metrics_token: Option<String>,
+    /// Whether OAuth access tokens guard `/mcp` (`/metrics` then needs its own token).
+    pub oauth: bool,
 }
 
 impl Default for HttpConfig {
@@ -63,6 +67,7 @@ impl Default for HttpConfig {
             allowed_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()],
             body_timeout: HttpLimits::default().body_timeout,
             metrics_token: None,
+            oauth: false,
         }
     }
 }
@@ -183,6 +188,15 @@ pub fn router_with(
         )
         .route("/readyz", get(ready).fallback(read_only))
         .route("/metrics", get(metrics).fallback(read_only))
+        // RFC 9728 metadata, at the root and in the path-suffixed form; 404 without OAuth.
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(resource_metadata).fallback(read_only),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*resource}",
+            get(resource_metadata).fallback(read_only),
+        )
         .fallback(|| async { StatusCode::NOT_FOUND })
         // The DNS-rebinding defence, before any route: a page on another origin that
         // resolves its own name to this server must not reach it through a victim's
@@ -300,9 +314,9 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
                 ));
             }
         }
-        None if !state.config.tokens.is_empty() => {
+        None if !state.config.tokens.is_empty() || state.config.oauth => {
             return unauthorized(&Unauthenticated::bearer(
-                "/metrics is closed while bearer tokens are configured and metrics.token is \
+                "/metrics is closed while bearer tokens or OAuth guard /mcp and metrics.token is \
                  not: set metrics.token (or metrics.token_env)",
             ));
         }
@@ -391,12 +405,29 @@ fn allowed_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static 
     Ok(())
 }
 
+/// The Protected Resource Metadata, where the authenticator publishes one.
+async fn resource_metadata(State(state): State<AppState>, request: Request) -> Response {
+    match state.authenticator.resource_metadata(request.uri().path()) {
+        Some(doc) => (
+            [
+                (header::CONTENT_TYPE, "application/json"),
+                (header::CACHE_CONTROL, "max-age=300"),
+            ],
+            doc.to_string(),
+        )
+            .into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
 fn unauthorized(refused: &Unauthenticated) -> Response {
-    let mut r = rpc_error(
-        StatusCode::UNAUTHORIZED,
-        codes::INVALID_REQUEST,
-        &refused.message,
-    );
+    let status = StatusCode::from_u16(refused.status).unwrap_or(StatusCode::UNAUTHORIZED);
+    let code = if status == StatusCode::SERVICE_UNAVAILABLE {
+        codes::INTERNAL_ERROR
+    } else {
+        codes::INVALID_REQUEST
+    };
+    let mut r = rpc_error(status, code, &refused.message);
     let challenge = HeaderValue::from_str(&refused.challenge)
         .unwrap_or_else(|_| HeaderValue::from_static("Bearer"));
     r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
@@ -437,7 +468,6 @@ async fn post_mcp(State(state): State<AppState>, mut request: Request) -> Respon
 
 /// `POST /mcp` from `caller`.
 async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Response {
-    let principal = caller.principal;
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     // A POST body is JSON and says so: a missing Content-Type is refused like a wrong one
@@ -490,9 +520,17 @@ async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Respon
         session: routing_header(&headers, "mcp-session-id"),
         accepts_sse: accepts_event_stream(&headers),
     };
-    match state.server.handle(&routing, &principal, &bytes).await {
+    match state.server.handle(&routing, &caller, &bytes).await {
         Reply::Json { status, body } => {
             json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
+        }
+        Reply::InsufficientScope { needed, body } => {
+            let mut r = json_response(StatusCode::FORBIDDEN, body);
+            let challenge = state.authenticator.insufficient_scope(&needed);
+            if let Ok(v) = HeaderValue::from_str(&challenge) {
+                r.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+            }
+            r
         }
         Reply::Accepted => StatusCode::ACCEPTED.into_response(),
         Reply::Initialized { session, body } => {

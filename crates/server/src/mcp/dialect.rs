@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::http::Caller;
 use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 
@@ -22,6 +23,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) id: &'a Value,
     /// Who sent it.
     pub(crate) principal: &'a Principal,
+    /// Who sent it, with the scopes and forwarded claims it was granted.
+    pub(crate) caller: &'a Caller,
     /// What it declared (2026-07-28: its `_meta`; 2025-11-25: its session).
     pub(crate) meta: RequestMeta,
     /// Whether its `Accept` allows an event stream.
@@ -38,18 +41,19 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl<'a> Ctx<'a> {
-    /// A 2026-07-28 request: request `id` from `principal`, declaring `meta`, with the
+    /// A 2026-07-28 request: request `id` from `caller`, declaring `meta`, with the
     /// transport's `headers`, parsed from a body of `body_bytes`.
     pub(crate) fn stateless(
         id: &'a Value,
-        principal: &'a Principal,
+        caller: &'a Caller,
         meta: RequestMeta,
         headers: &RoutingHeaders,
         body_bytes: usize,
     ) -> Self {
         Self {
             id,
-            principal,
+            principal: &caller.principal,
+            caller,
             meta,
             accepts_sse: headers.accepts_sse,
             body_bytes,

@@ -16,6 +16,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::http::Caller;
 use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 
@@ -90,9 +91,10 @@ impl McpServer {
     pub(super) async fn dispatch_handshake(
         &self,
         headers: &RoutingHeaders,
-        principal: &Principal,
+        caller: &Caller,
         req: protocol::Request,
     ) -> Handled<Reply> {
+        let principal = &caller.principal;
         if req.method == "initialize" {
             return self.initialize(principal, req).await;
         }
@@ -176,7 +178,7 @@ impl McpServer {
         let ctx = Ctx {
             dialect: &HANDSHAKE,
             asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
-            ..Ctx::stateless(&id, principal, meta, headers, bytes)
+            ..Ctx::stateless(&id, caller, meta, headers, bytes)
         };
         self.serve(call, &ctx).await
     }

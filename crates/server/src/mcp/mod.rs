@@ -12,6 +12,7 @@ mod legacy;
 mod method;
 mod mrtr;
 mod request;
+pub mod scopes;
 mod session;
 mod state;
 mod subscriptions_listen;
@@ -24,6 +25,7 @@ mod wire;
 use dialect::Ctx;
 use method::Method;
 use request::Call;
+pub use scopes::ScopePolicy;
 pub use sync_io::SyncIo;
 
 use std::future::Future;
@@ -32,6 +34,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::http::Caller;
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use snodo_core::model::{Principal, TaskId, Timestamp};
 use snodo_core::store::{ObservedStore, Store, StoreError};
@@ -50,6 +53,8 @@ pub struct ServerConfig {
     pub catalog: Arc<Catalogs>,
     /// Per-tenant and global budgets.
     pub limits: TenantLimits,
+    /// The scopes each operation needs (none, without OAuth).
+    pub scopes: ScopePolicy,
 }
 
 /// The headers the dispatcher checks, already read from the transport.
@@ -100,6 +105,14 @@ pub enum Reply {
         /// `Mcp-Session-Id`.
         session: String,
         /// The JSON-RPC response, serialized.
+        body: Vec<u8>,
+    },
+    /// 403: the caller lacks a scope the operation needs; the transport adds the
+    /// `insufficient_scope` challenge naming every scope in `needed`.
+    InsufficientScope {
+        /// Every scope the operation needs.
+        needed: Vec<String>,
+        /// The JSON-RPC error, serialized.
         body: Vec<u8>,
     },
     /// An SSE stream: notifications, then the response (or, for subscriptions, until the
@@ -248,6 +261,12 @@ impl McpServer {
         self.closing.cancel();
     }
 
+    /// Requires the scopes `scopes` names of each operation.
+    pub fn with_scopes(mut self, scopes: ScopePolicy) -> Self {
+        self.config.scopes = scopes;
+        self
+    }
+
     /// Counts into `metrics` (shared with the runner's instrumentation).
     pub fn with_metrics(mut self, metrics: Arc<crate::telemetry::Metrics>) -> Self {
         self.metrics = metrics;
@@ -387,12 +406,7 @@ impl McpServer {
     }
 
     /// Handles one POST body.
-    pub async fn handle(
-        &self,
-        headers: &RoutingHeaders,
-        principal: &Principal,
-        body: &[u8],
-    ) -> Reply {
+    pub async fn handle(&self, headers: &RoutingHeaders, caller: &Caller, body: &[u8]) -> Reply {
         let req = match protocol::parse(body) {
             Ok(Incoming::Request(r)) => r,
             Ok(Incoming::Notification { .. }) => return Reply::Accepted,
@@ -400,7 +414,7 @@ impl McpServer {
                 // An answer nothing waits on (late, or another node's) is dropped: the
                 // call that asked has ended or lives elsewhere.
                 let party = session::Party {
-                    principal: principal.clone(),
+                    principal: caller.principal.clone(),
                     session: headers.session.clone().and_then(Result::ok),
                 };
                 self.outstanding.answer(&party, &id, outcome);
@@ -409,7 +423,7 @@ impl McpServer {
             Err((id, e)) => return Reply::error(&id, &e),
         };
         let id = req.id.clone();
-        match self.dispatch(headers, principal, req).await {
+        match self.dispatch(headers, caller, req).await {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
         }
@@ -418,13 +432,13 @@ impl McpServer {
     async fn dispatch(
         &self,
         headers: &RoutingHeaders,
-        principal: &Principal,
+        caller: &Caller,
         req: protocol::Request,
     ) -> Handled<Reply> {
         if legacy::speaks_handshake(headers, &req) {
             let id = req.id.clone();
             return Ok(self
-                .dispatch_handshake(headers, principal, req)
+                .dispatch_handshake(headers, caller, req)
                 .await
                 .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
@@ -446,12 +460,26 @@ impl McpServer {
             id, params, bytes, ..
         } = req;
         let call = Call::parse(method, params)?;
-        let ctx = Ctx::stateless(&id, principal, meta, headers, bytes);
+        let ctx = Ctx::stateless(&id, caller, meta, headers, bytes);
         self.serve(call, &ctx).await
     }
 
     /// Answers one typed request, whichever revision it came in.
     async fn serve(&self, call: Call, ctx: &Ctx<'_>) -> Handled<Reply> {
+        let needed = self.config.scopes.needed(&call);
+        if !ctx.caller.missing(&needed).is_empty() {
+            let e = RpcError::new(
+                protocol::codes::INVALID_REQUEST,
+                format!(
+                    "insufficient scope: this request needs {}",
+                    needed.join(" ")
+                ),
+            );
+            return Ok(Reply::InsufficientScope {
+                needed,
+                body: protocol::error_bytes(ctx.id, &e),
+            });
+        }
         let result = match call {
             Call::Discover => self.discover(ctx),
             Call::ToolsList => self.tools_list(ctx),

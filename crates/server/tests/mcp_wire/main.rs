@@ -25,6 +25,7 @@ mod envelope;
 mod handshake;
 mod health;
 mod methods;
+mod oauth;
 mod streams;
 mod tasks;
 

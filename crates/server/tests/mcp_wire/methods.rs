@@ -158,10 +158,12 @@ async fn a_custom_authenticator_decides_who_calls() {
                 Some("ada") => Ok(Caller {
                     principal: Principal::new("acme", "ada"),
                     scopes: Scopes::Only(vec!["mcp".into()]),
+                    claims: Default::default(),
                 }),
                 _ => Err(Unauthenticated {
                     message: "who are you?".into(),
                     challenge: r#"Bearer resource_metadata="https://example/.well-known""#.into(),
+                    status: 401,
                 }),
             }
         }

@@ -192,7 +192,11 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
         ..Default::default()
     };
     let reply = server
-        .handle(&headers, &principal, listen.to_string().as_bytes())
+        .handle(
+            &headers,
+            &snodo_server::http::Caller::trusted(principal.clone()),
+            listen.to_string().as_bytes(),
+        )
         .await;
     let snodo_server::mcp::Reply::Stream(mut stream) = reply else {
         panic!("subscriptions/listen answers with a stream");
@@ -259,10 +263,10 @@ async fn list_changes_reach_the_streams_that_asked_for_them() {
         );
         let server = &server;
         let headers = &headers;
-        let principal = &principal;
+        let caller = snodo_server::http::Caller::trusted(principal.clone());
         async move {
             match server
-                .handle(headers, principal, listen.to_string().as_bytes())
+                .handle(headers, &caller, listen.to_string().as_bytes())
                 .await
             {
                 snodo_server::mcp::Reply::Stream(s) => s,

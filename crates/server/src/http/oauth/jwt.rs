@@ -1,0 +1,412 @@
+//! JSON Web Tokens as access tokens (RFC 7519, RFC 9068): the compact form parsed, the
+//! signature verified with a key of the issuer's key set (RFC 7517), the algorithm checked
+//! against the configured list. Verification uses `ring`; nothing here knows a symmetric
+//! algorithm, so `none` and HMAC signed with a public key cannot verify whatever the token
+//! claims.
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::signature::{self, RsaPublicKeyComponents, UnparsedPublicKey};
+use serde_json::{Map, Value};
+
+/// The largest token considered: anything longer is refused before it is decoded.
+pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
+
+/// A signature algorithm a token may be signed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    Rs256,
+    /// RSASSA-PKCS1-v1_5 with SHA-384.
+    Rs384,
+    /// RSASSA-PKCS1-v1_5 with SHA-512.
+    Rs512,
+    /// RSASSA-PSS with SHA-256.
+    Ps256,
+    /// ECDSA on P-256 with SHA-256.
+    Es256,
+    /// ECDSA on P-384 with SHA-384.
+    Es384,
+    /// Ed25519.
+    EdDsa,
+}
+
+impl Algorithm {
+    /// The algorithms accepted when none are configured.
+    pub const DEFAULT: [Algorithm; 3] = [Algorithm::Rs256, Algorithm::Es256, Algorithm::EdDsa];
+
+    /// The `alg` name: `RS256`, `ES256`, `EdDSA`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Rs256 => "RS256",
+            Algorithm::Rs384 => "RS384",
+            Algorithm::Rs512 => "RS512",
+            Algorithm::Ps256 => "PS256",
+            Algorithm::Es256 => "ES256",
+            Algorithm::Es384 => "ES384",
+            Algorithm::EdDsa => "EdDSA",
+        }
+    }
+
+    /// The algorithm named `name`; asymmetric ones only (`none` and `HS*` are refused here
+    /// and can never be configured).
+    pub fn parse(name: &str) -> Result<Self, String> {
+        Ok(match name {
+            "RS256" => Algorithm::Rs256,
+            "RS384" => Algorithm::Rs384,
+            "RS512" => Algorithm::Rs512,
+            "PS256" => Algorithm::Ps256,
+            "ES256" => Algorithm::Es256,
+            "ES384" => Algorithm::Es384,
+            "EdDSA" => Algorithm::EdDsa,
+            "none" => return Err("`none` is never accepted".into()),
+            n if n.starts_with("HS") => {
+                return Err(format!(
+                    "{n} is a shared-secret algorithm; access tokens must be signed with a key \
+                     pair (RS256, ES256, EdDSA, ...)"
+                ));
+            }
+            n => return Err(format!("unknown algorithm {n:?}")),
+        })
+    }
+
+    fn kty(self) -> &'static str {
+        match self {
+            Algorithm::Rs256 | Algorithm::Rs384 | Algorithm::Rs512 | Algorithm::Ps256 => "RSA",
+            Algorithm::Es256 | Algorithm::Es384 => "EC",
+            Algorithm::EdDsa => "OKP",
+        }
+    }
+}
+
+/// One verification key of an issuer's key set.
+#[derive(Debug, Clone)]
+pub(crate) struct Key {
+    /// `kid`, if the set names its keys.
+    pub(crate) kid: Option<String>,
+    /// `alg`, if the set pins the key to one.
+    alg: Option<Algorithm>,
+    material: Material,
+}
+
+#[derive(Debug, Clone)]
+enum Material {
+    Rsa {
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
+    /// An uncompressed point, and its curve's algorithm.
+    Ec {
+        point: Vec<u8>,
+        curve: Algorithm,
+    },
+    Ed25519(Vec<u8>),
+}
+
+fn b64(v: &Value, field: &str) -> Result<Vec<u8>, String> {
+    let s = v[field]
+        .as_str()
+        .ok_or_else(|| format!("the key has no {field}"))?;
+    URL_SAFE_NO_PAD
+        .decode(s.trim_end_matches('='))
+        .map_err(|_| format!("the key's {field} is not base64url"))
+}
+
+impl Key {
+    /// One JWK. Keys that are not for signatures, or of a kind this server cannot verify
+    /// with, are `Ok(None)`: a set may hold encryption keys beside signing keys.
+    pub(crate) fn from_jwk(jwk: &Value) -> Result<Option<Self>, String> {
+        if jwk["use"].as_str().is_some_and(|u| u != "sig") {
+            return Ok(None);
+        }
+        if let Some(ops) = jwk["key_ops"].as_array()
+            && !ops.iter().any(|o| o == "verify")
+        {
+            return Ok(None);
+        }
+        let alg = match jwk["alg"].as_str() {
+            None => None,
+            Some(a) => match Algorithm::parse(a) {
+                Ok(a) => Some(a),
+                // A key for an algorithm this server never accepts verifies nothing.
+                Err(_) => return Ok(None),
+            },
+        };
+        let material = match jwk["kty"].as_str() {
+            Some("RSA") => Material::Rsa {
+                n: b64(jwk, "n")?,
+                e: b64(jwk, "e")?,
+            },
+            Some("EC") => {
+                let (curve, len) = match jwk["crv"].as_str() {
+                    Some("P-256") => (Algorithm::Es256, 32),
+                    Some("P-384") => (Algorithm::Es384, 48),
+                    _ => return Ok(None),
+                };
+                let (x, y) = (b64(jwk, "x")?, b64(jwk, "y")?);
+                if x.len() != len || y.len() != len {
+                    return Err("the key's coordinates have the wrong length".into());
+                }
+                let mut point = Vec::with_capacity(1 + 2 * len);
+                point.push(4);
+                point.extend_from_slice(&x);
+                point.extend_from_slice(&y);
+                Material::Ec { point, curve }
+            }
+            Some("OKP") if jwk["crv"] == "Ed25519" => {
+                let x = b64(jwk, "x")?;
+                if x.len() != 32 {
+                    return Err("the Ed25519 key is not 32 bytes".into());
+                }
+                Material::Ed25519(x)
+            }
+            // Symmetric keys ("oct") and others are never used to verify.
+            _ => return Ok(None),
+        };
+        Ok(Some(Self {
+            kid: jwk["kid"].as_str().map(str::to_owned),
+            alg,
+            material,
+        }))
+    }
+
+    /// Whether this key may verify a token signed with `alg`: the key's kind (and curve)
+    /// must be the algorithm's, and a key pinned to an algorithm verifies only that one.
+    fn fits(&self, alg: Algorithm) -> bool {
+        if self.alg.is_some_and(|a| a != alg) {
+            return false;
+        }
+        match &self.material {
+            Material::Rsa { .. } => alg.kty() == "RSA",
+            Material::Ec { curve, .. } => *curve == alg,
+            Material::Ed25519(_) => alg == Algorithm::EdDsa,
+        }
+    }
+
+    fn verify(&self, alg: Algorithm, message: &[u8], sig: &[u8]) -> bool {
+        match &self.material {
+            Material::Rsa { n, e } => {
+                let params = match alg {
+                    Algorithm::Rs256 => &signature::RSA_PKCS1_2048_8192_SHA256,
+                    Algorithm::Rs384 => &signature::RSA_PKCS1_2048_8192_SHA384,
+                    Algorithm::Rs512 => &signature::RSA_PKCS1_2048_8192_SHA512,
+                    Algorithm::Ps256 => &signature::RSA_PSS_2048_8192_SHA256,
+                    _ => return false,
+                };
+                RsaPublicKeyComponents { n, e }
+                    .verify(params, message, sig)
+                    .is_ok()
+            }
+            Material::Ec { point, curve } => {
+                let params = match curve {
+                    Algorithm::Es256 => &signature::ECDSA_P256_SHA256_FIXED,
+                    _ => &signature::ECDSA_P384_SHA384_FIXED,
+                };
+                UnparsedPublicKey::new(params, point)
+                    .verify(message, sig)
+                    .is_ok()
+            }
+            Material::Ed25519(x) => UnparsedPublicKey::new(&signature::ED25519, x)
+                .verify(message, sig)
+                .is_ok(),
+        }
+    }
+}
+
+/// An issuer's verification keys, by `kid` (and those without one).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KeySet {
+    by_kid: HashMap<String, Key>,
+    unnamed: Vec<Key>,
+}
+
+impl KeySet {
+    /// The keys of a JWK Set document.
+    pub(crate) fn from_document(doc: &Value) -> Result<Self, String> {
+        let keys = doc["keys"]
+            .as_array()
+            .ok_or("the key set has no \"keys\" array")?;
+        let mut set = KeySet::default();
+        for jwk in keys {
+            // One malformed key must not take the issuer's other keys with it.
+            match Key::from_jwk(jwk) {
+                Ok(Some(k)) => match k.kid.clone() {
+                    Some(kid) => {
+                        set.by_kid.insert(kid, k);
+                    }
+                    None => set.unnamed.push(k),
+                },
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "a key of the issuer's key set is skipped"),
+            }
+        }
+        Ok(set)
+    }
+
+    /// How many usable keys the set holds.
+    pub(crate) fn len(&self) -> usize {
+        self.by_kid.len() + self.unnamed.len()
+    }
+
+    /// Whether the set holds the key `kid`.
+    pub(crate) fn has(&self, kid: &str) -> bool {
+        self.by_kid.contains_key(kid)
+    }
+}
+
+/// A token split and decoded, not yet verified.
+pub(crate) struct Unverified<'t> {
+    /// The protected header.
+    pub(crate) header: Map<String, Value>,
+    /// The claims.
+    pub(crate) claims: Map<String, Value>,
+    signing_input: &'t str,
+    signature: Vec<u8>,
+}
+
+/// Whether `token` has the shape of a compact JWS (three base64url parts): a token that
+/// does not is opaque and goes to introspection.
+pub(crate) fn looks_like_jwt(token: &str) -> bool {
+    token.len() <= MAX_TOKEN_BYTES
+        && token.split('.').count() == 3
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+fn json_part(part: &str, what: &str) -> Result<Map<String, Value>, String> {
+    let bytes = URL_SAFE_NO_PAD
+        .decode(part)
+        .map_err(|_| format!("the token's {what} is not base64url"))?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(format!("the token's {what} is not a JSON object")),
+    }
+}
+
+impl<'t> Unverified<'t> {
+    /// Splits and decodes `token`.
+    pub(crate) fn parse(token: &'t str) -> Result<Self, String> {
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(format!("the token is longer than {MAX_TOKEN_BYTES} bytes"));
+        }
+        let mut parts = token.split('.');
+        let (Some(h), Some(c), Some(s), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err("the token is not a compact JWT".into());
+        };
+        let header = json_part(h, "header")?;
+        let claims = json_part(c, "claims")?;
+        let signature = URL_SAFE_NO_PAD
+            .decode(s)
+            .map_err(|_| "the token's signature is not base64url".to_owned())?;
+        Ok(Self {
+            header,
+            claims,
+            signing_input: &token[..h.len() + 1 + c.len()],
+            signature,
+        })
+    }
+
+    /// The `kid` the header names.
+    pub(crate) fn kid(&self) -> Option<&str> {
+        self.header.get("kid").and_then(Value::as_str)
+    }
+
+    /// Checks the header against `allowed` (the algorithm, the type, no critical
+    /// extensions) and the signature against `keys`. Ok: the algorithm it was signed with.
+    pub(crate) fn verify(&self, allowed: &[Algorithm], keys: &KeySet) -> Result<Algorithm, String> {
+        let name = self
+            .header
+            .get("alg")
+            .and_then(Value::as_str)
+            .ok_or("the token names no algorithm")?;
+        let alg = Algorithm::parse(name)?;
+        if !allowed.contains(&alg) {
+            return Err(format!("{name} is not an accepted algorithm"));
+        }
+        // RFC 9068's type, or the generic one; an ID token's or a logout token's type
+        // here would be a token used for what it was not issued for.
+        if let Some(typ) = self.header.get("typ") {
+            let ok = typ.as_str().is_some_and(|t| {
+                ["JWT", "at+jwt", "application/at+jwt"]
+                    .iter()
+                    .any(|x| t.eq_ignore_ascii_case(x))
+            });
+            if !ok {
+                return Err("the token's type is not an access token's".into());
+            }
+        }
+        if self.header.contains_key("crit") {
+            return Err(
+                "the token has critical header parameters this server does not know".into(),
+            );
+        }
+        let message = self.signing_input.as_bytes();
+        let verified = match self.kid() {
+            Some(kid) => {
+                let key = keys
+                    .by_kid
+                    .get(kid)
+                    .ok_or_else(|| format!("no key {kid:?} in the issuer's key set"))?;
+                if !key.fits(alg) {
+                    return Err(format!("key {kid:?} is not a {name} key"));
+                }
+                key.verify(alg, message, &self.signature)
+            }
+            // Without a kid, each key of the algorithm's kind is tried.
+            None => keys
+                .by_kid
+                .values()
+                .chain(&keys.unnamed)
+                .filter(|k| k.fits(alg))
+                .any(|k| k.verify(alg, message, &self.signature)),
+        };
+        if verified {
+            Ok(alg)
+        } else {
+            Err("the token's signature does not verify".into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn none_and_shared_secret_algorithms_can_never_be_named() {
+        assert!(Algorithm::parse("none").is_err());
+        assert!(Algorithm::parse("HS256").is_err());
+        assert!(Algorithm::parse("HS512").is_err());
+        assert!(
+            Algorithm::parse("rs256").is_err(),
+            "names are case-sensitive"
+        );
+        for a in Algorithm::DEFAULT {
+            assert_eq!(Algorithm::parse(a.name()), Ok(a));
+        }
+    }
+
+    #[test]
+    fn symmetric_and_encryption_keys_verify_nothing() {
+        let set = KeySet::from_document(&serde_json::json!({"keys": [
+            {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
+            {"kty": "RSA", "use": "enc", "kid": "enc", "n": "AQAB", "e": "AQAB"},
+            {"kty": "EC", "crv": "P-256", "kid": "short", "x": "AQAB", "y": "AQAB"},
+        ]}))
+        .expect("a set");
+        assert_eq!(set.len(), 0);
+    }
+
+    #[test]
+    fn only_compact_tokens_look_like_jwts() {
+        assert!(looks_like_jwt("eyJh.eyJi.c2ln"));
+        assert!(!looks_like_jwt("opaque-token-value"));
+        assert!(!looks_like_jwt("a.b.c.d"));
+        assert!(!looks_like_jwt("a b.c.d"));
+    }
+}

@@ -1,0 +1,578 @@
+//! The OAuth resource server against a real identity provider on a loopback port: the
+//! Protected Resource Metadata, the challenges, every refusal of a token, key rotation,
+//! introspection, scopes and the principal taken from claims.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use snodo_core::model::{Isolation, Principal};
+use snodo_server::http::oauth::{Clock, IntrospectionConfig, IssuerConfig, OAuthConfig};
+use snodo_server::http::{App, HttpConfig, ResourceServer, router_with};
+use snodo_server::mcp::ScopePolicy;
+use snodo_server::testing::idp::{self, TestIdp};
+use tower::ServiceExt;
+
+use super::{caps, common, fixtures, request_of, rpc, send};
+
+const RESOURCE: &str = "https://mcp.example.com/mcp";
+const STATIC: &str = "static-token-0123456789";
+
+/// A clock the test moves by hand (Unix seconds).
+fn manual_clock() -> (Clock, Arc<AtomicU64>) {
+    let now = Arc::new(AtomicU64::new(idp::now()));
+    let read = now.clone();
+    (Arc::new(move || read.load(Ordering::SeqCst)), now)
+}
+
+fn issuer_of(idp: &TestIdp) -> IssuerConfig {
+    IssuerConfig {
+        // Discovered from the metadata: the jwks_uri is not configured.
+        jwks_uri: None,
+        introspection: Some(IntrospectionConfig {
+            endpoint: None,
+            client_id: idp::CLIENT_ID.into(),
+            client_secret: idp::CLIENT_SECRET.into(),
+        }),
+        ..IssuerConfig::new(idp.issuer(), "acme")
+    }
+}
+
+struct Guarded {
+    app: App,
+    clock: Arc<AtomicU64>,
+}
+
+async fn guarded(
+    idp: &TestIdp,
+    scopes: ScopePolicy,
+    tweak: impl FnOnce(&mut OAuthConfig),
+) -> Guarded {
+    let (clock, now) = manual_clock();
+    let mut config = OAuthConfig {
+        resource: Some(RESOURCE.into()),
+        issuers: vec![issuer_of(idp)],
+        challenge_scopes: scopes.ordinary(),
+        scopes_supported: scopes.all(),
+        ..OAuthConfig::default()
+    };
+    tweak(&mut config);
+    let statics = [(STATIC.to_owned(), Principal::new("machines", "ci"))];
+    let rs = ResourceServer::new(config, &statics, clock).expect("a valid configuration");
+    let fixtures = fixtures().await;
+    let (server, _) = common::mcp_server_scoped(
+        common::catalog_of(&[&fixtures], Default::default()),
+        Default::default(),
+        scopes,
+    );
+    let http = HttpConfig {
+        oauth: true,
+        ..HttpConfig::default()
+    };
+    Guarded {
+        app: router_with(server, http, Arc::new(rs)),
+        clock: now,
+    }
+}
+
+fn with_bearer(body: &Value, token: &str) -> Request<Body> {
+    let mut req = request_of(body);
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    req
+}
+
+fn list() -> Value {
+    rpc(1, "tools/list", json!({}), caps(false))
+}
+
+/// The status, the `WWW-Authenticate` challenge and the body of `token`'s `body`.
+async fn as_token(app: &App, body: &Value, token: &str) -> (StatusCode, String, Value) {
+    let resp = app
+        .clone()
+        .oneshot(with_bearer(body, token))
+        .await
+        .expect("response");
+    let challenge = resp
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let status = resp.status();
+    let bytes = http_body_util::BodyExt::collect(resp.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        challenge,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn refused(app: &App, token: &str, why: &str) {
+    let (status, challenge, body) = as_token(app, &list(), token).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{why}: {body}");
+    assert!(
+        challenge.contains("error=\"invalid_token\""),
+        "{why}: {challenge}"
+    );
+    assert!(
+        challenge.contains(
+            "resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+        ),
+        "{why}: {challenge}"
+    );
+}
+
+async fn accepted(app: &App, token: &str, why: &str) {
+    let (status, _, body) = as_token(app, &list(), token).await;
+    assert_eq!(status, StatusCode::OK, "{why}: {body}");
+}
+
+async fn get(app: &App, path: &str, host: &str) -> (StatusCode, Value) {
+    let req = Request::get(path)
+        .header("host", host)
+        .body(Body::empty())
+        .expect("request");
+    let (s, v, _) = send(app, req).await;
+    (s, v)
+}
+
+#[tokio::test]
+async fn the_protected_resource_metadata_is_served_at_both_well_known_paths() {
+    let idp = TestIdp::start().await;
+    let scopes = ScopePolicy {
+        tools_call: vec!["tools:call".into()],
+        admin: vec!["admin".into()],
+        ..ScopePolicy::default()
+    };
+    let g = guarded(&idp, scopes, |_| {}).await;
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let (s, doc) = get(&g.app, path, "localhost").await;
+        assert_eq!(s, StatusCode::OK, "{path}");
+        assert_eq!(doc["resource"], RESOURCE);
+        assert_eq!(doc["authorization_servers"], json!([idp.issuer()]));
+        assert_eq!(doc["scopes_supported"], json!(["tools:call", "admin"]));
+        assert_eq!(doc["bearer_methods_supported"], json!(["header"]));
+    }
+    let (s, _) = get(
+        &g.app,
+        "/.well-known/oauth-protected-resource/other",
+        "localhost",
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "another resource's metadata is not here"
+    );
+    let (s, _) = get(
+        &g.app,
+        "/.well-known/oauth-protected-resource",
+        "evil.example",
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "the Host check guards the metadata too"
+    );
+    // Without OAuth there is no metadata.
+    let (s, _) = get(
+        &super::app(vec![]).await,
+        "/.well-known/oauth-protected-resource",
+        "localhost",
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_request_without_a_token_is_challenged_toward_the_metadata() {
+    let idp = TestIdp::start().await;
+    let scopes = ScopePolicy {
+        mcp: vec!["mcp".into()],
+        tools_call: vec!["tools:call".into()],
+        admin: vec!["admin".into()],
+        ..ScopePolicy::default()
+    };
+    let g = guarded(&idp, scopes, |_| {}).await;
+    let resp = g
+        .app
+        .clone()
+        .oneshot(request_of(&list()))
+        .await
+        .expect("response");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let challenge = resp.headers()["www-authenticate"].to_str().expect("ascii");
+    assert_eq!(
+        challenge,
+        "Bearer resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\", scope=\"mcp tools:call\"",
+        "ordinary use's scopes, not admin"
+    );
+}
+
+#[tokio::test]
+async fn tokens_of_each_algorithm_are_accepted_and_every_bad_one_is_refused() {
+    let idp = TestIdp::start().await;
+    let g = guarded(&idp, ScopePolicy::default(), |_| {}).await;
+    let good = idp.claims(RESOURCE, "ada", "");
+    accepted(&g.app, &idp.sign("RS256", &good), "RS256").await;
+    accepted(&g.app, &idp.sign("ES256", &good), "ES256").await;
+    accepted(&g.app, STATIC, "a static token beside OAuth").await;
+    let mut listed = good.clone();
+    listed["aud"] = json!(["https://other.example.com", RESOURCE]);
+    accepted(
+        &g.app,
+        &idp.sign("RS256", &listed),
+        "the resource among several audiences",
+    )
+    .await;
+    let now = idp::now();
+    let mut late = good.clone();
+    late["exp"] = json!(now - 30);
+    accepted(
+        &g.app,
+        &idp.sign("RS256", &late),
+        "expired within the leeway",
+    )
+    .await;
+
+    let with = |field: &str, value: Value| {
+        let mut c = good.clone();
+        c[field] = value;
+        c
+    };
+    let without = |field: &str| {
+        let mut c = good.clone();
+        c.as_object_mut().expect("claims").remove(field);
+        c
+    };
+    let cases = [
+        (idp.sign("RS256", &with("exp", json!(now - 120))), "expired"),
+        (idp.sign("RS256", &without("exp")), "without exp"),
+        (
+            idp.sign("RS256", &with("nbf", json!(now + 600))),
+            "not valid yet",
+        ),
+        (
+            idp.sign(
+                "RS256",
+                &with("aud", json!("https://other.example.com/mcp")),
+            ),
+            "another resource's audience",
+        ),
+        (idp.sign("RS256", &without("aud")), "without an audience"),
+        (
+            idp.sign("ES256", &with("iss", json!("https://evil.example.com"))),
+            "an untrusted issuer",
+        ),
+        (
+            idp.sign("RS256", &with("sub", json!(""))),
+            "an empty subject",
+        ),
+    ];
+    for (token, why) in &cases {
+        refused(&g.app, token, why).await;
+    }
+
+    // Another provider's key, claiming this issuer: its kid is unknown here.
+    let other = TestIdp::start().await;
+    let mut forged = good.clone();
+    forged["iss"] = json!(idp.issuer());
+    refused(
+        &g.app,
+        &other.sign("RS256", &forged),
+        "signed by a key the issuer does not hold",
+    )
+    .await;
+
+    // `alg: none`, and HS256 keyed with the issuer's public RSA key.
+    let none = TestIdp::unsigned(&json!({"alg": "none", "typ": "JWT"}), &good);
+    refused(&g.app, &none, "alg none").await;
+    let public = idp.jwks_document()["keys"][0].to_string();
+    let hmac = TestIdp::sign_hmac(
+        &json!({"alg": "HS256", "kid": "rsa-1"}),
+        &good,
+        public.as_bytes(),
+    );
+    refused(&g.app, &hmac, "HS256 with the public key").await;
+    let n = idp.jwks_document()["keys"][0]["n"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let hmac = TestIdp::sign_hmac(
+        &json!({"alg": "HS256", "kid": "rsa-1"}),
+        &good,
+        n.as_bytes(),
+    );
+    refused(&g.app, &hmac, "HS256 with the modulus").await;
+
+    // A valid signature over other claims: the payload swapped after signing.
+    let token = idp.sign("RS256", &good);
+    let evil_claims = with("sub", json!("root"));
+    let parts: Vec<&str> = token.split('.').collect();
+    let swapped = format!(
+        "{}.{}.{}",
+        parts[0],
+        base64_url(&evil_claims.to_string()),
+        parts[2]
+    );
+    refused(&g.app, &swapped, "claims changed after signing").await;
+    // Another token type (an ID token's) and critical extensions.
+    refused(
+        &g.app,
+        &signed_with_header(&idp, json!({"typ": "id_token+jwt"}), &good),
+        "an ID token's type",
+    )
+    .await;
+    refused(
+        &g.app,
+        &signed_with_header(&idp, json!({"crit": ["exp"]}), &good),
+        "critical header parameters",
+    )
+    .await;
+    refused(
+        &g.app,
+        "not-a-jwt-and-not-active",
+        "an opaque token introspection does not know",
+    )
+    .await;
+}
+
+fn base64_url(s: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s)
+}
+
+/// A token signed by the provider's current RSA key whose header has `extra` fields over
+/// the usual ones.
+fn signed_with_header(idp: &TestIdp, extra: Value, claims: &Value) -> String {
+    let keys = idp.jwks_document();
+    let kid = keys["keys"]
+        .as_array()
+        .and_then(|k| k.iter().find(|k| k["kty"] == "RSA"))
+        .map(|k| k["kid"].clone())
+        .expect("an RSA key");
+    let mut header = json!({"alg": "RS256", "typ": "at+jwt", "kid": kid});
+    for (k, v) in extra.as_object().expect("an object") {
+        header[k] = v.clone();
+    }
+    idp.sign_with_header("RS256", &header, claims)
+}
+
+#[tokio::test]
+async fn keys_rotate_and_unknown_kids_refresh_at_most_once_per_interval() {
+    let idp = TestIdp::start().await;
+    let g = guarded(&idp, ScopePolicy::default(), |_| {}).await;
+    let good = idp.claims(RESOURCE, "ada", "");
+    let before = idp.sign("RS256", &good);
+    accepted(&g.app, &before, "the first token fetches the keys").await;
+    assert_eq!(idp.jwks_fetches(), 1);
+
+    // A flood of unknown kids within the interval fetches nothing.
+    let unknown = signed_with_header(&idp, json!({"kid": "nobody"}), &good);
+    for _ in 0..5 {
+        refused(&g.app, &unknown, "an unknown kid").await;
+    }
+    assert_eq!(idp.jwks_fetches(), 1, "refreshes are rate-limited");
+
+    // The provider rotates. Within the interval the new key is not fetched yet.
+    let kids = idp.rotate();
+    let after = idp.sign("RS256", &good);
+    refused(
+        &g.app,
+        &after,
+        "a new kid before the interval allows a refresh",
+    )
+    .await;
+    assert_eq!(idp.jwks_fetches(), 1);
+    // Past the interval, the new kid triggers one refresh and is accepted.
+    g.clock.fetch_add(31, Ordering::SeqCst);
+    accepted(&g.app, &after, "a new kid after rotation").await;
+    assert_eq!(idp.jwks_fetches(), 2);
+    assert!(kids.contains(&"rsa-2".to_owned()));
+    // The retired key verifies nothing any more; asking again within the interval does not
+    // fetch.
+    refused(&g.app, &before, "a retired key").await;
+    accepted(&g.app, &idp.sign("ES256", &good), "the new EC key").await;
+    assert_eq!(idp.jwks_fetches(), 2);
+    // An old key set is fetched again once it is jwks_max_age old.
+    g.clock.fetch_add(3_600, Ordering::SeqCst);
+    let fresh = idp.claims(RESOURCE, "ada", "");
+    let mut fresh = fresh;
+    fresh["exp"] = json!(idp::now() + 3_600 + 300);
+    accepted(&g.app, &idp.sign("RS256", &fresh), "after the key set aged").await;
+    assert_eq!(idp.jwks_fetches(), 3);
+}
+
+#[tokio::test]
+async fn opaque_tokens_are_introspected_and_the_answers_cached() {
+    let idp = TestIdp::start().await;
+    let g = guarded(&idp, ScopePolicy::default(), |_| {}).await;
+    let now = idp::now();
+    let active = idp.opaque(json!({
+        "active": true, "iss": idp.issuer(), "aud": RESOURCE, "sub": "ada",
+        "scope": "mcp", "exp": now + 600,
+    }));
+    accepted(&g.app, &active, "an active token").await;
+    accepted(&g.app, &active, "the same token again").await;
+    assert_eq!(idp.introspections(), 1, "the answer is cached");
+    g.clock.fetch_add(61, Ordering::SeqCst);
+    accepted(&g.app, &active, "after the cache time").await;
+    assert_eq!(
+        idp.introspections(),
+        2,
+        "asked again once the cache time passed"
+    );
+
+    let inactive = idp.opaque(json!({"active": false}));
+    refused(&g.app, &inactive, "introspection answering inactive").await;
+    let elsewhere = idp.opaque(json!({
+        "active": true, "iss": idp.issuer(), "aud": "https://other.example.com", "sub": "ada",
+        "exp": now + 600,
+    }));
+    refused(&g.app, &elsewhere, "active, for another resource").await;
+    let expired = idp.opaque(json!({
+        "active": true, "iss": idp.issuer(), "aud": RESOURCE, "sub": "ada", "exp": now - 600,
+    }));
+    refused(&g.app, &expired, "active but expired").await;
+}
+
+#[tokio::test]
+async fn a_missing_scope_is_403_naming_every_scope_the_operation_needs() {
+    let idp = TestIdp::start().await;
+    let scopes = ScopePolicy {
+        mcp: vec!["mcp".into()],
+        tools_call: vec!["tools:call".into()],
+        tools: vec![("gre*".into(), vec!["greeting".into()])],
+        tasks_get: vec!["tasks:read".into()],
+        ..ScopePolicy::default()
+    };
+    let g = guarded(&idp, scopes, |_| {}).await;
+    let greet = rpc(
+        2,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+        caps(false),
+    );
+    let token = |scope: &str| idp.sign("ES256", &idp.claims(RESOURCE, "ada", scope));
+
+    let (s, _, _) = as_token(&g.app, &list(), &token("mcp")).await;
+    assert_eq!(s, StatusCode::OK, "tools/list needs the base scope only");
+    let (s, _, _) = as_token(&g.app, &list(), &token("other")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "without the base scope");
+
+    let (s, challenge, body) = as_token(&g.app, &greet, &token("mcp tools:call")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{body}");
+    assert!(
+        challenge.starts_with("Bearer error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(
+        challenge.contains("scope=\"mcp tools:call greeting\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("resource_metadata="), "{challenge}");
+    assert_eq!(body["id"], 2, "a JSON-RPC error for the request: {body}");
+
+    let (s, _, body) = as_token(&g.app, &greet, &token("tools:call greeting mcp")).await;
+    assert_eq!(s, StatusCode::OK, "{body}");
+    assert!(body["result"]["content"].is_array(), "{body}");
+
+    let get = rpc(
+        3,
+        "tasks/get",
+        json!({"taskId": "0".repeat(32)}),
+        caps(true),
+    );
+    let (s, challenge, _) = as_token(&g.app, &get, &token("mcp tools:call")).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(
+        challenge.contains("scope=\"mcp tasks:read\""),
+        "{challenge}"
+    );
+    // A static token holds every scope.
+    let (s, _, _) = as_token(&g.app, &greet, STATIC).await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn tenant_and_subject_come_from_the_configured_claims() {
+    let idp = TestIdp::start().await;
+    let by_org = |isolation: Isolation| {
+        move |c: &mut OAuthConfig| {
+            c.isolation = isolation;
+            c.issuers[0].tenant_claim = Some("org.id".into());
+            c.issuers[0].tenant = None;
+        }
+    };
+    let person = |subject: &str, org: &str| {
+        let mut c = idp.claims(RESOURCE, subject, "");
+        c["org"] = json!({"id": org});
+        idp.sign("RS256", &c)
+    };
+    let long = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        caps(true),
+    );
+    for (isolation, colleague_sees) in
+        [(Isolation::Tenant, true), (Isolation::TenantSubject, false)]
+    {
+        let g = guarded(&idp, ScopePolicy::default(), by_org(isolation)).await;
+        let (s, _, v) = as_token(&g.app, &long, &person("ada", "acme")).await;
+        assert_eq!(s, StatusCode::OK, "{v}");
+        let id = v["result"]["taskId"].as_str().expect("a task").to_owned();
+        let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
+        let (_, _, own) = as_token(&g.app, &get, &person("ada", "acme")).await;
+        assert_eq!(own["result"]["taskId"], id.as_str(), "{own}");
+        let (_, _, colleague) = as_token(&g.app, &get, &person("bob", "acme")).await;
+        assert_eq!(
+            colleague["result"]["taskId"] == id.as_str(),
+            colleague_sees,
+            "{isolation:?}: {colleague}"
+        );
+        let (_, _, stranger) = as_token(&g.app, &get, &person("ada", "globex")).await;
+        assert!(
+            stranger.get("error").is_some(),
+            "another tenant never sees it: {stranger}"
+        );
+        let cancel = rpc(3, "tasks/cancel", json!({"taskId": id}), caps(true));
+        let (s, _, _) = as_token(&g.app, &cancel, &person("ada", "acme")).await;
+        assert_eq!(s, StatusCode::OK);
+        // No tenant claim: refused.
+        refused(
+            &g.app,
+            &idp.sign("RS256", &idp.claims(RESOURCE, "ada", "")),
+            "no tenant claim",
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_identity_provider_is_503_not_a_refusal() {
+    let idp = TestIdp::start().await;
+    let token = idp.sign("RS256", &idp.claims(RESOURCE, "ada", ""));
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+        l.local_addr().expect("addr")
+    };
+    let g = guarded(&idp, ScopePolicy::default(), |c| {
+        c.issuers[0].jwks_uri = Some(format!("http://{closed}/jwks"));
+    })
+    .await;
+    let (s, _, body) = as_token(&g.app, &list(), &token).await;
+    assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+}
