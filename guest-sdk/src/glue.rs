@@ -71,6 +71,13 @@ pub fn describe<T: Tool>(has_mode_rule: bool, has_prepare: bool) -> types::Tool 
     for refine in &spec.refine_input {
         refine(&mut input);
     }
+    for (property, header) in &spec.header_params {
+        let mut at = &mut input;
+        for name in property.split('.') {
+            at = &mut at["properties"][name];
+        }
+        at["x-mcp-header"] = Value::String(header.clone());
+    }
     types::Tool {
         name: T::NAME.to_owned(),
         title: spec.title,

@@ -47,6 +47,8 @@ pub struct ToolSpec {
     /// `None`: derived from the tool's `Args`.
     pub(crate) input_schema: Option<Value>,
     pub(crate) refine_input: Vec<fn(&mut Value)>,
+    /// (property path, header name) of arguments mirrored into `Mcp-Param-*` headers.
+    pub(crate) header_params: Vec<(String, String)>,
     pub(crate) output_schema: Option<Value>,
     pub(crate) mode: Mode,
     pub(crate) required_capabilities: Option<Value>,
@@ -72,6 +74,7 @@ impl ToolSpec {
             description: None,
             input_schema: None,
             refine_input: Vec::new(),
+            header_params: Vec::new(),
             output_schema: None,
             mode: Mode::Sync,
             required_capabilities: None,
@@ -104,6 +107,29 @@ impl ToolSpec {
     /// ```
     pub fn refine_input(mut self, refine: fn(&mut Value)) -> Self {
         self.refine_input.push(refine);
+        self
+    }
+
+    /// Marks the argument `property` (a string, integer or boolean; `a.b` for a property
+    /// of an object argument) for mirroring into the HTTP header `Mcp-Param-{header}`
+    /// (`x-mcp-header`, SEP-2243): clients send its value in that header too, so gateways
+    /// and load balancers can route on it without reading the body, and the host refuses a
+    /// call whose header does not match the argument. The host checks the marking when it
+    /// loads the component: a header name that is not an HTTP token, a name used twice or
+    /// a property of another type refuses the component, naming the tool.
+    ///
+    /// ```
+    /// #[derive(serde::Deserialize, schemars::JsonSchema)]
+    /// struct Args { region: String, rows: u32 }
+    /// let spec = snodo_guest::ToolSpec::new().header_param("region", "Region");
+    /// # let _ = spec;
+    /// ```
+    ///
+    /// A derived schema can carry the marking itself, with
+    /// `#[schemars(extend("x-mcp-header" = "Region"))]` on the field.
+    pub fn header_param(mut self, property: &str, header: &str) -> Self {
+        self.header_params
+            .push((property.to_owned(), header.to_owned()));
         self
     }
 

@@ -1664,6 +1664,130 @@ subject = "alice"
     }
 
     #[test]
+    fn oauth_issuers_scopes_and_isolation_are_read_and_checked() {
+        let o = options(
+            r#"
+[auth]
+isolation = "tenant_subject"
+[auth.oauth]
+resource = "https://mcp.example.com/mcp"
+leeway_ms = 30000
+forward_claims = ["email"]
+[[auth.oauth.issuers]]
+issuer = "https://idp.example.com/realms/acme"
+tenant_claim = "org_id"
+algorithms = ["RS256", "EdDSA"]
+[auth.oauth.issuers.introspection]
+client_id = "snodo"
+client_secret = "s3cret"
+[[auth.oauth.issuers]]
+issuer = "https://login.example.org"
+tenant = "partners"
+subject_claim = "oid"
+[auth.scopes]
+tools_call = ["tools:call"]
+admin = ["snodo:admin"]
+[auth.scopes.tools]
+"export_*" = ["reports:export"]
+"#,
+        )
+        .expect("a valid [auth]");
+        let oauth = o.oauth.expect("oauth");
+        assert_eq!(
+            oauth.resource.as_deref(),
+            Some("https://mcp.example.com/mcp")
+        );
+        assert_eq!(oauth.leeway, std::time::Duration::from_secs(30));
+        assert_eq!(oauth.isolation, crate::model::Isolation::TenantSubject);
+        assert_eq!(oauth.forward_claims, ["email"]);
+        let [a, b] = &oauth.issuers[..] else {
+            panic!("two issuers: {:?}", oauth.issuers.len())
+        };
+        assert_eq!(a.tenant_claim.as_deref(), Some("org_id"));
+        assert_eq!(a.subject_claim, "sub");
+        assert_eq!(a.algorithms.len(), 2);
+        assert_eq!(
+            a.introspection.as_ref().map(|i| i.client_secret.as_str()),
+            Some("s3cret")
+        );
+        assert_eq!(
+            (b.tenant.as_deref(), b.subject_claim.as_str()),
+            (Some("partners"), "oid")
+        );
+        assert_eq!(
+            oauth.challenge_scopes,
+            ["tools:call", "reports:export"],
+            "admin is not ordinary use"
+        );
+        assert_eq!(oauth.scopes_supported.len(), 3);
+        assert_eq!(
+            o.scopes.tools,
+            [("export_*".to_owned(), vec!["reports:export".to_owned()])]
+        );
+
+        let issuer =
+            "[[auth.oauth.issuers]]\nissuer = \"https://idp.example.com\"\ntenant = \"t\"\n";
+        let refused = [
+            (
+                "[auth.scopes]\ntools_call = [\"x\"]\n".to_owned(),
+                "auth.scopes",
+                "need [auth.oauth]",
+            ),
+            (
+                format!("[auth.oauth]\nleeway_ms = 600000\n{issuer}"),
+                "auth.oauth.leeway_ms",
+                "300000",
+            ),
+            (
+                "[auth.oauth]\n".to_owned(),
+                "auth.oauth",
+                "at least one issuer",
+            ),
+            (
+                "[[auth.oauth.issuers]]\nissuer = \"http://idp.example.com\"\ntenant = \"t\"\n"
+                    .to_owned(),
+                "auth.oauth",
+                "https",
+            ),
+            (
+                "[[auth.oauth.issuers]]\nissuer = \"https://idp.example.com\"\n".to_owned(),
+                "auth.oauth",
+                "tenant_claim",
+            ),
+            (
+                format!("{issuer}algorithms = [\"HS256\"]\n"),
+                "auth.oauth.issuers[0].algorithms",
+                "shared-secret",
+            ),
+            (
+                format!("{issuer}algorithms = [\"none\"]\n"),
+                "auth.oauth.issuers[0].algorithms",
+                "never",
+            ),
+            (
+                format!("{issuer}[auth.oauth.issuers.introspection]\nclient_id = \"c\"\n"),
+                "auth.oauth.issuers[0].introspection",
+                "exactly one",
+            ),
+            (
+                format!("[auth.oauth]\nresource = \"https://mcp.example.com/mcp#x\"\n{issuer}"),
+                "auth.oauth",
+                "fragment",
+            ),
+            (
+                format!("{issuer}[auth.scopes]\nmcp = [\"a b\"]\n"),
+                "auth.scopes",
+                "not a scope",
+            ),
+        ];
+        for (text, key, why) in refused {
+            let e = options(&text).expect_err(why);
+            assert_eq!(e.key, key, "{why}: {e}");
+            assert!(e.reason.contains(why), "{why}: {e}");
+        }
+    }
+
+    #[test]
     fn tokens_are_unique_and_name_someone() {
         let entry = |token: &str, tenant: &str, subject: &str| {
             format!(

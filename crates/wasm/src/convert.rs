@@ -230,6 +230,7 @@ pub(crate) fn tools(described: Vec<types::Tool>) -> Result<Vec<ToolInfo>, String
                 _ => Err(format!("{} must be a JSON object", what(field))),
             },
         };
+        let header_params = crate::headers::header_params(&t.name, &input_schema)?;
         let output_schema = object("outputSchema", t.output_schema.as_deref())?;
         let required_capabilities =
             object("requiredCapabilities", t.required_capabilities.as_deref())?;
@@ -259,6 +260,7 @@ pub(crate) fn tools(described: Vec<types::Tool>) -> Result<Vec<ToolInfo>, String
             required_capabilities,
             has_prepare: t.has_prepare,
             has_mode_rule: t.has_mode_rule,
+            header_params,
         });
     }
     Ok(out)

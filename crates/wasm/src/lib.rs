@@ -20,6 +20,7 @@ mod convert;
 pub mod cpu;
 mod engine;
 mod exec;
+pub mod headers;
 mod host;
 mod io;
 pub mod outbound;
@@ -89,6 +90,8 @@ pub struct ToolInfo {
     pub has_prepare: bool,
     /// The tool chooses per call whether an optional call becomes a task.
     pub has_mode_rule: bool,
+    /// The parameters a client mirrors into `Mcp-Param-*` headers (`x-mcp-header`).
+    pub header_params: Vec<headers::HeaderParam>,
 }
 
 /// What a guest's execution returned, validated.

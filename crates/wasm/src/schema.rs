@@ -190,6 +190,7 @@ mod tests {
             required_capabilities: None,
             has_prepare: false,
             has_mode_rule: false,
+            header_params: Vec::new(),
         }
     }
 

@@ -458,6 +458,19 @@ fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>>
         })
 }
 
+/// The `Mcp-Param-*` headers, decoded as the routing headers are.
+fn param_headers(headers: &HeaderMap) -> Vec<(String, Result<String, ()>)> {
+    const PREFIX: &str = "mcp-param-";
+    headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(PREFIX))
+        .filter_map(|name| {
+            let value = routing_header(headers, name.as_str())?;
+            Some((name.as_str()[PREFIX.len()..].to_owned(), value))
+        })
+        .collect()
+}
+
 /// `POST /mcp` through the router: the caller is in the request's extensions.
 async fn post_mcp(State(state): State<AppState>, mut request: Request) -> Response {
     let Some(caller) = caller(&mut request) else {
@@ -519,6 +532,7 @@ async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Respon
         protocol_version: routing_header(&headers, "mcp-protocol-version"),
         session: routing_header(&headers, "mcp-session-id"),
         accepts_sse: accepts_event_stream(&headers),
+        params: param_headers(&headers),
     };
     match state.server.handle(&routing, &caller, &bytes).await {
         Reply::Json { status, body } => {

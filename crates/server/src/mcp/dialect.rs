@@ -38,6 +38,9 @@ pub(crate) struct Ctx<'a> {
     /// session whose responses may answer them. `None`: they are answered by an MRTR
     /// `input_required` result (2026-07-28).
     pub(crate) asks: Option<(Arc<Outstanding>, Option<String>)>,
+    /// The `Mcp-Param-*` headers a tool's marked arguments are checked against (SEP-2243);
+    /// `None` where the revision has no such headers (2025-11-25).
+    pub(crate) param_headers: Option<&'a [(String, Result<String, ()>)]>,
 }
 
 impl<'a> Ctx<'a> {
@@ -47,7 +50,7 @@ impl<'a> Ctx<'a> {
         id: &'a Value,
         caller: &'a Caller,
         meta: RequestMeta,
-        headers: &RoutingHeaders,
+        headers: &'a RoutingHeaders,
         body_bytes: usize,
     ) -> Self {
         Self {
@@ -59,6 +62,7 @@ impl<'a> Ctx<'a> {
             body_bytes,
             dialect: &STATELESS,
             asks: None,
+            param_headers: Some(&headers.params),
         }
     }
 }

@@ -178,6 +178,7 @@ impl McpServer {
         let ctx = Ctx {
             dialect: &HANDSHAKE,
             asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
+            param_headers: None,
             ..Ctx::stateless(&id, caller, meta, headers, bytes)
         };
         self.serve(call, &ctx).await

@@ -71,6 +71,9 @@ pub struct RoutingHeaders {
     /// Whether the request's `Accept` allows `text/event-stream` (true when it has no
     /// `Accept`). A reply that could stream progress is a plain JSON body otherwise.
     pub accepts_sse: bool,
+    /// The `Mcp-Param-{Name}` headers (SEP-2243): `Name` as sent, and the value decoded;
+    /// `Err` if present but unreadable.
+    pub params: Vec<(String, Result<String, ()>)>,
 }
 
 /// A routing header's value if it was sent; a header sent but not readable is refused

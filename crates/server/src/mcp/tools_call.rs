@@ -14,6 +14,7 @@ use snodo_core::model::{Principal, TaskId, TaskView};
 use snodo_core::store::{NewTask, StoreError};
 use snodo_runner::budget::{Over, Refusal, Slot};
 use snodo_runner::{CatalogTool, tool_call_work};
+use snodo_wasm::headers::check_headers;
 use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
 use super::mrtr::{self, given_answers};
@@ -53,6 +54,17 @@ impl McpServer {
         let tool = catalog
             .tool(&call.name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {}", call.name)))?;
+        // Headers mirrored from marked arguments must match them, like Mcp-Name the name.
+        if let Some(sent) = ctx.param_headers
+            && !tool.info.header_params.is_empty()
+        {
+            check_headers(&tool.info.header_params, &call.arguments, |name| {
+                sent.iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.clone())
+            })
+            .map_err(RpcError::header_mismatch)?;
+        }
         // Checked before anything is decided: a bad call is -32602 on the call in every
         // mode, and no task or guest is spent on it.
         let mut slot = None;

@@ -2,7 +2,7 @@
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use serde_json::json;
+use serde_json::{Value, json};
 use tower::ServiceExt;
 
 use super::*;
@@ -217,4 +217,141 @@ async fn routing_headers_and_meta() {
     // Header and body versions disagree: a header mismatch whatever the versions.
     let (s, v) = call(&app, old).await;
     assert_eq!((s.as_u16(), code(&v)), (400, -32020));
+}
+
+/// Headers set on a request: names and raw values.
+type Headers<'a> = &'a [(&'static str, &'a [u8])];
+
+#[tokio::test]
+async fn arguments_marked_for_headers_must_be_mirrored_exactly() {
+    let app = app(vec![]).await;
+    // The marking is published as the tool declared it.
+    let (_, list) = call(&app, rpc(1, "tools/list", json!({}), caps(false))).await;
+    let tool = list["result"]["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "test_header_params"))
+        .expect("the fixture tool")
+        .clone();
+    let props = &tool["inputSchema"]["properties"];
+    assert_eq!(props["region"]["x-mcp-header"], "Region");
+    assert_eq!(props["priority"]["x-mcp-header"], "Priority");
+    assert_eq!(props["dry_run"]["x-mcp-header"], "Dry-Run");
+
+    let calling = |args: Value, headers: &[(&'static str, &[u8])]| {
+        let body = rpc(
+            2,
+            "tools/call",
+            json!({"name": "test_header_params", "arguments": args}),
+            caps(false),
+        );
+        let mut req = request_of(&body);
+        for (name, value) in headers {
+            req.headers_mut().insert(
+                *name,
+                axum::http::HeaderValue::from_bytes(value).expect("value"),
+            );
+        }
+        req
+    };
+    let ok = |v: &Value| {
+        v["result"]["content"][0]["text"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let args = json!({"region": "eu-west", "priority": 7, "dry_run": false});
+    let (s, v, _) = send(
+        &app,
+        calling(
+            args.clone(),
+            &[
+                ("mcp-param-region", b"eu-west"),
+                ("MCP-PARAM-PRIORITY", b"7.0"),
+                ("mcp-param-dry-run", b" false "),
+            ],
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        ok(&v).as_deref(),
+        Some("region=eu-west priority=Some(7) dry_run=Some(false)")
+    );
+    // A value that is not plain visible ASCII travels base64-encoded.
+    let (s, v, _) = send(
+        &app,
+        calling(
+            json!({"region": "Zürich"}),
+            &[("mcp-param-region", b"=?base64?WsO8cmljaA==?=")],
+        ),
+    )
+    .await;
+    assert_eq!(
+        (s, ok(&v).as_deref()),
+        (
+            StatusCode::OK,
+            Some("region=Zürich priority=None dry_run=None")
+        ),
+        "{v}"
+    );
+
+    let refused: [(Value, Headers<'_>, &str); 6] = [
+        (
+            args.clone(),
+            &[
+                ("mcp-param-priority", b"7"),
+                ("mcp-param-dry-run", b"false"),
+            ],
+            "missing",
+        ),
+        (
+            args.clone(),
+            &[
+                ("mcp-param-region", b"us-east"),
+                ("mcp-param-priority", b"7"),
+                ("mcp-param-dry-run", b"false"),
+            ],
+            "another value",
+        ),
+        (
+            args.clone(),
+            &[
+                ("mcp-param-region", b"eu-west"),
+                ("mcp-param-priority", b"8"),
+                ("mcp-param-dry-run", b"false"),
+            ],
+            "another number",
+        ),
+        (
+            json!({"region": "Hello"}),
+            &[("mcp-param-region", b"=?base64?SGVsbG8?=")],
+            "unpadded base64",
+        ),
+        (
+            json!({"region": "Zürich"}),
+            &[("mcp-param-region", b"Z\xc3\xbcrich")],
+            "raw non-ASCII bytes",
+        ),
+        (
+            json!({"region": "eu-west"}),
+            &[
+                ("mcp-param-region", b"eu-west"),
+                ("mcp-param-priority", b"1"),
+            ],
+            "a header for an absent argument",
+        ),
+    ];
+    for (args, headers, why) in refused {
+        let (s, v, _) = send(&app, calling(args, headers)).await;
+        assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{why}: {v}");
+        assert_eq!(v["id"], 2, "{why}");
+    }
+    // Tools without markings ignore such headers.
+    let body = rpc(
+        3,
+        "tools/call",
+        json!({"name": "greet", "arguments": {"name": "x"}}),
+        caps(false),
+    );
+    let (s, _, _) = send(&app, post_with(&body, "mcp-param-region", "anything")).await;
+    assert_eq!(s, StatusCode::OK);
 }
