@@ -354,6 +354,30 @@ impl Context {
         self.attempt
     }
 
+    /// Who the tool runs for: for a task, the principal stored when it was created, the
+    /// same on every attempt. Never a credential.
+    ///
+    /// ```
+    /// # fn f(cx: &snodo_guest::Context) {
+    /// let tenant = cx.caller().tenant;
+    /// # let _ = tenant; }
+    /// ```
+    pub fn caller(&self) -> crate::Caller {
+        crate::Caller::current()
+    }
+
+    /// The capabilities the calling client declared (a JSON object): for a task, those of
+    /// the client that created it.
+    ///
+    /// ```
+    /// # fn f(cx: &snodo_guest::Context) {
+    /// let can_ask = cx.client_capabilities().get("elicitation").is_some();
+    /// # let _ = can_ask; }
+    /// ```
+    pub fn client_capabilities(&self) -> serde_json::Value {
+        crate::caller::client_capabilities()
+    }
+
     /// Whether the host asked this execution to stop.
     ///
     /// ```

@@ -3,9 +3,13 @@
 
 use serde_json::Value;
 
+use crate::bindings::exports::snodo::tasks0_4_0::modes;
 use crate::bindings::snodo::tasks0_1_0::types;
 use crate::bindings::snodo::tasks0_3_0::outcomes;
-use crate::{ChooseMode, Content, Context, Mode, Outcome, Prepare, RpcError, Tool, ToolResult};
+use crate::{
+    Caller, ChooseMode, Content, Context, Mode, ModeCall, ModeChoice, Outcome, Prepare, RpcError,
+    Tool, ToolResult,
+};
 
 fn mode(m: Mode) -> types::TaskMode {
     match m {
@@ -134,8 +138,10 @@ impl<T> Hooks<T> {
 pub trait HasChooseMode {
     /// Yes.
     fn has_mode_rule(&self) -> bool;
-    /// `choose-mode` through the tool's rule.
+    /// `tools.choose-mode` (0.1.0) through the tool's rule, the caller read from the host.
     fn choose_mode(&self, arguments: &str) -> types::TaskMode;
+    /// `modes.choose` (0.4.0) through the tool's rule.
+    fn choose(&self, call: modes::Call) -> modes::Choice;
 }
 
 impl<T: ChooseMode> HasChooseMode for Hooks<T> {
@@ -143,9 +149,24 @@ impl<T: ChooseMode> HasChooseMode for Hooks<T> {
         true
     }
     fn choose_mode(&self, arguments: &str) -> types::TaskMode {
+        let call = ModeCall {
+            caller: Caller::current(),
+            client_capabilities: crate::caller::client_capabilities(),
+        };
         match typed_arguments::<T>(arguments) {
-            Ok(args) => mode(T::choose_mode(&args)),
+            Ok(args) => mode(T::choose_mode(&args, &call).mode),
             Err(_) => mode(T::spec().mode),
+        }
+    }
+    fn choose(&self, call: modes::Call) -> modes::Choice {
+        let facts = ModeCall {
+            caller: Caller::from_wit(call.caller),
+            client_capabilities: serde_json::from_str(&call.client_capabilities)
+                .unwrap_or_else(|_| Value::Object(Default::default())),
+        };
+        match typed_arguments::<T>(&call.arguments) {
+            Ok(args) => choice(T::choose_mode(&args, &facts)),
+            Err(_) => choice(T::spec().mode.into()),
         }
     }
 }
@@ -156,6 +177,8 @@ pub trait LacksChooseMode {
     fn has_mode_rule(&self) -> bool;
     /// The spec's mode.
     fn choose_mode(&self, arguments: &str) -> types::TaskMode;
+    /// The spec's mode.
+    fn choose(&self, call: modes::Call) -> modes::Choice;
 }
 
 impl<T: Tool> LacksChooseMode for &Hooks<T> {
@@ -165,6 +188,24 @@ impl<T: Tool> LacksChooseMode for &Hooks<T> {
     fn choose_mode(&self, _arguments: &str) -> types::TaskMode {
         mode(T::spec().mode)
     }
+    fn choose(&self, _call: modes::Call) -> modes::Choice {
+        choice(T::spec().mode.into())
+    }
+}
+
+/// A rule's decision on the wire.
+pub fn choice(c: ModeChoice) -> modes::Choice {
+    modes::Choice {
+        mode: mode(c.mode),
+        ttl_ms: c.ttl_ms,
+        poll_interval_ms: c.poll_interval_ms,
+    }
+}
+
+/// `modes.choose` for a tool this component does not have: synchronous, which the host
+/// never asks for (it calls rules only for the tools the component described).
+pub fn unknown_choice() -> modes::Choice {
+    choice(Mode::Sync.into())
 }
 
 /// `T` implements [`Prepare`].

@@ -91,6 +91,7 @@ macro_rules! text_builders {
     };
 }
 
+mod caller;
 mod catalog;
 mod context;
 mod glue;
@@ -99,6 +100,7 @@ mod result;
 mod schema;
 mod tool;
 
+pub use caller::{Caller, ModeCall, ModeChoice};
 pub use catalog::{Contents, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec, Role, Vars};
 pub use context::{
     Cancelled, Context, ElicitAction, Elicited, Form, InputError, InputRequest, LogLevel,
@@ -110,7 +112,7 @@ pub use tool::{ChooseMode, Mode, Prepare, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "snodo:tasks/executor@0.3.0",
+        world: "snodo:tasks/executor@0.4.0",
         path: "../wit",
         generate_all,
         pub_export_macro: true,
@@ -246,6 +248,21 @@ macro_rules! export {
                 $crate::bindings::snodo::tasks0_1_0::types::Outcome::Failed(
                     $crate::__private::unknown_tool(&work.tool),
                 )
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_4_0::modes::Guest for __SnodoExecutor {
+            fn choose(
+                call: $crate::bindings::exports::snodo::tasks0_4_0::modes::Call,
+            ) -> $crate::bindings::exports::snodo::tasks0_4_0::modes::Choice {
+                #[allow(unused_imports)]
+                use $crate::__private::{HasChooseMode as _, LacksChooseMode as _};
+                $(
+                    if call.tool == <$tool as $crate::Tool>::NAME {
+                        return (&$crate::__private::Hooks::<$tool>::new()).choose(call);
+                    }
+                )*
+                $crate::__private::unknown_choice()
             }
         }
 

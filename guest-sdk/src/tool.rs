@@ -257,16 +257,24 @@ pub trait Tool {
 /// #     fn run(_: &Context, a: Args) -> Outcome { ToolResult::text(a.rows.to_string()).into() }
 /// # }
 /// impl ChooseMode for Report {
-///     fn choose_mode(args: &Args) -> Mode {
-///         if args.rows > 100_000 { Mode::Optional } else { Mode::Sync }
+///     fn choose_mode(args: &Args, call: &ModeCall) -> ModeChoice {
+///         if args.rows <= 100_000 {
+///             return Mode::Sync.into();
+///         }
+///         // A batch account's large reports are kept a week and polled slowly.
+///         if call.caller.subject.starts_with("batch-") {
+///             return ModeChoice::from(Mode::Optional).ttl_ms(7 * 86_400_000).poll_interval_ms(30_000);
+///         }
+///         Mode::Optional.into()
 ///     }
 /// }
 /// # snodo_guest::export_tools!(Report);
 /// ```
 pub trait ChooseMode: Tool {
     /// [`Mode::Sync`] to answer on the call; [`Mode::Optional`] or [`Mode::Required`] to
-    /// become a task (when the client supports tasks).
-    fn choose_mode(args: &Self::Args) -> Mode;
+    /// become a task (when the client supports tasks), with the task's TTL and poll
+    /// interval if the rule sets them. `call` says who calls and what its client can do.
+    fn choose_mode(args: &Self::Args, call: &crate::ModeCall) -> crate::ModeChoice;
 }
 
 /// An input phase that runs inside the request, before a task is created: it may ask for

@@ -317,6 +317,8 @@ pub struct ToolSection {
     pub secrets: Option<Vec<String>>,
     /// Record responses in the task's journal and replay them (default true).
     pub journal: Option<bool>,
+    /// Token claims the tool's guest is shown (of those `auth.oauth.forward_claims` takes).
+    pub claims: Option<Vec<String>>,
 }
 
 /// `limits = { memory_bytes, table_elements, deadline_ms, fuel }`.
@@ -1304,6 +1306,9 @@ fn tool_settings(
             return Err((format!("{key}.poll_interval_ms"), "must be positive".into()));
         }
         out.poll_interval_ms = Some(p);
+    }
+    if let Some(c) = &s.claims {
+        out.claims = Some(c.clone());
     }
     if let Some(l) = s.limits {
         let zero = |v: Option<u64>| v == Some(0);

@@ -154,6 +154,7 @@ pub(super) async fn run(
     };
 
     let lost = AtomicBool::new(false);
+    let caller = Arc::new(stored_caller(&claimed.work, &task.client_capabilities));
     let io = TaskIo::new(
         inner.store.clone(),
         lease.clone(),
@@ -183,6 +184,7 @@ pub(super) async fn run(
         cancel_grace: inner.opts.cancel_grace,
         grants: resolved.grants,
         tenant: slot.tenant(),
+        caller,
     };
     // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
     // nothing keeps renewing a lease nobody uses.
@@ -496,4 +498,25 @@ fn schedule_retry(inner: Arc<Inner>, task: snodo_core::model::TaskId, wait: Dura
             }
         }
     });
+}
+
+/// The caller every attempt of a task is shown: the principal and grant stored with its
+/// work, and the capabilities its creating client declared, the same on every attempt.
+fn stored_caller(
+    work: &snodo_core::model::Work,
+    capabilities: &serde_json::Value,
+) -> snodo_wasm::GuestCaller {
+    let (tenant, subject) = work
+        .principal
+        .as_ref()
+        .map(|p| (p.tenant.clone(), p.subject.clone()))
+        .unwrap_or_default();
+    let grant = work.grant.clone().unwrap_or_default();
+    snodo_wasm::GuestCaller {
+        tenant,
+        subject,
+        scopes: grant.scopes,
+        claims: grant.claims,
+        client_capabilities: capabilities.clone(),
+    }
 }

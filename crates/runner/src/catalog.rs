@@ -100,6 +100,8 @@ pub struct CatalogTool {
     pub limits: ExecutionLimits,
     /// What it may reach.
     pub grants: WasiGrants,
+    /// The token claims its guest is shown (those the resource server forwards).
+    pub claims: Vec<String>,
 }
 
 impl CatalogTool {
@@ -115,6 +117,7 @@ impl CatalogTool {
             poll_interval_ms: 1_000,
             limits: ExecutionLimits::default(),
             grants: WasiGrants::default(),
+            claims: Vec::new(),
         }
     }
 }

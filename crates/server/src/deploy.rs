@@ -242,6 +242,7 @@ impl Deployer {
                         poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
                         limits: s.limits.unwrap_or_default(),
                         grants: s.grants.clone().unwrap_or_default(),
+                        claims: s.claims.clone().unwrap_or_default(),
                     })
                     .map_err(ServeError::Component)?;
             }

@@ -44,6 +44,8 @@ pub struct ToolSettings {
     pub limits: Option<snodo_core::model::ExecutionLimits>,
     /// WASI grants.
     pub grants: Option<snodo_wasm::WasiGrants>,
+    /// The token claims its guest is shown.
+    pub claims: Option<Vec<String>>,
 }
 
 /// Everything `serve` needs.

@@ -98,8 +98,11 @@ async fn run_cancelled(
 /// Asserts the mode `c` chooses for each call of `tool`, given as `(arguments, mode)`.
 async fn assert_modes(c: &Component, tool: &str, cases: &[(Value, TaskMode)]) {
     for (args, mode) in cases {
+        let caller = std::sync::Arc::new(snodo_wasm::GuestCaller::default());
         assert_eq!(
-            c.choose_mode(std::sync::Arc::from("t"), tool, args).await,
+            c.choose_mode(std::sync::Arc::from("t"), caller, tool, args)
+                .await
+                .map(|c| c.mode),
             Ok(*mode),
             "{tool} {args}"
         );
@@ -857,7 +860,7 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .expect_err("wrong world");
     assert!(
         err.reason
-            .contains("not a snodo:tasks executor of 0.1.0, 0.2.0 or 0.3.0"),
+            .contains("not a snodo:tasks executor of 0.1.0, 0.2.0, 0.3.0 or 0.4.0"),
         "{err}"
     );
 

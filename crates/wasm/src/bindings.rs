@@ -8,6 +8,8 @@
 //! called through `v1`'s view (a 0.2.0 component exports them under their 0.1.0 names), and
 //! the catalog of a 0.2.0 component through `v2`'s.
 //!
+//! `v4` is the 0.4.0 world (the 0.3.0 one plus the `caller` import and the `modes` export).
+//!
 //! Imports that wait (input, status writes, progress) are async; every import is trappable,
 //! so a host failure ends the attempt as a trap while guest-visible failures stay WIT
 //! `result`s.
@@ -54,9 +56,27 @@ pub(crate) mod v3 {
     });
 }
 
+/// The 0.4.0 world: the 0.3.0 one plus the `caller` import and the `modes` export.
+pub(crate) mod v4 {
+    wasmtime::component::bindgen!({
+        world: "snodo:tasks/executor@0.4.0",
+        path: "../../wit",
+        imports: { default: trappable },
+        exports: { default: async },
+        with: {
+            "snodo:tasks/types@0.1.0": super::v2::snodo::tasks0_1_0::types,
+            "snodo:tasks/context@0.1.0": super::v2::snodo::tasks0_1_0::context,
+            "snodo:tasks/catalog-types@0.2.0": super::v2::snodo::tasks0_2_0::catalog_types,
+            "snodo:tasks/outcomes@0.3.0": super::v3::snodo::tasks0_3_0::outcomes,
+        },
+    });
+}
+
 pub(crate) use v1::{Executor, ExecutorIndices};
 pub(crate) use v2::exports::snodo::tasks0_2_0::catalog::GuestIndices as CatalogIndices;
 pub(crate) use v2::snodo::tasks0_1_0::{context, types};
 pub(crate) use v2::snodo::tasks0_2_0::catalog_types;
 pub(crate) use v3::exports::snodo::tasks0_3_0::execution::GuestIndices as ExecutionIndices;
 pub(crate) use v3::snodo::tasks0_3_0::outcomes;
+pub(crate) use v4::exports::snodo::tasks0_4_0::modes;
+pub(crate) use v4::exports::snodo::tasks0_4_0::modes::GuestIndices as ModesIndices;

@@ -15,7 +15,10 @@ use wasmtime::component::Linker;
 use snodo_core::model::ExecutionLimits;
 
 use super::bindings::catalog_types::ResourceRequest;
-use super::bindings::{CatalogIndices, ExecutionIndices, Executor, ExecutorIndices, types};
+use super::bindings::{
+    CatalogIndices, ExecutionIndices, Executor, ExecutorIndices, ModesIndices, modes, types,
+};
+use super::caller::GuestCaller;
 use super::catalog::{self, ComponentCatalog};
 use super::exec::Linked;
 use super::exec::{self, Call, Env, Returned};
@@ -90,6 +93,11 @@ impl ComponentLoader {
             .map_err(|e| format!("{e:#}"))?;
         Executor::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| format!("{e:#}"))?;
+        crate::bindings::v4::snodo::tasks0_4_0::caller::add_to_linker::<
+            _,
+            wasmtime::component::HasSelf<_>,
+        >(&mut linker, |s| s)
+        .map_err(|e| format!("{e:#}"))?;
         Ok(Self {
             engine,
             linker: Arc::new(linker),
@@ -144,10 +152,10 @@ impl ComponentLoader {
         let instance = self
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2 and snodo:tasks/context are provided): {e:#}")))?;
+            .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2, wasi:http, snodo:tasks/context and snodo:tasks/caller are provided): {e:#}")))?;
         let tools = ExecutorIndices::new(&instance).map_err(|e| {
             fail(format!(
-                "it is not a snodo:tasks executor of 0.1.0, 0.2.0 or 0.3.0 (build it with the snodo-guest SDK): {e:#}"
+                "it is not a snodo:tasks executor of 0.1.0, 0.2.0, 0.3.0 or 0.4.0 (build it with the snodo-guest SDK): {e:#}"
             ))
         })?;
         // A 0.1.0 component has no catalog; a component that names the export with another
@@ -181,12 +189,22 @@ impl ComponentLoader {
             }
             None => None,
         };
+        // A 0.4.0 component's mode rule is called through `modes`.
+        let modes = match component.get_export_index(None, MODES_EXPORT) {
+            Some(_) => Some(ModesIndices::new(&instance).map_err(|e| {
+                fail(format!(
+                    "its {MODES_EXPORT} export is not the 0.4.0 one: {e:#}"
+                ))
+            })?),
+            None => None,
+        };
         let linked = Linked {
             instance,
             tools,
             catalog,
             execute,
             execution,
+            modes,
         };
         let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
         let tools = match described.result {
@@ -387,6 +405,7 @@ impl Component {
             cancel_grace: exec.cancel_grace,
             grants: exec.grants.clone(),
             tenant: exec.tenant.clone(),
+            caller: exec.caller.clone(),
         }
     }
 
@@ -568,6 +587,10 @@ impl Component {
         };
         let mut env = describe_env();
         env.limits.deadline_ms = Some(1_000);
+        env.caller = Arc::new(GuestCaller {
+            tenant: tenant.to_string(),
+            ..GuestCaller::default()
+        });
         env.tenant = tenant;
         match self.run(env, call).await.result? {
             Returned::Completion(Ok(c)) => Ok(Ok(self.capped(catalog::completion(c))?)),
@@ -576,13 +599,29 @@ impl Component {
         }
     }
 
-    /// Asks the tool whether this call of an optional tool should be a task.
+    /// Asks the tool whether this call of an optional tool should be a task, and (0.4.0
+    /// components) for how long it is kept and polled. The rule runs for `caller`, in its
+    /// tenant's share of the CPU.
     pub async fn choose_mode(
         &self,
         tenant: Arc<str>,
+        caller: Arc<GuestCaller>,
         tool: &str,
         arguments: &Value,
-    ) -> Result<TaskMode, AttemptError> {
+    ) -> Result<ModeChoice, AttemptError> {
+        let call = if self.linked.modes.is_some() {
+            Call::Choose(modes::Call {
+                tool: tool.to_owned(),
+                arguments: arguments.to_string(),
+                caller: caller.principal(),
+                client_capabilities: caller.capabilities(),
+            })
+        } else {
+            Call::ChooseMode {
+                tool: tool.to_owned(),
+                arguments: arguments.to_string(),
+            }
+        };
         let env = Env {
             origin: Origin {
                 tool: tool.to_owned(),
@@ -597,18 +636,35 @@ impl Component {
             cancel_grace: Duration::ZERO,
             grants: Default::default(),
             tenant,
-        };
-        let call = Call::ChooseMode {
-            tool: tool.to_owned(),
-            arguments: arguments.to_string(),
+            caller,
         };
         match self.run(env, call).await.result? {
-            Returned::Mode(m) => Ok(convert::mode(m)),
+            Returned::Mode(m) => Ok(ModeChoice {
+                mode: convert::mode(m),
+                ttl_ms: None,
+                poll_interval_ms: None,
+            }),
+            Returned::Choice(c) => Ok(ModeChoice {
+                mode: convert::mode(c.mode),
+                ttl_ms: c.ttl_ms,
+                poll_interval_ms: c.poll_interval_ms,
+            }),
             _ => Err(AttemptError::InvalidOutcome(
                 "choose-mode returned the wrong type".into(),
             )),
         }
     }
+}
+
+/// What a tool's mode rule decided for one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModeChoice {
+    /// Whether the call becomes a task.
+    pub mode: TaskMode,
+    /// The task's TTL, if the rule set one (the host bounds it).
+    pub ttl_ms: Option<u64>,
+    /// Its poll interval, if the rule set one (the host bounds it).
+    pub poll_interval_ms: Option<u64>,
 }
 
 /// What a completion is for.
@@ -639,6 +695,9 @@ const TOOLS_EXPORT: &str = "snodo:tasks/tools@0.1.0";
 /// The 0.3.0 `execute`.
 const EXECUTION_EXPORT: &str = "snodo:tasks/execution@0.3.0";
 
+/// The 0.4.0 mode rule.
+const MODES_EXPORT: &str = "snodo:tasks/modes@0.4.0";
+
 /// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
 /// short deadline.
 fn describe_env() -> Env {
@@ -653,6 +712,7 @@ fn describe_env() -> Env {
         cancel_grace: Duration::ZERO,
         grants: Default::default(),
         tenant: Arc::from(""),
+        caller: Arc::default(),
     }
 }
 

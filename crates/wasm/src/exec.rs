@@ -11,7 +11,8 @@ use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 use snodo_core::model::ExecutionLimits;
 
 use super::bindings::{
-    CatalogIndices, ExecutionIndices, ExecutorIndices, catalog_types, outcomes, types,
+    CatalogIndices, ExecutionIndices, ExecutorIndices, ModesIndices, catalog_types, modes,
+    outcomes, types,
 };
 use super::host::{Captured, HostState, Limiter, LogBuffer, LogLine, Origin};
 use super::{AttemptError, CancelToken, ExecutionIo, GuestOutcome, HostStop, Limit, WasmEngine};
@@ -70,6 +71,8 @@ pub struct Execution {
     /// The tenant whose share of the CPU it runs in ([`crate::cpu`]); empty for the host's
     /// own calls.
     pub tenant: Arc<str>,
+    /// Who it runs for, as the guest sees it.
+    pub caller: Arc<crate::GuestCaller>,
 }
 
 impl Execution {
@@ -87,7 +90,14 @@ impl Execution {
             cancel_grace: DEFAULT_CANCEL_GRACE,
             grants: WasiGrants::default(),
             tenant: Arc::from(""),
+            caller: Arc::default(),
         }
+    }
+
+    /// The same execution, made for `caller`.
+    pub fn for_caller(mut self, caller: Arc<crate::GuestCaller>) -> Self {
+        self.caller = caller;
+        self
     }
 
     /// The same execution, run in `tenant`'s share of the CPU.
@@ -125,6 +135,9 @@ pub(crate) struct Linked {
     /// `snodo:tasks/execution@0.3.0`, when the component is a 0.3.0 one: its `execute` is
     /// called instead of the tools interface's.
     pub(crate) execution: Option<(ExecutionIndices, wasmtime::component::ComponentExportIndex)>,
+    /// `snodo:tasks/modes@0.4.0`, when the component is a 0.4.0 one: its rule is called
+    /// instead of the tools interface's `choose-mode`.
+    pub(crate) modes: Option<ModesIndices>,
 }
 
 impl Linked {
@@ -150,6 +163,8 @@ pub(crate) enum Call {
         tool: String,
         arguments: String,
     },
+    /// The 0.4.0 rule, on a component that exports `modes`.
+    Choose(modes::Call),
     Prepare {
         tool: String,
         arguments: String,
@@ -173,6 +188,7 @@ pub(crate) enum Call {
 pub(crate) enum Returned {
     Tools(Vec<types::Tool>),
     Mode(types::TaskMode),
+    Choice(modes::Choice),
     Prepared(Result<String, types::RpcError>),
     Outcome(types::Outcome),
     OutcomeV3(outcomes::Outcome),
@@ -191,6 +207,7 @@ pub(crate) struct Env {
     pub(crate) cancel_grace: Duration,
     pub(crate) grants: WasiGrants,
     pub(crate) tenant: Arc<str>,
+    pub(crate) caller: Arc<crate::GuestCaller>,
 }
 
 pub(crate) struct Ran {
@@ -352,6 +369,7 @@ fn new_store(
         stop: None,
         http: wasmtime_wasi_http::WasiHttpCtx::new(),
         hooks,
+        caller: env.caller.clone(),
     };
     let mut store = Store::new(&engine.engine, state);
     store.limiter(|s| &mut s.limiter);
@@ -430,6 +448,17 @@ async fn call_export(
                 .call_describe(&mut *store)
                 .await
                 .map(Returned::Tools)
+        }
+        Call::Choose(call) => {
+            let modes = linked
+                .modes
+                .as_ref()
+                .ok_or_else(|| wasmtime::Error::msg("the component has no modes export"))?;
+            modes
+                .load(&mut *store, instance)?
+                .call_choose(&mut *store, &call)
+                .await
+                .map(Returned::Choice)
         }
         Call::ChooseMode { tool, arguments } => tools(store)?
             .snodo_tasks0_1_0_tools()

@@ -274,6 +274,8 @@ pub(crate) struct HostState {
     /// `wasi:http`: its context and this execution's sender.
     pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
     pub(crate) hooks: crate::outbound::Hooks,
+    /// Who the execution runs for (`snodo:tasks/caller`).
+    pub(crate) caller: std::sync::Arc<crate::GuestCaller>,
 }
 
 impl HostState {

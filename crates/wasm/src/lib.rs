@@ -14,6 +14,7 @@
 //! `wasm/` never touches the wire; it speaks the domain model and the store.
 
 mod bindings;
+mod caller;
 mod catalog;
 mod component;
 mod convert;
@@ -34,8 +35,11 @@ use serde_json::{Value, json};
 
 use snodo_core::model::JsonRpcError;
 
+pub use caller::GuestCaller;
 pub use catalog::{ComponentCatalog, PromptInfo, ResourceInfo, TemplateInfo, UriTemplate};
-pub use component::{Completing, Component, ComponentLoader, Executable, LoadError, LoadInfo};
+pub use component::{
+    Completing, Component, ComponentLoader, Executable, LoadError, LoadInfo, ModeChoice,
+};
 pub use engine::{Allocation, EngineConfig, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,

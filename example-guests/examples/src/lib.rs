@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use snodo_guest::{
-    ChooseMode, Content, Contents, Context, Form, LogLevel, Mode, Outcome, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec,
+    ChooseMode, Content, ModeCall, ModeChoice, Contents, Context, Form, LogLevel, Mode, Outcome, Prompt, PromptResult, PromptSpec, Resource, ResourceSpec,
     Role, RpcError, Tool, ToolResult, ToolSpec, Vars,
 };
 
@@ -62,8 +62,8 @@ impl Tool for QuickReport {
 
 /// Small tables answer on the call; large ones become a task (for clients with tasks).
 impl ChooseMode for QuickReport {
-    fn choose_mode(args: &ReportArgs) -> Mode {
-        if args.rows > 100_000 { Mode::Optional } else { Mode::Sync }
+    fn choose_mode(args: &ReportArgs, _call: &ModeCall) -> ModeChoice {
+        if args.rows > 100_000 { Mode::Optional.into() } else { Mode::Sync.into() }
     }
 }
 

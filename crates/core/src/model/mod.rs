@@ -64,7 +64,7 @@ pub use task::{
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
 pub use view::{RawJson, TaskView, ViewOutcome};
-pub use work::{ExecutionLimits, WORK_SCHEMA_VERSION, Work, WorkError};
+pub use work::{ExecutionLimits, Grant, WORK_SCHEMA_VERSION, Work, WorkError};
 
 /// A validation failure in a value that came from outside (a caller, a guest, a file).
 ///

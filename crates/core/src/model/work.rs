@@ -43,6 +43,24 @@ pub struct Work {
     /// Content digest of the component that runs the work, when one is pinned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_digest: Option<String>,
+    /// What the creator was granted, as the work's executor is shown it. `None` (and work
+    /// written before grants were recorded): every scope, no claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
+}
+
+/// The scopes and claims a principal held when it created the work: what its executor sees
+/// on every attempt. Claims are the ones the operator passes to the tool; never a
+/// credential.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Grant {
+    /// The granted scopes; `None`: every scope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scopes: Option<Vec<String>>,
+    /// The claims passed on (a JSON object).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub claims: serde_json::Map<String, Value>,
 }
 
 /// Resource limits for one attempt. `None` means the host's configured default.
@@ -97,6 +115,7 @@ impl Work {
             limits: ExecutionLimits::default(),
             principal: None,
             component_digest: None,
+            grant: None,
         }
     }
 
@@ -115,6 +134,12 @@ impl Work {
     /// The same descriptor with `limits`.
     pub fn with_limits(mut self, limits: ExecutionLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// The same descriptor recording what its creator was granted.
+    pub fn with_grant(mut self, grant: Grant) -> Self {
+        self.grant = Some(grant);
         self
     }
 

@@ -10,11 +10,14 @@ use tokio::sync::mpsc;
 use super::tenant_of;
 use crate::protocol::{self, RpcError};
 use snodo_core::model::ClientCapabilities;
-use snodo_core::model::{Principal, TaskId, TaskView};
+use snodo_core::model::{Grant, Principal, TaskId, TaskView};
 use snodo_core::store::{NewTask, StoreError};
 use snodo_runner::budget::{Over, Refusal, Slot};
 use snodo_runner::{CatalogTool, tool_call_work};
 use snodo_wasm::headers::check_headers;
+use snodo_wasm::{GuestCaller, ModeChoice};
+
+use crate::http::{Caller, Scopes};
 use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
 use super::mrtr::{self, given_answers};
@@ -38,6 +41,8 @@ struct Calling<'a> {
     /// One slot covers every guest execution of the request (mode rule, prepare, the call
     /// itself): taken at the first and held until the reply is complete.
     slot: Option<Slot>,
+    /// What the tool's mode rule decided, when it ran.
+    choice: Option<ModeChoice>,
 }
 
 impl McpServer {
@@ -87,6 +92,7 @@ impl McpServer {
             key,
             sealed_for,
             slot,
+            choice: None,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
         if !ctx.meta.declares_tasks() || mode == TaskMode::Sync {
@@ -148,12 +154,18 @@ impl McpServer {
             Some(m) => m,
             None if tool.info.has_mode_rule && tool.info.mode == TaskMode::Optional => {
                 calling.slot = Some(self.sync_slot(ctx.principal)?);
-                let rule =
-                    tool.component
-                        .choose_mode(tenant_of(ctx), &tool.info.name, &calling.arguments);
-                self.within_wall_clock(rule)
+                let rule = tool.component.choose_mode(
+                    tenant_of(ctx),
+                    guest_caller(tool, ctx),
+                    &tool.info.name,
+                    &calling.arguments,
+                );
+                let choice = self
+                    .within_wall_clock(rule)
                     .await?
-                    .map_err(|e| e.to_rpc_error())?
+                    .map_err(|e| e.to_rpc_error())?;
+                calling.choice = Some(choice);
+                choice.mode
             }
             None => tool.info.mode,
         };
@@ -180,7 +192,8 @@ impl McpServer {
         }
         let io: Arc<dyn ExecutionIo> = Arc::new(SyncIo::for_request(ctx, calling.answers.clone()));
         let mut exec = Execution::new(&tool.info.name, calling.arguments.clone(), io)
-            .in_tenant(tenant_of(ctx));
+            .in_tenant(tenant_of(ctx))
+            .for_caller(guest_caller(tool, ctx));
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         match self.within_wall_clock(tool.component.prepare(exec)).await? {
@@ -207,6 +220,7 @@ impl McpServer {
             tool,
             arguments,
             slot,
+            choice,
             ..
         } = calling;
         // The task's own run takes a runner slot; the request's is done.
@@ -223,9 +237,17 @@ impl McpServer {
             .with_retry_policy(tool.retry_policy.clone())
             .with_limits(tool.limits)
             .with_principal(principal.clone());
+        let grant = grant_of(tool, ctx.caller);
+        // Every scope and no claims, the common case, is what a work without a grant means.
+        let work = if grant == Grant::default() {
+            work
+        } else {
+            work.with_grant(grant)
+        };
         let mut new = NewTask::new(task_id, principal.scope(), work);
-        new.ttl_ms = tool.ttl_ms;
-        new.poll_interval_ms = Some(tool.poll_interval_ms);
+        let (ttl_ms, poll_interval_ms) = bounded_choice(tool, choice);
+        new.ttl_ms = ttl_ms;
+        new.poll_interval_ms = Some(poll_interval_ms);
         // The capability set only: never the request's _meta.
         new.client_capabilities = ctx.meta.client_capabilities.clone();
         new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
@@ -290,7 +312,9 @@ impl McpServer {
             });
         }
         let io: Arc<dyn ExecutionIo> = Arc::new(io);
-        let mut exec = Execution::new(&tool.info.name, arguments, io).in_tenant(tenant_of(ctx));
+        let mut exec = Execution::new(&tool.info.name, arguments, io)
+            .in_tenant(tenant_of(ctx))
+            .for_caller(guest_caller(tool, ctx));
         exec.grants = tool.grants.clone();
         exec.limits = tool.limits;
         let component = tool.component.clone();
@@ -366,5 +390,116 @@ impl McpServer {
             Ok(r) => Ok(r),
             Err(_) => Err(AttemptError::Limit(Limit::WallClock { ms }).to_rpc_error()),
         }
+    }
+}
+
+/// The least TTL a mode rule may give a task: a minute, and never less than the tool's
+/// whole retry schedule (a rule cannot make a task expire while its retries are due).
+const RULE_MIN_TTL_MS: u64 = 60_000;
+/// The poll intervals a mode rule may suggest: from 100 ms to a minute.
+const RULE_POLL_INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
+
+/// The task's TTL and poll interval: the tool's configured ones, or the mode rule's within
+/// bounds. The configured TTL is the ceiling (`None`, unlimited, has none); the floor is
+/// [`RULE_MIN_TTL_MS`] or the retry schedule, whichever is longer.
+fn bounded_choice(tool: &CatalogTool, choice: Option<ModeChoice>) -> (Option<u64>, u64) {
+    let retries: u64 = tool.retry_policy.delays_ms().iter().sum();
+    within_bounds(tool.ttl_ms, tool.poll_interval_ms, retries, choice)
+}
+
+fn within_bounds(
+    ttl_ms: Option<u64>,
+    poll_interval_ms: u64,
+    retries_ms: u64,
+    choice: Option<ModeChoice>,
+) -> (Option<u64>, u64) {
+    let Some(choice) = choice else {
+        return (ttl_ms, poll_interval_ms);
+    };
+    let floor = RULE_MIN_TTL_MS.max(retries_ms);
+    let ttl = match (choice.ttl_ms, ttl_ms) {
+        (None, configured) => configured,
+        (Some(t), Some(ceiling)) => Some(t.max(floor).min(ceiling.max(floor))),
+        (Some(t), None) => Some(t.max(floor)),
+    };
+    let poll = choice.poll_interval_ms.map_or(poll_interval_ms, |p| {
+        p.clamp(*RULE_POLL_INTERVAL_MS.start(), *RULE_POLL_INTERVAL_MS.end())
+    });
+    (ttl, poll)
+}
+
+/// What `tool` is shown of `caller`'s grant: its scopes, and the claims both forwarded by
+/// the resource server and listed in the tool's `claims`.
+fn grant_of(tool: &CatalogTool, caller: &Caller) -> Grant {
+    Grant {
+        scopes: match &caller.scopes {
+            Scopes::All => None,
+            Scopes::Only(s) => Some(s.clone()),
+        },
+        claims: tool
+            .claims
+            .iter()
+            .filter_map(|name| caller.claims.get(name).map(|v| (name.clone(), v.clone())))
+            .collect(),
+    }
+}
+
+/// The caller a guest run on the request path is shown (a task's attempts are shown the one
+/// stored with its work, which is the same).
+fn guest_caller(tool: &CatalogTool, ctx: &Ctx<'_>) -> Arc<GuestCaller> {
+    let grant = grant_of(tool, ctx.caller);
+    Arc::new(GuestCaller {
+        tenant: ctx.principal.tenant.clone(),
+        subject: ctx.principal.subject.clone(),
+        scopes: grant.scopes,
+        claims: grant.claims,
+        client_capabilities: ctx.meta.client_capabilities.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rules_ttl_and_poll_interval_stay_within_bounds() {
+        let rule = |ttl_ms, poll_interval_ms| {
+            Some(ModeChoice {
+                mode: TaskMode::Optional,
+                ttl_ms,
+                poll_interval_ms,
+            })
+        };
+        let day = Some(86_400_000);
+        assert_eq!(
+            within_bounds(day, 1_000, 0, None),
+            (day, 1_000),
+            "no rule: the tool's"
+        );
+        assert_eq!(within_bounds(day, 1_000, 0, rule(None, None)), (day, 1_000));
+        assert_eq!(
+            within_bounds(day, 1_000, 0, rule(Some(3_600_000), Some(5_000))),
+            (Some(3_600_000), 5_000)
+        );
+        assert_eq!(
+            within_bounds(day, 1_000, 0, rule(Some(1), Some(1))),
+            (Some(RULE_MIN_TTL_MS), 100),
+            "floors"
+        );
+        assert_eq!(
+            within_bounds(day, 1_000, 0, rule(Some(u64::MAX), Some(u64::MAX))),
+            (day, 60_000),
+            "ceilings"
+        );
+        assert_eq!(
+            within_bounds(None, 1_000, 0, rule(Some(u64::MAX), None)),
+            (Some(u64::MAX), 1_000),
+            "unlimited"
+        );
+        assert_eq!(
+            within_bounds(day, 1_000, 120_000, rule(Some(70_000), None)),
+            (Some(120_000), 1_000),
+            "never shorter than the retries"
+        );
     }
 }

@@ -50,6 +50,17 @@ async fn guarded(
     scopes: ScopePolicy,
     tweak: impl FnOnce(&mut OAuthConfig),
 ) -> Guarded {
+    let fixtures = fixtures().await;
+    let catalog = common::catalog_of(&[&fixtures], Default::default());
+    guarded_serving(idp, scopes, tweak, catalog).await
+}
+
+async fn guarded_serving(
+    idp: &TestIdp,
+    scopes: ScopePolicy,
+    tweak: impl FnOnce(&mut OAuthConfig),
+    catalog: snodo_runner::Catalog,
+) -> Guarded {
     let (clock, now) = manual_clock();
     let mut config = OAuthConfig {
         resource: Some(RESOURCE.into()),
@@ -61,12 +72,7 @@ async fn guarded(
     tweak(&mut config);
     let statics = [(STATIC.to_owned(), Principal::new("machines", "ci"))];
     let rs = ResourceServer::new(config, &statics, clock).expect("a valid configuration");
-    let fixtures = fixtures().await;
-    let (server, _) = common::mcp_server_scoped(
-        common::catalog_of(&[&fixtures], Default::default()),
-        Default::default(),
-        scopes,
-    );
+    let (server, _) = common::mcp_server_scoped(catalog, Default::default(), scopes);
     let http = HttpConfig {
         oauth: true,
         ..HttpConfig::default()
@@ -575,4 +581,129 @@ async fn an_unreachable_identity_provider_is_503_not_a_refusal() {
     .await;
     let (s, _, body) = as_token(&g.app, &list(), &token).await;
     assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+}
+
+/// The fixtures with `test_whoami` shown the `email` claim and retried once at once.
+async fn whoami_catalog() -> snodo_runner::Catalog {
+    let fixtures = fixtures().await;
+    let mut catalog = snodo_runner::Catalog::new();
+    for info in fixtures.tools() {
+        let mut tool = snodo_runner::CatalogTool::new(fixtures.clone(), info.clone());
+        if info.name == "test_whoami" {
+            tool.claims = vec!["email".into()];
+            tool.retry_policy = snodo_core::model::RetryPolicy::new([0]).expect("a policy");
+        }
+        catalog.add(tool).expect("unique tools");
+    }
+    catalog
+}
+
+#[tokio::test]
+async fn the_caller_reaches_the_tool_the_same_on_every_attempt() {
+    let idp = TestIdp::start().await;
+    let g = guarded_serving(
+        &idp,
+        ScopePolicy::default(),
+        |c| c.forward_claims = vec!["email".into(), "org".into()],
+        whoami_catalog().await,
+    )
+    .await;
+    let mut claims = idp.claims(RESOURCE, "ada", "mcp tools:call");
+    claims["email"] = json!("ada@acme.example");
+    claims["org"] = json!("research");
+    let token = idp.sign("ES256", &claims);
+    let expected = json!({
+        "tenant": "acme", "subject": "ada", "scopes": ["mcp", "tools:call"],
+        // `org` is forwarded, but this tool is shown `email` only.
+        "claims": {"email": "ada@acme.example"},
+    });
+    let shown = |v: &Value| {
+        let mut s = v["structuredContent"].clone();
+        for k in ["attempt", "elicitation"] {
+            s.as_object_mut().map(|o| o.remove(k));
+        }
+        s
+    };
+    let whoami = |id: i64, args: Value, tasks: bool| {
+        rpc(
+            id,
+            "tools/call",
+            json!({"name": "test_whoami", "arguments": args}),
+            caps(tasks),
+        )
+    };
+
+    // On the request path.
+    let (s, _, v) = as_token(&g.app, &whoami(1, json!({}), false), &token).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(shown(&v["result"]), expected);
+    assert_eq!(v["result"]["structuredContent"]["elicitation"], true);
+
+    // As a task, from the second attempt: a fresh guest that had only the stored work.
+    let (_, _, v) = as_token(&g.app, &whoami(2, json!({"retry": true}), true), &token).await;
+    let id = v["result"]["taskId"].as_str().expect("a task").to_owned();
+    let get = rpc(3, "tasks/get", json!({"taskId": id}), caps(true));
+    let done = common::eventually("the task to complete", || async {
+        let (_, _, v) = as_token(&g.app, &get, &token).await;
+        (v["result"]["status"] == "completed").then(|| v["result"].clone())
+    })
+    .await;
+    assert_eq!(done["result"]["structuredContent"]["attempt"], 2, "{done}");
+    assert_eq!(shown(&done["result"]), expected);
+
+    // A static token holds every scope and carries no claims.
+    let (_, _, v) = as_token(&g.app, &whoami(4, json!({}), false), STATIC).await;
+    assert_eq!(
+        shown(&v["result"]),
+        json!({"tenant": "machines", "subject": "ci", "scopes": null, "claims": {}})
+    );
+}
+
+#[tokio::test]
+async fn a_mode_rule_sees_the_caller_and_sets_ttl_and_poll_interval_within_bounds() {
+    let idp = TestIdp::start().await;
+    // slow_compute's configured TTL, three hours, is the ceiling of what its rule may set.
+    let fixtures = fixtures().await;
+    let mut catalog = snodo_runner::Catalog::new();
+    for info in fixtures.tools() {
+        let mut tool = snodo_runner::CatalogTool::new(fixtures.clone(), info.clone());
+        tool.ttl_ms = Some(10_800_000);
+        catalog.add(tool).expect("unique tools");
+    }
+    let g = guarded_serving(&idp, ScopePolicy::default(), |_| {}, catalog).await;
+    let slow = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        caps(true),
+    );
+    let task = |subject: &str| {
+        let token = idp.sign("RS256", &idp.claims(RESOURCE, subject, ""));
+        let app = g.app.clone();
+        let slow = slow.clone();
+        async move {
+            let (_, _, v) = as_token(&app, &slow, &token).await;
+            let id = v["result"]["taskId"].as_str().expect("a task").to_owned();
+            let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
+            let (_, _, t) = as_token(&app, &get, &token).await;
+            let cancel = rpc(3, "tasks/cancel", json!({"taskId": id}), caps(true));
+            as_token(&app, &cancel, &token).await;
+            t["result"].clone()
+        }
+    };
+    // The rule keeps a batch caller's task two hours and asks for a 10 ms poll, which the
+    // host raises to its least interval (100 ms).
+    let batch = task("batch-nightly").await;
+    assert_eq!(
+        (batch["ttlMs"].clone(), batch["pollIntervalMs"].clone()),
+        (json!(7_200_000), json!(100)),
+        "{batch}"
+    );
+    // Anyone else gets the tool's configured TTL and poll interval.
+    let person = task("ada").await;
+    assert_eq!(
+        (person["ttlMs"].clone(), person["pollIntervalMs"].clone()),
+        (json!(10_800_000), json!(1_000)),
+        "{person}"
+    );
 }
