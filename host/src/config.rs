@@ -1784,6 +1784,24 @@ admin = ["snodo:admin"]
                 "auth.scopes",
                 "not a scope",
             ),
+            (
+                {
+                    let introspected = |iss: &str| {
+                        format!(
+                            "[[auth.oauth.issuers]]\nissuer = \"{iss}\"\ntenant = \"t\"\n\
+                             [auth.oauth.issuers.introspection]\nclient_id = \"c\"\nclient_secret = \"s\"\n"
+                        )
+                    };
+                    introspected("https://a.example.com") + &introspected("https://b.example.com")
+                },
+                "auth.oauth",
+                "one issuer only",
+            ),
+            (
+                format!("[auth.oauth]\njwks_min_refresh_ms = 0\n{issuer}"),
+                "auth.oauth",
+                "at least 1000",
+            ),
         ];
         for (text, key, why) in refused {
             let e = options(&text).expect_err(why);

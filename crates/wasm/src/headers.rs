@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 pub enum ParamKind {
     /// Compared as text, exactly.
     String,
-    /// Compared as numbers (`42` and `42.0` match).
+    /// Compared as integers, exactly (the header in plain decimal digits).
     Integer,
     /// `true` or `false`.
     Boolean,
@@ -212,11 +212,22 @@ fn matches(kind: ParamKind, body: &Value, header: &str) -> bool {
     match (kind, body) {
         (ParamKind::String, Value::String(s)) => s == header,
         (ParamKind::Boolean, Value::Bool(b)) => header == if *b { "true" } else { "false" },
+        // Exactly, as integers: a header `42` matches 42 (or 42.0) in the body, and nothing
+        // else does (no `+42`, `042`, `42.0` or a nearby value a float comparison would
+        // let pass): what a proxy routed on is what the tool receives.
         (ParamKind::Integer, Value::Number(n)) => {
-            let (Some(b), Ok(h)) = (n.as_f64(), header.parse::<f64>()) else {
-                return false;
+            let body = match (n.as_i64(), n.as_f64()) {
+                (Some(i), _) => i,
+                (None, Some(f)) if f.fract() == 0.0 && f.abs() <= MAX_SAFE_INTEGER => f as i64,
+                _ => return false,
             };
-            h.is_finite() && b.abs() <= MAX_SAFE_INTEGER && (b - h).abs() <= 1e-9 * b.abs().max(1.0)
+            let digits = header.strip_prefix('-').unwrap_or(header);
+            let canonical = !digits.is_empty()
+                && digits.bytes().all(|b| b.is_ascii_digit())
+                && (digits == "0" || !digits.starts_with('0'));
+            canonical
+                && (body as f64).abs() <= MAX_SAFE_INTEGER
+                && header.parse::<i64>() == Ok(body)
         }
         // A value of another type than the schema says: the schema check refuses the call;
         // its text must still match what was mirrored.
@@ -336,7 +347,7 @@ mod tests {
                 all.clone(),
                 &[
                     ("region", Ok("eu-west")),
-                    ("N", Ok("42.0")),
+                    ("N", Ok("42")),
                     ("DRY", Ok("true"))
                 ]
             ),
@@ -381,6 +392,33 @@ mod tests {
                 vec![
                     ("Region", Ok("eu-west")),
                     ("N", Ok("forty-two")),
+                    ("Dry", Ok("true")),
+                ],
+                "does not match",
+            ),
+            (
+                all.clone(),
+                vec![
+                    ("Region", Ok("eu-west")),
+                    ("N", Ok("42.0")),
+                    ("Dry", Ok("true")),
+                ],
+                "does not match",
+            ),
+            (
+                all.clone(),
+                vec![
+                    ("Region", Ok("eu-west")),
+                    ("N", Ok("+42")),
+                    ("Dry", Ok("true")),
+                ],
+                "does not match",
+            ),
+            (
+                all.clone(),
+                vec![
+                    ("Region", Ok("eu-west")),
+                    ("N", Ok("042")),
                     ("Dry", Ok("true")),
                 ],
                 "does not match",

@@ -465,7 +465,11 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, Result<String, ()>)> {
         .keys()
         .filter(|name| name.as_str().starts_with(PREFIX))
         .filter_map(|name| {
-            let value = routing_header(headers, name.as_str())?;
+            // A header sent twice is refused: an intermediary may have acted on the other.
+            let value = match headers.get_all(name).iter().count() {
+                1 => routing_header(headers, name.as_str())?,
+                _ => Err(()),
+            };
             Some((name.as_str()[PREFIX.len()..].to_owned(), value))
         })
         .collect()

@@ -265,7 +265,7 @@ async fn arguments_marked_for_headers_must_be_mirrored_exactly() {
             args.clone(),
             &[
                 ("mcp-param-region", b"eu-west"),
-                ("MCP-PARAM-PRIORITY", b"7.0"),
+                ("MCP-PARAM-PRIORITY", b"7"),
                 ("mcp-param-dry-run", b" false "),
             ],
         ),
@@ -345,6 +345,16 @@ async fn arguments_marked_for_headers_must_be_mirrored_exactly() {
         assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{why}: {v}");
         assert_eq!(v["id"], 2, "{why}");
     }
+    // A header sent twice is refused, even when one copy matches.
+    let mut twice = calling(
+        json!({"region": "eu-west"}),
+        &[("mcp-param-region", b"eu-west")],
+    );
+    twice
+        .headers_mut()
+        .append("mcp-param-region", "us-east".parse().expect("value"));
+    let (s, v, _) = send(&app, twice).await;
+    assert_eq!((s.as_u16(), code(&v)), (400, -32020), "{v}");
     // Tools without markings ignore such headers.
     let body = rpc(
         3,

@@ -145,7 +145,7 @@ impl IssuerConfig {
 }
 
 /// RFC 7662 introspection for one issuer.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct IntrospectionConfig {
     /// The endpoint; `None`: the issuer metadata's `introspection_endpoint`.
     pub endpoint: Option<String>,
@@ -155,8 +155,36 @@ pub struct IntrospectionConfig {
     pub client_secret: String,
 }
 
+impl std::fmt::Debug for IntrospectionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IntrospectionConfig")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<hidden>")
+            .finish()
+    }
+}
+
 /// Checks a configuration before it serves: URLs, algorithms, the tenant source.
 pub fn check(config: &OAuthConfig) -> Result<(), String> {
+    // An opaque token names no issuer: with two introspecting issuers one of them would be
+    // shown the other's bearer tokens.
+    if config
+        .issuers
+        .iter()
+        .filter(|i| i.introspection.is_some())
+        .count()
+        > 1
+    {
+        return Err(
+            "introspection may be configured for one issuer only: an opaque token names no \
+             issuer, and another provider must never be sent it"
+                .into(),
+        );
+    }
+    if config.jwks_min_refresh < std::time::Duration::from_secs(1) {
+        return Err("auth.oauth.jwks_min_refresh_ms must be at least 1000".into());
+    }
     if config.issuers.is_empty() {
         return Err("auth.oauth needs at least one issuer".into());
     }
@@ -471,22 +499,30 @@ impl ResourceServer {
             })
     }
 
+    /// `configured`, else the URL the issuer's metadata names in `field`.
+    async fn endpoint(
+        &self,
+        issuer: &Issuer,
+        configured: Option<&String>,
+        field: &str,
+    ) -> Result<String, FetchError> {
+        if let Some(u) = configured {
+            return Ok(u.clone());
+        }
+        let meta = self.metadata(issuer).await?;
+        match meta[field].as_str() {
+            Some(u) if fetch::check_url(u).is_ok() => Ok(u.to_owned()),
+            _ => Err(FetchError::new(
+                &issuer.config.issuer,
+                format!("the issuer's metadata names no usable {field}"),
+            )),
+        }
+    }
+
     async fn fetch_keys(&self, issuer: &Issuer) -> Result<KeySet, FetchError> {
-        let uri = match &issuer.config.jwks_uri {
-            Some(u) => u.clone(),
-            None => {
-                let meta = self.metadata(issuer).await?;
-                match meta["jwks_uri"].as_str() {
-                    Some(u) if fetch::check_url(u).is_ok() => u.to_owned(),
-                    _ => {
-                        return Err(FetchError::new(
-                            &issuer.config.issuer,
-                            "the issuer's metadata names no usable jwks_uri",
-                        ));
-                    }
-                }
-            }
-        };
+        let uri = self
+            .endpoint(issuer, issuer.config.jwks_uri.as_ref(), "jwks_uri")
+            .await?;
         let doc = issuer.fetcher.get_json(&uri).await?;
         KeySet::from_document(&doc).map_err(|e| FetchError::new(&uri, e))
     }
@@ -644,20 +680,9 @@ impl ResourceServer {
         {
             return c.answer.clone().map_err(Refusal::Invalid);
         }
-        let endpoint = match &config.endpoint {
-            Some(e) => e.clone(),
-            None => {
-                let meta = self.metadata(issuer).await?;
-                match meta["introspection_endpoint"].as_str() {
-                    Some(u) if fetch::check_url(u).is_ok() => u.to_owned(),
-                    _ => {
-                        return Err(Refusal::Unavailable(
-                            "the issuer's metadata names no usable introspection_endpoint".into(),
-                        ));
-                    }
-                }
-            }
-        };
+        let endpoint = self
+            .endpoint(issuer, config.endpoint.as_ref(), "introspection_endpoint")
+            .await?;
         let answer = issuer
             .fetcher
             .post_form(
@@ -703,6 +728,14 @@ impl ResourceServer {
         if claims.get("active") != Some(&Value::Bool(true)) {
             return Err("the token is not active".into());
         }
+        // A refresh token is active too, but it is not an access token.
+        if let Some(kind) = claims.get("token_type").and_then(Value::as_str)
+            && !kind.eq_ignore_ascii_case("access_token")
+            && !kind.eq_ignore_ascii_case("bearer")
+            && !kind.eq_ignore_ascii_case("urn:ietf:params:oauth:token-type:access_token")
+        {
+            return Err("the token is not an access token".into());
+        }
         if let Some(iss) = claims.get("iss")
             && iss != issuer.config.issuer.as_str()
         {
@@ -743,7 +776,7 @@ impl ResourceServer {
 }
 
 /// A tenant or subject from the claim at `path` (dots separate object keys): a non-empty
-/// string (or a number, or an array of exactly one string) of at most
+/// string (or an array of exactly one string) of at most
 /// [`MAX_IDENTITY_BYTES`], without control characters.
 fn identity(claims: &Map<String, Value>, path: &str) -> Result<String, Refusal> {
     let mut parts = path.split('.');
@@ -753,8 +786,8 @@ fn identity(claims: &Map<String, Value>, path: &str) -> Result<String, Refusal> 
         at = at.and_then(|v| v.get(key));
     }
     let value = match at {
+        // Only strings: a number 1 and a string "1" must not name the same tenant.
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
         Some(Value::Array(one)) if one.len() == 1 && one[0].is_string() => {
             one[0].as_str().unwrap_or_default().to_owned()
         }
