@@ -460,14 +460,7 @@ impl ResourceServer {
             }
         };
         if !due(&issuer.keys.read(), *issuer.last_fetch.lock()) {
-            return issuer
-                .keys
-                .read()
-                .as_ref()
-                .map(|k| k.set.clone())
-                .ok_or_else(|| {
-                    Refusal::Unavailable("the issuer's keys could not be fetched; try again".into())
-                });
+            return held_keys(issuer);
         }
         let _one = issuer.fetching.lock().await;
         // Another request may have fetched while this one waited.
@@ -489,14 +482,7 @@ impl ResourceServer {
                 }
             }
         }
-        issuer
-            .keys
-            .read()
-            .as_ref()
-            .map(|k| k.set.clone())
-            .ok_or_else(|| {
-                Refusal::Unavailable("the issuer's keys could not be fetched; try again".into())
-            })
+        held_keys(issuer)
     }
 
     /// `configured`, else the URL the issuer's metadata names in `field`.
@@ -773,6 +759,18 @@ impl ResourceServer {
         }
         doc
     }
+}
+
+/// The key set `issuer` holds, or 503 when none could be fetched yet.
+fn held_keys(issuer: &Issuer) -> Result<Arc<KeySet>, Refusal> {
+    issuer
+        .keys
+        .read()
+        .as_ref()
+        .map(|k| k.set.clone())
+        .ok_or_else(|| {
+            Refusal::Unavailable("the issuer's keys could not be fetched; try again".into())
+        })
 }
 
 /// A tenant or subject from the claim at `path` (dots separate object keys): a non-empty
