@@ -83,6 +83,9 @@ pub struct Config {
     /// How deployments reach this node.
     #[serde(default)]
     pub deploy: DeploySection,
+    /// Operators: admin tokens and cross-tenant tenants.
+    #[serde(default)]
+    pub admin: AdminSection,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -417,6 +420,37 @@ pub struct LimitsBudgetSection {
     pub executing_per_tenant: Option<usize>,
     /// Guests executing at once, all tenants together.
     pub executing: Option<usize>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminSection {
+    /// Admin bearer tokens (the admin API and the console only).
+    #[serde(default)]
+    pub tokens: Vec<AdminTokenSection>,
+    /// Tenants whose operators act on every tenant.
+    #[serde(default)]
+    pub cross_tenant: Vec<String>,
+    /// How long a console sign-in lasts (default 28 800 000: eight hours).
+    pub session_ms: Option<u64>,
+}
+
+/// `[[admin.tokens]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTokenSection {
+    /// The token itself (prefer `token_env`).
+    pub token: Option<String>,
+    /// An environment variable holding the token.
+    pub token_env: Option<String>,
+    /// The operator's tenant.
+    pub tenant: String,
+    /// Who the operator is (default `operator`).
+    pub subject: Option<String>,
+    /// Whether it acts on every tenant.
+    #[serde(default)]
+    pub cross_tenant: bool,
 }
 
 /// `[[auth.tokens]]`.
@@ -754,6 +788,7 @@ impl Config {
             opts.component_policy = p;
         }
         opts.tokens = self.tokens(file)?;
+        opts.admin = self.admin(file, &opts.tokens)?;
         self.oauth_into(file, &mut opts)?;
         self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;
@@ -1114,6 +1149,78 @@ impl Config {
             tokens.push((token, principal));
         }
         Ok(tokens)
+    }
+
+    /// `[admin]`: admin tokens, checked as MCP tokens are and distinct from them.
+    fn admin(
+        &self,
+        file: &str,
+        mcp_tokens: &[(String, Principal)],
+    ) -> Result<crate::admin::AdminConfig, ConfigError> {
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let a = &self.admin;
+        let mut tokens: Vec<(String, Principal, bool)> = Vec::new();
+        let mut seen: Vec<(String, Principal)> = Vec::new();
+        for (i, t) in a.tokens.iter().enumerate() {
+            let key = format!("admin.tokens[{i}]");
+            let token = match (&t.token, &t.token_env) {
+                (Some(t), None) => t.clone(),
+                (None, Some(var)) => std::env::var(var).map_err(|_| {
+                    err(
+                        &format!("{key}.token_env"),
+                        format!("the environment variable {var} is not set"),
+                    )
+                })?,
+                _ => return Err(err(&key, "give exactly one of token and token_env".into())),
+            };
+            let principal = Principal::new(
+                &t.tenant,
+                t.subject.clone().unwrap_or_else(|| "operator".into()),
+            );
+            let field = if t.token.is_some() {
+                "token"
+            } else {
+                "token_env"
+            };
+            if mcp_tokens.iter().any(|(m, _)| *m == token) {
+                return Err(err(
+                    &format!("{key}.{field}"),
+                    "the same token as one of auth.tokens: an admin token must be its own".into(),
+                ));
+            }
+            if let Err(e) = http::check_token(&token, &principal, &seen) {
+                let at = match e {
+                    TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
+                    TokenError::EmptySubject => "subject",
+                    _ => field,
+                };
+                let reason = match e {
+                    TokenError::Duplicate { first } => {
+                        format!("the same token as admin.tokens[{first}]; tokens must be unique")
+                    }
+                    other => other.to_string(),
+                };
+                return Err(err(&format!("{key}.{at}"), reason));
+            }
+            seen.push((token.clone(), principal.clone()));
+            tokens.push((token, principal, t.cross_tenant));
+        }
+        if let Some(t) = a.cross_tenant.iter().find(|t| t.is_empty()) {
+            return Err(err("admin.cross_tenant", format!("{t:?} is not a tenant")));
+        }
+        let session_ms = a.session_ms.unwrap_or(crate::admin::DEFAULT_SESSION_MS);
+        if !(60_000..=7 * 24 * 3_600_000).contains(&session_ms) {
+            return Err(err(
+                "admin.session_ms",
+                "from 60000 (a minute) to 604800000 (a week)".into(),
+            ));
+        }
+        Ok(crate::admin::AdminConfig {
+            tokens,
+            cross_tenant: a.cross_tenant.clone(),
+            session_ms,
+            ..Default::default()
+        })
     }
 
     /// `[http]`: the transport's timeouts and connection cap.

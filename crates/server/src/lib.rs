@@ -5,11 +5,13 @@
 //! - [`mcp`]: the MCP server: method dispatch, tools, resources, prompts, the tasks
 //!   extension, and the 2025-11-25 handshake revisions beside it.
 //! - [`http`]: Streamable HTTP: headers, limits, auth, SSE, the connection loop.
+//! - [`admin`]: operators: the admin API (`/admin/v1`) and the console (`/console`).
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 //! - [`trust`]: the optional signature policy components are checked against.
 
+pub mod admin;
 pub mod deploy;
 pub mod http;
 pub mod mcp;

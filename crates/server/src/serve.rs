@@ -93,6 +93,9 @@ pub struct ServeOptions {
     pub engine: EngineConfig,
     /// How deployments reach this node.
     pub deploy: DeploySettings,
+    /// Admin tokens and which tenants' operators act on every tenant (`[admin]`); the
+    /// admin scopes come from `scopes.admin`.
+    pub admin: crate::admin::AdminConfig,
 }
 
 impl ServeOptions {
@@ -120,6 +123,10 @@ impl ServeOptions {
             component_policy: ComponentPolicy::default(),
             engine: EngineConfig::default(),
             deploy: DeploySettings::default(),
+            admin: crate::admin::AdminConfig {
+                session_ms: crate::admin::DEFAULT_SESSION_MS,
+                ..Default::default()
+            },
         }
     }
 }
@@ -408,6 +415,16 @@ fn http_config(opts: &ServeOptions) -> HttpConfig {
         body_timeout: opts.http_limits.body_timeout,
         metrics_token: opts.metrics_token.clone(),
         oauth: opts.oauth.is_some(),
+        admin: crate::admin::AdminConfig {
+            // An operator needs the admin scope unless others are configured.
+            scopes: if opts.scopes.admin.is_empty() {
+                vec!["admin".into()]
+            } else {
+                opts.scopes.admin.clone()
+            },
+            open_locally: opts.tokens.is_empty() && opts.oauth.is_none(),
+            ..opts.admin.clone()
+        },
         ..HttpConfig::default()
     };
     if opts.listen.ip().is_loopback() {

@@ -148,6 +148,30 @@ impl Scope {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+
+    /// The tenant whose scope this is.
+    pub fn tenant(&self) -> &str {
+        self.0
+            .split_once(SCOPE_SEPARATOR)
+            .map_or(self.0.as_str(), |(tenant, _)| tenant)
+    }
+
+    /// The subject, for a per-subject scope.
+    pub fn subject(&self) -> Option<&str> {
+        self.0
+            .split_once(SCOPE_SEPARATOR)
+            .map(|(_, subject)| subject)
+    }
+
+    /// A principal whose scope this is: who an operator acts as on one of its tasks.
+    pub fn owner(&self) -> Principal {
+        match self.subject() {
+            Some(subject) => {
+                Principal::new(self.tenant(), subject).isolated(Isolation::TenantSubject)
+            }
+            None => Principal::new(self.tenant(), "operator"),
+        }
+    }
 }
 
 /// The stable identity a request was authenticated as: never a credential, only who.
@@ -249,6 +273,11 @@ mod tests {
         // A tenant that is a prefix of another is not its owner.
         let short = Principal::new("ac", "me\u{1f}ada").isolated(Isolation::TenantSubject);
         assert!(!short.owns(&Principal::new("acme", "x").scope()));
+        assert_eq!(ada.scope().tenant(), "acme");
+        assert_eq!(ada.scope().subject(), Some("ada"));
+        assert_eq!(team.scope().subject(), None);
+        assert!(ada.owns(&ada.scope().owner().scope()));
+        assert!(team.owns(&team.scope().owner().scope()));
         assert_eq!(
             serde_json::to_value(&team).unwrap_or_default(),
             serde_json::json!({"tenant": "acme", "subject": "ada"}),

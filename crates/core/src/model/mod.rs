@@ -8,6 +8,7 @@
 mod capabilities;
 mod deployment;
 mod event;
+mod history;
 mod id;
 mod journal;
 mod retry;
@@ -54,6 +55,9 @@ pub(crate) use event::check_message;
 pub use event::{
     EVENT_SCHEMA_VERSION, EventId, EventKind, MAX_STATUS_MESSAGE_BYTES, TaskEvent,
     truncate_status_message,
+};
+pub use history::{
+    HISTORY_HEAD, History, HistoryEntry, HistoryKind, MAX_HISTORY, MAX_HISTORY_TEXT, history_text,
 };
 pub use id::{Isolation, Principal, Scope, TaskId};
 pub use journal::{JournalEntry, JournalRequest, JournalResponse};

@@ -8,6 +8,7 @@ use serde_json::Value;
 use serde_json::json;
 
 use super::codes;
+use super::history::History;
 use super::{Invalid, Scope, TASKS_EXTENSION, TaskId, Timestamp};
 
 /// The longest input-request key, in bytes.
@@ -20,7 +21,7 @@ pub const MAX_INPUT_KEY_LEN: usize = 256;
 /// input_required -> working | completed | failed | cancelled
 /// completed | failed | cancelled: terminal, never change
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Running, queued, or waiting for a retry.
@@ -39,6 +40,19 @@ impl TaskStatus {
     /// Whether the status can never change again.
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+
+    /// The status named `name` (its wire name).
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Working,
+            Self::InputRequired,
+            Self::Completed,
+            Self::Failed,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
     }
 
     /// The wire name.
@@ -270,6 +284,9 @@ pub struct Task {
     /// Committed event ids, for idempotent replays.
     #[serde(default)]
     pub events: Vec<AppliedEvent>,
+    /// What happened to the task and when, for operators (bounded: [`History`]).
+    #[serde(default, skip_serializing_if = "History::is_empty")]
+    pub history: History,
 }
 
 impl Task {

@@ -10,6 +10,7 @@
 
 use serde_json::Value;
 
+use super::history::{HistoryKind, history_text};
 use super::task::{AppliedEvent, InputEntry, Outcome, Task, TaskStatus};
 use super::{EventKind, RetryPolicy, TaskEvent, Timestamp};
 
@@ -118,6 +119,7 @@ impl Task {
         // What the task remembers of the event, taken before its content moves into the task.
         let digest = event.digest();
         let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
+        let note;
         let effect = match event.kind {
             EventKind::Started => {
                 self.attempt = self.attempt.saturating_add(1);
@@ -126,9 +128,15 @@ impl Task {
                 } else {
                     TaskStatus::Working
                 };
+                note = HistoryKind::Started {
+                    attempt: self.attempt,
+                };
                 Effect::Applied
             }
             EventKind::StatusMessage { message } => {
+                note = HistoryKind::Status {
+                    message: history_text(&message),
+                };
                 self.status_message = Some(message);
                 Effect::Applied
             }
@@ -143,6 +151,7 @@ impl Task {
                         changed: false,
                     });
                 }
+                note = HistoryKind::InputRequested { key: key.clone() };
                 self.inputs.insert(
                     key,
                     InputEntry {
@@ -174,6 +183,10 @@ impl Task {
                 if complete {
                     self.status = TaskStatus::Working;
                 }
+                note = HistoryKind::InputAnswered {
+                    keys: keys.clone(),
+                    resumed: complete,
+                };
                 Effect::Accepted { keys, complete }
             }
             EventKind::RetryRequested {
@@ -189,18 +202,26 @@ impl Task {
                     if status_message.is_some() {
                         self.status_message = status_message;
                     }
+                    note = HistoryKind::RetryScheduled {
+                        due_at: retry_at,
+                        retry: self.retry_count,
+                        code: error.code,
+                        message: history_text(&error.message),
+                    };
                     Effect::RetryScheduled {
                         retry_at,
                         retry_count: self.retry_count,
                     }
                 }
                 None => {
+                    note = failed_note(&error);
                     let outcome = Outcome::Error(error);
                     self.finish(TaskStatus::Failed, Some(outcome), status_message);
                     Effect::RetryExhausted
                 }
             },
             EventKind::Completed { result } => {
+                note = HistoryKind::Completed;
                 let outcome = Outcome::Result(result);
                 self.finish(TaskStatus::Completed, Some(outcome), None);
                 Effect::Applied
@@ -209,17 +230,22 @@ impl Task {
                 error,
                 status_message,
             } => {
+                note = failed_note(&error);
                 let message = status_message.or_else(|| Some(error.message.clone()));
                 let outcome = Outcome::Error(error);
                 self.finish(TaskStatus::Failed, Some(outcome), message);
                 Effect::Applied
             }
             EventKind::Cancelled { status_message } => {
+                note = HistoryKind::Cancelled {
+                    message: status_message.as_deref().map(history_text),
+                };
                 self.finish(TaskStatus::Cancelled, None, status_message);
                 Effect::Applied
             }
         };
         self.record(event.id.as_str(), digest, is_status, generation, now);
+        self.history.push(now, note);
         Ok(Step {
             effect,
             changed: true,
@@ -272,6 +298,13 @@ impl Task {
     }
 }
 
+fn failed_note(error: &super::JsonRpcError) -> HistoryKind {
+    HistoryKind::Failed {
+        code: error.code,
+        message: history_text(&error.message),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Map, json};
@@ -311,6 +344,7 @@ mod tests {
             }),
             client_capabilities: json!({}),
             events: Vec::new(),
+            history: Default::default(),
         };
         if status == TaskStatus::InputRequired {
             t.inputs.insert(

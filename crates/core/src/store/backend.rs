@@ -25,6 +25,7 @@ use crate::model::{
 };
 
 use super::engine::{self, Ctx, Touches, Txn, View};
+use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, Lease, NewTask,
     Reaped, Store, StoreError, StoreResult,
@@ -181,6 +182,21 @@ pub(crate) trait Backend: Send + Sync + 'static {
     }
 
     /// What [`Store::collect_components`] does. Default: one write of the rules.
+    fn list_tasks(&self, query: TaskQuery) -> impl Future<Output = StoreResult<TaskPage>> + Send {
+        self.read(Touches::Listing, move |view, ctx| {
+            engine::list(view, ctx, &query)
+        })
+    }
+
+    fn count_tasks(
+        &self,
+        tenant: Option<String>,
+    ) -> impl Future<Output = StoreResult<TaskCounts>> + Send {
+        self.read(Touches::Listing, move |view, _| {
+            engine::counts(view, tenant.as_deref())
+        })
+    }
+
     fn collect_components(
         &self,
         retention_ms: u64,
@@ -453,6 +469,26 @@ impl<B: Backend> Store for B {
 
     async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
         Backend::pinned_tasks(self, digest, limit).await
+    }
+
+    async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<TaskPage> {
+        Backend::list_tasks(self, query.clone()).await
+    }
+
+    async fn count_tasks(&self, tenant: Option<&str>) -> StoreResult<TaskCounts> {
+        Backend::count_tasks(self, tenant.map(str::to_owned)).await
+    }
+
+    async fn retry_now(&self, access: &Access) -> StoreResult<Task> {
+        let access = access.clone();
+        let task = self
+            .write(Touches::Task(access.task_id), move |txn, ctx| {
+                engine::retry_now(txn, ctx, &access)
+            })
+            .await?;
+        // Due now: runners waiting for work hear of it like an answered question.
+        self.announce(task.id, ChangeKind::InputAccepted);
+        Ok(task)
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

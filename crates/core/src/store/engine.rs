@@ -11,11 +11,12 @@
 use serde_json::Value;
 
 use crate::model::{
-    Claim, ComponentInfo, Deployment, EventKind, JournalEntry, MAX_COMPONENT_BYTES,
+    Claim, ComponentInfo, Deployment, EventKind, HistoryKind, JournalEntry, MAX_COMPONENT_BYTES,
     MAX_SIGNATURE_BYTES, Principal, Rejected, Scope, StoredComponent, Task, TaskEvent, TaskId,
     TaskStatus, TaskView, Timestamp, Work,
 };
 
+use super::listing::{self, Fed, PageBuilder, TaskCounts, TaskPage, TaskQuery};
 use super::types::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, MAX_LEASE_MS, MAX_TTL_MS,
     NewTask, Reaped,
@@ -55,6 +56,8 @@ pub(crate) enum Count {
     Stored,
     /// Live tasks pinned to a component, keyed by its digest.
     Pinned,
+    /// Stored tasks per tenant, tool and status ([`listing::tally_key`]).
+    Tally,
 }
 
 /// The small tables beside the tasks, each an ordered map of bytes to bytes.
@@ -190,6 +193,11 @@ pub(crate) trait View {
     /// The task's journal entries (position, encoded entry), by position. A read reaches
     /// them only when it says so ([`Touches::Journal`]).
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>>;
+    /// Up to `limit` listing entries (key, tool) with `from <= key < to`, the largest key
+    /// first. A read reaches them only when it says so ([`Touches::Listing`]).
+    fn listing(&self, from: &[u8], to: &[u8], limit: usize) -> StoreResult<Vec<(Vec<u8>, String)>>;
+    /// Every [`Count::Tally`] whose key starts with `prefix`, with its count.
+    fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>>;
     /// The task, if stored (expired or not), without its work descriptor: what a read of
     /// the task's state needs. An adapter that keeps the work apart skips reading it.
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
@@ -213,6 +221,9 @@ pub(crate) trait Txn: View {
     fn index_put(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn index_del(&mut self, index: Index, key: u64, id: &TaskId) -> StoreResult<()>;
     fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()>;
+    /// Adds a listing entry whose value is the task's tool.
+    fn listing_put(&mut self, key: &[u8], tool: &str) -> StoreResult<()>;
+    fn listing_del(&mut self, key: &[u8]) -> StoreResult<()>;
     fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()>;
     fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()>;
     /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
@@ -266,6 +277,7 @@ pub(crate) trait Txn: View {
             self.created(&after.task)?;
             self.add_count(Count::Stored, after.task.scope.as_str(), true)?;
         }
+        self.move_listing(before, Some(&after.task), listing::tool_of(&after.work))?;
         let was_live = before.is_some_and(|t| !t.status.is_terminal());
         let is_live = !after.task.status.is_terminal();
         if was_live != is_live {
@@ -286,6 +298,36 @@ pub(crate) trait Txn: View {
         self.put(after)
     }
 
+    /// Moves a task's listing entries and its tally from where `before` had them to where
+    /// `after` has them (`None`: not stored). Only the status moves them once stored.
+    fn move_listing(
+        &mut self,
+        before: Option<&Task>,
+        after: Option<&Task>,
+        tool: &str,
+    ) -> StoreResult<()> {
+        if let (Some(b), Some(a)) = (before, after)
+            && b.status == a.status
+        {
+            return Ok(());
+        }
+        if let Some(b) = before {
+            for k in listing::listing_keys(b) {
+                self.listing_del(&k)?;
+            }
+            let key = listing::tally_key(b.scope.tenant(), tool, b.status);
+            self.add_count(Count::Tally, &key, false)?;
+        }
+        if let Some(a) = after {
+            for k in listing::listing_keys(a) {
+                self.listing_put(&k, tool)?;
+            }
+            let key = listing::tally_key(a.scope.tenant(), tool, a.status);
+            self.add_count(Count::Tally, &key, true)?;
+        }
+        Ok(())
+    }
+
     /// Removes the record and all its index entries.
     fn delete(&mut self, rec: &Record) -> StoreResult<()> {
         let task = &rec.task;
@@ -293,6 +335,7 @@ pub(crate) trait Txn: View {
             self.add_live(task, &rec.work, false)?;
         }
         self.add_count(Count::Stored, task.scope.as_str(), false)?;
+        self.move_listing(Some(task), None, listing::tool_of(&rec.work))?;
         for index in Index::ALL {
             if let Some(k) = index.key(task) {
                 self.index_del(index, k, &task.id)?;
@@ -384,6 +427,14 @@ impl View for Scratch<'_> {
         self.txn.journal(id)
     }
 
+    fn listing(&self, from: &[u8], to: &[u8], limit: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        self.txn.listing(from, to, limit)
+    }
+
+    fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        self.txn.tallies(prefix)
+    }
+
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
         match self.held(id) {
             Some(r) => Ok(Some(r.task.clone())),
@@ -435,6 +486,14 @@ impl Txn for Scratch<'_> {
 
     fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
         self.txn.kv_put(space, key, value)
+    }
+
+    fn listing_put(&mut self, key: &[u8], tool: &str) -> StoreResult<()> {
+        self.txn.listing_put(key, tool)
+    }
+
+    fn listing_del(&mut self, key: &[u8]) -> StoreResult<()> {
+        self.txn.listing_del(key)
     }
 
     fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()> {
@@ -508,6 +567,8 @@ pub(crate) enum Touches<'a> {
     /// Every task whose claim names this owner (a shared store's node releasing the claims
     /// of its previous life).
     Owner(&'a str),
+    /// The listing indexes and the tallies, and the tasks they name (operators' queries).
+    Listing,
 }
 
 /// Fills `buf` from the OS randomness source (it never fails on a supported system).
@@ -607,7 +668,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     if caps.any() {
         txn.admit(&new.scope, caps)?;
     }
-    let task = Task {
+    let mut task = Task {
         id: new.id,
         scope: new.scope,
         status: TaskStatus::Working,
@@ -629,7 +690,9 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         claim: None,
         client_capabilities,
         events: Vec::new(),
+        history: Default::default(),
     };
+    task.history.push(ctx.now, HistoryKind::Created);
     let rec = Record {
         task,
         work: new.work,
@@ -1054,9 +1117,22 @@ fn take_claim(
     after.task.generation = generation;
     // A claim still on the record here is one whose lease ran out (live claims refuse a
     // new claim): its worker never let go.
-    if after.task.claim.is_some() {
+    let recovered = after.task.claim.is_some();
+    if recovered {
         after.task.recoveries = after.task.recoveries.saturating_add(1);
     }
+    let waited_ms = before
+        .due_at()
+        .map_or(0, |due| ctx.now.as_millis().saturating_sub(due.as_millis()));
+    after.task.history.push(
+        ctx.now,
+        HistoryKind::Claimed {
+            generation,
+            owner: claim.owner.clone(),
+            waited_ms,
+            recovered,
+        },
+    );
     after.task.claim = Some(claim);
     // The backoff, if any, is over: this claim is the retry.
     after.task.retry_at = None;
@@ -1185,6 +1261,12 @@ pub(crate) fn release(txn: &mut dyn Txn, ctx: &Ctx, lease: &Lease) -> StoreResul
     let before = rec.task.clone();
     let mut after = rec;
     after.task.claim = None;
+    let note = if after.task.has_outstanding_inputs() {
+        HistoryKind::Parked
+    } else {
+        HistoryKind::Released
+    };
+    after.task.history.push(ctx.now, note);
     txn.save(Some(&before), &after)
 }
 
@@ -1269,6 +1351,102 @@ pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Ve
     Ok(reaped)
 }
 
+/// One page of tasks: a walk down the listing ranges the query picks (see [`listing`]),
+/// merged newest first, reading only the tasks whose entries can match.
+pub(crate) fn list(view: &dyn View, ctx: &Ctx, q: &TaskQuery) -> StoreResult<TaskPage> {
+    q.check()?;
+    let walk = listing::walk(q);
+    let mut page = PageBuilder::new(q, ctx.now);
+    // Read in chunks: a first page without checks left reads one more entry than it shows.
+    let chunk = if walk.tool.is_some() || q.filter.updated_after.is_some() {
+        256
+    } else {
+        q.limit + 1
+    };
+    // Per range: entries read and not yet fed (newest last, so `pop` takes the newest),
+    // and where the next read ends (`None`: the range is exhausted).
+    let mut heads: Vec<(Vec<(Vec<u8>, String)>, Option<Vec<u8>>)> = walk
+        .ranges
+        .iter()
+        .map(|r| (Vec::new(), Some(r.to.clone())))
+        .collect();
+    loop {
+        for (i, (buf, to)) in heads.iter_mut().enumerate() {
+            if buf.is_empty()
+                && let Some(upto) = to.take()
+            {
+                let mut entries = view.listing(&walk.ranges[i].from, &upto, chunk)?;
+                if entries.len() == chunk
+                    && let Some((last, _)) = entries.last()
+                {
+                    *to = Some(last.clone());
+                }
+                entries.reverse();
+                *buf = entries;
+            }
+        }
+        // The newest entry of all the ranges' heads.
+        let mut best: Option<(usize, listing::Cursor)> = None;
+        for (i, (buf, _)) in heads.iter().enumerate() {
+            if let Some((key, _)) = buf.last() {
+                let at = listing::cursor_of_key(key)?;
+                if best.is_none_or(|(_, b)| at > b) {
+                    best = Some((i, at));
+                }
+            }
+        }
+        let Some((i, at)) = best else {
+            return Ok(page.finish(true));
+        };
+        let Some((_, tool)) = heads[i].0.pop() else {
+            return Ok(page.finish(true));
+        };
+        let task = if PageBuilder::wants(&walk, &tool) {
+            view.load_task(&at.id)?
+        } else {
+            None
+        };
+        if let Fed::Done = page.feed(at, task.as_ref().map(|t| (t, tool.as_str()))) {
+            return Ok(page.finish(false));
+        }
+    }
+}
+
+/// Stored tasks by status and by tool, of one tenant or of all.
+pub(crate) fn counts(view: &dyn View, tenant: Option<&str>) -> StoreResult<TaskCounts> {
+    let mut counts = TaskCounts::default();
+    for (key, n) in view.tallies(&listing::tally_prefix(tenant))? {
+        listing::add_tally(&mut counts, &key, n)?;
+    }
+    Ok(counts.with_every_status())
+}
+
+/// An operator's "retry now": a task waiting out its retry delay becomes due at once.
+pub(crate) fn retry_now(txn: &mut dyn Txn, ctx: &Ctx, access: &Access) -> StoreResult<Task> {
+    check_access(access, ctx, Action::Update)?;
+    let rec = load_for_access(txn, ctx, access)?;
+    let t = &rec.task;
+    if t.status.is_terminal() {
+        return Err(StoreError::Terminal { status: t.status });
+    }
+    let Some(retry_at) = t.retry_at.filter(|at| *at > ctx.now && t.claim.is_none()) else {
+        return Err(StoreError::invalid(
+            "the task is not waiting for a retry (only a task whose retry is still ahead can be retried now)",
+        ));
+    };
+    let before = rec.task.clone();
+    let mut after = rec;
+    after.task.retry_at = Some(ctx.now);
+    after.task.history.push(
+        ctx.now,
+        HistoryKind::RetryNow {
+            was_due_at: retry_at,
+        },
+    );
+    txn.save(Some(&before), &after)?;
+    Ok(after.task)
+}
+
 pub(crate) fn inspect(view: &dyn View, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
     Ok(view.load(id)?.map(|r| (r.task, r.work)))
 }
@@ -1284,7 +1462,7 @@ pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult
         if ids.is_empty() {
             return Ok(released);
         }
-        let n = release_dead_claims(txn, &ids)?;
+        let n = release_dead_claims(txn, ctx, &ids)?;
         if n == 0 {
             return Err(StoreError::corrupt(
                 "the claim index names tasks that hold no claim",
@@ -1298,7 +1476,11 @@ pub(crate) fn fence_previous_epochs(txn: &mut dyn Txn, ctx: &Ctx) -> StoreResult
 /// this store, or of this node on a shared store), counting each as a recovery. Returns
 /// how many were released.
 #[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
-pub(crate) fn release_dead_claims(txn: &mut dyn Txn, ids: &[TaskId]) -> StoreResult<usize> {
+pub(crate) fn release_dead_claims(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    ids: &[TaskId],
+) -> StoreResult<usize> {
     let mut released = 0;
     for id in ids {
         let Some(rec) = txn.load(id)? else {
@@ -1311,7 +1493,14 @@ pub(crate) fn release_dead_claims(txn: &mut dyn Txn, ids: &[TaskId]) -> StoreRes
         }
         let before = rec.task.clone();
         let mut after = rec;
-        after.task.claim = None;
+        if let Some(claim) = after.task.claim.take() {
+            after.task.history.push(
+                ctx.now,
+                HistoryKind::Fenced {
+                    generation: claim.generation,
+                },
+            );
+        }
         after.task.recoveries = after.task.recoveries.saturating_add(1);
         txn.save(Some(&before), &after)?;
         released += 1;

@@ -236,6 +236,18 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.pinned_tasks(digest, limit).await
     }
 
+    async fn list_tasks(&self, query: &super::TaskQuery) -> StoreResult<super::TaskPage> {
+        self.inner.list_tasks(query).await
+    }
+
+    async fn count_tasks(&self, tenant: Option<&str>) -> StoreResult<super::TaskCounts> {
+        self.inner.count_tasks(tenant).await
+    }
+
+    async fn retry_now(&self, access: &Access) -> StoreResult<Task> {
+        self.inner.retry_now(access).await
+    }
+
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
         self.inner.revoke(key, until).await
     }

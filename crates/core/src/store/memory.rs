@@ -44,6 +44,8 @@ struct Tables {
     revoked: HashMap<String, Timestamp>,
     revoked_by_time: BTreeSet<(Timestamp, String)>,
     journal: std::collections::BTreeMap<(TaskId, u32), Box<[u8]>>,
+    /// The listing indexes: key → the task's tool.
+    listing: std::collections::BTreeMap<Box<[u8]>, Box<str>>,
 }
 
 fn slot(index: Index) -> usize {
@@ -143,6 +145,31 @@ impl View for Tables {
         Ok(self.revoked.contains_key(key))
     }
 
+    fn listing(&self, from: &[u8], to: &[u8], limit: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        Ok(self
+            .listing
+            .range::<[u8], _>((
+                std::ops::Bound::Included(from),
+                std::ops::Bound::Excluded(to),
+            ))
+            .rev()
+            .take(limit)
+            .map(|(k, v)| (k.to_vec(), v.to_string()))
+            .collect())
+    }
+
+    fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        Ok(self
+            .counts
+            .iter()
+            .filter(|((kind, key), _)| *kind == Count::Tally && key.starts_with(prefix))
+            .map(|((_, key), n)| (key.clone(), *n))
+            .collect())
+    }
+
     fn journal(&self, id: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
         Ok(self
             .journal
@@ -202,6 +229,16 @@ impl Txn for Tables {
 
     fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()> {
         self.kv.insert((space, key.to_vec()), value.to_vec());
+        Ok(())
+    }
+
+    fn listing_put(&mut self, key: &[u8], tool: &str) -> StoreResult<()> {
+        self.listing.insert(key.into(), tool.into());
+        Ok(())
+    }
+
+    fn listing_del(&mut self, key: &[u8]) -> StoreResult<()> {
+        self.listing.remove(key);
         Ok(())
     }
 

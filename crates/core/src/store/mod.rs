@@ -27,6 +27,7 @@ mod fault;
 #[cfg(any(feature = "redb", feature = "sqlite"))]
 mod group_commit;
 mod layer;
+mod listing;
 mod memory;
 mod observed;
 #[cfg(feature = "postgres")]
@@ -54,6 +55,10 @@ pub use error::StoreError;
 #[cfg(feature = "redb")]
 pub use fault::{Faults, FaultyDevice};
 pub use layer::{Layer, Layered, Transition};
+pub use listing::{
+    ALL_STATUSES, Cursor, LIST_SCAN, MAX_LIST_LIMIT, TaskCounts, TaskFilter, TaskPage, TaskQuery,
+    TaskSummary, tool_of,
+};
 pub use memory::MemoryStore;
 pub use observed::{Announcer, Changed, ObservedStore};
 #[cfg(feature = "postgres")]
@@ -303,6 +308,28 @@ pub trait Store: Send + Sync + 'static {
     /// Up to `limit` live tasks pinned to the component `digest`, whatever their scope. An
     /// operator read that scans the live tasks: never on a request's path.
     async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>>;
+
+    /// One page of the tasks `query` selects, newest first, whatever their scope (the
+    /// filter's tenant narrows it): an operator read, never on a request's path.
+    ///
+    /// Keyset paging: a page's `next` continues exactly after it, so a task created while
+    /// an operator pages is never shown twice and never shifts a page (new tasks are newer
+    /// than every cursor). Each page walks at most [`LIST_SCAN`] index entries (a page may
+    /// be short and still have a `next`), so no filter makes a page slow. Tasks past their
+    /// TTL are left out. Errors: [`StoreError::Invalid`] for a limit outside
+    /// 1..=[`MAX_LIST_LIMIT`] or an empty or overlong tenant or tool.
+    async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<TaskPage>;
+
+    /// Stored tasks by status and by tool, of `tenant` or of every tenant: kept in the
+    /// commits that change them, so reading them scans no task. Tasks past their TTL count
+    /// until the reaper removes them.
+    async fn count_tasks(&self, tenant: Option<&str>) -> StoreResult<TaskCounts>;
+
+    /// An operator's "retry now", under an `update` access: a task waiting out its retry
+    /// delay (working, unclaimed, `retry_at` ahead) becomes due at once, and its history
+    /// says so. Errors: `NotFound`, `Terminal`, [`StoreError::WrongAction`], and
+    /// [`StoreError::Invalid`] for a task that is not waiting for a retry.
+    async fn retry_now(&self, access: &Access) -> StoreResult<Task>;
 
     /// Removes the components retired at least `retention_ms` ago that no live task is
     /// pinned to; returns their digests.

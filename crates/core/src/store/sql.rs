@@ -28,6 +28,9 @@ pub(crate) struct Row {
     pub(crate) claim: Option<ClaimCols>,
     /// The task without its claim.
     pub(crate) body: Vec<u8>,
+    /// When it was created and last changed (the operators' queries read them).
+    pub(crate) created_at: i64,
+    pub(crate) updated_at: i64,
 }
 
 /// The claim as its five nullable columns: generation, token, epoch, expiry, owner.
@@ -157,6 +160,8 @@ pub(crate) fn row_of(task: &Task) -> StoreResult<Row> {
         expires_at: task.expires_at().map(millis),
         claim,
         body,
+        created_at: millis(task.created_at),
+        updated_at: millis(task.last_updated_at),
     })
 }
 

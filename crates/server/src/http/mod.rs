@@ -5,7 +5,7 @@
 //! GET, DELETE of a 2025-11-25 session, health endpoints and metrics. Connections, their
 //! limits and timeouts are in `conn`.
 
-mod auth;
+pub(crate) mod auth;
 mod conn;
 pub mod oauth;
 
@@ -57,6 +57,8 @@ pub struct HttpConfig {
     pub metrics_token: Option<String>,
     /// Whether OAuth access tokens guard `/mcp` (`/metrics` then needs its own token).
     pub oauth: bool,
+    /// Who the operators are (the admin API and the console).
+    pub admin: crate::admin::AdminConfig,
 }
 
 impl Default for HttpConfig {
@@ -68,6 +70,12 @@ impl Default for HttpConfig {
             body_timeout: HttpLimits::default().body_timeout,
             metrics_token: None,
             oauth: false,
+            admin: crate::admin::AdminConfig {
+                open_locally: true,
+                scopes: vec!["admin".into()],
+                session_ms: crate::admin::DEFAULT_SESSION_MS,
+                ..Default::default()
+            },
         }
     }
 }
@@ -160,6 +168,15 @@ pub fn router_with(
     config: HttpConfig,
     authenticator: Arc<dyn Authenticator>,
 ) -> App {
+    let admin = crate::admin::api::AdminState {
+        server: server.clone(),
+        admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
+        authenticator: authenticator.clone(),
+    };
+    let console = crate::admin::console::ConsoleState {
+        admin: admin.clone(),
+        sessions: Arc::default(),
+    };
     let state: AppState = Arc::new(Shared {
         server,
         metrics_token: config.metrics_token.as_deref().map(digest),
@@ -197,6 +214,8 @@ pub fn router_with(
             "/.well-known/oauth-protected-resource/{*resource}",
             get(resource_metadata).fallback(read_only),
         )
+        .nest_service("/admin/v1", crate::admin::api::routes(admin))
+        .nest_service("/console", crate::admin::console::routes(console))
         .fallback(|| async { StatusCode::NOT_FOUND })
         // The DNS-rebinding defence, before any route: a page on another origin that
         // resolves its own name to this server must not reach it through a victim's

@@ -390,6 +390,18 @@ impl McpServer {
         self
     }
 
+    /// A receiver of the change feed, when the server keeps one.
+    pub(crate) fn change_feed(
+        &self,
+    ) -> Option<tokio::sync::broadcast::Receiver<snodo_core::store::Changed>> {
+        self.changes.as_ref().map(|f| f.subscribe())
+    }
+
+    /// Cancelled at shutdown: long-lived streams end with it.
+    pub(crate) fn closing(&self) -> tokio_util::sync::CancellationToken {
+        self.closing.clone()
+    }
+
     /// The catalog serving now.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.config.catalog.current()

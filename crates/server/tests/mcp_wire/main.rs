@@ -20,6 +20,7 @@ static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 #[path = "../common/mod.rs"]
 mod common;
 
+mod admin;
 mod catalog;
 mod envelope;
 mod handshake;

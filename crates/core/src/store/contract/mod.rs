@@ -14,6 +14,7 @@ mod durability_across_reopen;
 mod event_idempotency;
 mod input_lifecycle;
 mod journal;
+mod listing;
 mod reaping;
 mod renewal_and_expiry;
 mod retry_scheduling;
@@ -30,6 +31,7 @@ pub use durability_across_reopen::durability_across_reopen;
 pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
 pub use journal::journal;
+pub use listing::listing;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
@@ -137,6 +139,7 @@ macro_rules! store_contract_suite {
             stored_caps,
             revocations,
             deployments,
+            listing,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

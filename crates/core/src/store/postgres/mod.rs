@@ -15,6 +15,7 @@
 //! `NOTIFY` per batch (never inside a hot transaction): see [`notify`].
 
 mod deploy;
+mod listing;
 mod notify;
 mod schema;
 mod staged;
@@ -225,9 +226,9 @@ impl PgStore {
             last_clean: std::sync::atomic::AtomicU64::new(0),
         };
         store.fenced = store
-            .write(Touches::Owner(&store.node), |txn, _| {
+            .write(Touches::Owner(&store.node), |txn, ctx| {
                 let ids = txn.index_upto(Index::Claimed, 0, usize::MAX)?;
-                engine::release_dead_claims(txn, &ids)
+                engine::release_dead_claims(txn, ctx, &ids)
             })
             .await?;
         Ok(store)
@@ -480,7 +481,11 @@ impl<'a> FetchArgs<'a> {
             Touches::NextDue(_) => vec![now_param, &self.skip],
             Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
             Touches::Owner(_) => vec![now_param, &self.owner],
-            Touches::New(_) | Touches::Nothing | Touches::Revocations | Touches::Deployments => {
+            Touches::New(_)
+            | Touches::Nothing
+            | Touches::Revocations
+            | Touches::Deployments
+            | Touches::Listing => {
                 vec![now_param]
             }
         }
@@ -646,7 +651,11 @@ fn fetch_sql(touches: &Touches<'_>) -> String {
         Touches::Owner(_) => {
             format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
         }
-        Touches::New(_) | Touches::Nothing | Touches::Revocations | Touches::Deployments => {
+        Touches::New(_)
+        | Touches::Nothing
+        | Touches::Revocations
+        | Touches::Deployments
+        | Touches::Listing => {
             format!("SELECT {cols} FROM tasks WHERE false")
         }
     };
@@ -780,6 +789,14 @@ impl View for OneRow {
         Err(StoreError::invalid("a one-row read has no other tables"))
     }
 
+    fn listing(&self, _: &[u8], _: &[u8], _: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
+    }
+
+    fn tallies(&self, _: &str) -> StoreResult<Vec<(String, u64)>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
+    }
+
     fn kv_scan(&self, _: engine::Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(StoreError::invalid("a one-row read has no other tables"))
     }
@@ -878,6 +895,17 @@ impl Backend for PgStore {
 
     async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
         self.pg_pinned_tasks(digest, limit).await
+    }
+
+    async fn list_tasks(
+        &self,
+        query: super::listing::TaskQuery,
+    ) -> StoreResult<super::listing::TaskPage> {
+        self.pg_list(query).await
+    }
+
+    async fn count_tasks(&self, tenant: Option<String>) -> StoreResult<super::listing::TaskCounts> {
+        self.pg_counts(tenant).await
     }
 
     /// Two statements on their own: the sweep (a few lapsed revocations, never this key's

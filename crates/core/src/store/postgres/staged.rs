@@ -19,6 +19,7 @@ use tokio_postgres::{Row as PgRow, Statement};
 
 use crate::model::{Scope, Task, TaskId, Timestamp};
 use crate::store::engine::{Caps, Count, Head, Index, Kv, Record, Txn, View};
+use crate::store::listing;
 use crate::store::sql::{self, ClaimCols};
 use crate::store::{StoreError, StoreResult};
 
@@ -82,6 +83,8 @@ pub(super) struct Staged {
     count_delta: BTreeMap<String, (i64, i64)>,
     /// Per component digest: how far this write moves its pin count.
     pinned_delta: BTreeMap<String, i64>,
+    /// Per tally key (tenant, tool, status): how far this write moves it.
+    tally_delta: BTreeMap<String, i64>,
     admission: Option<Admission>,
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
@@ -97,6 +100,7 @@ impl Staged {
             existed: HashSet::new(),
             count_delta: BTreeMap::new(),
             pinned_delta: BTreeMap::new(),
+            tally_delta: BTreeMap::new(),
             admission: None,
             needs_exact: false,
             journal: Vec::new(),
@@ -133,12 +137,16 @@ impl Staged {
             ) {
                 (Some(rec), existed) => {
                     let row = sql::row_of(&rec.task)?;
-                    let work = if existed {
+                    let created = if existed {
                         None
                     } else {
-                        Some(sql::encode_work(&rec.work)?)
+                        Some(Created {
+                            work: sql::encode_work(&rec.work)?,
+                            tenant: rec.task.scope.tenant().to_owned(),
+                            tool: listing::cut(listing::tool_of(&rec.work)).to_owned(),
+                        })
                     };
-                    out.push(Change::Put { row, work });
+                    out.push(Change::Put { row, created });
                 }
                 (None, true) => out.push(Change::Delete(*id)),
                 (None, false) => {}
@@ -171,21 +179,68 @@ impl Staged {
                 });
             }
         }
+        // Last, in key order: every write that moves tallies locks its shard's rows in
+        // the same order, so two cannot wait on each other.
+        let mut tally = Tally::default();
+        for (key, &delta) in &self.tally_delta {
+            if delta == 0 {
+                continue;
+            }
+            let mut parts = key.splitn(3, '\u{1f}');
+            let (Some(tenant), Some(tool), Some(status)) =
+                (parts.next(), parts.next(), parts.next())
+            else {
+                return Err(StoreError::corrupt(format!(
+                    "a malformed tally key {key:?}"
+                )));
+            };
+            tally.tenants.push(tenant.to_owned());
+            tally.tools.push(tool.to_owned());
+            tally.statuses.push(status.to_owned());
+            tally.deltas.push(delta);
+        }
+        if !tally.deltas.is_empty() {
+            tally.shard = shard;
+            out.push(Change::Tally(tally));
+        }
         Ok(out)
     }
+}
+
+fn listing_statements() -> StoreError {
+    StoreError::invalid("the shared store lists and counts tasks in statements of their own")
 }
 
 fn own_statements() -> StoreError {
     StoreError::invalid("the shared store keeps components and deployments in tables of their own")
 }
 
+/// What a task's first write adds to its row: the columns fixed at creation.
+pub(super) struct Created {
+    work: Vec<u8>,
+    tenant: String,
+    tool: String,
+}
+
+/// Tally moves, as the parallel arrays one statement unnests.
+#[derive(Default)]
+pub(super) struct Tally {
+    shard: i16,
+    tenants: Vec<String>,
+    tools: Vec<String>,
+    statuses: Vec<String>,
+    deltas: Vec<i64>,
+}
+
 /// One write statement.
 pub(super) enum Change {
-    /// Insert (with its work) or update a task's row.
+    /// Insert (with what is fixed at creation) or update a task's row.
     Put {
         row: sql::Row,
-        work: Option<Vec<u8>>,
+        created: Option<Created>,
     },
+    /// Move tallies of one shard.
+    Tally(Tally),
     /// Remove a task.
     Delete(TaskId),
     /// Move a scope's live and stored counts.
@@ -211,10 +266,15 @@ pub(super) enum Change {
 
 pub(super) const INSERT_TASK: &str = "INSERT INTO tasks (id, scope, status, live, due_at, \
      expires_at, claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, \
-     body, work) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)";
+     body, work, tenant, tool, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, live = $4, \
      due_at = $5, expires_at = $6, claim_generation = $7, claim_token = $8, claim_epoch = $9, \
-     claim_expires_at = $10, claim_owner = $11, body = $12 WHERE id = $1";
+     claim_expires_at = $10, claim_owner = $11, body = $12, updated_at = $13 WHERE id = $1";
+pub(super) const BUMP_TALLY: &str = "INSERT INTO tally (tenant, tool, status, shard, n) \
+     SELECT t, o, s, $1, d FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) \
+     AS m(t, o, s, d) \
+     ON CONFLICT (tenant, tool, status, shard) DO UPDATE SET n = tally.n + EXCLUDED.n";
 pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
 pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entry) \
      VALUES ($1, $2, $3)";
@@ -234,6 +294,7 @@ pub(super) struct Writes {
     bump: Statement,
     pin: Statement,
     journal: Statement,
+    tally: Statement,
 }
 
 impl Writes {
@@ -245,6 +306,7 @@ impl Writes {
             bump: prepared(client, BUMP_COUNTS).await?,
             pin: prepared(client, BUMP_PINNED).await?,
             journal: prepared(client, INSERT_JOURNAL).await?,
+            tally: prepared(client, BUMP_TALLY).await?,
         })
     }
 }
@@ -261,14 +323,20 @@ impl Change {
     /// checks that it did what it must.
     pub(super) async fn apply(&self, client: &Object, st: &Writes) -> StoreResult<()> {
         match self {
-            Change::Put { row, work } => {
+            Change::Put { row, created } => {
                 let id = row.id.as_slice();
                 let claim = row.claim_columns();
                 let columns: [&(dyn ToSql + Sync); 12] = sql::task_columns!(id, row, claim);
-                match work {
-                    Some(work) => {
+                match created {
+                    Some(created) => {
                         let mut with_work = columns.to_vec();
-                        with_work.push(work);
+                        with_work.extend_from_slice(&[
+                            &created.work as &(dyn ToSql + Sync),
+                            &created.tenant,
+                            &created.tool,
+                            &row.created_at,
+                            &row.updated_at,
+                        ]);
                         client.execute(&st.insert, &with_work).await.map_err(|e| {
                             if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
                             {
@@ -279,8 +347,10 @@ impl Change {
                         })?;
                     }
                     None => {
+                        let mut with_time = columns.to_vec();
+                        with_time.push(&row.updated_at);
                         let n = client
-                            .execute(&st.update, &columns)
+                            .execute(&st.update, &with_time)
                             .await
                             .map_err(pg_error)?;
                         if n != 1 {
@@ -331,6 +401,15 @@ impl Change {
             } => {
                 client
                     .execute(&st.bump, &[scope, shard, live, stored])
+                    .await
+                    .map_err(pg_error)?;
+            }
+            Change::Tally(t) => {
+                client
+                    .execute(
+                        &st.tally,
+                        &[&t.shard, &t.tenants, &t.tools, &t.statuses, &t.deltas],
+                    )
                     .await
                     .map_err(pg_error)?;
             }
@@ -385,6 +464,14 @@ impl View for Staged {
 
     fn kv_scan(&self, _: Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(own_statements())
+    }
+
+    fn listing(&self, _: &[u8], _: &[u8], _: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        Err(listing_statements())
+    }
+
+    fn tallies(&self, _: &str) -> StoreResult<Vec<(String, u64)>> {
+        Err(listing_statements())
     }
 
     fn journal(&self, _: &TaskId) -> StoreResult<Vec<(u32, Vec<u8>)>> {
@@ -445,6 +532,15 @@ impl Txn for Staged {
         Err(own_statements())
     }
 
+    // The listing indexes are SQL indexes over the columns a row's write sets.
+    fn listing_put(&mut self, _: &[u8], _: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    fn listing_del(&mut self, _: &[u8]) -> StoreResult<()> {
+        Ok(())
+    }
+
     fn kv_del(&mut self, _: Kv, _: &[u8]) -> StoreResult<()> {
         Err(own_statements())
     }
@@ -459,6 +555,7 @@ impl Txn for Staged {
             Count::Live => self.count_delta.entry(key.to_owned()).or_default().0 += step,
             Count::Stored => self.count_delta.entry(key.to_owned()).or_default().1 += step,
             Count::Pinned => *self.pinned_delta.entry(key.to_owned()).or_default() += step,
+            Count::Tally => *self.tally_delta.entry(key.to_owned()).or_default() += step,
         }
         Ok(())
     }

@@ -510,17 +510,36 @@ mod shared {
         let client = session(&o).await;
         client
             .batch_execute(
-                "ALTER TABLE live DROP COLUMN stored;
+                "DROP TABLE tally;
+                 DROP INDEX tasks_list_tenant, tasks_list_status;
+                 ALTER TABLE tasks DROP COLUMN tenant, DROP COLUMN tool,
+                     DROP COLUMN created_at, DROP COLUMN updated_at;
+                 ALTER TABLE live DROP COLUMN stored;
                  DROP TABLE revoked, components, deployments, pinned;
-                 DELETE FROM schema_migrations WHERE version = 4",
+                 DELETE FROM schema_migrations WHERE version IN (4, 5)",
             )
             .await
             .expect("to version 3");
         assert_eq!(
             crate::store::migrate_postgres(&o).await.expect("upgrade"),
-            [4]
+            [4, 5]
         );
         let store = PgStore::open(o.clone()).await.expect("open");
+        // The listing columns and the tallies, from the tasks (schema 5).
+        let counts = store.count_tasks(None).await.expect("counts");
+        assert_eq!(counts.total(), 4);
+        assert_eq!(counts.by_status[&crate::model::TaskStatus::Completed], 1);
+        let page = store
+            .list_tasks(&crate::store::TaskQuery::new(
+                crate::store::TaskFilter {
+                    tenant: Some("b".into()),
+                    ..Default::default()
+                },
+                10,
+            ))
+            .await
+            .expect("list");
+        assert_eq!(page.tasks.iter().map(|t| t.id).collect::<Vec<_>>(), [done]);
         let capped = |scope: &str, max: u64| {
             let mut n = new_task(scope);
             n.max_stored_in_scope = Some(max);
@@ -569,7 +588,7 @@ mod shared {
             .await
             .expect("a version-1 key");
         let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
-        assert_eq!(applied, [2, 3, 4]);
+        assert_eq!(applied, [2, 3, 4, 5]);
         let store = PgStore::open(o.clone()).await.expect("open");
         assert_eq!(
             store.server_key().await.expect("key"),

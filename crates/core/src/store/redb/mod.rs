@@ -25,8 +25,9 @@ use super::group_commit::WriterThread;
 use super::{Backend, StoreError, StoreResult};
 
 /// The file layout version this build writes. A file with a higher version is refused; a
-/// file at version 1 is upgraded on open (the live-task counts are built from its tasks).
-pub const REDB_SCHEMA_VERSION: u64 = 3;
+/// file at version 1 is upgraded on open (the live-task counts are built from its tasks), and
+/// one before version 4 gains the listing indexes and the tallies, built from its tasks.
+pub const REDB_SCHEMA_VERSION: u64 = 4;
 /// The most operations one group commit applies.
 const MAX_BATCH: usize = 512;
 
@@ -56,6 +57,11 @@ const PINNED: TableDefinition<'_, &str, u64> = TableDefinition::new("pinned");
 /// The small tables (components, their metadata, deployments): the space's tag byte, then
 /// the key → the value.
 const KV: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("kv");
+/// The listing indexes (`store/listing.rs`): facet, what it pins, creation time, id → the
+/// task's tool. Built from the tasks at open when missing (schema 4).
+const LISTING: TableDefinition<'_, &[u8], &[u8]> = TableDefinition::new("listing");
+/// Stored tasks per tenant, tool and status. Built with the listing.
+const TALLY: TableDefinition<'_, &str, u64> = TableDefinition::new("tally");
 
 const META: TableDefinition<'_, &str, u64> = TableDefinition::new("meta");
 const SECRETS: TableDefinition<'_, &str, &[u8]> = TableDefinition::new("secrets");
@@ -100,6 +106,16 @@ macro_rules! open_tables {
             },
             kv: if $extra {
                 Some($txn.open_table(KV).map_err(backend)?)
+            } else {
+                None
+            },
+            listing: if $extra {
+                Some($txn.open_table(LISTING).map_err(backend)?)
+            } else {
+                None
+            },
+            tally: if $extra {
+                Some($txn.open_table(TALLY).map_err(backend)?)
             } else {
                 None
             },
@@ -278,6 +294,7 @@ impl RedbStore {
                 .any(|t| t.name() == name))
         };
         let (has_stored, has_pinned) = (has(STORED.name())?, has(PINNED.name())?);
+        let has_listing = has(LISTING.name())?;
         let (epoch, fenced, key) = {
             let mut meta = txn.open_table(META).map_err(backend)?;
             let version = meta
@@ -397,6 +414,39 @@ impl RedbStore {
                 pinned.insert(digest.as_str(), *n).map_err(backend)?;
             }
         }
+        if !has_listing {
+            // Entries and tallies computed from every task, then written: the fence above
+            // may have opened (and written to) the tables, so they are cleared first.
+            let tasks = txn.open_table(TASKS).map_err(backend)?;
+            let mut entries = Vec::new();
+            let mut tallies: std::collections::HashMap<String, u64> = Default::default();
+            for entry in tasks.iter().map_err(backend)? {
+                let (_, v) = entry.map_err(backend)?;
+                let rec = decode(v.value())?;
+                let tool = super::listing::tool_of(&rec.work).to_owned();
+                for key in super::listing::listing_keys(&rec.task) {
+                    entries.push((key, tool.clone()));
+                }
+                let tenant = rec.task.scope.tenant();
+                *tallies
+                    .entry(super::listing::tally_key(tenant, &tool, rec.task.status))
+                    .or_insert(0) += 1;
+            }
+            drop(tasks);
+            let mut listing = txn.open_table(LISTING).map_err(backend)?;
+            listing.retain(|_, _| false).map_err(backend)?;
+            for (key, tool) in &entries {
+                listing
+                    .insert(key.as_slice(), tool.as_bytes())
+                    .map_err(backend)?;
+            }
+            drop(listing);
+            let mut tally = txn.open_table(TALLY).map_err(backend)?;
+            tally.retain(|_, _| false).map_err(backend)?;
+            for (key, n) in &tallies {
+                tally.insert(key.as_str(), *n).map_err(backend)?;
+            }
+        }
         if !has_stored {
             let heads = txn.open_table(HEADS).map_err(backend)?;
             let mut counts: std::collections::HashMap<String, u64> = Default::default();
@@ -492,7 +542,7 @@ impl Backend for RedbStore {
         // Only the reads that need them open the journal's and the revocations' tables.
         let extra = matches!(
             touches,
-            Touches::Journal(_) | Touches::Revocations | Touches::Deployments
+            Touches::Journal(_) | Touches::Revocations | Touches::Deployments | Touches::Listing
         );
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;

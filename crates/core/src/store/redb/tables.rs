@@ -22,6 +22,9 @@ pub(super) struct Tables<T, I, L> {
     pub(super) stored: Option<L>,
     pub(super) pinned: Option<L>,
     pub(super) kv: Option<T>,
+    /// The listing indexes and the tallies.
+    pub(super) listing: Option<T>,
+    pub(super) tally: Option<L>,
     /// Revoked keys, and the same by time.
     pub(super) revoked: Option<(L, I)>,
 }
@@ -80,8 +83,42 @@ where
             Count::Live => &self.live,
             Count::Stored => self.stored.as_ref().ok_or_else(|| not_open("stored"))?,
             Count::Pinned => self.pinned.as_ref().ok_or_else(|| not_open("pinned"))?,
+            Count::Tally => self.tally.as_ref().ok_or_else(|| not_open("tally"))?,
         };
         Ok(table.get(key).map_err(backend)?.map_or(0, |v| v.value()))
+    }
+
+    fn listing(&self, from: &[u8], to: &[u8], limit: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        let table = self.listing.as_ref().ok_or_else(|| not_open("listing"))?;
+        if from >= to {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for entry in table
+            .range::<&[u8]>(from..to)
+            .map_err(backend)?
+            .rev()
+            .take(limit)
+        {
+            let (k, v) = entry.map_err(backend)?;
+            let tool = std::str::from_utf8(v.value())
+                .map_err(|_| StoreError::corrupt("a listing entry's tool is not UTF-8"))?;
+            out.push((k.value().to_vec(), tool.to_owned()));
+        }
+        Ok(out)
+    }
+
+    fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        let table = self.tally.as_ref().ok_or_else(|| not_open("tally"))?;
+        let mut out = Vec::new();
+        for entry in table.range::<&str>(prefix..).map_err(backend)? {
+            let (k, v) = entry.map_err(backend)?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push((k.value().to_owned(), v.value()));
+        }
+        Ok(out)
     }
 
     fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
@@ -280,12 +317,25 @@ impl Txn for WriteTables<'_> {
             Count::Live => &mut self.live,
             Count::Stored => self.stored.as_mut().ok_or_else(|| not_open("stored"))?,
             Count::Pinned => self.pinned.as_mut().ok_or_else(|| not_open("pinned"))?,
+            Count::Tally => self.tally.as_mut().ok_or_else(|| not_open("tally"))?,
         };
         if count == 0 {
             table.remove(key).map_err(backend)?;
         } else {
             table.insert(key, count).map_err(backend)?;
         }
+        Ok(())
+    }
+
+    fn listing_put(&mut self, key: &[u8], tool: &str) -> StoreResult<()> {
+        let table = self.listing.as_mut().ok_or_else(|| not_open("listing"))?;
+        table.insert(key, tool.as_bytes()).map_err(backend)?;
+        Ok(())
+    }
+
+    fn listing_del(&mut self, key: &[u8]) -> StoreResult<()> {
+        let table = self.listing.as_mut().ok_or_else(|| not_open("listing"))?;
+        table.remove(key).map_err(backend)?;
         Ok(())
     }
 

@@ -47,7 +47,7 @@ use rows::{Rows, backend, code_of};
 use writer::Writer;
 
 /// The file layout version this build writes. A file with a higher version is refused.
-pub const SQLITE_SCHEMA_VERSION: u64 = 1;
+pub const SQLITE_SCHEMA_VERSION: u64 = 2;
 /// The most operations one group commit applies.
 const MAX_BATCH: usize = 512;
 /// How many reads run at once, each on its own connection.
@@ -57,7 +57,7 @@ const READERS: usize = 4;
 /// before the operation fails as [`StoreError::Unavailable`].
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Prepared statements kept per connection: every statement the adapter runs.
-const STATEMENT_CACHE: usize = 48;
+const STATEMENT_CACHE: usize = 64;
 
 /// Schema version 1. `tasks` keeps its rowid: bodies can be large, and a rowid table keeps
 /// them out of the id index's pages.
@@ -129,6 +129,14 @@ INSERT INTO pinned (digest, n)
         (SELECT json_extract(CAST(work AS TEXT), '$.work.componentDigest') AS d
          FROM tasks WHERE live)
     WHERE d IS NOT NULL GROUP BY d;
+";
+
+/// The listing indexes (`store/listing.rs`) and the tallies per tenant, tool and status:
+/// schema 2. A file of schema 1 gains them, built from its tasks, in the boot transaction
+/// (and is then schema 2, which a build of schema 1 refuses: it would not keep them).
+const LISTING_SCHEMA: &str = "
+CREATE TABLE listing (key BLOB PRIMARY KEY NOT NULL, tool TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE tally (key TEXT PRIMARY KEY NOT NULL, n INTEGER NOT NULL) WITHOUT ROWID;
 ";
 
 /// The tables schema 1 has.
@@ -292,6 +300,32 @@ fn initialise(temp: &Path) -> StoreResult<()> {
     create_schema(&txn)?;
     txn.commit().map_err(backend)?;
     conn.close().map_err(|(_, e)| backend(e))
+}
+
+/// Writes every stored task's listing entries and tallies (a file that had none).
+fn build_listing(conn: &Connection) -> StoreResult<()> {
+    use super::engine::Txn;
+    let records = {
+        let mut stmt = conn
+            .prepare("SELECT id FROM tasks ORDER BY id")
+            .map_err(backend)?;
+        let ids = stmt
+            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+            .map_err(backend)?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend)?;
+        ids
+    };
+    let mut rows = Rows::new(conn);
+    for id in records {
+        let id = super::sql::id_of(&id)?;
+        let Some(rec) = super::engine::View::load(&rows, &id)? else {
+            continue;
+        };
+        let tool = super::listing::tool_of(&rec.work).to_owned();
+        rows.move_listing(None, Some(&rec.task), &tool)?;
+    }
+    Ok(())
 }
 
 fn create_schema(conn: &Connection) -> StoreResult<()> {
@@ -513,6 +547,17 @@ impl SqliteStore {
         }
         if !has("pinned")? {
             txn.execute_batch(PINNED_SCHEMA).map_err(backend)?;
+        }
+        if !has("listing")? {
+            txn.execute_batch(LISTING_SCHEMA).map_err(backend)?;
+            build_listing(&txn)?;
+        }
+        if meta_u64(&txn, "schema_version")? != Some(SQLITE_SCHEMA_VERSION) {
+            meta_set(
+                &txn,
+                "schema_version",
+                &Value::Integer(SQLITE_SCHEMA_VERSION as i64),
+            )?;
         }
         let epoch = meta_u64(&txn, "boot_epoch")?.unwrap_or(0) + 1;
         meta_set(&txn, "boot_epoch", &Value::Integer(epoch as i64))?;

@@ -34,6 +34,16 @@ const SET_PINNED: &str = "INSERT INTO pinned (digest, n) VALUES (?1, ?2) \
 const DROP_PINNED: &str = "DELETE FROM pinned WHERE digest = ?1";
 const PINNED_TASKS: &str = "SELECT id FROM tasks WHERE live \
      AND json_extract(CAST(work AS TEXT), '$.work.componentDigest') = ?1 ORDER BY id LIMIT ?2";
+const TALLY_COUNT: &str = "SELECT n FROM tally WHERE key = ?1";
+const SET_TALLY: &str = "INSERT INTO tally (key, n) VALUES (?1, ?2) \
+     ON CONFLICT (key) DO UPDATE SET n = excluded.n";
+const DROP_TALLY: &str = "DELETE FROM tally WHERE key = ?1";
+const TALLIES: &str = "SELECT key, n FROM tally WHERE key >= ?1 ORDER BY key";
+const LISTING: &str = "SELECT key, tool FROM listing WHERE key >= ?1 AND key < ?2 \
+     ORDER BY key DESC LIMIT ?3";
+const LISTING_PUT: &str = "INSERT INTO listing (key, tool) VALUES (?1, ?2) \
+     ON CONFLICT (key) DO UPDATE SET tool = excluded.tool";
+const LISTING_DEL: &str = "DELETE FROM listing WHERE key = ?1";
 const KV_GET: &str = "SELECT value FROM kv WHERE space = ?1 AND key = ?2";
 const KV_SCAN_UP: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key LIMIT ?2";
 const KV_SCAN_DOWN: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key DESC LIMIT ?2";
@@ -199,6 +209,7 @@ impl View for Rows<'_> {
             Count::Live => LIVE_COUNT,
             Count::Stored => STORED_COUNT,
             Count::Pinned => PINNED_COUNT,
+            Count::Tally => TALLY_COUNT,
         };
         let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
         let n = stmt
@@ -222,6 +233,32 @@ impl View for Rows<'_> {
                 return Err(StoreError::corrupt("a stored task id is not a blob"));
             };
             out.push(sql::id_of(bytes)?);
+        }
+        Ok(out)
+    }
+
+    fn listing(&self, from: &[u8], to: &[u8], limit: usize) -> StoreResult<Vec<(Vec<u8>, String)>> {
+        let mut stmt = self.conn.prepare_cached(LISTING).map_err(backend)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![from, to, limit], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(backend)
+    }
+
+    fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
+        let mut stmt = self.conn.prepare_cached(TALLIES).map_err(backend)?;
+        let mut rows = stmt.query(params![prefix]).map_err(backend)?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(backend)? {
+            let key: String = row.get(0).map_err(backend)?;
+            if !key.starts_with(prefix) {
+                break;
+            }
+            let n: i64 = row.get(1).map_err(backend)?;
+            out.push((key, u64::try_from(n).unwrap_or(0)));
         }
         Ok(out)
     }
@@ -330,6 +367,7 @@ impl Txn for Rows<'_> {
             Count::Live => (SET_LIVE, DROP_LIVE),
             Count::Stored => (SET_STORED, DROP_STORED),
             Count::Pinned => (SET_PINNED, DROP_PINNED),
+            Count::Tally => (SET_TALLY, DROP_TALLY),
         };
         if count == 0 {
             let mut stmt = self.conn.prepare_cached(drop).map_err(backend)?;
@@ -338,6 +376,18 @@ impl Txn for Rows<'_> {
             let mut stmt = self.conn.prepare_cached(set).map_err(backend)?;
             stmt.execute(params![key, to_i64(count)]).map_err(backend)?;
         }
+        Ok(())
+    }
+
+    fn listing_put(&mut self, key: &[u8], tool: &str) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(LISTING_PUT).map_err(backend)?;
+        stmt.execute(params![key, tool]).map_err(backend)?;
+        Ok(())
+    }
+
+    fn listing_del(&mut self, key: &[u8]) -> StoreResult<()> {
+        let mut stmt = self.conn.prepare_cached(LISTING_DEL).map_err(backend)?;
+        stmt.execute(params![key]).map_err(backend)?;
         Ok(())
     }
 

@@ -1,0 +1,283 @@
+//! The admin API: JSON under `/admin/v1/…`, for the `snodo tasks` CLI and for operators'
+//! own tools. Every route takes a bearer credential (an admin token, or an access token
+//! holding the admin scopes); errors are `{"error": {"code", "message"}}` with the status
+//! [`AdminError::status`] names.
+//!
+//! - `GET  /admin/v1/whoami`: the operator and its reach.
+//! - `GET  /admin/v1/tasks?tenant&status&tool&created_after&created_before&updated_after&updated_before&limit&cursor`:
+//!   a page of tasks, newest first, and the cursor of the next.
+//! - `GET  /admin/v1/counts?tenant`: tasks by status and by tool.
+//! - `GET  /admin/v1/tasks/{id}`: one task, with its questions and history.
+//! - `POST /admin/v1/tasks/{id}/cancel` `{"message"?}`.
+//! - `POST /admin/v1/tasks/{id}/answer` `{"responses": {key: response}}`.
+//! - `POST /admin/v1/tasks/{id}/retry`: a task waiting out its retry delay runs now.
+//! - `POST /admin/v1/cancel` `{"filter", "cap"?, "preview"?, "message"?}`: bulk cancel.
+//! - `GET  /admin/v1/events?tenant`: server-sent events, one `task` event (the task's
+//!   summary) per change of a task within reach, `lagged` when changes were missed.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use snodo_core::store::{Changed, TaskFilter, TaskSummary, tool_of};
+
+use super::{Admin, AdminError, Operator, filter_of, query_of};
+use crate::http::Authenticator;
+use crate::mcp::McpServer;
+
+/// What the admin routes share.
+#[derive(Clone)]
+pub(crate) struct AdminState {
+    pub(crate) server: Arc<McpServer>,
+    pub(crate) admin: Arc<Admin>,
+    pub(crate) authenticator: Arc<dyn Authenticator>,
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::BAD_REQUEST);
+        let mut r = (status, Json(self.body())).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        r
+    }
+}
+
+type Answer = Result<Response, AdminError>;
+
+fn ok(v: impl serde::Serialize) -> Answer {
+    Ok(Json(v).into_response())
+}
+
+/// The routes, each behind operator authentication.
+pub(crate) fn routes(state: AdminState) -> Router {
+    Router::new()
+        .route("/whoami", get(whoami))
+        .route("/tasks", get(list))
+        .route("/counts", get(counts))
+        .route("/tasks/{id}", get(show))
+        .route("/tasks/{id}/cancel", post(cancel))
+        .route("/tasks/{id}/answer", post(answer))
+        .route("/tasks/{id}/retry", post(retry))
+        .route("/cancel", post(bulk_cancel))
+        .route("/events", get(events))
+        .fallback(|| async { AdminError::Invalid("no such admin route".into()) })
+        .route_layer(middleware::from_fn_with_state(state.clone(), operator))
+        .with_state(state)
+}
+
+/// Puts the [`Operator`] into the request's extensions, or answers 401/403.
+async fn operator(State(s): State<AdminState>, mut request: Request, next: Next) -> Response {
+    match s
+        .admin
+        .bearer_operator(request.headers(), &s.authenticator)
+        .await
+    {
+        Ok(op) => {
+            request.extensions_mut().insert(op);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+type Op = axum::Extension<Operator>;
+
+async fn whoami(axum::Extension(op): Op) -> Answer {
+    ok(json!({
+        "tenant": op.principal.tenant,
+        "subject": op.principal.subject,
+        "crossTenant": op.cross_tenant,
+    }))
+}
+
+async fn list(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Answer {
+    ok(s.server.admin_list(&op, query_of(&params)?).await?)
+}
+
+async fn counts(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Answer {
+    let tenant = params.get("tenant").filter(|t| !t.is_empty()).cloned();
+    ok(s.server.admin_counts(&op, tenant).await?)
+}
+
+async fn show(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(id): Path<String>,
+) -> Answer {
+    ok(s.server.admin_task(&op, &id).await?)
+}
+
+/// A JSON body, refusing what does not parse with a clear 400.
+fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
+    let bytes = if bytes.is_empty() {
+        b"{}" as &[u8]
+    } else {
+        bytes
+    };
+    serde_json::from_slice(bytes).map_err(|e| AdminError::Invalid(format!("the body: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    message: Option<String>,
+}
+
+async fn cancel(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(id): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let b: CancelBody = body(&bytes)?;
+    ok(s.server.admin_cancel(&op, &id, b.message).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    responses: Map<String, Value>,
+}
+
+async fn answer(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(id): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let b: AnswerBody = body(&bytes)?;
+    ok(s.server.admin_answer(&op, &id, b.responses).await?)
+}
+
+async fn retry(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(id): Path<String>,
+) -> Answer {
+    ok(s.server.admin_retry(&op, &id).await?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkBody {
+    #[serde(default)]
+    filter: TaskFilter,
+    cap: Option<usize>,
+    #[serde(default)]
+    preview: bool,
+    message: Option<String>,
+}
+
+async fn bulk_cancel(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let b: BulkBody = body(&bytes)?;
+    ok(s.server
+        .admin_bulk_cancel(&op, b.filter, b.cap, b.preview, b.message)
+        .await?)
+}
+
+async fn events(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Answer {
+    let filter = filter_of(&params)?;
+    let tenant = op.tenant(filter.tenant.clone())?;
+    let stream = changes(s.server.clone(), op, TaskFilter { tenant, ..filter }, None)?;
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// The summaries of the tasks within `op`'s reach that `filter` admits (and, with `only`,
+/// that one task), as they change (from the server's change feed), as SSE events.
+pub(crate) fn changes(
+    server: Arc<McpServer>,
+    op: Operator,
+    filter: TaskFilter,
+    only: Option<snodo_core::model::TaskId>,
+) -> Result<impl Stream<Item = Result<Event, Infallible>> + Send + 'static, AdminError> {
+    let mut feed = server
+        .change_feed()
+        .ok_or_else(|| AdminError::Unavailable("this server keeps no change feed".into()))?;
+    let closing = server.closing();
+    Ok(async_stream_of(move |tx| async move {
+        loop {
+            let changed = tokio::select! {
+                () = closing.cancelled() => return,
+                c = feed.recv() => c,
+            };
+            let event = match changed {
+                Ok(Changed::Task(id)) => {
+                    if only.is_some_and(|o| o != id) {
+                        continue;
+                    }
+                    let Ok(Some((task, work))) = server.store.inspect(&id).await else {
+                        continue;
+                    };
+                    let summary = TaskSummary::of(&task, tool_of(&work));
+                    if !(op.cross_tenant || summary.tenant == op.principal.tenant)
+                        || !filter.admits(&summary)
+                    {
+                        continue;
+                    }
+                    Event::default()
+                        .event("task")
+                        .json_data(&summary)
+                        .unwrap_or_default()
+                }
+                Ok(Changed::Unknown) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    Event::default().event("lagged").data("{}")
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if tx.send(Ok(event)).await.is_err() {
+                return;
+            }
+        }
+    }))
+}
+
+/// A stream fed by a producer task over a small channel; the producer ends when the
+/// stream is dropped (its sends fail).
+fn async_stream_of<F, Fut>(
+    producer: F,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Event, Infallible>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(producer(tx));
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}

@@ -1,0 +1,135 @@
+//! Console sign-ins: a signed cookie naming the operator, and the CSRF token each form
+//! carries.
+//!
+//! The cookie holds the operator (tenant, subject, reach) and its expiry, sealed with an
+//! HMAC under a key derived from the store's server key: every node sharing the store
+//! accepts it, and nobody without the key can make or change one. It is `HttpOnly`,
+//! `SameSite=Strict` and `Path=/console`. A form's CSRF token is an HMAC of the cookie's
+//! value under a second derived key: a page on another origin can neither read it nor
+//! compute it, so a forged post fails even where a browser would send the cookie.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use ring::hmac;
+use serde::{Deserialize, Serialize};
+
+use snodo_core::model::{Principal, Timestamp};
+
+use super::Operator;
+
+/// The console's session cookie.
+pub const SESSION_COOKIE: &str = "snodo_console";
+
+#[derive(Serialize, Deserialize)]
+struct Claims {
+    t: String,
+    s: String,
+    x: bool,
+    exp: u64,
+}
+
+/// Seals and opens sessions and CSRF tokens.
+pub(crate) struct Sessions {
+    seal: hmac::Key,
+    csrf: hmac::Key,
+}
+
+impl Sessions {
+    /// Keys derived from the store's server key.
+    pub(crate) fn new(server_key: &[u8; 32]) -> Self {
+        let derive = |label: &[u8]| {
+            let mut k = [0u8; 32];
+            let _ = hkdf::Hkdf::<sha2::Sha256>::new(None, server_key).expand(label, &mut k);
+            hmac::Key::new(hmac::HMAC_SHA256, &k)
+        };
+        Self {
+            seal: derive(b"snodo console session v1"),
+            csrf: derive(b"snodo console csrf v1"),
+        }
+    }
+
+    /// A cookie value for `op` valid until `exp`.
+    pub(crate) fn seal(&self, op: &Operator, exp: Timestamp) -> String {
+        let claims = Claims {
+            t: op.principal.tenant.clone(),
+            s: op.principal.subject.clone(),
+            x: op.cross_tenant,
+            exp: exp.as_millis(),
+        };
+        let body = B64.encode(serde_json::to_vec(&claims).unwrap_or_default());
+        let tag = B64.encode(hmac::sign(&self.seal, body.as_bytes()).as_ref());
+        format!("{body}.{tag}")
+    }
+
+    /// The operator a cookie value names, if its seal holds and it has not expired at
+    /// `now`.
+    pub(crate) fn open(&self, value: &str, now: Timestamp) -> Option<Operator> {
+        let (body, tag) = value.split_once('.')?;
+        let tag = B64.decode(tag).ok()?;
+        hmac::verify(&self.seal, body.as_bytes(), &tag).ok()?;
+        let claims: Claims = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        if claims.exp <= now.as_millis() {
+            return None;
+        }
+        Some(Operator {
+            principal: Principal::new(claims.t, claims.s),
+            cross_tenant: claims.x,
+        })
+    }
+
+    /// The CSRF token of the session whose cookie value is `value`.
+    pub(crate) fn csrf(&self, value: &str) -> String {
+        B64.encode(hmac::sign(&self.csrf, value.as_bytes()).as_ref())
+    }
+}
+
+/// The value of cookie `name` in `headers`.
+pub(crate) fn cookie<'h>(headers: &'h axum::http::HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(axum::http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn op() -> Operator {
+        Operator {
+            principal: Principal::new("acme", "ada"),
+            cross_tenant: false,
+        }
+    }
+
+    #[test]
+    fn a_session_opens_only_sealed_unaltered_and_in_time() {
+        let s = Sessions::new(&[7; 32]);
+        let v = s.seal(&op(), Timestamp(1_000));
+        assert_eq!(s.open(&v, Timestamp(999)), Some(op()));
+        assert_eq!(s.open(&v, Timestamp(1_000)), None, "expired");
+        let other = Sessions::new(&[8; 32]);
+        assert_eq!(other.open(&v, Timestamp(0)), None, "another store's key");
+        // A changed body (a cross-tenant claim slipped in) breaks the seal.
+        let (body, tag) = v.split_once('.').expect("sealed");
+        let forged = B64.encode(
+            serde_json::to_vec(&Claims {
+                t: "acme".into(),
+                s: "ada".into(),
+                x: true,
+                exp: 1_000,
+            })
+            .expect("json"),
+        );
+        assert_ne!(forged, body);
+        assert_eq!(s.open(&format!("{forged}.{tag}"), Timestamp(0)), None);
+        let csrf = s.csrf(&v);
+        assert_eq!(csrf, s.csrf(&v), "one token per session");
+        assert_ne!(csrf, s.csrf(&s.seal(&op(), Timestamp(2_000))));
+        assert_ne!(csrf, other.csrf(&v));
+    }
+}

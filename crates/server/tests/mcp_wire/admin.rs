@@ -1,0 +1,475 @@
+//! The admin API: who is an operator, how far each reaches, and every action (list, counts,
+//! show with history, answer checked against the question, cancel, bulk cancel with a
+//! preview and a cap, retry now) against real guests on a real store.
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+
+use snodo_core::model::RetryPolicy;
+use snodo_runner::{Catalog, CatalogSource, CatalogTool};
+use snodo_server::admin::AdminConfig;
+
+use super::*;
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+const ACME_OPS: &str = "acme-ops-token-0123456789";
+const ROOT_OPS: &str = "root-ops-token-0123456789";
+
+/// The fixtures, `test_whoami` retrying once after an hour.
+async fn catalog() -> Catalog {
+    let fixtures = fixtures().await;
+    let mut catalog = Catalog::new();
+    for info in fixtures.tools() {
+        let mut tool = CatalogTool::new(fixtures.clone(), info.clone());
+        tool.ttl_ms = Some(7_200_000);
+        tool.poll_interval_ms = 500;
+        if info.name == "test_whoami" {
+            tool.retry_policy = RetryPolicy::new([3_600_000u32]).expect("policy");
+        }
+        catalog.add(tool).expect("unique");
+    }
+    catalog
+        .add_source(CatalogSource {
+            component: fixtures.clone(),
+            limits: Default::default(),
+            grants: Default::default(),
+        })
+        .expect("source");
+    catalog
+}
+
+async fn admin_app() -> snodo_server::http::App {
+    let (server, _) = common::mcp_server(catalog().await, Default::default());
+    router(
+        server,
+        HttpConfig {
+            max_body_bytes: 64 << 10,
+            tokens: vec![
+                (ALICE.into(), Principal::new("acme", "alice")),
+                (BOB.into(), Principal::new("globex", "bob")),
+            ],
+            admin: AdminConfig {
+                tokens: vec![
+                    (ACME_OPS.into(), Principal::new("acme", "ops"), false),
+                    (ROOT_OPS.into(), Principal::new("ops", "root"), true),
+                ],
+                scopes: vec!["admin".into()],
+                open_locally: false,
+                session_ms: 3_600_000,
+                ..Default::default()
+            },
+            ..HttpConfig::default()
+        },
+    )
+}
+
+fn admin(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Request<Body> {
+    let mut b = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost:3001");
+    if let Some(t) = token {
+        b = b.header("authorization", format!("Bearer {t}"));
+    }
+    match body {
+        Some(v) => b
+            .header("content-type", "application/json")
+            .body(Body::from(v.to_string())),
+        None => b.body(Body::empty()),
+    }
+    .expect("request")
+}
+
+async fn get(app: &snodo_server::http::App, path: &str, token: &str) -> (StatusCode, Value) {
+    let (s, v, _) = send(app, admin("GET", path, Some(token), None)).await;
+    (s, v)
+}
+
+async fn post_to(
+    app: &snodo_server::http::App,
+    path: &str,
+    token: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let (s, v, _) = send(app, admin("POST", path, Some(token), Some(body))).await;
+    (s, v)
+}
+
+/// Starts a task of `tool` for the caller of `token`; its id.
+async fn start(app: &snodo_server::http::App, token: &str, tool: &str, args: Value) -> String {
+    let body = rpc(
+        1,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        caps(true),
+    );
+    let mut req = request_of(&body);
+    req.headers_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    let (s, v, _) = send(app, req).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    task_id(&v)
+}
+
+/// Task `id` as the operator of `token` sees it, once `ready` holds.
+async fn await_admin(
+    app: &snodo_server::http::App,
+    token: &str,
+    id: &str,
+    what: &str,
+    ready: impl Fn(&Value) -> bool,
+) -> Value {
+    common::eventually(what, || async {
+        let (s, v) = get(app, &format!("/admin/v1/tasks/{id}"), token).await;
+        (s == StatusCode::OK && ready(&v)).then_some(v)
+    })
+    .await
+}
+
+fn events(task: &Value) -> Vec<&str> {
+    fields(&task["history"]["entries"], "event")
+}
+
+#[tokio::test]
+async fn operators_list_answer_cancel_and_retry_within_their_reach() {
+    let app = admin_app().await;
+    let confirm = start(&app, ALICE, "confirm_delete", json!({"filename": "a.txt"})).await;
+    let second = start(&app, ALICE, "confirm_delete", json!({"filename": "b.txt"})).await;
+    let slow: Vec<String> = [
+        start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await,
+        start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await,
+        start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await,
+    ]
+    .into();
+    let globex = start(&app, BOB, "confirm_delete", json!({"filename": "c.txt"})).await;
+
+    // Who may ask: nobody without a credential, no MCP token, only operators.
+    let (s, v, _) = send(&app, admin("GET", "/admin/v1/tasks", None, None)).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("unauthenticated"))
+    );
+    let (s, v) = get(&app, "/admin/v1/tasks", ALICE).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::FORBIDDEN, Some("forbidden")),
+        "{v}"
+    );
+    let (s, v) = get(&app, "/admin/v1/tasks", "not-a-token-at-all-0123").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    let (s, v) = get(&app, "/admin/v1/whoami", ACME_OPS).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        v,
+        json!({"tenant": "acme", "subject": "ops", "crossTenant": false})
+    );
+
+    // The acme operator sees acme's tasks only; another tenant's is not found.
+    let (s, page) = get(&app, "/admin/v1/tasks?limit=50", ACME_OPS).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    let listed = fields(&page["tasks"], "id");
+    assert_eq!(listed.len(), 5);
+    assert!(!listed.contains(&globex.as_str()));
+    assert!(
+        page["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .all(|t| t["tenant"] == "acme")
+    );
+    let (s, _) = get(&app, "/admin/v1/tasks?tenant=globex", ACME_OPS).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, v) = get(&app, &format!("/admin/v1/tasks/{globex}"), ACME_OPS).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::NOT_FOUND, Some("not_found"))
+    );
+    let (s, _) = get(&app, "/admin/v1/tasks/not-an-id", ACME_OPS).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, v) = get(&app, "/admin/v1/tasks?status=sleeping", ACME_OPS).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("invalid"))
+    );
+    let (s, _) = get(&app, "/admin/v1/tasks?limit=0", ACME_OPS).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _) = get(&app, "/admin/v1/tasks?cursor=zz", ACME_OPS).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // Paging: two at a time, the same five, newest first.
+    let mut paged = Vec::new();
+    let mut path = "/admin/v1/tasks?limit=2".to_owned();
+    loop {
+        let (_, p) = get(&app, &path, ACME_OPS).await;
+        paged.extend(fields(&p["tasks"], "id").into_iter().map(str::to_owned));
+        match p["next"].as_str() {
+            Some(c) => path = format!("/admin/v1/tasks?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    assert_eq!(paged, listed);
+
+    // What a task waits on: the question, shown with the task.
+    let waiting = await_admin(&app, ACME_OPS, &confirm, "the question", |t| {
+        t["status"] == "input_required"
+    })
+    .await;
+    assert_eq!(waiting["waitingOn"], json!(["confirm"]));
+    assert_eq!(
+        waiting["questions"][0]["request"]["method"],
+        "elicitation/create"
+    );
+    assert_eq!(waiting["arguments"], json!({"filename": "a.txt"}));
+    let (_, waiting_list) = get(
+        &app,
+        "/admin/v1/tasks?status=input_required&tool=confirm_delete",
+        ACME_OPS,
+    )
+    .await;
+    assert!(fields(&waiting_list["tasks"], "id").contains(&confirm.as_str()));
+
+    // An answer is checked against the question before it is committed.
+    let answer = |v: Value| json!({"responses": {"confirm": v}});
+    for bad in [
+        json!({"action": "accept", "content": {"confirm": "yes"}}),
+        json!({"action": "accept", "content": {"other": true}}),
+        json!({"action": "perhaps"}),
+    ] {
+        let (s, v) = post_to(
+            &app,
+            &format!("/admin/v1/tasks/{confirm}/answer"),
+            ACME_OPS,
+            answer(bad.clone()),
+        )
+        .await;
+        assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
+    }
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{confirm}/answer"),
+        ACME_OPS,
+        json!({"responses": {"nope": {}}}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{confirm}/answer"),
+        ACME_OPS,
+        json!({"unexpected": 1}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    let (s, v) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{confirm}/answer"),
+        ACME_OPS,
+        answer(json!({"action": "accept", "content": {"confirm": true}})),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let done = await_admin(
+        &app,
+        ACME_OPS,
+        &confirm,
+        "the answered task to complete",
+        |t| t["status"] == "completed",
+    )
+    .await;
+    assert_eq!(
+        done["outcome"]["result"]["content"][0]["text"],
+        "Deleted a.txt"
+    );
+    let h = events(&done);
+    for e in [
+        "created",
+        "claimed",
+        "started",
+        "input_requested",
+        "input_answered",
+        "completed",
+    ] {
+        assert!(h.contains(&e), "{e} in {h:?}");
+    }
+    let (s, v) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{confirm}/answer"),
+        ACME_OPS,
+        answer(json!({"action": "accept", "content": {"confirm": true}})),
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict"))
+    );
+
+    // Cancel one, with a reason; cancelling it again is a conflict.
+    let (s, v) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{second}/cancel"),
+        ACME_OPS,
+        json!({"message": "not needed"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(
+        v["history"]["entries"]
+            .as_array()
+            .and_then(|e| e.last())
+            .map(|e| e["message"].clone()),
+        Some(json!("not needed"))
+    );
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{second}/cancel"),
+        ACME_OPS,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{globex}/cancel"),
+        ACME_OPS,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "another tenant's task is out of reach"
+    );
+
+    // Bulk cancel: a preview counts without cancelling, the cap bounds, the run reports.
+    let filter = json!({"tool": "slow_compute"});
+    let (s, v) = post_to(
+        &app,
+        "/admin/v1/cancel",
+        ACME_OPS,
+        json!({"filter": filter, "preview": true}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (
+            v["matched"].as_u64(),
+            v["cancelled"].as_u64(),
+            v["capped"].as_bool()
+        ),
+        (Some(3), Some(0), Some(false))
+    );
+    let (s, v) = post_to(
+        &app,
+        "/admin/v1/cancel",
+        ACME_OPS,
+        json!({"filter": filter, "cap": 2}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(
+        (
+            v["matched"].as_u64(),
+            v["cancelled"].as_u64(),
+            v["capped"].as_bool()
+        ),
+        (Some(2), Some(2), Some(true))
+    );
+    let (_, v) = post_to(
+        &app,
+        "/admin/v1/cancel",
+        ACME_OPS,
+        json!({"filter": filter}),
+    )
+    .await;
+    assert_eq!(
+        (
+            v["matched"].as_u64(),
+            v["cancelled"].as_u64(),
+            v["capped"].as_bool()
+        ),
+        (Some(1), Some(1), Some(false))
+    );
+    for id in &slow {
+        let t = await_admin(&app, ACME_OPS, id, "cancelled", |t| {
+            t["status"] == "cancelled"
+        })
+        .await;
+        assert_eq!(t["claimedBy"], Value::Null, "its attempt stopped");
+    }
+    let (s, _) = post_to(
+        &app,
+        "/admin/v1/cancel",
+        ACME_OPS,
+        json!({"filter": {"tenant": "globex"}}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _) = post_to(
+        &app,
+        "/admin/v1/cancel",
+        ACME_OPS,
+        json!({"filter": filter, "cap": 0}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+
+    // Retry now: a task waiting out an hour's delay runs at once.
+    let whoami = start(&app, ALICE, "test_whoami", json!({"retry": true})).await;
+    let waiting = await_admin(&app, ACME_OPS, &whoami, "a scheduled retry", |t| {
+        t["retryAt"].is_number()
+    })
+    .await;
+    assert_eq!(waiting["status"], "working");
+    assert!(events(&waiting).contains(&"retry_scheduled"));
+    let (s, v) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{whoami}/retry"),
+        ACME_OPS,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let done = await_admin(
+        &app,
+        ACME_OPS,
+        &whoami,
+        "the retried task to complete",
+        |t| t["status"] == "completed",
+    )
+    .await;
+    assert_eq!(done["outcome"]["result"]["structuredContent"]["attempt"], 2);
+    assert!(events(&done).contains(&"retry_now"));
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{whoami}/retry"),
+        ACME_OPS,
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::CONFLICT,
+        "a finished task has no retry to bring forward"
+    );
+
+    // Counts: acme's own, and every tenant's for a cross-tenant operator.
+    let (_, c) = get(&app, "/admin/v1/counts", ACME_OPS).await;
+    assert_eq!(c["byStatus"]["cancelled"], 4, "{c}");
+    assert_eq!(c["byStatus"]["completed"], 2);
+    assert_eq!(c["byTool"]["slow_compute"]["cancelled"], 3);
+    assert_eq!(c["byStatus"]["input_required"], 0);
+    let (_, all) = get(&app, "/admin/v1/counts", ROOT_OPS).await;
+    assert_eq!(
+        all["byStatus"]["input_required"], 1,
+        "globex's question: {all}"
+    );
+    let (_, g) = get(&app, "/admin/v1/counts?tenant=globex", ROOT_OPS).await;
+    assert_eq!(g["byTool"]["confirm_delete"]["input_required"], 1, "{g}");
+    let (s, v) = get(&app, &format!("/admin/v1/tasks/{globex}"), ROOT_OPS).await;
+    assert_eq!((s, v["tenant"].as_str()), (StatusCode::OK, Some("globex")));
+}
