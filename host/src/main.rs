@@ -36,6 +36,9 @@ enum Command {
     New(cli::new::NewArgs),
     /// List the tools a configuration (or the given components) serves.
     Tools(cli::tools::ToolsArgs),
+    /// Operate on a running server's tasks (its admin API): list, counts, show, cancel,
+    /// answer, retry, watch; `--json` for scripts.
+    Tasks(cli::tasks::TasksArgs),
     /// Show a task: from a redb or SQLite store file without a running server, or from the
     /// store a configuration names (PostgreSQL included; a read that touches no claim).
     Inspect(cli::inspect::InspectArgs),
@@ -77,6 +80,7 @@ fn main() -> ExitCode {
         Command::New(args) => cli::new::run(args),
         Command::Tools(args) => cli::tools::run(&runtime, args),
         Command::Inspect(args) => cli::inspect::run(&runtime, args),
+        Command::Tasks(args) => cli::tasks::run(&runtime, args),
         Command::Migrate(args) => cli::migrate::run(&runtime, args),
         Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
         Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),

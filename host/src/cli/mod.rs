@@ -8,6 +8,7 @@ pub(crate) mod migrate;
 pub(crate) mod new;
 pub(crate) mod serve;
 pub(crate) mod stress;
+pub(crate) mod tasks;
 pub(crate) mod tools;
 
 use std::path::{Path, PathBuf};
