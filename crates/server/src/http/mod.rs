@@ -341,9 +341,14 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         }
         None => {}
     }
+    let mut text = state.server.metrics_text();
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&state.server.task_gauges().await);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.server.metrics_text(),
+        text,
     )
         .into_response()
 }

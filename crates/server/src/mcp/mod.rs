@@ -285,6 +285,28 @@ impl McpServer {
         )
     }
 
+    /// The stored tasks by status, from the store's counts (every tenant), as Prometheus
+    /// gauges; a store that cannot answer now leaves them out and says so in a comment.
+    pub async fn task_gauges(&self) -> String {
+        let mut out = String::from(
+            "# HELP snodo_tasks Stored tasks by status (from the store's counts; every node of a shared store reports the same).
+# TYPE snodo_tasks gauge
+",
+        );
+        match self.store.count_tasks(None).await {
+            Ok(counts) => {
+                for (status, n) in &counts.by_status {
+                    out.push_str(&format!("snodo_tasks{{status=\"{status}\"}} {n}\n"));
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the task counts could not be read for /metrics");
+                out.push_str("# the task store could not be counted now\n");
+            }
+        }
+        out
+    }
+
     /// Runs a request's `commit` apart from the request, and there, once it committed, tells
     /// the runner what `handoff` makes of it, then answers the request.
     ///

@@ -16,6 +16,7 @@ const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
 const ACME_OPS: &str = "acme-ops-token-0123456789";
 const ROOT_OPS: &str = "root-ops-token-0123456789";
+const METRICS: &str = "metrics-token-0123456789";
 
 /// The fixtures, `test_whoami` retrying once after an hour.
 async fn catalog() -> Catalog {
@@ -60,6 +61,7 @@ async fn admin_app() -> snodo_server::http::App {
                 session_ms: 3_600_000,
                 ..Default::default()
             },
+            metrics_token: Some(METRICS.into()),
             ..HttpConfig::default()
         },
     )
@@ -472,4 +474,13 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
     assert_eq!(g["byTool"]["confirm_delete"]["input_required"], 1, "{g}");
     let (s, v) = get(&app, &format!("/admin/v1/tasks/{globex}"), ROOT_OPS).await;
     assert_eq!((s, v["tenant"].as_str()), (StatusCode::OK, Some("globex")));
+
+    // The same counts as gauges on /metrics, every tenant's.
+    let (s, text, _) = send(&app, admin("GET", "/metrics", Some(METRICS), None)).await;
+    assert_eq!(s, StatusCode::OK);
+    let text = text.as_str().expect("text").to_owned();
+    for (status, n) in [("working", 0), ("input_required", 1), ("completed", 2), ("failed", 0), ("cancelled", 4)] {
+        let line = format!("snodo_tasks{{status=\"{status}\"}} {n}");
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
 }
