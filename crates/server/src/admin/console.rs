@@ -154,7 +154,8 @@ async fn signed_in(State(s): State<ConsoleState>, mut request: Request, next: Ne
             next.run(request).await
         }
         None => {
-            let back = request.uri().path().to_owned();
+            // The path as the browser asked for it (this router is nested under /console).
+            let back = format!("/console{}", request.uri().path());
             Redirect::to(&format!("/console/login?next={}", encode(&back))).into_response()
         }
     }
@@ -647,7 +648,11 @@ fn task_markup(session: &Session, d: &TaskDetail) -> Markup {
             @if let Some(m) = &t.status_message { dt { "Message" } dd { (m) } }
             dt { "Tool" } dd { (t.tool) }
             dt { "Tenant" } dd { (t.tenant) @if let Some(s) = &t.subject { " / " (s) } }
-            dt { "Attempts" } dd { (t.attempt) " (retries used: " (t.retry_count) ", schedule: " (format!("{:?}", d.retry_delays_ms)) " ms)" }
+            dt { "Attempts" } dd {
+                (t.attempt)
+                @if d.retry_delays_ms.is_empty() { " (no retries configured)" }
+                @else { " (retries used: " (t.retry_count) " of " (d.retry_delays_ms.len()) ")" }
+            }
             @if let Some(at) = t.retry_at { dt { "Retry due" } dd { (time(at)) } }
             @if let Some(owner) = &t.claimed_by { dt { "Running on" } dd { (owner) } }
             dt { "Created" } dd { (time(t.created_at)) }

@@ -346,11 +346,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         text.push('\n');
     }
     text.push_str(&state.server.task_gauges().await);
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        text,
-    )
-        .into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 /// Ready when the store commits a probe write within [`READY_PROBE_TIMEOUT`]: a read alone

@@ -479,7 +479,13 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
     let (s, text, _) = send(&app, admin("GET", "/metrics", Some(METRICS), None)).await;
     assert_eq!(s, StatusCode::OK);
     let text = text.as_str().expect("text").to_owned();
-    for (status, n) in [("working", 0), ("input_required", 1), ("completed", 2), ("failed", 0), ("cancelled", 4)] {
+    for (status, n) in [
+        ("working", 0),
+        ("input_required", 1),
+        ("completed", 2),
+        ("failed", 0),
+        ("cancelled", 4),
+    ] {
         let line = format!("snodo_tasks{{status=\"{status}\"}} {n}");
         assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
     }

@@ -1,0 +1,176 @@
+"""The console in a real browser: Debian's chromium driven by Playwright (the system browser;
+nothing is downloaded). An operator signs in with an admin token, filters the list, answers a
+waiting task's form and watches it complete on a page that never reloads, and bulk-cancels a
+filtered set after a confirmation. Forms without the session's CSRF token, or posted from
+another origin, are refused. Screenshots go to target/artifacts/console/."""
+
+import http.client
+import json
+import os
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from conftest import FIXTURES, ROOT, free_port, serving
+
+CHROMIUM = os.environ.get("SNODO_CHROMIUM", "/usr/bin/chromium")
+SHOTS = ROOT / "target" / "artifacts" / "console"
+ALICE = "alice-token-0123456789"
+OPS = "acme-ops-token-0123456789"
+
+
+def call_tool(port, name, arguments):
+    """Starts a task of `name` as alice, from a client that can answer questions."""
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "console-test", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {
+                "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        }},
+    }
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", "/mcp", json.dumps(body), {
+        "content-type": "application/json", "accept": "application/json",
+        "authorization": f"Bearer {ALICE}", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call", "mcp-name": name,
+    })
+    reply = json.loads(c.getresponse().read())
+    c.close()
+    return reply["result"]["taskId"]
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/browser installs Debian's chromium")
+    work = tmp_path_factory.mktemp("console")
+    port = free_port()
+    config = work / "snodo.toml"
+    config.write_text(f"""listen = "127.0.0.1:{port}"
+
+[store]
+kind = "redb"
+path = "{work / 'tasks.redb'}"
+
+[[components]]
+path = "{FIXTURES}"
+
+[[auth.tokens]]
+token = "{ALICE}"
+tenant = "acme"
+subject = "alice"
+
+[[admin.tokens]]
+token = "{OPS}"
+tenant = "acme"
+subject = "ops"
+""")
+    with serving(["--config", str(config)], port, work):
+        yield port
+
+
+@pytest.fixture(scope="module")
+def browser():
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                              args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+def shot(page, name):
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def sign_in(page, base):
+    page.goto(f"{base}/console/tasks")
+    expect(page).to_have_url(f"{base}/console/login?next=/console/tasks")
+    # The field is found by its label, and the form is sent from the keyboard.
+    page.get_by_label("Admin token or access token").fill(OPS)
+    shot(page, "01-sign-in")
+    page.get_by_label("Admin token or access token").press("Enter")
+    expect(page).to_have_url(f"{base}/console/tasks")
+
+
+def test_an_operator_filters_answers_live_and_bulk_cancels(console, browser):
+    port = console
+    base = f"http://127.0.0.1:{port}"
+    waiting = call_tool(port, "confirm_delete", {"filename": "report.pdf"})
+    slow = [call_tool(port, "slow_compute", {"seconds": 600}) for _ in range(2)]
+
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    sign_in(page, base)
+    expect(page.get_by_role("heading", name="Tasks")).to_be_visible()
+    for t in [waiting, *slow]:
+        expect(page.locator(f'tr[data-task="{t}"]')).to_be_visible()
+    shot(page, "02-list")
+
+    # Filter: waiting for input, from the form's labelled select.
+    page.get_by_label("Status").select_option("input_required")
+    page.get_by_role("button", name="Apply").click()
+    expect(page).to_have_url(f"{base}/console/tasks?status=input_required&tool=&created_after=&created_before=")
+    expect(page.locator(f'tr[data-task="{waiting}"]')).to_be_visible()
+    for t in slow:
+        expect(page.locator(f'tr[data-task="{t}"]')).to_have_count(0)
+    expect(page.locator('[data-count="input_required"] strong')).to_have_text("1")
+    shot(page, "03-filtered")
+
+    # The list of confirm_delete tasks stays open in this tab; it must never reload.
+    page.goto(f"{base}/console/tasks?tool=confirm_delete")
+    expect(page.locator("html")).to_have_attribute("data-live", "on")
+    page.evaluate("window.__loadedOnce = true")
+    row = page.locator(f'tr[data-task="{waiting}"]')
+    expect(row.locator(".status")).to_have_text("waiting for input")
+
+    # In a second tab: the task's page, its question as a form, answered.
+    task = ctx.new_page()
+    task.goto(f"{base}/console/tasks/{waiting}")
+    expect(task.get_by_role("heading", name="Waiting on")).to_be_visible()
+    expect(task.get_by_text("Delete report.pdf?")).to_be_visible()
+    shot(task, "04-waiting-task")
+    task.get_by_label("Confirm deletion (required)").check()
+    task.get_by_role("button", name="Submit").click()
+    expect(task.get_by_role("status")).to_have_text("Answer accepted.")
+    expect(task.locator("[data-status]")).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(task.locator('[data-event="input_answered"]')).to_be_visible()
+    expect(task.locator('[data-event="completed"]')).to_be_visible()
+    shot(task, "05-completed")
+
+    # The first tab saw it complete live, without a reload.
+    expect(row.locator(".status")).to_have_text("completed", timeout=30_000)
+    assert page.evaluate("window.__loadedOnce") is True
+    shot(page, "06-list-live")
+
+    # A form without the session's CSRF token, or from another origin, is refused.
+    forged = task.request.post(f"{base}/console/tasks/{slow[0]}/cancel",
+                               form={"message": "forged"}, headers={"origin": base})
+    assert forged.status == 403, forged.status
+    foreign = task.request.post(f"{base}/console/tasks/{slow[0]}/cancel",
+                                form={"message": "forged"}, headers={"origin": "http://evil.example"})
+    assert foreign.status == 403, foreign.status
+
+    # Bulk cancel: the filtered set, a preview with its count, a confirmation, a summary.
+    page.goto(f"{base}/console/tasks?tool=slow_compute")
+    page.get_by_role("link", name="Cancel every live task this filter selects…").click()
+    expect(page.locator("[data-matched]")).to_have_text("2")
+    shot(page, "07-bulk-preview")
+    page.get_by_label("Reason").fill("nightly batch stopped")
+    page.get_by_label("I want to cancel these 2 task(s)").check()
+    page.get_by_role("button", name="Cancel them").click()
+    expect(page.locator("[data-cancelled]")).to_have_attribute("data-cancelled", "2")
+    shot(page, "08-bulk-done")
+    page.goto(f"{base}/console/tasks?tool=slow_compute")
+    for t in slow:
+        expect(page.locator(f'tr[data-task="{t}"] .status')).to_have_text("cancelled")
+    expect(page.locator('[data-count="cancelled"] strong')).to_have_text("2")
+
+    # Signing out ends the session: the next page asks to sign in again.
+    page.get_by_role("button", name="Sign out").click()
+    page.goto(f"{base}/console/tasks")
+    expect(page).to_have_url(f"{base}/console/login?next=/console/tasks")
+    ctx.close()
