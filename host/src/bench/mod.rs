@@ -3,12 +3,15 @@
 //! `store`: operations per second for create, claim and transition on each adapter, at
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
-//! `fairness` (fairness.rs) and `outbound` (outbound.rs) have files of their own.
+//! `fairness` (fairness.rs), `outbound` (outbound.rs) and `listing` (listing.rs) have
+//! files of their own.
 
 mod fairness;
+mod listing;
 mod outbound;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
+pub(crate) use listing::{ListingBenchOptions, ListingFigure, listing};
 pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
 
 use std::path::PathBuf;

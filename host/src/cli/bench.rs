@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    FairnessFigure, FairnessOptions, LatencyFigure, McpBenchOptions, OutboundBenchOptions,
+    FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure, McpBenchOptions, OutboundBenchOptions,
     OutboundFigure, RunnerBenchOptions, RunnerFigure, StoreBenchOptions, StoreFigure,
     WasmBenchOptions,
 };
@@ -35,6 +35,8 @@ enum BenchCommand {
     /// A guest's HTTP request against the same request made natively, and the journal's
     /// cost per request on redb and PostgreSQL.
     Outbound(OutboundBenchOptions),
+    /// The operators' queries (first pages, counts) on a store holding many tasks.
+    Listing(ListingBenchOptions),
 }
 
 /// Runs the benchmark and prints its figures.
@@ -60,6 +62,30 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                             f.operation.to_string(),
                             f.concurrency.to_string(),
                             format!("{:.0}", f.median_ops_per_sec),
+                        ]
+                    }),
+                );
+            },
+        ),
+        BenchCommand::Listing(opts) => report(
+            "listing benchmark",
+            runtime.block_on(crate::bench::listing(&opts)),
+            json,
+            |figures: &[ListingFigure]| {
+                println!(
+                    "listing benchmark: {} tasks stored, {} repetitions per query",
+                    opts.tasks, opts.repeat
+                );
+                print_table(
+                    ["store", "query", ">rows", ">p50 (ms)", ">p99 (ms)", ">fill (s)"],
+                    figures.iter().map(|f| {
+                        [
+                            f.store.clone(),
+                            f.query.to_owned(),
+                            f.rows.to_string(),
+                            format!("{:.2}", f.p50_ms),
+                            format!("{:.2}", f.p99_ms),
+                            format!("{:.0}", f.fill_s),
                         ]
                     }),
                 );
