@@ -434,6 +434,26 @@ pub struct AdminSection {
     pub cross_tenant: Vec<String>,
     /// How long a console sign-in lasts (default 28 800 000: eight hours).
     pub session_ms: Option<u64>,
+    /// Console sign-in through the identity provider.
+    pub oauth: Option<AdminOAuthSection>,
+}
+
+/// `[admin.oauth]`: the console's client at one of `[[auth.oauth.issuers]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminOAuthSection {
+    /// The issuer (exactly one of `[[auth.oauth.issuers]]`).
+    pub issuer: String,
+    /// The console's client id there.
+    pub client_id: String,
+    /// An environment variable holding its secret (a confidential client).
+    pub client_secret_env: Option<String>,
+    /// The scopes asked for (default: the admin scopes).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Where the provider sends the browser back (default: the resource's origin and
+    /// `/console/oauth/callback`).
+    pub redirect_uri: Option<String>,
 }
 
 /// `[[admin.tokens]]`.
@@ -1208,6 +1228,48 @@ impl Config {
         if let Some(t) = a.cross_tenant.iter().find(|t| t.is_empty()) {
             return Err(err("admin.cross_tenant", format!("{t:?} is not a tenant")));
         }
+        let sign_in = match &a.oauth {
+            None => None,
+            Some(o) => {
+                let issuers = self.auth.oauth.as_ref().map(|x| &x.issuers);
+                if !issuers.is_some_and(|is| is.iter().any(|i| i.issuer == o.issuer)) {
+                    return Err(err(
+                        "admin.oauth.issuer",
+                        format!("{:?} is not one of [[auth.oauth.issuers]]", o.issuer),
+                    ));
+                }
+                if o.client_id.is_empty() {
+                    return Err(err("admin.oauth.client_id", "must not be empty".into()));
+                }
+                let client_secret = match &o.client_secret_env {
+                    Some(var) => Some(std::env::var(var).map_err(|_| {
+                        err(
+                            "admin.oauth.client_secret_env",
+                            format!("the environment variable {var} is not set"),
+                        )
+                    })?),
+                    None => None,
+                };
+                if let Some(u) = &o.redirect_uri
+                    && !(u.starts_with("https://")
+                        || u.starts_with("http://127.0.0.1")
+                        || u.starts_with("http://localhost")
+                        || u.starts_with("http://[::1]"))
+                {
+                    return Err(err(
+                        "admin.oauth.redirect_uri",
+                        "https, or plain http to loopback only".into(),
+                    ));
+                }
+                Some(crate::admin::SignIn {
+                    issuer: o.issuer.clone(),
+                    client_id: o.client_id.clone(),
+                    client_secret,
+                    scopes: o.scopes.clone(),
+                    redirect_uri: o.redirect_uri.clone(),
+                })
+            }
+        };
         let session_ms = a.session_ms.unwrap_or(crate::admin::DEFAULT_SESSION_MS);
         if !(60_000..=7 * 24 * 3_600_000).contains(&session_ms) {
             return Err(err(
@@ -1219,6 +1281,7 @@ impl Config {
             tokens,
             cross_tenant: a.cross_tenant.clone(),
             session_ms,
+            sign_in,
             ..Default::default()
         })
     }
@@ -1915,6 +1978,45 @@ admin = ["snodo:admin"]
             assert_eq!(e.key, key, "{why}: {e}");
             assert!(e.reason.contains(why), "{why}: {e}");
         }
+    }
+
+    #[test]
+    fn admin_tokens_are_their_own_and_sign_in_names_a_configured_issuer() {
+        let mcp =
+            "[[auth.tokens]]\ntoken = \"mcp-token-0123456789\"\ntenant = \"a\"\nsubject = \"x\"\n";
+        let admin = |token: &str, extra: &str| {
+            format!("[[admin.tokens]]\ntoken = \"{token}\"\ntenant = \"a\"\n{extra}")
+        };
+        let o =
+            options(&(mcp.to_owned() + &admin("ops-token-0123456789", "cross_tenant = true\n")))
+                .expect("an admin token");
+        assert_eq!(o.admin.tokens.len(), 1);
+        let (_, p, cross) = &o.admin.tokens[0];
+        assert_eq!(
+            (p.tenant.as_str(), p.subject.as_str(), *cross),
+            ("a", "operator", true)
+        );
+        assert_eq!(o.admin.session_ms, crate::admin::DEFAULT_SESSION_MS);
+        let e = options(&(mcp.to_owned() + &admin("mcp-token-0123456789", ""))).unwrap_err();
+        assert_eq!(e.key, "admin.tokens[0].token");
+        assert!(e.reason.contains("auth.tokens"), "{e}");
+        let e = options(&admin("short", "")).unwrap_err();
+        assert_eq!(e.key, "admin.tokens[0].token");
+        let e = options("[admin]\nsession_ms = 10\n").unwrap_err();
+        assert_eq!(e.key, "admin.session_ms");
+        let e = options("[admin.oauth]\nissuer = \"https://idp.example.com\"\nclient_id = \"c\"\n")
+            .unwrap_err();
+        assert_eq!(e.key, "admin.oauth.issuer");
+        let o = options(
+            "[[auth.oauth.issuers]]\nissuer = \"https://idp.example.com\"\ntenant = \"a\"\n\
+             [admin.oauth]\nissuer = \"https://idp.example.com\"\nclient_id = \"console\"\n",
+        )
+        .expect("sign-in through a configured issuer");
+        let sign_in = o.admin.sign_in.expect("sign-in");
+        assert_eq!(
+            (sign_in.client_id.as_str(), sign_in.client_secret),
+            ("console", None)
+        );
     }
 
     #[test]

@@ -237,7 +237,10 @@ pub async fn serve_reloading(
     };
     let serving = http::serve(
         listener,
-        http::router_with(server, http_config, authenticator),
+        match authenticator {
+            Authentication::Static(tokens) => http::router_with(server, http_config, tokens),
+            Authentication::OAuth(rs) => http::router_oauth(server, http_config, rs),
+        },
         &opts.http_limits,
         graceful,
     );
@@ -389,12 +392,16 @@ fn start_node(
 /// Who may call: the OAuth resource server (with the static tokens beside it) when
 /// configured, else the static tokens. The resource server learns the bound address, which
 /// names the resource when none is configured.
-fn authenticator(
-    opts: &ServeOptions,
-    addr: SocketAddr,
-) -> Result<Arc<dyn http::Authenticator>, ServeError> {
+enum Authentication {
+    Static(Arc<http::StaticTokens>),
+    OAuth(Arc<http::ResourceServer>),
+}
+
+fn authenticator(opts: &ServeOptions, addr: SocketAddr) -> Result<Authentication, ServeError> {
     let Some(oauth) = &opts.oauth else {
-        return Ok(Arc::new(http::StaticTokens::new(&opts.tokens)));
+        return Ok(Authentication::Static(Arc::new(http::StaticTokens::new(
+            &opts.tokens,
+        ))));
     };
     let mut config = oauth.clone();
     config.challenge_scopes = opts.scopes.ordinary();
@@ -403,7 +410,7 @@ fn authenticator(
         .map_err(ServeError::Config)?;
     server.listening_on(addr);
     tracing::info!(resource = %server.resource(), "OAuth: accepting access tokens for this resource");
-    Ok(Arc::new(server))
+    Ok(Authentication::OAuth(Arc::new(server)))
 }
 
 /// The HTTP transport's settings: the tokens and limits configured, and on a public

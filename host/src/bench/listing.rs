@@ -13,9 +13,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use snodo::model::{EventId, EventKind, Scope, TaskEvent, TaskId, TaskStatus, Work};
-use snodo::store::{
-    Authority, ClaimRequest, NewTask, Store, StoreKind, TaskFilter, TaskQuery,
-};
+use snodo::store::{Authority, ClaimRequest, NewTask, Store, StoreKind, TaskFilter, TaskQuery};
 
 /// Parameters of the listing benchmark.
 #[derive(Debug, Clone, clap::Args)]
@@ -144,7 +142,11 @@ fn queries() -> Vec<(&'static str, Ask)> {
     ]
 }
 
-async fn measure(store: &Arc<dyn Store>, ask: Ask, repeat: usize) -> Result<(usize, f64, f64), String> {
+async fn measure(
+    store: &Arc<dyn Store>,
+    ask: Ask,
+    repeat: usize,
+) -> Result<(usize, f64, f64), String> {
     let mut times = Vec::with_capacity(repeat);
     let mut rows = 0;
     for i in 0..repeat.max(1) {

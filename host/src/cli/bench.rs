@@ -3,9 +3,9 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure, McpBenchOptions, OutboundBenchOptions,
-    OutboundFigure, RunnerBenchOptions, RunnerFigure, StoreBenchOptions, StoreFigure,
-    WasmBenchOptions,
+    FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure,
+    McpBenchOptions, OutboundBenchOptions, OutboundFigure, RunnerBenchOptions, RunnerFigure,
+    StoreBenchOptions, StoreFigure, WasmBenchOptions,
 };
 
 use super::print_table;
@@ -77,7 +77,14 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                     opts.tasks, opts.repeat
                 );
                 print_table(
-                    ["store", "query", ">rows", ">p50 (ms)", ">p99 (ms)", ">fill (s)"],
+                    [
+                        "store",
+                        "query",
+                        ">rows",
+                        ">p50 (ms)",
+                        ">p99 (ms)",
+                        ">fill (s)",
+                    ],
                     figures.iter().map(|f| {
                         [
                             f.store.clone(),

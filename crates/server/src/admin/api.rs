@@ -43,6 +43,8 @@ pub(crate) struct AdminState {
     pub(crate) server: Arc<McpServer>,
     pub(crate) admin: Arc<Admin>,
     pub(crate) authenticator: Arc<dyn Authenticator>,
+    /// The resource server, when OAuth is configured (the console's sign-in uses it).
+    pub(crate) oauth: Option<Arc<crate::http::ResourceServer>>,
 }
 
 impl IntoResponse for AdminError {

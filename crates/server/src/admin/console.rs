@@ -28,7 +28,7 @@ use snodo_core::store::{ALL_STATUSES, TaskCounts, TaskFilter, TaskPage, TaskSumm
 
 use super::answer::{self, Field, Kind};
 use super::api::AdminState;
-use super::session::{SESSION_COOKIE, Sessions, cookie};
+use super::session::{PENDING_COOKIE, Pending, SESSION_COOKIE, Sessions, cookie};
 use super::{AdminError, BulkOutcome, Operator, TaskDetail, filter_of, query_of};
 
 /// The console's state: the admin routes' and the session keys, derived once.
@@ -76,6 +76,8 @@ pub(crate) fn routes(state: ConsoleState) -> Router {
     Router::new()
         .route("/", get(|| async { Redirect::to("/console/tasks") }))
         .route("/login", get(login_page).post(login))
+        .route("/oauth/start", get(oauth_start))
+        .route("/oauth/callback", get(oauth_callback))
         .merge(signed_in)
         .fallback(|| async {
             (
@@ -287,6 +289,10 @@ fn login_markup(s: &ConsoleState, next: Option<&str>, error: Option<&str>) -> Ht
         None,
         html! {
             @if let Some(e) = error { p.error role="alert" { (e) } }
+            @if s.admin.admin.config().sign_in.is_some() && s.admin.oauth.is_some() {
+                p { a href={ "/console/oauth/start?next=" (encode(next)) } { "Sign in with your identity provider" } }
+                p.note { "Or with a token:" }
+            }
             form method="post" action="/console/login" {
                 input type="hidden" name="next" value=(next);
                 @if open {
@@ -340,22 +346,217 @@ async fn login(State(s): State<ConsoleState>, Form(form): Form<Vec<(String, Stri
                 .into_response();
         }
     };
-    let (sessions, now) = match (s.sessions().await, s.admin.server.store.now().await) {
-        (Ok(x), Ok(now)) => (x, now),
-        (Err(e), _) => return error_page(&e),
-        (_, Err(e)) => return error_page(&e.into()),
-    };
+    match session_cookie(&s, &op).await {
+        Ok(cookie) => {
+            let mut r = Redirect::to(&next).into_response();
+            r.headers_mut().insert(header::SET_COOKIE, cookie);
+            r
+        }
+        Err(e) => error_page(&e),
+    }
+}
+
+/// The `Set-Cookie` of a new session for `op`.
+async fn session_cookie(s: &ConsoleState, op: &Operator) -> Result<HeaderValue, AdminError> {
+    let sessions = s.sessions().await?;
+    let now = s.admin.server.store.now().await?;
     let ms = s.admin.admin.config().session_ms;
-    let value = sessions.seal(&op, now.plus_ms(ms));
-    let cookie = format!(
+    let value = sessions.seal(op, now.plus_ms(ms));
+    HeaderValue::from_str(&format!(
         "{SESSION_COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
         ms / 1000
-    );
-    let mut r = Redirect::to(&next).into_response();
-    if let Ok(v) = HeaderValue::from_str(&cookie) {
-        r.headers_mut().insert(header::SET_COOKIE, v);
+    ))
+    .map_err(|_| AdminError::Unavailable("the session cookie cannot be sent".into()))
+}
+
+fn random_b64(n: usize) -> String {
+    use base64::Engine as _;
+    let mut raw = vec![0u8; n];
+    snodo_core::store::fill_random(&mut raw);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+/// How long a sign-in through the identity provider may take, from start to callback.
+const SIGN_IN_MS: u64 = 10 * 60 * 1000;
+
+/// Starts a sign-in through the identity provider: the authorization code flow with PKCE.
+/// The state, the verifier and where to go after are kept in a sealed cookie scoped to the
+/// callback (`SameSite=Lax`: the provider's redirect back is a cross-site navigation).
+async fn oauth_start(
+    State(s): State<ConsoleState>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let run = async {
+        let (Some(sign_in), Some(rs)) = (&s.admin.admin.config().sign_in, &s.admin.oauth) else {
+            return Err(AdminError::NotFound);
+        };
+        let (authorize, _) = rs
+            .sign_in_endpoints(&sign_in.issuer)
+            .await
+            .map_err(AdminError::Unavailable)?;
+        let redirect_uri = match &sign_in.redirect_uri {
+            Some(u) => u.clone(),
+            None => {
+                let resource = rs.resource();
+                let origin = resource
+                    .find("://")
+                    .and_then(|i| resource[i + 3..].find('/').map(|j| &resource[..i + 3 + j]))
+                    .unwrap_or(&resource);
+                format!("{origin}/console/oauth/callback")
+            }
+        };
+        let next = q
+            .get("next")
+            .filter(|n| n.starts_with("/console/") && !n.starts_with("/console//"))
+            .cloned()
+            .unwrap_or_else(|| "/console/tasks".into());
+        let now = s.admin.server.store.now().await?;
+        let pending = Pending {
+            state: random_b64(16),
+            verifier: random_b64(32),
+            next,
+            redirect_uri: redirect_uri.clone(),
+            exp: now.plus_ms(SIGN_IN_MS).as_millis(),
+        };
+        let challenge = {
+            use base64::Engine as _;
+            let d = ring::digest::digest(&ring::digest::SHA256, pending.verifier.as_bytes());
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(d.as_ref())
+        };
+        let scopes = if sign_in.scopes.is_empty() {
+            s.admin.admin.config().scopes.join(" ")
+        } else {
+            sign_in.scopes.join(" ")
+        };
+        let enc = crate::http::oauth::form_encode;
+        let sep = if authorize.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{authorize}{sep}response_type=code&client_id={}&redirect_uri={}&scope={}&state={}\
+             &code_challenge={challenge}&code_challenge_method=S256&resource={}",
+            enc(&sign_in.client_id),
+            enc(&redirect_uri),
+            enc(&scopes),
+            enc(&pending.state),
+            enc(&rs.resource()),
+        );
+        let cookie = format!(
+            "{PENDING_COOKIE}={}; Path=/console/oauth; HttpOnly; SameSite=Lax; Max-Age={}",
+            s.sessions().await?.seal_pending(&pending),
+            SIGN_IN_MS / 1000
+        );
+        Ok((url, cookie))
+    };
+    match run.await {
+        Ok((url, cookie)) => {
+            let mut r = Redirect::to(&url).into_response();
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                r.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            r
+        }
+        Err(e) => error_page(&e),
     }
-    r
+}
+
+/// The provider's redirect back: the state checked against the pending cookie, the code
+/// redeemed with the verifier, the access token authenticated like any other (an operator
+/// needs the admin scopes), and a session. The answer is a page that moves on by itself:
+/// a `SameSite=Strict` session cookie set at the end of a cross-site redirect chain would
+/// not be sent on a redirect, but is on the page's own navigation.
+async fn oauth_callback(
+    State(s): State<ConsoleState>,
+    headers: HeaderMap,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let run = async {
+        let (Some(sign_in), Some(rs)) = (&s.admin.admin.config().sign_in, &s.admin.oauth) else {
+            return Err(AdminError::NotFound);
+        };
+        if let Some(e) = q.get("error") {
+            return Err(AdminError::Forbidden(format!(
+                "the identity provider refused the sign-in: {e}"
+            )));
+        }
+        let now = s.admin.server.store.now().await?;
+        let sessions = s.sessions().await?;
+        let pending = cookie(&headers, PENDING_COOKIE)
+            .and_then(|v| sessions.open_pending(v, now))
+            .ok_or_else(|| {
+                AdminError::Forbidden(
+                    "no sign-in is under way here (or it took too long): start again".into(),
+                )
+            })?;
+        let state_ok = q.get("state").is_some_and(|st| {
+            use subtle::ConstantTimeEq;
+            bool::from(st.as_bytes().ct_eq(pending.state.as_bytes()))
+        });
+        if !state_ok {
+            return Err(AdminError::Forbidden(
+                "the sign-in's state does not match: start again".into(),
+            ));
+        }
+        let code = q
+            .get("code")
+            .ok_or_else(|| AdminError::Invalid("no code".into()))?;
+        let (_, token_endpoint) = rs
+            .sign_in_endpoints(&sign_in.issuer)
+            .await
+            .map_err(AdminError::Unavailable)?;
+        let resource = rs.resource();
+        let mut form = vec![
+            ("grant_type", "authorization_code"),
+            ("code", code.as_str()),
+            ("redirect_uri", pending.redirect_uri.as_str()),
+            ("code_verifier", pending.verifier.as_str()),
+            ("resource", resource.as_str()),
+        ];
+        let client = match &sign_in.client_secret {
+            Some(secret) => Some((sign_in.client_id.as_str(), secret.as_str())),
+            None => {
+                form.push(("client_id", sign_in.client_id.as_str()));
+                None
+            }
+        };
+        let access = rs
+            .redeem_code(&sign_in.issuer, &token_endpoint, client, &form)
+            .await
+            .map_err(|e| AdminError::Forbidden(format!("the code could not be redeemed: {e}")))?;
+        let mut bearer = HeaderMap::new();
+        bearer.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {access}"))
+                .map_err(|_| AdminError::Forbidden("the access token cannot be used".into()))?,
+        );
+        let op = s
+            .admin
+            .admin
+            .bearer_operator(&bearer, &s.admin.authenticator)
+            .await?;
+        Ok((session_cookie(&s, &op).await?, pending.next))
+    };
+    match run.await {
+        Ok((session, next)) => {
+            let mut r = page(
+                "Signed in",
+                None,
+                html! {
+                    meta http-equiv="refresh" content={ "0;url=" (next) };
+                    p { "Signed in. " a href=(next) { "Continue" } }
+                },
+            )
+            .into_response();
+            let h = r.headers_mut();
+            h.append(header::SET_COOKIE, session);
+            h.append(
+                header::SET_COOKIE,
+                HeaderValue::from_static(
+                    "snodo_console_oauth=; Path=/console/oauth; HttpOnly; SameSite=Lax; Max-Age=0",
+                ),
+            );
+            r
+        }
+        Err(e) => error_page(&e),
+    }
 }
 
 async fn logout(

@@ -52,6 +52,37 @@ pub struct AdminConfig {
     pub open_locally: bool,
     /// How long a console sign-in lasts, in ms.
     pub session_ms: u64,
+    /// Console sign-in through the identity provider (authorization code with PKCE), when
+    /// OAuth is configured.
+    pub sign_in: Option<SignIn>,
+}
+
+/// The console's client at the identity provider (`[admin.oauth]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SignIn {
+    /// One of `[[auth.oauth.issuers]]`.
+    pub issuer: String,
+    /// The console's client id there.
+    pub client_id: String,
+    /// Its secret, for a confidential client (HTTP Basic at the token endpoint).
+    pub client_secret: Option<String>,
+    /// The scopes asked for (default: the admin scopes).
+    pub scopes: Vec<String>,
+    /// Where the provider sends the browser back; default: this resource's origin and
+    /// `/console/oauth/callback`.
+    pub redirect_uri: Option<String>,
+}
+
+impl std::fmt::Debug for SignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignIn")
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
+            .field("scopes", &self.scopes)
+            .field("redirect_uri", &self.redirect_uri)
+            .finish()
+    }
 }
 
 /// The default console sign-in: eight hours.

@@ -19,6 +19,22 @@ use super::Operator;
 
 /// The console's session cookie.
 pub const SESSION_COOKIE: &str = "snodo_console";
+/// The cookie holding a sign-in through the identity provider while it is under way.
+pub(crate) const PENDING_COOKIE: &str = "snodo_console_oauth";
+
+/// A sign-in under way: what the callback checks and needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Pending {
+    /// The `state` sent to the provider.
+    pub(crate) state: String,
+    /// The PKCE verifier of the challenge sent.
+    pub(crate) verifier: String,
+    /// Where to go once signed in.
+    pub(crate) next: String,
+    /// The redirect URI sent (the token request repeats it).
+    pub(crate) redirect_uri: String,
+    pub(crate) exp: u64,
+}
 
 #[derive(Serialize, Deserialize)]
 struct Claims {
@@ -32,6 +48,7 @@ struct Claims {
 pub(crate) struct Sessions {
     seal: hmac::Key,
     csrf: hmac::Key,
+    pending: hmac::Key,
 }
 
 impl Sessions {
@@ -45,6 +62,7 @@ impl Sessions {
         Self {
             seal: derive(b"snodo console session v1"),
             csrf: derive(b"snodo console csrf v1"),
+            pending: derive(b"snodo console sign-in v1"),
         }
     }
 
@@ -75,6 +93,21 @@ impl Sessions {
             principal: Principal::new(claims.t, claims.s),
             cross_tenant: claims.x,
         })
+    }
+
+    /// A cookie value for a sign-in under way.
+    pub(crate) fn seal_pending(&self, p: &Pending) -> String {
+        let body = B64.encode(serde_json::to_vec(p).unwrap_or_default());
+        let tag = B64.encode(hmac::sign(&self.pending, body.as_bytes()).as_ref());
+        format!("{body}.{tag}")
+    }
+
+    /// The sign-in a cookie value holds, if its seal holds and it has not expired.
+    pub(crate) fn open_pending(&self, value: &str, now: Timestamp) -> Option<Pending> {
+        let (body, tag) = value.split_once('.')?;
+        hmac::verify(&self.pending, body.as_bytes(), &B64.decode(tag).ok()?).ok()?;
+        let p: Pending = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
+        (p.exp > now.as_millis()).then_some(p)
     }
 
     /// The CSRF token of the session whose cookie value is `value`.

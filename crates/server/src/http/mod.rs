@@ -168,10 +168,29 @@ pub fn router_with(
     config: HttpConfig,
     authenticator: Arc<dyn Authenticator>,
 ) -> App {
+    routes(server, config, authenticator, None)
+}
+
+/// The routes over `server`, authenticated by the OAuth resource server `oauth` (which the
+/// console's sign-in through the identity provider also uses).
+pub fn router_oauth(server: Arc<McpServer>, config: HttpConfig, oauth: Arc<ResourceServer>) -> App {
+    routes(server, config, oauth.clone(), Some(oauth))
+}
+
+fn routes(
+    server: Arc<McpServer>,
+    mut config: HttpConfig,
+    authenticator: Arc<dyn Authenticator>,
+    oauth: Option<Arc<ResourceServer>>,
+) -> App {
+    // Only a server nobody authenticates to (loopback only) makes its local caller an
+    // operator, whatever the admin settings say.
+    config.admin.open_locally &= config.tokens.is_empty() && !config.oauth;
     let admin = crate::admin::api::AdminState {
         server: server.clone(),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
         authenticator: authenticator.clone(),
+        oauth,
     };
     let console = crate::admin::console::ConsoleState {
         admin: admin.clone(),

@@ -1,7 +1,8 @@
 //! A test identity provider: an OAuth authorization server on a loopback port that signs
 //! RS256 and ES256 access tokens with keys it generates, serves its JWK Set and its
-//! metadata (RFC 8414 and OpenID Connect discovery), answers introspection (RFC 7662) and
-//! client-credentials token requests, and rotates its keys on demand. Tests also use it to
+//! metadata (RFC 8414 and OpenID Connect discovery), answers introspection (RFC 7662),
+//! client-credentials token requests and the authorization code flow with PKCE (every
+//! authorization is approved for [`USER`]), and rotates its keys on demand. Tests also use it to
 //! forge the tokens a resource server must refuse.
 
 use std::collections::HashMap;
@@ -25,6 +26,17 @@ use serde_json::{Value, json};
 pub const CLIENT_ID: &str = "snodo-test-client";
 /// Its secret.
 pub const CLIENT_SECRET: &str = "snodo-test-secret";
+/// The user every authorization request is approved for.
+pub const USER: &str = "ada";
+
+/// An authorization code not redeemed yet: what it was issued for.
+struct Grant {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    scope: String,
+    resource: String,
+}
 
 enum Pair {
     Rsa(RsaKeyPair),
@@ -86,6 +98,8 @@ struct Inner {
     introspections: AtomicUsize,
     /// Opaque tokens and what introspection answers for them.
     opaque: Mutex<HashMap<String, Value>>,
+    /// Authorization codes issued and not redeemed.
+    codes: Mutex<HashMap<String, Grant>>,
 }
 
 /// A running test identity provider; it stops when dropped.
@@ -121,6 +135,7 @@ impl TestIdp {
             jwks_fetches: AtomicUsize::new(0),
             introspections: AtomicUsize::new(0),
             opaque: Mutex::new(HashMap::new()),
+            codes: Mutex::new(HashMap::new()),
         });
         let routes = Router::new()
             .route("/.well-known/oauth-authorization-server", get(metadata))
@@ -128,11 +143,25 @@ impl TestIdp {
             .route("/jwks", get(jwks))
             .route("/introspect", post(introspect))
             .route("/token", post(token))
+            .route("/authorize", get(authorize))
             .with_state(inner.clone());
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, routes).await;
         });
         Self { inner, server }
+    }
+
+    /// Approves the authorization request `url` (this provider's `/authorize` with its query)
+    /// for [`USER`], as a browser following it would: the redirect back to the client, with
+    /// a code and the request's state. `Err` for a request the provider refuses.
+    pub fn approve(&self, url: &str) -> Result<String, String> {
+        let query = url.split_once('?').map_or("", |(_, q)| q);
+        let params: HashMap<String, String> = query
+            .split('&')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(k, v)| (decode(k), decode(v)))
+            .collect();
+        approve(&self.inner, &params)
     }
 
     /// The issuer identifier (`http://127.0.0.1:PORT`).
@@ -270,6 +299,98 @@ fn sign_with(key: &SigningKey, header: &Value, claims: &Value) -> String {
     format!("{input}.{}", b64(&sig))
 }
 
+/// Percent-decodes a query component (`+` is a space).
+fn decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
+                match u8::from_str_radix(hex, 16) {
+                    Ok(b) => {
+                        out.push(b);
+                        i += 3;
+                        continue;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Checks an authorization request and issues its code: the redirect back to the client.
+fn approve(idp: &Inner, p: &HashMap<String, String>) -> Result<String, String> {
+    let get = |k: &str| p.get(k).cloned().ok_or_else(|| format!("no {k}"));
+    if get("response_type")? != "code" {
+        return Err("response_type must be code".into());
+    }
+    if get("client_id")? != CLIENT_ID {
+        return Err("unknown client".into());
+    }
+    if get("code_challenge_method")? != "S256" {
+        return Err("PKCE with S256 is required".into());
+    }
+    let redirect_uri = get("redirect_uri")?;
+    let state = get("state")?;
+    let mut raw = [0u8; 16];
+    ring::rand::SecureRandom::fill(&SystemRandom::new(), &mut raw).map_err(|_| "no randomness")?;
+    let code = b64(&raw);
+    idp.codes.lock().insert(
+        code.clone(),
+        Grant {
+            client_id: CLIENT_ID.into(),
+            redirect_uri: redirect_uri.clone(),
+            challenge: get("code_challenge")?,
+            scope: p.get("scope").cloned().unwrap_or_default(),
+            resource: get("resource")?,
+        },
+    );
+    let sep = if redirect_uri.contains('?') { '&' } else { '?' };
+    Ok(format!(
+        "{redirect_uri}{sep}code={code}&state={}",
+        crate::http::oauth::form_encode(&state)
+    ))
+}
+
+/// `/authorize`: approved at once for [`USER`] (a browser is redirected back).
+async fn authorize(
+    State(idp): State<Arc<Inner>>,
+    axum::extract::Query(params): axum::extract::Query<HashMap<String, String>>,
+) -> Response {
+    match approve(&idp, &params) {
+        Ok(back) => (StatusCode::FOUND, [("location", back)]).into_response(),
+        Err(e) => (StatusCode::BAD_REQUEST, e).into_response(),
+    }
+}
+
+/// The authorization code grant: the code once, for the client it was issued to, with the
+/// same redirect URI and the verifier of its challenge.
+fn redeem(idp: &Inner, form: &HashMap<String, String>) -> Result<(String, String), String> {
+    let code = form.get("code").ok_or("no code")?;
+    let grant = idp
+        .codes
+        .lock()
+        .remove(code)
+        .ok_or("an unknown or used code")?;
+    if form.get("redirect_uri") != Some(&grant.redirect_uri) {
+        return Err("the redirect_uri differs from the authorization request's".into());
+    }
+    let verifier = form.get("code_verifier").ok_or("no code_verifier")?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, verifier.as_bytes());
+    if b64(digest.as_ref()) != grant.challenge {
+        return Err("the code_verifier does not match the challenge".into());
+    }
+    let _ = grant.client_id;
+    Ok((grant.resource, grant.scope))
+}
+
 async fn metadata(State(idp): State<Arc<Inner>>) -> Response {
     let iss = &idp.issuer;
     axum::Json(json!({
@@ -278,7 +399,7 @@ async fn metadata(State(idp): State<Arc<Inner>>) -> Response {
         "token_endpoint": format!("{iss}/token"),
         "introspection_endpoint": format!("{iss}/introspect"),
         "authorization_endpoint": format!("{iss}/authorize"),
-        "grant_types_supported": ["client_credentials"],
+        "grant_types_supported": ["client_credentials", "authorization_code"],
         "response_types_supported": ["code"],
         "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
         "code_challenge_methods_supported": ["S256"],
@@ -339,24 +460,26 @@ async fn token(
         )
             .into_response();
     }
-    if form.get("grant_type").map(String::as_str) != Some("client_credentials") {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": "unsupported_grant_type"})),
-        )
-            .into_response();
-    }
-    let Some(resource) = form.get("resource") else {
-        return (
-            StatusCode::BAD_REQUEST,
-            axum::Json(json!({"error": "invalid_target"})),
-        )
-            .into_response();
+    let refuse = |error: &str| {
+        (StatusCode::BAD_REQUEST, axum::Json(json!({"error": error}))).into_response()
     };
-    let scope = form.get("scope").cloned().unwrap_or_default();
+    let (resource, scope, subject) = match form.get("grant_type").map(String::as_str) {
+        Some("client_credentials") => {
+            let Some(resource) = form.get("resource") else {
+                return refuse("invalid_target");
+            };
+            let scope = form.get("scope").cloned().unwrap_or_default();
+            (resource.clone(), scope, CLIENT_ID)
+        }
+        Some("authorization_code") => match redeem(&idp, &form) {
+            Ok((resource, scope)) => (resource, scope, USER),
+            Err(_) => return refuse("invalid_grant"),
+        },
+        _ => return refuse("unsupported_grant_type"),
+    };
     let now = now();
     let claims = json!({
-        "iss": idp.issuer, "aud": resource, "sub": CLIENT_ID, "scope": scope,
+        "iss": idp.issuer, "aud": resource, "sub": subject, "scope": scope,
         "iat": now, "exp": now + 300, "client_id": CLIENT_ID,
     });
     let keys = idp.keys.lock();

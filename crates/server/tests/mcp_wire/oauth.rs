@@ -707,3 +707,159 @@ async fn a_mode_rule_sees_the_caller_and_sets_ttl_and_poll_interval_within_bound
         "{person}"
     );
 }
+
+/// A console of a server guarded by `idp`, whose sign-in asks the provider for `scopes`.
+async fn console_of(idp: &TestIdp, scopes: &[&str]) -> App {
+    let fixtures = fixtures().await;
+    let catalog = common::catalog_of(&[&fixtures], Default::default());
+    let config = OAuthConfig {
+        resource: Some(RESOURCE.into()),
+        issuers: vec![issuer_of(idp)],
+        ..OAuthConfig::default()
+    };
+    let rs = ResourceServer::new(config, &[], snodo_server::http::oauth::system_clock())
+        .expect("a valid configuration");
+    let (server, _) = common::mcp_server(catalog, Default::default());
+    let http = HttpConfig {
+        oauth: true,
+        // Served under its public name, as behind a proxy.
+        allowed_hosts: Vec::new(),
+        admin: snodo_server::admin::AdminConfig {
+            scopes: vec!["admin".into()],
+            session_ms: 3_600_000,
+            sign_in: Some(snodo_server::admin::SignIn {
+                issuer: idp.issuer().into(),
+                client_id: idp::CLIENT_ID.into(),
+                client_secret: Some(idp::CLIENT_SECRET.into()),
+                scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+                redirect_uri: None,
+            }),
+            ..Default::default()
+        },
+        ..HttpConfig::default()
+    };
+    snodo_server::http::router_oauth(server, http, Arc::new(rs))
+}
+
+/// `GET path` on the console with `cookies`: the status, the headers and the body.
+async fn console_get(
+    app: &App,
+    path: &str,
+    cookies: &[String],
+) -> (StatusCode, axum::http::HeaderMap, String) {
+    let mut b = Request::get(path).header("host", "mcp.example.com");
+    if !cookies.is_empty() {
+        b = b.header("cookie", cookies.join("; "));
+    }
+    let resp = app
+        .clone()
+        .oneshot(b.body(Body::empty()).expect("request"))
+        .await
+        .expect("response");
+    let (parts, body) = resp.into_parts();
+    let bytes = http_body_util::BodyExt::collect(body)
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        parts.status,
+        parts.headers,
+        String::from_utf8_lossy(&bytes).into_owned(),
+    )
+}
+
+/// The `name=value` of every cookie a response sets.
+fn set_cookies(h: &axum::http::HeaderMap) -> Vec<String> {
+    h.get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter_map(|v| v.split(';').next())
+        .filter(|kv| !kv.ends_with('='))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The console's sign-in through the identity provider: the authorization code flow with
+/// PKCE, its state bound to the browser, and an operator only with the admin scope.
+#[tokio::test]
+async fn the_console_signs_in_through_the_identity_provider() {
+    let idp = TestIdp::start().await;
+    let app = console_of(&idp, &[]).await;
+    let (s, _, page) = console_get(&app, "/console/login?next=/console/tasks", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        page.contains("/console/oauth/start?next=/console/tasks"),
+        "{page}"
+    );
+
+    // Start: to the provider, with PKCE (S256), the state, the admin scope and this resource.
+    let (s, h, _) = console_get(&app, "/console/oauth/start?next=/console/tasks", &[]).await;
+    assert_eq!(s, StatusCode::SEE_OTHER);
+    let to = h["location"].to_str().expect("location").to_owned();
+    assert!(
+        to.starts_with(&format!("{}/authorize?", idp.issuer())),
+        "{to}"
+    );
+    for part in [
+        "response_type=code",
+        "code_challenge_method=S256",
+        "scope=admin",
+        "resource=https%3A%2F%2Fmcp.example.com%2Fmcp",
+        "redirect_uri=https%3A%2F%2Fmcp.example.com%2Fconsole%2Foauth%2Fcallback",
+    ] {
+        assert!(to.contains(part), "{part} in {to}");
+    }
+    let pending = set_cookies(&h);
+    assert_eq!(pending.len(), 1);
+    let pending_attrs = h["set-cookie"].to_str().expect("cookie").to_owned();
+    assert!(
+        pending_attrs.contains("HttpOnly")
+            && pending_attrs.contains("SameSite=Lax")
+            && pending_attrs.contains("Path=/console/oauth"),
+        "{pending_attrs}"
+    );
+
+    // The provider approves and sends the browser back with a code.
+    let back = idp.approve(&to).expect("approved");
+    let callback = back
+        .strip_prefix("https://mcp.example.com")
+        .expect("to the console");
+
+    // Without the browser's pending cookie, or with another state, nothing is signed in.
+    let (s, _, _) = console_get(&app, callback, &[]).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let forged = callback.replace("state=", "state=x");
+    let (s, _, _) = console_get(&app, &forged, &pending).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+
+    // The real callback: a session, and a page that moves on to where the sign-in began.
+    let (s, h, page) = console_get(&app, callback, &pending).await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("url=/console/tasks"), "{page}");
+    let session = set_cookies(&h);
+    assert_eq!(session.len(), 1, "{session:?}");
+    assert!(session[0].starts_with("snodo_console="));
+    let (s, _, page) = console_get(&app, "/console/tasks", &session).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        page.contains(idp::USER),
+        "the provider's user is the operator: {page}"
+    );
+
+    // A code is redeemed once.
+    let (s, _, _) = console_get(&app, callback, &pending).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+
+    // A user the provider grants no admin scope is no operator.
+    let plain = console_of(&idp, &["mcp"]).await;
+    let (_, h, _) = console_get(&plain, "/console/oauth/start", &[]).await;
+    let to = h["location"].to_str().expect("location").to_owned();
+    let pending = set_cookies(&h);
+    let back = idp.approve(&to).expect("approved");
+    let callback = back
+        .strip_prefix("https://mcp.example.com")
+        .expect("to the console");
+    let (s, h, page) = console_get(&plain, callback, &pending).await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "{page}");
+    assert!(set_cookies(&h).is_empty());
+}

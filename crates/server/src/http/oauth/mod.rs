@@ -31,6 +31,7 @@ use super::auth::{
     Authentication, Authenticator, Caller, Scopes, StaticTokens, Unauthenticated, bearer_token,
     digest,
 };
+pub(crate) use fetch::form_encode;
 use fetch::{FetchError, Fetcher};
 pub use jwt::{Algorithm, MAX_TOKEN_BYTES};
 use jwt::{KeySet, Unverified};
@@ -501,6 +502,52 @@ impl ResourceServer {
             _ => Err(FetchError::new(
                 &issuer.config.issuer,
                 format!("the issuer's metadata names no usable {field}"),
+            )),
+        }
+    }
+
+    fn issuer(&self, issuer: &str) -> Result<&Issuer, String> {
+        self.issuers
+            .iter()
+            .find(|i| i.config.issuer == issuer)
+            .ok_or_else(|| format!("{issuer:?} is not one of [[auth.oauth.issuers]]"))
+    }
+
+    /// The authorization and token endpoints of the configured issuer `issuer`, from its
+    /// metadata: where a browser signs in (the console's authorization code flow).
+    pub(crate) async fn sign_in_endpoints(&self, issuer: &str) -> Result<(String, String), String> {
+        let i = self.issuer(issuer)?;
+        let authorize = self
+            .endpoint(i, None, "authorization_endpoint")
+            .await
+            .map_err(|e| e.to_string())?;
+        let token = self
+            .endpoint(i, None, "token_endpoint")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((authorize, token))
+    }
+
+    /// Redeems an authorization code at `token_endpoint` of `issuer` (`form` holds the
+    /// grant; `client` authenticates a confidential client): the access token.
+    pub(crate) async fn redeem_code(
+        &self,
+        issuer: &str,
+        token_endpoint: &str,
+        client: Option<(&str, &str)>,
+        form: &[(&str, &str)],
+    ) -> Result<String, String> {
+        let answer = self
+            .issuer(issuer)?
+            .fetcher
+            .post_form(token_endpoint, client, form)
+            .await
+            .map_err(|e| e.to_string())?;
+        match answer["access_token"].as_str() {
+            Some(t) => Ok(t.to_owned()),
+            None => Err(format!(
+                "the token endpoint gave no access token ({})",
+                answer["error"].as_str().unwrap_or("no error named")
             )),
         }
     }
