@@ -422,6 +422,25 @@ pub struct LimitsBudgetSection {
     pub executing: Option<usize>,
 }
 
+/// A token given as itself or by the environment variable holding it (exactly one of the
+/// two), or the key under `key` and the reason it cannot be read.
+fn token_of(
+    token: &Option<String>,
+    token_env: &Option<String>,
+    key: &str,
+) -> Result<String, (String, String)> {
+    match (token, token_env) {
+        (Some(t), None) => Ok(t.clone()),
+        (None, Some(var)) => std::env::var(var).map_err(|_| {
+            (
+                format!("{key}.token_env"),
+                format!("the environment variable {var} is not set"),
+            )
+        }),
+        _ => Err((key.to_owned(), "give exactly one of token and token_env".into())),
+    }
+}
+
 /// `[admin]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1138,16 +1157,7 @@ impl Config {
         let mut tokens: Vec<(String, Principal)> = Vec::new();
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
-            let token = match (&t.token, &t.token_env) {
-                (Some(t), None) => t.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| {
-                    err(
-                        &format!("{key}.token_env"),
-                        format!("the environment variable {var} is not set"),
-                    )
-                })?,
-                _ => return Err(err(&key, "give exactly one of token and token_env".into())),
-            };
+            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
             let principal = Principal::new(&t.tenant, &t.subject);
             if let Err(e) = http::check_token(&token, &principal, &tokens) {
                 let field = match e {
@@ -1183,16 +1193,7 @@ impl Config {
         let mut seen: Vec<(String, Principal)> = Vec::new();
         for (i, t) in a.tokens.iter().enumerate() {
             let key = format!("admin.tokens[{i}]");
-            let token = match (&t.token, &t.token_env) {
-                (Some(t), None) => t.clone(),
-                (None, Some(var)) => std::env::var(var).map_err(|_| {
-                    err(
-                        &format!("{key}.token_env"),
-                        format!("the environment variable {var} is not set"),
-                    )
-                })?,
-                _ => return Err(err(&key, "give exactly one of token and token_env".into())),
-            };
+            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
             let principal = Principal::new(
                 &t.tenant,
                 t.subject.clone().unwrap_or_else(|| "operator".into()),

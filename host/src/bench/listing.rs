@@ -173,8 +173,8 @@ async fn measure(
     Ok((rows, at(0.5), at(0.99)))
 }
 
-/// Creates `n` tasks over [`TENANTS`] tenants and [`TOOLS`] tools with `conc` callers;
-/// every twentieth is then completed and every thousandth asks a question.
+/// Creates `n` tasks over [`TENANTS`] tenants and [`TOOLS`] tools with `conc` callers; one
+/// in twenty is then completed and one in a thousand asks a question.
 async fn fill(store: &Arc<dyn Store>, n: usize, conc: usize) -> Result<(), String> {
     let conc = conc.max(1);
     let mut joins = Vec::new();
@@ -187,14 +187,17 @@ async fn fill(store: &Arc<dyn Store>, n: usize, conc: usize) -> Result<(), Strin
                 let id = TaskId::generate();
                 let work = Work::new(
                     "snodo/tool-call",
-                    json!({"tool": format!("tool{}", i % TOOLS), "arguments": {"n": i}}),
+                    json!({"tool": format!("tool{}", (i / TENANTS) % TOOLS), "arguments": {"n": i}}),
                     id.to_string(),
                 );
                 let new = NewTask::new(id, Scope::new(format!("t{}", i % TENANTS)), work);
-                if i % 20 == 0 || i % 1_000 == 1 {
+                // Runs of 50 consecutive tasks (every tenant and tool) share a fate.
+                let run = i / 50;
+                let completes = run % 20 == 0;
+                if completes || run % 1_000 == 1 {
                     let claimed = store.create_claimed(new, &claim).await?;
                     let lease = claimed.lease;
-                    let kind = if i % 20 == 0 {
+                    let kind = if completes {
                         EventKind::Completed {
                             result: json!({"content": [{"type": "text", "text": "ok"}]}),
                         }

@@ -418,33 +418,20 @@ async fn dispatch(args: &TasksArgs) -> Result<(), Failure> {
                     "failed",
                     "cancelled",
                 ];
-                let mut table = vec![{
-                    let mut r = [
-                        "(all)".to_owned(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                    ];
-                    for (i, st) in statuses.iter().enumerate() {
-                        r[i + 1] = v["byStatus"][st].as_u64().unwrap_or(0).to_string();
-                    }
-                    r
-                }];
+                let row = |name: &str, by: &Value| -> [String; 6] {
+                    let n = |st: &str| by[st].as_u64().unwrap_or(0).to_string();
+                    [
+                        name.to_owned(),
+                        n(statuses[0]),
+                        n(statuses[1]),
+                        n(statuses[2]),
+                        n(statuses[3]),
+                        n(statuses[4]),
+                    ]
+                };
+                let mut table = vec![row("(all)", &v["byStatus"])];
                 for (tool, by) in v["byTool"].as_object().into_iter().flatten() {
-                    let mut r = [
-                        tool.clone(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                    ];
-                    for (i, st) in statuses.iter().enumerate() {
-                        r[i + 1] = by[st].as_u64().unwrap_or(0).to_string();
-                    }
-                    table.push(r);
+                    table.push(row(tool, by));
                 }
                 print_table(
                     [

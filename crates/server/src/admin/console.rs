@@ -163,6 +163,38 @@ async fn signed_in(State(s): State<ConsoleState>, mut request: Request, next: Ne
     }
 }
 
+/// A form posted by the signed-in operator, its CSRF token checked: every console POST
+/// behind sign-in takes its body through this.
+struct Posted {
+    session: Session,
+    form: Vec<(String, String)>,
+}
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for Posted {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let Some(session) = request.extensions().get::<Session>().cloned() else {
+            return Err(error_page(&AdminError::Unauthenticated("sign in first".into())));
+        };
+        let Form(form) = Form::<Vec<(String, String)>>::from_request(request, state)
+            .await
+            .map_err(|e| error_page(&AdminError::Invalid(format!("the form: {e}"))))?;
+        check_csrf(&session, &form).map_err(|e| error_page(&e))?;
+        Ok(Self { session, form })
+    }
+}
+
+/// Where an action on task `id` leads: back to its page with `done`, or with the error
+/// (a task out of reach is an error page of its own).
+fn acted<T>(id: &str, done: &str, outcome: Result<T, AdminError>) -> Response {
+    match outcome {
+        Ok(_) => back_to(id, Ok(done)),
+        Err(AdminError::NotFound) => error_page(&AdminError::NotFound),
+        Err(e) => back_to(id, Err(e.to_string())),
+    }
+}
+
 /// Checks a posted form's CSRF token.
 fn check_csrf(session: &Session, form: &[(String, String)]) -> Result<(), AdminError> {
     let posted = form
@@ -559,13 +591,7 @@ async fn oauth_callback(
     }
 }
 
-async fn logout(
-    axum::Extension(session): axum::Extension<Session>,
-    Form(form): Form<Vec<(String, String)>>,
-) -> Response {
-    if let Err(e) = check_csrf(&session, &form) {
-        return error_page(&e);
-    }
+async fn logout(_: Posted) -> Response {
     let mut r = Redirect::to("/console/login").into_response();
     r.headers_mut().insert(
         header::SET_COOKIE,
@@ -1040,48 +1066,22 @@ fn back_to(id: &str, outcome: Result<&str, String>) -> Response {
     Redirect::to(&format!("/console/tasks/{}?{q}", encode(id))).into_response()
 }
 
-async fn cancel(
-    State(s): State<ConsoleState>,
-    axum::Extension(session): axum::Extension<Session>,
-    Path(id): Path<String>,
-    Form(form): Form<Vec<(String, String)>>,
-) -> Response {
-    if let Err(e) = check_csrf(&session, &form) {
-        return error_page(&e);
-    }
-    let message = field(&form, "message").map(str::to_owned);
-    match s.admin.server.admin_cancel(&session.op, &id, message).await {
-        Ok(_) => back_to(&id, Ok("Cancelled.")),
-        Err(AdminError::NotFound) => error_page(&AdminError::NotFound),
-        Err(e) => back_to(&id, Err(e.to_string())),
-    }
+async fn cancel(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted) -> Response {
+    let message = field(&p.form, "message").map(str::to_owned);
+    let outcome = s.admin.server.admin_cancel(&p.session.op, &id, message).await;
+    acted(&id, "Cancelled.", outcome)
 }
 
-async fn retry(
-    State(s): State<ConsoleState>,
-    axum::Extension(session): axum::Extension<Session>,
-    Path(id): Path<String>,
-    Form(form): Form<Vec<(String, String)>>,
-) -> Response {
-    if let Err(e) = check_csrf(&session, &form) {
-        return error_page(&e);
-    }
-    match s.admin.server.admin_retry(&session.op, &id).await {
-        Ok(_) => back_to(&id, Ok("Due now: a runner takes it next.")),
-        Err(AdminError::NotFound) => error_page(&AdminError::NotFound),
-        Err(e) => back_to(&id, Err(e.to_string())),
-    }
+async fn retry(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted) -> Response {
+    let outcome = s.admin.server.admin_retry(&p.session.op, &id).await;
+    acted(&id, "Due now: a runner takes it next.", outcome)
 }
 
 async fn answer_form(
     State(s): State<ConsoleState>,
-    axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
-    Form(form): Form<Vec<(String, String)>>,
+    Posted { session, form }: Posted,
 ) -> Response {
-    if let Err(e) = check_csrf(&session, &form) {
-        return error_page(&e);
-    }
     let server = &s.admin.server;
     let response = async {
         let key =
@@ -1110,11 +1110,7 @@ async fn answer_form(
         server.admin_answer(&session.op, &id, responses).await
     }
     .await;
-    match response {
-        Ok(_) => back_to(&id, Ok("Answer accepted.")),
-        Err(AdminError::NotFound) => error_page(&AdminError::NotFound),
-        Err(e) => back_to(&id, Err(e.to_string())),
-    }
+    acted(&id, "Answer accepted.", response)
 }
 
 // ---- bulk cancel ----
@@ -1171,14 +1167,7 @@ fn filter_summary(f: &TaskFilter) -> Markup {
     }
 }
 
-async fn bulk_run(
-    State(s): State<ConsoleState>,
-    axum::Extension(session): axum::Extension<Session>,
-    Form(form): Form<Vec<(String, String)>>,
-) -> Response {
-    if let Err(e) = check_csrf(&session, &form) {
-        return error_page(&e);
-    }
+async fn bulk_run(State(s): State<ConsoleState>, Posted { session, form }: Posted) -> Response {
     if field(&form, "confirm") != Some("yes") {
         return error_page(&AdminError::Invalid(
             "confirm the cancellation first".into(),
