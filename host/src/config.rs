@@ -437,7 +437,10 @@ fn token_of(
                 format!("the environment variable {var} is not set"),
             )
         }),
-        _ => Err((key.to_owned(), "give exactly one of token and token_env".into())),
+        _ => Err((
+            key.to_owned(),
+            "give exactly one of token and token_env".into(),
+        )),
     }
 }
 

@@ -1351,6 +1351,9 @@ pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Ve
     Ok(reaped)
 }
 
+/// A listing entry: its key and the task's tool.
+type Entry = (Vec<u8>, String);
+
 /// One page of tasks: a walk down the listing ranges the query picks (see [`listing`]),
 /// merged newest first, reading only the tasks whose entries can match.
 pub(crate) fn list(view: &dyn View, ctx: &Ctx, q: &TaskQuery) -> StoreResult<TaskPage> {
@@ -1365,7 +1368,7 @@ pub(crate) fn list(view: &dyn View, ctx: &Ctx, q: &TaskQuery) -> StoreResult<Tas
     };
     // Per range: entries read and not yet fed (newest last, so `pop` takes the newest),
     // and where the next read ends (`None`: the range is exhausted).
-    let mut heads: Vec<(Vec<(Vec<u8>, String)>, Option<Vec<u8>>)> = walk
+    let mut heads: Vec<(Vec<Entry>, Option<Vec<u8>>)> = walk
         .ranges
         .iter()
         .map(|r| (Vec::new(), Some(r.to.clone())))

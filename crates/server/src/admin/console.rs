@@ -175,7 +175,9 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for Posted {
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let Some(session) = request.extensions().get::<Session>().cloned() else {
-            return Err(error_page(&AdminError::Unauthenticated("sign in first".into())));
+            return Err(error_page(&AdminError::Unauthenticated(
+                "sign in first".into(),
+            )));
         };
         let Form(form) = Form::<Vec<(String, String)>>::from_request(request, state)
             .await
@@ -1068,7 +1070,11 @@ fn back_to(id: &str, outcome: Result<&str, String>) -> Response {
 
 async fn cancel(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted) -> Response {
     let message = field(&p.form, "message").map(str::to_owned);
-    let outcome = s.admin.server.admin_cancel(&p.session.op, &id, message).await;
+    let outcome = s
+        .admin
+        .server
+        .admin_cancel(&p.session.op, &id, message)
+        .await;
     acted(&id, "Cancelled.", outcome)
 }
 

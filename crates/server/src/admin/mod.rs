@@ -238,12 +238,8 @@ impl Admin {
                 self.config.scopes.join(" ")
             )));
         }
-        let cross_tenant = self.config.open_locally
-            || self
-                .config
-                .cross_tenant
-                .iter()
-                .any(|t| *t == caller.principal.tenant);
+        let cross_tenant =
+            self.config.open_locally || self.config.cross_tenant.contains(&caller.principal.tenant);
         Ok(Operator {
             principal: caller.principal.clone(),
             cross_tenant,

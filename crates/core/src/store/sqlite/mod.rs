@@ -309,12 +309,10 @@ fn build_listing(conn: &Connection) -> StoreResult<()> {
         let mut stmt = conn
             .prepare("SELECT id FROM tasks ORDER BY id")
             .map_err(backend)?;
-        let ids = stmt
-            .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        stmt.query_map([], |r| r.get::<_, Vec<u8>>(0))
             .map_err(backend)?
             .collect::<Result<Vec<_>, _>>()
-            .map_err(backend)?;
-        ids
+            .map_err(backend)?
     };
     let mut rows = Rows::new(conn);
     for id in records {
