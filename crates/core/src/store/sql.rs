@@ -28,8 +28,11 @@ pub(crate) struct Row {
     pub(crate) claim: Option<ClaimCols>,
     /// The task without its claim.
     pub(crate) body: Vec<u8>,
-    /// When it was created and last changed (the operators' queries read them).
+    /// When it was created and last changed: columns of PostgreSQL's listing indexes (SQLite
+    /// keeps the listing as entries of its own).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) created_at: i64,
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) updated_at: i64,
 }
 
