@@ -1,0 +1,107 @@
+"""JSON Schemas from Python type hints: a tool's input schema is its parameters'.
+
+Supported: str, int, float, bool, None, list[T], dict[str, T], Optional[T] / T | None,
+Literal[...] (an enum), Enum subclasses, dataclasses and TypedDicts (objects), and
+`Annotated[T, "description"]` for a field's description. A parameter with a default is not
+required and carries the default. Anything else is refused when the tool is declared, so a
+tool never describes a schema it cannot check.
+"""
+
+import dataclasses
+import enum
+import inspect
+import types
+import typing
+
+
+class SchemaError(TypeError):
+    """A type hint this SDK cannot turn into a JSON Schema."""
+
+
+def _is_optional(hint):
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if type(None) in args:
+            rest = [a for a in args if a is not type(None)]
+            return True, rest[0] if len(rest) == 1 else typing.Union[tuple(rest)]
+    return False, hint
+
+
+def schema_of(hint, where="a value"):
+    """The JSON Schema of `hint`; `where` names it in errors."""
+    if hint is inspect.Parameter.empty or hint is typing.Any:
+        raise SchemaError(f"{where} needs a type hint")
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Annotated:
+        schema = schema_of(args[0], where)
+        for extra in args[1:]:
+            if isinstance(extra, str):
+                schema["description"] = extra
+        return schema
+    optional, inner = _is_optional(hint)
+    if optional:
+        return schema_of(inner, where)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [schema_of(a, where) for a in args]}
+    if origin is typing.Literal:
+        return {"enum": list(args)}
+    if origin in (list, typing.List):
+        return {"type": "array", "items": schema_of(args[0], where) if args else {}}
+    if origin in (dict, typing.Dict):
+        if args and args[0] is not str:
+            raise SchemaError(f"{where}: object keys are strings")
+        return {"type": "object", "additionalProperties": schema_of(args[1], where) if args else {}}
+    if hint is str:
+        return {"type": "string"}
+    if hint is bool:
+        return {"type": "boolean"}
+    if hint is int:
+        return {"type": "integer"}
+    if hint is float:
+        return {"type": "number"}
+    if hint is type(None):
+        return {"type": "null"}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [m.value for m in hint]}
+    if dataclasses.is_dataclass(hint):
+        return _object_of(
+            [(f.name, f.type, f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty)
+             for f in dataclasses.fields(hint)],
+            where, typing.get_type_hints(hint, include_extras=True))
+    if isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__annotations__"):
+        hints = typing.get_type_hints(hint, include_extras=True)
+        required = getattr(hint, "__required_keys__", set(hints))
+        return _object_of([(k, v, inspect.Parameter.empty if k in required else None) for k, v in hints.items()],
+                          where, hints)
+    raise SchemaError(f"{where}: no JSON Schema for {hint!r}")
+
+
+def _object_of(fields, where, hints):
+    props, required = {}, []
+    for name, hint, default in fields:
+        hint = hints.get(name, hint)
+        s = schema_of(hint, f"{where}.{name}")
+        optional, _ = _is_optional(hint)
+        if default is inspect.Parameter.empty and not optional:
+            required.append(name)
+        elif default is not inspect.Parameter.empty and default is not None:
+            s["default"] = default
+        props[name] = s
+    out = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    return out
+
+
+def input_schema(fn, skip_first):
+    """The input schema of `fn`'s parameters (after the context, when `skip_first`)."""
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)
+    params = list(sig.parameters.values())[1 if skip_first else 0:]
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise SchemaError(f"{fn.__name__}: *args and **kwargs have no schema")
+    return _object_of([(p.name, hints.get(p.name, p.annotation), p.default) for p in params],
+                      fn.__name__, hints)
