@@ -238,7 +238,7 @@ pub async fn serve_reloading(
     let serving = http::serve(
         listener,
         match authenticator {
-            Authentication::Static(tokens) => http::router_with(server, http_config, tokens),
+            Authentication::Static => http::router(server, http_config),
             Authentication::OAuth(rs) => http::router_oauth(server, http_config, rs),
         },
         &opts.http_limits,
@@ -393,15 +393,14 @@ fn start_node(
 /// configured, else the static tokens. The resource server learns the bound address, which
 /// names the resource when none is configured.
 enum Authentication {
-    Static(Arc<http::StaticTokens>),
+    /// The configured tokens (`HttpConfig::tokens`), or none on loopback.
+    Static,
     OAuth(Arc<http::ResourceServer>),
 }
 
 fn authenticator(opts: &ServeOptions, addr: SocketAddr) -> Result<Authentication, ServeError> {
     let Some(oauth) = &opts.oauth else {
-        return Ok(Authentication::Static(Arc::new(http::StaticTokens::new(
-            &opts.tokens,
-        ))));
+        return Ok(Authentication::Static);
     };
     let mut config = oauth.clone();
     config.challenge_scopes = opts.scopes.ordinary();
@@ -429,7 +428,6 @@ fn http_config(opts: &ServeOptions) -> HttpConfig {
             } else {
                 opts.scopes.admin.clone()
             },
-            open_locally: opts.tokens.is_empty() && opts.oauth.is_none(),
             ..opts.admin.clone()
         },
         ..HttpConfig::default()

@@ -173,26 +173,30 @@ pub(crate) fn check(request: &Value, response: &Value) -> Result<(), String> {
     let Some(obj) = response.as_object() else {
         return Err("must be a JSON object".into());
     };
-    let Ok(form) = form_of(request) else {
+    if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
         return Ok(());
+    }
+    let action = obj.get("action").and_then(Value::as_str);
+    if !matches!(action, Some("accept" | "decline" | "cancel")) {
+        return Err("needs an action: accept, decline or cancel".into());
+    }
+    if action != Some("accept") || request["params"]["mode"] == "url" {
+        // A decline, a cancel and a URL question's answer carry no content.
+        if obj.contains_key("content") {
+            return Err("carries content this answer cannot have".into());
+        }
+        return Ok(());
+    }
+    let empty = Map::new();
+    let content = match obj.get("content") {
+        Some(Value::Object(c)) => c,
+        None => &empty,
+        Some(_) => return Err("has content that is not an object".into()),
     };
-    match obj.get("action").and_then(Value::as_str) {
-        Some("decline" | "cancel") => {
-            if obj.contains_key("content") {
-                return Err("declines or cancels without content".into());
-            }
-            Ok(())
-        }
-        Some("accept") => {
-            let empty = Map::new();
-            let content = match obj.get("content") {
-                Some(Value::Object(c)) => c,
-                None => &empty,
-                Some(_) => return Err("has content that is not an object".into()),
-            };
-            check_content(&form.fields, content)
-        }
-        _ => Err("needs an action: accept, decline or cancel".into()),
+    match form_of(request) {
+        Ok(form) => check_content(&form.fields, content),
+        // A schema past the flat subset is the tool's to check.
+        Err(_) => Ok(()),
     }
 }
 
@@ -366,6 +370,26 @@ mod tests {
             "colour": "red", "tags": ["a"], "ratio": 0.5}});
         assert_eq!(check(&q, &ok), Ok(()));
         assert_eq!(check(&q, &json!({"action": "decline"})), Ok(()));
+        assert!(check(&q, &json!({"action": "decline", "content": {}})).is_err());
+        let url = json!({"method": "elicitation/create", "params": {"mode": "url",
+            "message": "Sign in", "url": "https://example.com", "elicitationId": "e1"}});
+        assert_eq!(check(&url, &json!({"action": "accept"})), Ok(()));
+        assert!(check(&url, &json!({"action": "accept", "content": {"x": 1}})).is_err());
+        assert!(check(&url, &json!({"action": "maybe"})).is_err());
+        let nested = json!({"method": "elicitation/create", "params": {"message": "m",
+            "requestedSchema": {"type": "object", "properties": {"o": {"type": "object"}}}}});
+        assert!(form_of(&nested).is_err(), "no form for a nested object");
+        assert!(
+            check(&nested, &json!({})).is_err(),
+            "an action is still needed"
+        );
+        assert_eq!(
+            check(
+                &json!({"method": "sampling/createMessage"}),
+                &json!({"role": "assistant"})
+            ),
+            Ok(())
+        );
         for (bad, why) in [
             (json!("yes"), "must be a JSON object"),
             (json!({"action": "maybe"}), "needs an action"),

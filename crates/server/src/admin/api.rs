@@ -85,7 +85,43 @@ pub(crate) fn routes(state: AdminState) -> Router {
 }
 
 /// Puts the [`Operator`] into the request's extensions, or answers 401/403.
+///
+/// A POST must say it is JSON and, when a browser sent it (with an `Origin`), come from
+/// this very origin: a page on another port of the same host must not be able to post a
+/// form-encoded or plain-text body that a server without authentication would take.
 async fn operator(State(s): State<AdminState>, mut request: Request, next: Next) -> Response {
+    if request.method() == axum::http::Method::POST {
+        let h = request.headers();
+        let json = h
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim()
+                    .to_ascii_lowercase()
+                    .starts_with("application/json")
+            });
+        if !json {
+            return AdminError::Invalid(
+                "an admin request's body is JSON (Content-Type: application/json)".into(),
+            )
+            .into_response();
+        }
+        if let Some(origin) = h.get(header::ORIGIN) {
+            let host = h
+                .get(header::HOST)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            let same = origin
+                .to_str()
+                .ok()
+                .and_then(|o| o.split_once("://"))
+                .is_some_and(|(_, rest)| rest.trim_end_matches('/') == host);
+            if !same {
+                return AdminError::Forbidden("a cross-origin request to the admin API".into())
+                    .into_response();
+            }
+        }
+    }
     match s
         .admin
         .bearer_operator(request.headers(), &s.authenticator)
@@ -230,11 +266,18 @@ pub(crate) fn changes(
     let mut feed = server
         .change_feed()
         .ok_or_else(|| AdminError::Unavailable("this server keeps no change feed".into()))?;
+    // An operator's streams draw on its tenant's subscription-stream budget.
+    let slot = server
+        .stream_slot(&op.principal.tenant)
+        .map_err(AdminError::Unavailable)?;
     let closing = server.closing();
     Ok(async_stream_of(move |tx| async move {
+        let _slot = slot;
         loop {
+            // A client that left ends its stream at once, whether or not changes come.
             let changed = tokio::select! {
                 () = closing.cancelled() => return,
+                () = tx.closed() => return,
                 c = feed.recv() => c,
             };
             let event = match changed {

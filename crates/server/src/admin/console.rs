@@ -149,7 +149,8 @@ async fn signed_in(State(s): State<ConsoleState>, mut request: Request, next: Ne
         Err(e) => return error_page(&e.into()),
     };
     let value = cookie(request.headers(), SESSION_COOKIE).map(str::to_owned);
-    match value.and_then(|v| sessions.open(&v, now).map(|op| (op, v))) {
+    let fingerprint = s.admin.admin.fingerprint();
+    match value.and_then(|v| sessions.open(&v, now, fingerprint).map(|op| (op, v))) {
         Some((op, v)) => {
             let csrf = sessions.csrf(&v);
             request.extensions_mut().insert(Session { op, csrf });
@@ -395,7 +396,7 @@ async fn session_cookie(s: &ConsoleState, op: &Operator) -> Result<HeaderValue, 
     let sessions = s.sessions().await?;
     let now = s.admin.server.store.now().await?;
     let ms = s.admin.admin.config().session_ms;
-    let value = sessions.seal(op, now.plus_ms(ms));
+    let value = sessions.seal(op, now.plus_ms(ms), s.admin.admin.fingerprint());
     HeaderValue::from_str(&format!(
         "{SESSION_COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
         ms / 1000
@@ -1143,6 +1144,7 @@ async fn bulk_preview(
                 p role="status" {
                     "This filter selects " strong data-matched=(preview.matched) { (preview.matched) } " live task(s)"
                     @if preview.capped { " (at least: the cap of " (preview.cap) " was reached; run again for the rest)" }
+                    @if preview.incomplete { " (at least: the filter matches too little of the store to count it all at once)" }
                     "."
                 }
                 (filter_summary(&filter))
@@ -1203,6 +1205,7 @@ fn bulk_summary(filter: &TaskFilter, o: &BulkOutcome) -> Markup {
             "Cancelled " strong { (o.cancelled) } " of " (o.matched) " task(s); "
             (o.already_finished) " had already finished; " (o.failed.len()) " could not be cancelled."
             @if o.capped { " More tasks matched than the cap of " (o.cap) ": run it again for the rest." }
+            @if o.incomplete { " More may match further on: run it again." }
         }
         @if !o.failed.is_empty() {
             ul { @for f in &o.failed { li { code { (f.id) } ": " (f.error) } } }

@@ -36,6 +36,10 @@ pub use session::SESSION_COOKIE;
 pub const DEFAULT_BULK_CAP: usize = 1_000;
 /// The largest cap a bulk cancel may ask for.
 pub const MAX_BULK_CAP: usize = 10_000;
+/// The most listing pages one bulk cancel (or preview) walks, each at most
+/// [`snodo_core::store::LIST_SCAN`] entries: a filter that matches little cannot make it
+/// walk the whole store. Past it the outcome says `incomplete`.
+pub const MAX_BULK_PAGES: usize = 40;
 
 /// How operators are recognised (`[admin]`).
 #[derive(Debug, Clone, Default)]
@@ -48,7 +52,8 @@ pub struct AdminConfig {
     /// The scopes an OAuth caller needs to be an operator (`[auth.scopes] admin`).
     pub scopes: Vec<String>,
     /// No authentication is configured (a loopback-only server): the local caller is an
-    /// operator of every tenant.
+    /// operator of every tenant. Set by the routes from the authenticator they are built
+    /// with (`http::router` without tokens), whatever is given here.
     pub open_locally: bool,
     /// How long a console sign-in lasts, in ms.
     pub session_ms: u64,
@@ -92,6 +97,11 @@ pub const DEFAULT_SESSION_MS: u64 = 8 * 60 * 60 * 1000;
 pub(crate) struct Admin {
     config: AdminConfig,
     tokens: Vec<(TokenDigest, Principal, bool)>,
+    /// A digest of who is an operator here (the admin tokens, cross-tenant tenants, admin
+    /// scopes, the loopback case): console sessions carry it, so a change of any of them
+    /// ends the sessions it made, and a session from a node configured otherwise (a
+    /// development node without authentication sharing the store) is refused.
+    fingerprint: String,
 }
 
 /// Who is acting, and how far they reach.
@@ -198,8 +208,31 @@ impl Admin {
             .tokens
             .iter()
             .map(|(t, p, cross)| (digest(t), p.clone(), *cross))
+            .collect::<Vec<_>>();
+        let mut who: Vec<String> = tokens
+            .iter()
+            .map(|(d, p, cross): &(TokenDigest, Principal, bool)| {
+                format!("{}|{}|{}|{cross}", hex(d), p.tenant, p.subject)
+            })
             .collect();
-        Self { config, tokens }
+        who.sort();
+        let described = serde_json::json!({
+            "tokens": who,
+            "cross": config.cross_tenant,
+            "scopes": config.scopes,
+            "open": config.open_locally,
+        });
+        let fingerprint = hex(&digest(&described.to_string()))[..16].to_owned();
+        Self {
+            config,
+            tokens,
+            fingerprint,
+        }
+    }
+
+    /// The digest console sessions are bound to.
+    pub(crate) fn fingerprint(&self) -> &str {
+        &self.fingerprint
     }
 
     pub(crate) fn config(&self) -> &AdminConfig {
@@ -266,6 +299,10 @@ impl Admin {
             Err(refused) => Err(AdminError::Unauthenticated(refused.message)),
         }
     }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What an operator sees of one task.
@@ -343,6 +380,8 @@ pub struct BulkOutcome {
     pub matched: usize,
     /// More live tasks match than the cap: another request takes the rest.
     pub capped: bool,
+    /// The walk stopped at [`MAX_BULK_PAGES`] before the listing ran out: more may match.
+    pub incomplete: bool,
     /// Cancelled now.
     pub cancelled: usize,
     /// Already finished when their turn came.
@@ -556,6 +595,7 @@ impl McpServer {
             ..Default::default()
         };
         let mut matched = Vec::new();
+        let mut pages = 0;
         'statuses: for status in statuses {
             let mut q = TaskQuery::new(
                 TaskFilter {
@@ -565,6 +605,11 @@ impl McpServer {
                 snodo_core::store::MAX_LIST_LIMIT,
             );
             loop {
+                if pages == MAX_BULK_PAGES {
+                    out.incomplete = true;
+                    break 'statuses;
+                }
+                pages += 1;
                 let page = self.store.list_tasks(&q).await?;
                 for t in page.tasks {
                     if matched.len() == cap {

@@ -42,6 +42,8 @@ struct Claims {
     s: String,
     x: bool,
     exp: u64,
+    /// The operator configuration it was made under ([`super::Admin`]'s fingerprint).
+    f: String,
 }
 
 /// Seals and opens sessions and CSRF tokens.
@@ -66,27 +68,29 @@ impl Sessions {
         }
     }
 
-    /// A cookie value for `op` valid until `exp`.
-    pub(crate) fn seal(&self, op: &Operator, exp: Timestamp) -> String {
+    /// A cookie value for `op` valid until `exp` under the operator configuration
+    /// `fingerprint`.
+    pub(crate) fn seal(&self, op: &Operator, exp: Timestamp, fingerprint: &str) -> String {
         let claims = Claims {
             t: op.principal.tenant.clone(),
             s: op.principal.subject.clone(),
             x: op.cross_tenant,
             exp: exp.as_millis(),
+            f: fingerprint.to_owned(),
         };
         let body = B64.encode(serde_json::to_vec(&claims).unwrap_or_default());
         let tag = B64.encode(hmac::sign(&self.seal, body.as_bytes()).as_ref());
         format!("{body}.{tag}")
     }
 
-    /// The operator a cookie value names, if its seal holds and it has not expired at
-    /// `now`.
-    pub(crate) fn open(&self, value: &str, now: Timestamp) -> Option<Operator> {
+    /// The operator a cookie value names, if its seal holds, it has not expired at `now`
+    /// and it was made under the operator configuration `fingerprint`.
+    pub(crate) fn open(&self, value: &str, now: Timestamp, fingerprint: &str) -> Option<Operator> {
         let (body, tag) = value.split_once('.')?;
         let tag = B64.decode(tag).ok()?;
         hmac::verify(&self.seal, body.as_bytes(), &tag).ok()?;
         let claims: Claims = serde_json::from_slice(&B64.decode(body).ok()?).ok()?;
-        if claims.exp <= now.as_millis() {
+        if claims.exp <= now.as_millis() || claims.f != fingerprint {
             return None;
         }
         Some(Operator {
@@ -142,11 +146,20 @@ mod tests {
     #[test]
     fn a_session_opens_only_sealed_unaltered_and_in_time() {
         let s = Sessions::new(&[7; 32]);
-        let v = s.seal(&op(), Timestamp(1_000));
-        assert_eq!(s.open(&v, Timestamp(999)), Some(op()));
-        assert_eq!(s.open(&v, Timestamp(1_000)), None, "expired");
+        let v = s.seal(&op(), Timestamp(1_000), "f1");
+        assert_eq!(s.open(&v, Timestamp(999), "f1"), Some(op()));
+        assert_eq!(s.open(&v, Timestamp(1_000), "f1"), None, "expired");
+        assert_eq!(
+            s.open(&v, Timestamp(0), "f2"),
+            None,
+            "operators configured otherwise"
+        );
         let other = Sessions::new(&[8; 32]);
-        assert_eq!(other.open(&v, Timestamp(0)), None, "another store's key");
+        assert_eq!(
+            other.open(&v, Timestamp(0), "f1"),
+            None,
+            "another store's key"
+        );
         // A changed body (a cross-tenant claim slipped in) breaks the seal.
         let (body, tag) = v.split_once('.').expect("sealed");
         let forged = B64.encode(
@@ -155,14 +168,15 @@ mod tests {
                 s: "ada".into(),
                 x: true,
                 exp: 1_000,
+                f: "f1".into(),
             })
             .expect("json"),
         );
         assert_ne!(forged, body);
-        assert_eq!(s.open(&format!("{forged}.{tag}"), Timestamp(0)), None);
+        assert_eq!(s.open(&format!("{forged}.{tag}"), Timestamp(0), "f1"), None);
         let csrf = s.csrf(&v);
         assert_eq!(csrf, s.csrf(&v), "one token per session");
-        assert_ne!(csrf, s.csrf(&s.seal(&op(), Timestamp(2_000))));
+        assert_ne!(csrf, s.csrf(&s.seal(&op(), Timestamp(2_000), "f1")));
         assert_ne!(csrf, other.csrf(&v));
     }
 }

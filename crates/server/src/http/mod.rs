@@ -71,7 +71,6 @@ impl Default for HttpConfig {
             metrics_token: None,
             oauth: false,
             admin: crate::admin::AdminConfig {
-                open_locally: true,
                 scopes: vec!["admin".into()],
                 session_ms: crate::admin::DEFAULT_SESSION_MS,
                 ..Default::default()
@@ -156,10 +155,12 @@ impl tower::Service<Request> for App {
     }
 }
 
-/// The routes over `server`, authenticated by the configured static tokens.
+/// The routes over `server`, authenticated by the configured static tokens. Without any,
+/// the server is loopback-only and its local caller is an operator of every tenant.
 pub fn router(server: Arc<McpServer>, config: HttpConfig) -> App {
     let tokens = Arc::new(StaticTokens::new(&config.tokens));
-    router_with(server, config, tokens)
+    let open = config.tokens.is_empty() && !config.oauth;
+    routes(server, config, tokens, None, open)
 }
 
 /// The routes over `server`, authenticated by `authenticator`.
@@ -168,13 +169,13 @@ pub fn router_with(
     config: HttpConfig,
     authenticator: Arc<dyn Authenticator>,
 ) -> App {
-    routes(server, config, authenticator, None)
+    routes(server, config, authenticator, None, false)
 }
 
 /// The routes over `server`, authenticated by the OAuth resource server `oauth` (which the
 /// console's sign-in through the identity provider also uses).
 pub fn router_oauth(server: Arc<McpServer>, config: HttpConfig, oauth: Arc<ResourceServer>) -> App {
-    routes(server, config, oauth.clone(), Some(oauth))
+    routes(server, config, oauth.clone(), Some(oauth), false)
 }
 
 fn routes(
@@ -182,10 +183,13 @@ fn routes(
     mut config: HttpConfig,
     authenticator: Arc<dyn Authenticator>,
     oauth: Option<Arc<ResourceServer>>,
+    open_locally: bool,
 ) -> App {
     // Only a server nobody authenticates to (loopback only) makes its local caller an
-    // operator, whatever the admin settings say.
-    config.admin.open_locally &= config.tokens.is_empty() && !config.oauth;
+    // operator: decided by the authenticator the routes were built with, never by a
+    // setting (a custom authenticator's callers are no operators unless they hold the
+    // admin scopes).
+    config.admin.open_locally = open_locally;
     let admin = crate::admin::api::AdminState {
         server: server.clone(),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),

@@ -419,6 +419,14 @@ impl McpServer {
         self.changes.as_ref().map(|f| f.subscribe())
     }
 
+    /// A subscription-stream slot of `tenant` (held while an operator's change stream is
+    /// open), or the refusal naming the budget.
+    pub(crate) fn stream_slot(&self, tenant: &str) -> Result<snodo_runner::budget::Slot, String> {
+        self.stream_slots
+            .try_acquire(tenant)
+            .map_err(|r| self.refuse(&r).message)
+    }
+
     /// Cancelled at shutdown: long-lived streams end with it.
     pub(crate) fn closing(&self) -> tokio_util::sync::CancellationToken {
         self.closing.clone()

@@ -490,3 +490,69 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
         assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
     }
 }
+
+#[tokio::test]
+async fn only_a_server_without_authentication_makes_its_local_caller_an_operator() {
+    let fixtures = fixtures().await;
+    let open = |custom: bool| {
+        let (server, _) = common::mcp_server(
+            common::catalog_of(&[&fixtures], Default::default()),
+            Default::default(),
+        );
+        if custom {
+            // An embedder's authenticator whose callers hold every MCP scope.
+            snodo_server::http::router_with(
+                server,
+                HttpConfig::default(),
+                std::sync::Arc::new(snodo_server::http::StaticTokens::new(&[])),
+            )
+        } else {
+            router(server, HttpConfig::default())
+        }
+    };
+    let (s, v) = get(&open(false), "/admin/v1/whoami", "ignored-token-0123456789").await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["crossTenant"], true);
+    let (s, _) = get(&open(true), "/admin/v1/whoami", "ignored-token-0123456789").await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "a custom authenticator's caller is no operator"
+    );
+}
+
+#[tokio::test]
+async fn admin_writes_are_json_from_this_origin() {
+    let app = admin_app().await;
+    let id = start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await;
+    let path = format!("/admin/v1/tasks/{id}/cancel");
+    let with = |ctype: &str, origin: Option<&str>| {
+        let mut b = Request::post(path.as_str())
+            .header("host", "localhost:3001")
+            .header("authorization", format!("Bearer {ACME_OPS}"))
+            .header("content-type", ctype);
+        if let Some(o) = origin {
+            b = b.header("origin", o);
+        }
+        b.body(Body::from("{}")).expect("request")
+    };
+    let (s, _, _) = send(&app, with("text/plain", None)).await;
+    assert_eq!(
+        s,
+        StatusCode::BAD_REQUEST,
+        "a body that is not declared JSON"
+    );
+    let (s, _, _) = send(
+        &app,
+        with("application/json", Some("http://localhost:8080")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "another port of the same host");
+    let (s, v, _) = send(
+        &app,
+        with("application/json", Some("http://localhost:3001")),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["status"], "cancelled");
+}
