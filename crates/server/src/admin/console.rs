@@ -795,8 +795,8 @@ fn row(t: &TaskSummary) -> Markup {
     }
 }
 
-/// The live updates: on each change the feed reports, fetch the fragment again and swap
-/// it in (at most one fetch in flight, one more queued).
+/// The live updates: on each change the feed reports, and each time the stream opens,
+/// fetch the fragment again and swap it in (at most one fetch in flight, one more queued).
 fn live_script(events: &str) -> Markup {
     let events = serde_json::to_string(events).unwrap_or_else(|_| "\"\"".into());
     html! {
@@ -815,6 +815,9 @@ fn live_script(events: &str) -> Markup {
       .finally(function() {{ busy = false; if (again) {{ again = false; refresh(); }} }});
   }}
   var es = new EventSource({events});
+  // Once subscribed (and after every reconnect): what changed since the page was
+  // rendered, or while the stream was down, is not on the stream.
+  es.addEventListener('open', refresh);
   es.addEventListener('task', refresh);
   es.addEventListener('lagged', refresh);
   document.documentElement.setAttribute('data-live', 'on');
