@@ -8,7 +8,8 @@ per task: the GET was answered from the task's journal, and the POST carried
 `Idempotency-Key: <task id>-1`. The service's API key is injected by the host from a secret
 the guest never sees; it is in no reply, no log line and no store file.
 
-Run on both durable single-node stores: redb (the default) and SQLite; then, where
+Run on both durable single-node stores: redb (the default) and SQLite, and on redb with the
+same tool written in Python and in JavaScript (the fixtures scripts/guests builds); then, where
 PostgreSQL answers, on two nodes sharing it: the task asks on node A, A is killed, and node
 B takes the answer and replays the task's journal.
 """
@@ -20,7 +21,11 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
+from snodo_client import GUESTS, PG_URL, ROOT, SNODO, Server, check, postgres_available
+
+RUST = f"{GUESTS}/outbound.wasm"
+PYTHON = os.path.join(ROOT, "target", "guests", "python", "fixtures.wasm")
+JS = os.path.join(ROOT, "target", "guests", "js", "fixtures.wasm")
 
 SECRET = "tk_walkthrough_" + os.urandom(8).hex()
 os.environ["SNODO_WALKTHROUGH_TICKET_KEY"] = SECRET
@@ -67,7 +72,7 @@ threading.Thread(target=service.serve_forever, daemon=True).start()
 base = f"http://127.0.0.1:{service.server_port}"
 
 
-def config(store, data, node="node-a", extra=""):
+def config(store, data, node="node-a", extra="", component=RUST):
     path = os.path.join(data, f"{node}.toml")
     where = f'path = "{data}/tasks.{store}"' if store != "postgres" else extra
     with open(path, "w") as f:
@@ -86,7 +91,7 @@ lease_ms = 3000
 heartbeat_ms = 500
 
 [[components]]
-path = "{GUESTS}/outbound.wasm"
+path = "{component}"
 
 [secrets]
 ticket_key = {{ env = "SNODO_WALKTHROUGH_TICKET_KEY" }}
@@ -107,12 +112,13 @@ def store_bytes(data, store):
     return out
 
 
-for store in ("redb", "sqlite"):
-    print(f"-- store: {store}")
+for store, component, lang in (("redb", RUST, "Rust"), ("sqlite", RUST, "Rust"),
+                               ("redb", PYTHON, "Python"), ("redb", JS, "JavaScript")):
+    print(f"-- store: {store}, the tool in {lang}")
     with lock:
         seen.clear()
     data = tempfile.mkdtemp(prefix="snodo-outbound-")
-    conf = config(store, data)
+    conf = config(store, data, component=component)
     server = Server(config=conf).start()
     tasks = [server.call("open_ticket", {"base": base, "title": t})["taskId"] for t in ("disk full", "cert expiring")]
     for task_id in tasks:

@@ -8,21 +8,28 @@ componentize-py against Snodo's WIT (`snodo:tasks@0.4.0`, world `executor`).
     def greet(cx: Context, name: str) -> str:
         return f"Hello, {name}!"
 
-The input schema comes from the parameters' type hints (`schema.py`); a tool returns a
-string (one text block), a dict (structured content, also shown as text), a `ToolResult`,
-or raises `RpcError` (the task fails with it) or `Retry` (the attempt is retried under the
-task's retry policy). The context gives what the Rust SDK's does: cancellation, status,
-progress, logs, questions to the user (`elicit`, with the same keys across replays), the
-caller, the attempt and the idempotency key.
+The input schema comes from the parameters' type hints and the output schema from the
+return hint (`schema.py`); a tool returns a string (one text block), an object (structured
+content, also shown as text), a `ToolResult`, or raises `RpcError` (the task fails with it)
+or `Retry` (the attempt is retried under the task's retry policy). The context gives what
+the Rust SDK's does: cancellation, sleeping, status, progress, logs, questions to the user
+(`elicit`, with the same keys across replays), the caller, the attempt and the idempotency
+key. Resources and prompts are declared with `@resource` and `@prompt` (`catalog.py`).
 """
 
+import inspect
 import json
+import time
+import typing
 
-from .schema import SchemaError, input_schema, schema_of
+from .catalog import PROMPTS, RESOURCES, TEMPLATES, Message, prompt, resource
+from .schema import SchemaError, coerce, input_schema, plain, schema_of
+from .schema import output_schema as _output_schema
 
 __all__ = [
-    "Answer", "Context", "Form", "Retry", "RpcError", "SchemaError", "ToolResult", "tool",
-    "schema_of",
+    "Answer", "Call", "Context", "Form", "InputError", "Message", "ModeChoice", "Retry",
+    "RpcError", "SchemaError", "ToolResult", "prompt", "resource", "schema_of", "tool",
+    "PROMPTS", "RESOURCES", "TEMPLATES", "TOOLS",
 ]
 
 #: The tools declared so far, by name, in declaration order.
@@ -39,11 +46,13 @@ def _wit():
         raise RuntimeError("snodo_guest.exports is not imported: `from snodo_guest.exports import *`")
     return _host
 
+
 _MODES = ("sync", "optional", "required")
 
 
 class RpcError(Exception):
-    """A JSON-RPC error: raised by a tool, the task fails with it."""
+    """A JSON-RPC error: raised by a tool, the task fails with it (and shows
+    `status_message`, when given, as its status)."""
 
     def __init__(self, code, message, data=None, status_message=None):
         super().__init__(message)
@@ -69,10 +78,19 @@ class Retry(Exception):
 
 
 class ToolResult:
-    """A tool's result: content blocks (text only here), structured content, an error flag."""
+    """A tool's result: content blocks, structured content and an error flag.
 
-    def __init__(self, text=None, structured=None, is_error=False):
-        self.text, self.structured, self.is_error = text, structured, is_error
+    `text` is one text block. `content` takes MCP's content blocks as dicts:
+    `{"type": "text", "text": ...}`, `{"type": "image" | "audio", "data": <base64>,
+    "mimeType": ...}`, `{"type": "resource", "resource": {"uri", "mimeType", "text" |
+    "blob"}}` and `{"type": "resource_link", "uri", "name", "mimeType", "description"}`.
+    """
+
+    def __init__(self, text=None, structured=None, is_error=False, content=None):
+        self.content = list(content or [])
+        if text is not None:
+            self.content.insert(0, {"type": "text", "text": text})
+        self.structured, self.is_error = structured, is_error
 
     @classmethod
     def error(cls, text):
@@ -122,8 +140,8 @@ class Answer:
 
     def __init__(self, raw):
         self.raw = raw
-        self.action = raw.get("action")
-        self.content = raw.get("content") or {}
+        self.action = raw.get("action") if isinstance(raw, dict) else None
+        self.content = (raw.get("content") if isinstance(raw, dict) else None) or {}
 
     @property
     def accepted(self):
@@ -132,35 +150,75 @@ class Answer:
     def get(self, name, default=None):
         return self.content.get(name, default)
 
+    def __repr__(self):
+        return f"Answer({self.raw!r})"
+
 
 class InputError(Exception):
-    """A question could not be asked or answered (cancelled, unsupported, a key reused for
-    another question, an invalid answer)."""
+    """A question could not be asked or answered: `kind` is `cancelled`, `unsupported`,
+    `key-conflict` (the key was used for another question) or `invalid`."""
+
+    def __init__(self, kind, detail=None):
+        super().__init__(f"{kind}: {detail}" if detail else kind)
+        self.kind, self.detail = kind, detail
+
+
+class Call:
+    """One call a mode rule decides: the tool, its arguments, who makes it and what its
+    client declared."""
+
+    def __init__(self, tool, arguments, caller=None, client_capabilities=None):
+        self.tool, self.arguments = tool, arguments
+        self.caller = caller or {}
+        self.client_capabilities = client_capabilities or {}
+
+
+class ModeChoice:
+    """A mode rule's decision: the mode, and optionally the task's TTL and poll interval
+    (within the bounds the host's configuration sets)."""
+
+    def __init__(self, mode, ttl_ms=None, poll_interval_ms=None):
+        if mode not in _MODES:
+            raise ValueError(f"mode is one of {', '.join(_MODES)}")
+        self.mode, self.ttl_ms, self.poll_interval_ms = mode, ttl_ms, poll_interval_ms
 
 
 class Context:
-    """What an execution may ask of the host."""
+    """What an execution may ask of the host. In a `prepare` hook there is no task yet:
+    `task_id`, `attempt` and `idempotency_key` are `None`."""
 
-    def __init__(self, work):
+    def __init__(self, work=None):
         self._work = work
 
     @property
     def attempt(self):
         """This execution's attempt number, from 1."""
-        return self._work.attempt
+        return None if self._work is None else self._work.attempt
 
     @property
     def task_id(self):
         """The task's id, for an execution of a task."""
-        return self._work.task_id
+        return None if self._work is None else self._work.task_id
 
     @property
     def idempotency_key(self):
         """The key a remote side can deduplicate this task's effects by."""
-        return self._work.idempotency_key
+        return None if self._work is None else self._work.idempotency_key
 
     def is_cancelled(self):
         return _wit().context.is_cancelled()
+
+    def sleep(self, seconds):
+        """Sleeps `seconds`, waking early when the task is cancelled. Returns `False` when
+        it was (the tool should stop), `True` otherwise."""
+        deadline = time.monotonic() + max(0.0, float(seconds))
+        while True:
+            if self.is_cancelled():
+                return False
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            time.sleep(min(left, 0.05))
 
     def set_status(self, message):
         _wit().context.set_status(message)
@@ -171,39 +229,100 @@ class Context:
     def log(self, message, level="info"):
         context, types = _wit().context, _wit().types
         levels = {"debug": types.LogLevel.DEBUG, "info": types.LogLevel.INFO,
-                  "warning": types.LogLevel.WARNING, "error": types.LogLevel.ERROR}
+                  "notice": types.LogLevel.NOTICE, "warning": types.LogLevel.WARNING,
+                  "error": types.LogLevel.ERROR}
         context.log(levels.get(level, types.LogLevel.INFO), message)
 
     def elicit(self, key, form):
         """Asks the user `form` under `key` and waits for the answer. The same key and form
         asked again (a replayed execution) returns the stored answer at once."""
+        return Answer(self.ask(key, form))
+
+    def elicit_all(self, questions):
+        """Asks several forms at once, `[(key, form), ...]` (the client sees them together),
+        and waits for every answer; the answers come back in the order asked."""
+        return [Answer(a) for a in self.ask_all(questions)]
+
+    def elicit_url(self, key, message, url, elicitation_id):
+        """Sends the user to `url` (an out-of-band flow) and waits until they are back."""
+        return Answer(self.ask(key, ("url", message, url, elicitation_id)))
+
+    def sample(self, key, params):
+        """Asks the client's model (`sampling/createMessage` with `params`); the result."""
+        return self.ask(key, ("sampling", params))
+
+    def roots(self, key):
+        """Asks the client for its roots (`roots/list`); the result."""
+        return self.ask(key, ("roots",))
+
+    def ask(self, key, request):
+        """Asks one question (a `Form`, or a tuple as the helpers above build) and returns
+        the client's answer as JSON."""
         w = _wit()
-        context, types, Err = w.context, w.types, w.Err
-        request = types.InputRequest_ElicitForm(
-            types.ElicitForm(message=form.message, requested_schema=json.dumps(form.schema())))
         try:
-            return Answer(json.loads(context.await_input(key, request)))
-        except Err as e:
-            raise InputError(_input_error(e.value)) from None
+            return json.loads(w.context.await_input(key, _request(request)))
+        except w.Err as e:
+            raise _input_error(e.value) from None
+
+    def ask_all(self, questions):
+        w = _wit()
+        try:
+            answers = w.context.await_inputs([(k, _request(r)) for k, r in questions])
+        except w.Err as e:
+            raise _input_error(e.value) from None
+        return [json.loads(a) for a in answers]
 
     def caller(self):
         """Who called: tenant, subject, granted scopes (`None`: every scope) and claims."""
         p = _wit().caller.current()
-        scopes = getattr(p.scopes, "value", None)
-        return {"tenant": p.tenant, "subject": p.subject, "scopes": scopes,
-                "claims": json.loads(p.claims or "{}")}
+        return _principal(p)
+
+    def client_capabilities(self):
+        """The capabilities the calling client declared."""
+        return json.loads(_wit().caller.client_capabilities() or "{}")
+
+
+def _principal(p):
+    scopes = getattr(p.scopes, "value", None)
+    return {"tenant": p.tenant, "subject": p.subject, "scopes": scopes,
+            "claims": json.loads(p.claims or "{}")}
+
+
+def _request(request):
+    types = _wit().types
+    if isinstance(request, Form):
+        return types.InputRequest_ElicitForm(
+            types.ElicitForm(message=request.message, requested_schema=json.dumps(request.schema())))
+    kind = request[0]
+    if kind == "url":
+        _, message, url, elicitation_id = request
+        return types.InputRequest_ElicitUrl(
+            types.ElicitUrl(message=message, url=url, elicitation_id=elicitation_id))
+    if kind == "sampling":
+        return types.InputRequest_Sampling(json.dumps(request[1]))
+    if kind == "roots":
+        return types.InputRequest_Roots()
+    raise ValueError(f"not a question: {request!r}")
 
 
 def _input_error(e):
-    kind = type(e).__name__.removeprefix("InputError_").lower()
-    detail = getattr(e, "value", None)
-    return f"{kind}: {detail}" if detail else kind
+    kind = type(e).__name__.removeprefix("InputError_").lower().replace("keyconflict", "key-conflict")
+    return InputError(kind, getattr(e, "value", None))
 
 
-def tool(name=None, *, description=None, title=None, mode="sync", output_schema=None):
+def tool(name=None, *, description=None, title=None, mode="sync", output_schema=None,
+         mode_rule=None, prepare=None, required_capabilities=None):
     """Declares `fn(cx: Context, **arguments)` as a tool named `name` (default: the
-    function's name). `mode`: `sync` (never a task), `optional` (the client decides) or
-    `required` (always a task)."""
+    function's name).
+
+    - `mode`: `sync` (never a task), `optional` (a task when the client supports tasks) or
+      `required` (always a task).
+    - `mode_rule(arguments, call: Call)`: decides each call's mode instead (a mode name or
+      a `ModeChoice`), for an `optional` tool.
+    - `prepare(cx, arguments)`: runs before a task is created and may ask the user
+      (`cx.elicit`) synchronously; returns the arguments the task runs with.
+    - `output_schema`: derived from the return hint unless given.
+    """
     if mode not in _MODES:
         raise ValueError(f"mode is one of {', '.join(_MODES)}")
 
@@ -211,14 +330,27 @@ def tool(name=None, *, description=None, title=None, mode="sync", output_schema=
         tool_name = name or fn.__name__
         if tool_name in TOOLS:
             raise ValueError(f"two tools are named {tool_name!r}")
+        hints = typing.get_type_hints(fn, include_extras=True)
+        params = list(inspect.signature(fn).parameters)[1:]
         TOOLS[tool_name] = {
             "fn": fn,
             "title": title,
             "description": description or (fn.__doc__ or "").strip() or None,
             "mode": mode,
             "input_schema": input_schema(fn, skip_first=True),
-            "output_schema": output_schema,
+            "output_schema": output_schema if output_schema is not None else _output_schema(fn),
+            "hints": {p: hints.get(p) for p in params},
+            "mode_rule": mode_rule,
+            "prepare": prepare,
+            "required_capabilities": required_capabilities,
         }
         return fn
 
     return declare
+
+
+
+def _arguments(spec, arguments):
+    """The decoded arguments as the tool's parameter types."""
+    hints = spec["hints"]
+    return {k: coerce(hints[k], v) if hints.get(k) is not None else v for k, v in arguments.items()}

@@ -105,3 +105,55 @@ def input_schema(fn, skip_first):
             raise SchemaError(f"{fn.__name__}: *args and **kwargs have no schema")
     return _object_of([(p.name, hints.get(p.name, p.annotation), p.default) for p in params],
                       fn.__name__, hints)
+
+
+def output_schema(fn):
+    """The output schema of `fn`'s return hint, when it returns an object (a dataclass, a
+    TypedDict or `dict[str, T]`); `None` for text, `None` and results built by hand."""
+    hint = typing.get_type_hints(fn, include_extras=True).get("return", inspect.Parameter.empty)
+    if typing.get_origin(hint) is typing.Annotated:
+        hint = typing.get_args(hint)[0]
+    if hint is inspect.Parameter.empty or hint in (str, type(None), None, typing.Any):
+        return None
+    if not (dataclasses.is_dataclass(hint) or typing.get_origin(hint) in (dict, typing.Dict)
+            or (isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__annotations__"))):
+        return None
+    return schema_of(hint, f"{fn.__name__} -> result")
+
+
+def coerce(hint, value):
+    """`value` (decoded JSON, already checked against `schema_of(hint)` by the host) as the
+    Python type `hint` names: enums by value, dataclasses from objects, recursively."""
+    if value is None:
+        return None
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Annotated:
+        return coerce(args[0], value)
+    optional, inner = _is_optional(hint)
+    if optional:
+        return coerce(inner, value)
+    if origin in (list, typing.List) and args and isinstance(value, list):
+        return [coerce(args[0], v) for v in value]
+    if origin in (dict, typing.Dict) and len(args) == 2 and isinstance(value, dict):
+        return {k: coerce(args[1], v) for k, v in value.items()}
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint(value)
+    if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+        hints = typing.get_type_hints(hint, include_extras=True)
+        names = {f.name for f in dataclasses.fields(hint)}
+        return hint(**{k: coerce(hints.get(k), v) for k, v in value.items() if k in names})
+    return value
+
+
+def plain(value):
+    """`value` as JSON-ready data: dataclasses as dicts, enums as their values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value

@@ -3,16 +3,18 @@
 //! `store`: operations per second for create, claim and transition on each adapter, at
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
-//! `fairness` (fairness.rs), `outbound` (outbound.rs) and `listing` (listing.rs) have
-//! files of their own.
+//! `fairness` (fairness.rs), `outbound` (outbound.rs), `listing` (listing.rs) and `wasm`
+//! (wasm.rs) have files of their own.
 
 mod fairness;
 mod listing;
 mod outbound;
+mod wasm;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
 pub(crate) use listing::{ListingBenchOptions, ListingFigure, listing};
 pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
+pub(crate) use wasm::{WasmBenchOptions, WasmFigure, wasm};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -220,23 +222,6 @@ fn rate(n: usize, since: Instant) -> f64 {
     if secs > 0.0 { n as f64 / secs } else { 0.0 }
 }
 
-/// Parameters of the wasm benchmark.
-#[derive(Debug, Clone, clap::Args)]
-pub(crate) struct WasmBenchOptions {
-    /// The component (e.g. target/guests/wasm32-wasip2/release/fixtures.wasm).
-    #[arg(long)]
-    pub component: PathBuf,
-    /// A tool of it that does almost nothing.
-    #[arg(long, default_value = "test_simple_text")]
-    pub tool: String,
-    /// Warm executions per allocator.
-    #[arg(long, default_value_t = 5_000)]
-    pub iterations: usize,
-    /// Cold compilations.
-    #[arg(long, default_value_t = 5)]
-    pub compiles: usize,
-}
-
 /// One measured latency figure.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LatencyFigure {
@@ -264,85 +249,6 @@ fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> Lat
         },
         samples: n,
     }
-}
-
-/// Runs the wasm benchmark: cold compile, cache load, and warm instantiate + trivial
-/// execute + drop with both allocators.
-pub(crate) async fn wasm(opts: &WasmBenchOptions) -> Result<Vec<LatencyFigure>, String> {
-    use snodo::mcp::SyncIo;
-    use snodo::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, WasmEngine};
-
-    let bytes =
-        std::fs::read(&opts.component).map_err(|e| format!("{}: {e}", opts.component.display()))?;
-    let mut figures = Vec::new();
-
-    let engine = WasmEngine::new(EngineConfig::default())?;
-    let mut compiles = Vec::new();
-    for _ in 0..opts.compiles.max(1) {
-        let e = engine.wasmtime().clone();
-        let b = bytes.clone();
-        let t = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            wasmtime::component::Component::new(&e, &b).map(|_| started.elapsed())
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("{e:#}"))?;
-        compiles.push(t);
-    }
-    figures.push(figure("cold compile (Component::new)", compiles));
-
-    let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
-    let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-    load(&warm_loader, &opts.component).await?;
-    let mut loads = Vec::new();
-    for _ in 0..opts.compiles.max(1) {
-        let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-        let c = load(&loader, &opts.component).await?;
-        if !c.info().cache_hit {
-            return Err("the disk cache was not used".into());
-        }
-        loads.push(c.info().prepare_time);
-    }
-    figures.push(figure("load from disk cache (deserialize)", loads));
-    let _ = std::fs::remove_dir_all(&cache);
-
-    for (name, allocation) in [
-        ("pooling", Allocation::Pooling),
-        ("on-demand", Allocation::OnDemand),
-    ] {
-        let engine = WasmEngine::new(EngineConfig {
-            allocation,
-            ..EngineConfig::default()
-        })?;
-        let component = load(&ComponentLoader::new(engine, None)?, &opts.component).await?;
-        let io: Arc<dyn snodo::wasm::ExecutionIo> =
-            Arc::new(SyncIo::new(Default::default(), json!({})));
-        for _ in 0..opts.iterations.min(100) {
-            let _ = component
-                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
-                .await;
-        }
-        let mut total = Vec::with_capacity(opts.iterations);
-        let mut instantiate = Vec::with_capacity(opts.iterations);
-        for _ in 0..opts.iterations.max(1) {
-            let started = Instant::now();
-            let report = component
-                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
-                .await;
-            total.push(started.elapsed());
-            instantiate.push(report.instantiate);
-            if let Err(e) = report.outcome {
-                return Err(format!("{} failed: {e}", opts.tool));
-            }
-        }
-        figures.push(figure(format!("{name}: instantiate"), instantiate));
-        figures.push(figure(
-            format!("{name}: instantiate + execute + drop"),
-            total,
-        ));
-    }
-    Ok(figures)
 }
 
 /// Parameters of the runner benchmark.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::bench::{
     FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure,
     McpBenchOptions, OutboundBenchOptions, OutboundFigure, RunnerBenchOptions, RunnerFigure,
-    StoreBenchOptions, StoreFigure, WasmBenchOptions,
+    StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure,
 };
 
 use super::print_table;
@@ -28,7 +28,8 @@ enum BenchCommand {
     Mcp(McpBenchOptions),
     /// Resident memory of parked tasks and live guests; time from cancel to a stopped guest.
     Runner(RunnerBenchOptions),
-    /// Cold compile, cache load, and warm instantiate + trivial execute of a component.
+    /// Per component (Rust, Python, JavaScript side by side): cold compile, load on
+    /// restart, the warm call, and the memory of a live instance.
     Wasm(WasmBenchOptions),
     /// A victim tenant's latency while another floods the node (docs/performance.md).
     Fairness(FairnessOptions),
@@ -179,10 +180,26 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
                 );
             },
         ),
-        BenchCommand::Wasm(opts) => figures(
-            &format!("wasm benchmark: {}", opts.component.display()),
+        BenchCommand::Wasm(opts) => report(
+            "wasm benchmark",
             runtime.block_on(crate::bench::wasm(&opts)),
             json,
+            |figures: &[WasmFigure]| {
+                println!("wasm benchmark");
+                print_table(
+                    ["component", "what", ">median", ">p99", "unit", ">samples"],
+                    figures.iter().map(|f| {
+                        [
+                            f.component.clone(),
+                            f.what.clone(),
+                            format!("{:.2}", f.median),
+                            f.p99.map_or_else(String::new, |p| format!("{p:.2}")),
+                            f.unit.to_string(),
+                            f.samples.to_string(),
+                        ]
+                    }),
+                );
+            },
         ),
     }
 }

@@ -1,0 +1,109 @@
+"""The SDK's declarations in plain Python (no component needed): output schemas and typed
+arguments from hints, mode rules and prepare hooks, resources, prompts and results."""
+
+import dataclasses
+import enum
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from snodo_guest import (  # noqa: E402
+    PROMPTS, RESOURCES, TEMPLATES, TOOLS, Context, Message, ModeChoice, ToolResult, _arguments, prompt,
+    resource, tool,
+)
+from snodo_guest.catalog import messages_of  # noqa: E402
+from snodo_guest.schema import plain  # noqa: E402
+
+
+class Size(enum.Enum):
+    SMALL = "s"
+    LARGE = "l"
+
+
+@dataclasses.dataclass
+class Box:
+    size: Size
+    label: str = "box"
+
+
+@dataclasses.dataclass
+class Packed:
+    boxes: int
+    sizes: list[Size]
+
+
+def test_output_schema_and_typed_arguments_come_from_hints():
+    @tool(mode="optional", mode_rule=lambda args, call: ModeChoice("required", ttl_ms=5000),
+          prepare=lambda cx, args: args)
+    def pack(cx: Context, boxes: list[Box]) -> Packed:
+        return Packed(len(boxes), [b.size for b in boxes])
+
+    spec = TOOLS["pack"]
+    assert spec["output_schema"] == {
+        "type": "object",
+        "properties": {"boxes": {"type": "integer"}, "sizes": {"type": "array", "items": {"enum": ["s", "l"]}}},
+        "required": ["boxes", "sizes"],
+    }
+    args = _arguments(spec, {"boxes": [{"size": "l"}, {"size": "s", "label": "tiny"}]})
+    assert args == {"boxes": [Box(Size.LARGE), Box(Size.SMALL, "tiny")]}
+    out = spec["fn"](Context(), **args)
+    assert plain(out) == {"boxes": 2, "sizes": ["l", "s"]}
+    choice = spec["mode_rule"]({}, None)
+    assert (choice.mode, choice.ttl_ms, choice.poll_interval_ms) == ("required", 5000, None)
+    with pytest.raises(ValueError):
+        ModeChoice("later")
+
+
+def test_text_results_have_no_output_schema():
+    @tool()
+    def hello(cx: Context, name: str) -> str:
+        return name
+
+    @tool()
+    def built(cx: Context) -> ToolResult:
+        return ToolResult("x", content=[{"type": "image", "data": "AA==", "mimeType": "image/png"}])
+
+    assert TOOLS["hello"]["output_schema"] is None
+    assert TOOLS["built"]["output_schema"] is None
+    assert [c["type"] for c in built(Context()).content] == ["text", "image"]
+
+
+def test_resources_templates_and_prompts_are_declared():
+    @resource("memo://today", mime_type="text/plain")
+    def today() -> str:
+        return "sunny"
+
+    @resource("memo://day/{day}", complete={"day": lambda v, c: ["mon", "tue"]})
+    def day(day: str) -> dict:
+        return {"day": day}
+
+    @prompt(description="Summarises")
+    def summarise(text: typing.Annotated[str, "what to summarise"], tone: str = "plain"):
+        return ("A summary", [f"Summarise ({tone}): {text}", Message("assistant", text="Sure.")])
+
+    assert RESOURCES["memo://today"]["name"] == "today"
+    assert "memo://day/{day}" in TEMPLATES and "memo://day/{day}" not in RESOURCES
+    args = PROMPTS["summarise"]["arguments"]
+    assert args == [{"name": "text", "description": "what to summarise", "required": True},
+                    {"name": "tone", "description": None, "required": False}]
+    description, messages = messages_of(summarise("hi"))
+    assert description == "A summary"
+    assert [(m.role, m.content["text"]) for m in messages] == [("user", "Summarise (plain): hi"),
+                                                              ("assistant", "Sure.")]
+    with pytest.raises(ValueError):
+        @resource("memo://today")
+        def again() -> str:
+            return ""
+    with pytest.raises(ValueError):
+        Message("system", text="no")
+
+
+def test_a_prepare_context_has_no_task():
+    cx = Context()
+    assert (cx.task_id, cx.attempt, cx.idempotency_key) == (None, None, None)
+    with pytest.raises(RuntimeError):
+        cx.is_cancelled()  # the host's imports exist only inside a component
