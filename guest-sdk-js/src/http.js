@@ -103,18 +103,19 @@ export function request(method, url, options = {}) {
   req.setAuthority(parsed.host);
   req.setPathWithQuery(`${parsed.pathname || "/"}${parsed.search}`);
   const outgoing = req.body();
-  const stream = outgoing.write();
-  for (let i = 0; i < body.length; i += CHUNK) stream.blockingWriteAndFlush(body.subarray(i, i + CHUNK));
-  drop(stream);
-  // The whole body is written before the request is handed over: a host that journals
-  // requests reads it to the end first.
-  OutgoingBody.finish(outgoing, undefined);
+  // Handed over first: the host reads the body as it is written (its channel holds only a
+  // few chunks, so writing a long body before handing the request over would block).
   let future;
   try {
     future = handle(req, undefined);
   } catch (e) {
+    drop(outgoing);
     throw new HttpError("request", code(e));
   }
+  const stream = outgoing.write();
+  for (let i = 0; i < body.length; i += CHUNK) stream.blockingWriteAndFlush(body.subarray(i, i + CHUNK));
+  drop(stream);
+  OutgoingBody.finish(outgoing, undefined);
   const ready = future.subscribe();
   ready.block();
   drop(ready);

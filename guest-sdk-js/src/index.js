@@ -22,6 +22,7 @@ import { subscribeDuration } from "wasi:clocks/monotonic-clock@0.2.12";
 import { z } from "zod";
 import { toJSONSchema } from "zod/v4/core";
 
+z.config({ jitless: true });
 export { z };
 export * as http from "./http.js";
 
@@ -37,10 +38,10 @@ const MODES = ["sync", "optional", "required"];
 /** A JSON-RPC error: thrown by a tool, the task fails with it. */
 export class RpcError extends Error {
   constructor(code, message, data, statusMessage) {
-    super(message);
-    this.code = code;
+    super(String(message));
+    this.code = Math.trunc(Number(code)) || -32603;
     this.data = data;
-    this.statusMessage = statusMessage;
+    this.statusMessage = statusMessage === undefined ? undefined : String(statusMessage);
   }
   static invalidParams(message) {
     return new RpcError(-32602, message);
@@ -50,13 +51,16 @@ export class RpcError extends Error {
   }
 }
 
-/** Thrown by a tool: try again later under the task's retry policy (or fail with `error`
- * once it is used up), showing `statusMessage` meanwhile. */
+/** Thrown by a tool: try again later under the task's retry policy (or fail with `error`,
+ * an `RpcError` or a message for an internal error, once it is used up), showing
+ * `statusMessage` (default: the error's message) meanwhile. */
 export class Retry extends Error {
   constructor(error, statusMessage) {
-    super(statusMessage);
-    this.error = error;
-    this.statusMessage = statusMessage;
+    const e = error instanceof RpcError ? error : RpcError.internal(String(error?.message ?? error));
+    const status = statusMessage === undefined ? e.message : String(statusMessage);
+    super(status);
+    this.error = e;
+    this.statusMessage = status;
   }
 }
 
@@ -188,7 +192,9 @@ export class Context {
       if (host.isCancelled()) return false;
       const left = deadline - Date.now();
       if (left <= 0) return true;
-      subscribeDuration(BigInt(Math.ceil(Math.min(left, 50))) * 1_000_000n).block();
+      const tick = subscribeDuration(BigInt(Math.ceil(Math.min(left, 50))) * 1_000_000n);
+      tick.block();
+      tick[Symbol.dispose]?.();
     }
   }
   setStatus(message) {
@@ -272,6 +278,9 @@ export function tool(spec, run) {
   if (typeof name !== "string" || !name) throw new TypeError("a tool needs a name");
   if (!MODES.includes(mode)) throw new TypeError(`mode is one of ${MODES.join(", ")}`);
   if (TOOLS.has(name)) throw new TypeError(`two tools are named ${name}`);
+  // Parsing once while the component is pre-initialized leaves the parser's code compiled
+  // in the snapshot every instance starts from.
+  if (isZod(spec.input)) spec.input.safeParse({});
   TOOLS.set(name, {
     ...spec,
     mode,

@@ -45,6 +45,9 @@ function block(c) {
 }
 
 function result(value) {
+  if (typeof value?.then === "function") {
+    throw RpcError.internal("the tool returned a Promise: a tool's function runs synchronously (http and elicit block)");
+  }
   if (value instanceof ToolResult) {
     const structured = value.structured === undefined ? undefined : JSON.stringify(value.structured);
     let content = value.content.map(block);
@@ -87,10 +90,26 @@ function run(work) {
   return guarded(() => result(spec.run(new Context(work), parseArgs(spec, JSON.parse(work.arguments || "{}")))));
 }
 
+const MODES = ["sync", "optional", "required"];
+
+/** The mode rule's decision, or the tool's declared mode when it has none, throws, or
+ * answers something that is not a mode. */
 function choice(spec, call) {
-  if (!spec.modeRule) return { mode: spec.mode };
-  const out = spec.modeRule(call.arguments, call);
-  return typeof out === "string" ? { mode: out } : out;
+  if (spec.modeRule) {
+    try {
+      const out = spec.modeRule(call.arguments, call);
+      const c = typeof out === "string" ? { mode: out } : out;
+      if (MODES.includes(c?.mode)) return c;
+      console.error(`${call.tool}: the mode rule answered ${JSON.stringify(out)}, not a mode`);
+    } catch (e) {
+      console.error(e?.stack ?? String(e));
+    }
+  }
+  return { mode: spec.mode };
+}
+
+function u64(n) {
+  return n == null || !Number.isFinite(Number(n)) ? undefined : BigInt(Math.max(0, Math.trunc(Number(n))));
 }
 
 export const tools = {
@@ -116,6 +135,9 @@ export const tools = {
     if (!spec?.prepare) return args;
     let out = guarded(() => spec.prepare(new Context(undefined), JSON.parse(args || "{}")));
     if (out instanceof Retry) out = out.error;
+    if (!(out instanceof RpcError) && (out === null || typeof out !== "object" || Array.isArray(out))) {
+      out = RpcError.internal(`${tool}: prepare returned ${out === null ? "null" : typeof out}, not the arguments (an object)`);
+    }
     if (out instanceof RpcError) throw fail(out);
     return JSON.stringify(out);
   },
@@ -146,11 +168,7 @@ export const modes = {
       caller: _principal(call.caller),
       clientCapabilities: JSON.parse(call.clientCapabilities || "{}"),
     });
-    return {
-      mode: c.mode,
-      ttlMs: c.ttlMs == null ? undefined : BigInt(c.ttlMs),
-      pollIntervalMs: c.pollIntervalMs == null ? undefined : BigInt(c.pollIntervalMs),
-    };
+    return { mode: c.mode, ttlMs: u64(c.ttlMs), pollIntervalMs: u64(c.pollIntervalMs) };
   },
 };
 
@@ -223,3 +241,11 @@ export const catalog = {
     return { values: values.slice(0, 100), total: values.length, hasMore: values.length > 100 };
   },
 };
+
+// Pre-initialization runs this once: the export paths' code is compiled in the snapshot
+// every instance starts from, instead of on each instance's first call.
+tools.describe();
+catalog.describeCatalog();
+result(new ToolResult({ text: "", structured: {} }));
+result({});
+witError(RpcError.internal(""));

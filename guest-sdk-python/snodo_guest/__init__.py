@@ -23,7 +23,7 @@ import time
 import typing
 
 from .catalog import PROMPTS, RESOURCES, TEMPLATES, Message, prompt, resource
-from .schema import SchemaError, coerce, input_schema, plain, schema_of
+from .schema import SchemaError, coerce, input_schema, missing_optionals, schema_of
 from .schema import output_schema as _output_schema
 
 __all__ = [
@@ -56,8 +56,8 @@ class RpcError(Exception):
 
     def __init__(self, code, message, data=None, status_message=None):
         super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-        self.status_message = status_message
+        self.code, self.message, self.data = int(code), str(message), data
+        self.status_message = None if status_message is None else str(status_message)
 
     @classmethod
     def invalid_params(cls, message):
@@ -70,9 +70,13 @@ class RpcError(Exception):
 
 class Retry(Exception):
     """Raised by a tool: try again later under the task's retry policy (or fail with
-    `error` once the policy is used up), showing `status_message` meanwhile."""
+    `error`, an `RpcError` or a message for an internal error, once the policy is used
+    up), showing `status_message` (default: the error's message) meanwhile."""
 
-    def __init__(self, error, status_message):
+    def __init__(self, error, status_message=None):
+        if not isinstance(error, RpcError):
+            error = RpcError.internal(str(error))
+        status_message = error.message if status_message is None else str(status_message)
         super().__init__(status_message)
         self.error, self.status_message = error, status_message
 
@@ -180,7 +184,9 @@ class ModeChoice:
     def __init__(self, mode, ttl_ms=None, poll_interval_ms=None):
         if mode not in _MODES:
             raise ValueError(f"mode is one of {', '.join(_MODES)}")
-        self.mode, self.ttl_ms, self.poll_interval_ms = mode, ttl_ms, poll_interval_ms
+        self.mode = mode
+        self.ttl_ms = None if ttl_ms is None else max(0, int(ttl_ms))
+        self.poll_interval_ms = None if poll_interval_ms is None else max(0, int(poll_interval_ms))
 
 
 class Context:
@@ -323,6 +329,8 @@ def tool(name=None, *, description=None, title=None, mode="sync", output_schema=
       (`cx.elicit`) synchronously; returns the arguments the task runs with.
     - `output_schema`: derived from the return hint unless given.
     """
+    if callable(name):  # `@tool` without parentheses
+        return tool()(name)
     if mode not in _MODES:
         raise ValueError(f"mode is one of {', '.join(_MODES)}")
 
@@ -331,7 +339,7 @@ def tool(name=None, *, description=None, title=None, mode="sync", output_schema=
         if tool_name in TOOLS:
             raise ValueError(f"two tools are named {tool_name!r}")
         hints = typing.get_type_hints(fn, include_extras=True)
-        params = list(inspect.signature(fn).parameters)[1:]
+        params = list(inspect.signature(fn).parameters.values())[1:]
         TOOLS[tool_name] = {
             "fn": fn,
             "title": title,
@@ -339,7 +347,9 @@ def tool(name=None, *, description=None, title=None, mode="sync", output_schema=
             "mode": mode,
             "input_schema": input_schema(fn, skip_first=True),
             "output_schema": output_schema if output_schema is not None else _output_schema(fn),
-            "hints": {p: hints.get(p) for p in params},
+            "signature": inspect.signature(fn),
+            "hints": {p.name: hints.get(p.name) for p in params},
+            "defaults": [(p.name, p.default) for p in params],
             "mode_rule": mode_rule,
             "prepare": prepare,
             "required_capabilities": required_capabilities,
@@ -351,6 +361,10 @@ def tool(name=None, *, description=None, title=None, mode="sync", output_schema=
 
 
 def _arguments(spec, arguments):
-    """The decoded arguments as the tool's parameter types."""
+    """The decoded arguments as the tool's parameter types; an Optional parameter the
+    caller leaves out is `None`."""
+    if not isinstance(arguments, dict):
+        raise TypeError("the arguments are not an object")
     hints = spec["hints"]
-    return {k: coerce(hints[k], v) if hints.get(k) is not None else v for k, v in arguments.items()}
+    given = {k: coerce(hints[k], v) if hints.get(k) is not None else v for k, v in arguments.items()}
+    return {**missing_optionals(spec["defaults"], hints, given), **given}

@@ -8,7 +8,6 @@ mode rule, prepare, execute), `execution` (execute with the tool's own failure s
 """
 
 import base64
-import inspect
 import json
 import traceback
 import types as _types
@@ -111,18 +110,23 @@ def _run(work):
     try:
         # Arguments the function cannot take are the caller's mistake (-32602); a
         # TypeError raised inside the tool is the tool's own (-32603).
-        bound = inspect.signature(fn).bind(Context(work), **_arguments(spec, json.loads(work.arguments or "{}")))
+        bound = spec["signature"].bind(Context(work), **_arguments(spec, json.loads(work.arguments or "{}")))
     except (TypeError, ValueError) as e:
         return RpcError.invalid_params(f"{work.tool}: {e}")
     return _guarded(lambda: _result(fn(*bound.args, **bound.kwargs)))
 
 
 def _choice(spec, call):
+    """The mode rule's decision, or the tool's declared mode when it has none, raises, or
+    answers something that is not a mode."""
     rule = spec["mode_rule"]
-    if rule is None:
-        return ModeChoice(spec["mode"])
-    out = rule(call.arguments, call)
-    return out if isinstance(out, ModeChoice) else ModeChoice(out)
+    if rule is not None:
+        try:
+            out = rule(call.arguments, call)
+            return out if isinstance(out, ModeChoice) else ModeChoice(out)
+        except Exception:
+            traceback.print_exc()
+    return ModeChoice(spec["mode"])
 
 
 class Tools(wit_world.exports.Tools):
@@ -154,6 +158,8 @@ class Tools(wit_world.exports.Tools):
         out = _guarded(lambda: spec["prepare"](Context(), json.loads(arguments or "{}")))
         if isinstance(out, Retry):
             out = out.error
+        if not isinstance(out, (dict, RpcError)):
+            out = RpcError.internal(f"{tool}: prepare returned {type(out).__name__}, not the arguments (a dict)")
         if isinstance(out, RpcError):
             raise Err(_rpc_error(out))
         return json.dumps(plain(out))

@@ -124,16 +124,17 @@ def _send(method, parts, pairs, body):
     req.set_authority(parts.netloc)
     req.set_path_with_query((parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
     outgoing = req.body()
-    with outgoing.write() as stream:
-        for i in range(0, len(body), _CHUNK):
-            stream.blocking_write_and_flush(body[i:i + _CHUNK])
-    # The whole body is written before the request is handed over: a host that journals
-    # requests reads it to the end first.
-    t.OutgoingBody.finish(outgoing, None)
+    # Handed over first: the host reads the body as it is written (its channel holds only
+    # a few chunks, so writing a long body before handing the request over would block).
     try:
         future = w.handler.handle(req, None)
     except Err as e:
+        outgoing.__exit__(None, None, None)
         raise HttpError("request", _code(e.value)) from None
+    with outgoing.write() as stream:
+        for i in range(0, len(body), _CHUNK):
+            stream.blocking_write_and_flush(body[i:i + _CHUNK])
+    t.OutgoingBody.finish(outgoing, None)
     with future:
         with future.subscribe() as ready:
             ready.block()

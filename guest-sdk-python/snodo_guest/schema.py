@@ -42,7 +42,7 @@ def schema_of(hint, where="a value"):
         return schema
     optional, inner = _is_optional(hint)
     if optional:
-        return schema_of(inner, where)
+        return {"anyOf": [schema_of(inner, where), {"type": "null"}]}
     if origin in (typing.Union, types.UnionType):
         return {"anyOf": [schema_of(a, where) for a in args]}
     if origin is typing.Literal:
@@ -66,16 +66,27 @@ def schema_of(hint, where="a value"):
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return {"enum": [m.value for m in hint]}
     if dataclasses.is_dataclass(hint):
-        return _object_of(
-            [(f.name, f.type, f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty)
-             for f in dataclasses.fields(hint)],
-            where, typing.get_type_hints(hint, include_extras=True))
+        return _object_of([(f.name, f.type, _field_default(f)) for f in dataclasses.fields(hint)],
+                          where, typing.get_type_hints(hint, include_extras=True))
     if isinstance(hint, type) and issubclass(hint, dict) and hasattr(hint, "__annotations__"):
         hints = typing.get_type_hints(hint, include_extras=True)
         required = getattr(hint, "__required_keys__", set(hints))
         return _object_of([(k, v, inspect.Parameter.empty if k in required else None) for k, v in hints.items()],
                           where, hints)
     raise SchemaError(f"{where}: no JSON Schema for {hint!r}")
+
+
+#: A field whose default is computed (`default_factory`): not required, and no default in
+#: the schema.
+_COMPUTED = object()
+
+
+def _field_default(f):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return _COMPUTED
+    return inspect.Parameter.empty
 
 
 def _object_of(fields, where, hints):
@@ -86,8 +97,8 @@ def _object_of(fields, where, hints):
         optional, _ = _is_optional(hint)
         if default is inspect.Parameter.empty and not optional:
             required.append(name)
-        elif default is not inspect.Parameter.empty and default is not None:
-            s["default"] = default
+        elif default not in (inspect.Parameter.empty, None, _COMPUTED):
+            s["default"] = plain(default)
         props[name] = s
     out = {"type": "object", "properties": props}
     if required:
@@ -142,8 +153,17 @@ def coerce(hint, value):
     if dataclasses.is_dataclass(hint) and isinstance(value, dict):
         hints = typing.get_type_hints(hint, include_extras=True)
         names = {f.name for f in dataclasses.fields(hint)}
-        return hint(**{k: coerce(hints.get(k), v) for k, v in value.items() if k in names})
+        fields = {k: coerce(hints.get(k), v) for k, v in value.items() if k in names}
+        absent = missing_optionals([(f.name, _field_default(f)) for f in dataclasses.fields(hint)], hints, fields)
+        return hint(**absent, **fields)
     return value
+
+
+def missing_optionals(names_defaults, hints, given):
+    """`None` for every `(name, default)` whose hint is Optional, that has no default and is
+    not in `given`: an Optional value the caller leaves out is `None`."""
+    return {name: None for name, default in names_defaults
+            if name not in given and default is inspect.Parameter.empty and _is_optional(hints.get(name))[0]}
 
 
 def plain(value):

@@ -46,11 +46,11 @@ def test_parameters_become_an_object_schema():
     p = s["properties"]
     assert p["table"] == {"type": "string", "description": "the table to export"}
     assert p["limit"] == {"type": "integer", "default": 100}
-    assert p["ratio"] == {"type": "number"}
+    assert p["ratio"] == {"anyOf": [{"type": "number"}, {"type": "null"}]}
     assert p["colours"]["items"] == {"enum": ["red", "blue"]}
     assert p["kind"] == {"enum": ["csv", "json"], "default": "csv"}
-    assert p["to"] == {"type": "object", "properties": {"street": {"type": "string"},
-                       "number": {"type": "integer", "default": 1}}, "required": ["street"]}
+    assert p["to"] == {"anyOf": [{"type": "object", "properties": {"street": {"type": "string"},
+                       "number": {"type": "integer", "default": 1}}, "required": ["street"]}, {"type": "null"}]}
 
 
 def test_what_has_no_schema_is_refused_when_declared():

@@ -12,8 +12,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from snodo_guest import (  # noqa: E402
-    PROMPTS, RESOURCES, TEMPLATES, TOOLS, Context, Message, ModeChoice, ToolResult, _arguments, prompt,
-    resource, tool,
+    PROMPTS, RESOURCES, TEMPLATES, TOOLS, Context, Message, ModeChoice, Retry, RpcError, ToolResult, _arguments,
+    prompt, resource, tool,
 )
 from snodo_guest.catalog import messages_of  # noqa: E402
 from snodo_guest.schema import plain  # noqa: E402
@@ -107,3 +107,37 @@ def test_a_prepare_context_has_no_task():
     assert (cx.task_id, cx.attempt, cx.idempotency_key) == (None, None, None)
     with pytest.raises(RuntimeError):
         cx.is_cancelled()  # the host's imports exist only inside a component
+
+
+@dataclasses.dataclass
+class Settings:
+    size: Size = Size.SMALL
+    tags: list[str] = dataclasses.field(default_factory=list)
+    note: str | None = None
+
+
+def test_defaults_optionals_and_bare_decorators():
+    @tool
+    def configure(cx: Context, settings: Settings, comment: str | None, level: int = 1) -> str:
+        return f"{settings.size.value} {settings.tags} {comment} {level}"
+
+    spec = TOOLS["configure"]
+    s = spec["input_schema"]
+    # An Optional parameter is not required, and null is a value it accepts.
+    assert s["required"] == ["settings"]
+    assert s["properties"]["comment"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+    nested = s["properties"]["settings"]
+    assert nested["properties"]["size"] == {"enum": ["s", "l"], "default": "s"}
+    assert "required" not in nested, "defaults and default factories make fields optional"
+    args = _arguments(spec, {"settings": {"tags": ["a"]}})
+    assert args == {"settings": Settings(Size.SMALL, ["a"], None), "comment": None}
+    assert configure(Context(), **args) == "s ['a'] None 1"
+
+
+def test_retries_and_mode_choices_are_normalised():
+    r = Retry("upstream busy")
+    assert (r.error.code, r.error.message, r.status_message) == (-32603, "upstream busy", "upstream busy")
+    r = Retry(RpcError(-32000, "later"), "waiting for the upstream")
+    assert (r.error.code, r.status_message) == (-32000, "waiting for the upstream")
+    c = ModeChoice("optional", ttl_ms=1500.7, poll_interval_ms=250)
+    assert (c.ttl_ms, c.poll_interval_ms) == (1500, 250)

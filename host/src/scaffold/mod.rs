@@ -15,6 +15,9 @@ const PY_GITIGNORE: &str = "/.venv\n__pycache__/\n*.wasm\n";
 const JS_PACKAGE: &str = include_str!("js/package.json.template");
 const JS_APP: &str = include_str!("js/app.js.template");
 const JS_GITIGNORE: &str = "/node_modules\n*.wasm\n";
+/// npm installs a `file:` dependency as a copy with its own dependencies (not a bare link
+/// to a checkout whose `node_modules` may not exist).
+const JS_NPMRC: &str = "install-links=true\n";
 
 /// The language a tool is written in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -88,9 +91,9 @@ pub(crate) fn scaffold(
             lang.sdk_dir()
         ));
     }
-    // Python builds against Snodo's WIT, beside the SDK in a checkout.
+    // Python and JavaScript build against Snodo's WIT, beside the SDK in a checkout.
     let wit = sdk.join("../wit");
-    if lang == Lang::Python && !wit.join("tasks.wit").is_file() {
+    if lang != Lang::Rust && !wit.join("tasks.wit").is_file() {
         return Err(format!(
             "{} holds no Snodo WIT (wit/tasks.wit beside the SDK); pass the SDK of a Snodo checkout with --sdk",
             wit.display()
@@ -106,13 +109,16 @@ pub(crate) fn scaffold(
         return Err(format!("{} already exists and is not empty", dir.display()));
     }
     let lib = name.replace('-', "_");
-    // TOML basic strings escape backslashes and quotes; a path is written as given.
-    let sdk_text = sdk
-        .display()
-        .to_string()
-        .replace('\\', "\\\\")
-        .replace('"', "\\\"");
-    let wit_text = wit.display().to_string();
+    // TOML, JSON and sh double-quoted strings all escape backslashes and quotes so; a path
+    // is written as given otherwise.
+    let quoted = |p: &Path| {
+        p.display()
+            .to_string()
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+    };
+    let sdk_text = quoted(sdk);
+    let wit_text = quoted(&wit);
     let fill = |t: &str| {
         t.replace("{{name}}", name)
             .replace("{{lib}}", &lib)
@@ -152,6 +158,7 @@ pub(crate) fn scaffold(
             write("package.json", fill(JS_PACKAGE))?;
             write("app.js", fill(JS_APP))?;
             write(".gitignore", JS_GITIGNORE.to_owned())?;
+            write(".npmrc", JS_NPMRC.to_owned())?;
             Ok(Scaffolded {
                 dir: dir.to_path_buf(),
                 component: PathBuf::from(format!("{lib}.wasm")),
@@ -290,8 +297,13 @@ mod tests {
         );
         assert_eq!(
             package["scripts"]["build"],
-            "snodo-guest-build app.js -o word_counter.wasm"
+            format!(
+                "snodo-guest-build app.js -o word_counter.wasm --wit {}",
+                wit.display()
+            )
         );
+        let npmrc = std::fs::read_to_string(made.dir.join(".npmrc")).expect(".npmrc");
+        assert_eq!(npmrc, "install-links=true\n");
         for (dir, file) in [("py", "app.py"), ("js", "app.js")] {
             let text = std::fs::read_to_string(tmp.path().join(dir).join(file)).expect("app");
             assert!(
