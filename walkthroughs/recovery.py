@@ -1,4 +1,5 @@
-"""Walkthrough: durable recovery: kill -9 the server mid-task, restart, the task completes once.
+"""Walkthrough: durable recovery: kill -9 the server mid-task, restart, the task completes once,
+in its caller's trace.
 
 Run on both durable single-node stores: redb (the default) and SQLite.
 """
@@ -11,7 +12,10 @@ for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     print(f"-- store: {store}")
     server = Server("--store", store).start()
     data = server.data
-    task_id = server.call("slow_compute", {"seconds": 3, "label": "report"})["taskId"]
+    # The caller's trace context (SEP-414 `_meta` keys) is kept with the task.
+    traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    task_id = server.rpc("tools/call", {"name": "slow_compute", "arguments": {"seconds": 3, "label": "report"}},
+                         meta={"traceparent": traceparent})["taskId"]
     server.wait(task_id, lambda t: t.get("statusMessage") == "computing report", "running")
     server.kill9()
     print("killed the server with SIGKILL mid-task")
@@ -28,4 +32,7 @@ for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     check(facts["attempt"] == 2, "it ran twice: the first attempt died with the process")
     check(facts["generation"] == 2, "the recovery claimed it with a new generation (the old one is fenced)")
     check(facts["status"] == "completed", "one terminal state")
+    trace = facts["work"]["trace"]
+    check(trace["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736" and trace["parentSpanId"] == "00f067aa0ba902b7",
+          "the recovered task still continues its caller's trace")
 print("recovery walkthrough: ok")

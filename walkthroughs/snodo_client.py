@@ -83,11 +83,12 @@ class Server:
                 out[name] = float(value)
         return out
 
-    def rpc(self, method, params, caps=CAPS, rid=1):
+    def rpc(self, method, params, caps=CAPS, rid=1, meta=None):
         params = dict(params)
         params["_meta"] = {
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": caps,
+            **(meta or {}),
         }
         headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
         name = params.get("name") or params.get("taskId") or params.get("uri")

@@ -31,13 +31,14 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
-    fn started(&mut self, attempt: u32) {
+    fn started(&mut self, attempt: u32, trace_id: Option<String>) {
         self.started = true;
         self.inner.instr.event(&RunnerEvent::JobStarted {
             task: self.task,
             generation: self.generation,
             attempt,
             recovered: attempt > 1,
+            trace_id,
         });
     }
 
@@ -141,7 +142,10 @@ pub(super) async fn run(
             Err(_) => return,
         }
     };
-    job.started(task.attempt);
+    job.started(
+        task.attempt,
+        claimed.work.trace.as_ref().map(|t| t.trace_id.clone()),
+    );
     let stopped_by = job.stop_reason.clone();
     let stop = |outcome: JobOutcome| job.stop(outcome);
 

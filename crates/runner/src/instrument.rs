@@ -66,6 +66,8 @@ pub enum RunnerEvent {
         attempt: u32,
         /// The task had been claimed before (a recovery or a retry).
         recovered: bool,
+        /// The trace the task continues (its caller's), when it has one.
+        trace_id: Option<String>,
     },
     /// An attempt ended.
     JobStopped {
@@ -165,13 +167,15 @@ impl Instrumentation for TracingInstrumentation {
                 generation,
                 attempt,
                 recovered,
+                trace_id,
             } => {
+                let trace_id = trace_id.as_deref().unwrap_or("");
                 // A task's first attempt is routine: its "job stopped" line says how it went
                 // and how long it took. Retries and recoveries are what an operator looks for.
                 if *recovered || *attempt > 1 {
-                    tracing::info!(task = %task, generation, attempt, recovered, "job started");
+                    tracing::info!(task = %task, generation, attempt, recovered, trace_id, "job started");
                 } else {
-                    tracing::debug!(task = %task, generation, attempt, recovered, "job started");
+                    tracing::debug!(task = %task, generation, attempt, recovered, trace_id, "job started");
                 }
             }
             RunnerEvent::JobStopped {

@@ -463,6 +463,7 @@ mod tests {
             generation: 2,
             attempt: 2,
             recovered: true,
+            trace_id: None,
         });
         m.event(&RunnerEvent::JobStopped {
             task,

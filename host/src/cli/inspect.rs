@@ -96,7 +96,7 @@ fn inspect(
         "inputsOutstanding": task.outstanding_inputs().map(|(k, _)| k).collect::<Vec<_>>(),
         "inputsAnswered": task.inputs.iter().filter(|(_, e)| e.response.is_some()).map(|(k, _)| k).collect::<Vec<_>>(),
         "work": {"type": work.kind, "tool": work.input.get("tool"), "idempotencyKey": work.idempotency_key,
-                 "componentDigest": work.component_digest},
+                 "componentDigest": work.component_digest, "trace": work.trace},
     });
     let text = serde_json::to_string_pretty(&view).map_err(|e| e.to_string())?;
     println!("{text}");

@@ -14,6 +14,7 @@ mod journal;
 mod retry;
 mod task;
 mod time;
+mod trace;
 mod transition;
 mod view;
 mod work;
@@ -66,6 +67,9 @@ pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,
 };
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use trace::{
+    IncomingTrace, MAX_BAGGAGE_BYTES, MAX_TRACESTATE_BYTES, TraceContext, TraceParent, new_span_id,
+};
 pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
 pub use view::{RawJson, TaskView, ViewOutcome};
 pub use work::{ExecutionLimits, Grant, WORK_SCHEMA_VERSION, Work, WorkError};

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Invalid, Principal, RetryPolicy};
+use super::{Invalid, Principal, RetryPolicy, TraceContext};
 
 /// The schema version this build writes for [`Work`].
 pub const WORK_SCHEMA_VERSION: u32 = 1;
@@ -47,6 +47,10 @@ pub struct Work {
     /// written before grants were recorded): every scope, no claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grant: Option<Grant>,
+    /// Where the work sits in its caller's distributed trace: every attempt continues it.
+    /// `None`: the caller sent no trace context (and work written before traces were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceContext>,
 }
 
 /// The scopes and claims a principal held when it created the work: what its executor sees
@@ -116,6 +120,7 @@ impl Work {
             principal: None,
             component_digest: None,
             grant: None,
+            trace: None,
         }
     }
 
@@ -149,6 +154,12 @@ impl Work {
         self
     }
 
+    /// The same descriptor continuing the trace `trace`.
+    pub fn with_trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
     /// Checks every rule a stored descriptor must satisfy.
     pub fn validate(&self) -> Result<(), WorkError> {
         if self.schema_version > WORK_SCHEMA_VERSION || self.schema_version == 0 {
@@ -178,6 +189,9 @@ impl Work {
             || zero(self.limits.wall_clock_ms)
         {
             return Err(Invalid::new("execution limits must be positive when set").into());
+        }
+        if let Some(trace) = &self.trace {
+            trace.validate().map_err(Invalid::new)?;
         }
         Ok(())
     }

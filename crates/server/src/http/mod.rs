@@ -34,7 +34,7 @@ pub use oauth::ResourceServer;
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
 use auth::{TokenDigest, digest, digests_equal};
-use snodo_core::model::Principal;
+use snodo_core::model::{IncomingTrace, Principal};
 
 /// How long `/readyz` waits for the store to commit its probe write.
 pub const READY_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -580,6 +580,10 @@ async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Respon
         session: routing_header(&headers, "mcp-session-id"),
         accepts_sse: accepts_event_stream(&headers),
         params: param_headers(&headers),
+        trace: {
+            let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+            IncomingTrace::from_values(text("traceparent"), text("tracestate"), text("baggage"))
+        },
     };
     match state.server.handle(&routing, &caller, &bytes).await {
         Reply::Json { status, body } => {

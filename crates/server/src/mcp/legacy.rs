@@ -142,6 +142,7 @@ impl McpServer {
             params,
             bytes,
         } = req;
+        let trace = protocol::trace_of(params.get("_meta"));
         let call = match method.as_str() {
             "ping" => return Ok(Reply::result(&id, json!({}))),
             "logging/setLevel" => {
@@ -167,6 +168,8 @@ impl McpServer {
         let meta = RequestMeta {
             protocol_version: session.version,
             client_capabilities: session.capabilities,
+            // `_meta`'s keys (SEP-414, in every revision) before the HTTP headers.
+            trace: trace.or_else(|| headers.trace.clone()),
             progress_token,
             // Until the session sets a level, the client gets notices and worse.
             log_level: Some(

@@ -74,6 +74,9 @@ pub struct RoutingHeaders {
     /// The `Mcp-Param-{Name}` headers (SEP-2243): `Name` as sent, and the value decoded;
     /// `Err` if present but unreadable.
     pub params: Vec<(String, Result<String, ()>)>,
+    /// The W3C trace context of the `traceparent`, `tracestate` and `baggage` headers;
+    /// `None` without a valid `traceparent`. The request's `_meta` keys take precedence.
+    pub trace: Option<snodo_core::model::IncomingTrace>,
 }
 
 /// A routing header's value if it was sent; a header sent but not readable is refused
@@ -494,7 +497,11 @@ impl McpServer {
             return Err(RpcError::method_not_found(&req.method));
         };
         // 3. Per-request _meta, then the version header against it.
-        let meta = RequestMeta::parse(&req.params)?;
+        let mut meta = RequestMeta::parse(&req.params)?;
+        // `_meta`'s trace keys before the HTTP headers: they are the request's own.
+        if meta.trace.is_none() {
+            meta.trace = headers.trace.clone();
+        }
         check_version_header(headers, &meta)?;
         meta.check_version()?;
         if method.needs_tasks() && !meta.declares_tasks() {

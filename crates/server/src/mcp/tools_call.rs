@@ -237,6 +237,11 @@ impl McpServer {
             .with_retry_policy(tool.retry_policy.clone())
             .with_limits(tool.limits)
             .with_principal(principal.clone());
+        // The caller's trace, with a span for the task every attempt continues.
+        let work = match &ctx.meta.trace {
+            Some(trace) => work.with_trace(trace.for_task()),
+            None => work,
+        };
         let grant = grant_of(tool, ctx.caller);
         // Every scope and no claims, the common case, is what a work without a grant means.
         let work = if grant == Grant::default() {

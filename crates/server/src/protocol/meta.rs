@@ -1,6 +1,8 @@
-//! Per-request `_meta`: protocol version, client capabilities, progress token.
+//! Per-request `_meta`: protocol version, client capabilities, progress token, log level
+//! and trace context.
 
 use serde_json::{Map, Value, json};
+use snodo_core::model::IncomingTrace;
 
 use super::{PROTOCOL_VERSION, RpcError, TASKS_EXTENSION, codes};
 
@@ -16,6 +18,17 @@ pub(crate) struct RequestMeta {
     /// The least severe level of log notifications the client asked for
     /// (`io.modelcontextprotocol/logLevel`); none are sent without it.
     pub(crate) log_level: Option<LogLevel>,
+    /// The W3C trace context of `_meta`'s `traceparent`, `tracestate` and `baggage` (the
+    /// keys MCP reserves for it); `None` without a valid `traceparent`.
+    pub(crate) trace: Option<IncomingTrace>,
+}
+
+/// The trace context `_meta` carries, if it holds a valid `traceparent`. An invalid one is
+/// ignored, as W3C Trace Context says: the request goes on and its task starts a trace.
+pub(crate) fn trace_of(meta: Option<&Value>) -> Option<IncomingTrace> {
+    let meta = meta?.as_object()?;
+    let text = |key: &str| meta.get(key).and_then(Value::as_str);
+    IncomingTrace::from_values(text("traceparent"), text("tracestate"), text("baggage"))
 }
 
 /// A syslog severity, as MCP logging names them, least severe first.
@@ -121,6 +134,7 @@ impl RequestMeta {
             client_capabilities: caps,
             progress_token,
             log_level,
+            trace: trace_of(params.get("_meta")),
         })
     }
 

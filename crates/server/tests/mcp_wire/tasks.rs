@@ -380,3 +380,108 @@ async fn an_executor_and_the_stored_work_get_the_principal_and_no_request_fields
     );
     runner.shutdown().await;
 }
+
+/// A task keeps its caller's W3C trace context (SEP-414's `_meta` keys, else the HTTP
+/// headers) with its work, with a span of its own, so every attempt continues the trace; an
+/// invalid `traceparent` is ignored, never refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_keeps_its_callers_trace_context() {
+    const META_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const HEADER_PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
+    let fixtures = fixtures().await;
+    let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let (server, _runner) = common::server_with(&store, catalog, Default::default());
+    let app = router(Arc::new(server), HttpConfig::default());
+
+    // Creates a task with `_meta` trace keys `meta` and HTTP headers `headers`; its stored
+    // trace context.
+    let traced = |meta: Value, headers: Vec<(&'static str, &'static str)>| {
+        let app = app.clone();
+        let store = store.clone();
+        async move {
+            let mut call = rpc(
+                1,
+                "tools/call",
+                json!({"name": "protocol_error_job"}),
+                caps(true),
+            );
+            for (k, v) in meta.as_object().expect("object") {
+                call["params"]["_meta"][k] = v.clone();
+            }
+            let mut req = request_of(&call);
+            for (name, value) in headers {
+                req.headers_mut()
+                    .insert(name, value.parse().expect("header"));
+            }
+            let (status, v, _) = send(&app, req).await;
+            assert_eq!(status, StatusCode::OK, "{v}");
+            let id = snodo_core::model::TaskId::parse(&task_id(&v)).expect("task id");
+            let (_, work) = store.inspect(&id).await.expect("inspect").expect("stored");
+            work.trace
+        }
+    };
+
+    let from_meta = traced(
+        json!({"traceparent": META_PARENT, "tracestate": "rojo=00f067aa0ba902b7", "baggage": "user=ada"}),
+        vec![],
+    )
+    .await
+    .expect("kept from _meta");
+    assert_eq!(from_meta.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(
+        from_meta.parent_span_id.as_deref(),
+        Some("00f067aa0ba902b7")
+    );
+    assert!(from_meta.sampled);
+    assert_eq!(
+        from_meta.tracestate.as_deref(),
+        Some("rojo=00f067aa0ba902b7")
+    );
+    assert_eq!(from_meta.baggage.as_deref(), Some("user=ada"));
+    assert_eq!(from_meta.task_span_id.len(), 16);
+    assert_ne!(
+        from_meta.task_span_id, "00f067aa0ba902b7",
+        "the task has its own span"
+    );
+
+    let from_header = traced(
+        json!({}),
+        vec![("traceparent", HEADER_PARENT), ("baggage", "k=v")],
+    )
+    .await
+    .expect("kept from the headers");
+    assert_eq!(from_header.trace_id, "0af7651916cd43dd8448eb211c80319c");
+    assert_eq!(
+        from_header.parent_span_id.as_deref(),
+        Some("b7ad6b7169203331")
+    );
+    assert!(!from_header.sampled);
+    assert_eq!(from_header.baggage.as_deref(), Some("k=v"));
+
+    let both = traced(
+        json!({"traceparent": META_PARENT}),
+        vec![("traceparent", HEADER_PARENT)],
+    )
+    .await
+    .expect("kept");
+    assert_eq!(
+        both.trace_id, "4bf92f3577b34da6a3ce929d0e0e4736",
+        "_meta comes first"
+    );
+
+    let invalid_meta = traced(
+        json!({"traceparent": "00-zz-not-a-trace"}),
+        vec![("traceparent", HEADER_PARENT)],
+    )
+    .await
+    .expect("the header's");
+    assert_eq!(invalid_meta.trace_id, "0af7651916cd43dd8448eb211c80319c");
+
+    assert_eq!(
+        traced(json!({"traceparent": 7}), vec![]).await,
+        None,
+        "ignored, not refused"
+    );
+    assert_eq!(traced(json!({}), vec![]).await, None);
+}

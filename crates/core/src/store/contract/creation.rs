@@ -11,6 +11,12 @@ pub async fn creation(b: &mut dyn Backend) {
     new.ttl_ms = Some(60_000);
     new.status_message = Some("queued".into());
     new.client_capabilities = json!({"elicitation": {}});
+    // The caller's trace context is kept with the work, byte for byte.
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let trace = IncomingTrace::from_values(Some(traceparent), Some("rojo=1"), Some("k=v"))
+        .expect("valid")
+        .for_task();
+    new.work = new.work.clone().with_trace(trace);
     let id = new.id;
     let expected_work = new.work.clone();
     let task = store.create(new.clone()).await.expect("create");
@@ -49,6 +55,15 @@ pub async fn creation(b: &mut dyn Backend) {
     ));
     let mut bad = new_task("acme");
     bad.poll_interval_ms = Some(0);
+    assert!(matches!(
+        store.create(bad).await,
+        Err(StoreError::Invalid(_))
+    ));
+    let mut bad = new_task("acme");
+    bad.work.trace = Some(TraceContext {
+        trace_id: "0".repeat(32),
+        ..TraceContext::root(true)
+    });
     assert!(matches!(
         store.create(bad).await,
         Err(StoreError::Invalid(_))

@@ -45,8 +45,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use crate::model::{
-    EventId, EventKind, JsonRpcError, ManualClock, Outcome, Principal, RawJson, RetryPolicy, Scope,
-    TaskEvent, TaskId, TaskStatus, Timestamp, ViewOutcome, Work,
+    EventId, EventKind, IncomingTrace, JsonRpcError, ManualClock, Outcome, Principal, RawJson,
+    RetryPolicy, Scope, TaskEvent, TaskId, TaskStatus, Timestamp, TraceContext, ViewOutcome, Work,
 };
 
 use super::{Action, Authority, ClaimRequest, Effect, InputReply, NewTask, Store, StoreError};
