@@ -5,9 +5,10 @@ The WIT is assembled in a temporary directory: Snodo's packages (`--wit`, the `w
 Snodo checkout) and, when they can be found, the WASI 0.2 packages `wasi:http` needs, under
 one world that includes `snodo:tasks/executor@0.4.0` and imports
 `wasi:http/outgoing-handler` (so `snodo_guest.http` can send). The WASI packages come from
-`--wasi-wit DIR`, `$SNODO_WASI_WIT`, or the `wasip2` crate the Rust SDK beside `--wit`
-depends on (found with `cargo metadata`). Without them the component is built against
-`executor` alone, and `snodo_guest.http` refuses to send.
+`--wasi-wit DIR`, `$SNODO_WASI_WIT`, the JavaScript SDK's jco package beside `--wit` when it
+is installed, or the `wasip2` crate the Rust SDK beside `--wit` depends on (found with
+`cargo metadata`). Without them the component is built against `executor` alone, and
+`snodo_guest.http` refuses to send.
 """
 
 import argparse
@@ -34,7 +35,12 @@ def wasi_wit(snodo_wit, given):
     for candidate in (given, os.environ.get("SNODO_WASI_WIT")):
         if candidate:
             return Path(candidate)
-    manifest = Path(snodo_wit).resolve().parent / "guest-sdk" / "Cargo.toml"
+    checkout = Path(snodo_wit).resolve().parent
+    # The same WASI release the JavaScript SDK's toolchain ships, when it is installed.
+    jco = checkout / "guest-sdk-js" / "node_modules" / "@bytecodealliance" / "jco" / "lib" / "wit" / "builtin" / WASI
+    if (jco / "wasi-http").is_dir():
+        return jco
+    manifest = checkout / "guest-sdk" / "Cargo.toml"
     if not manifest.is_file() or shutil.which("cargo") is None:
         return None
     try:
