@@ -22,6 +22,7 @@ const CHUNK = 4096;
 export class HttpError extends Error {
   constructor(kind, detail, status, body) {
     super(kind === "status" ? `HTTP ${status}: ${detail}` : `${kind}: ${detail}`);
+    this.name = "HttpError";
     this.kind = kind;
     this.detail = detail;
     this.status = status;

@@ -39,6 +39,7 @@ const MODES = ["sync", "optional", "required"];
 export class RpcError extends Error {
   constructor(code, message, data, statusMessage) {
     super(String(message));
+    this.name = "RpcError";
     this.code = Math.trunc(Number(code)) || -32603;
     this.data = data;
     this.statusMessage = statusMessage === undefined ? undefined : String(statusMessage);
@@ -59,6 +60,7 @@ export class Retry extends Error {
     const e = error instanceof RpcError ? error : RpcError.internal(String(error?.message ?? error));
     const status = statusMessage === undefined ? e.message : String(statusMessage);
     super(status);
+    this.name = "Retry";
     this.error = e;
     this.statusMessage = status;
   }
@@ -138,6 +140,7 @@ export class Answer {
 export class InputError extends Error {
   constructor(kind, detail) {
     super(detail ? `${kind}: ${detail}` : kind);
+    this.name = "InputError";
     this.kind = kind;
     this.detail = detail;
   }
