@@ -61,10 +61,27 @@ impl Histogram {
     }
 }
 
+/// The most label sets `mcp_server_operation_duration_seconds` keeps; beyond them, new
+/// tool names are counted under `_other` (deployments can rename tools for ever).
+const MAX_OPERATION_SERIES: usize = 2_048;
+
+/// One series of the operation-duration histogram: method, tool, `error.type`.
+type OperationKey = (&'static str, Option<String>, Option<String>);
+
+/// A Prometheus label value: backslashes, quotes and newlines escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// Process-wide counters and histograms. Cheap to update from hot paths (atomics; a
 /// mutex only on the first sighting of a new label value).
 #[derive(Debug, Default)]
 pub struct Metrics {
+    /// `mcp.server.operation.duration` of the OpenTelemetry MCP conventions, per method,
+    /// tool and error type.
+    operations: Mutex<BTreeMap<OperationKey, std::sync::Arc<Histogram>>>,
     attempts_started: AtomicU64,
     attempts_finished: Mutex<BTreeMap<&'static str, u64>>,
     recoveries: AtomicU64,
@@ -135,6 +152,60 @@ impl Metrics {
         *self.limits_hit.lock().entry(limit).or_insert(0) += 1;
     }
 
+    /// Records one MCP operation: its method, the tool a `tools/call` named (when the
+    /// catalog serves it), how it ended and how long it took.
+    pub fn operation(
+        &self,
+        method: &'static str,
+        tool: Option<String>,
+        outcome: crate::mcp::Outcome,
+        took: Duration,
+    ) {
+        let error = match outcome {
+            crate::mcp::Outcome::Ok => None,
+            crate::mcp::Outcome::Error(code) => Some(code.to_string()),
+            crate::mcp::Outcome::ToolError => Some("tool_error".to_owned()),
+        };
+        let histogram = {
+            let mut ops = self.operations.lock();
+            let key = (method, tool, error);
+            match ops.get(&key) {
+                Some(h) => h.clone(),
+                None => {
+                    let key = if ops.len() >= MAX_OPERATION_SERIES && key.1.is_some() {
+                        (key.0, Some("_other".to_owned()), key.2)
+                    } else {
+                        key
+                    };
+                    ops.entry(key).or_default().clone()
+                }
+            }
+        };
+        histogram.observe(took);
+    }
+
+    fn render_operations(&self, out: &mut String) {
+        let ops = self.operations.lock().clone();
+        if ops.is_empty() {
+            return;
+        }
+        let name = "mcp_server_operation_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} MCP requests served, by method, tool and error type (mcp.server.operation.duration).\n# TYPE {name} histogram"
+        );
+        for ((method, tool, error), h) in ops {
+            let mut labels = format!("mcp_method_name=\"{method}\"");
+            if let Some(t) = tool {
+                let _ = write!(labels, ",gen_ai_tool_name=\"{}\"", escape_label(&t));
+            }
+            if let Some(e) = error {
+                let _ = write!(labels, ",error_type=\"{e}\"");
+            }
+            h.render(out, name, &labels);
+        }
+    }
+
     /// Renders the Prometheus text exposition, with `active` attempts, `sync` guest
     /// executions on the request path and open subscription `streams` as gauges.
     pub fn render(&self, active: usize, sync: usize, streams: usize) -> String {
@@ -177,6 +248,7 @@ impl Metrics {
             }
         }
         self.render_histograms(&mut out);
+        self.render_operations(&mut out);
         out
     }
 
@@ -187,7 +259,6 @@ impl Metrics {
             return;
         };
         let c = outbound.counters();
-        let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"");
         let _ = writeln!(
             out,
             "# HELP snodo_outbound_refused_total Outbound requests the host refused, by tool and reason.\n# TYPE snodo_outbound_refused_total counter"
@@ -196,7 +267,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "snodo_outbound_refused_total{{tool=\"{}\",reason=\"{reason}\"}} {n}",
-                esc(tool)
+                escape_label(tool)
             );
         }
         let _ = writeln!(
@@ -207,7 +278,7 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "snodo_outbound_limited_total{{tool=\"{}\",limit=\"{limit}\"}} {n}",
-                esc(tool)
+                escape_label(tool)
             );
         }
         let _ = writeln!(
@@ -219,7 +290,7 @@ impl Metrics {
                 let _ = writeln!(
                     out,
                     "snodo_outbound_requests_total{{tool=\"{}\",source=\"{source}\"}} {n}",
-                    esc(tool)
+                    escape_label(tool)
                 );
             }
         }
@@ -228,7 +299,7 @@ impl Metrics {
     /// Writes `snodo_node_info`, when this node has been named.
     fn render_node(&self, out: &mut String) {
         if let Some(node) = &*self.node.lock() {
-            let node = node.replace('\\', "\\\\").replace('"', "\\\"");
+            let node = escape_label(node);
             let _ = writeln!(
                 out,
                 "# HELP snodo_node_info This node's identity.\n# TYPE snodo_node_info gauge\nsnodo_node_info{{node=\"{node}\"}} 1"
@@ -491,5 +562,37 @@ mod tests {
         assert!(text.contains("snodo_store_operation_seconds_count{op=\"claim\"} 1"));
         assert!(text.contains("snodo_tasks_created_total 1"));
         assert!(text.contains("snodo_tasks_finished_total{status=\"completed\"} 1"));
+    }
+
+    #[test]
+    fn operation_series_are_bounded_and_their_labels_escaped() {
+        use crate::mcp::Outcome;
+        let m = Metrics::new();
+        let ms = Duration::from_millis(1);
+        m.operation("tools/call", Some("we\"ird".into()), Outcome::ToolError, ms);
+        m.operation("tasks/get", None, Outcome::Error(-32602), ms);
+        for i in 0..MAX_OPERATION_SERIES + 50 {
+            m.operation("tools/call", Some(format!("tool-{i}")), Outcome::Ok, ms);
+        }
+        let text = m.render(0, 0, 0);
+        assert!(text.contains(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="we\"ird",error_type="tool_error"} 1"#
+        ));
+        assert!(text.contains(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tasks/get",error_type="-32602"} 1"#
+        ));
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("mcp_server_operation_duration_seconds_count"))
+            .count();
+        // The first two series and 2,046 tools fill the cap; the last 52 tools share one.
+        assert_eq!(
+            series,
+            MAX_OPERATION_SERIES + 1,
+            "the overflow shares one series"
+        );
+        assert!(text.contains(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="_other"} 52"#
+        ));
     }
 }

@@ -586,7 +586,7 @@ async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Respon
         },
     };
     match state.server.handle(&routing, &caller, &bytes).await {
-        Reply::Json { status, body } => {
+        Reply::Json { status, body, .. } => {
             json_response(StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body)
         }
         Reply::InsufficientScope { needed, body } => {

@@ -31,25 +31,35 @@ pub(crate) enum Method {
     SubscriptionsListen,
 }
 
+/// Every served method with its name, the one table `parse` and `as_str` read.
+const NAMES: [(Method, &str); 13] = [
+    (Method::Discover, "server/discover"),
+    (Method::ToolsList, "tools/list"),
+    (Method::ToolsCall, "tools/call"),
+    (Method::ResourcesList, "resources/list"),
+    (Method::ResourceTemplatesList, "resources/templates/list"),
+    (Method::ResourcesRead, "resources/read"),
+    (Method::PromptsList, "prompts/list"),
+    (Method::PromptsGet, "prompts/get"),
+    (Method::Complete, "completion/complete"),
+    (Method::TasksGet, "tasks/get"),
+    (Method::TasksUpdate, "tasks/update"),
+    (Method::TasksCancel, "tasks/cancel"),
+    (Method::SubscriptionsListen, "subscriptions/listen"),
+];
+
 impl Method {
+    /// The method's name on the wire.
+    pub(crate) fn as_str(self) -> &'static str {
+        NAMES
+            .iter()
+            .find(|(m, _)| *m == self)
+            .map_or("", |(_, n)| n)
+    }
+
     /// The method named `name`, if this server serves it.
     pub(crate) fn parse(name: &str) -> Option<Self> {
-        Some(match name {
-            "server/discover" => Self::Discover,
-            "tools/list" => Self::ToolsList,
-            "tools/call" => Self::ToolsCall,
-            "resources/list" => Self::ResourcesList,
-            "resources/templates/list" => Self::ResourceTemplatesList,
-            "resources/read" => Self::ResourcesRead,
-            "prompts/list" => Self::PromptsList,
-            "prompts/get" => Self::PromptsGet,
-            "completion/complete" => Self::Complete,
-            "tasks/get" => Self::TasksGet,
-            "tasks/update" => Self::TasksUpdate,
-            "tasks/cancel" => Self::TasksCancel,
-            "subscriptions/listen" => Self::SubscriptionsListen,
-            _ => return None,
-        })
+        NAMES.iter().find(|(_, n)| *n == name).map(|(m, _)| *m)
     }
 
     /// Whether 2025-11-25 serves it too: not `server/discover` (that revision discovers by
@@ -85,5 +95,9 @@ mod tests {
         assert_eq!(Method::parse("tasks/list"), None, "removed by SEP-2663");
         assert_eq!(Method::parse("prompts/get"), Some(Method::PromptsGet));
         assert_eq!(Method::parse("initialize"), None, "removed in 2026-07-28");
+        for (m, name) in NAMES {
+            assert_eq!(Method::parse(name), Some(m));
+            assert_eq!(m.as_str(), name);
+        }
     }
 }

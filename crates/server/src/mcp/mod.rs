@@ -102,6 +102,8 @@ pub enum Reply {
         status: u16,
         /// The JSON-RPC message, serialized.
         body: Vec<u8>,
+        /// How it ended, for `mcp_server_operation_duration_seconds`.
+        outcome: Outcome,
     },
     /// A notification or response was received: 202, no body.
     Accepted,
@@ -127,11 +129,24 @@ pub enum Reply {
     Stream(mpsc::Receiver<Value>),
 }
 
+/// How an operation ended, as the OpenTelemetry MCP conventions' `error.type` reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Outcome {
+    /// A result (a created task included).
+    #[default]
+    Ok,
+    /// A JSON-RPC error with this code.
+    Error(i64),
+    /// A tool result with `isError: true`: an error in the tool's own domain.
+    ToolError,
+}
+
 impl Reply {
     fn result(id: &Value, result: impl serde::Serialize) -> Self {
         Reply::Json {
             status: 200,
             body: protocol::result_bytes(id, &result),
+            outcome: Outcome::Ok,
         }
     }
 
@@ -143,14 +158,32 @@ impl Reply {
         Reply::Json {
             status,
             body: protocol::error_bytes(id, e),
+            outcome: Outcome::Error(e.code),
         }
     }
 
     /// A message already built as a JSON tree.
     fn message(status: u16, message: &Value) -> Self {
+        let outcome = if let Some(code) = message["error"]["code"].as_i64() {
+            Outcome::Error(code)
+        } else if message["result"]["isError"] == Value::Bool(true) {
+            Outcome::ToolError
+        } else {
+            Outcome::Ok
+        };
         Reply::Json {
             status,
             body: protocol::message_bytes(message),
+            outcome,
+        }
+    }
+
+    /// How the operation this reply answers ended.
+    fn outcome(&self) -> Outcome {
+        match self {
+            Reply::Json { outcome, .. } => *outcome,
+            Reply::InsufficientScope { .. } => Outcome::Error(protocol::codes::INVALID_REQUEST),
+            Reply::Accepted | Reply::Initialized { .. } | Reply::Stream(_) => Outcome::Ok,
         }
     }
 }
@@ -471,10 +504,44 @@ impl McpServer {
             Err((id, e)) => return Reply::error(&id, &e),
         };
         let id = req.id.clone();
-        match self.dispatch(headers, caller, req).await {
+        let started = std::time::Instant::now();
+        let (method, tool) = self.operation_labels(&req);
+        let reply = match self.dispatch(headers, caller, req).await {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
-        }
+        };
+        // A streamed reply counts until its stream starts.
+        self.metrics
+            .operation(method, tool, reply.outcome(), started.elapsed());
+        reply
+    }
+
+    /// The labels of a request's operation: its method when this server knows it (else
+    /// `_other`), and for `tools/call` the tool when the catalog serves one of that name.
+    /// Both sets are bounded, whatever clients send.
+    fn operation_labels(&self, req: &protocol::Request) -> (&'static str, Option<String>) {
+        const HANDSHAKE: [&str; 6] = [
+            "initialize",
+            "ping",
+            "logging/setLevel",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "tasks/list",
+        ];
+        let method = match Method::parse(&req.method) {
+            Some(m) => m.as_str(),
+            None => HANDSHAKE
+                .iter()
+                .find(|m| **m == req.method)
+                .copied()
+                .unwrap_or("_other"),
+        };
+        let tool = (method == "tools/call")
+            .then(|| req.params.get("name").and_then(Value::as_str))
+            .flatten()
+            .filter(|name| self.catalog().tool(name).is_some())
+            .map(str::to_owned);
+        (method, tool)
     }
 
     async fn dispatch(
