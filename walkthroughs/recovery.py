@@ -10,7 +10,7 @@ from snodo_client import Server, check, inspect
 
 for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     print(f"-- store: {store}")
-    server = Server("--store", store).start()
+    server = Server("--store", store, "--trace-context").start()
     data = server.data
     # The caller's trace context (SEP-414 `_meta` keys) is kept with the task.
     traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -20,7 +20,7 @@ for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     server.kill9()
     print("killed the server with SIGKILL mid-task")
 
-    server = Server("--store", store, data=data).start()
+    server = Server("--store", store, "--trace-context", data=data).start()
     try:
         t = server.get(task_id)
         check(t["taskId"] == task_id, "the task survived the crash")

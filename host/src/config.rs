@@ -68,6 +68,9 @@ pub struct Config {
     /// The metrics endpoint.
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// Traces.
+    #[serde(default)]
+    pub telemetry: TelemetrySection,
     /// Per-tenant and global budgets.
     #[serde(default)]
     pub limits: LimitsBudgetSection,
@@ -201,6 +204,17 @@ pub struct MetricsSection {
     pub token: Option<String>,
     /// An environment variable holding that token.
     pub token_env: Option<String>,
+}
+
+/// `[telemetry]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TelemetrySection {
+    /// Keep a caller's W3C trace context with the tasks it creates (default false: a node
+    /// of an earlier build refuses such a task, so turn it on once every node runs this
+    /// build).
+    #[serde(default)]
+    pub trace_context: bool,
 }
 
 /// `[store]`.
@@ -836,6 +850,7 @@ impl Config {
         opts.http_limits = self.http_limits(file)?;
         self.outbound_into(file, &mut opts)?;
         opts.metrics_token = self.metrics_token(file)?;
+        opts.trace_context = self.telemetry.trace_context;
         opts.deploy = self.deploy_settings(file)?;
         Ok(opts)
     }
@@ -1982,6 +1997,20 @@ admin = ["snodo:admin"]
             assert_eq!(e.key, key, "{why}: {e}");
             assert!(e.reason.contains(why), "{why}: {e}");
         }
+    }
+
+    #[test]
+    fn trace_context_is_kept_only_when_turned_on() {
+        assert!(!options("").expect("empty").trace_context);
+        assert!(
+            options("[telemetry]\ntrace_context = true\n")
+                .expect("on")
+                .trace_context
+        );
+        assert!(
+            options("[telemetry]\nsampling = 1\n").is_err(),
+            "unknown keys are refused"
+        );
     }
 
     #[test]

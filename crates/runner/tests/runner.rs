@@ -1220,6 +1220,7 @@ async fn a_runner_loop_that_is_down_makes_the_node_unready() {
             catalog: Arc::new(snodo_runner::Catalogs::new(registry().await)),
             limits: Default::default(),
             scopes: Default::default(),
+            trace_context: false,
         },
     ));
     let app = snodo_server::http::router(server, snodo_server::http::HttpConfig::default());

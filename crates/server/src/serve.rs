@@ -96,6 +96,9 @@ pub struct ServeOptions {
     /// Admin tokens and which tenants' operators act on every tenant (`[admin]`); the
     /// admin scopes come from `scopes.admin`.
     pub admin: crate::admin::AdminConfig,
+    /// Whether callers' trace context is kept with their tasks (`[telemetry]
+    /// trace_context`, `--trace-context`; off by default).
+    pub trace_context: bool,
 }
 
 impl ServeOptions {
@@ -127,6 +130,7 @@ impl ServeOptions {
                 session_ms: crate::admin::DEFAULT_SESSION_MS,
                 ..Default::default()
             },
+            trace_context: false,
         }
     }
 }
@@ -381,6 +385,7 @@ fn start_node(
                 catalog,
                 limits: opts.limits.clone(),
                 scopes: opts.scopes.clone(),
+                trace_context: opts.trace_context,
             },
         )
         .with_change_feed(observed)

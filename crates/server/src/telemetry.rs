@@ -62,7 +62,8 @@ impl Histogram {
 }
 
 /// The most label sets `mcp_server_operation_duration_seconds` keeps; beyond them, new
-/// tool names are counted under `_other` (deployments can rename tools for ever).
+/// tool names and error codes are counted under `_other` (deployments can rename tools
+/// for ever, and a guest may fail with any code).
 const MAX_OPERATION_SERIES: usize = 2_048;
 
 /// One series of the operation-duration histogram: method, tool, `error.type`.
@@ -172,8 +173,11 @@ impl Metrics {
             match ops.get(&key) {
                 Some(h) => h.clone(),
                 None => {
-                    let key = if ops.len() >= MAX_OPERATION_SERIES && key.1.is_some() {
-                        (key.0, Some("_other".to_owned()), key.2)
+                    // At the cap a new tool or error code joins `_other`: the methods are
+                    // fixed, so at most two series per method follow.
+                    let key = if ops.len() >= MAX_OPERATION_SERIES {
+                        let other = |l: Option<String>| l.map(|_| "_other".to_owned());
+                        (key.0, other(key.1), other(key.2))
                     } else {
                         key
                     };
@@ -574,6 +578,10 @@ mod tests {
         for i in 0..MAX_OPERATION_SERIES + 50 {
             m.operation("tools/call", Some(format!("tool-{i}")), Outcome::Ok, ms);
         }
+        // Past the cap, any error code a guest fails with shares one series too.
+        for code in 0..100 {
+            m.operation("tools/call", None, Outcome::Error(-40_000 - code), ms);
+        }
         let text = m.render(0, 0, 0);
         assert!(text.contains(
             r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="we\"ird",error_type="tool_error"} 1"#
@@ -585,12 +593,16 @@ mod tests {
             .lines()
             .filter(|l| l.starts_with("mcp_server_operation_duration_seconds_count"))
             .count();
-        // The first two series and 2,046 tools fill the cap; the last 52 tools share one.
+        // The first two series and 2,046 tools fill the cap; the last 52 tools share one,
+        // and the 100 codes another.
         assert_eq!(
             series,
-            MAX_OPERATION_SERIES + 1,
-            "the overflow shares one series"
+            MAX_OPERATION_SERIES + 2,
+            "the overflow shares two series"
         );
+        assert!(text.contains(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",error_type="_other"} 100"#
+        ));
         assert!(text.contains(
             r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="_other"} 52"#
         ));

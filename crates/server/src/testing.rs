@@ -76,6 +76,8 @@ pub fn server_over(
         catalog: Arc::new(snodo_runner::Catalogs::new(catalog)),
         limits,
         scopes: Default::default(),
+        // The tests exercise what the option turns on.
+        trace_context: true,
     };
     (
         McpServer::new(store.clone(), runner.clone(), config),

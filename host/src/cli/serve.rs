@@ -34,6 +34,10 @@ pub(crate) struct ServeArgs {
     /// Retry policy for a tool, as TOOL=DELAY_MS,DELAY_MS,... (repeatable).
     #[arg(long = "retry", value_parser = parse_retry)]
     retries: Vec<(String, RetryPolicy)>,
+    /// Keep a caller's W3C trace context with the tasks it creates (`[telemetry]
+    /// trace_context`; turn it on once every node sharing the store runs this build).
+    #[arg(long)]
+    trace_context: bool,
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
@@ -121,6 +125,7 @@ fn options(args: ServeArgs) -> Result<ServeOptions, String> {
     let sqlite_file = args.data.join("tasks.sqlite");
     let mut opts = ServeOptions::new(args.data, components);
     opts.listen = listen;
+    opts.trace_context = args.trace_context;
     opts.store = match args.store {
         StoreKind::Memory => StoreConfig::Memory,
         StoreKind::Redb => opts.store,

@@ -488,6 +488,27 @@ fn missing_caller() -> Response {
     )
 }
 
+/// The W3C trace context of the request's headers. `traceparent` must appear once (twice is
+/// invalid, as W3C Trace Context says); `tracestate` and `baggage` may be split over
+/// several lines, which join with commas.
+fn trace_headers(headers: &HeaderMap) -> Option<IncomingTrace> {
+    let mut parents = headers.get_all("traceparent").iter();
+    let parent = parents.next()?.to_str().ok()?;
+    if parents.next().is_some() {
+        return None;
+    }
+    let joined = |name: &str| {
+        let parts: Vec<&str> = headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(","))
+    };
+    let (state, baggage) = (joined("tracestate"), joined("baggage"));
+    IncomingTrace::from_values(Some(parent), state.as_deref(), baggage.as_deref())
+}
+
 fn routing_header(headers: &HeaderMap, name: &str) -> Option<Result<String, ()>> {
     headers
         .get(name)
@@ -580,10 +601,7 @@ async fn answer_post(state: &Shared, caller: Caller, request: Request) -> Respon
         session: routing_header(&headers, "mcp-session-id"),
         accepts_sse: accepts_event_stream(&headers),
         params: param_headers(&headers),
-        trace: {
-            let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-            IncomingTrace::from_values(text("traceparent"), text("tracestate"), text("baggage"))
-        },
+        trace: trace_headers(&headers),
     };
     match state.server.handle(&routing, &caller, &bytes).await {
         Reply::Json { status, body, .. } => {

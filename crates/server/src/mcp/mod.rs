@@ -55,6 +55,11 @@ pub struct ServerConfig {
     pub limits: TenantLimits,
     /// The scopes each operation needs (none, without OAuth).
     pub scopes: ScopePolicy,
+    /// Whether a caller's trace context is kept with the tasks it creates
+    /// (`[telemetry] trace_context`). Off by default: a node of an earlier build refuses a
+    /// stored work that carries it, so it is turned on once every node sharing the store
+    /// runs this build.
+    pub trace_context: bool,
 }
 
 /// The headers the dispatcher checks, already read from the transport.
@@ -141,6 +146,19 @@ pub enum Outcome {
     ToolError,
 }
 
+impl Outcome {
+    /// How the JSON-RPC response `message` ended.
+    pub(crate) fn of(message: &Value) -> Self {
+        if let Some(code) = message["error"]["code"].as_i64() {
+            Outcome::Error(code)
+        } else if message["result"]["isError"] == Value::Bool(true) {
+            Outcome::ToolError
+        } else {
+            Outcome::Ok
+        }
+    }
+}
+
 impl Reply {
     fn result(id: &Value, result: impl serde::Serialize) -> Self {
         Reply::Json {
@@ -164,17 +182,10 @@ impl Reply {
 
     /// A message already built as a JSON tree.
     fn message(status: u16, message: &Value) -> Self {
-        let outcome = if let Some(code) = message["error"]["code"].as_i64() {
-            Outcome::Error(code)
-        } else if message["result"]["isError"] == Value::Bool(true) {
-            Outcome::ToolError
-        } else {
-            Outcome::Ok
-        };
         Reply::Json {
             status,
             body: protocol::message_bytes(message),
-            outcome,
+            outcome: Outcome::of(message),
         }
     }
 
@@ -510,9 +521,12 @@ impl McpServer {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
         };
-        // A streamed reply counts until its stream starts.
-        self.metrics
-            .operation(method, tool, reply.outcome(), started.elapsed());
+        // A streamed `tools/call` is recorded when its response is sent (`run_sync`); any
+        // other streamed reply counts until its stream starts.
+        if !(matches!(reply, Reply::Stream(_)) && method == "tools/call") {
+            self.metrics
+                .operation(method, tool, reply.outcome(), started.elapsed());
+        }
         reply
     }
 

@@ -239,8 +239,8 @@ impl McpServer {
             .with_principal(principal.clone());
         // The caller's trace, with a span for the task every attempt continues.
         let work = match &ctx.meta.trace {
-            Some(trace) => work.with_trace(trace.for_task()),
-            None => work,
+            Some(trace) if self.config.trace_context => work.with_trace(trace.for_task()),
+            _ => work,
         };
         let grant = grant_of(tool, ctx.caller);
         // Every scope and no claims, the common case, is what a work without a grant means.
@@ -292,6 +292,7 @@ impl McpServer {
     /// takes an event stream, when the request asked for it (a progress token or a log
     /// level; a 2025-11-25 session always has a level).
     async fn run_sync(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Reply> {
+        let started = std::time::Instant::now();
         let tool = calling.tool;
         let (arguments, answers) = (calling.arguments, calling.answers);
         let (key, sealed_for) = (calling.key, calling.sealed_for);
@@ -359,6 +360,8 @@ impl McpServer {
         match (stream_tx, stream_rx) {
             (Some(tx), Some(rx)) => {
                 let id = ctx.id.clone();
+                let metrics = self.metrics.clone();
+                let tool_name = tool.info.name.clone();
                 tokio::spawn(async move {
                     let _slot = slot;
                     // A client that went away ends the call: the guest is dropped with
@@ -367,6 +370,12 @@ impl McpServer {
                     tokio::select! {
                         outcome = run => {
                             let (_, message) = to_message(&id, outcome);
+                            metrics.operation(
+                                "tools/call",
+                                Some(tool_name),
+                                super::Outcome::of(&message),
+                                started.elapsed(),
+                            );
                             let _ = tx.send(message).await;
                         }
                         () = tx.closed() => {}

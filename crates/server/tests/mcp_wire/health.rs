@@ -14,8 +14,13 @@ async fn metrics_and_health() {
     assert_eq!(v["result"]["resultType"], "task");
     let (_, _) = ask(&app, 2, "tools/call", json!({"name": "greet"}), caps(false)).await;
     let tool_error = json!({"name": "test_error_handling"});
-    let (_, v) = ask(&app, 3, "tools/call", tool_error, caps(false)).await;
+    let (_, v) = ask(&app, 3, "tools/call", tool_error.clone(), caps(false)).await;
     assert_eq!(v["result"]["isError"], true);
+    // The same call streaming its progress is timed to its response, and classified.
+    let mut streamed = rpc(6, "tools/call", tool_error, caps(false));
+    streamed["params"]["_meta"]["progressToken"] = json!("p-1");
+    let (_, body, ctype) = send(&app, request_of(&streamed)).await;
+    assert!(ctype.starts_with("text/event-stream"), "{ctype}: {body}");
     // A name no tool has is not a label: clients cannot grow the series.
     let unknown = json!({"name": "no-such-tool-7f3a"});
     let (_, v) = ask(&app, 4, "tools/call", unknown, caps(false)).await;
@@ -30,14 +35,14 @@ async fn metrics_and_health() {
     assert!(ctype.starts_with("text/plain"), "{ctype}");
     let text = body.as_str().expect("text").to_owned();
     assert!(text.contains("snodo_tasks_created_total 1"), "{text}");
-    assert!(text.contains("snodo_sync_calls_total 2"), "{text}");
+    assert!(text.contains("snodo_sync_calls_total 3"), "{text}");
     assert!(text.contains("# TYPE snodo_store_operation_seconds histogram"));
     // mcp.server.operation.duration, by method, tool and error type.
     let op = "mcp_server_operation_duration_seconds_count";
     for series in [
         r#"{mcp_method_name="tools/call",gen_ai_tool_name="failing_job"} 1"#,
         r#"{mcp_method_name="tools/call",gen_ai_tool_name="greet"} 1"#,
-        r#"{mcp_method_name="tools/call",gen_ai_tool_name="test_error_handling",error_type="tool_error"} 1"#,
+        r#"{mcp_method_name="tools/call",gen_ai_tool_name="test_error_handling",error_type="tool_error"} 2"#,
         r#"{mcp_method_name="tools/call",error_type="-32602"} 1"#,
         r#"{mcp_method_name="tools/list"} 1"#,
     ] {

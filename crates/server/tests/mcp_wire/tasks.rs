@@ -412,7 +412,7 @@ async fn a_task_keeps_its_callers_trace_context() {
             let mut req = request_of(&call);
             for (name, value) in headers {
                 req.headers_mut()
-                    .insert(name, value.parse().expect("header"));
+                    .append(name, value.parse().expect("header"));
             }
             let (status, v, _) = send(&app, req).await;
             assert_eq!(status, StatusCode::OK, "{v}");
@@ -484,4 +484,25 @@ async fn a_task_keeps_its_callers_trace_context() {
         "ignored, not refused"
     );
     assert_eq!(traced(json!({}), vec![]).await, None);
+    let split = traced(
+        json!({}),
+        vec![
+            ("traceparent", HEADER_PARENT),
+            ("baggage", "a=1"),
+            ("baggage", "b=2"),
+        ],
+    )
+    .await
+    .expect("kept");
+    assert_eq!(
+        split.baggage.as_deref(),
+        Some("a=1,b=2"),
+        "lines of one header join"
+    );
+    let twice = traced(
+        json!({}),
+        vec![("traceparent", HEADER_PARENT), ("traceparent", META_PARENT)],
+    )
+    .await;
+    assert_eq!(twice, None, "a repeated traceparent is invalid");
 }
