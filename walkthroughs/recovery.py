@@ -35,4 +35,15 @@ for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     trace = facts["work"]["trace"]
     check(trace["traceId"] == "4bf92f3577b34da6a3ce929d0e0e4736" and trace["parentSpanId"] == "00f067aa0ba902b7",
           "the recovered task still continues its caller's trace")
+# Without --trace-context (the default) a node keeps no caller's trace: a node of an
+# earlier build sharing the store could not read it.
+server = Server("--store", "redb").start()
+try:
+    task_id = server.rpc("tools/call", {"name": "slow_compute", "arguments": {"seconds": 1, "label": "untraced"}},
+                         meta={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})["taskId"]
+    server.wait(task_id, lambda t: t["status"] == "completed", "completed")
+finally:
+    server.stop()
+check(inspect(os.path.join(server.data, "tasks.redb"), task_id)["work"]["trace"] is None,
+      "by default the caller's trace context is not stored")
 print("recovery walkthrough: ok")

@@ -33,7 +33,8 @@ export const RESOURCES = new Map();
 export const TEMPLATES = new Map();
 export const PROMPTS = new Map();
 
-const MODES = ["sync", "optional", "required"];
+/** The modes a tool may declare or a mode rule may choose. */
+export const MODES = ["sync", "optional", "required"];
 
 /** A JSON-RPC error: thrown by a tool, the task fails with it. */
 export class RpcError extends Error {

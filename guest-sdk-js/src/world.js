@@ -5,6 +5,7 @@
 
 import {
   Context,
+  MODES,
   PROMPTS,
   RESOURCES,
   Retry,
@@ -89,8 +90,6 @@ function run(work) {
   if (!spec) return RpcError.invalidParams(`Unknown tool: ${work.tool}`);
   return guarded(() => result(spec.run(new Context(work), parseArgs(spec, JSON.parse(work.arguments || "{}")))));
 }
-
-const MODES = ["sync", "optional", "required"];
 
 /** The mode rule's decision, or the tool's declared mode when it has none, throws, or
  * answers something that is not a mode. */

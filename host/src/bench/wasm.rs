@@ -59,25 +59,18 @@ pub(crate) struct WasmFigure {
     pub samples: usize,
 }
 
-fn latency(
-    component: &str,
-    what: &str,
-    mut samples: Vec<Duration>,
-    unit: &'static str,
-) -> WasmFigure {
-    samples.sort();
-    let scale = if unit == "ms" { 1e3 } else { 1e6 };
-    let at = |q: f64| {
-        let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
-        samples.get(i).map_or(0.0, |d| d.as_secs_f64() * scale)
-    };
+/// A latency figure in `unit` (`us` or `ms`), from the same percentiles as the other
+/// benchmarks' figures.
+fn latency(component: &str, what: &str, samples: Vec<Duration>, unit: &'static str) -> WasmFigure {
+    let f = super::figure(what, samples);
+    let scale = if unit == "ms" { 1e-3 } else { 1.0 };
     WasmFigure {
         component: component.to_owned(),
-        what: what.to_owned(),
-        median: at(0.5),
-        p99: Some(at(0.99)),
+        what: f.what,
+        median: f.median_us * scale,
+        p99: Some(f.p99_us * scale),
         unit,
-        samples: samples.len(),
+        samples: f.samples,
     }
 }
 

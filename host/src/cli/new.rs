@@ -36,11 +36,7 @@ pub(crate) fn run(args: NewArgs) -> ExitCode {
     let Some(sdk) = sdk.or_else(|| default_sdk(lang)) else {
         eprintln!(
             "error: where is the snodo-guest SDK? Pass --sdk PATH ({}/ in the Snodo repository)",
-            match lang {
-                Lang::Rust => "guest-sdk",
-                Lang::Python => "guest-sdk-python",
-                Lang::Js => "guest-sdk-js",
-            }
+            lang.sdk_dir()
         );
         return ExitCode::from(2);
     };

@@ -32,7 +32,7 @@ pub(crate) enum Lang {
 
 impl Lang {
     /// The SDK directory in a checkout, relative to the repository root.
-    fn sdk_dir(self) -> &'static str {
+    pub(crate) fn sdk_dir(self) -> &'static str {
         match self {
             Lang::Rust => "guest-sdk",
             Lang::Python => "guest-sdk-python",
