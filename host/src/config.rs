@@ -210,11 +210,109 @@ pub struct MetricsSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelemetrySection {
-    /// Keep a caller's W3C trace context with the tasks it creates (default false: a node
-    /// of an earlier build refuses such a task, so turn it on once every node runs this
-    /// build).
+    /// Keep a caller's W3C trace context with the tasks it creates (default: false, or
+    /// true when `[telemetry.otlp]` exports spans; a node of an earlier build refuses such
+    /// a task, so turn it on once every node runs this build).
+    pub trace_context: Option<bool>,
+    /// Spans exported over OTLP; none without this table.
+    pub otlp: Option<OtlpSection>,
+}
+
+/// `[telemetry.otlp]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtlpSection {
+    /// The collector: the traces URL for `http/protobuf`
+    /// (`http://collector:4318/v1/traces`), the address for `grpc`
+    /// (`http://collector:4317`).
+    pub endpoint: String,
+    /// `http/protobuf` (default) or `grpc`.
+    pub protocol: Option<String>,
+    /// Headers (gRPC metadata) sent with every export, e.g. a collector's API key.
     #[serde(default)]
-    pub trace_context: bool,
+    pub headers: BTreeMap<String, String>,
+    /// The share of traces recorded, 0 to 1 (default 1).
+    pub sampling_ratio: Option<f64>,
+    /// Whether a caller's `sampled` flag decides for its trace (default true).
+    pub follow_parent: Option<bool>,
+    /// Longest one export may take (default 10,000 ms).
+    pub timeout_ms: Option<u64>,
+    /// How often queued spans are sent (default 1,000 ms).
+    pub interval_ms: Option<u64>,
+    /// Most spans waiting to be sent; past it new spans are dropped and counted
+    /// (default 8,192).
+    pub max_queue: Option<usize>,
+    /// Most spans in one export (default 512).
+    pub max_batch: Option<usize>,
+    /// `service.name` (default `snodo`).
+    pub service_name: Option<String>,
+}
+
+impl OtlpSection {
+    /// The exporter and sampling this table asks for, checked.
+    pub fn options(&self, file: &str) -> Result<crate::serve::TracingOptions, ConfigError> {
+        let o = self;
+        let err = |key: &str, reason: String| config_error(file, key, reason);
+        let protocol = match o.protocol.as_deref() {
+            None | Some("http/protobuf") => snodo_otel::Protocol::HttpProtobuf,
+            Some("grpc") => snodo_otel::Protocol::Grpc,
+            Some(other) => {
+                return Err(err(
+                    "telemetry.otlp.protocol",
+                    format!("{other:?} is not \"http/protobuf\" or \"grpc\""),
+                ));
+            }
+        };
+        if !(o.endpoint.starts_with("http://") || o.endpoint.starts_with("https://")) {
+            return Err(err(
+                "telemetry.otlp.endpoint",
+                "must be an http:// or https:// URL".into(),
+            ));
+        }
+        let ratio = o.sampling_ratio.unwrap_or(1.0);
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(err(
+                "telemetry.otlp.sampling_ratio",
+                format!("{ratio} is not between 0 and 1"),
+            ));
+        }
+        let positive = |key: &str, v: Option<u64>, default: u64| match v {
+            Some(0) => Err(err(key, "must be above 0".into())),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        };
+        let mut otlp = snodo_otel::OtlpConfig::new(o.endpoint.clone());
+        otlp.protocol = protocol;
+        otlp.headers = o.headers.clone().into_iter().collect();
+        otlp.timeout = std::time::Duration::from_millis(positive(
+            "telemetry.otlp.timeout_ms",
+            o.timeout_ms,
+            otlp.timeout.as_millis() as u64,
+        )?);
+        otlp.interval = std::time::Duration::from_millis(positive(
+            "telemetry.otlp.interval_ms",
+            o.interval_ms,
+            otlp.interval.as_millis() as u64,
+        )?);
+        otlp.max_queue = positive(
+            "telemetry.otlp.max_queue",
+            o.max_queue.map(|v| v as u64),
+            otlp.max_queue as u64,
+        )? as usize;
+        otlp.max_batch = positive(
+            "telemetry.otlp.max_batch",
+            o.max_batch.map(|v| v as u64),
+            otlp.max_batch as u64,
+        )? as usize;
+        if let Some(name) = &o.service_name {
+            otlp.service_name.clone_from(name);
+        }
+        Ok(crate::serve::TracingOptions {
+            otlp,
+            sampling_ratio: ratio,
+            follow_parent: o.follow_parent.unwrap_or(true),
+        })
+    }
 }
 
 /// `[store]`.
@@ -850,7 +948,8 @@ impl Config {
         opts.http_limits = self.http_limits(file)?;
         self.outbound_into(file, &mut opts)?;
         opts.metrics_token = self.metrics_token(file)?;
-        opts.trace_context = self.telemetry.trace_context;
+        opts.otlp = self.otlp(file)?;
+        opts.trace_context = self.telemetry.trace_context.unwrap_or(opts.otlp.is_some());
         opts.deploy = self.deploy_settings(file)?;
         Ok(opts)
     }
@@ -1346,6 +1445,15 @@ impl Config {
     }
 
     /// `[metrics]`: the token `GET /metrics` requires, if any.
+    /// `[telemetry.otlp]`, checked.
+    fn otlp(&self, file: &str) -> Result<Option<crate::serve::TracingOptions>, ConfigError> {
+        self.telemetry
+            .otlp
+            .as_ref()
+            .map(|o| o.options(file))
+            .transpose()
+    }
+
     fn metrics_token(&self, file: &str) -> Result<Option<String>, ConfigError> {
         let err = |key: &str, reason: String| config_error(file, key, reason);
         let token = match (&self.metrics.token, &self.metrics.token_env) {

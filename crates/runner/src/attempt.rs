@@ -12,6 +12,8 @@ use snodo_core::store::{Authority, Claimed, Committed, Effect, Lease, StoreError
 use snodo_wasm::{AttemptError, CancelToken, Execution, GuestOutcome};
 
 use super::TaskIo;
+use crate::spans::{self as trace, AttemptSpans, ClaimTime, Spans};
+use snodo_core::spans::SpanKind;
 
 use super::{Inner, JobOutcome, RunnerEvent, Running, Submitted, Unresolved, submit_inner, timed};
 
@@ -28,6 +30,7 @@ struct Job<'a> {
     started: bool,
     outcome: Option<JobOutcome>,
     stop_reason: Arc<Mutex<Option<JobOutcome>>>,
+    spans: Spans,
 }
 
 impl Job<'_> {
@@ -62,6 +65,14 @@ impl Drop for Job<'_> {
             outcome,
             elapsed: self.began.elapsed(),
         });
+        let failed = matches!(
+            outcome,
+            JobOutcome::Failed
+                | JobOutcome::RetryExhausted
+                | JobOutcome::LeaseLost
+                | JobOutcome::Aborted
+        );
+        trace::with(&self.spans, |s| s.finish(outcome.as_str(), failed));
     }
 }
 
@@ -70,18 +81,43 @@ async fn commit(
     lease: &Lease,
     what: &'static str,
     kind: EventKind,
+    spans: &Spans,
 ) -> Result<Committed, StoreError> {
     // Deterministic per claim generation: a commit retried after an unknown reply is a
     // replay of the same event, never a second one.
     let event = TaskEvent::new(EventId::for_claim(lease.generation(), what), kind);
-    timed(
+    let start = std::time::SystemTime::now();
+    let began = Instant::now();
+    let r = timed(
         inner,
         "transition",
         inner
             .store
             .transition(Authority::Worker(lease), event, None),
     )
-    .await
+    .await;
+    store_step(spans, what, start, began.elapsed(), r.as_ref().err());
+    r
+}
+
+/// A store commit of the attempt, as a step of its span.
+pub(crate) fn store_step(
+    spans: &Spans,
+    what: &'static str,
+    start: std::time::SystemTime,
+    took: Duration,
+    error: Option<&StoreError>,
+) {
+    trace::with(spans, |s| {
+        s.step(
+            &format!("store {what}"),
+            SpanKind::Client,
+            start,
+            took,
+            vec![("db.operation.name", what.into())],
+            error.map(|e| e.kind().to_owned()),
+        );
+    });
 }
 
 /// What a refused commit means for the job.
@@ -91,12 +127,13 @@ async fn fail_unrun(
     lease: &Lease,
     error: snodo_core::model::JsonRpcError,
     status: &str,
+    spans: &Spans,
 ) -> JobOutcome {
     let kind = EventKind::Failed {
         error,
         status_message: Some(status.into()),
     };
-    match commit(inner, lease, "outcome", kind).await {
+    match commit(inner, lease, "outcome", kind, spans).await {
         Ok(_) => JobOutcome::Failed,
         Err(e) => refused(&e),
     }
@@ -118,6 +155,7 @@ pub(super) async fn run(
     lease_cell: Arc<Mutex<Lease>>,
     stop_reason: Arc<Mutex<Option<JobOutcome>>>,
     mut slot: Running,
+    claim: ClaimTime,
 ) {
     let lease = claimed.lease.clone();
     let task_id = *lease.task_id();
@@ -130,18 +168,40 @@ pub(super) async fn run(
         started: false,
         outcome: None,
         stop_reason,
+        spans: None,
     };
 
     // A refused start (cancelled, superseded) is no job: nothing is reported. A claim that
     // committed the start itself saved this commit.
+    let start_commit = std::time::SystemTime::now();
+    let began = Instant::now();
     let task = if claimed.started {
         claimed.task.clone()
     } else {
-        match commit(inner, &lease, "started", EventKind::Started).await {
+        match commit(inner, &lease, "started", EventKind::Started, &None).await {
             Ok(c) => c.task,
             Err(_) => return,
         }
     };
+    let tool = work_tool(&claimed.work);
+    job.spans = AttemptSpans::start(
+        &inner.opts.tracer,
+        &task_id,
+        task.span.as_ref(),
+        tool,
+        generation,
+        task.attempt,
+        &inner.opts.owner,
+        claim,
+    );
+    let spans = job.spans.clone();
+    if !claimed.started {
+        store_step(&spans, "started", start_commit, began.elapsed(), None);
+    }
+    if task.inputs.values().any(|e| e.response.is_some()) {
+        // A replay that has answers to hand its guest: after a park or a crash.
+        trace::with(&spans, |s| s.event("resumed", Vec::new()));
+    }
     job.started(
         task.attempt,
         claimed.work.trace.as_ref().map(|t| t.trace_id.clone()),
@@ -149,7 +209,7 @@ pub(super) async fn run(
     let stopped_by = job.stop_reason.clone();
     let stop = |outcome: JobOutcome| job.stop(outcome);
 
-    let resolved = match runnable(inner, &claimed, &lease).await {
+    let resolved = match runnable(inner, &claimed, &lease, &spans).await {
         Ok(r) => r,
         Err(outcome) => {
             slot.free();
@@ -168,7 +228,8 @@ pub(super) async fn run(
     .park_after(inner.opts.park_after)
     .parked_when(inner.stopping.clone())
     .journal_bytes(inner.opts.journal_task_bytes)
-    .tracked(inner.tasks.clone());
+    .tracked(inner.tasks.clone())
+    .traced(spans.clone());
     let exec = Execution {
         task_id: Some(task_id.to_string()),
         tool: resolved.tool,
@@ -196,10 +257,48 @@ pub(super) async fn run(
         heartbeat(inner, &lease_cell, &cancel, &lost).await;
         std::future::pending::<std::convert::Infallible>().await
     };
+    let exec_start = std::time::SystemTime::now();
+    let mark = spans.as_ref().map_or(0, |s| s.lock().mark());
     let report = tokio::select! {
         report = resolved.component.execute(exec) => report,
         never = beat => match never {},
     };
+    trace::with(&spans, |s| {
+        let during = s.mark();
+        s.step(
+            "instantiate",
+            SpanKind::Internal,
+            exec_start,
+            report.instantiate,
+            Vec::new(),
+            None,
+        );
+        let error = match &report.outcome {
+            Ok(GuestOutcome::Failed { .. } | GuestOutcome::Retry { .. }) => {
+                Some("tool_error".to_owned())
+            }
+            Ok(GuestOutcome::Completed(_))
+            | Err(
+                AttemptError::Parked
+                | AttemptError::Cancelled
+                | AttemptError::Stopped(_)
+                | AttemptError::NeedInput(_),
+            ) => None,
+            Err(e) => Some(attempt_error_type(e)),
+        };
+        let id = s.step(
+            &format!("execute_tool {tool}"),
+            SpanKind::Internal,
+            exec_start + report.instantiate,
+            report.run,
+            vec![
+                ("gen_ai.operation.name", "execute_tool".into()),
+                ("gen_ai.tool.name", tool.into()),
+            ],
+            error,
+        );
+        s.adopt(mark, during, id);
+    });
     // The guest is gone (its instance dropped with the execution): what is left is the
     // outcome's commit, which needs no execution slot.
     slot.free();
@@ -218,7 +317,7 @@ pub(super) async fn run(
     }
     let lease = lease_cell.lock().clone();
 
-    let outcome = settle(inner, &lease, task_id, report.outcome, &lost).await;
+    let outcome = settle(inner, &lease, task_id, report.outcome, &lost, &spans).await;
     // Nothing to forget on the common path: a node whose guests all start never locks it.
     if !matches!(outcome, JobOutcome::Released) && inner.any_start_failures.load(Ordering::Relaxed)
     {
@@ -241,6 +340,7 @@ async fn start_failed(
     lease: &Lease,
     task_id: snodo_core::model::TaskId,
     reason: String,
+    spans: &Spans,
 ) -> JobOutcome {
     /// Tasks whose start failures this node remembers; past it the map starts over (a
     /// task then gets a few more tries, never fewer).
@@ -261,7 +361,7 @@ async fn start_failed(
     });
     let max = inner.opts.max_start_failures;
     if failures <= max {
-        return match timed(inner, "release", inner.store.release(lease)).await {
+        return match release(inner, lease, spans).await {
             Ok(()) => JobOutcome::Released,
             Err(e) => refused(&e),
         };
@@ -281,7 +381,14 @@ async fn start_failed(
         "max": max,
         "detail": reason,
     }));
-    fail_unrun(inner, lease, error, "stopped: its guest could not start").await
+    fail_unrun(
+        inner,
+        lease,
+        error,
+        "stopped: its guest could not start",
+        spans,
+    )
+    .await
 }
 
 /// What runs the claimed task, or how the attempt ended without running it: a task that
@@ -291,6 +398,7 @@ async fn runnable(
     inner: &Inner,
     claimed: &Claimed,
     lease: &Lease,
+    spans: &Spans,
 ) -> Result<crate::Resolved, JobOutcome> {
     let task_id = *lease.task_id();
     if claimed.task.recoveries > inner.opts.max_recoveries {
@@ -307,7 +415,7 @@ async fn runnable(
         }));
         tracing::warn!(task = %task_id, recoveries = claimed.task.recoveries, "task failed: recovered too often");
         let status = "stopped: its attempts kept ending without an outcome";
-        return Err(fail_unrun(inner, lease, error, status).await);
+        return Err(fail_unrun(inner, lease, error, status, spans).await);
     }
 
     let resolved = match inner.executors.resolve(&claimed.work) {
@@ -342,7 +450,7 @@ async fn runnable(
                 format!("the tool cannot run: {reason}"),
             )
             .with_data(serde_json::json!({"kind": "component_missing", "detail": reason}));
-            return Err(fail_unrun(inner, lease, error, "the tool is not deployed").await);
+            return Err(fail_unrun(inner, lease, error, "the tool is not deployed", spans).await);
         }
     };
     Ok(resolved)
@@ -355,11 +463,20 @@ async fn settle(
     task_id: snodo_core::model::TaskId,
     outcome: Result<GuestOutcome, AttemptError>,
     lost: &AtomicBool,
+    spans: &Spans,
 ) -> JobOutcome {
     match outcome {
         Ok(GuestOutcome::Completed(result)) => {
             let result = serde_json::Value::Object(result);
-            match commit(inner, lease, "outcome", EventKind::Completed { result }).await {
+            match commit(
+                inner,
+                lease,
+                "outcome",
+                EventKind::Completed { result },
+                spans,
+            )
+            .await
+            {
                 Ok(_) => JobOutcome::Completed,
                 Err(e) => refused(&e),
             }
@@ -372,7 +489,7 @@ async fn settle(
                 error,
                 status_message,
             };
-            match commit(inner, lease, "outcome", kind).await {
+            match commit(inner, lease, "outcome", kind, spans).await {
                 Ok(_) => JobOutcome::Failed,
                 Err(e) => refused(&e),
             }
@@ -385,7 +502,7 @@ async fn settle(
                 error,
                 status_message: Some(status_message),
             };
-            match commit(inner, lease, "outcome", kind).await {
+            match commit(inner, lease, "outcome", kind, spans).await {
                 Ok(Committed {
                     effect: Effect::RetryScheduled { retry_at, .. },
                     task: committed_task,
@@ -395,6 +512,15 @@ async fn settle(
                     let wait = retry_at
                         .as_millis()
                         .saturating_sub(committed_task.last_updated_at.as_millis());
+                    trace::with(spans, |s| {
+                        s.event(
+                            "retry_scheduled",
+                            vec![
+                                ("snodo.retry.due_at_ms", retry_at.as_millis().into()),
+                                ("snodo.retry.count", committed_task.retry_count.into()),
+                            ],
+                        );
+                    });
                     schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
                     JobOutcome::RetryScheduled
                 }
@@ -414,17 +540,18 @@ async fn settle(
                 error: e.to_rpc_error(),
                 status_message: Some(e.to_string()),
             };
-            match commit(inner, lease, "outcome", kind).await {
+            match commit(inner, lease, "outcome", kind, spans).await {
                 Ok(_) => JobOutcome::Failed,
                 Err(e) => refused(&e),
             }
         }
         Err(AttemptError::Parked) => {
-            let _ = timed(inner, "release", inner.store.release(lease)).await;
+            trace::with(spans, |s| s.event("parked", Vec::new()));
+            let _ = release(inner, lease, spans).await;
             JobOutcome::Parked
         }
         Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
-            start_failed(inner, lease, task_id, reason).await
+            start_failed(inner, lease, task_id, reason, spans).await
         }
         Err(AttemptError::Cancelled | AttemptError::Stopped(_) | AttemptError::Unavailable(_)) => {
             if lost.load(Ordering::Acquire) {
@@ -432,13 +559,22 @@ async fn settle(
             } else {
                 // Cancelled in the store, or stopped for another reason with the lease
                 // still ours: give it back so the task is due again at once.
-                match timed(inner, "release", inner.store.release(lease)).await {
+                match release(inner, lease, spans).await {
                     Ok(()) => JobOutcome::Released,
                     Err(e) => refused(&e),
                 }
             }
         }
     }
+}
+
+/// Gives the claim back (the task is due again, or waits for its answers).
+async fn release(inner: &Inner, lease: &Lease, spans: &Spans) -> Result<(), StoreError> {
+    let start = std::time::SystemTime::now();
+    let began = Instant::now();
+    let r = timed(inner, "release", inner.store.release(lease)).await;
+    store_step(spans, "release", start, began.elapsed(), r.as_ref().err());
+    r
 }
 
 /// Renews the lease every heartbeat; on refusal (lease lost, task cancelled, reaped) flips
@@ -523,4 +659,28 @@ fn stored_caller(
         claims: grant.claims,
         client_capabilities: capabilities.clone(),
     }
+}
+
+/// The tool a work runs (its `tool` for a tool call, else its kind).
+fn work_tool(work: &snodo_core::model::Work) -> &str {
+    work.input
+        .get("tool")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or(&work.kind)
+}
+
+/// An attempt error's type, for a span's status: its kind, never its text.
+fn attempt_error_type(e: &AttemptError) -> String {
+    match e {
+        AttemptError::Trap(_) => "trap",
+        AttemptError::Limit(_) => "limit",
+        AttemptError::InvalidOutcome(_) => "invalid_outcome",
+        AttemptError::JournalDivergence(_) => "journal_divergence",
+        AttemptError::NeedInput(_) => "need_input",
+        AttemptError::Parked => "parked",
+        AttemptError::Cancelled => "cancelled",
+        AttemptError::Stopped(_) => "stopped",
+        AttemptError::Unavailable(_) => "unavailable",
+    }
+    .to_owned()
 }

@@ -12,6 +12,7 @@ mod attempt;
 pub mod budget;
 mod catalog;
 mod instrument;
+mod spans;
 mod task_io;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -29,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::budget::{Slot, Slots};
+use crate::spans::ClaimTime;
 use snodo_core::model::{Scope, Task, TaskId};
 use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError};
 use snodo_wasm::CancelToken;
@@ -91,6 +93,8 @@ pub struct RunnerOptions {
     pub poll_interval: Duration,
     /// How long shutdown lets attempts finish before releasing them.
     pub drain_timeout: Duration,
+    /// Where attempts' spans go, and which are sampled (disabled by default).
+    pub tracer: snodo_core::spans::Tracer,
 }
 
 impl Default for RunnerOptions {
@@ -112,6 +116,7 @@ impl Default for RunnerOptions {
             cancel_grace: snodo_wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(10),
+            tracer: snodo_core::spans::Tracer::disabled(),
         }
     }
 }
@@ -358,18 +363,21 @@ impl Runner {
         let inner = inner.clone();
         self.inner.tasks.spawn(async move {
             let req = start_request(&inner);
-            match timed(
-                &inner,
+            let (created, claim) = ClaimTime::of(
                 "create_claimed",
-                inner.store.create_claimed(new, &req),
+                timed(
+                    &inner,
+                    "create_claimed",
+                    inner.store.create_claimed(new, &req),
+                ),
             )
-            .await
-            {
+            .await;
+            match created {
                 Ok(claimed) => {
                     let task = claimed.task.clone();
                     let start = Start {
                         inner: inner.clone(),
-                        claimed: Some((claimed, slot)),
+                        claimed: Some((claimed, slot, claim)),
                     };
                     // A caller that went away drops what was sent to it, and with it the
                     // `Start`: the attempt starts all the same.
@@ -526,7 +534,12 @@ pub(crate) async fn submit_inner(
         }
     };
     let req = start_request(inner);
-    let claimed = match timed(inner, "claim", inner.store.claim(task, &req)).await {
+    let (claimed, claim) = ClaimTime::of(
+        "claim",
+        timed(inner, "claim", inner.store.claim(task, &req)),
+    )
+    .await;
+    let claimed = match claimed {
         Ok(c) => c,
         Err(e) => {
             // The slot goes unused: whoever waits for one may have it.
@@ -541,7 +554,7 @@ pub(crate) async fn submit_inner(
             };
         }
     };
-    spawn_attempt(inner.clone(), claimed, slot).await;
+    spawn_attempt(inner.clone(), claimed, slot, claim).await;
     Ok(Submitted::Started)
 }
 
@@ -595,21 +608,21 @@ pub(crate) async fn timed<T>(
 /// without its attempt.
 struct Start {
     inner: Arc<Inner>,
-    claimed: Option<(Claimed, Slot)>,
+    claimed: Option<(Claimed, Slot, ClaimTime)>,
 }
 
 impl Drop for Start {
     fn drop(&mut self) {
-        let Some((claimed, slot)) = self.claimed.take() else {
+        let Some((claimed, slot, claim)) = self.claimed.take() else {
             return;
         };
         let inner = self.inner.clone();
         if inner.attempts.lock().contains_key(claimed.lease.task_id()) {
             // Not for a task just created; an earlier attempt would first be stopped.
             let tasks = inner.tasks.clone();
-            tasks.spawn(spawn_attempt(inner, claimed, slot));
+            tasks.spawn(spawn_attempt(inner, claimed, slot, claim));
         } else {
-            launch(inner, claimed, slot);
+            launch(inner, claimed, slot, claim);
         }
     }
 }
@@ -617,18 +630,18 @@ impl Drop for Start {
 /// Starts an attempt for a fresh claim. A previous local attempt of the same task is
 /// stopped first (its token flips, its guest is dropped, and we wait for it to end), so a
 /// late result or input request of the old attempt can never overlap the new one.
-async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
+async fn spawn_attempt(inner: Arc<Inner>, claimed: Claimed, slot: Slot, claim: ClaimTime) {
     let task = *claimed.lease.task_id();
     let old = inner.attempts.lock().remove(&task);
     if let Some(mut old) = old {
         stop_local(&mut old, JobOutcome::Superseded).await;
     }
-    launch(inner, claimed, slot);
+    launch(inner, claimed, slot, claim);
 }
 
 /// Spawns the attempt of `claimed` and records it as this node's attempt of its task, which
 /// has none running.
-fn launch(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
+fn launch(inner: Arc<Inner>, claimed: Claimed, slot: Slot, claim: ClaimTime) {
     let task = *claimed.lease.task_id();
     let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
     let cancel = CancelToken::new();
@@ -652,7 +665,7 @@ fn launch(inner: Arc<Inner>, claimed: Claimed, slot: Slot) {
             if ready.await.is_err() {
                 return;
             }
-            attempt::run(&inner, claimed, cancel, lease, stop_reason, running).await;
+            attempt::run(&inner, claimed, cancel, lease, stop_reason, running, claim).await;
             let mut attempts = inner.attempts.lock();
             if attempts.get(&task).is_some_and(|a| a.id == id) {
                 attempts.remove(&task);
@@ -744,13 +757,18 @@ async fn recover_loop(inner: Arc<Inner>) {
             .into_iter()
             .map(Scope::new)
             .collect();
-        match timed(&inner, "claim_next", inner.store.claim_next(&req)).await {
+        let (next, claim) = ClaimTime::of(
+            "claim_next",
+            timed(&inner, "claim_next", inner.store.claim_next(&req)),
+        )
+        .await;
+        match next {
             Ok(Some(claimed)) => {
                 if std::mem::take(&mut failing) {
                     tracing::info!("claim_next succeeds again: claiming resumed");
                 }
                 match inner.running.try_acquire(claimed.task.scope.as_str()) {
-                    Ok(slot) => spawn_attempt(inner.clone(), claimed, slot).await,
+                    Ok(slot) => spawn_attempt(inner.clone(), claimed, slot, claim).await,
                     // Another path took the share meanwhile: give the claim back at once.
                     Err(_) => {
                         let _ = timed(&inner, "release", inner.store.release(&claimed.lease)).await;

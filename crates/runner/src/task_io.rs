@@ -80,6 +80,10 @@ pub struct TaskIo {
     journal: tokio::sync::OnceCell<HashMap<u32, JournalEntry>>,
     /// The journal's bound for the whole task.
     journal_bytes: u64,
+    /// The attempt's spans, when its trace is sampled.
+    spans: crate::spans::Spans,
+    /// When the outbound request at a journal position began (its span starts there).
+    outbound_started: Mutex<Option<(u32, std::time::SystemTime, std::time::Instant)>>,
 }
 
 /// The shortest gap between two status commits of one attempt. A guest that sets its
@@ -129,7 +133,60 @@ impl TaskIo {
             tracker: None,
             journal: tokio::sync::OnceCell::new(),
             journal_bytes: 8 << 20,
+            spans: None,
+            outbound_started: Mutex::new(None),
         }
+    }
+
+    /// Records the attempt's outbound requests, store commits, questions and log lines in
+    /// `spans`.
+    pub(crate) fn traced(mut self, spans: crate::spans::Spans) -> Self {
+        self.spans = spans;
+        self
+    }
+
+    /// Records a finished outbound request (or its answer from the journal) as a step: its
+    /// method, the server's address and the status, never its path, query or bodies.
+    fn outbound_step(
+        &self,
+        entry: &JournalEntry,
+        start: std::time::SystemTime,
+        took: std::time::Duration,
+        replayed: bool,
+    ) {
+        crate::spans::with(&self.spans, |s| {
+            let url = entry.request.url.as_str();
+            let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+            let host_port = authority.rsplit('@').next().unwrap_or(authority);
+            // `[v6]:port` or `host:port`; the port, when given, apart.
+            let (host, port) = match host_port.rsplit_once(':') {
+                Some((h, p)) if !p.contains(']') && p.parse::<u16>().is_ok() => {
+                    (h, p.parse::<u16>().ok())
+                }
+                _ => (host_port, None),
+            };
+            let status = entry.response.status;
+            s.step(
+                &entry.request.method,
+                snodo_core::spans::SpanKind::Client,
+                start,
+                took,
+                vec![
+                    ("http.request.method", entry.request.method.as_str().into()),
+                    ("server.address", host.trim_matches(['[', ']']).into()),
+                    (
+                        "server.port",
+                        i64::from(port.unwrap_or(if scheme == "https" { 443 } else { 80 })).into(),
+                    ),
+                    ("url.scheme", scheme.into()),
+                    ("http.response.status_code", i64::from(status).into()),
+                    ("snodo.outbound.position", entry.seq.into()),
+                    ("snodo.outbound.replayed", replayed.into()),
+                ],
+                (status >= 500).then(|| status.to_string()),
+            );
+        });
     }
 
     /// Bounds the task's outbound journal to `bytes` (`outbound.journal_task_bytes`).
@@ -193,14 +250,42 @@ impl ExecutionIo for TaskIo {
             })
             .await
             .map_err(|e| e.to_string())?;
-        Ok(entries.get(&seq).cloned())
+        let found = entries.get(&seq).cloned();
+        if self.spans.is_some() {
+            let now = std::time::SystemTime::now();
+            match &found {
+                Some(entry) => self.outbound_step(entry, now, Default::default(), true),
+                None => *self.outbound_started.lock() = Some((seq, now, std::time::Instant::now())),
+            }
+        }
+        Ok(found)
     }
 
     async fn journal_append(&self, entry: JournalEntry) -> Result<(), String> {
-        self.store
+        if self.spans.is_some() {
+            let started = self.outbound_started.lock().take();
+            if let Some((_, start, began)) = started.filter(|(seq, ..)| *seq == entry.seq) {
+                self.outbound_step(&entry, start, began.elapsed(), false);
+            }
+        }
+        let start = std::time::SystemTime::now();
+        let began = std::time::Instant::now();
+        let r = self
+            .store
             .journal_append(&self.lease, &entry, self.journal_bytes)
-            .await
-            .map_err(|e| e.to_string())
+            .await;
+        crate::attempt::store_step(
+            &self.spans,
+            "journal_append",
+            start,
+            began.elapsed(),
+            r.as_ref().err(),
+        );
+        r.map_err(|e| e.to_string())
+    }
+
+    fn log(&self, level: &'static str, message: &str) {
+        crate::spans::with(&self.spans, |s| s.log(level, message));
     }
 
     async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {
@@ -214,11 +299,26 @@ impl ExecutionIo for TaskIo {
         };
         let mut answers: Vec<Option<Value>> = vec![None; requests.len()];
         for (i, (key, request)) in requests.iter().enumerate() {
+            let start = std::time::SystemTime::now();
+            let began = std::time::Instant::now();
             let committed = self
                 .store
                 .request_input(&self.lease, EventId::random(), key, request.clone())
-                .await
-                .map_err(stop)?;
+                .await;
+            crate::attempt::store_step(
+                &self.spans,
+                "request_input",
+                start,
+                began.elapsed(),
+                committed.as_ref().err(),
+            );
+            let committed = committed.map_err(stop)?;
+            crate::spans::with(&self.spans, |s| {
+                s.event(
+                    "input_requested",
+                    vec![("snodo.input.key", key.as_str().into())],
+                );
+            });
             if let Effect::Input(InputReply::Answered(v)) = committed.effect {
                 answers[i] = Some(v);
             }
@@ -245,6 +345,12 @@ impl ExecutionIo for TaskIo {
         tokio::pin!(park);
         loop {
             if answers.iter().all(Option::is_some) {
+                crate::spans::with(&self.spans, |s| {
+                    s.event(
+                        "input_answered",
+                        vec![("snodo.input.count", (answers.len() as u64).into())],
+                    );
+                });
                 return Ok(answers.into_iter().flatten().collect());
             }
             tokio::select! {

@@ -1221,6 +1221,7 @@ async fn a_runner_loop_that_is_down_makes_the_node_unready() {
             limits: Default::default(),
             scopes: Default::default(),
             trace_context: false,
+            tracer: Default::default(),
         },
     ));
     let app = snodo_server::http::router(server, snodo_server::http::HttpConfig::default());

@@ -99,6 +99,22 @@ pub struct ServeOptions {
     /// Whether callers' trace context is kept with their tasks (`[telemetry]
     /// trace_context`, `--trace-context`; off by default).
     pub trace_context: bool,
+    /// Where spans go and which are sampled; disabled by default. `serve` sets it from
+    /// `otlp` when that is configured.
+    pub tracer: snodo_core::spans::Tracer,
+    /// The OTLP exporter (`[telemetry.otlp]`); `None` exports no spans.
+    pub otlp: Option<TracingOptions>,
+}
+
+/// `[telemetry.otlp]`: where spans go and which traces are sampled.
+#[derive(Debug, Clone)]
+pub struct TracingOptions {
+    /// The exporter.
+    pub otlp: snodo_otel::OtlpConfig,
+    /// The share of traces recorded (0 to 1) among those this node decides.
+    pub sampling_ratio: f64,
+    /// Whether a caller's `sampled` flag decides for its trace.
+    pub follow_parent: bool,
 }
 
 impl ServeOptions {
@@ -131,6 +147,8 @@ impl ServeOptions {
                 ..Default::default()
             },
             trace_context: false,
+            tracer: Default::default(),
+            otlp: None,
         }
     }
 }
@@ -182,13 +200,29 @@ pub async fn serve(
 /// settings and component files apply while serving, and the settings a running node
 /// cannot take are logged as needing a restart (see [`crate::deploy`]).
 pub async fn serve_reloading(
-    opts: ServeOptions,
+    mut opts: ServeOptions,
     ready: impl FnOnce(SocketAddr),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     reloads: Option<tokio::sync::mpsc::Receiver<ServeOptions>>,
 ) -> Result<(), ServeError> {
     check_exposure(&opts)?;
     tracing::info!(node = %opts.node, "node identity");
+    let exporter = match &opts.otlp {
+        Some(t) => {
+            let mut config = t.otlp.clone();
+            config.node.clone_from(&opts.node);
+            let (sink, exporter) = snodo_otel::start(&config).map_err(ServeError::Config)?;
+            opts.tracer = snodo_core::spans::Tracer::new(sink, t.sampling_ratio, t.follow_parent);
+            tracing::info!(
+                endpoint = %config.endpoint,
+                protocol = ?config.protocol,
+                sampling_ratio = t.sampling_ratio,
+                "telemetry: exporting spans over OTLP"
+            );
+            Some(exporter)
+        }
+        None => None,
+    };
     let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
     let deployer = Arc::new(Deployer::new(&opts)?);
@@ -268,6 +302,9 @@ pub async fn serve_reloading(
     if let Some(following) = following {
         following.abort();
         let _ = following.await;
+    }
+    if let Some(exporter) = exporter {
+        exporter.shutdown().await;
     }
     tracing::info!(released, "stopped");
     Ok(())
@@ -350,6 +387,15 @@ fn start_node(
     trust: Arc<crate::trust::TrustCounters>,
     deployed: tokio::sync::mpsc::Sender<()>,
 ) -> (Arc<McpServer>, Runner, Option<tokio::task::JoinHandle<()>>) {
+    // A commit that ends a task writes the task's span.
+    let store: Arc<dyn Store> = if opts.tracer.enabled() {
+        Arc::new(snodo_core::store::TracedStore::over(
+            store,
+            snodo_core::store::TaskSpans::new(opts.tracer.clone()),
+        ))
+    } else {
+        store
+    };
     // Every commit is announced to subscription streams through this wrapper.
     let observed = Arc::new(ObservedStore::new(store, 4_096));
     let store: Arc<dyn Store> = observed.clone();
@@ -358,8 +404,12 @@ fn start_node(
     // Every component runs on one engine; its outbound side counts for the node.
     metrics.set_outbound(engine.outbound().clone());
     metrics.set_trust(trust);
+    if let Some(counters) = opts.tracer.counters() {
+        metrics.set_spans(counters);
+    }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
+    runner_opts.tracer = opts.tracer.clone();
     let runner = Runner::start(
         store.clone(),
         catalog.clone(),
@@ -386,6 +436,7 @@ fn start_node(
                 limits: opts.limits.clone(),
                 scopes: opts.scopes.clone(),
                 trace_context: opts.trace_context,
+                tracer: opts.tracer.clone(),
             },
         )
         .with_change_feed(observed)

@@ -109,6 +109,7 @@ pub struct Metrics {
     outbound: Mutex<Option<std::sync::Arc<snodo_wasm::outbound::Outbound>>>,
     /// Components the trust policy refused (the deployer keeps them).
     trust: Mutex<Option<std::sync::Arc<crate::trust::TrustCounters>>>,
+    spans: Mutex<Option<std::sync::Arc<snodo_core::spans::SpanCounters>>>,
 }
 
 impl Metrics {
@@ -131,6 +132,11 @@ impl Metrics {
     /// Renders the trust policy's refusals.
     pub fn set_trust(&self, counters: std::sync::Arc<crate::trust::TrustCounters>) {
         *self.trust.lock() = Some(counters);
+    }
+
+    /// Renders what the span exporter did (`snodo_spans_total`).
+    pub fn set_spans(&self, counters: std::sync::Arc<snodo_core::spans::SpanCounters>) {
+        *self.spans.lock() = Some(counters);
     }
 
     /// A task was created by a `tools/call`.
@@ -238,6 +244,23 @@ impl Metrics {
             refusals,
         );
         self.render_outbound(&mut out);
+        if let Some(spans) = self.spans.lock().clone() {
+            let _ = writeln!(
+                out,
+                "# HELP snodo_spans_total Spans sent to the OTLP collector, or dropped (queue full, export failed).\n# TYPE snodo_spans_total counter"
+            );
+            for (outcome, n) in [
+                ("exported", &spans.exported),
+                ("dropped_queue_full", &spans.dropped),
+                ("dropped_export_failed", &spans.failed),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "snodo_spans_total{{outcome=\"{outcome}\"}} {}",
+                    n.load(Ordering::Relaxed)
+                );
+            }
+        }
         if let Some(trust) = self.trust.lock().clone() {
             let _ = writeln!(
                 out,

@@ -78,6 +78,7 @@ pub fn server_over(
         scopes: Default::default(),
         // The tests exercise what the option turns on.
         trace_context: true,
+        tracer: Default::default(),
     };
     (
         McpServer::new(store.clone(), runner.clone(), config),

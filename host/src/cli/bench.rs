@@ -38,12 +38,54 @@ enum BenchCommand {
     Outbound(OutboundBenchOptions),
     /// The operators' queries (first pages, counts) on a store holding many tasks.
     Listing(ListingBenchOptions),
+    /// An OTLP collector (http/protobuf and gRPC on one port) that counts and discards
+    /// what it receives, until interrupted: the collector `scripts/bench-tracing` measures
+    /// tracing's cost against.
+    OtlpSink(OtlpSinkOptions),
+}
+
+/// `snodo bench otlp-sink`.
+#[derive(Debug, clap::Args)]
+struct OtlpSinkOptions {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:4318")]
+    listen: std::net::SocketAddr,
+}
+
+/// Runs the counting collector until SIGINT or SIGTERM, then prints what it received.
+fn otlp_sink(runtime: &tokio::runtime::Runtime, opts: &OtlpSinkOptions, json: bool) -> ExitCode {
+    runtime.block_on(async {
+        let sink = match snodo_otel::receiver::Receiver::on(opts.listen, false).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!(
+                    "snodo: bench otlp-sink: cannot listen on {}: {e}",
+                    opts.listen
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        eprintln!("otlp sink: listening on {}", opts.listen);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        if json {
+            println!("{{\"spans\":{}}}", sink.count());
+        } else {
+            println!("otlp sink: {} spans received", sink.count());
+        }
+        ExitCode::SUCCESS
+    })
 }
 
 /// Runs the benchmark and prints its figures.
 pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCode {
     let json = args.json;
     match args.what {
+        BenchCommand::OtlpSink(opts) => otlp_sink(runtime, &opts, json),
         BenchCommand::Store(opts) => report(
             "store benchmark",
             runtime

@@ -38,6 +38,16 @@ pub(crate) struct ServeArgs {
     /// trace_context`; turn it on once every node sharing the store runs this build).
     #[arg(long)]
     trace_context: bool,
+    /// Export spans over OTLP to this collector (`[telemetry.otlp] endpoint`: the traces
+    /// URL for http/protobuf, the address for gRPC); implies --trace-context.
+    #[arg(long)]
+    otlp_endpoint: Option<String>,
+    /// `http/protobuf` or `grpc` (`[telemetry.otlp] protocol`).
+    #[arg(long, default_value = "http/protobuf")]
+    otlp_protocol: String,
+    /// The share of traces recorded, 0 to 1 (`[telemetry.otlp] sampling_ratio`).
+    #[arg(long, default_value_t = 1.0)]
+    trace_sampling: f64,
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
@@ -125,7 +135,14 @@ fn options(args: ServeArgs) -> Result<ServeOptions, String> {
     let sqlite_file = args.data.join("tasks.sqlite");
     let mut opts = ServeOptions::new(args.data, components);
     opts.listen = listen;
-    opts.trace_context = args.trace_context;
+    opts.trace_context = args.trace_context || args.otlp_endpoint.is_some();
+    if let Some(endpoint) = &args.otlp_endpoint {
+        opts.otlp = Some(super::otlp_flags(
+            endpoint,
+            &args.otlp_protocol,
+            args.trace_sampling,
+        )?);
+    }
     opts.store = match args.store {
         StoreKind::Memory => StoreConfig::Memory,
         StoreKind::Redb => opts.store,

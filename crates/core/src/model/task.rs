@@ -287,6 +287,11 @@ pub struct Task {
     /// What happened to the task and when, for operators (bounded: [`History`]).
     #[serde(default, skip_serializing_if = "History::is_empty")]
     pub history: History,
+    /// The task's place in its trace, when its work keeps the caller's trace context
+    /// (docs/observability.md); kept here too so that whoever ends or reads the task can
+    /// name its span without reading the work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<super::TaskSpan>,
 }
 
 impl Task {

@@ -38,6 +38,67 @@ pub struct TraceContext {
     pub baggage: Option<String>,
 }
 
+/// What a task's spans need, kept on the task itself (its record and its view) so that a
+/// terminal commit, an attempt or a `tasks/get` on any node names the task's span without
+/// reading its work: the trace, the task's span, the caller's span and its `sampled` flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "TaskSpanForm", into = "TaskSpanForm")]
+pub struct TaskSpan {
+    /// The trace.
+    pub trace_id: [u8; 16],
+    /// The task's own span.
+    pub span_id: [u8; 8],
+    /// The caller's span, when the caller sent a `traceparent`.
+    pub parent: Option<[u8; 8]>,
+    /// Whether the caller sampled the trace.
+    pub sampled: bool,
+    /// The tool the task runs (its spans are named after it).
+    pub tool: String,
+}
+
+/// [`TaskSpan`] as stored: hex ids.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct TaskSpanForm {
+    trace_id: String,
+    span_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    parent: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    sampled: bool,
+    #[serde(default)]
+    tool: String,
+}
+
+impl TryFrom<TaskSpanForm> for TaskSpan {
+    type Error = String;
+    fn try_from(f: TaskSpanForm) -> Result<Self, String> {
+        let bad = || "span ids must be lowercase hex".to_owned();
+        Ok(Self {
+            trace_id: lower_hex::<16>(&f.trace_id).ok_or_else(bad)?,
+            span_id: lower_hex::<8>(&f.span_id).ok_or_else(bad)?,
+            parent: match f.parent {
+                Some(p) => Some(lower_hex::<8>(&p).ok_or_else(bad)?),
+                None => None,
+            },
+            sampled: f.sampled,
+            tool: f.tool,
+        })
+    }
+}
+
+impl From<TaskSpan> for TaskSpanForm {
+    fn from(s: TaskSpan) -> Self {
+        Self {
+            trace_id: hex(&s.trace_id),
+            span_id: hex(&s.span_id),
+            parent: s.parent.map(|p| hex(&p)),
+            sampled: s.sampled,
+            tool: s.tool,
+        }
+    }
+}
+
 /// A parsed `traceparent`: the trace, the caller's span and its flags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceParent {
@@ -154,6 +215,21 @@ impl TraceContext {
         )
     }
 
+    /// What the spans of a task running `tool` need; `None` only for a context that does
+    /// not validate.
+    pub fn task_span(&self, tool: &str) -> Option<TaskSpan> {
+        Some(TaskSpan {
+            trace_id: lower_hex::<16>(&self.trace_id)?,
+            span_id: lower_hex::<8>(&self.task_span_id)?,
+            parent: match &self.parent_span_id {
+                Some(p) => Some(lower_hex::<8>(p)?),
+                None => None,
+            },
+            sampled: self.sampled,
+            tool: tool.to_owned(),
+        })
+    }
+
     /// Checks the stored form: ids of the right length in lowercase hex, not all zero, and
     /// the carried strings within their bounds.
     pub fn validate(&self) -> Result<(), String> {
@@ -222,15 +298,7 @@ fn lower_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[usize::from(b >> 4)] as char);
-        s.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    s
-}
+use crate::spans::hex;
 
 #[cfg(test)]
 mod tests {

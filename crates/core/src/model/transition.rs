@@ -345,6 +345,7 @@ mod tests {
             client_capabilities: json!({}),
             events: Vec::new(),
             history: Default::default(),
+            span: None,
         };
         if status == TaskStatus::InputRequired {
             t.inputs.insert(

@@ -94,6 +94,9 @@ pub struct TaskView {
     /// The result or error of a terminal task.
     #[serde(default)]
     pub outcome: Option<ViewOutcome>,
+    /// The task's span, when it keeps its caller's trace context.
+    #[serde(default)]
+    pub span: Option<super::TaskSpan>,
 }
 
 impl TaskView {
@@ -116,6 +119,7 @@ impl TaskView {
                 Outcome::Result(r) => ViewOutcome::Result(RawJson::of(r)),
                 Outcome::Error(e) => ViewOutcome::Error(RawJson::of(e)),
             }),
+            span: task.span.clone(),
         }
     }
 

@@ -691,6 +691,15 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         client_capabilities,
         events: Vec::new(),
         history: Default::default(),
+        span: new.work.trace.as_ref().and_then(|t| {
+            // A tool call's tool; any other work is named by its kind.
+            let tool = new
+                .work
+                .input
+                .get("tool")
+                .and_then(serde_json::Value::as_str);
+            t.task_span(tool.unwrap_or(&new.work.kind))
+        }),
     };
     task.history.push(ctx.now, HistoryKind::Created);
     let rec = Record {

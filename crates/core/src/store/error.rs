@@ -94,6 +94,29 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The variant's name in snake_case: what a span or a metric may say about the error
+    /// (never its text).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::AlreadyExists => "already_exists",
+            Self::Terminal { .. } => "terminal",
+            Self::Conflict { .. } => "conflict",
+            Self::EventIdReused { .. } => "event_id_reused",
+            Self::LeaseLost => "lease_lost",
+            Self::Busy { .. } => "busy",
+            Self::NotDue { .. } => "not_due",
+            Self::WrongAction { .. } => "wrong_action",
+            Self::InputConflict { .. } => "input_conflict",
+            Self::LiveLimit { .. } => "live_limit",
+            Self::StoredLimit { .. } => "stored_limit",
+            Self::Invalid(_) => "invalid",
+            Self::IncompatibleSchema(_) => "incompatible_schema",
+            Self::Corrupt(_) => "corrupt",
+            Self::Unavailable(_) => "unavailable",
+        }
+    }
+
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
         Self::Invalid(Invalid::new(msg))
     }

@@ -39,6 +39,7 @@ mod redb;
 mod sql;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod traced;
 mod types;
 
 #[cfg(any(test, feature = "contract-suite"))]
@@ -71,6 +72,7 @@ pub use postgres::{
 pub use redb::{REDB_SCHEMA_VERSION, RedbStore};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SQLITE_SCHEMA_VERSION, SqliteStore};
+pub use traced::{TaskSpans, TracedStore, system_time, task_span};
 pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,

@@ -41,9 +41,22 @@ pub(crate) struct Ctx<'a> {
     /// The `Mcp-Param-*` headers a tool's marked arguments are checked against (SEP-2243);
     /// `None` where the revision has no such headers (2025-11-25).
     pub(crate) param_headers: Option<&'a [(String, Result<String, ()>)]>,
+    /// What the request's span shows, when it is traced.
+    pub(crate) notes: Option<&'a super::trace::TraceNotes>,
 }
 
 impl<'a> Ctx<'a> {
+    /// Shows on the request's span that it is about task `id` (linked to `span`).
+    pub(crate) fn note_task(
+        &self,
+        id: &snodo_core::model::TaskId,
+        span: Option<&snodo_core::model::TaskSpan>,
+    ) {
+        if let Some(n) = self.notes {
+            n.task(id.to_string(), span);
+        }
+    }
+
     /// A 2026-07-28 request: request `id` from `caller`, declaring `meta`, with the
     /// transport's `headers`, parsed from a body of `body_bytes`.
     pub(crate) fn stateless(
@@ -63,6 +76,7 @@ impl<'a> Ctx<'a> {
             dialect: &STATELESS,
             asks: None,
             param_headers: Some(&headers.params),
+            notes: None,
         }
     }
 }

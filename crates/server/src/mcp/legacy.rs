@@ -93,6 +93,7 @@ impl McpServer {
         headers: &RoutingHeaders,
         caller: &Caller,
         req: protocol::Request,
+        notes: Option<&super::trace::TraceNotes>,
     ) -> Handled<Reply> {
         let principal = &caller.principal;
         if req.method == "initialize" {
@@ -182,6 +183,7 @@ impl McpServer {
             dialect: &HANDSHAKE,
             asks: Some((self.outstanding.clone(), session_id.map(str::to_owned))),
             param_headers: None,
+            notes,
             ..Ctx::stateless(&id, caller, meta, headers, bytes)
         };
         self.serve(call, &ctx).await

@@ -20,6 +20,7 @@ mod sync_io;
 mod tasks;
 mod tools_call;
 mod tools_list;
+mod trace;
 mod wire;
 
 use dialect::Ctx;
@@ -60,6 +61,8 @@ pub struct ServerConfig {
     /// stored work that carries it, so it is turned on once every node sharing the store
     /// runs this build.
     pub trace_context: bool,
+    /// Where request spans go, and which are sampled (disabled by default).
+    pub tracer: snodo_core::spans::Tracer,
 }
 
 /// The headers the dispatcher checks, already read from the transport.
@@ -517,10 +520,16 @@ impl McpServer {
         let id = req.id.clone();
         let started = std::time::Instant::now();
         let (method, tool) = self.operation_labels(&req);
-        let reply = match self.dispatch(headers, caller, req).await {
+        let span =
+            trace::RequestSpan::start(&self.config.tracer, &req, headers, method, tool.as_deref());
+        let notes = span.as_ref().map(|s| &s.notes);
+        let reply = match self.dispatch(headers, caller, req, notes).await {
             Ok(reply) => reply,
             Err(e) => Reply::error(&id, &e),
         };
+        if let Some(span) = span {
+            span.finish(&self.config.tracer, reply.outcome());
+        }
         // A streamed `tools/call` is recorded when its response is sent (`run_sync`); any
         // other streamed reply counts until its stream starts.
         if !(matches!(reply, Reply::Stream(_)) && method == "tools/call") {
@@ -563,11 +572,12 @@ impl McpServer {
         headers: &RoutingHeaders,
         caller: &Caller,
         req: protocol::Request,
+        notes: Option<&trace::TraceNotes>,
     ) -> Handled<Reply> {
         if legacy::speaks_handshake(headers, &req) {
             let id = req.id.clone();
             return Ok(self
-                .dispatch_handshake(headers, caller, req)
+                .dispatch_handshake(headers, caller, req, notes)
                 .await
                 .unwrap_or_else(|e| Reply::error_with_status(200, &id, &e)));
         }
@@ -593,7 +603,8 @@ impl McpServer {
             id, params, bytes, ..
         } = req;
         let call = Call::parse(method, params)?;
-        let ctx = Ctx::stateless(&id, caller, meta, headers, bytes);
+        let mut ctx = Ctx::stateless(&id, caller, meta, headers, bytes);
+        ctx.notes = notes;
         self.serve(call, &ctx).await
     }
 

@@ -238,9 +238,12 @@ impl McpServer {
             .with_limits(tool.limits)
             .with_principal(principal.clone());
         // The caller's trace, with a span for the task every attempt continues.
-        let work = match &ctx.meta.trace {
-            Some(trace) if self.config.trace_context => work.with_trace(trace.for_task()),
-            _ => work,
+        let work = match (&ctx.meta.trace, ctx.notes) {
+            _ if !self.config.trace_context => work,
+            (Some(trace), _) => work.with_trace(trace.for_task()),
+            // Traced here: the task continues the request's span.
+            (None, Some(notes)) => work.with_trace(notes.task_context()),
+            (None, None) => work,
         };
         let grant = grant_of(tool, ctx.caller);
         // Every scope and no claims, the common case, is what a work without a grant means.
@@ -281,6 +284,7 @@ impl McpServer {
             }
         };
         self.metrics.task_created();
+        ctx.note_task(&task.id, task.span.as_ref());
         Ok(Reply::result(
             ctx.id,
             wire::create_task_result(&TaskView::of(&task)),

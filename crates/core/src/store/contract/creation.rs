@@ -31,6 +31,22 @@ pub async fn creation(b: &mut dyn Backend) {
     assert_eq!(task.poll_interval_ms, Some(1_000));
     assert_eq!(task.status_message.as_deref(), Some("queued"));
     assert_eq!(task.client_capabilities, json!({"elicitation": {}}));
+    // The task names its span (the ids its spans need) on its own record and its view.
+    let span = task.span.clone().expect("a traced task names its span");
+    assert_eq!(
+        crate::spans::hex(&span.trace_id),
+        "4bf92f3577b34da6a3ce929d0e0e4736"
+    );
+    assert_eq!(
+        span.parent.map(|p| crate::spans::hex(&p)).as_deref(),
+        Some("00f067aa0ba902b7")
+    );
+    assert_eq!(
+        crate::spans::hex(&span.span_id),
+        expected_work.trace.as_ref().expect("trace").task_span_id
+    );
+    assert!(span.sampled);
+    assert_eq!(view(&*store, "acme", &id).await.span, Some(span));
 
     // Visible to a read the moment create returned, with its work.
     assert_eq!(read(&*store, "acme", &id).await, task);

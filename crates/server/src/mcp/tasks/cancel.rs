@@ -18,7 +18,10 @@ impl McpServer {
             .commit_then_tell(commit, move |_| Some(Handoff::Cancelled(task)))
             .await
         {
-            Ok(_) => Ok(ack(ctx)),
+            Ok(c) => {
+                ctx.note_task(&task, c.task.span.as_ref());
+                Ok(ack(ctx))
+            }
             Err(StoreError::Terminal { .. }) => Ok(ack(ctx)),
             Err(e) => Err(lookup_error(e)),
         }

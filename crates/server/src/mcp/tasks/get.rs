@@ -11,6 +11,7 @@ impl McpServer {
             .authorize_read(ctx.principal, &task.task_id)
             .await
             .map_err(lookup_error)?;
+        ctx.note_task(&task.id, task.span.as_ref());
         Ok(Reply::result(ctx.id, wire::get_task_result(&task)))
     }
 }

@@ -30,7 +30,10 @@ impl McpServer {
             _ => None,
         };
         match self.commit_then_tell(commit, handoff).await {
-            Ok(_) => Ok(ack(ctx)),
+            Ok(c) => {
+                ctx.note_task(&task, c.task.span.as_ref());
+                Ok(ack(ctx))
+            }
             // Nothing is outstanding on a finished task: every key is ignored.
             Err(StoreError::Terminal { .. }) => Ok(ack(ctx)),
             Err(e) => Err(lookup_error(e)),
