@@ -2122,6 +2122,50 @@ admin = ["snodo:admin"]
     }
 
     #[test]
+    fn otlp_export_is_configured_checked_and_keeps_trace_context() {
+        let o = options(
+            "[telemetry.otlp]\nendpoint = \"http://c:4317\"\nprotocol = \"grpc\"\nsampling_ratio = 0.25\nfollow_parent = false\ninterval_ms = 50\nmax_queue = 10\nheaders = { \"x-api-key\" = \"k\" }\n",
+        )
+        .expect("valid");
+        assert!(o.trace_context, "exporting spans keeps the trace context");
+        let t = o.otlp.expect("otlp");
+        assert_eq!(t.otlp.protocol, snodo_otel::Protocol::Grpc);
+        assert_eq!(t.otlp.endpoint, "http://c:4317");
+        assert_eq!(t.sampling_ratio, 0.25);
+        assert!(!t.follow_parent);
+        assert_eq!(t.otlp.interval, std::time::Duration::from_millis(50));
+        assert_eq!(t.otlp.max_queue, 10);
+        assert_eq!(t.otlp.max_batch, 512, "the default");
+        assert_eq!(t.otlp.headers, [("x-api-key".to_owned(), "k".to_owned())]);
+        let off = options(
+            "[telemetry]\ntrace_context = false\n[telemetry.otlp]\nendpoint = \"http://c/v1/traces\"\n",
+        )
+        .expect("valid");
+        assert!(!off.trace_context, "an explicit false stands");
+        assert!(options("").expect("empty").otlp.is_none(), "off by default");
+        for (bad, key) in [
+            ("endpoint = \"c:4317\"", "telemetry.otlp.endpoint"),
+            (
+                "endpoint = \"http://c\"\nprotocol = \"http/json\"",
+                "telemetry.otlp.protocol",
+            ),
+            (
+                "endpoint = \"http://c\"\nsampling_ratio = 1.5",
+                "telemetry.otlp.sampling_ratio",
+            ),
+            (
+                "endpoint = \"http://c\"\nmax_batch = 0",
+                "telemetry.otlp.max_batch",
+            ),
+        ] {
+            let e = options(&format!("[telemetry.otlp]\n{bad}\n"))
+                .expect_err(bad)
+                .to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn admin_tokens_are_their_own_and_sign_in_names_a_configured_issuer() {
         let mcp =
             "[[auth.tokens]]\ntoken = \"mcp-token-0123456789\"\ntenant = \"a\"\nsubject = \"x\"\n";

@@ -315,3 +315,78 @@ fn a_killed_node_of_two_loses_nothing_on_postgres() {
     }
     kill_mode(&["--store", "postgres", "--nodes", "2"]);
 }
+
+/// `snodo stress --chaos`, short: every PostgreSQL scenario against a node on a server made
+/// for it, with every invariant checked and every phase measured. Needs the PostgreSQL
+/// server binaries (initdb, pg_ctl); CI has them.
+#[test]
+fn chaos_scenarios_hold_on_a_postgres_of_their_own() {
+    let installed = [
+        "/usr/lib/postgresql",
+        "/usr/local/bin/initdb",
+        "/usr/bin/initdb",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
+        || std::env::var_os("SNODO_PG_BIN").is_some();
+    if !installed {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI must run the chaos scenarios: install PostgreSQL's server binaries"
+        );
+        eprintln!("SKIPPED: no PostgreSQL server binaries; the chaos scenarios did not run");
+        return;
+    }
+    let out = run_ok(&mut snodo(&[
+        "stress",
+        "--chaos",
+        "--phase-ms",
+        "1500",
+        "--pin-ms",
+        "1500",
+        "--clients",
+        "8",
+        "--burst",
+        "1000",
+        "--component",
+        snodo_test_guests::EXAMPLES,
+        "--json",
+    ]));
+    let reports: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let reports = reports.as_array().expect("one report per scenario");
+    let names: Vec<&str> = reports
+        .iter()
+        .map(|r| r["scenario"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        snodo::stress::SCENARIOS
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+    );
+    for r in reports {
+        for i in r["invariants"].as_array().expect("invariants") {
+            assert!(
+                i["verdict"] == "PASS" && i["checked"].as_u64() > Some(0),
+                "{}: {i}",
+                r["scenario"]
+            );
+        }
+        let phases = r["phases"].as_array().expect("phases");
+        assert_eq!(phases.len(), 3);
+        assert!(
+            phases[0]["completed_per_s"].as_f64() > Some(0.0)
+                && phases[2]["completed_per_s"].as_f64() > Some(0.0),
+            "work completes before and after the fault: {r}"
+        );
+        assert!(
+            r["tables_after"]
+                .as_array()
+                .expect("tables")
+                .iter()
+                .any(|t| t["table"] == "tasks"),
+            "{r}"
+        );
+    }
+}

@@ -88,14 +88,29 @@ async fn commit(
     let event = TaskEvent::new(EventId::for_claim(lease.generation(), what), kind);
     let start = std::time::SystemTime::now();
     let began = Instant::now();
-    let r = timed(
-        inner,
-        "transition",
-        inner
-            .store
-            .transition(Authority::Worker(lease), event, None),
-    )
-    .await;
+    // A store that did not answer (a dropped connection, a restarting database) may or may
+    // not have committed: the same event again is a replay or the first commit, never a
+    // second one. Tried again while a quarter of the lease is left, so a task whose
+    // outcome is known does not wait out its lease to be recovered and run again.
+    let give_up = began + inner.opts.lease / 4;
+    let mut pause = Duration::from_millis(25);
+    let r = loop {
+        let r = timed(
+            inner,
+            "transition",
+            inner
+                .store
+                .transition(Authority::Worker(lease), event.clone(), None),
+        )
+        .await;
+        match r {
+            Err(StoreError::Unavailable(_)) if Instant::now() + pause < give_up => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+            }
+            r => break r,
+        }
+    };
     store_step(spans, what, start, began.elapsed(), r.as_ref().err());
     r
 }

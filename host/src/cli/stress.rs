@@ -38,13 +38,132 @@ pub(crate) struct StressArgs {
     /// round).
     #[arg(long, default_value_t = 1)]
     nodes: usize,
+    /// Chaos mode: the PostgreSQL scenarios (docs/postgres.md), each against a `snodo
+    /// serve` node on a PostgreSQL server made for it (initdb with the installed
+    /// binaries, on a free port), never the one `--pg-url` names.
+    #[arg(long)]
+    chaos: bool,
+    /// Chaos mode: the length of each phase (before, during, after the fault).
+    #[arg(long, default_value_t = 10_000)]
+    phase_ms: u64,
+    /// Chaos mode: clients in the steady load.
+    #[arg(long, default_value_t = 16)]
+    clients: usize,
+    /// Chaos mode: creations in the burst scenario.
+    #[arg(long, default_value_t = 50_000)]
+    burst: usize,
+    /// Chaos mode: how long the idle-in-transaction session pins xmin (at most a phase).
+    #[arg(long, default_value_t = 60_000)]
+    pin_ms: u64,
+    /// Chaos mode: run only these scenarios (repeatable; default all).
+    #[arg(long = "scenario")]
+    scenarios: Vec<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
 }
 
+/// Chaos mode: every scenario, its figures and its verdict.
+fn chaos(runtime: &tokio::runtime::Runtime, args: &StressArgs) -> ExitCode {
+    let components = match &args.components[..] {
+        [] => match super::default_components() {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("snodo stress: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        c => c.to_vec(),
+    };
+    let bin = match std::env::current_exe() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("snodo stress: where is snodo? {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let opts = snodo::stress::ChaosOptions {
+        phase: std::time::Duration::from_millis(args.phase_ms.max(100)),
+        clients: args.clients,
+        burst: args.burst,
+        pin: std::time::Duration::from_millis(args.pin_ms),
+        only: args.scenarios.clone(),
+    };
+    // The pin lasts the whole "during" phase at most: a longer pin needs a longer phase.
+    let opts = snodo::stress::ChaosOptions {
+        phase: opts
+            .phase
+            .max(opts.pin.min(std::time::Duration::from_secs(600))),
+        ..opts
+    };
+    match runtime.block_on(snodo::stress::chaos(&bin, &components, &opts)) {
+        Ok(reports) => {
+            if args.json {
+                super::print_json(&reports);
+            } else {
+                for r in &reports {
+                    print!("{}", render(r));
+                }
+            }
+            if reports.iter().all(|r| r.passed()) {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("snodo stress --chaos: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// One chaos scenario as text.
+fn render(r: &snodo::stress::ScenarioReport) -> String {
+    let mut out = format!(
+        "scenario {}: {} ({} tasks, {} ms)\n",
+        r.scenario, r.fault, r.tasks, r.elapsed_ms
+    );
+    out.push_str("  phase    completed/s  created  claim p50 ms  claim p99 ms\n");
+    for p in &r.phases {
+        out.push_str(&format!(
+            "  {:<7} {:>12.0} {:>8} {:>13} {:>13}\n",
+            p.phase, p.completed_per_s, p.created, p.claim_p50_ms, p.claim_p99_ms
+        ));
+    }
+    out.push_str(
+        "  table              dead before  dead after  size before  size after (table+indexes)\n",
+    );
+    for after in &r.tables_after {
+        let before = r.tables_before.iter().find(|b| b.table == after.table);
+        let size = |t: &snodo::stress::TableFigure| t.table_bytes + t.index_bytes;
+        out.push_str(&format!(
+            "  {:<18} {:>11} {:>11} {:>12} {:>11}\n",
+            after.table,
+            before.map_or(0, |b| b.dead),
+            after.dead,
+            before.map_or(0, size),
+            size(after)
+        ));
+    }
+    for i in &r.invariants {
+        out.push_str(&format!(
+            "  {:<4} {:<26} {:>8} checked {:>6} violations  {}\n",
+            i.verdict, i.name, i.checked, i.violations, i.meaning
+        ));
+        for e in &i.examples {
+            out.push_str(&format!("         e.g. {e}\n"));
+        }
+    }
+    out.push('\n');
+    out
+}
+
 /// Runs the workload and prints its verdict.
 pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: StressArgs) -> ExitCode {
+    if args.chaos {
+        return chaos(runtime, &args);
+    }
     let mode = if args.kill {
         "kill".to_owned()
     } else {

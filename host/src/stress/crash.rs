@@ -79,10 +79,10 @@ pub enum CrashStore {
     },
 }
 
-/// One `snodo serve` child.
-struct Node {
+/// One `snodo serve` child, killed when dropped.
+pub(super) struct Node {
     child: Child,
-    addr: SocketAddr,
+    pub(super) addr: SocketAddr,
 }
 
 impl Drop for Node {
@@ -119,7 +119,7 @@ fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> P
     path
 }
 
-fn start(bin: &Path, config: &Path) -> Result<Node, String> {
+pub(super) fn start(bin: &Path, config: &Path) -> Result<Node, String> {
     let mut child = Command::new(bin)
         .args(["serve", "--log-json", "--config"])
         .arg(config)
@@ -159,7 +159,7 @@ fn start(bin: &Path, config: &Path) -> Result<Node, String> {
 
 /// One JSON-RPC call over a fresh connection; `None` when no complete reply arrived (the
 /// node died, or refused the connection).
-async fn rpc(addr: SocketAddr, method: &str, mut params: Value) -> Option<Value> {
+pub(super) async fn rpc(addr: SocketAddr, method: &str, mut params: Value) -> Option<Value> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {

@@ -11,8 +11,12 @@
 //! store that lies (acknowledges a write it lost, commits under a stale lease) fails the
 //! matching invariant.
 
+mod chaos;
 mod crash;
 
+pub use chaos::{
+    ChaosOptions, PgInstance, PhaseFigure, SCENARIOS, ScenarioReport, TableFigure, chaos,
+};
 pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash};
 
 use std::collections::{BTreeMap, HashMap};

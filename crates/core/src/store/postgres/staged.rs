@@ -160,15 +160,10 @@ impl Staged {
                 entry: entry.clone(),
             });
         }
-        for (digest, &delta) in &self.pinned_delta {
-            if delta != 0 {
-                out.push(Change::Pinned {
-                    digest: digest.clone(),
-                    shard,
-                    delta,
-                });
-            }
-        }
+        // Row locks are taken in one order by every write: the live counts (a creation's
+        // admission already holds its shard from the first round trip), then the pinned
+        // counts, then the tallies. A creation and a completion on the same shard that
+        // took them in opposite orders would deadlock, and PostgreSQL would fail one.
         for (scope, &(live, stored)) in &self.count_delta {
             if (live, stored) != (0, 0) {
                 out.push(Change::Counts {
@@ -176,6 +171,15 @@ impl Staged {
                     shard,
                     live,
                     stored,
+                });
+            }
+        }
+        for (digest, &delta) in &self.pinned_delta {
+            if delta != 0 {
+                out.push(Change::Pinned {
+                    digest: digest.clone(),
+                    shard,
+                    delta,
                 });
             }
         }

@@ -1,0 +1,825 @@
+//! Chaos mode on PostgreSQL (`snodo stress --chaos`): what breaks job queues, against a
+//! `snodo serve` node on a PostgreSQL server of its own.
+//!
+//! Each scenario runs a steady load (clients creating tasks that finish at once and polling
+//! them to the end) in three phases: before, during and after a fault, and reports each
+//! phase's completed tasks per second and claim latency (how long tasks waited to be
+//! claimed, from their histories), with the tables' dead tuples and sizes before and after.
+//! Then it checks, exactly, what a client was told: every acknowledged task exists, none
+//! completes twice or changes its result, every task ends terminal (or, for the burst and
+//! overload scenarios, terminal or due and claimable), and the node finishes new work after
+//! the fault without a restart.
+//!
+//! The server is made for the run (`initdb` into a temporary directory with the installed
+//! binaries, on a free port) and removed after: scenarios that restart it or pin its
+//! vacuum never touch a shared server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::model::{HistoryKind, TaskId, TaskStatus};
+use crate::store::{PgOptions, Store, StoreConfig};
+
+use super::crash::{Node, rpc, start};
+use super::{Invariant, Observed, Shared, check, observed, verdicts};
+
+/// The scenarios, in the order they run.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    (
+        "restart",
+        "PostgreSQL restarted (immediate shutdown, as a crash)",
+    ),
+    (
+        "terminate",
+        "the node's backends terminated mid-transaction (pg_terminate_backend), repeatedly",
+    ),
+    (
+        "pool",
+        "a burst of concurrent clients many times the connection pool",
+    ),
+    (
+        "idle_xmin",
+        "an idle-in-transaction session pinning xmin for the whole phase",
+    ),
+    (
+        "rr_readers",
+        "long REPEATABLE READ readers scanning the tasks table",
+    ),
+    ("overload", "creations at 1.5x the measured capacity"),
+    (
+        "burst",
+        "a burst of creations as fast as the node accepts them",
+    ),
+];
+
+const CHAOS_INVARIANTS: &[(&str, &str)] = &[
+    (
+        "acknowledged_tasks_exist",
+        "every task whose creation was acknowledged is in the store",
+    ),
+    (
+        "completed_once",
+        "a task completes once: one completion in its history, the result a client saw kept",
+    ),
+    (
+        "terminal_or_recoverable",
+        "every task ends terminal, or (burst, overload) due and claimable by a node",
+    ),
+    (
+        "recovers_without_restart",
+        "after the fault the same node completes new tasks",
+    ),
+];
+
+/// How long each phase lasts, and how much load.
+#[derive(Debug, Clone)]
+pub struct ChaosOptions {
+    /// Each phase's length.
+    pub phase: Duration,
+    /// Clients in the steady load.
+    pub clients: usize,
+    /// Creations in the burst scenario.
+    pub burst: usize,
+    /// How long the idle-in-transaction session holds xmin (at most the phase).
+    pub pin: Duration,
+    /// The scenarios to run (names from [`SCENARIOS`]); empty runs all.
+    pub only: Vec<String>,
+}
+
+/// One phase's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseFigure {
+    /// `before`, `during` or `after`.
+    pub phase: &'static str,
+    /// Tasks seen completed in the phase, per second.
+    pub completed_per_s: f64,
+    /// Tasks created in the phase.
+    pub created: u64,
+    /// Claim latency of the tasks created in the phase (from their histories), median.
+    pub claim_p50_ms: u64,
+    /// Its 99th percentile.
+    pub claim_p99_ms: u64,
+}
+
+/// A table's state.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableFigure {
+    /// The table.
+    pub table: String,
+    /// Live tuples.
+    pub live: i64,
+    /// Dead tuples.
+    pub dead: i64,
+    /// The table's size in bytes (heap).
+    pub table_bytes: i64,
+    /// Its indexes' size in bytes.
+    pub index_bytes: i64,
+}
+
+/// One scenario's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    /// Its name.
+    pub scenario: &'static str,
+    /// What it does.
+    pub fault: &'static str,
+    /// The phases.
+    pub phases: Vec<PhaseFigure>,
+    /// Tables before the run.
+    pub tables_before: Vec<TableFigure>,
+    /// Tables after the run.
+    pub tables_after: Vec<TableFigure>,
+    /// Every invariant with its exact counts.
+    pub invariants: Vec<Invariant>,
+    /// Tasks the run created.
+    pub tasks: u64,
+    /// Wall time.
+    pub elapsed_ms: u64,
+}
+
+impl ScenarioReport {
+    /// Whether every invariant held.
+    pub fn passed(&self) -> bool {
+        self.invariants.iter().all(|i| i.verdict == "PASS")
+    }
+}
+
+/// A PostgreSQL server of the run's own: initdb into a temporary directory, on a free
+/// port, stopped and removed when dropped.
+pub struct PgInstance {
+    bin: PathBuf,
+    dir: PathBuf,
+    port: u16,
+    /// Run the server's commands as this user (a root caller cannot run PostgreSQL).
+    as_user: Option<String>,
+}
+
+impl Drop for PgInstance {
+    fn drop(&mut self) {
+        let _ = self.ctl(&["stop", "-m", "immediate", "-w"]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Where the server binaries are: `SNODO_PG_BIN`, `pg_config --bindir`, the PATH, or
+/// Debian's `/usr/lib/postgresql/*/bin`.
+fn pg_bin() -> Option<PathBuf> {
+    let has = |d: &Path| d.join("initdb").is_file() && d.join("pg_ctl").is_file();
+    if let Ok(d) = std::env::var("SNODO_PG_BIN") {
+        return Some(PathBuf::from(d)).filter(|d| has(d));
+    }
+    if let Ok(out) = Command::new("pg_config").arg("--bindir").output() {
+        let d = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        if has(&d) {
+            return Some(d);
+        }
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for d in std::env::split_paths(&path) {
+            if has(&d) {
+                return Some(d);
+            }
+        }
+    }
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|d| has(d))
+        .collect();
+    versions.sort();
+    versions.pop()
+}
+
+impl PgInstance {
+    /// Makes and starts a server, or says why it cannot.
+    pub fn start() -> Result<Self, String> {
+        let bin = pg_bin().ok_or(
+            "no PostgreSQL server binaries (initdb, pg_ctl) found: set SNODO_PG_BIN, or install them",
+        )?;
+        // This process's effective user owns its /proc entry.
+        let root = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata("/proc/self").map_err(|e| format!("/proc/self: {e}"))?,
+        ) == 0;
+        let as_user = root.then(|| "postgres".to_owned());
+        let dir = std::env::temp_dir().join(format!("snodo-chaos-pg-{}", TaskId::generate()));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        if root {
+            // initdb refuses to run as root: the data directory belongs to `postgres`.
+            let out = Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&dir)
+                .output()
+                .map_err(|e| format!("chown: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "running as root, the server needs the user `postgres`: chown said {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let me = Self {
+            bin,
+            dir,
+            port,
+            as_user,
+        };
+        let data = me.data();
+        me.run(
+            "initdb",
+            &["-D", &data, "-U", "postgres", "-A", "trust", "--no-sync"],
+        )?;
+        // The settings a node relies on (docs/postgres.md): autovacuum on and prompt.
+        let conf = format!(
+            "\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{}'\nmax_connections = 200\nfsync = on\nautovacuum = on\nautovacuum_naptime = 1\nlog_min_messages = fatal\n",
+            me.dir.display()
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(me.dir.join("data").join("postgresql.conf"))
+            .and_then(|mut f| std::io::Write::write_all(&mut f, conf.as_bytes()))
+            .map_err(|e| format!("postgresql.conf: {e}"))?;
+        me.ctl(&["start", "-w", "-t", "60", "-l", &me.log()])?;
+        Ok(me)
+    }
+
+    fn data(&self) -> String {
+        self.dir.join("data").display().to_string()
+    }
+
+    fn log(&self) -> String {
+        self.dir.join("server.log").display().to_string()
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> Result<(), String> {
+        let exe = self.bin.join(program);
+        let mut cmd = match &self.as_user {
+            Some(u) => {
+                let mut c = Command::new("runuser");
+                c.args(["-u", u, "--"]).arg(&exe);
+                c
+            }
+            None => Command::new(&exe),
+        };
+        let out = cmd
+            .args(args)
+            .current_dir(&self.dir)
+            .output()
+            .map_err(|e| format!("{program}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{program} {}: {}{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stdout).trim(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) -> Result<(), String> {
+        let data = self.data();
+        let mut all = vec!["-D", data.as_str()];
+        all.extend_from_slice(args);
+        self.run("pg_ctl", &all)
+    }
+
+    /// Restarts the server as after a crash: an immediate shutdown, then a start.
+    pub fn restart(&self) -> Result<(), String> {
+        self.ctl(&[
+            "restart",
+            "-m",
+            "immediate",
+            "-w",
+            "-t",
+            "60",
+            "-l",
+            &self.log(),
+        ])
+    }
+
+    /// The connection string.
+    pub fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            self.port
+        )
+    }
+
+    /// A connection for the scenario's own sessions (named `snodo-chaos`, which the
+    /// terminate scenario spares).
+    pub async fn connect(&self) -> Result<tokio_postgres::Client, String> {
+        let url = format!("{} application_name=snodo-chaos", self.url());
+        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        tokio::spawn(conn);
+        Ok(client)
+    }
+}
+
+/// What the load saw of one task.
+#[derive(Debug, Clone)]
+struct Seen {
+    created_at: Instant,
+    result: Option<Value>,
+}
+
+#[derive(Default)]
+struct Load {
+    tasks: Mutex<Vec<(String, Seen)>>,
+    completed_at: Mutex<Vec<Instant>>,
+    stop: AtomicBool,
+    created: AtomicU64,
+}
+
+/// One client: create a task that finishes at once, poll it to the end, again; until told
+/// to stop. With `fire_and_forget`, only creates (the overload and burst arrivals).
+async fn client(addr: SocketAddr, load: Arc<Load>, fire_and_forget: bool) {
+    while !load.stop.load(Ordering::Relaxed) {
+        let Some(reply) = rpc(
+            addr,
+            "tools/call",
+            json!({"name": "flaky", "arguments": {"succeed_on_attempt": 1}}),
+        )
+        .await
+        else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let Some(id) = reply["result"]["taskId"].as_str().map(str::to_owned) else {
+            // Refused (a limit, the store unavailable): nothing was acknowledged.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let created_at = Instant::now();
+        load.created.fetch_add(1, Ordering::Relaxed);
+        let index = {
+            let mut t = load.tasks.lock();
+            t.push((
+                id.clone(),
+                Seen {
+                    created_at,
+                    result: None,
+                },
+            ));
+            t.len() - 1
+        };
+        if fire_and_forget {
+            continue;
+        }
+        poll(addr, &load, index, &id).await;
+    }
+}
+
+/// Polls task `id` until it is terminal or the load stops; notes its completion.
+async fn poll(addr: SocketAddr, load: &Load, index: usize, id: &str) {
+    loop {
+        if let Some(r) = rpc(addr, "tasks/get", json!({"taskId": id})).await {
+            match r["result"]["status"].as_str() {
+                Some("completed") => {
+                    load.completed_at.lock().push(Instant::now());
+                    load.tasks.lock()[index].1.result = Some(r["result"]["result"].clone());
+                    return;
+                }
+                Some("failed" | "cancelled") => return,
+                _ => {}
+            }
+        }
+        if load.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+async fn table_figures(pg: &tokio_postgres::Client) -> Vec<TableFigure> {
+    let rows = pg
+        .query(
+            "SELECT relname::text, n_live_tup, n_dead_tup, pg_table_size(relid), pg_indexes_size(relid) \
+             FROM pg_stat_user_tables WHERE schemaname = 'snodo' ORDER BY relname",
+            &[],
+        )
+        .await
+        .unwrap_or_default();
+    rows.iter()
+        .map(|r| TableFigure {
+            table: r.get(0),
+            live: r.get(1),
+            dead: r.get(2),
+            table_bytes: r.get(3),
+            index_bytes: r.get(4),
+        })
+        .collect()
+}
+
+fn node_config(dir: &Path, url: &str, components: &[PathBuf]) -> PathBuf {
+    let mut text = format!(
+        "listen = \"127.0.0.1:0\"\ncache_dir = {:?}\n\n[node]\nid = \"chaos-node\"\n\n[store]\nkind = \"postgres\"\nurl = {url:?}\nschema = \"snodo\"\nmigrate = true\n\n[runner]\nlease_ms = 3000\nheartbeat_ms = 500\n\n[limits]\nlive_tasks_per_tenant = 1000000\nstored_tasks_per_tenant = 10000000\ntask_creates_per_second = 1000000\ntask_create_burst = 1000000\n",
+        dir.join("cache").display().to_string()
+    );
+    for c in components {
+        let c = std::path::absolute(c).unwrap_or_else(|_| c.clone());
+        text.push_str(&format!(
+            "\n[[components]]\npath = {:?}\n",
+            c.display().to_string()
+        ));
+    }
+    let path = dir.join("node.toml");
+    let _ = std::fs::write(&path, text);
+    path
+}
+
+/// Runs the scenarios, each on a server of its own.
+pub async fn chaos(
+    bin: &Path,
+    components: &[PathBuf],
+    opts: &ChaosOptions,
+) -> Result<Vec<ScenarioReport>, String> {
+    let mut reports = Vec::new();
+    for (name, fault) in SCENARIOS {
+        if !opts.only.is_empty() && !opts.only.iter().any(|o| o == name) {
+            continue;
+        }
+        reports.push(scenario(bin, components, opts, name, fault).await?);
+    }
+    if reports.is_empty() {
+        return Err(format!(
+            "--scenario: none of {:?} is a scenario ({})",
+            opts.only,
+            SCENARIOS
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(reports)
+}
+
+async fn scenario(
+    bin: &Path,
+    components: &[PathBuf],
+    opts: &ChaosOptions,
+    name: &'static str,
+    fault: &'static str,
+) -> Result<ScenarioReport, String> {
+    let began = Instant::now();
+    let pg = PgInstance::start()?;
+    let dir = pg.dir.join("node");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let node: Node = start(bin, &node_config(&dir, &pg.url(), components))?;
+    let admin = pg.connect().await?;
+    let load = Arc::new(Load::default());
+    let steady: Vec<_> = (0..opts.clients.max(1))
+        .map(|_| tokio::spawn(client(node.addr, load.clone(), false)))
+        .collect();
+
+    // Before. Phases are instants here and store times (ms since the epoch) in the
+    // histories; `base` ties the two.
+    let base = Instant::now();
+    let base_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let t0 = Instant::now();
+    let tables_before = table_figures(&admin).await;
+    tokio::time::sleep(opts.phase).await;
+    let t1 = Instant::now();
+    let capacity = load.completed_at.lock().len() as f64 / (t1 - t0).as_secs_f64();
+
+    // During.
+    let extra = Arc::new(Load::default());
+    let mut helpers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
+    let mut lenient = false;
+    match name {
+        "restart" => tokio::task::block_in_place(|| pg.restart())?,
+        "terminate" => {
+            let url = pg.url();
+            let until = t1 + opts.phase;
+            helpers.push(tokio::spawn(async move {
+                let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await
+                else {
+                    return;
+                };
+                tokio::spawn(conn);
+                while Instant::now() < until {
+                    let _ = c
+                        .execute(
+                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' \
+                             AND datname = 'postgres' AND application_name <> 'snodo-chaos'",
+                            &[],
+                        )
+                        .await;
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }));
+        }
+        "pool" => {
+            for _ in 0..opts.clients.max(1) * 8 {
+                helpers.push(tokio::spawn(client(node.addr, extra.clone(), false)));
+            }
+        }
+        "idle_xmin" => {
+            let c = pg.connect().await?;
+            let hold = opts.pin.min(opts.phase);
+            helpers.push(tokio::spawn(async move {
+                // A snapshot taken and held: vacuum cannot remove what died after it.
+                let _ = c
+                    .batch_execute(
+                        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM snodo.tasks",
+                    )
+                    .await;
+                tokio::time::sleep(hold).await;
+                let _ = c.batch_execute("ROLLBACK").await;
+            }));
+        }
+        "rr_readers" => {
+            let until = t1 + opts.phase;
+            for _ in 0..4 {
+                let c = pg.connect().await?;
+                helpers.push(tokio::spawn(async move {
+                    while Instant::now() < until {
+                        let _ = c
+                            .batch_execute(
+                                "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*), max(updated_at) FROM snodo.tasks",
+                            )
+                            .await;
+                        tokio::time::sleep(Duration::from_millis(1_000)).await;
+                        let _ = c.batch_execute("COMMIT").await;
+                    }
+                }));
+            }
+        }
+        "overload" => {
+            lenient = true;
+            // Open-loop arrivals at 1.5x what the node completed before.
+            let rate = (capacity * 1.5).max(10.0);
+            let (addr, load, stop_at) = (node.addr, extra.clone(), t1 + opts.phase);
+            helpers.push(tokio::spawn(async move {
+                let gap = Duration::from_secs_f64(1.0 / rate);
+                let mut next = Instant::now();
+                let mut inflight = tokio::task::JoinSet::new();
+                while Instant::now() < stop_at {
+                    let load = load.clone();
+                    inflight.spawn(async move { create_once(addr, &load).await });
+                    next += gap;
+                    tokio::time::sleep_until(next.into()).await;
+                    while inflight.try_join_next().is_some() {}
+                }
+                while inflight.join_next().await.is_some() {}
+            }));
+        }
+        "burst" => {
+            lenient = true;
+            let (addr, load, n) = (node.addr, extra.clone(), opts.burst);
+            helpers.push(tokio::spawn(async move {
+                let mut set = tokio::task::JoinSet::new();
+                let next = Arc::new(AtomicU64::new(0));
+                for _ in 0..64 {
+                    let (load, next) = (load.clone(), next.clone());
+                    set.spawn(async move {
+                        while next.fetch_add(1, Ordering::Relaxed) < n as u64 {
+                            create_once(addr, &load).await;
+                        }
+                    });
+                }
+                while set.join_next().await.is_some() {}
+            }));
+        }
+        other => return Err(format!("unknown scenario {other}")),
+    }
+    let t2 = t1 + opts.phase;
+    tokio::time::sleep_until(t2.into()).await;
+    extra.stop.store(true, Ordering::Relaxed);
+    for h in helpers {
+        let _ = tokio::time::timeout(opts.phase * 4, h).await;
+    }
+
+    // After.
+    let t2 = t2.max(Instant::now());
+    tokio::time::sleep(opts.phase).await;
+    let t3 = Instant::now();
+    load.stop.store(true, Ordering::Relaxed);
+    for c in steady {
+        let _ = tokio::time::timeout(Duration::from_secs(60), c).await;
+    }
+
+    let o: Shared = Arc::default();
+    // The verdict reads the store itself.
+    let mut pgo = PgOptions::new(pg.url(), "chaos-judge".to_owned());
+    pgo.schema = "snodo".into();
+    pgo.migrate = false;
+    let store = StoreConfig::Postgres(pgo)
+        .open()
+        .await
+        .map_err(|e| e.to_string())?
+        .store;
+    let mut all: Vec<(String, Seen)> = std::mem::take(&mut *load.tasks.lock());
+    all.extend(std::mem::take(&mut *extra.tasks.lock()));
+    // The node finishes what it was given, the backlog of the overload and the burst
+    // included, within the settle bound; what is left then is judged as it stands.
+    settle(&*store, &all, SETTLE_BOUND).await;
+    // The node finishes new work after the fault (and its backlog), with no restart.
+    let fresh = Arc::new(Load::default());
+    let recovered = tokio::time::timeout(Duration::from_secs(60), async {
+        let mut created = 0;
+        while created < 3 {
+            if let Some(id) = create_once(node.addr, &fresh).await {
+                created += 1;
+                let index = fresh.tasks.lock().len() - 1;
+                poll(node.addr, &fresh, index, &id).await;
+            }
+        }
+    })
+    .await
+    .is_ok()
+        && fresh.completed_at.lock().len() == 3;
+    check(&o, "recovers_without_restart", recovered, || {
+        "the node did not complete three new tasks within 60 s, once the work it had was done"
+            .into()
+    });
+    all.extend(std::mem::take(&mut *fresh.tasks.lock()));
+    // The admin session may not have survived the fault (a restart ends it).
+    let tables_after = table_figures(&pg.connect().await?).await;
+    drop(node);
+    // Each task's claim wait and its completion's store time (ms since the epoch).
+    let mut waits: Vec<(Instant, u64)> = Vec::new();
+    let mut done_at: Vec<u64> = Vec::new();
+    for (id, seen) in &all {
+        let (wait, done) = judge(&*store, &o, id, seen, lenient).await;
+        if let Some(w) = wait {
+            waits.push((seen.created_at, w));
+        }
+        done_at.extend(done);
+    }
+    let epoch_ms = |t: Instant| -> u64 {
+        let since = |a: Instant, b: Instant| a.saturating_duration_since(b).as_millis() as u64;
+        base_ms + since(t, base) - since(base, t)
+    };
+    let phase_figure = |phase: &'static str, from: Instant, to: Instant| {
+        let (lo, hi) = (epoch_ms(from), epoch_ms(to));
+        let done = done_at.iter().filter(|t| **t >= lo && **t < hi).count();
+        let mut w: Vec<u64> = waits
+            .iter()
+            .filter(|(c, _)| *c >= from && *c < to)
+            .map(|(_, w)| *w)
+            .collect();
+        w.sort_unstable();
+        let pct = |p: f64| {
+            w.get(((w.len() as f64 * p).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0)
+        };
+        PhaseFigure {
+            phase,
+            completed_per_s: done as f64 / (to - from).as_secs_f64().max(1e-3),
+            created: all
+                .iter()
+                .filter(|(_, s)| s.created_at >= from && s.created_at < to)
+                .count() as u64,
+            claim_p50_ms: pct(0.5),
+            claim_p99_ms: pct(0.99),
+        }
+    };
+    let phases = vec![
+        phase_figure("before", t0, t1),
+        phase_figure("during", t1, t2),
+        phase_figure("after", t2, t3),
+    ];
+    let mut o: Observed = observed(o);
+    let invariants = verdicts(&mut o, CHAOS_INVARIANTS);
+    Ok(ScenarioReport {
+        scenario: name,
+        fault,
+        phases,
+        tables_before,
+        tables_after,
+        invariants,
+        tasks: all.len() as u64,
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    })
+}
+
+/// How long the node gets, after the last phase, to finish every task it acknowledged: the
+/// lease (3 s), a recovery, and the backlog of a burst on a loaded 2-core machine.
+const SETTLE_BOUND: Duration = Duration::from_secs(60);
+
+/// Waits until every task in `tasks` is terminal in `store`, or `bound` has passed.
+async fn settle(store: &dyn Store, tasks: &[(String, Seen)], bound: Duration) {
+    let deadline = Instant::now() + bound;
+    let mut open: Vec<TaskId> = tasks
+        .iter()
+        .filter_map(|(id, _)| TaskId::parse(id))
+        .collect();
+    while !open.is_empty() && Instant::now() < deadline {
+        let mut still = Vec::new();
+        for id in open {
+            let terminal = matches!(
+                store.inspect(&id).await,
+                Ok(Some((t, _))) if t.status.is_terminal()
+            );
+            if !terminal {
+                still.push(id);
+            }
+        }
+        open = still;
+        if !open.is_empty() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// Creates one task (no polling); its id when acknowledged.
+async fn create_once(addr: SocketAddr, load: &Load) -> Option<String> {
+    let reply = rpc(
+        addr,
+        "tools/call",
+        json!({"name": "flaky", "arguments": {"succeed_on_attempt": 1}}),
+    )
+    .await?;
+    let id = reply["result"]["taskId"].as_str()?.to_owned();
+    load.created.fetch_add(1, Ordering::Relaxed);
+    load.tasks.lock().push((
+        id.clone(),
+        Seen {
+            created_at: Instant::now(),
+            result: None,
+        },
+    ));
+    Some(id)
+}
+
+/// Checks one acknowledged task against the store; its claim latency in ms when claimed,
+/// and the store time of its completion.
+async fn judge(
+    store: &dyn Store,
+    o: &Shared,
+    id: &str,
+    seen: &Seen,
+    lenient: bool,
+) -> (Option<u64>, Option<u64>) {
+    let Some(task_id) = TaskId::parse(id) else {
+        return (None, None);
+    };
+    let stored = store.inspect(&task_id).await.ok().flatten().map(|(t, _)| t);
+    check(o, "acknowledged_tasks_exist", stored.is_some(), || {
+        format!("task {id} was acknowledged and is gone")
+    });
+    let Some(t) = stored else {
+        return (None, None);
+    };
+    let completions = t
+        .history
+        .entries
+        .iter()
+        .filter(|e| matches!(e.kind, HistoryKind::Completed))
+        .count();
+    let kept = t.outcome.as_ref().and_then(|o| match o {
+        crate::model::Outcome::Result(v) => Some(v.clone()),
+        crate::model::Outcome::Error(_) => None,
+    });
+    let once = completions <= 1
+        && (t.status != TaskStatus::Completed || completions == 1)
+        && seen
+            .result
+            .as_ref()
+            .is_none_or(|r| t.status == TaskStatus::Completed && kept.as_ref() == Some(r));
+    check(o, "completed_once", once, || {
+        format!(
+            "task {id}: {completions} completions, status {}, seen {:?}",
+            t.status.as_str(),
+            seen.result
+        )
+    });
+    let recoverable = lenient && t.status == TaskStatus::Working;
+    check(
+        o,
+        "terminal_or_recoverable",
+        t.status.is_terminal() || recoverable,
+        || format!("task {id} ended {}", t.status.as_str()),
+    );
+    let wait = t.history.entries.iter().find_map(|e| match e.kind {
+        HistoryKind::Claimed { waited_ms, .. } => Some(waited_ms),
+        _ => None,
+    });
+    let done = t
+        .history
+        .entries
+        .iter()
+        .find(|e| matches!(e.kind, HistoryKind::Completed))
+        .map(|e| e.at.as_millis());
+    (wait, done)
+}
