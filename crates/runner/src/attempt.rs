@@ -585,10 +585,24 @@ async fn settle(
 
 /// Gives the claim back (the task is due again, or waits for its answers).
 async fn release(inner: &Inner, lease: &Lease, spans: &Spans) -> Result<(), StoreError> {
+    store_op(
+        spans,
+        "release",
+        timed(inner, "release", inner.store.release(lease)),
+    )
+    .await
+}
+
+/// Runs the store operation `op`, recorded as a step `store {what}` of the attempt's span.
+pub(crate) async fn store_op<T>(
+    spans: &Spans,
+    what: &'static str,
+    op: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
     let start = std::time::SystemTime::now();
     let began = Instant::now();
-    let r = timed(inner, "release", inner.store.release(lease)).await;
-    store_step(spans, "release", start, began.elapsed(), r.as_ref().err());
+    let r = op.await;
+    store_step(spans, what, start, began.elapsed(), r.as_ref().err());
     r
 }
 

@@ -268,20 +268,12 @@ impl ExecutionIo for TaskIo {
                 self.outbound_step(&entry, start, began.elapsed(), false);
             }
         }
-        let start = std::time::SystemTime::now();
-        let began = std::time::Instant::now();
-        let r = self
+        let append = self
             .store
-            .journal_append(&self.lease, &entry, self.journal_bytes)
-            .await;
-        crate::attempt::store_step(
-            &self.spans,
-            "journal_append",
-            start,
-            began.elapsed(),
-            r.as_ref().err(),
-        );
-        r.map_err(|e| e.to_string())
+            .journal_append(&self.lease, &entry, self.journal_bytes);
+        crate::attempt::store_op(&self.spans, "journal_append", append)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     fn log(&self, level: &'static str, message: &str) {
@@ -299,20 +291,12 @@ impl ExecutionIo for TaskIo {
         };
         let mut answers: Vec<Option<Value>> = vec![None; requests.len()];
         for (i, (key, request)) in requests.iter().enumerate() {
-            let start = std::time::SystemTime::now();
-            let began = std::time::Instant::now();
-            let committed = self
-                .store
-                .request_input(&self.lease, EventId::random(), key, request.clone())
-                .await;
-            crate::attempt::store_step(
-                &self.spans,
-                "request_input",
-                start,
-                began.elapsed(),
-                committed.as_ref().err(),
-            );
-            let committed = committed.map_err(stop)?;
+            let ask =
+                self.store
+                    .request_input(&self.lease, EventId::random(), key, request.clone());
+            let committed = crate::attempt::store_op(&self.spans, "request_input", ask)
+                .await
+                .map_err(stop)?;
             crate::spans::with(&self.spans, |s| {
                 s.event(
                     "input_requested",

@@ -146,15 +146,7 @@ fn render(r: &snodo::stress::ScenarioReport) -> String {
             size(after)
         ));
     }
-    for i in &r.invariants {
-        out.push_str(&format!(
-            "  {:<4} {:<26} {:>8} checked {:>6} violations  {}\n",
-            i.verdict, i.name, i.checked, i.violations, i.meaning
-        ));
-        for e in &i.examples {
-            out.push_str(&format!("         e.g. {e}\n"));
-        }
-    }
+    out.push_str(&snodo::stress::render_invariants(&r.invariants, "  "));
     out.push('\n');
     out
 }

@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::model::{HistoryKind, TaskId, TaskStatus};
 use crate::store::{PgOptions, Store, StoreConfig};
 
-use super::crash::{Node, rpc, start};
+use super::crash::{Node, components_toml, rpc, start};
 use super::{Invariant, Observed, Shared, check, observed, verdicts};
 
 /// The scenarios, in the order they run.
@@ -430,13 +430,7 @@ fn node_config(dir: &Path, url: &str, components: &[PathBuf]) -> PathBuf {
         "listen = \"127.0.0.1:0\"\ncache_dir = {:?}\n\n[node]\nid = \"chaos-node\"\n\n[store]\nkind = \"postgres\"\nurl = {url:?}\nschema = \"snodo\"\nmigrate = true\n\n[runner]\nlease_ms = 3000\nheartbeat_ms = 500\n\n[limits]\nlive_tasks_per_tenant = 1000000\nstored_tasks_per_tenant = 10000000\ntask_creates_per_second = 1000000\ntask_create_burst = 1000000\n",
         dir.join("cache").display().to_string()
     );
-    for c in components {
-        let c = std::path::absolute(c).unwrap_or_else(|_| c.clone());
-        text.push_str(&format!(
-            "\n[[components]]\npath = {:?}\n",
-            c.display().to_string()
-        ));
-    }
+    text.push_str(&components_toml(components));
     let path = dir.join("node.toml");
     let _ = std::fs::write(&path, text);
     path

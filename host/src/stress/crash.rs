@@ -106,17 +106,22 @@ fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> P
         "listen = \"127.0.0.1:0\"\ncache_dir = {:?}\n\n[node]\nid = \"stress-node-{n}\"\n\n[store]\n{store_toml}\n\n[runner]\nlease_ms = {CRASH_LEASE_MS}\nheartbeat_ms = 500\npark_after_ms = 300\n\n[tools.flaky]\nretry = [100]\n",
         dir.join("cache").display().to_string()
     );
-    for c in components {
-        // Relative paths in a configuration resolve against its own directory.
-        let c = std::path::absolute(c).unwrap_or_else(|_| c.clone());
-        text.push_str(&format!(
-            "\n[[components]]\npath = {:?}\n",
-            c.display().to_string()
-        ));
-    }
+    text.push_str(&components_toml(components));
     let path = dir.join(format!("node-{n}.toml"));
     let _ = std::fs::write(&path, text);
     path
+}
+
+/// `[[components]]` tables naming `components` by absolute path (relative paths in a
+/// configuration resolve against its own directory, not the caller's).
+pub(super) fn components_toml(components: &[PathBuf]) -> String {
+    components
+        .iter()
+        .map(|c| {
+            let c = std::path::absolute(c).unwrap_or_else(|_| c.clone());
+            format!("\n[[components]]\npath = {:?}\n", c.display().to_string())
+        })
+        .collect()
 }
 
 pub(super) fn start(bin: &Path, config: &Path) -> Result<Node, String> {

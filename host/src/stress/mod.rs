@@ -146,15 +146,7 @@ impl StressReport {
             "snodo stress: {} mode, store {}, seed {}, {} ms\n\n",
             self.mode, self.store, self.seed, self.elapsed_ms
         );
-        for i in &self.invariants {
-            out.push_str(&format!(
-                "{:<4} {:<34} {:>8} checked {:>6} violations  {}\n",
-                i.verdict, i.name, i.checked, i.violations, i.meaning
-            ));
-            for e in &i.examples {
-                out.push_str(&format!("       e.g. {e}\n"));
-            }
-        }
+        out.push_str(&render_invariants(&self.invariants, ""));
         out.push_str("\ntimings (descriptive, not judged):\n");
         for t in &self.timings {
             out.push_str(&format!(
@@ -164,6 +156,22 @@ impl StressReport {
         }
         out
     }
+}
+
+/// Invariants as text, one line each with their first violations under them, each line
+/// after `indent`.
+pub fn render_invariants(invariants: &[Invariant], indent: &str) -> String {
+    let mut out = String::new();
+    for i in invariants {
+        out.push_str(&format!(
+            "{indent}{:<4} {:<34} {:>8} checked {:>6} violations  {}\n",
+            i.verdict, i.name, i.checked, i.violations, i.meaning
+        ));
+        for e in &i.examples {
+            out.push_str(&format!("{indent}       e.g. {e}\n"));
+        }
+    }
+    out
 }
 
 /// A small deterministic generator (SplitMix64): the workload's every choice comes from it.
