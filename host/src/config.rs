@@ -263,10 +263,10 @@ impl OtlpSection {
                 ));
             }
         };
-        if !(o.endpoint.starts_with("http://") || o.endpoint.starts_with("https://")) {
+        if !o.endpoint.starts_with("http://") {
             return Err(err(
                 "telemetry.otlp.endpoint",
-                "must be an http:// or https:// URL".into(),
+                "must be an http:// URL: this build's exporters speak plain HTTP and gRPC to a collector beside the node, which forwards over TLS".into(),
             ));
         }
         let ratio = o.sampling_ratio.unwrap_or(1.0);
@@ -2145,6 +2145,7 @@ admin = ["snodo:admin"]
         assert!(options("").expect("empty").otlp.is_none(), "off by default");
         for (bad, key) in [
             ("endpoint = \"c:4317\"", "telemetry.otlp.endpoint"),
+            ("endpoint = \"https://c:4317\"", "telemetry.otlp.endpoint"),
             (
                 "endpoint = \"http://c\"\nprotocol = \"http/json\"",
                 "telemetry.otlp.protocol",

@@ -186,6 +186,7 @@ async fn run(
     let mut tick = tokio::time::interval(config.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stopping = false;
+    let mut flush_by: Option<tokio::time::Instant> = None;
     // Warn once per run of failures, not once per batch.
     let mut failing = false;
     loop {
@@ -202,16 +203,28 @@ async fn run(
             _ = tick.tick() => {}
             _ = &mut stop, if !stopping => {
                 stopping = true;
+                flush_by = Some(tokio::time::Instant::now() + config.timeout);
                 while let Ok(span) = rx.try_recv() {
                     batch.push(span);
                 }
             }
         }
+        // Shutdown sends what is queued within one export timeout in all, not one per
+        // batch: a collector that is down must not hold the process for minutes.
+        if flush_by.is_some_and(|by| tokio::time::Instant::now() >= by) {
+            counters
+                .failed
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            return;
+        }
         while !batch.is_empty() {
             let take = batch.len().min(max_batch);
             let spans: Vec<SpanData> = batch.drain(..take).map(|r| data(r, &scope)).collect();
             let n = spans.len() as u64;
-            match tokio::time::timeout(config.timeout, exporter.export(spans)).await {
+            let within = flush_by.map_or(config.timeout, |by| {
+                by.saturating_duration_since(tokio::time::Instant::now())
+            });
+            match tokio::time::timeout(within, exporter.export(spans)).await {
                 Ok(Ok(())) => {
                     counters.exported.fetch_add(n, Ordering::Relaxed);
                     if std::mem::take(&mut failing) {
@@ -231,7 +244,7 @@ async fn run(
                     }
                 }
             }
-            if !stopping {
+            if !stopping || flush_by.is_some_and(|by| tokio::time::Instant::now() >= by) {
                 break;
             }
         }

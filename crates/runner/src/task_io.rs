@@ -82,8 +82,9 @@ pub struct TaskIo {
     journal_bytes: u64,
     /// The attempt's spans, when its trace is sampled.
     spans: crate::spans::Spans,
-    /// When the outbound request at a journal position began (its span starts there).
-    outbound_started: Mutex<Option<(u32, std::time::SystemTime, std::time::Instant)>>,
+    /// When each outbound request in flight began, by journal position (its span starts
+    /// there; a guest may send several at once).
+    outbound_started: Mutex<HashMap<u32, (std::time::SystemTime, std::time::Instant)>>,
 }
 
 /// The shortest gap between two status commits of one attempt. A guest that sets its
@@ -134,7 +135,7 @@ impl TaskIo {
             journal: tokio::sync::OnceCell::new(),
             journal_bytes: 8 << 20,
             spans: None,
-            outbound_started: Mutex::new(None),
+            outbound_started: Mutex::new(HashMap::new()),
         }
     }
 
@@ -255,7 +256,11 @@ impl ExecutionIo for TaskIo {
             let now = std::time::SystemTime::now();
             match &found {
                 Some(entry) => self.outbound_step(entry, now, Default::default(), true),
-                None => *self.outbound_started.lock() = Some((seq, now, std::time::Instant::now())),
+                None => {
+                    self.outbound_started
+                        .lock()
+                        .insert(seq, (now, std::time::Instant::now()));
+                }
             }
         }
         Ok(found)
@@ -263,8 +268,8 @@ impl ExecutionIo for TaskIo {
 
     async fn journal_append(&self, entry: JournalEntry) -> Result<(), String> {
         if self.spans.is_some() {
-            let started = self.outbound_started.lock().take();
-            if let Some((_, start, began)) = started.filter(|(seq, ..)| *seq == entry.seq) {
+            let started = self.outbound_started.lock().remove(&entry.seq);
+            if let Some((start, began)) = started {
                 self.outbound_step(&entry, start, began.elapsed(), false);
             }
         }

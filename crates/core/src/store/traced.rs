@@ -6,8 +6,9 @@
 //! answered, parks and resumes, retries with their due time, releases and fencing), with
 //! the commit times the store gave them: what happened on other nodes and before crashes
 //! is in the record, not in this process's memory. Whoever commits the end (a runner's
-//! outcome, a client's cancel, an operator) writes the span, once: a replayed transition
-//! writes nothing.
+//! outcome, a client's cancel, an operator) writes the span; a replay of that commit
+//! writes it again under the same id (the first reply may have been lost, and with it the
+//! first write).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -37,8 +38,10 @@ impl TaskSpans {
 impl Layer for TaskSpans {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
         let c = t.apply(inner).await?;
-        if !c.replayed
-            && c.task.status.is_terminal()
+        // A replay that ends the task writes it too: the commit it repeats may have been
+        // the one whose reply was lost (the runner tries an unanswered outcome again), and
+        // then nobody wrote it. The span's id is fixed, so a second copy is the same span.
+        if c.task.status.is_terminal()
             && let Some(span) = c.task.span.as_ref().filter(|s| self.tracer.samples_task(s))
         {
             self.tracer.export(task_span(&c.task, span));

@@ -63,10 +63,32 @@ pub(crate) fn incoming(
 ) -> Option<IncomingTrace> {
     let meta = params.get("_meta");
     let key = |k: &str| meta.and_then(|m| m.get(k)).and_then(Value::as_str);
-    match key("traceparent") {
-        Some(tp) => IncomingTrace::from_values(Some(tp), key("tracestate"), key("baggage")),
-        None => headers.trace.clone(),
+    // As `RequestMeta` reads it: `_meta`'s keys when they parse, else the headers.
+    key("traceparent")
+        .and_then(|tp| IncomingTrace::from_values(Some(tp), key("tracestate"), key("baggage")))
+        .or_else(|| headers.trace.clone())
+}
+
+/// The longest client-given string an attribute keeps, in bytes (cut at a character).
+const MAX_ATTRIBUTE_BYTES: usize = 256;
+
+fn bounded(s: &str) -> String {
+    let mut end = s.len().min(MAX_ATTRIBUTE_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
     }
+    s[..end].to_owned()
+}
+
+/// A URI without its query, fragment and user info: they carry tokens.
+fn without_secrets(uri: &str) -> String {
+    let uri = uri.split(['?', '#']).next().unwrap_or_default();
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.to_owned();
+    };
+    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let host = authority.rsplit('@').next().unwrap_or(authority);
+    format!("{scheme}://{host}{path}")
 }
 
 impl RequestSpan {
@@ -108,7 +130,7 @@ impl RequestSpan {
         .attr("network.transport", "tcp");
         r.parent_remote = caller.is_some();
         match &req.id {
-            Value::String(s) => r.set("jsonrpc.request.id", s.as_str()),
+            Value::String(s) => r.set("jsonrpc.request.id", bounded(s)),
             Value::Number(n) => r.set("jsonrpc.request.id", n.to_string()),
             _ => {}
         }
@@ -124,12 +146,12 @@ impl RequestSpan {
             r.set("gen_ai.operation.name", "execute_tool");
         }
         if let Some(prompt) = prompt {
-            r.set("gen_ai.prompt.name", prompt);
+            r.set("gen_ai.prompt.name", bounded(prompt));
         }
         if method == "resources/read"
             && let Some(uri) = name("uri")
         {
-            r.set("mcp.resource.uri", uri);
+            r.set("mcp.resource.uri", bounded(&without_secrets(uri)));
         }
         Some(Self {
             notes: TraceNotes {
@@ -168,5 +190,24 @@ impl RequestSpan {
             }
         }
         tracer.export(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_lose_their_secrets_and_strings_their_excess() {
+        assert_eq!(
+            without_secrets("https://user:pw@host.example/a/b?token=x#f"),
+            "https://host.example/a/b"
+        );
+        assert_eq!(without_secrets("file:///notes.txt?x"), "file:///notes.txt");
+        assert_eq!(without_secrets("note://a/@b"), "note://a/@b");
+        assert_eq!(without_secrets("urn:x?y"), "urn:x");
+        let long = "é".repeat(300);
+        let cut = bounded(&long);
+        assert!(cut.len() <= MAX_ATTRIBUTE_BYTES && long.starts_with(&cut));
     }
 }
