@@ -506,7 +506,7 @@ impl<B: Backend> Store for B {
         max_bytes: u64,
     ) -> StoreResult<()> {
         let (lease, entry) = (lease.clone(), entry.clone());
-        self.write(Touches::Task(lease.task_id), move |txn, ctx| {
+        self.write(Touches::Journal(lease.task_id), move |txn, ctx| {
             engine::journal_append(txn, ctx, &lease, &entry, max_bytes)
         })
         .await

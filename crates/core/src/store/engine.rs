@@ -558,7 +558,8 @@ pub(crate) enum Touches<'a> {
     ExpiredDue(usize),
     /// Up to this many tasks past their TTL, the oldest expiry first (`reap`).
     Expired(usize),
-    /// One task by id and its journal: a read for a worker replaying its attempt.
+    /// One task by id and its journal: a read for a worker replaying its attempt, or a
+    /// write appending to it.
     Journal(TaskId),
     /// The revocations table alone (nothing of any task).
     Revocations,

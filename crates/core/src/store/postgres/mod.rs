@@ -19,13 +19,13 @@ mod listing;
 mod notify;
 mod schema;
 mod staged;
+mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row, Statement};
+use tokio_postgres::NoTls;
 
 use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
@@ -35,9 +35,8 @@ use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
 
 pub use notify::{RemoteChange, RemoteChanges};
 pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
-use staged::{
-    Admission, Change, LIVE_SHARDS, RECORD_COLS, Staged, TXN_NOW, Writes, prepared, record_of,
-};
+use staged::{TXN_NOW, prepared};
+use write::{Batcher, NEEDS_EXACT, NOW_PARAM, Writer};
 
 /// How to reach the database and who this node is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,6 +133,10 @@ fn pool_error(e: deadpool_postgres::PoolError) -> StoreError {
 pub struct PgStore {
     /// Connections for writes (every transaction).
     pool: Pool,
+    /// Runs transactions on `pool`.
+    writer: Writer,
+    /// Groups the writes that name their task.
+    batcher: Batcher,
     /// Connections for reads alone (the same pool when it is too small to split).
     reads: Pool,
     node: String,
@@ -213,13 +216,21 @@ impl PgStore {
         }
         let key = schema::server_key(&pool).await?;
         let notifier = notify::Notifier::start(cfg, &options.schema);
+        let writer = Writer {
+            pool: pool.clone(),
+            clock: clock.clone(),
+            issuer: engine::random_u64(),
+        };
+        let batcher = Batcher::start(writer.clone(), group_slots(&options));
         let mut store = Self {
             pool,
+            writer: writer.clone(),
+            batcher,
             reads,
             node: options.node,
             schema: options.schema,
             clock,
-            issuer: engine::random_u64(),
+            issuer: writer.issuer,
             key,
             fenced: 0,
             notifier,
@@ -255,94 +266,7 @@ impl PgStore {
     }
 
     fn now_param(&self) -> Option<i64> {
-        self.clock.as_ref().map(|c| c.now().as_millis() as i64)
-    }
-
-    /// Runs the rules `f` over the rows `touches` selects, in one transaction: `BEGIN`, the
-    /// time and the rows in one round trip, the changes and `COMMIT` in another. Nothing
-    /// is committed when `f` fails.
-    ///
-    /// A creation capped at `admit` = (scope, caps) is admitted on the way: the fast
-    /// admission rides in the first round trip; `exact` locks every shard of the scope
-    /// first. A fast admission that cannot decide fails with [`NEEDS_EXACT`].
-    async fn write_admitted<T>(
-        &self,
-        touches: Touches<'_>,
-        admit: Option<(&str, Caps)>,
-        exact: bool,
-        f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T>,
-    ) -> StoreResult<T> {
-        let mut conn = Conn::new(self.pool.get().await.map_err(pool_error)?);
-        let c = conn.client()?;
-        let writes = Writes::prepare(c).await?;
-        let now_param = self.now_param();
-        let fetch_st = prepared(c, &fetch_sql(&touches)).await?;
-        let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
-        let sum_st = prepared(
-            c,
-            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint
-             FROM live WHERE scope = $1",
-        )
-        .await?;
-        // The task a write names, if it names one: known absent when the fetch finds nothing.
-        let id_param = match touches {
-            Touches::Task(id) | Touches::TaskWork(id) | Touches::Journal(id) | Touches::New(id) => {
-                Some(id)
-            }
-            _ => None,
-        };
-        let args = FetchArgs::new(touches, &id_param);
-        let fetch_params = args.params(touches, &now_param);
-        let fast = admit.filter(|_| !exact);
-
-        let read = begin_and_fetch(c, &writes, &fetch_st, &fetch_params, &sum_st, fast, shard);
-        let (now, rows, fast_sum) = match read.await {
-            Ok(r) => r,
-            Err(e) => {
-                conn.rollback().await;
-                return Err(e);
-            }
-        };
-        let admission = match decide_admission(c, admit, exact, fast_sum).await {
-            Ok(a) => a,
-            Err(e) => {
-                conn.rollback().await;
-                return Err(e);
-            }
-        };
-        let ctx = Ctx {
-            now: Timestamp(now.unwrap_or(0).max(0) as u64),
-            // Claims on a shared store are not tied to a boot epoch: one node's restart
-            // must not end the others' leases. A node's own earlier claims are fenced by
-            // owner on open.
-            epoch: 0,
-            issuer: self.issuer,
-        };
-        let (value, changes) = match stage(&rows, id_param, admission, &ctx, shard, f) {
-            Ok(staged) => staged,
-            Err(e) => {
-                conn.rollback().await;
-                return Err(e);
-            }
-        };
-        let probe = matches!(touches, Touches::Nothing);
-        if changes.is_empty() && fast_sum.is_none() && !probe {
-            // Nothing to write (a replay, an empty queue): nothing to make durable.
-            conn.rollback().await;
-            return Ok(value);
-        }
-
-        match apply_and_commit(c, &writes, &changes, probe).await {
-            (Some(e), _) => {
-                conn.finish();
-                Err(e)
-            }
-            (None, Err(e)) => Err(pg_error(e)),
-            (None, Ok(())) => {
-                conn.finish();
-                Ok(value)
-            }
-        }
+        self.writer.now_param()
     }
 
     /// Reads one task's row (and the time) without a transaction, then evaluates `f` over
@@ -432,305 +356,12 @@ impl PgStore {
     }
 }
 
-/// Returned from a write whose admission needs exact mode; never leaves this module.
-const NEEDS_EXACT: StoreError = StoreError::LiveLimit { max: u64::MAX };
-
-/// The values a write's fetch binds after the time, taken from what the write touches.
-struct FetchArgs<'a> {
-    id_bytes: Option<&'a [u8]>,
-    skip: Vec<&'a str>,
-    limit: i64,
-    owner: &'a str,
-}
-
-impl<'a> FetchArgs<'a> {
-    /// The values `touches` binds; `id_param` is the task it names, if it names one.
-    fn new(touches: Touches<'a>, id_param: &'a Option<TaskId>) -> Self {
-        let id_bytes: Option<&[u8]> = id_param.as_ref().map(|i| i.as_bytes().as_slice());
-        let skip: Vec<&str> = match touches {
-            Touches::NextDue(skip) => skip.iter().map(|s| s.as_str()).collect(),
-            _ => Vec::new(),
-        };
-        let limit: i64 = match touches {
-            Touches::ExpiredDue(n) | Touches::Expired(n) => n.min(i64::MAX as usize) as i64,
-            _ => 0,
-        };
-        let owner: &str = match touches {
-            Touches::Owner(o) => o,
-            _ => "",
-        };
-        Self {
-            id_bytes,
-            skip,
-            limit,
-            owner,
-        }
-    }
-
-    /// The parameters of the statement [`fetch_sql`] makes for `touches`: the time, then
-    /// what it binds.
-    fn params<'p>(
-        &'p self,
-        touches: Touches<'_>,
-        now_param: &'p Option<i64>,
-    ) -> Vec<&'p (dyn ToSql + Sync)> {
-        match touches {
-            Touches::Task(_) | Touches::TaskWork(_) | Touches::Journal(_) => {
-                vec![now_param, &self.id_bytes]
-            }
-            Touches::NextDue(_) => vec![now_param, &self.skip],
-            Touches::ExpiredDue(_) | Touches::Expired(_) => vec![now_param, &self.limit],
-            Touches::Owner(_) => vec![now_param, &self.owner],
-            Touches::New(_)
-            | Touches::Nothing
-            | Touches::Revocations
-            | Touches::Deployments
-            | Touches::Listing => {
-                vec![now_param]
-            }
-        }
-    }
-}
-
-/// A write's first round trip: `BEGIN`, the time, the rows (and a fast admission's shard
-/// bump and count sums when `fast` names a scope), pipelined. Returns the time, the rows
-/// and the scope's live and stored sums.
-async fn begin_and_fetch(
-    c: &Object,
-    writes: &Writes,
-    fetch_st: &Statement,
-    fetch_params: &[&(dyn ToSql + Sync)],
-    sum_st: &Statement,
-    fast: Option<(&str, Caps)>,
-    shard: i16,
-) -> StoreResult<(Option<i64>, Vec<Row>, Option<(i64, i64)>)> {
-    let one: i64 = 1;
-
-    // Round trip 1: BEGIN, the time, the rows (and a fast admission), pipelined.
-    let begin = c.batch_execute("BEGIN");
-    let rows_f = c.query(fetch_st, fetch_params);
-    let admit_f = async {
-        match fast {
-            Some((scope, _)) => {
-                // Its shard's lock first (by writing the +1s), then the sums.
-                let bump_params: [&(dyn ToSql + Sync); 4] = [&scope, &shard, &one, &one];
-                let sum_params: [&(dyn ToSql + Sync); 1] = [&scope];
-                let bump = c.query(writes.bump(), &bump_params);
-                let sum = c.query_one(sum_st, &sum_params);
-                let (b, s) = tokio::join!(bump, sum);
-                b?;
-                let s = s?;
-                Ok(Some((s.get::<_, i64>(0), s.get::<_, i64>(1))))
-            }
-            None => Ok(None),
-        }
-    };
-    let (begun, rows, fast_sum) = tokio::join!(begin, rows_f, admit_f);
-    begun.map_err(pg_error)?;
-    let rows = rows.map_err(pg_error)?;
-    // Every row carries the time; a fetch that found nothing still has one row.
-    let now: Option<i64> = rows.first().map(|r| r.get(0));
-    let fast_sum: Option<(i64, i64)> = fast_sum.map_err(pg_error)?;
-    Ok((now, rows, fast_sum))
-}
-
-/// The admission of a creation capped at `admit` = (scope, caps): decided from the fast
-/// sums when there are some, else from exact counts; `None` for a write without a cap.
-async fn decide_admission(
-    c: &Object,
-    admit: Option<(&str, Caps)>,
-    exact: bool,
-    fast_sum: Option<(i64, i64)>,
-) -> StoreResult<Option<Admission>> {
-    // Every change in flight on another shard may be one more.
-    let fits = |sum: i64, cap: Option<u64>| {
-        cap.is_none_or(|max| sum + i64::from(LIVE_SHARDS - 1) <= max.min(i64::MAX as u64) as i64)
-    };
-    Ok(match (admit, exact, fast_sum) {
-        (None, _, _) => None,
-        (Some((_, caps)), false, Some((live, stored))) => {
-            Some(if fits(live, caps.live) && fits(stored, caps.stored) {
-                Admission::Admitted
-            } else {
-                Admission::Undecided
-            })
-        }
-        (Some((scope, _)), _, _) => {
-            let (live, stored) = exact_count(c, scope).await?;
-            Some(Admission::Counted(live, stored))
-        }
-    })
-}
-
-/// Runs the rules `f` over the fetched rows and returns its value with the changes it
-/// made. An `f` that failed because its admission needs exact mode fails with
-/// [`NEEDS_EXACT`].
-fn stage<T>(
-    rows: &[Row],
-    id_param: Option<TaskId>,
-    admission: Option<Admission>,
-    ctx: &Ctx,
-    shard: i16,
-    f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T>,
-) -> StoreResult<(T, Vec<Change>)> {
-    let fetched = rows
-        .iter()
-        .filter(|r| r.get::<_, Option<&[u8]>>(1).is_some())
-        .map(|r| record_of(r, 1))
-        .collect::<StoreResult<Vec<_>>>()?;
-    let mut staged = Staged::new(fetched, id_param);
-    if let Some(a) = admission {
-        staged = staged.with_admission(a);
-    }
-    let value = match f(&mut staged, ctx) {
-        Ok(v) => v,
-        Err(e) => return Err(if staged.needs_exact { NEEDS_EXACT } else { e }),
-    };
-    let changes = staged.changes(shard)?;
-    Ok((value, changes))
-}
-
-/// A write's second round trip: the changes (or the probe's write) and `COMMIT`,
-/// pipelined. Returns the first change that failed, and how the commit went.
-async fn apply_and_commit(
-    c: &Object,
-    writes: &Writes,
-    changes: &[Change],
-    probe: bool,
-) -> (Option<StoreError>, Result<(), tokio_postgres::Error>) {
-    // Round trip 2: the changes and COMMIT, pipelined. A failed change aborts the
-    // transaction, so the COMMIT after it rolls back.
-    let applied = futures_util::future::join_all(changes.iter().map(|ch| ch.apply(c, writes)));
-    let probe = async {
-        if probe {
-            // A write that changes nothing, so the commit flushes like any other.
-            c.execute("UPDATE server_key SET value = value", &[])
-                .await
-                .map(|_| ())
-                .map_err(pg_error)
-        } else {
-            Ok(())
-        }
-    };
-    let commit = c.batch_execute("COMMIT");
-    let (applied, probed, committed) = tokio::join!(applied, probe, commit);
-    let result = applied
-        .into_iter()
-        .chain(std::iter::once(probed))
-        .find_map(Result::err);
-    (result, committed)
-}
-
-/// `$1` of the time-dependent fetches: a test clock's value, or the transaction's time.
-const NOW_PARAM: &str =
-    "coalesce($1::bigint, floor(extract(epoch from transaction_timestamp()) * 1000)::bigint)";
-
-/// The statement a write's first round trip runs: the time and the rows `touches` names,
-/// read and locked. Time-dependent fetches skip rows other transactions hold (nodes never
-/// wait on one another's claims); fetches by id and by owner wait for them.
-fn fetch_sql(touches: &Touches<'_>) -> String {
-    let cols = RECORD_COLS;
-    let rows = match touches {
-        Touches::Task(_) | Touches::TaskWork(_) | Touches::Journal(_) => {
-            format!("SELECT {cols} FROM tasks WHERE id = $2 FOR UPDATE")
-        }
-        Touches::NextDue(_) => format!(
-            "SELECT {cols} FROM tasks
-             WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
-               AND scope <> ALL($2)
-             ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
-        ),
-        Touches::ExpiredDue(_) => format!(
-            "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
-             ORDER BY due_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
-        ),
-        Touches::Expired(_) => format!(
-            "SELECT {cols} FROM tasks WHERE expires_at <= {NOW_PARAM}
-             ORDER BY expires_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
-        ),
-        Touches::Owner(_) => {
-            format!("SELECT {cols} FROM tasks WHERE claim_owner = $2 FOR UPDATE")
-        }
-        Touches::New(_)
-        | Touches::Nothing
-        | Touches::Revocations
-        | Touches::Deployments
-        | Touches::Listing => {
-            format!("SELECT {cols} FROM tasks WHERE false")
-        }
-    };
-    // The time and the rows in one statement: the lateral side locks what it selects,
-    // and the outer row carries the time when it selects nothing.
-    format!("SELECT {NOW_PARAM}, t.* FROM (SELECT 1) one LEFT JOIN LATERAL ({rows}) t ON true")
-}
-
-/// A pooled connection inside a transaction. A connection whose transaction was not
-/// ended cleanly (an error on the way, or the future dropped mid-flight) is closed, never
-/// handed back to the pool half-way through a transaction.
-struct Conn {
-    obj: Option<Object>,
-    clean: bool,
-}
-
-impl Conn {
-    fn new(obj: Object) -> Self {
-        Self {
-            obj: Some(obj),
-            clean: false,
-        }
-    }
-
-    fn client(&self) -> StoreResult<&Object> {
-        self.obj
-            .as_ref()
-            .ok_or_else(|| StoreError::unavailable("the connection was closed"))
-    }
-
-    fn finish(&mut self) {
-        self.clean = true;
-    }
-
-    async fn rollback(&mut self) {
-        if let Some(c) = &self.obj
-            && c.batch_execute("ROLLBACK").await.is_ok()
-        {
-            self.clean = true;
-        }
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        if !self.clean
-            && let Some(obj) = self.obj.take()
-        {
-            drop(Object::take(obj));
-        }
-    }
-}
-
-/// Exact mode: every shard of `scope` locked in shard order, then counted (live, stored).
-async fn exact_count(c: &Object, scope: &str) -> StoreResult<(u64, u64)> {
-    c.execute(
-        "INSERT INTO live (scope, shard, n, stored)
-         SELECT $1, s::smallint, 0, 0 FROM generate_series(0, $2::int - 1) s
-         ON CONFLICT (scope, shard) DO NOTHING",
-        &[&scope, &i32::from(LIVE_SHARDS)],
-    )
-    .await
-    .map_err(pg_error)?;
-    let row = c
-        .query_one(
-            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint FROM
-               (SELECT n, stored FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
-            &[&scope],
-        )
-        .await
-        .map_err(pg_error)?;
-    Ok((
-        row.get::<_, i64>(0).max(0) as u64,
-        row.get::<_, i64>(1).max(0) as u64,
-    ))
+/// How many grouped write transactions a node runs at once: a third of its write
+/// connections (at least one), leaving the rest to the writes that run alone (claims of the
+/// next due task, heartbeats, reaping).
+fn group_slots(options: &PgOptions) -> usize {
+    let writes = options.pool_size.max(1) - options.read_connections();
+    (writes / 3).max(1)
 }
 
 /// The one task a read fetched; its work only when the read asked for it.
@@ -820,7 +451,14 @@ impl Backend for PgStore {
         touches: Touches<'_>,
         f: impl WriteFn<T>,
     ) -> impl std::future::Future<Output = StoreResult<T>> + Send {
-        self.write_admitted(touches, None, false, f)
+        async move {
+            match touches {
+                // Writes on one named task are grouped (see `write`); a journal append
+                // runs alone, since a position already taken fails its statement.
+                Touches::Task(id) | Touches::TaskWork(id) => self.batcher.submit(id, None, f).await,
+                other => self.writer.alone(other, None, false, f).await,
+            }
+        }
     }
 
     async fn read<T: Send + 'static>(
@@ -958,15 +596,20 @@ impl Backend for PgStore {
     {
         let id = new.id;
         let scope = new.scope.as_str().to_owned();
-        let caps = Caps::of(&new);
-        let admit = caps.any().then_some((scope.as_str(), caps));
+        let admit = Caps::of(&new).any().then_some(scope.as_str());
         let again = new.clone();
+        let f = Arc::new(f);
+        let first = f.clone();
         match self
-            .write_admitted(Touches::New(id), admit, false, |txn, ctx| f(txn, ctx, new))
+            .batcher
+            .submit(id, admit, move |txn, ctx| first(txn, ctx, new))
             .await
         {
             Err(e) if e == NEEDS_EXACT => {
-                self.write_admitted(Touches::New(id), admit, true, |txn, ctx| f(txn, ctx, again))
+                self.writer
+                    .alone(Touches::New(id), admit, true, move |txn, ctx| {
+                        f(txn, ctx, again)
+                    })
                     .await
             }
             other => other,

@@ -24,10 +24,19 @@ use crate::store::sql::{self, ClaimCols};
 use crate::store::{StoreError, StoreResult};
 
 use super::pg_error;
+use super::write::MAX_GROUP;
 
-/// How many shards each scope's live count is spread over. An uncommitted change holds
-/// its shard's row lock, so at most this many changes to one scope's count are in flight
-/// at any moment; admission counts on that bound (see [`Admission`]).
+/// How many shards each scope's live count is spread over for admission. A creation's +1
+/// is written to one of them in the write's first round trip and holds its row lock, so
+/// at most this many writes adding to one scope's count are in flight at any moment;
+/// admission counts on that bound (see [`Staged::admit`]).
+///
+/// What a write moves later (in its second round trip: completions, removals, and what is
+/// left of its creations' count after refusals, never more than it already added) goes to
+/// a second set of as many shards, `LIVE_SHARDS..2 * LIVE_SHARDS`. Every write takes its
+/// first-set locks before its second-set ones, each set in scope order, so a group that
+/// admits in one scope and finishes tasks of another cannot wait on a group doing the
+/// opposite. A scope's count is the sum of all its rows.
 pub(super) const LIVE_SHARDS: i16 = 16;
 
 /// The database's time at the start of the transaction, in store milliseconds: one value
@@ -58,18 +67,6 @@ pub(super) fn record_of(r: &PgRow, at: usize) -> StoreResult<(TaskId, Record)> {
     Ok((id, rec))
 }
 
-/// How a creation is admitted under its scope's caps (live and stored tasks).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Admission {
-    /// The fast path said yes: its +1 (live and stored) is already written to this
-    /// transaction's shard.
-    Admitted,
-    /// The fast path could not decide: re-run the creation in exact mode.
-    Undecided,
-    /// Exact mode counted this many live and stored tasks (every shard locked).
-    Counted(u64, u64),
-}
-
 /// The engine's `Txn` over the rows a write fetched.
 pub(super) struct Staged {
     /// Rows as fetched (`None`: known absent), then as the rules changed them.
@@ -85,14 +82,29 @@ pub(super) struct Staged {
     pinned_delta: BTreeMap<String, i64>,
     /// Per tally key (tenant, tool, status): how far this write moves it.
     tally_delta: BTreeMap<String, i64>,
-    admission: Option<Admission>,
+    /// Per capped scope: the +1s a fast admission already wrote to this write's shard (to
+    /// both counts), one per capped creation the write holds.
+    prebumped: BTreeMap<String, i64>,
+    /// Per capped scope: the live and stored sums a fast admission read after its +1s.
+    sums: HashMap<String, (i64, i64)>,
+    /// Exact mode: the scope and its exact live and stored counts (every shard locked).
+    counted: Option<(String, (u64, u64))>,
+    /// Set by a fast admission that cannot decide: the creation must be counted exactly.
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
     journal: Vec<(TaskId, u32, Vec<u8>)>,
 }
 
 impl Staged {
-    pub(super) fn new(fetched: Vec<(TaskId, Record)>, absent: Option<TaskId>) -> Self {
+    /// The rules' view of the rows `fetched`; the `named` ids it did not find are known
+    /// absent. `prebumped`, `sums` and `counted` are what the first round trip admitted.
+    pub(super) fn new(
+        fetched: Vec<(TaskId, Record)>,
+        named: &[TaskId],
+        prebumped: BTreeMap<String, i64>,
+        sums: HashMap<String, (i64, i64)>,
+        counted: Option<(String, (u64, u64))>,
+    ) -> Self {
         let mut s = Self {
             rows: HashMap::new(),
             index: Vec::new(),
@@ -101,7 +113,9 @@ impl Staged {
             count_delta: BTreeMap::new(),
             pinned_delta: BTreeMap::new(),
             tally_delta: BTreeMap::new(),
-            admission: None,
+            prebumped,
+            sums,
+            counted,
             needs_exact: false,
             journal: Vec::new(),
         };
@@ -110,15 +124,10 @@ impl Staged {
             s.existed.insert(id);
             s.rows.insert(id, Some(rec));
         }
-        if let Some(id) = absent {
-            s.rows.entry(id).or_insert(None);
+        for id in named {
+            s.rows.entry(*id).or_insert(None);
         }
         s
-    }
-
-    pub(super) fn with_admission(mut self, admission: Admission) -> Self {
-        self.admission = Some(admission);
-        self
     }
 
     fn touch(&mut self, id: TaskId) {
@@ -164,11 +173,19 @@ impl Staged {
         // admission already holds its shard from the first round trip), then the pinned
         // counts, then the tallies. A creation and a completion on the same shard that
         // took them in opposite orders would deadlock, and PostgreSQL would fail one.
-        for (scope, &(live, stored)) in &self.count_delta {
+        // The fast admission's +1s are written already: what is left to write is what the
+        // rules moved, less them (refused creations moved nothing).
+        let mut counts = self.count_delta.clone();
+        for (scope, &n) in &self.prebumped {
+            let delta = counts.entry(scope.clone()).or_default();
+            delta.0 -= n;
+            delta.1 -= n;
+        }
+        for (scope, &(live, stored)) in &counts {
             if (live, stored) != (0, 0) {
                 out.push(Change::Counts {
                     scope: scope.clone(),
-                    shard,
+                    shard: LIVE_SHARDS + shard,
                     live,
                     stored,
                 });
@@ -312,13 +329,6 @@ impl Writes {
             journal: prepared(client, INSERT_JOURNAL).await?,
             tally: prepared(client, BUMP_TALLY).await?,
         })
-    }
-}
-
-impl Writes {
-    /// The counts' shard upsert.
-    pub(super) fn bump(&self) -> &Statement {
-        &self.bump
     }
 }
 
@@ -566,39 +576,109 @@ impl Txn for Staged {
 
     /// Exact under concurrency without a per-tenant lock on the common path.
     ///
-    /// Fast path (decided before the rules run, in the first round trip): the transaction
-    /// first takes its shard's row lock by writing its +1 (to both counts), then reads the
-    /// sums (which include its own change). Every other uncommitted change holds a
-    /// different shard's lock, so at most `LIVE_SHARDS - 1` of them are missing from a
-    /// sum; admitting only when each sum plus that many fits under its cap keeps the true
-    /// counts under the caps whatever commits next.
+    /// Fast path (decided from the first round trip): the transaction first takes its
+    /// shard's row lock by writing the +1s of the creations it holds (to both counts), then
+    /// reads the sums (which include its own). Every other uncommitted write holds a
+    /// different shard's lock and at most [`MAX_GROUP`] creations in the scope, so at most
+    /// `(LIVE_SHARDS - 1) * MAX_GROUP` are missing from a sum; admitting only when each sum
+    /// plus that many fits under its cap keeps the true counts under the caps whatever
+    /// commits next.
     ///
-    /// Near the cap the fast path cannot decide; the creation re-runs in exact mode, which
-    /// locks all of the scope's shards in shard order (waiting for the changes in flight)
-    /// and counts exactly. Fast transactions hold one shard and wait for nothing after it,
-    /// and exact ones lock in one order, so no lock cycle can form.
+    /// Near the cap the fast path cannot decide; the creation re-runs alone in exact mode,
+    /// which locks all of the scope's shards in shard order (waiting for the changes in
+    /// flight) and counts exactly. Fast transactions hold one shard per scope, taken in
+    /// scope order, and wait for nothing after them but later counts; exact ones lock in
+    /// one order, so no lock cycle can form.
     fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
-        match self.admission {
-            Some(Admission::Admitted) => {
-                // The +1s are written: the coming `add_count`s must not count them again.
-                let delta = self
-                    .count_delta
-                    .entry(scope.as_str().to_owned())
-                    .or_default();
-                delta.0 -= 1;
-                delta.1 -= 1;
-                Ok(())
-            }
-            Some(Admission::Undecided) => {
-                self.needs_exact = true;
-                Err(StoreError::invalid("the admission needs an exact count"))
-            }
-            Some(Admission::Counted(live, stored)) => {
-                caps.refusal(live, stored).map_or(Ok(()), Err)
-            }
-            None => Err(StoreError::invalid(
-                "a capped creation reached the rules without an admission",
-            )),
+        if let Some((counted_scope, (live, stored))) = &self.counted
+            && counted_scope == scope.as_str()
+        {
+            return caps.refusal(*live, *stored).map_or(Ok(()), Err);
         }
+        if let Some(&(live, stored)) = self.sums.get(scope.as_str()) {
+            let margin = i64::from(LIVE_SHARDS - 1) * MAX_GROUP as i64;
+            let fits = |sum: i64, cap: Option<u64>| {
+                cap.is_none_or(|max| sum + margin <= max.min(i64::MAX as u64) as i64)
+            };
+            if fits(live, caps.live) && fits(stored, caps.stored) {
+                return Ok(());
+            }
+            self.needs_exact = true;
+            return Err(StoreError::invalid("the admission needs an exact count"));
+        }
+        Err(StoreError::invalid(
+            "a capped creation reached the rules without an admission",
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+
+    use super::{Change, LIVE_SHARDS, Staged};
+    use crate::model::Scope;
+    use crate::store::engine::{Caps, Count, Txn};
+
+    /// A group admits in one scope and finishes a task of another: its later count moves
+    /// (the second round trip's) go to the second set of shards, never to a row of the
+    /// first set, which another group may hold while it waits for this group's later rows.
+    #[test]
+    fn later_count_moves_go_to_the_second_set_of_shards() {
+        let acme = Scope::new("acme");
+        let beta = Scope::new("beta");
+        let mut staged = Staged::new(
+            Vec::new(),
+            &[],
+            BTreeMap::from([(acme.as_str().to_owned(), 2)]),
+            HashMap::from([(acme.as_str().to_owned(), (2, 2))]),
+            None,
+        );
+        let caps = Caps {
+            live: Some(10_000),
+            stored: None,
+        };
+        // Two capped creations admitted, one of them refused later by the rules (it moved
+        // nothing), and a task of the other scope finished.
+        staged.admit(&acme, caps).expect("admitted");
+        staged.admit(&acme, caps).expect("admitted");
+        staged
+            .add_count(Count::Live, acme.as_str(), true)
+            .expect("count");
+        staged
+            .add_count(Count::Stored, acme.as_str(), true)
+            .expect("count");
+        staged
+            .add_count(Count::Live, beta.as_str(), false)
+            .expect("count");
+        let counts: Vec<(String, i16, i64, i64)> = staged
+            .changes(3)
+            .expect("changes")
+            .into_iter()
+            .filter_map(|c| match c {
+                Change::Counts {
+                    scope,
+                    shard,
+                    live,
+                    stored,
+                } => Some((scope, shard, live, stored)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            counts,
+            vec![
+                // Two +1s were written at admission; one creation was made.
+                (acme.as_str().to_owned(), LIVE_SHARDS + 3, -1, -1),
+                (beta.as_str().to_owned(), LIVE_SHARDS + 3, -1, 0),
+            ]
+        );
+        // Near the cap the fast admission cannot decide.
+        let tight = Caps {
+            live: Some(100),
+            stored: None,
+        };
+        assert!(staged.admit(&acme, tight).is_err());
+        assert!(staged.needs_exact);
     }
 }
