@@ -331,6 +331,8 @@ pub struct StoreSection {
     pub schema: Option<String>,
     /// PostgreSQL: connections this node keeps at most (default 16).
     pub pool: Option<usize>,
+    /// PostgreSQL: grouped write transactions in flight at once (default 2).
+    pub write_groups: Option<usize>,
     /// PostgreSQL: apply pending migrations at start (default false: run `snodo migrate`).
     pub migrate: Option<bool>,
 }
@@ -835,6 +837,19 @@ impl Config {
                         return Err(err("store.pool", "1..=1024 connections".into()));
                     }
                     o.pool_size = n;
+                }
+                if let Some(n) = st.write_groups {
+                    let writes = o.pool_size - o.read_connections();
+                    if !(1..=writes).contains(&n) {
+                        return Err(err(
+                            "store.write_groups",
+                            format!(
+                                "1..={writes}: each group holds one of the pool's {writes} \
+                                 write connections (store.pool)"
+                            ),
+                        ));
+                    }
+                    o.write_groups = n;
                 }
                 if let Some(m) = st.migrate {
                     o.migrate = m;
@@ -1900,7 +1915,7 @@ subject = "alice"
             StoreConfig::Sqlite(PathBuf::from(".snodo/tasks.sqlite"))
         );
         let o = options(
-            "[node]\nid = \"node-a\"\n[store]\nkind = \"postgres\"\nurl = \"host=db user=snodo\"\nschema = \"tenant_a\"\npool = 4\nmigrate = true\n",
+            "[node]\nid = \"node-a\"\n[store]\nkind = \"postgres\"\nurl = \"host=db user=snodo\"\nschema = \"tenant_a\"\npool = 4\nwrite_groups = 3\nmigrate = true\n",
         )
         .expect("postgres");
         let StoreConfig::Postgres(pg) = &o.store else {
@@ -1916,6 +1931,7 @@ subject = "alice"
             ),
             ("host=db user=snodo", "tenant_a", 4, true, "node-a")
         );
+        assert_eq!(pg.write_groups, 3);
         assert_eq!(o.node, "node-a");
         // The default identity is unique per process.
         let o = options("[store]\nkind = \"postgres\"\nurl = \"host=db\"\n").expect("pg");
@@ -1928,8 +1944,8 @@ subject = "alice"
             panic!()
         };
         assert_eq!(
-            (pg.schema.as_str(), pg.pool_size, pg.migrate),
-            ("snodo", 16, false)
+            (pg.schema.as_str(), pg.pool_size, pg.migrate, pg.write_groups),
+            ("snodo", 16, false, 2)
         );
         for (text, key) in [
             ("[store]\nkind = \"postgres\"\n", "store"),

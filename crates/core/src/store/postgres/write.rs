@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use deadpool_postgres::{Object, Pool};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 
 use crate::model::{Clock, TaskId, Timestamp};
@@ -32,6 +32,7 @@ use crate::store::engine::{self, Ctx, Record, Touches, Txn};
 use crate::store::{StoreError, StoreResult};
 
 use super::staged::{Change, LIVE_SHARDS, RECORD_COLS, Staged, Writes, prepared, record_of};
+use super::group::Groups;
 use super::{pg_error, pool_error};
 
 /// Most writes in one group. It bounds how far one uncommitted group may move a scope's
@@ -638,40 +639,19 @@ impl Drop for Conn {
     }
 }
 
-/// The queue of writes that name their task, and the task that groups them: at most
-/// `in_flight` transactions at once, each taking what queued while the others ran (up to
-/// [`MAX_GROUP`]). Dropping it lets the groups already queued finish.
+/// The writes that name their task, grouped: at most `in_flight` transactions at once,
+/// each taking what queued while the others ran (up to [`MAX_GROUP`]).
 pub(super) struct Batcher {
-    queue: mpsc::UnboundedSender<Box<dyn Job>>,
+    groups: Groups<Box<dyn Job>>,
 }
 
 impl Batcher {
     pub(super) fn start(writer: Writer, in_flight: usize) -> Self {
-        let (queue, mut rx) = mpsc::unbounded_channel::<Box<dyn Job>>();
-        let slots = Arc::new(Semaphore::new(in_flight.max(1)));
-        tokio::spawn(async move {
-            loop {
-                let Ok(slot) = slots.clone().acquire_owned().await else {
-                    return;
-                };
-                let Some(first) = rx.recv().await else {
-                    return;
-                };
-                let mut jobs = vec![first];
-                while jobs.len() < MAX_GROUP {
-                    match rx.try_recv() {
-                        Ok(job) => jobs.push(job),
-                        Err(_) => break,
-                    }
-                }
-                let writer = writer.clone();
-                tokio::spawn(async move {
-                    writer.group(jobs).await;
-                    drop(slot);
-                });
-            }
+        let groups = Groups::start(in_flight, MAX_GROUP, move |jobs| {
+            let writer = writer.clone();
+            async move { writer.group(jobs).await }
         });
-        Self { queue }
+        Self { groups }
     }
 
     /// Queues `f`, a write on task `id` (a creation capped in `scope` when it names one),
@@ -682,9 +662,7 @@ impl Batcher {
         T: Send + 'static,
     {
         let (job, rx) = WriteJob::new(Some(id), scope.map(str::to_owned), f);
-        self.queue
-            .send(job)
-            .map_err(|_| StoreError::unavailable("the store is closing"))?;
+        self.groups.send(job)?;
         rx.await
             .map_err(|_| StoreError::unavailable("a PostgreSQL write was abandoned"))?
     }
