@@ -1944,7 +1944,12 @@ subject = "alice"
             panic!()
         };
         assert_eq!(
-            (pg.schema.as_str(), pg.pool_size, pg.migrate, pg.write_groups),
+            (
+                pg.schema.as_str(),
+                pg.pool_size,
+                pg.migrate,
+                pg.write_groups
+            ),
             ("snodo", 16, false, 2)
         );
         for (text, key) in [

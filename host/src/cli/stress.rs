@@ -52,7 +52,8 @@ pub(crate) struct StressArgs {
     /// Chaos mode: creations in the burst scenario.
     #[arg(long, default_value_t = 50_000)]
     burst: usize,
-    /// Chaos mode: how long the idle-in-transaction session pins xmin (at most a phase).
+    /// Chaos mode: how long the idle-in-transaction session pins xmin (the idle_xmin
+    /// scenario's phases last at least this long; at most 600 s).
     #[arg(long, default_value_t = 60_000)]
     pin_ms: u64,
     /// Chaos mode: run only these scenarios (repeatable; default all).
@@ -89,11 +90,9 @@ fn chaos(runtime: &tokio::runtime::Runtime, args: &StressArgs) -> ExitCode {
         pin: std::time::Duration::from_millis(args.pin_ms),
         only: args.scenarios.clone(),
     };
-    // The pin lasts the whole "during" phase at most: a longer pin needs a longer phase.
+    // The pin lasts the idle_xmin scenario's "during" phase, which it lengthens.
     let opts = snodo::stress::ChaosOptions {
-        phase: opts
-            .phase
-            .max(opts.pin.min(std::time::Duration::from_secs(600))),
+        pin: opts.pin.min(std::time::Duration::from_secs(600)),
         ..opts
     };
     match runtime.block_on(snodo::stress::chaos(&bin, &components, &opts)) {

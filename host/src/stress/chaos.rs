@@ -88,7 +88,8 @@ pub struct ChaosOptions {
     pub clients: usize,
     /// Creations in the burst scenario.
     pub burst: usize,
-    /// How long the idle-in-transaction session holds xmin (at most the phase).
+    /// How long the idle-in-transaction session holds xmin; the idle_xmin scenario's
+    /// phases last at least this long.
     pub pin: Duration,
     /// The scenarios to run (names from [`SCENARIOS`]); empty runs all.
     pub only: Vec<String>,
@@ -471,6 +472,13 @@ async fn scenario(
     fault: &'static str,
 ) -> Result<ScenarioReport, String> {
     let began = Instant::now();
+    // The pin lasts the whole "during" phase: a longer pin lengthens this scenario's
+    // phases, and no other's.
+    let phase = if name == "idle_xmin" {
+        opts.phase.max(opts.pin)
+    } else {
+        opts.phase
+    };
     let pg = PgInstance::start()?;
     let dir = pg.dir.join("node");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -489,7 +497,7 @@ async fn scenario(
         .map_or(0, |d| d.as_millis() as u64);
     let t0 = Instant::now();
     let tables_before = table_figures(&admin).await;
-    tokio::time::sleep(opts.phase).await;
+    tokio::time::sleep(phase).await;
     let t1 = Instant::now();
     let capacity = load.completed_at.lock().len() as f64 / (t1 - t0).as_secs_f64();
 
@@ -501,7 +509,7 @@ async fn scenario(
         "restart" => tokio::task::block_in_place(|| pg.restart())?,
         "terminate" => {
             let url = pg.url();
-            let until = t1 + opts.phase;
+            let until = t1 + phase;
             helpers.push(tokio::spawn(async move {
                 let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await
                 else {
@@ -528,7 +536,7 @@ async fn scenario(
         }
         "idle_xmin" => {
             let c = pg.connect().await?;
-            let hold = opts.pin.min(opts.phase);
+            let hold = opts.pin;
             helpers.push(tokio::spawn(async move {
                 // A snapshot taken and held: vacuum cannot remove what died after it.
                 let _ = c
@@ -541,7 +549,7 @@ async fn scenario(
             }));
         }
         "rr_readers" => {
-            let until = t1 + opts.phase;
+            let until = t1 + phase;
             for _ in 0..4 {
                 let c = pg.connect().await?;
                 helpers.push(tokio::spawn(async move {
@@ -561,7 +569,7 @@ async fn scenario(
             lenient = true;
             // Open-loop arrivals at 1.5x what the node completed before.
             let rate = (capacity * 1.5).max(10.0);
-            let (addr, load, stop_at) = (node.addr, extra.clone(), t1 + opts.phase);
+            let (addr, load, stop_at) = (node.addr, extra.clone(), t1 + phase);
             helpers.push(tokio::spawn(async move {
                 let gap = Duration::from_secs_f64(1.0 / rate);
                 let mut next = Instant::now();
@@ -595,13 +603,13 @@ async fn scenario(
         }
         other => return Err(format!("unknown scenario {other}")),
     }
-    let t2 = t1 + opts.phase;
+    let t2 = t1 + phase;
     tokio::time::sleep_until(t2.into()).await;
     extra.stop.store(true, Ordering::Relaxed);
     for mut h in helpers {
         // A helper still running (a burst not yet sent) is stopped: what it sends later
         // would run into the after phase and miss the verdict.
-        if tokio::time::timeout(opts.phase * 4, &mut h).await.is_err() {
+        if tokio::time::timeout(phase * 4, &mut h).await.is_err() {
             h.abort();
             let _ = h.await;
         }
@@ -609,7 +617,7 @@ async fn scenario(
 
     // After.
     let t2 = t2.max(Instant::now());
-    tokio::time::sleep(opts.phase).await;
+    tokio::time::sleep(phase).await;
     let t3 = Instant::now();
     load.stop.store(true, Ordering::Relaxed);
     for c in steady {

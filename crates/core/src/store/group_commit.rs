@@ -4,7 +4,8 @@
 //!
 //! The adapters differ in how they begin, guard and commit a batch (redb's durability
 //! setting, SQLite's savepoint per operation); what a job is, how its answer waits for the
-//! commit, and how callers reach the queue is the same, and lives here.
+//! commit, and how callers reach the queue is the same, and lives here. PostgreSQL's
+//! grouped writes (`postgres/write.rs`) hold their answers the same way ([`pending`]).
 
 use std::sync::mpsc;
 
@@ -52,6 +53,14 @@ struct Pending<T> {
     tx: oneshot::Sender<StoreResult<T>>,
 }
 
+/// A job's `result`, to be sent on `tx` once the commit it waits on returned.
+pub(crate) fn pending<T: Send + 'static>(
+    result: StoreResult<T>,
+    tx: oneshot::Sender<StoreResult<T>>,
+) -> Box<dyn Reply> {
+    Box::new(Pending { result, tx })
+}
+
 impl<T: Send> Reply for Pending<T> {
     fn deliver(self: Box<Self>, commit: Result<(), StoreError>) {
         let answer = match commit {
@@ -79,13 +88,7 @@ where
             ) => Ran::Failed,
             Err(_) => Ran::Refused,
         };
-        (
-            ran,
-            Box::new(Pending {
-                result,
-                tx: self.tx,
-            }),
-        )
+        (ran, pending(result, self.tx))
     }
 
     fn fail(self: Box<Self>, err: StoreError) {

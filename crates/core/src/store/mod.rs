@@ -24,7 +24,8 @@ mod error;
 mod embedded;
 #[cfg(feature = "redb")]
 mod fault;
-#[cfg(any(feature = "redb", feature = "sqlite"))]
+#[cfg(any(feature = "redb", feature = "sqlite", feature = "postgres"))]
+#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
 mod group_commit;
 mod layer;
 mod listing;

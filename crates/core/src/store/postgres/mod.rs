@@ -453,18 +453,16 @@ impl View for OneRow {
 }
 
 impl Backend for PgStore {
-    fn write<T: Send + 'static>(
+    async fn write<T: Send + 'static>(
         &self,
         touches: Touches<'_>,
         f: impl WriteFn<T>,
-    ) -> impl std::future::Future<Output = StoreResult<T>> + Send {
-        async move {
-            match touches {
-                // Writes on one named task are grouped (see `write`); a journal append
-                // runs alone, since a position already taken fails its statement.
-                Touches::Task(id) | Touches::TaskWork(id) => self.batcher.submit(id, None, f).await,
-                other => self.writer.alone(other, None, false, f).await,
-            }
+    ) -> StoreResult<T> {
+        match touches {
+            // Writes on one named task are grouped (see `write`); a journal append runs
+            // alone, since a position already taken fails its statement.
+            Touches::Task(id) | Touches::TaskWork(id) => self.batcher.submit(id, None, f).await,
+            other => self.writer.alone(other, None, false, f).await,
         }
     }
 

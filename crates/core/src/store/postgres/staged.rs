@@ -139,27 +139,35 @@ impl Staged {
     /// The statements that write what the rules changed, with their parameters.
     pub(super) fn changes(&self, shard: i16) -> StoreResult<Vec<Change>> {
         let mut out = Vec::new();
+        let (mut inserts, mut updates, mut deletes) =
+            (TaskRows::default(), TaskRows::default(), Vec::new());
         for id in &self.dirty {
             match (
                 self.rows.get(id).and_then(Option::as_ref),
                 self.existed.contains(id),
             ) {
-                (Some(rec), existed) => {
-                    let row = sql::row_of(&rec.task)?;
-                    let created = if existed {
-                        None
-                    } else {
-                        Some(Created {
-                            work: sql::encode_work(&rec.work)?,
-                            tenant: rec.task.scope.tenant().to_owned(),
-                            tool: listing::cut(listing::tool_of(&rec.work)).to_owned(),
-                        })
-                    };
-                    out.push(Change::Put { row, created });
-                }
-                (None, true) => out.push(Change::Delete(*id)),
+                (Some(rec), true) => updates.push(sql::row_of(&rec.task)?, None),
+                (Some(rec), false) => inserts.push(
+                    sql::row_of(&rec.task)?,
+                    Some(Created {
+                        work: sql::encode_work(&rec.work)?,
+                        tenant: rec.task.scope.tenant().to_owned(),
+                        tool: listing::cut(listing::tool_of(&rec.work)).to_owned(),
+                    }),
+                ),
+                (None, true) => deletes.push(id.as_bytes().to_vec()),
                 (None, false) => {}
             }
+        }
+        // Each kind of row change in one statement, whatever the number of rows.
+        if !inserts.ids.is_empty() {
+            out.push(Change::Insert(inserts));
+        }
+        if !updates.ids.is_empty() {
+            out.push(Change::Update(updates));
+        }
+        if !deletes.is_empty() {
+            out.push(Change::Delete(deletes));
         }
         // After the task's row: a journal row references it.
         for (id, seq, entry) in &self.journal {
@@ -243,6 +251,74 @@ pub(super) struct Created {
     tool: String,
 }
 
+/// Task rows as the parallel arrays one statement unnests: the columns every write sets,
+/// then (for inserts) the ones fixed at creation.
+#[derive(Default)]
+pub(super) struct TaskRows {
+    ids: Vec<Vec<u8>>,
+    scopes: Vec<String>,
+    statuses: Vec<&'static str>,
+    lives: Vec<bool>,
+    due: Vec<Option<i64>>,
+    expires: Vec<Option<i64>>,
+    generations: Vec<Option<i64>>,
+    tokens: Vec<Option<i64>>,
+    epochs: Vec<Option<i64>>,
+    claim_expires: Vec<Option<i64>>,
+    owners: Vec<Option<String>>,
+    bodies: Vec<Vec<u8>>,
+    updated: Vec<i64>,
+    works: Vec<Vec<u8>>,
+    tenants: Vec<String>,
+    tools: Vec<String>,
+    created: Vec<i64>,
+}
+
+impl TaskRows {
+    fn push(&mut self, row: sql::Row, created: Option<Created>) {
+        let claim = row.claim;
+        self.ids.push(row.id.to_vec());
+        self.scopes.push(row.scope);
+        self.statuses.push(row.status);
+        self.lives.push(row.live);
+        self.due.push(row.due_at);
+        self.expires.push(row.expires_at);
+        self.generations.push(claim.as_ref().map(|c| c.generation));
+        self.tokens.push(claim.as_ref().map(|c| c.token));
+        self.epochs.push(claim.as_ref().map(|c| c.epoch));
+        self.claim_expires
+            .push(claim.as_ref().map(|c| c.expires_at));
+        self.owners.push(claim.map(|c| c.owner));
+        self.bodies.push(row.body);
+        self.updated.push(row.updated_at);
+        if let Some(c) = created {
+            self.works.push(c.work);
+            self.tenants.push(c.tenant);
+            self.tools.push(c.tool);
+            self.created.push(row.created_at);
+        }
+    }
+
+    /// The columns every write sets, in the order the statements bind them.
+    fn columns(&self) -> Vec<&(dyn ToSql + Sync)> {
+        vec![
+            &self.ids,
+            &self.scopes,
+            &self.statuses,
+            &self.lives,
+            &self.due,
+            &self.expires,
+            &self.generations,
+            &self.tokens,
+            &self.epochs,
+            &self.claim_expires,
+            &self.owners,
+            &self.bodies,
+            &self.updated,
+        ]
+    }
+}
+
 /// Tally moves, as the parallel arrays one statement unnests.
 #[derive(Default)]
 pub(super) struct Tally {
@@ -255,15 +331,14 @@ pub(super) struct Tally {
 
 /// One write statement.
 pub(super) enum Change {
-    /// Insert (with what is fixed at creation) or update a task's row.
-    Put {
-        row: sql::Row,
-        created: Option<Created>,
-    },
+    /// Insert tasks' rows, with what is fixed at creation.
+    Insert(TaskRows),
+    /// Update tasks' rows (each locked by the write's fetch).
+    Update(TaskRows),
     /// Move tallies of one shard.
     Tally(Tally),
-    /// Remove a task.
-    Delete(TaskId),
+    /// Remove tasks, by id.
+    Delete(Vec<Vec<u8>>),
     /// Move a scope's live and stored counts.
     Counts {
         scope: String,
@@ -285,18 +360,15 @@ pub(super) enum Change {
     },
 }
 
-pub(super) const INSERT_TASK: &str = "INSERT INTO tasks (id, scope, status, live, due_at, \
-     expires_at, claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, \
-     body, work, tenant, tool, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
-pub(super) const UPDATE_TASK: &str = "UPDATE tasks SET scope = $2, status = $3, live = $4, \
-     due_at = $5, expires_at = $6, claim_generation = $7, claim_token = $8, claim_epoch = $9, \
-     claim_expires_at = $10, claim_owner = $11, body = $12, updated_at = $13 WHERE id = $1";
+/// The columns every row write sets, as `unnest` takes them.
+const ROW_ARRAYS: &str = "$1::bytea[], $2::text[], $3::text[], $4::boolean[], \
+     $5::bigint[], $6::bigint[], $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], \
+     $11::text[], $12::bytea[], $13::bigint[]";
+pub(super) const DELETE_TASKS: &str = "DELETE FROM tasks WHERE id = ANY($1)";
 pub(super) const BUMP_TALLY: &str = "INSERT INTO tally (tenant, tool, status, shard, n) \
      SELECT t, o, s, $1, d FROM unnest($2::text[], $3::text[], $4::text[], $5::bigint[]) \
      AS m(t, o, s, d) \
      ON CONFLICT (tenant, tool, status, shard) DO UPDATE SET n = tally.n + EXCLUDED.n";
-pub(super) const DELETE_TASK: &str = "DELETE FROM tasks WHERE id = $1";
 pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entry) \
      VALUES ($1, $2, $3)";
 pub(super) const BUMP_PINNED: &str = "INSERT INTO pinned (digest, shard, n) \
@@ -321,9 +393,32 @@ pub(super) struct Writes {
 impl Writes {
     pub(super) async fn prepare(client: &Object) -> StoreResult<Self> {
         Ok(Self {
-            insert: prepared(client, INSERT_TASK).await?,
-            update: prepared(client, UPDATE_TASK).await?,
-            delete: prepared(client, DELETE_TASK).await?,
+            insert: prepared(
+                client,
+                &format!(
+                    "INSERT INTO tasks (id, scope, status, live, due_at, expires_at, \
+                     claim_generation, claim_token, claim_epoch, claim_expires_at, claim_owner, \
+                     body, updated_at, work, tenant, tool, created_at) \
+                     SELECT * FROM unnest({ROW_ARRAYS}, $14::bytea[], $15::text[], \
+                     $16::text[], $17::bigint[])"
+                ),
+            )
+            .await?,
+            update: prepared(
+                client,
+                &format!(
+                    "UPDATE tasks AS t SET scope = u.scope, status = u.status, live = u.live, \
+                     due_at = u.due_at, expires_at = u.expires_at, \
+                     claim_generation = u.generation, claim_token = u.token, \
+                     claim_epoch = u.epoch, claim_expires_at = u.claim_expires_at, \
+                     claim_owner = u.owner, body = u.body, updated_at = u.updated_at \
+                     FROM unnest({ROW_ARRAYS}) AS u(id, scope, status, live, due_at, \
+                     expires_at, generation, token, epoch, claim_expires_at, owner, body, \
+                     updated_at) WHERE t.id = ANY($1) AND t.id = u.id"
+                ),
+            )
+            .await?,
+            delete: prepared(client, DELETE_TASKS).await?,
             bump: prepared(client, BUMP_COUNTS).await?,
             pin: prepared(client, BUMP_PINNED).await?,
             journal: prepared(client, INSERT_JOURNAL).await?,
@@ -337,42 +432,31 @@ impl Change {
     /// checks that it did what it must.
     pub(super) async fn apply(&self, client: &Object, st: &Writes) -> StoreResult<()> {
         match self {
-            Change::Put { row, created } => {
-                let id = row.id.as_slice();
-                let claim = row.claim_columns();
-                let columns: [&(dyn ToSql + Sync); 12] = sql::task_columns!(id, row, claim);
-                match created {
-                    Some(created) => {
-                        let mut with_work = columns.to_vec();
-                        with_work.extend_from_slice(&[
-                            &created.work as &(dyn ToSql + Sync),
-                            &created.tenant,
-                            &created.tool,
-                            &row.created_at,
-                            &row.updated_at,
-                        ]);
-                        client.execute(&st.insert, &with_work).await.map_err(|e| {
-                            if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
-                            {
-                                StoreError::AlreadyExists
-                            } else {
-                                pg_error(e)
-                            }
-                        })?;
+            Change::Insert(rows) => {
+                let mut params = rows.columns();
+                params.extend_from_slice(&[
+                    &rows.works as &(dyn ToSql + Sync),
+                    &rows.tenants,
+                    &rows.tools,
+                    &rows.created,
+                ]);
+                client.execute(&st.insert, &params).await.map_err(|e| {
+                    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+                        StoreError::AlreadyExists
+                    } else {
+                        pg_error(e)
                     }
-                    None => {
-                        let mut with_time = columns.to_vec();
-                        with_time.push(&row.updated_at);
-                        let n = client
-                            .execute(&st.update, &with_time)
-                            .await
-                            .map_err(pg_error)?;
-                        if n != 1 {
-                            return Err(StoreError::corrupt(
-                                "a locked task row vanished before its update",
-                            ));
-                        }
-                    }
+                })?;
+            }
+            Change::Update(rows) => {
+                let n = client
+                    .execute(&st.update, &rows.columns())
+                    .await
+                    .map_err(pg_error)?;
+                if n != rows.ids.len() as u64 {
+                    return Err(StoreError::corrupt(
+                        "a locked task row vanished before its update",
+                    ));
                 }
             }
             Change::Journal { id, seq, entry } => {
@@ -391,11 +475,8 @@ impl Change {
                         }
                     })?;
             }
-            Change::Delete(id) => {
-                client
-                    .execute(&st.delete, &[&id.as_bytes().as_slice()])
-                    .await
-                    .map_err(pg_error)?;
+            Change::Delete(ids) => {
+                client.execute(&st.delete, &[ids]).await.map_err(pg_error)?;
             }
             Change::Pinned {
                 digest,

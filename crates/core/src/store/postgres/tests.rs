@@ -306,17 +306,11 @@ mod shared {
 
     /// The sum of a scope's live and stored count rows, read directly.
     async fn counted(pg: &Pg, tenant: &str) -> (i64, i64) {
-        let (client, conn) = tokio_postgres::connect(&support::url(), tokio_postgres::NoTls)
+        let row = session(&options(&pg.schema, "reader"))
             .await
-            .expect("connect");
-        tokio::spawn(conn);
-        let row = client
             .query_one(
-                &format!(
-                    "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint
-                     FROM {}.live WHERE scope = $1",
-                    pg.schema
-                ),
+                "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint
+                 FROM live WHERE scope = $1",
                 &[&Scope::new(tenant).as_str()],
             )
             .await
@@ -324,14 +318,22 @@ mod shared {
         (row.get(0), row.get(1))
     }
 
+    /// Node A on a fresh schema, its clock at `T0`, and one task of `acme` it created.
+    async fn one_node() -> Option<(Pg, PgStore, ManualClock, TaskId)> {
+        let pg = fresh()?;
+        let clock = ManualClock::new(Timestamp(T0));
+        let a = node(&pg, "node-a", &clock).await;
+        let t = a.create(new_task("acme")).await.expect("create").id;
+        Some((pg, a, clock, t))
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_group_answers_each_write_its_own_and_writes_what_the_admitted_ones_did() {
         use crate::store::engine;
         use crate::store::postgres::write::{Admit, Fetch, WriteJob};
-        let Some(pg) = fresh() else { return };
-        let clock = ManualClock::new(Timestamp(T0));
-        let a = node(&pg, "node-a", &clock).await;
-        let unclaimed = a.create(new_task("acme")).await.expect("create").id;
+        let Some((pg, a, _clock, unclaimed)) = one_node().await else {
+            return;
+        };
         let capped = |mut n: NewTask| {
             n.max_live_in_scope = Some(10_000);
             n
@@ -340,20 +342,20 @@ mod shared {
         let again = first.clone();
         let unknown = TaskId::generate();
         let req = ClaimRequest::new(30_000, "node-a");
-        let (created, r1) = WriteJob::new(Some(first.id), Some(first.scope.as_str().into()), {
+        let (created, r1) = WriteJob::queued(Some(first.id), Some(first.scope.as_str().into()), {
             let first = first.clone();
             move |txn, ctx| engine::create(txn, ctx, first)
         });
-        let (missing, r2) = WriteJob::new(Some(unknown), None, {
+        let (missing, r2) = WriteJob::queued(Some(unknown), None, {
             let req = req.clone();
             move |txn, ctx| engine::claim(txn, ctx, &unknown, &req)
         });
-        let (claimed, r3) = WriteJob::new(Some(unclaimed), None, {
+        let (claimed, r3) = WriteJob::queued(Some(unclaimed), None, {
             let req = req.clone();
             move |txn, ctx| engine::claim(txn, ctx, &unclaimed, &req)
         });
         // The same id again, in the same group: it sees the first creation.
-        let (twice, r4) = WriteJob::new(Some(again.id), Some(again.scope.as_str().into()), {
+        let (twice, r4) = WriteJob::queued(Some(again.id), Some(again.scope.as_str().into()), {
             move |txn, ctx| engine::create(txn, ctx, again)
         });
         let mut ids = vec![first.id, unknown, unclaimed];
@@ -445,10 +447,9 @@ mod shared {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_heartbeat_rewrites_only_the_lease_columns() {
-        let Some(pg) = fresh() else { return };
-        let clock = ManualClock::new(Timestamp(T0));
-        let a = node(&pg, "node-a", &clock).await;
-        let t = a.create(new_task("acme")).await.expect("create").id;
+        let Some((pg, a, clock, t)) = one_node().await else {
+            return;
+        };
         let c = a
             .claim(&t, &ClaimRequest::new(30_000, "node-a"))
             .await

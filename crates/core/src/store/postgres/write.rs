@@ -9,16 +9,20 @@
 //! arrive while they are take the next one together, as the embedded stores' writer
 //! groups its commits. A group fetches its rows in one statement, locked in id order, runs
 //! each write's rules in turn over them (a later write sees an earlier one's changes), and
-//! writes the sum: one statement per changed row, one per moved count. A write whose rules
-//! refuse it wrote nothing (the engine decides before it writes), so the others go on. The
-//! group's answers go out after its `COMMIT` returned, each write's own.
+//! writes the sum: one statement for the inserted rows, one for the updated ones, one per
+//! moved count. A write whose rules refuse it wrote nothing (the engine decides before it
+//! writes), so the others go on. The group's answers go out after its `COMMIT` returned,
+//! each write's own; a group that fails as a whole tells each write that nothing of it was
+//! written, or that the outcome is unknown when the `COMMIT`'s fate is.
 //!
 //! Writes that select their rows by a condition (the next due task, expired ones, a node's
 //! claims), append to a journal (a position already taken fails the statement), or count a
 //! creation exactly run alone, through the same transaction.
 //!
 //! Lock order, the same in every write so that none waits on another in a cycle: task rows
-//! (a group's in id order), then live counts, then pinned counts, then tallies.
+//! (a group's in id order), then the live counts' admission shards (first round trip, in
+//! scope order), then their other shards, the pinned counts and the tallies (second round
+//! trip, each in key order).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -29,10 +33,11 @@ use tokio_postgres::types::ToSql;
 
 use crate::model::{Clock, TaskId, Timestamp};
 use crate::store::engine::{self, Ctx, Record, Touches, Txn};
+use crate::store::group_commit::{self, Reply};
 use crate::store::{StoreError, StoreResult};
 
-use super::staged::{Change, LIVE_SHARDS, RECORD_COLS, Staged, Writes, prepared, record_of};
 use super::group::Groups;
+use super::staged::{Change, LIVE_SHARDS, RECORD_COLS, Staged, Writes, prepared, record_of};
 use super::{pg_error, pool_error};
 
 /// Most writes in one group. It bounds how far one uncommitted group may move a scope's
@@ -81,12 +86,6 @@ pub(super) trait Job: Send {
     fn fail(self: Box<Self>, err: StoreError);
 }
 
-/// A write's answer, held until its transaction ended.
-pub(super) trait Reply: Send {
-    /// Sends the rules' answer when `commit` succeeded, else the commit's error.
-    fn deliver(self: Box<Self>, commit: Result<(), StoreError>);
-}
-
 /// A write's rules and the channel its caller waits on.
 pub(super) struct WriteJob<F, T> {
     id: Option<TaskId>,
@@ -102,29 +101,13 @@ where
 {
     /// A write of `f` on task `id` (a creation capped in `scope`, if it names one), and the
     /// receiver of its answer.
-    pub(super) fn new(
+    pub(super) fn queued(
         id: Option<TaskId>,
         scope: Option<String>,
         f: F,
     ) -> (Box<dyn Job>, oneshot::Receiver<StoreResult<T>>) {
         let (tx, rx) = oneshot::channel();
         (Box::new(Self { id, scope, f, tx }), rx)
-    }
-}
-
-struct Pending<T> {
-    result: StoreResult<T>,
-    tx: oneshot::Sender<StoreResult<T>>,
-}
-
-impl<T: Send> Reply for Pending<T> {
-    fn deliver(self: Box<Self>, commit: Result<(), StoreError>) {
-        let answer = match commit {
-            Ok(()) => self.result,
-            Err(e) => Err(e),
-        };
-        // The caller may have stopped waiting; the write stands either way.
-        let _ = self.tx.send(answer);
     }
 }
 
@@ -148,10 +131,7 @@ where
             Err(_) if staged.needs_exact => Err(NEEDS_EXACT),
             other => other,
         };
-        Box::new(Pending {
-            result,
-            tx: self.tx,
-        })
+        group_commit::pending(result, self.tx)
     }
 
     fn fail(self: Box<Self>, err: StoreError) {
@@ -184,7 +164,7 @@ impl Writer {
         f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
     ) -> StoreResult<T> {
         let id = touched_id(&touches);
-        let (job, rx) = WriteJob::new(id, admit.map(str::to_owned), f);
+        let (job, rx) = WriteJob::queued(id, admit.map(str::to_owned), f);
         let mode = match (admit, exact) {
             (None, _) => Admit::None,
             (Some(_), false) => Admit::Fast,
@@ -661,7 +641,7 @@ impl Batcher {
         F: FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<T> + Send + 'static,
         T: Send + 'static,
     {
-        let (job, rx) = WriteJob::new(Some(id), scope.map(str::to_owned), f);
+        let (job, rx) = WriteJob::queued(Some(id), scope.map(str::to_owned), f);
         self.groups.send(job)?;
         rx.await
             .map_err(|_| StoreError::unavailable("a PostgreSQL write was abandoned"))?
