@@ -776,6 +776,7 @@ impl Config {
                 (st.url_env.is_some(), "url_env"),
                 (st.schema.is_some(), "schema"),
                 (st.pool.is_some(), "pool"),
+                (st.write_groups.is_some(), "write_groups"),
                 (st.migrate.is_some(), "migrate"),
             ] {
                 if set {
@@ -1969,6 +1970,19 @@ subject = "alice"
             (
                 "[store]\nkind = \"postgres\"\nurl = \"host=db\"\npool = 0\n",
                 "store.pool",
+            ),
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"host=db\"\nwrite_groups = 0\n",
+                "store.write_groups",
+            ),
+            // A pool of 4 keeps one connection for reads: three for writes.
+            (
+                "[store]\nkind = \"postgres\"\nurl = \"host=db\"\npool = 4\nwrite_groups = 4\n",
+                "store.write_groups",
+            ),
+            (
+                "[store]\nkind = \"redb\"\nwrite_groups = 2\n",
+                "store.write_groups",
             ),
             (
                 "[store]\nkind = \"postgres\"\nurl = \"host=db\"\npath = \"x\"\n",
