@@ -149,9 +149,6 @@ pub struct PgStore {
     reads: Pool,
     node: String,
     schema: String,
-    /// A test clock; `None` (always, outside tests) means database time.
-    clock: Option<Arc<dyn Clock>>,
-    issuer: u64,
     key: [u8; 32],
     fenced: usize,
     notifier: notify::Notifier,
@@ -237,8 +234,6 @@ impl PgStore {
             reads,
             node: options.node,
             schema: options.schema,
-            clock,
-            issuer: writer.issuer,
             key,
             fenced: 0,
             notifier,
@@ -311,7 +306,7 @@ impl PgStore {
         let ctx = Ctx {
             now: Timestamp(now),
             epoch: 0,
-            issuer: self.issuer,
+            issuer: self.writer.issuer,
         };
         let found = match (id, row.get::<_, Option<String>>(1)) {
             (Some(id), Some(scope)) => {
@@ -671,7 +666,7 @@ impl Backend for PgStore {
             |n| n as u64,
         );
         let due_clean = self.last_clean.load(std::sync::atomic::Ordering::Relaxed) + 1_000 <= now
-            || self.clock.is_some();
+            || self.writer.clock.is_some();
         if !due_clean {
             return Ok(());
         }
