@@ -139,7 +139,7 @@ async fn acknowledged_writes_survive_sigkill() {
         // The checker's own claims are fenced by the next round's open, like any other.
         let mut due = Vec::new();
         let req = ClaimRequest::new(600_000, "checker");
-        while let Some(c) = store.claim_next(&req).await.expect("claim_next") {
+        while let Some(c) = store.claim_next(&req).await.expect("claim_next").claimed {
             due.push(c.task.id);
         }
         // Tasks the child created but was killed before reporting are due too; of the

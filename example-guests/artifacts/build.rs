@@ -5,11 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [(&str, &str); 8] = [
+const COMPONENTS: [(&str, &str); 9] = [
     ("FIXTURES", "fixtures.wasm"),
     ("EXAMPLES", "examples.wasm"),
     ("HOSTILE", "hostile.wasm"),
     ("BAD_DESCRIBE", "bad_describe.wasm"),
+    ("SLOW_DESCRIBE", "slow_describe.wasm"),
     ("NOT_AN_EXECUTOR", "not-an-executor.wasm"),
     ("SCHEMA_BOMB", "schema_bomb.wasm"),
     ("OUTBOUND", "outbound.wasm"),
@@ -30,6 +31,7 @@ fn main() {
         guests.join("examples"),
         guests.join("hostile"),
         guests.join("bad-describe"),
+        guests.join("slow-describe"),
         guests.join("not-an-executor"),
         guests.join("schema-bomb"),
         guests.join("outbound"),

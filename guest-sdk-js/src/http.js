@@ -9,8 +9,10 @@
 //! The host decides whether a request goes out (`allowed_outbound_hosts`), adds the headers
 //! it injects (secrets the tool never sees), and in a task answers a replayed attempt from
 //! the task's journal, so a request made before a crash or a question is not sent twice
-//! (docs/outbound.md). A refusal throws `HttpError` naming the host's error code, e.g.
-//! `HTTP-request-denied` or `destination-IP-prohibited`.
+//! (docs/outbound.md). A request the host refuses throws `HttpError` of kind `denied`, whose
+//! `detail` begins with the code (`HttpRequestDenied`, `DestinationIpProhibited`) and names
+//! the URL, the tool and the configuration key that would allow it; any other failure is
+//! kind `request`, naming the host's error code.
 
 import { handle } from "wasi:http/outgoing-handler@0.2.12";
 import { Fields, IncomingBody, OutgoingBody, OutgoingRequest } from "wasi:http/types@0.2.12";
@@ -18,7 +20,8 @@ import { Fields, IncomingBody, OutgoingBody, OutgoingRequest } from "wasi:http/t
 const CHUNK = 4096;
 
 /** Why a request produced no response, or a response is not what was asked for: `kind` is
- * `url`, `request` (the host's error code in `detail`), `body`, `status` or `json`. */
+ * `url`, `denied` (the host refused it; its explanation in `detail`), `request` (the host's
+ * error code in `detail`), `body`, `status` or `json`. */
 export class HttpError extends Error {
   constructor(kind, detail, status, body) {
     super(kind === "status" ? `HTTP ${status}: ${detail}` : `${kind}: ${detail}`);
@@ -61,6 +64,23 @@ export class Response {
 function code(e) {
   const v = e?.payload ?? e;
   return typeof v?.tag === "string" ? v.tag : String(e?.message ?? e);
+}
+
+// How the host's denials begin: `internal-error` text led by the name of the code it stands
+// for, since `HTTP-request-denied` and `destination-IP-prohibited` carry no text.
+const DENIALS = ["HttpRequestDenied: ", "DestinationIpProhibited: "];
+
+/** The `HttpError` for the host's error code `e`: a denial, or a failed request. */
+export function failed(e) {
+  const v = e?.payload ?? e;
+  if (v?.tag === "internal-error" && typeof v.val === "string") {
+    if (DENIALS.some((d) => v.val.startsWith(d))) return new HttpError("denied", v.val);
+    return new HttpError("request", `internal-error: ${v.val}`);
+  }
+  if (v?.tag === "HTTP-request-denied" || v?.tag === "destination-IP-prohibited") {
+    return new HttpError("denied", v.tag);
+  }
+  return new HttpError("request", code(e));
 }
 
 function drop(resource) {
@@ -111,7 +131,7 @@ export function request(method, url, options = {}) {
     future = handle(req, undefined);
   } catch (e) {
     drop(outgoing);
-    throw new HttpError("request", code(e));
+    throw failed(e);
   }
   const stream = outgoing.write();
   for (let i = 0; i < body.length; i += CHUNK) stream.blockingWriteAndFlush(body.subarray(i, i + CHUNK));
@@ -123,9 +143,8 @@ export function request(method, url, options = {}) {
   const got = future.get();
   drop(future);
   // option<result<result<incoming-response, error-code>>>: present once ready.
-  if (got === undefined || got.tag === "err" || got.val.tag === "err") {
-    throw new HttpError("request", got === undefined || got.tag === "err" ? "no response" : code(got.val.val));
-  }
+  if (got === undefined || got.tag === "err") throw new HttpError("request", "no response");
+  if (got.val.tag === "err") throw failed(got.val.val);
   const response = got.val.val;
   const status = response.status();
   const h = response.headers();

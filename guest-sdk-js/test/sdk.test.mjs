@@ -7,6 +7,7 @@ import { test } from "node:test";
 
 import { Form, Retry, RpcError, ToolResult, prompt, resource, tool, z } from "snodo-guest";
 import { catalog, execution, modes, tools } from "../src/world.js";
+import { failed } from "../src/http.js";
 
 const host = globalThis.host;
 const work = (tool, args) => ({ taskId: "t1", tool, arguments: JSON.stringify(args), idempotencyKey: "t1", attempt: 1 });
@@ -155,4 +156,15 @@ test("resources, templates, prompts and completions", () => {
   const p = catalog.getPrompt("brief", '{"topic":"wasm"}');
   assert.deepEqual(p.messages.map((m) => [m.role, m.content.val]), [["user", "Brief me on wasm"], ["assistant", "Sure."]]);
   assert.deepEqual(catalog.complete({ tag: "resource-template", val: "memo://day/{day}" }, "day", "t", "{}").values, ["tue"]);
+});
+
+test("a denial is told apart from other failures and keeps the host's explanation", () => {
+  const why = 'HttpRequestDenied: GET http://x.test/ (tool `t`): add "http://x.test" to tools.t.allowed_outbound_hosts';
+  const denied = failed({ payload: { tag: "internal-error", val: why } });
+  assert.equal(denied.kind, "denied");
+  assert.equal(denied.detail, why);
+  assert.match(denied.message, /tools\.t\.allowed_outbound_hosts/);
+  const other = failed({ payload: { tag: "internal-error", val: "the journal cannot be read" } });
+  assert.equal(other.kind, "request");
+  assert.equal(failed({ payload: { tag: "connection-timeout" } }).detail, "connection-timeout");
 });

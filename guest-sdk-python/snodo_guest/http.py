@@ -8,8 +8,10 @@
 The host decides whether a request goes out (`allowed_outbound_hosts`), adds the headers it
 injects (secrets the tool never sees), and in a task answers a replayed attempt from the
 task's journal, so a request made before a crash or a question is not sent twice
-(docs/outbound.md). A refusal raises `HttpError` naming the host's error code, e.g.
-`HttpRequestDenied` or `DestinationIpProhibited`.
+(docs/outbound.md). A request the host refuses raises `HttpError` of kind `denied`, whose
+`detail` begins with the code (`HttpRequestDenied`, `DestinationIpProhibited`) and names the
+URL, the tool and the configuration key that would allow it; any other failure is kind
+`request`, naming the host's error code.
 
 Only a component built against the world that imports `wasi:http` can send (`snodo new
 --lang python` makes one; `build.sh` assembles its WIT); elsewhere `request` raises
@@ -28,8 +30,9 @@ _CHUNK = 4096
 
 class HttpError(Exception):
     """Why a request produced no response, or a response is not what was asked for:
-    `kind` is `url`, `request` (the host's error code in `detail`), `body`, `status`
-    (`status` and `body` set), `json` or `unavailable`."""
+    `kind` is `url`, `denied` (the host refused it; its explanation in `detail`), `request`
+    (the host's error code in `detail`), `body`, `status` (`status` and `body` set), `json`
+    or `unavailable`."""
 
     def __init__(self, kind, detail, status=None, body=None):
         super().__init__(f"HTTP {status}: {detail}" if kind == "status" else f"{kind}: {detail}")
@@ -104,6 +107,22 @@ def _method(t, method):
     return known[method]() if method in known else t.Method_Other(method)
 
 
+#: How the host's denials begin: `internal-error` text led by the name of the code it stands
+#: for, since `HTTP-request-denied` and `destination-IP-prohibited` carry no text.
+_DENIALS = ("HttpRequestDenied: ", "DestinationIpProhibited: ")
+
+
+def _failed(e):
+    """The `HttpError` for the host's error code `e`: a denial, or a failed request."""
+    name = type(e).__name__.split("_", 1)[-1]
+    value = getattr(e, "value", None)
+    if name == "InternalError" and isinstance(value, str) and value.startswith(_DENIALS):
+        return HttpError("denied", value)
+    if name in ("HttpRequestDenied", "DestinationIpProhibited"):
+        return HttpError("denied", name)
+    return HttpError("request", _code(e))
+
+
 def _code(e):
     """The host's error code, by its WIT case name in CamelCase (`HttpRequestDenied`)."""
     name = type(e).__name__.split("_", 1)[-1]
@@ -130,7 +149,7 @@ def _send(method, parts, pairs, body):
         future = w.handler.handle(req, None)
     except Err as e:
         outgoing.__exit__(None, None, None)
-        raise HttpError("request", _code(e.value)) from None
+        raise _failed(e.value) from None
     with outgoing.write() as stream:
         for i in range(0, len(body), _CHUNK):
             stream.blocking_write_and_flush(body[i:i + _CHUNK])
@@ -140,9 +159,10 @@ def _send(method, parts, pairs, body):
             ready.block()
         got = future.get()
     # option<result<result<incoming-response, error-code>>>: present once ready.
-    if got is None or isinstance(got, Err) or isinstance(got.value, Err):
-        detail = "no response" if got is None or isinstance(got, Err) else _code(got.value.value)
-        raise HttpError("request", detail)
+    if got is None or isinstance(got, Err):
+        raise HttpError("request", "no response")
+    if isinstance(got.value, Err):
+        raise _failed(got.value.value)
     with got.value.value as response:
         status = response.status()
         with response.headers() as h:

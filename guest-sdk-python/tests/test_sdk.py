@@ -141,3 +141,26 @@ def test_retries_and_mode_choices_are_normalised():
     assert (r.error.code, r.status_message) == (-32000, "waiting for the upstream")
     c = ModeChoice("optional", ttl_ms=1500.7, poll_interval_ms=250)
     assert (c.ttl_ms, c.poll_interval_ms) == (1500, 250)
+
+
+def test_a_denial_is_told_apart_from_other_failures_and_keeps_the_hosts_explanation():
+    from snodo_guest import http
+
+    # The shapes componentize-py gives the host's error codes: a class per case, named
+    # after the variant, its payload in `value`.
+    class ErrorCode_InternalError:  # noqa: N801
+        def __init__(self, value):
+            self.value = value
+
+    class ErrorCode_ConnectionTimeout:  # noqa: N801
+        pass
+
+    why = ('HttpRequestDenied: GET http://x.test/ (tool `t`): add "http://x.test" to '
+           'tools.t.allowed_outbound_hosts')
+    denied = http._failed(ErrorCode_InternalError(why))
+    assert (denied.kind, denied.detail) == ("denied", why)
+    assert "tools.t.allowed_outbound_hosts" in str(denied)
+    other = http._failed(ErrorCode_InternalError("the journal cannot be read"))
+    assert other.kind == "request"
+    timeout = http._failed(ErrorCode_ConnectionTimeout())
+    assert (timeout.kind, timeout.detail) == ("request", "ConnectionTimeout")

@@ -22,8 +22,10 @@
 //! The host decides whether a request goes out (`allowed_outbound_hosts`), adds the
 //! headers it injects (secrets the tool never sees), and in a task answers a replayed
 //! attempt from the task's journal, so a request made before a crash or a question is not
-//! sent twice (docs/outbound.md). A refusal is an [`HttpError`] naming the host's error
-//! code, e.g. `HttpRequestDenied` or `DestinationIpProhibited`.
+//! sent twice (docs/outbound.md). A request the host refuses is [`HttpError::Denied`], whose
+//! text begins with the code (`HttpRequestDenied`, `DestinationIpProhibited`) and names the
+//! URL, the tool and the configuration key that would allow it; any other failure is
+//! [`HttpError::Request`] naming the host's error code.
 
 use std::fmt;
 
@@ -40,7 +42,12 @@ use wasip2::io::streams::StreamError;
 pub enum HttpError {
     /// The URL cannot be sent (no `http://` or `https://`, no host).
     Url(String),
-    /// The host refused or failed the request: its `wasi:http` error code.
+    /// The host refused the request (the allow-list, the address rules, the rules on
+    /// injected secrets): its explanation, beginning with the code it stands for
+    /// (`HttpRequestDenied: GET https://… (tool `t`) … add "…" to
+    /// tools.t.allowed_outbound_hosts`).
+    Denied(String),
+    /// The host failed the request: its `wasi:http` error code.
     Request(String),
     /// The response's body could not be read.
     Body(String),
@@ -59,6 +66,7 @@ impl fmt::Display for HttpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             HttpError::Url(m) => write!(f, "bad URL: {m}"),
+            HttpError::Denied(m) => write!(f, "refused by the host: {m}"),
             HttpError::Request(m) => write!(f, "request failed: {m}"),
             HttpError::Body(m) => write!(f, "reading the response failed: {m}"),
             HttpError::Status { status, body } => write!(f, "HTTP {status}: {body}"),
@@ -169,14 +177,13 @@ impl Request {
             .body()
             .map_err(|()| HttpError::Request("the request has no body".into()))?;
         // Handed over first: the host reads the body as it is written.
-        let future =
-            outgoing_handler::handle(request, None).map_err(|e| HttpError::Request(code(&e)))?;
+        let future = outgoing_handler::handle(request, None).map_err(|e| request_error(&e))?;
         write_body(&body, &self.body)?;
-        OutgoingBody::finish(body, None).map_err(|e| HttpError::Request(code(&e)))?;
+        OutgoingBody::finish(body, None).map_err(|e| request_error(&e))?;
         let response = loop {
             match future.get() {
                 Some(Ok(Ok(r))) => break r,
-                Some(Ok(Err(e))) => return Err(HttpError::Request(code(&e))),
+                Some(Ok(Err(e))) => return Err(request_error(&e)),
                 Some(Err(())) => return Err(HttpError::Request("the response was taken".into())),
                 None => future.subscribe().block(),
             }
@@ -244,9 +251,27 @@ impl Response {
     }
 }
 
-/// The host's error code as its name, e.g. `HttpRequestDenied`, with its detail.
+/// The host's error code as its name, e.g. `ConnectionTimeout`, with its detail.
 fn code(e: &ErrorCode) -> String {
     format!("{e:?}")
+}
+
+/// How the host's denials begin: `internal-error` text led by the name of the code it
+/// stands for, since `HTTP-request-denied` and `destination-IP-prohibited` carry no text.
+const DENIALS: [&str; 2] = ["HttpRequestDenied: ", "DestinationIpProhibited: "];
+
+/// The host's error code as an [`HttpError`]: a denial as [`HttpError::Denied`], anything
+/// else as [`HttpError::Request`].
+fn request_error(e: &ErrorCode) -> HttpError {
+    match e {
+        ErrorCode::InternalError(Some(m)) if DENIALS.iter().any(|d| m.starts_with(d)) => {
+            HttpError::Denied(m.clone())
+        }
+        ErrorCode::HttpRequestDenied | ErrorCode::DestinationIpProhibited => {
+            HttpError::Denied(code(e))
+        }
+        _ => HttpError::Request(code(e)),
+    }
 }
 
 /// `(https, authority, path-and-query)` of an `http://` or `https://` URL.
@@ -332,6 +357,34 @@ mod tests {
         let keys = std::collections::HashMap::from([((1, 2), "a")]);
         let err = post("https://api.example.com/").json(&keys).send();
         assert!(matches!(err, Err(HttpError::Json(_))), "{err:?}");
+    }
+
+    #[test]
+    fn a_denial_is_told_apart_from_other_failures_and_keeps_the_hosts_explanation() {
+        let why = "HttpRequestDenied: GET http://x.test/ (tool `t`): add \"http://x.test\" to \
+                   tools.t.allowed_outbound_hosts";
+        let e = request_error(&ErrorCode::InternalError(Some(why.into())));
+        assert_eq!(e, HttpError::Denied(why.into()));
+        assert!(
+            e.to_string().contains("tools.t.allowed_outbound_hosts"),
+            "{e}"
+        );
+        assert!(
+            matches!(
+                request_error(&ErrorCode::HttpRequestDenied),
+                HttpError::Denied(m) if m.contains("HttpRequestDenied")
+            ),
+            "a host that gives no text"
+        );
+        let other = request_error(&ErrorCode::InternalError(Some(
+            "the journal cannot be read".into(),
+        )));
+        assert!(matches!(other, HttpError::Request(_)), "{other:?}");
+        let timeout = request_error(&ErrorCode::ConnectionTimeout);
+        assert!(
+            matches!(&timeout, HttpError::Request(m) if m.contains("ConnectionTimeout")),
+            "{timeout:?}"
+        );
     }
 
     #[test]

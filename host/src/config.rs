@@ -464,7 +464,8 @@ pub struct RunnerSection {
     pub lease_ms: Option<u64>,
     /// Heartbeat interval.
     pub heartbeat_ms: Option<u64>,
-    /// Reap interval; 0 disables reaping.
+    /// Reap interval; at least 1 (tasks past their TTL hold their place under the task
+    /// caps until the reaper removes them).
     pub reap_interval_ms: Option<u64>,
     /// Most concurrent attempts.
     pub max_concurrent: Option<usize>,
@@ -656,6 +657,11 @@ pub struct OAuthSection {
     pub introspection_cache_ms: Option<u64>,
     /// How long a request to an identity provider may take (default 10 000).
     pub fetch_timeout_ms: Option<u64>,
+    /// The most introspection requests sent to one issuer per second (default 50).
+    pub introspections_per_second: Option<u32>,
+    /// Whether issuers naming their tenants the same way may share them (default false).
+    #[serde(default)]
+    pub shared_tenants: bool,
     /// Claims passed on with the caller.
     #[serde(default)]
     pub forward_claims: Vec<String>,
@@ -736,7 +742,40 @@ pub struct ScopesSection {
     pub admin: Vec<String>,
 }
 
+/// serde's "unknown field `x`, expected one of `a`, `b`" (or "expected `a`"), with the
+/// nearest of the expected names suggested when `x` looks like a typo of one.
+fn suggest_known(message: &str) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message.to_owned();
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return message.to_owned();
+    };
+    let names = expected.split('`').skip(1).step_by(2);
+    crate::suggest::with_suggestion(message.to_owned(), unknown, names)
+}
+
 impl Config {
+    /// What `snodo config validate` points out in a configuration that loads: settings
+    /// that are valid but often not what was meant, each naming its key.
+    pub fn notices(&self) -> Vec<String> {
+        let sections = std::iter::once(("defaults".to_owned(), &self.defaults))
+            .chain(self.tools.iter().map(|(n, s)| (format!("tools.{n}"), s)));
+        let mut out = Vec::new();
+        for (key, section) in sections {
+            for entry in section.allowed_outbound_hosts.iter().flatten() {
+                if AllowedHost::parse(entry).is_ok_and(|e| e.is_localhost()) {
+                    out.push(format!(
+                        "{key}.allowed_outbound_hosts: {entry:?} matches only URLs that name \
+                         localhost, not 127.0.0.1 or [::1]; a tool that asks for those needs \
+                         an entry naming the address (docs/outbound.md)"
+                    ));
+                }
+            }
+        }
+        out
+    }
+
     /// Reads and parses `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let file = path.display().to_string();
@@ -880,7 +919,7 @@ impl Config {
             ConfigError {
                 file: file.into(),
                 key,
-                reason: format!("{}{at}", e.message()),
+                reason: format!("{}{at}", suggest_known(e.message())),
             }
         };
         let de = toml::Deserializer::parse(text).map_err(|e| error("-".into(), e))?;
@@ -1034,6 +1073,14 @@ impl Config {
             drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),
             ..base
         };
+        if r.reap_interval_ms == Some(0) {
+            // Every served task counts against limits.stored_tasks_per_tenant, and a task
+            // past its TTL keeps its place until the reaper removes it.
+            return Err(err(
+                "runner.reap_interval_ms",
+                "at least 1: without the reaper, tasks past their TTL would hold their place under limits.stored_tasks_per_tenant and limits.live_tasks_per_tenant for good".into(),
+            ));
+        }
         if runner.lease.is_zero() || runner.lease > std::time::Duration::from_secs(3_600) {
             return Err(err("runner.lease_ms", "a lease is 1..=3600000 ms".into()));
         }
@@ -1269,9 +1316,19 @@ impl Config {
             jwks_max_age: ms(o.jwks_max_age_ms, d.jwks_max_age),
             introspection_cache: ms(o.introspection_cache_ms, d.introspection_cache),
             fetch_timeout: ms(o.fetch_timeout_ms, d.fetch_timeout),
+            introspections_per_second: o
+                .introspections_per_second
+                .unwrap_or(d.introspections_per_second),
+            shared_tenants: o.shared_tenants,
             challenge_scopes: opts.scopes.ordinary(),
             scopes_supported: opts.scopes.all(),
         };
+        if config.introspections_per_second == 0 {
+            return Err(err(
+                "auth.oauth.introspections_per_second",
+                "at least 1: with 0 no opaque token could ever be checked".into(),
+            ));
+        }
         if config.leeway > std::time::Duration::from_secs(300) {
             return Err(err(
                 "auth.oauth.leeway_ms",
@@ -1756,6 +1813,32 @@ fn outbound_grant(
                 value: Secret::new(value),
             });
         }
+        // An injection that no allowed URL reaches is never sent: the service would
+        // answer 401 with nothing saying why.
+        for (i, inj) in grant.inject.iter().enumerate() {
+            if !grant.allowed.entries().iter().any(|e| inj.host.overlaps(e)) {
+                let allowed: Vec<String> = grant
+                    .allowed
+                    .entries()
+                    .iter()
+                    .map(|e| format!("{:?}", e.to_string()))
+                    .collect();
+                return Err((
+                    format!("{key}.inject[{i}].host"),
+                    format!(
+                        "{:?} is covered by no entry of allowed_outbound_hosts ({}), so the \
+                         header would never be sent; add {:?} to {key}.allowed_outbound_hosts",
+                        inj.host.to_string(),
+                        if allowed.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            allowed.join(", ")
+                        },
+                        inj.host.to_string(),
+                    ),
+                ));
+            }
+        }
     }
     if let Some(names) = &s.secrets {
         for name in names {
@@ -1856,6 +1939,14 @@ subject = "alice"
         let e = Config::parse("s.toml", "[runnr]\nlease_ms = 1\n").unwrap_err();
         assert_eq!((e.file.as_str(), e.key.as_str()), ("s.toml", "runnr"));
         assert!(e.reason.contains("line 1"), "{e}");
+        assert!(e.reason.contains("did you mean \"runner\"?"), "{e}");
+        let e = options("[http]\nmax_conections = 8\n").unwrap_err();
+        assert!(
+            e.reason.contains("did you mean \"max_connections\"?"),
+            "{e}"
+        );
+        let e = options("[http]\ncolour = 8\n").unwrap_err();
+        assert!(!e.reason.contains("did you mean"), "nothing near: {e}");
         let e = Config::parse("s.toml", "[tools.x]\nretry = [-1]\n")
             .unwrap()
             .to_serve_options("s.toml")
@@ -1904,6 +1995,18 @@ subject = "alice"
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {
         Config::parse("s.toml", text)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn the_reaper_cannot_be_turned_off_under_the_stored_task_cap() {
+        let e = options("[runner]\nreap_interval_ms = 0\n").unwrap_err();
+        assert_eq!(e.key, "runner.reap_interval_ms");
+        assert!(e.reason.contains("limits.stored_tasks_per_tenant"), "{e}");
+        let o = options("[runner]\nreap_interval_ms = 5000\n").expect("options");
+        assert_eq!(
+            o.runner.reap_interval,
+            Some(std::time::Duration::from_secs(5))
+        );
     }
 
     #[test]
@@ -1998,6 +2101,29 @@ subject = "alice"
             let e = options(text).expect_err(text);
             assert_eq!(e.key, key, "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn issuers_naming_tenants_alike_are_refused_unless_shared() {
+        let two = |extra: &str, a: &str, b: &str| {
+            format!(
+                "[auth.oauth]\nresource = \"https://mcp.example.com/mcp\"\n{extra}\n\
+                 [[auth.oauth.issuers]]\nissuer = \"https://a.example.com\"\n{a}\n\
+                 [[auth.oauth.issuers]]\nissuer = \"https://b.example.com\"\n{b}\n"
+            )
+        };
+        let claim = "tenant_claim = \"org_id\"";
+        let e = options(&two("", claim, claim)).unwrap_err();
+        assert_eq!(e.key, "auth.oauth");
+        assert!(e.reason.contains("shared_tenants"), "{e}");
+        let fixed = "tenant = \"acme\"";
+        assert!(
+            options(&two("", fixed, fixed)).is_err(),
+            "the same fixed tenant"
+        );
+        assert!(options(&two("shared_tenants = true", claim, claim)).is_ok());
+        assert!(options(&two("", claim, "tenant_claim = \"tid\"")).is_ok());
+        assert!(options(&two("", fixed, "tenant = \"partners\"")).is_ok());
     }
 
     #[test]
@@ -2453,6 +2579,46 @@ journal = false
         assert!(
             !format!("{tool:?}").contains("ghp_from_a_file"),
             "secrets do not print"
+        );
+    }
+
+    #[test]
+    fn an_injection_no_allowed_entry_covers_is_refused_and_localhost_entries_are_noted() {
+        let secret = "[secrets]\nk = { value = \"v\", development = true }\n";
+        let inject = "inject = [{ host = \"https://api.example.org\", header = \"x-key\", \
+                      value = \"{secret.k}\" }]\n";
+        let e = options(&format!(
+            "{secret}[tools.t]\nallowed_outbound_hosts = [\"https://api.example.com\"]\n{inject}"
+        ))
+        .expect_err("an injection nothing reaches");
+        assert_eq!(e.key, "tools.t.inject[0].host", "{e}");
+        assert!(
+            e.reason.contains("\"https://api.example.com\"")
+                && e.reason.contains("never be sent")
+                && e.reason.contains("tools.t.allowed_outbound_hosts"),
+            "{e}"
+        );
+        let e = options(&format!("{secret}[tools.t]\n{inject}")).expect_err("no list at all");
+        assert!(e.reason.contains("(none)"), "{e}");
+        // Covered by the list the tool inherits.
+        options(&format!(
+            "{secret}[defaults]\nallowed_outbound_hosts = [\"https://*.example.org\"]\n\
+             [tools.t]\n{inject}"
+        ))
+        .expect("covered by a wildcard of the defaults");
+
+        let config = Config::parse(
+            "s.toml",
+            "[defaults]\nallowed_outbound_hosts = [\"http://127.0.0.1:9000\"]\n\
+             [tools.t]\nallowed_outbound_hosts = [\"http://localhost:8080\"]\n",
+        )
+        .expect("parse");
+        let notes = config.notices();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("tools.t.allowed_outbound_hosts: \"http://localhost:8080\"")
+                && notes[0].contains("not 127.0.0.1 or [::1]"),
+            "{notes:?}"
         );
     }
 

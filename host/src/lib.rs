@@ -22,7 +22,7 @@
 pub use snodo_core::{model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
-pub use snodo_server::{admin, deploy, http, mcp, serve, telemetry, trust};
+pub use snodo_server::{admin, deploy, http, mcp, serve, suggest, telemetry, trust};
 pub use snodo_wasm as wasm;
 
 pub mod client;

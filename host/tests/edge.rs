@@ -302,6 +302,33 @@ async fn a_newcomer_takes_the_slot_of_the_oldest_silent_connection() {
     stop(server).await;
 }
 
+/// Heads trickled a byte at a time cannot hold the server either: every slot held by a
+/// connection that started a request head and never finished it, a newcomer is served
+/// within the patience though the head timeout is two minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newcomer_takes_the_slot_of_an_unfinished_head() {
+    let server = serve_with(HttpLimits {
+        first_byte_timeout: Duration::from_secs(120),
+        header_timeout: Duration::from_secs(120),
+        max_connections: 4,
+        ..HttpLimits::default()
+    })
+    .await;
+    let mut trickling = Vec::new();
+    for _ in 0..4 {
+        let mut c = TcpStream::connect(server.addr).await.expect("connect");
+        c.write_all(b"GET /hea").await.expect("write");
+        trickling.push(c);
+    }
+    let mut talking = TcpStream::connect(server.addr).await.expect("connect");
+    let reply = tokio::time::timeout(PATIENCE, healthz(&mut talking))
+        .await
+        .expect("served while four unfinished heads hold every slot");
+    assert_eq!(reply.map(|r| r.0), Some(200));
+    drop(trickling);
+    stop(server).await;
+}
+
 /// A socket that says nothing is closed after the short first-byte timeout, though the
 /// head timeout is long; one that starts a request gets the head timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -978,6 +1005,28 @@ fn operator_commands_leave_the_working_directory_alone() {
             .collect();
         assert_eq!(left, ["snodo.toml"], "{args:?} left files behind");
     }
+}
+
+/// A mistyped key or tool name is refused with the nearest valid one suggested.
+#[test]
+fn config_validate_suggests_the_nearest_key_and_tool() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let config = dir.path().join("snodo.toml");
+    let check = |text: String| {
+        std::fs::write(&config, text).expect("config");
+        let out = snodo(&["config", "validate", config.to_str().expect("utf-8")])
+            .output()
+            .expect("run snodo");
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let component = format!("[[components]]\npath = {:?}\n", snodo_test_guests::FIXTURES);
+    let err = check(format!(
+        "{component}[tools.test_simple_txt]\nttl_ms = 60000\n"
+    ));
+    assert!(err.contains("did you mean \"test_simple_text\"?"), "{err}");
+    let err = check(format!("{component}[http]\nidle_timout_ms = 1000\n"));
+    assert!(err.contains("did you mean \"idle_timeout_ms\"?"), "{err}");
 }
 
 /// Reads one response off a raw connection: these tests speak raw bytes on purpose (slow,

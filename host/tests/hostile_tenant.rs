@@ -830,3 +830,88 @@ async fn arguments_built_to_make_a_regex_backtrack_are_checked_like_any_others()
     assert_eq!(v["result"]["content"][0]["text"], "checked", "{v}");
     assert_eq!(h.server.sync_calls_active(), 0);
 }
+
+/// Two alternatives that recurse into the same definition make collecting a bad value's
+/// errors exponential in its depth (46 bytes nested 19 deep once took seconds and
+/// gigabytes). The check stops at its budget and the call is refused naming it, a deep value
+/// that is valid is served, and the slot the costly check took is given back.
+#[tokio::test]
+async fn arguments_whose_check_multiplies_are_refused_at_the_check_budget() {
+    let h = with_limits(TenantLimits::default()).await;
+    let nested =
+        |depth: usize, leaf: Value| json!({"v": (0..depth).fold(leaf, |inner, _| json!([inner]))});
+    let v = call(&h, TOKEN_A, "branches", nested(19, json!("x")), false).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    let limit = v["error"]["data"]["limit"].as_str().unwrap_or_default();
+    assert!(
+        ["MAX_VALIDATION_STEPS", "MAX_VALIDATION_MS"].contains(&limit),
+        "the refusal names the budget: {v}"
+    );
+    let v = call(&h, TOKEN_A, "branches", nested(3, json!("x")), false).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(
+        v["error"]["data"]["errors"].is_array(),
+        "a plain violation: {v}"
+    );
+    let v = call(&h, TOKEN_B, "branches", nested(19, json!(1)), false).await;
+    assert_eq!(v["result"]["content"][0]["text"], "checked", "{v}");
+    assert_eq!(h.server.sync_calls_active(), 0);
+    assert_eq!(
+        h.engine.cpu().executing(),
+        0,
+        "the check's CPU turn is given back"
+    );
+}
+
+/// A large body is counted in its tenant's memory share while it is parsed and handled:
+/// past the share it is refused before it is parsed, naming the limit, and the memory is
+/// given back with the reply.
+#[tokio::test]
+async fn large_bodies_are_held_in_the_tenants_memory_share() {
+    let h = host(
+        TenantLimits::default(),
+        EngineConfig {
+            max_memory_bytes: 64 << 20,
+            max_total_memory_bytes: 64 << 20,
+            max_tenant_memory_bytes: Some(24 << 20),
+            ..EngineConfig::default()
+        },
+        ExecutionLimits::default(),
+    )
+    .await;
+    let body = |mb: usize| {
+        let mut v = rpc(
+            7,
+            "tools/call",
+            json!({"name": "greet", "arguments": {"name": "x".repeat(mb << 20)}}),
+            false,
+        );
+        v["params"]["name"] = json!("greet");
+        v
+    };
+    // Two megabytes count 32 MiB: past the 24 MiB share.
+    let v = send(&h.app, post(TOKEN_A, &body(2), true)).await.1;
+    assert_eq!(
+        v["id"], 7,
+        "the refusal answers the request: {}",
+        v["error"]
+    );
+    assert_eq!(
+        v["error"]["data"]["limit"], "limits.guest_memory_per_tenant_bytes",
+        "{}",
+        v["error"]
+    );
+    assert_eq!(h.engine.guest_memory_in_use(), 0);
+    // One megabyte fits, and is served.
+    let v = send(&h.app, post(TOKEN_B, &body(1), true)).await.1;
+    assert!(
+        v["result"]["content"][0]["text"].is_string(),
+        "{}",
+        v["error"]
+    );
+    assert_eq!(
+        h.engine.guest_memory_in_use(),
+        0,
+        "held memory is given back"
+    );
+}

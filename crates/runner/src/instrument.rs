@@ -89,8 +89,8 @@ pub enum RunnerEvent {
         /// Time in `execute` (parked time included).
         run: Duration,
     },
-    /// The reaper removed a task that had not finished (its TTL ran out while it was
-    /// working or waiting for input).
+    /// A task that had not finished was removed at its TTL (it ran out while the task was
+    /// working or waiting for input), by the reaper or by a claim that found it due.
     ReapedActive {
         /// The task.
         task: TaskId,

@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 use crate::budget::{Slot, Slots};
 use crate::spans::ClaimTime;
 use snodo_core::model::{Scope, Task, TaskId};
-use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Store, StoreError};
+use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Reaped, Store, StoreError};
 use snodo_wasm::CancelToken;
 
 pub use catalog::{
@@ -302,6 +302,11 @@ impl Runner {
     /// Counters.
     pub fn stats(&self) -> &RunnerStats {
         &self.inner.stats
+    }
+
+    /// The options it was started with.
+    pub fn options(&self) -> &RunnerOptions {
+        &self.inner.opts
     }
 
     /// Whether at least `n` parked guests were released and no attempt runs now: a
@@ -762,6 +767,13 @@ async fn recover_loop(inner: Arc<Inner>) {
             timed(&inner, "claim_next", inner.store.claim_next(&req)),
         )
         .await;
+        let next = match next {
+            Ok(n) => {
+                removed_at_ttl(&inner, &n.reaped).await;
+                Ok(n.claimed)
+            }
+            Err(e) => Err(e),
+        };
         match next {
             Ok(Some(claimed)) => {
                 if std::mem::take(&mut failing) {
@@ -896,6 +908,26 @@ impl FairQueue {
     }
 }
 
+/// Reports the tasks the store removed at their TTL (by a reap, or on the way of a
+/// `claim_next`) and stops their local attempts. Work cut off unfinished is counted and
+/// logged wherever it was removed: operators must hear of it.
+async fn removed_at_ttl(inner: &Inner, reaped: &[Reaped]) {
+    for r in reaped {
+        let task = &r.id;
+        if !r.status.is_terminal() {
+            inner.instr.event(&RunnerEvent::ReapedActive {
+                task: *task,
+                status: r.status,
+            });
+        }
+        let local = inner.attempts.lock().remove(task);
+        if let Some(mut a) = local {
+            stop_local(&mut a, JobOutcome::Reaped).await;
+            inner.attempts_changed.notify_waiters();
+        }
+    }
+}
+
 async fn reap_loop(inner: Arc<Inner>, every: Duration) {
     loop {
         tokio::select! {
@@ -910,21 +942,7 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
                     break;
                 }
             };
-            for r in &reaped {
-                let task = &r.id;
-                if !r.status.is_terminal() {
-                    // TTL cut off unfinished work: operators must hear of it (decision 25).
-                    inner.instr.event(&RunnerEvent::ReapedActive {
-                        task: *task,
-                        status: r.status,
-                    });
-                }
-                let local = inner.attempts.lock().remove(task);
-                if let Some(mut a) = local {
-                    stop_local(&mut a, JobOutcome::Reaped).await;
-                    inner.attempts_changed.notify_waiters();
-                }
-            }
+            removed_at_ttl(&inner, &reaped).await;
             if reaped.len() < 1_000 {
                 break;
             }

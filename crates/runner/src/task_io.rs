@@ -80,11 +80,23 @@ pub struct TaskIo {
     journal: tokio::sync::OnceCell<HashMap<u32, JournalEntry>>,
     /// The journal's bound for the whole task.
     journal_bytes: u64,
+    /// What the task's journal holds and what the attempt's requests in flight reserved.
+    journal_room: Mutex<JournalRoom>,
     /// The attempt's spans, when its trace is sampled.
     spans: crate::spans::Spans,
     /// When each outbound request in flight began, by journal position (its span starts
     /// there; a guest may send several at once).
     outbound_started: Mutex<HashMap<u32, (std::time::SystemTime, std::time::Instant)>>,
+}
+
+/// The journal bytes of one task as this attempt counts them: the entries recorded (read
+/// with the journal, plus those this attempt appended) and the room held by its requests in
+/// flight, by position. Recorded plus reserved never passes the bound, so a request that
+/// was sent always has room for its entry.
+#[derive(Default)]
+struct JournalRoom {
+    recorded: u64,
+    reserved: HashMap<u32, u64>,
 }
 
 /// The shortest gap between two status commits of one attempt. A guest that sets its
@@ -134,6 +146,7 @@ impl TaskIo {
             tracker: None,
             journal: tokio::sync::OnceCell::new(),
             journal_bytes: 8 << 20,
+            journal_room: Mutex::default(),
             spans: None,
             outbound_started: Mutex::new(HashMap::new()),
         }
@@ -190,6 +203,20 @@ impl TaskIo {
         });
     }
 
+    /// The task's journal by position, read from the store at the attempt's first request
+    /// (which also counts the bytes it holds).
+    async fn journal(&self) -> Result<&HashMap<u32, JournalEntry>, String> {
+        self.journal
+            .get_or_try_init(|| async {
+                let entries = self.store.journal(&self.lease).await?;
+                let bytes: u64 = entries.iter().map(|e| e.encode().len() as u64).sum();
+                self.journal_room.lock().recorded = bytes;
+                Ok::<_, StoreError>(entries.into_iter().map(|e| (e.seq, e)).collect())
+            })
+            .await
+            .map_err(|e| e.to_string())
+    }
+
     /// Bounds the task's outbound journal to `bytes` (`outbound.journal_task_bytes`).
     pub fn journal_bytes(mut self, bytes: u64) -> Self {
         self.journal_bytes = bytes;
@@ -243,14 +270,7 @@ impl ExecutionIo for TaskIo {
     }
 
     async fn journal_entry(&self, seq: u32) -> Result<Option<JournalEntry>, String> {
-        let entries = self
-            .journal
-            .get_or_try_init(|| async {
-                let entries = self.store.journal(&self.lease).await?;
-                Ok::<_, StoreError>(entries.into_iter().map(|e| (e.seq, e)).collect())
-            })
-            .await
-            .map_err(|e| e.to_string())?;
+        let entries = self.journal().await?;
         let found = entries.get(&seq).cloned();
         if self.spans.is_some() {
             let now = std::time::SystemTime::now();
@@ -266,6 +286,27 @@ impl ExecutionIo for TaskIo {
         Ok(found)
     }
 
+    async fn journal_reserve(&self, seq: u32, bytes: u64) -> Result<(), String> {
+        self.journal().await?;
+        let mut room = self.journal_room.lock();
+        let held: u64 = room.reserved.values().sum();
+        let bound = self.journal_bytes;
+        if room.recorded + held + bytes > bound {
+            return Err(format!(
+                "the task's journal holds {} of its {bound} bytes (outbound.journal_task_bytes) \
+                 and its requests in flight reserved {held}; recording this answer needs up to \
+                 {bytes}",
+                room.recorded
+            ));
+        }
+        room.reserved.insert(seq, bytes);
+        Ok(())
+    }
+
+    fn journal_release(&self, seq: u32) {
+        self.journal_room.lock().reserved.remove(&seq);
+    }
+
     async fn journal_append(&self, entry: JournalEntry) -> Result<(), String> {
         if self.spans.is_some() {
             let started = self.outbound_started.lock().remove(&entry.seq);
@@ -276,9 +317,15 @@ impl ExecutionIo for TaskIo {
         let append = self
             .store
             .journal_append(&self.lease, &entry, self.journal_bytes);
+        let (seq, size) = (entry.seq, entry.encode().len() as u64);
         crate::attempt::store_op(&self.spans, "journal_append", append)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // The entry now counts as recorded; the room its position held is free.
+        let mut room = self.journal_room.lock();
+        room.reserved.remove(&seq);
+        room.recorded += size;
+        Ok(())
     }
 
     fn log(&self, level: &'static str, message: &str) {

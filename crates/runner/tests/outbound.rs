@@ -1,7 +1,8 @@
 //! Outbound HTTP from real guests (`example-guests/outbound`, built with wstd) to a real
-//! local server: the allow-list and the address rules, the limits, secrets injected by the
-//! host and scrubbed from what the guest sees, and the journal that answers a replayed
-//! attempt so its effects happen once.
+//! local server: the allow-list and the address rules (refusals the guest can read), the
+//! limits, secrets injected by the host and scrubbed from what the guest sees however the
+//! server reflects them, and the journal that answers a replayed attempt so its effects
+//! happen once.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use snodo_wasm::{
 
 mod common;
 
-use common::HttpRecorder;
+use common::{HttpRecorder, base64};
 
 const LEASE_MS: u64 = 30_000;
 
@@ -87,13 +88,17 @@ fn answer(report: &ExecutionReport) -> Result<Value, String> {
 }
 
 fn refused(component: &Component, reason: &str) -> u64 {
+    refused_of(component, "fetch", reason)
+}
+
+fn refused_of(component: &Component, tool: &str, reason: &str) -> u64 {
     component
         .engine()
         .outbound()
         .counters()
         .refused
         .iter()
-        .filter(|((tool, r), _)| tool == "fetch" && *r == reason)
+        .filter(|((t, r), _)| t == tool && *r == reason)
         .map(|(_, n)| *n)
         .sum()
 }
@@ -151,6 +156,15 @@ async fn a_granted_tool_reaches_what_its_list_allows_and_nothing_else() {
     .await;
     let err = answer(&r).expect_err("refused");
     assert!(err.contains("HttpRequestDenied"), "{err}");
+    // What was refused, for which tool, and the key and the entry that would allow it.
+    for says in [
+        "GET http://127.0.0.1:1/template",
+        "tool `fetch`",
+        "tools.fetch.allowed_outbound_hosts",
+        "http://127.0.0.1:1",
+    ] {
+        assert!(err.contains(says), "{says}: {err}");
+    }
     assert_eq!(refused(&component, "not_allowed"), 1);
 
     // With every URL allowed, addresses that are not public stay out of reach unless an
@@ -174,6 +188,11 @@ async fn a_granted_tool_reaches_what_its_list_allows_and_nothing_else() {
         .await;
         let err = answer(&r).expect_err(&url);
         assert!(err.contains("DestinationIpProhibited"), "{url}: {err}");
+        assert!(
+            err.contains("not a public address")
+                && err.contains("tools.fetch.allowed_outbound_hosts"),
+            "{url}: {err}"
+        );
     }
     assert_eq!(refused(&component, "address"), 6);
     assert_eq!(
@@ -640,6 +659,15 @@ async fn the_sdk_client_sends_json_and_sees_refusals() {
     let r = run(json!({"url": format!("{allowed}/template")}), None).await;
     let err = answer(&r).expect_err("not granted");
     assert!(err.contains("HttpRequestDenied"), "{err}");
+    // The SDK reports a denial as one, with the host's explanation.
+    assert!(err.starts_with("refused by the host: "), "{err}");
+    for says in [
+        format!("GET {allowed}/template"),
+        "tool `fetch_sdk`".to_owned(),
+        "tools.fetch_sdk.allowed_outbound_hosts".to_owned(),
+    ] {
+        assert!(err.contains(&says), "{says}: {err}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -741,18 +769,52 @@ async fn a_secret_the_tool_may_read_leaves_it_only_as_redacted() {
         http: Some(Arc::new(g)),
         ..WasiGrants::default()
     };
+    let grants = exec.grants.clone();
     let report = component.execute(exec).await;
     let out = answer(&report).expect("a result");
     assert_eq!(
         out,
-        json!({"value": "[redacted]", "nested": ["v=[redacted]"]}),
-        "the result"
+        json!({"value": "[redacted]", "nested": ["v=[redacted]"], "keyed": {"key-[redacted]": 1}}),
+        "the result, object keys too"
     );
     let logged: Vec<&str> = report.logs.iter().map(|l| l.message.as_str()).collect();
     assert!(logged.contains(&"the value is [redacted]"), "{logged:?}");
     assert!(logged.contains(&"stdout: [redacted]"), "{logged:?}");
     assert_eq!(*io.0.lock(), vec!["revealing [redacted]".to_owned()]);
     assert!(!format!("{report:?}").contains(secret));
+
+    // Its prepare phase, a resource read and a prompt render are scrubbed alike.
+    let exec = || {
+        let mut e = Execution::new("reveal", json!({"name": "TOKEN"}), Arc::new(Plain));
+        e.grants = grants.clone();
+        e
+    };
+    let prepared = component
+        .prepare(exec())
+        .await
+        .expect("ran")
+        .expect("prepared");
+    assert_eq!(prepared, json!({"name": "TOKEN", "seen": "[redacted]"}));
+    let read = component
+        .read_resource(exec(), "env://TOKEN")
+        .await
+        .expect("ran")
+        .expect("a resource it serves")
+        .expect("read");
+    assert!(
+        read.to_string().contains("the value is [redacted]"),
+        "{read}"
+    );
+    let rendered = component
+        .get_prompt(exec(), "reveal", &json!({"name": "TOKEN"}))
+        .await
+        .expect("ran")
+        .expect("rendered");
+    let rendered = Value::Object(rendered).to_string();
+    assert!(
+        rendered.contains("the value is [redacted]") && !rendered.contains(secret),
+        "{rendered}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -887,4 +949,196 @@ async fn the_servers_own_address_needs_an_entry_naming_its_port() {
     let its_port = grant(&[&server.base()]);
     let r = call(&component, Some(its_port), url, Arc::new(Plain)).await;
     assert_eq!(answer(&r).expect("named to the port")["status"], 200);
+}
+
+/// The secret the host injects in the tests below: mixed case, so an echo into a header
+/// name (which the transport lower-cases) does not hold it as it was sent.
+const REFLECTED: &str = "Sk_Live_Reflected_0123456789";
+
+/// A grant for `server` whose requests carry [`REFLECTED`] in `x-api-key`, added by the host.
+fn injecting(server: &HttpRecorder) -> HttpGrant {
+    let mut g = grant(&[&server.base()]);
+    g.inject = vec![Injection {
+        host: AllowedHost::parse(&server.base()).expect("entry"),
+        header: "x-api-key".into(),
+        value: Secret::new(REFLECTED),
+    }];
+    g.scrub = vec![Secret::new(REFLECTED)];
+    g
+}
+
+/// `fetch_sdk` of `path` on `server` under `g`, with the guest's `headers`: its answer
+/// (status, headers, body) or its error.
+async fn fetch_sdk(
+    component: &Component,
+    g: &HttpGrant,
+    server: &HttpRecorder,
+    path: &str,
+    headers: Value,
+) -> Result<Value, String> {
+    let args = json!({"url": format!("{}{path}", server.base()), "headers": headers});
+    let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
+    exec.grants = WasiGrants {
+        http: Some(Arc::new(g.clone())),
+        ..WasiGrants::default()
+    };
+    answer(&component.execute(exec).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_secret_does_not_come_back_compressed() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let g = injecting(&server);
+    // The guest asks for gzip, which it could inflate itself past an exact-match scrubber:
+    // the host asks for the plain body instead, and scrubs it.
+    let gzip = json!({"accept-encoding": "gzip"});
+    let out = fetch_sdk(&component, &g, &server, "/headers", gzip.clone())
+        .await
+        .expect("fetched");
+    assert_eq!(server.seen()[0].header("accept-encoding"), Some("identity"));
+    let body = out["body"].as_str().expect("text");
+    assert!(body.contains("x-api-key: [redacted]"), "{body}");
+    assert!(
+        !out["headers"].to_string().contains("content-encoding"),
+        "{out}"
+    );
+    // A server that encodes whatever it is asked: the response is refused, not handed over.
+    let err = fetch_sdk(&component, &g, &server, "/gzip/headers", gzip)
+        .await
+        .expect_err("an encoded response");
+    assert!(err.contains("gzip") && err.contains("encoded"), "{err}");
+    assert_eq!(refused_of(&component, "fetch_sdk", "encoded_response"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_secret_does_not_come_back_in_base64_or_in_a_header_name() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let g = injecting(&server);
+    let out = fetch_sdk(&component, &g, &server, "/base64/headers", json!({}))
+        .await
+        .expect("fetched");
+    let body = out["body"].as_str().expect("text");
+    assert!(body.contains("[redacted]"), "{body}");
+    // Wherever the secret fell in the echo, the characters it alone decides are gone.
+    for k in 0..3 {
+        let encoded = base64(format!("{}{REFLECTED}", &"ab"[..k]).as_bytes());
+        let core = &encoded[4..encoded.len() - 4];
+        assert!(!body.contains(core), "alignment {k}: {body}");
+    }
+
+    let out = fetch_sdk(&component, &g, &server, "/header-names", json!({}))
+        .await
+        .expect("fetched");
+    let names: Vec<&str> = out["headers"]
+        .as_array()
+        .expect("headers")
+        .iter()
+        .filter_map(|h| h[0].as_str())
+        .collect();
+    assert!(names.contains(&"x-echo-redacted"), "{names:?}");
+    let lower = REFLECTED.to_ascii_lowercase();
+    assert!(!names.iter().any(|n| n.contains(&lower)), "{names:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_injected_secret_cannot_be_read_back_in_pieces() {
+    let component = outbound().await;
+    let server = HttpRecorder::start().await;
+    let g = injecting(&server);
+    // Ten bytes at a time, each piece too short for a scrubber to recognise.
+    for from in (0..60).step_by(10) {
+        let range = json!({"range": format!("bytes={from}-{}", from + 9)});
+        let err = fetch_sdk(&component, &g, &server, "/headers", range)
+            .await
+            .expect_err("a range of a request carrying a secret");
+        assert!(
+            err.contains("HttpRequestDenied") && err.contains("Range header"),
+            "{err}"
+        );
+    }
+    assert_eq!(server.seen().len(), 0, "no piece was asked for");
+    assert_eq!(refused_of(&component, "fetch_sdk", "range"), 6);
+    // A server that answers with a piece unasked.
+    let err = fetch_sdk(&component, &g, &server, "/piece?from=10&len=10", json!({}))
+        .await
+        .expect_err("a partial response");
+    assert!(err.contains("partial"), "{err}");
+    assert_eq!(refused_of(&component, "fetch_sdk", "partial_response"), 1);
+    // Without an injected secret, ranges are the guest's business.
+    let plain = grant(&[&server.base()]);
+    let out = fetch_sdk(
+        &component,
+        &plain,
+        &server,
+        "/headers",
+        json!({"range": "bytes=0-3"}),
+    )
+    .await
+    .expect("a range");
+    assert_eq!(out["status"], 206);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reflection_is_journaled_scrubbed_and_replayed_scrubbed() {
+    let dir = tempfile::tempdir().expect("dir");
+    let clock = ManualClock::new(Timestamp(1_700_000_000_000));
+    let file = dir.path().join("tasks.redb");
+    let store: Arc<dyn Store> =
+        Arc::new(RedbStore::open_with_clock(&file, Arc::new(clock.clone())).expect("store"));
+    let server = HttpRecorder::start().await;
+    let attempts = Attempts::new(outbound().await, store.clone(), injecting(&server));
+    let args = json!({"url": format!("{}/headers", server.base()), "headers": {"accept-encoding": "gzip"}});
+    let (id, first) = attempts.claimed("fetch_sdk", &args).await;
+    let report = attempts
+        .start(first.clone(), "fetch_sdk", args.clone())
+        .await
+        .expect("join");
+    let seen = answer(&report).expect("fetched")["body"].clone();
+    assert!(
+        seen.as_str()
+            .is_some_and(|b| b.contains("x-api-key: [redacted]")),
+        "{seen}"
+    );
+    let journal = store.journal(&first).await.expect("journal");
+    assert_eq!(journal.len(), 1);
+    let recorded = String::from_utf8_lossy(&journal[0].response.body).into_owned();
+    assert!(recorded.contains("x-api-key: [redacted]"), "{recorded}");
+    assert!(
+        !journal[0]
+            .response
+            .headers
+            .iter()
+            .any(|(n, _)| n == "content-encoding"),
+        "{:?}",
+        journal[0].response.headers
+    );
+
+    // The attempt is lost; the next one is answered from the journal, scrubbed as before.
+    clock.advance(LEASE_MS);
+    let second = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-b"))
+        .await
+        .expect("reclaim");
+    let report = attempts
+        .start(second.lease.clone(), "fetch_sdk", args)
+        .await
+        .expect("join");
+    assert_eq!(answer(&report).expect("replayed")["body"], seen);
+    assert_eq!(server.seen().len(), 1, "the replay sent nothing");
+    let journal = store.journal(&second.lease).await.expect("journal");
+    assert!(!format!("{journal:?}").contains(REFLECTED));
+
+    // A response the host cannot scrub is not recorded either.
+    let args = json!({"url": format!("{}/gzip/headers", server.base())});
+    let (_, lease) = attempts.claimed("fetch_sdk", &args).await;
+    let report = attempts
+        .start(lease.clone(), "fetch_sdk", args)
+        .await
+        .expect("join");
+    answer(&report).expect_err("an encoded response");
+    assert_eq!(store.journal(&lease).await.expect("journal"), vec![]);
+    drop((attempts, store));
+    absent_from_file(&file, REFLECTED);
 }

@@ -756,19 +756,52 @@ async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
     assert_eq!(runner.active(), 1);
     clock.advance(10_000);
     rec.until("reaped", |e| {
-        e.iter().any(|e| {
-            matches!(
-                e,
-                RunnerEvent::StoreOp {
-                    op: "reap",
-                    ok: true,
-                    ..
-                }
-            )
-        }) && runner.active() == 0
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::ReapedActive { .. }))
+            && runner.active() == 0
     })
     .await;
     assert!(store.inspect(&id).await.expect("inspect").is_none());
+    assert_eq!(
+        reaped_active(&rec),
+        vec![(id, TaskStatus::Working)],
+        "cut-off work is counted, once"
+    );
+    runner.shutdown().await;
+}
+
+/// Every `ReapedActive` the runner reported: the task and its status when removed.
+fn reaped_active(rec: &Recorder) -> Vec<(TaskId, TaskStatus)> {
+    rec.picked(|e| match e {
+        RunnerEvent::ReapedActive { task, status } => Some((*task, *status)),
+        _ => None,
+    })
+}
+
+/// A due task past its TTL is removed by the claim that meets it, before any reap: that
+/// removal cut off unfinished work too, and is counted and logged like the reaper's.
+#[tokio::test(start_paused = true)]
+async fn a_task_removed_at_its_ttl_by_a_claim_is_counted_as_reaped_active() {
+    let (clock, store) = memory_on_manual_clock();
+    let id = TaskId::generate();
+    let mut new = NewTask::new(
+        id,
+        Scope::new("acme"),
+        tool_call_work(&id, "lucky", json!({})),
+    );
+    new.ttl_ms = Some(10_000);
+    store.create(new).await.expect("create");
+    clock.advance(10_000);
+    let lucky = Arc::new(SecondTimeLucky::default());
+    let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(true));
+    rec.until("the expired task was reported", |e| {
+        e.iter()
+            .any(|e| matches!(e, RunnerEvent::ReapedActive { .. }))
+    })
+    .await;
+    assert_eq!(reaped_active(&rec), vec![(id, TaskStatus::Working)]);
+    assert!(store.inspect(&id).await.expect("inspect").is_none());
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 0, "never ran");
     runner.shutdown().await;
 }
 
@@ -1082,6 +1115,71 @@ async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
     runner.shutdown().await;
 }
 
+/// A layer that commits the first `retry_requested` it sees and then answers as a store
+/// whose reply was lost: `Unavailable`, though the commit holds.
+#[derive(Default, Clone)]
+struct LostRetryReply(Arc<std::sync::atomic::AtomicBool>);
+
+#[async_trait::async_trait]
+impl snodo_core::store::Layer for LostRetryReply {
+    async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let retry = matches!(
+            t.event.kind,
+            snodo_core::model::EventKind::RetryRequested { .. }
+        );
+        let committed = t.apply(inner).await?;
+        if retry && !self.0.swap(true, Ordering::SeqCst) {
+            return Err(snodo_core::store::StoreError::unavailable(
+                "the reply to the commit was lost",
+            ));
+        }
+        Ok(committed)
+    }
+}
+
+/// The runner tries a commit again when the store's reply was lost; the second try is a
+/// replay of the first commit, and must arm the retry that commit scheduled. Without
+/// recovery nothing else would ever run the task.
+#[tokio::test(start_paused = true)]
+async fn a_retry_whose_commit_reply_was_lost_keeps_its_schedule() {
+    let clock = ManualClock::new(Timestamp(T0));
+    let lost = LostRetryReply::default();
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::Layered::over(
+        Arc::new(MemoryStore::with_clock(Arc::new(clock.clone()))),
+        lost.clone(),
+    ));
+    let lucky = Arc::new(SecondTimeLucky::default());
+    let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(false));
+    let id = submitted(
+        &runner,
+        &*store,
+        "lucky",
+        json!({}),
+        RetryPolicy::new([60_000]).expect("policy"),
+    )
+    .await;
+    rec.until("the first attempt stopped", |e| !stops(e, &id).is_empty())
+        .await;
+    assert!(lost.0.load(Ordering::SeqCst), "the reply was lost once");
+    assert_eq!(rec.stopped(&id), vec![JobOutcome::RetryScheduled]);
+    let (t, _) = store.inspect(&id).await.expect("inspect").expect("task");
+    assert_eq!(
+        (t.retry_at, t.retry_count),
+        (Some(Timestamp(T0 + 60_000)), 1)
+    );
+    // The local timer runs out (the paused clock advances while the runtime idles); the
+    // store's clock then reaches the retry, which the timer's polling claims.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 1);
+    clock.advance(60_000);
+    rec.until("the retry completed the task", |e| {
+        stops(e, &id).contains(&JobOutcome::Completed)
+    })
+    .await;
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
+    runner.shutdown().await;
+}
+
 /// An attempt the host cannot start (a fuel limit on an engine without fuel metering, a
 /// memory limit below the component's initial memory) used to be released and claimed
 /// again forever, a store write each time, counted against neither retries nor
@@ -1154,7 +1252,7 @@ impl snodo_core::store::Layer for PanickingClaims {
         &self,
         inner: &dyn Store,
         request: &snodo_core::store::ClaimRequest,
-    ) -> StoreResult<Option<snodo_core::store::Claimed>> {
+    ) -> StoreResult<snodo_core::store::NextClaim> {
         let panics = self
             .left
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))

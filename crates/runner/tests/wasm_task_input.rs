@@ -111,6 +111,7 @@ async fn input_is_recorded_answered_and_replayed_from_the_store() {
         .claim_next(&ClaimRequest::new(LEASE_MS, "t"))
         .await
         .expect("claim")
+        .claimed
         .expect("due");
     assert!(second.lease.generation() > first.lease.generation());
     let report = attempts

@@ -260,8 +260,11 @@ impl Deployer {
             .keys()
             .find(|n| catalog.tool(n).is_none())
         {
-            let why =
-                format!("tools.{unknown}: no loaded component provides a tool named {unknown:?}");
+            let why = crate::suggest::with_suggestion(
+                format!("tools.{unknown}: no loaded component provides a tool named {unknown:?}"),
+                unknown,
+                catalog.tools().iter().map(|t| t.info.name.as_str()),
+            );
             if strict {
                 return Err(ServeError::Config(why));
             }

@@ -10,6 +10,7 @@
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 //! - [`trust`]: the optional signature policy components are checked against.
+//! - [`suggest`]: the nearest valid name to a mistyped one, for errors.
 
 pub mod admin;
 pub mod deploy;
@@ -17,6 +18,7 @@ pub mod http;
 pub mod mcp;
 mod protocol;
 pub mod serve;
+pub mod suggest;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

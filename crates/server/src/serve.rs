@@ -440,6 +440,7 @@ fn start_node(
             },
         )
         .with_change_feed(observed)
+        .with_engine(engine.clone())
         .with_metrics(metrics),
     );
     (server, runner, following)

@@ -70,6 +70,12 @@ pub fn server_over(
         options,
         Arc::new(NoInstrumentation),
     );
+    // Every component of a catalog runs on one engine: large bodies are parsed and held
+    // in the caller's share of it, as `serve` does.
+    let engine = catalog
+        .tools()
+        .first()
+        .map(|t| t.component.engine().clone());
     let config = ServerConfig {
         name: "snodo-test".into(),
         version: "0".into(),
@@ -80,10 +86,12 @@ pub fn server_over(
         trace_context: true,
         tracer: Default::default(),
     };
-    (
-        McpServer::new(store.clone(), runner.clone(), config),
-        runner,
-    )
+    let server = McpServer::new(store.clone(), runner.clone(), config);
+    let server = match engine {
+        Some(engine) => server.with_engine(engine),
+        None => server,
+    };
+    (server, runner)
 }
 
 /// [`crate::serve::serve`] running in the test's own process, on a real socket.

@@ -1014,3 +1014,40 @@ async fn fuel_limits_end_a_computing_guest() {
     let out = run(&hostile, "counter", json!({})).await.expect("run");
     assert_eq!(text(&out), "1");
 }
+
+/// A `describe` that sleeps (in an import, where the execution deadline does not count)
+/// is stopped by the load-time wall clock and the component refused, naming the limit;
+/// a description is asked for once per digest.
+#[tokio::test]
+async fn a_describe_that_sleeps_is_stopped_by_the_load_wall_clock() {
+    let engine = WasmEngine::new(EngineConfig {
+        allocation: snodo_wasm::Allocation::OnDemand,
+        ..EngineConfig::default()
+    })
+    .expect("engine");
+    let loader = ComponentLoader::new(engine, None)
+        .expect("loader")
+        .with_describe_wall_clock(std::time::Duration::from_millis(300));
+    let err = loader
+        .load(snodo_test_guests::SLOW_DESCRIBE)
+        .await
+        .expect_err("a minute of describe");
+    assert!(err.reason.contains("describe() failed"), "{err}");
+    assert!(err.reason.contains("wall"), "names the wall clock: {err}");
+    assert_eq!(
+        loader.descriptions_kept(),
+        0,
+        "a failed description is not kept"
+    );
+
+    let first = loader
+        .load(snodo_test_guests::EXAMPLES)
+        .await
+        .expect("load");
+    let again = loader
+        .load(snodo_test_guests::EXAMPLES)
+        .await
+        .expect("load");
+    assert_eq!(loader.descriptions_kept(), 1, "one description per digest");
+    assert_eq!(first.tools(), again.tools());
+}

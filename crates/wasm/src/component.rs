@@ -24,7 +24,8 @@ use super::exec::Linked;
 use super::exec::{self, Call, Env, Returned};
 use super::host::{HostState, Origin};
 use super::io::NoInput;
-use super::schema::{self, Schemas};
+use super::outbound::{Secret, scrub_text, scrub_value};
+use super::schema::{self, ArgumentsRefused, CheckBudget, Schemas};
 use super::{
     AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
 };
@@ -56,10 +57,24 @@ pub struct Component {
     engine: WasmEngine,
     linked: Linked,
     tools: Vec<ToolInfo>,
-    schemas: HashMap<String, Schemas>,
+    schemas: Arc<HashMap<String, Schemas>>,
     catalog: ComponentCatalog,
     info: LoadInfo,
 }
+
+/// What a component described at load: a function of its bytes, so kept by digest and
+/// not asked again when the same component is loaded anew (a redeploy, a rollback, each
+/// node's follower).
+struct Described {
+    tools: Vec<ToolInfo>,
+    schemas: Arc<HashMap<String, Schemas>>,
+    catalog: ComponentCatalog,
+}
+
+/// The wall clock of each load-time call (`describe`, `describe-catalog`), time waiting in
+/// imports included: a component whose description sleeps is refused after it, rather
+/// than holding a deploy or a node's start.
+pub const DESCRIBE_WALL_CLOCK_MS: u64 = 5_000;
 
 impl std::fmt::Debug for Component {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -80,6 +95,8 @@ pub struct ComponentLoader {
     linker: Arc<Linker<HostState>>,
     cache_dir: Option<PathBuf>,
     loaded: Mutex<HashMap<String, wasmtime::component::Component>>,
+    described: Mutex<HashMap<String, Arc<Described>>>,
+    describe_wall_clock_ms: u64,
 }
 
 impl ComponentLoader {
@@ -103,7 +120,21 @@ impl ComponentLoader {
             linker: Arc::new(linker),
             cache_dir,
             loaded: Mutex::new(HashMap::new()),
+            described: Mutex::new(HashMap::new()),
+            describe_wall_clock_ms: DESCRIBE_WALL_CLOCK_MS,
         })
+    }
+
+    /// The same loader with another wall clock for the load-time calls (default
+    /// [`DESCRIBE_WALL_CLOCK_MS`]).
+    pub fn with_describe_wall_clock(mut self, wall_clock: Duration) -> Self {
+        self.describe_wall_clock_ms = u64::try_from(wall_clock.as_millis()).unwrap_or(u64::MAX);
+        self
+    }
+
+    /// How many components' descriptions are kept (one per digest ever loaded here).
+    pub fn descriptions_kept(&self) -> usize {
+        self.described.lock().len()
     }
 
     /// The engine.
@@ -206,37 +237,60 @@ impl ComponentLoader {
             execution,
             modes,
         };
-        let described = exec::run(&self.engine, &linked, describe_env(), Call::Describe).await;
-        let tools = match described.result {
-            Ok(Returned::Tools(t)) => convert::tools(t).map_err(fail)?,
-            Ok(_) => return Err(fail("describe() returned the wrong type".into())),
-            Err(e) => return Err(fail(format!("describe() failed: {e}"))),
-        };
-        let schemas = schema::compile_all(&tools).map_err(fail)?;
-        let catalog = if linked.catalog.is_some() {
-            let described =
-                exec::run(&self.engine, &linked, describe_env(), Call::DescribeCatalog).await;
-            match described.result {
-                Ok(Returned::Catalog(c)) => catalog::catalog(c).map_err(fail)?,
-                Ok(_) => return Err(fail("describe-catalog() returned the wrong type".into())),
-                Err(e) => return Err(fail(format!("describe-catalog() failed: {e}"))),
+        let cached = self.described.lock().get(&digest).cloned();
+        let described = match cached {
+            Some(d) => d,
+            None => {
+                let d = Arc::new(self.describe(&linked).await.map_err(fail)?);
+                self.described.lock().insert(digest.clone(), d.clone());
+                d
             }
-        } else {
-            ComponentCatalog::default()
         };
         Ok(Arc::new(Component {
             path: path.clone(),
             engine: self.engine.clone(),
             linked,
-            tools,
-            schemas,
-            catalog,
+            tools: described.tools.clone(),
+            schemas: described.schemas.clone(),
+            catalog: described.catalog.clone(),
             info: LoadInfo {
                 digest,
                 cache_hit,
                 prepare_time,
             },
         }))
+    }
+
+    /// What `linked` describes: its tools (schemas compiled) and its catalog, each call
+    /// within the load-time wall clock.
+    async fn describe(&self, linked: &Linked) -> Result<Described, String> {
+        let env = || {
+            let mut env = describe_env();
+            env.limits.wall_clock_ms = Some(self.describe_wall_clock_ms);
+            env
+        };
+        let described = exec::run(&self.engine, linked, env(), Call::Describe).await;
+        let tools = match described.result {
+            Ok(Returned::Tools(t)) => convert::tools(t)?,
+            Ok(_) => return Err("describe() returned the wrong type".into()),
+            Err(e) => return Err(format!("describe() failed: {e}")),
+        };
+        let schemas = Arc::new(schema::compile_all(&tools)?);
+        let catalog = if linked.catalog.is_some() {
+            let described = exec::run(&self.engine, linked, env(), Call::DescribeCatalog).await;
+            match described.result {
+                Ok(Returned::Catalog(c)) => catalog::catalog(c)?,
+                Ok(_) => return Err("describe-catalog() returned the wrong type".into()),
+                Err(e) => return Err(format!("describe-catalog() failed: {e}")),
+            }
+        } else {
+            ComponentCatalog::default()
+        };
+        Ok(Described {
+            tools,
+            schemas,
+            catalog,
+        })
     }
 
     /// The compiled component for `digest`: from memory, from the disk cache, or compiled
@@ -369,16 +423,48 @@ impl Component {
         self.tools.iter().find(|t| t.name == name)
     }
 
-    /// -32602 naming what is wrong if `arguments` do not match the `inputSchema` of
-    /// `tool` (a tool this component does not have has no schema to break).
+    /// Whether `arguments` match the `inputSchema` of `tool`, checked where it is called
+    /// within `budget` (a tool this component does not have has no schema to break).
     pub fn check_arguments(
         &self,
         tool: &str,
         arguments: &Value,
-    ) -> Result<(), snodo_core::model::JsonRpcError> {
+        budget: CheckBudget,
+    ) -> Result<(), ArgumentsRefused> {
         match self.schemas.get(tool) {
-            Some(s) => s.check_arguments(tool, arguments),
+            Some(s) => s.check_arguments(tool, arguments, budget),
             None => Ok(()),
+        }
+    }
+
+    /// The same check with the [full budget](CheckBudget::FULL), on the blocking pool in
+    /// one of `tenant`'s CPU turns: for arguments too large, or a schema too costly, to
+    /// check on an async worker. `arguments` come back when they match; otherwise -32602
+    /// naming what is wrong, or the budget that ran out.
+    pub async fn check_arguments_in_share(
+        self: &Arc<Self>,
+        tenant: &Arc<str>,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<Value, snodo_core::model::JsonRpcError> {
+        let (component, name) = (self.clone(), tool.to_owned());
+        let checked = self
+            .engine
+            .cpu()
+            .run_blocking(tenant, move || {
+                component
+                    .check_arguments(&name, &arguments, CheckBudget::FULL)
+                    .map(|()| arguments)
+            })
+            .await;
+        match checked {
+            Ok(checked) => checked.map_err(|r| r.into_rpc_error(tool)),
+            Err(e) => {
+                tracing::error!(error = %e, "an argument check failed to run");
+                Err(snodo_core::model::JsonRpcError::internal(
+                    "the arguments could not be checked",
+                ))
+            }
         }
     }
 
@@ -441,7 +527,10 @@ impl Component {
             )),
             Err(e) => Err(e),
         };
-        let outcome = outcome.map(|o| scrub_outcome(o, &exec));
+        let secrets = secrets_of(&exec);
+        let outcome = outcome
+            .map(|o| scrub_outcome(o, &secrets))
+            .map_err(|e| scrub_error(e, &secrets));
         ExecutionReport {
             outcome,
             logs: ran.logs,
@@ -474,22 +563,20 @@ impl Component {
             arguments: exec.arguments.to_string(),
         };
         let ran = self.run(Self::env(&exec), call).await;
-        match ran.result? {
-            Returned::Prepared(Ok(args)) => {
-                let args = self.capped(args)?;
+        let secrets = secrets_of(&exec);
+        let prepared = match ran.result {
+            Ok(Returned::Prepared(Ok(args))) => self.capped(args).and_then(|args| {
                 serde_json::from_str(&args).map(Ok).map_err(|e| {
                     AttemptError::InvalidOutcome(format!(
                         "prepare returned arguments that are not JSON: {e}"
                     ))
                 })
-            }
-            Returned::Prepared(Err(e)) => convert::rpc_error(e)
-                .map(Err)
-                .map_err(AttemptError::InvalidOutcome),
-            _ => Err(AttemptError::InvalidOutcome(
-                "prepare returned the wrong type".into(),
-            )),
-        }
+            }),
+            Ok(Returned::Prepared(Err(e))) => guest_error(e),
+            Ok(_) => Err(wrong_type("prepare")),
+            Err(e) => Err(e),
+        };
+        scrubbed(prepared, &secrets)
     }
 
     /// The resources, templates and prompts it serves (empty for a 0.1.0 component).
@@ -530,14 +617,16 @@ impl Component {
         let ran = self
             .run(Self::env(&exec), Call::ReadResource(request))
             .await;
-        match ran.result? {
-            Returned::Contents(Ok(c)) => {
-                let contents = catalog::contents(c).map_err(AttemptError::InvalidOutcome)?;
-                Ok(Some(Ok(self.capped(contents)?)))
-            }
-            Returned::Contents(Err(e)) => guest_error(e).map(Some),
-            _ => Err(wrong_type("read-resource")),
-        }
+        let read = match ran.result {
+            Ok(Returned::Contents(Ok(c))) => catalog::contents(c)
+                .map_err(AttemptError::InvalidOutcome)
+                .and_then(|contents| self.capped(contents))
+                .map(Ok),
+            Ok(Returned::Contents(Err(e))) => guest_error(e),
+            Ok(_) => Err(wrong_type("read-resource")),
+            Err(e) => Err(e),
+        };
+        scrubbed(read, &secrets_of(&exec)).map(Some)
     }
 
     /// Renders the prompt `name` with `arguments`, like [`read_resource`](Self::read_resource).
@@ -553,18 +642,26 @@ impl Component {
             arguments: arguments.to_string(),
         };
         let ran = self.run(Self::env(&exec), call).await;
-        match ran.result? {
-            Returned::Prompt(Ok(p)) => {
-                let rendered = catalog::prompt_result(p).map_err(AttemptError::InvalidOutcome)?;
-                Ok(Ok(self.capped(rendered)?))
-            }
-            Returned::Prompt(Err(e)) => guest_error(e),
-            _ => Err(wrong_type("get-prompt")),
+        let rendered = match ran.result {
+            Ok(Returned::Prompt(Ok(p))) => catalog::prompt_result(p)
+                .map_err(AttemptError::InvalidOutcome)
+                .and_then(|rendered| self.capped(rendered))
+                .map(|rendered| Ok(Value::Object(rendered))),
+            Ok(Returned::Prompt(Err(e))) => guest_error(e),
+            Ok(_) => Err(wrong_type("get-prompt")),
+            Err(e) => Err(e),
+        };
+        match scrubbed(rendered, &secrets_of(&exec))? {
+            Ok(Value::Object(map)) => Ok(Ok(map)),
+            Ok(_) => Err(wrong_type("get-prompt")),
+            Err(e) => Ok(Err(e)),
         }
     }
 
     /// Suggests values for `argument` of a prompt (`Completing::Prompt`) or a template's
-    /// variable, given `value` typed so far and the other arguments in `context`.
+    /// variable, given `value` typed so far and the other arguments in `context`. It runs
+    /// without grants (no environment, no outbound HTTP), so no secret reaches it and its
+    /// answer has none to scrub.
     pub async fn complete(
         &self,
         tenant: Arc<str>,
@@ -601,7 +698,8 @@ impl Component {
 
     /// Asks the tool whether this call of an optional tool should be a task, and (0.4.0
     /// components) for how long it is kept and polled. The rule runs for `caller`, in its
-    /// tenant's share of the CPU.
+    /// tenant's share of the CPU, without grants: no secret reaches it, so none can come
+    /// back in the figures it returns.
     pub async fn choose_mode(
         &self,
         tenant: Arc<str>,
@@ -699,12 +797,13 @@ const EXECUTION_EXPORT: &str = "snodo:tasks/execution@0.3.0";
 const MODES_EXPORT: &str = "snodo:tasks/modes@0.4.0";
 
 /// The environment of the load-time calls (`describe`, `describe-catalog`): no input, a
-/// short deadline.
+/// short deadline and wall clock.
 fn describe_env() -> Env {
     Env {
         origin: Origin::default(),
         limits: ExecutionLimits {
             deadline_ms: Some(5_000),
+            wall_clock_ms: Some(DESCRIBE_WALL_CLOCK_MS),
             ..ExecutionLimits::default()
         },
         io: Arc::new(NoInput),
@@ -720,24 +819,73 @@ fn short(digest: &str) -> &str {
     digest.get(..12).unwrap_or(digest)
 }
 
+/// What an execution's outputs are scrubbed of: the secrets its grant lists and the values
+/// it injects.
+fn secrets_of(exec: &Execution) -> Vec<Secret> {
+    let Some(grant) = exec.grants.http.as_ref() else {
+        return Vec::new();
+    };
+    let mut secrets = grant.scrub.clone();
+    for value in grant.inject.iter().map(|i| &i.value) {
+        if !secrets.contains(value) {
+            secrets.push(value.clone());
+        }
+    }
+    secrets
+}
+
+/// A guest's own error with the secrets replaced in its message and data.
+fn scrub_rpc(
+    mut e: snodo_core::model::JsonRpcError,
+    secrets: &[Secret],
+) -> snodo_core::model::JsonRpcError {
+    e.message = scrub_text(&e.message, secrets).unwrap_or(e.message);
+    if let Some(d) = e.data.as_mut() {
+        scrub_value(d, secrets);
+    }
+    e
+}
+
+/// An attempt's failure with the secrets replaced in its text, which can quote what the
+/// guest returned (an output that breaks its schema, a malformed content block).
+fn scrub_error(e: AttemptError, secrets: &[Secret]) -> AttemptError {
+    let clean = |m: String| scrub_text(&m, secrets).unwrap_or(m);
+    match e {
+        AttemptError::Trap(m) => AttemptError::Trap(clean(m)),
+        AttemptError::InvalidOutcome(m) => AttemptError::InvalidOutcome(clean(m)),
+        AttemptError::Stopped(m) => AttemptError::Stopped(clean(m)),
+        AttemptError::Unavailable(m) => AttemptError::Unavailable(clean(m)),
+        AttemptError::JournalDivergence(m) => AttemptError::JournalDivergence(clean(m)),
+        other => other,
+    }
+}
+
+/// What a request-path export (`prepare`, a resource read, a prompt render) returned, with
+/// the secrets replaced everywhere: values, object keys, its error.
+fn scrubbed(
+    out: Result<Result<Value, snodo_core::model::JsonRpcError>, AttemptError>,
+    secrets: &[Secret],
+) -> Result<Result<Value, snodo_core::model::JsonRpcError>, AttemptError> {
+    if secrets.is_empty() {
+        return out;
+    }
+    match out {
+        Ok(Ok(mut v)) => {
+            scrub_value(&mut v, secrets);
+            Ok(Ok(v))
+        }
+        Ok(Err(e)) => Ok(Err(scrub_rpc(e, secrets))),
+        Err(e) => Err(scrub_error(e, secrets)),
+    }
+}
+
 /// `outcome` with the execution's secrets replaced: a tool that reads a secret cannot hand
 /// it to the client or the store by returning it.
-fn scrub_outcome(outcome: super::GuestOutcome, exec: &Execution) -> super::GuestOutcome {
+fn scrub_outcome(outcome: super::GuestOutcome, secrets: &[Secret]) -> super::GuestOutcome {
     use super::GuestOutcome;
-    use crate::outbound::{scrub_text, scrub_value};
-    let Some(secrets) = exec.grants.http.as_ref().map(|g| &g.scrub[..]) else {
-        return outcome;
-    };
     if secrets.is_empty() {
         return outcome;
     }
-    let error = |mut e: snodo_core::model::JsonRpcError| {
-        e.message = scrub_text(&e.message, secrets).unwrap_or(e.message);
-        if let Some(d) = e.data.as_mut() {
-            scrub_value(d, secrets);
-        }
-        e
-    };
     match outcome {
         GuestOutcome::Completed(map) => {
             let mut v = serde_json::Value::Object(map);
@@ -751,14 +899,14 @@ fn scrub_outcome(outcome: super::GuestOutcome, exec: &Execution) -> super::Guest
             error: e,
             status_message,
         } => GuestOutcome::Failed {
-            error: error(e),
+            error: scrub_rpc(e, secrets),
             status_message: status_message.map(|m| scrub_text(&m, secrets).unwrap_or(m)),
         },
         GuestOutcome::Retry {
             error: e,
             status_message,
         } => GuestOutcome::Retry {
-            error: error(e),
+            error: scrub_rpc(e, secrets),
             status_message: scrub_text(&status_message, secrets).unwrap_or(status_message),
         },
     }

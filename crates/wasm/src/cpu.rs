@@ -171,6 +171,39 @@ impl CpuShare {
         .await
     }
 
+    /// Runs `work`, CPU work that cannot yield (a schema check), on the blocking pool
+    /// while holding one of `tenant`'s turns for all of it: it waits its turn as a guest
+    /// would, and its time counts in the tenant's share. The turn stays held until `work`
+    /// returns, even if the caller stops waiting for it, so `work` must bound itself.
+    pub async fn run_blocking<R: Send + 'static>(
+        self: &Arc<Self>,
+        tenant: &Arc<str>,
+        work: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<R, tokio::task::JoinError> {
+        let mut turn = Turn {
+            cpu: self,
+            tenant,
+            ticket: None,
+            ran: Duration::ZERO,
+        };
+        let held = std::future::poll_fn(|cx| match turn.enter(cx) {
+            Some(held) => Poll::Ready(held),
+            None => Poll::Pending,
+        })
+        .await;
+        // The turn moves into the work, so that it is given back when the work ends.
+        std::mem::forget(held);
+        let owned = OwnedTurn {
+            cpu: self.clone(),
+            tenant: tenant.clone(),
+        };
+        tokio::task::spawn_blocking(move || {
+            let _turn = owned;
+            work()
+        })
+        .await
+    }
+
     /// Whether `tenant` may start now: a turn is free, the tenant is under its share, and
     /// no queued guest that could use the turn waits.
     fn may_start(&self, s: &State, tenant: &str) -> bool {
@@ -258,6 +291,18 @@ struct Held<'a> {
 impl Drop for Held<'_> {
     fn drop(&mut self) {
         self.cpu.release(self.tenant);
+    }
+}
+
+/// A turn held by work on another thread, given back when it is dropped.
+struct OwnedTurn {
+    cpu: Arc<CpuShare>,
+    tenant: Arc<str>,
+}
+
+impl Drop for OwnedTurn {
+    fn drop(&mut self) {
+        self.cpu.release(&self.tenant);
     }
 }
 
@@ -361,6 +406,37 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     type Guest<'a> = std::pin::Pin<Box<dyn Future<Output = &'static str> + 'a>>;
+
+    #[tokio::test]
+    async fn blocking_work_holds_its_turn_until_it_returns() {
+        let cpu = CpuShare::remembering(1, 1, Duration::ZERO);
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let (started, running) = tokio::sync::oneshot::channel();
+        let work = tokio::spawn({
+            let (cpu, a) = (cpu.clone(), a.clone());
+            async move {
+                cpu.run_blocking(&a, move || {
+                    started.send(()).expect("the test waits");
+                    wait.recv().expect("the test answers");
+                    7
+                })
+                .await
+            }
+        });
+        running.await.expect("the work started");
+        assert_eq!(cpu.executing(), 1);
+        let mut other = Box::pin(cpu.run(&b, async { "b" }));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(
+            other.as_mut().poll(&mut cx).is_pending(),
+            "the only turn is held by the blocking work"
+        );
+        go.send(()).expect("the work waits");
+        assert_eq!(work.await.expect("joined").expect("ran"), 7);
+        assert_eq!(other.await, "b");
+        assert_eq!(cpu.executing(), 0);
+    }
 
     #[test]
     fn a_freed_turn_goes_to_the_next_tenant_not_the_next_guest() {

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use crate::Limit;
+
 /// How instances are allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Allocation {
@@ -92,6 +94,20 @@ impl Default for EngineConfig {
 const CORE_INSTANCES_PER_COMPONENT: u32 = 16;
 const MEMORIES_PER_COMPONENT: u32 = 4;
 const TABLES_PER_COMPONENT: u32 = 8;
+
+/// Host memory held in a tenant's share ([`WasmEngine::hold_host_memory`]); given back
+/// when dropped.
+pub struct MemoryHold {
+    _limiter: crate::host::Limiter,
+}
+
+impl std::fmt::Debug for MemoryHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryHold")
+            .field("bytes", &self._limiter.held)
+            .finish()
+    }
+}
 
 /// The engine and its epoch ticker. Cloning shares both.
 #[derive(Clone)]
@@ -236,6 +252,34 @@ impl WasmEngine {
         match self.config.max_tenant_memory_bytes {
             Some(share) => (share, self.config.max_total_memory_bytes / 8),
             None => (usize::MAX, 0),
+        }
+    }
+
+    /// Holds `bytes` of `tenant`'s memory share, and of the total, for host memory one of
+    /// its requests needs (a large body and the values parsing it makes): counted as its
+    /// guests' memory is, under the same caps and the same reserve for small tenants, and
+    /// given back when the hold is dropped. `Err` is the limit that is full
+    /// (`guest_memory_per_tenant` or `guest_memory_total`).
+    pub fn hold_host_memory(&self, tenant: &Arc<str>, bytes: usize) -> Result<MemoryHold, Limit> {
+        let (tenant_bytes, reserve_bytes) = self.tenant_memory_bytes();
+        let mut limiter = crate::host::Limiter {
+            memory_bytes: usize::MAX,
+            table_elements: 0,
+            in_use: self.memory_in_use.clone(),
+            total_bytes: self.config.max_total_memory_bytes,
+            held: 0,
+            tenant_in_use: self.tenant_memory(tenant),
+            tenant_bytes,
+            reserve_bytes,
+        };
+        match wasmtime::ResourceLimiter::memory_growing(&mut limiter, 0, bytes, None) {
+            Ok(_) => Ok(MemoryHold { _limiter: limiter }),
+            Err(e) => match e.downcast_ref::<crate::HostStop>() {
+                Some(crate::HostStop::Limit(limit)) => Err(limit.clone()),
+                _ => Err(Limit::MemoryBudget {
+                    bytes: self.config.max_total_memory_bytes as u64,
+                }),
+            },
         }
     }
 

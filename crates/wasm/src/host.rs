@@ -347,6 +347,13 @@ impl HostState {
                     snodo_core::model::MAX_INPUT_KEY_LEN
                 ))));
             }
+            // A key is the question's name on the wire and in the store, and the answer
+            // comes back under it: it cannot be scrubbed like a value, so it is refused.
+            if crate::outbound::scrub_text(key, &self.logs.scrub).is_some() {
+                return Ok(Err(types::InputError::Invalid(
+                    "an input key may not contain a secret the tool holds".into(),
+                )));
+            }
             match input_request_json(r) {
                 Ok(mut v) => {
                     crate::outbound::scrub_value(&mut v, &self.logs.scrub);

@@ -72,7 +72,19 @@ pub trait ExecutionIo: Send + Sync {
         Ok(None)
     }
 
-    /// Records `entry` before its response reaches the guest. An error fails the request.
+    /// Holds `bytes` of the task's journal for the entry at `seq` before its request is
+    /// sent, so a request whose answer could not be recorded is never sent. An error says
+    /// why there is no room, naming the bound and its configuration key.
+    async fn journal_reserve(&self, _seq: u32, _bytes: u64) -> Result<(), String> {
+        Err("this execution has no journal".into())
+    }
+
+    /// Gives back what [`journal_reserve`](Self::journal_reserve) held for `seq` when no
+    /// entry is recorded there. Releasing a position that holds nothing does nothing.
+    fn journal_release(&self, _seq: u32) {}
+
+    /// Records `entry` before its response reaches the guest, in the room reserved for its
+    /// position. An error fails the request.
     async fn journal_append(&self, _entry: JournalEntry) -> Result<(), String> {
         Err("this execution has no journal".into())
     }

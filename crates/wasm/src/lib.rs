@@ -38,9 +38,10 @@ use snodo_core::model::JsonRpcError;
 pub use caller::GuestCaller;
 pub use catalog::{ComponentCatalog, PromptInfo, ResourceInfo, TemplateInfo, UriTemplate};
 pub use component::{
-    Completing, Component, ComponentLoader, Executable, LoadError, LoadInfo, ModeChoice,
+    Completing, Component, ComponentLoader, DESCRIBE_WALL_CLOCK_MS, Executable, LoadError,
+    LoadInfo, ModeChoice,
 };
-pub use engine::{Allocation, EngineConfig, WasmEngine};
+pub use engine::{Allocation, EngineConfig, MemoryHold, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
@@ -48,7 +49,10 @@ pub use host::{CancelToken, LogLine};
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
 };
-pub use schema::{MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES, MAX_SCHEMA_PATTERNS};
+pub use schema::{
+    ArgumentsRefused, CheckBudget, Exhausted, MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_PATTERNS, MAX_VALIDATION_MS, MAX_VALIDATION_STEPS,
+};
 
 /// How a tool runs when called.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

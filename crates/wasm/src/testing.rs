@@ -63,7 +63,14 @@ pub async fn load_guests_with(config: EngineConfig) -> Guests {
 ///
 /// - `GET /template`: 200, `template-1`.
 /// - `POST /tickets`: 201, `{"id": N}` (N counts the POSTs).
-/// - `GET /headers`: 200, the request's headers, one `name: value` per line.
+/// - `GET /headers`: 200, the request's headers, one `name: value` per line (the echo);
+///   gzip-encoded when the request accepts gzip, and the asked part (206) when it asks for
+///   a range `bytes=FIRST-LAST`, as a server of static pages would.
+/// - `GET /gzip/headers`: the echo, gzip-encoded whatever the request accepts.
+/// - `GET /base64/headers`: the echo in base64.
+/// - `GET /header-names`: 200, and for each request header whose value can be a header
+///   name, a header `x-echo-VALUE: 1`.
+/// - `GET /piece?from=N&len=M`: 206, those bytes of the echo, asked for or not.
 /// - `GET /big?n=BYTES`: 200, that many bytes.
 /// - `GET /slow`: never answers.
 /// - `GET /stall`: answers, sends one byte of its body, and never the rest.
@@ -234,12 +241,71 @@ async fn answer(
         *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
         r
     };
+    let echo: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
+    let gzipped = |text: &str| {
+        let mut r = reply(200, gzip(text.as_bytes()));
+        r.headers_mut().insert(
+            hyper::header::CONTENT_ENCODING,
+            hyper::header::HeaderValue::from_static("gzip"),
+        );
+        r
+    };
+    // `len` bytes of `text` from `from`, as a 206 with its content-range.
+    let piece = |text: &str, from: usize, len: usize| {
+        let bytes = text.as_bytes();
+        let from = from.min(bytes.len());
+        let to = (from + len).min(bytes.len());
+        let mut r = reply(206, bytes[from..to].to_vec());
+        let range = format!("bytes {from}-{}/{}", to.max(from + 1) - 1, bytes.len());
+        if let Ok(v) = hyper::header::HeaderValue::from_str(&range) {
+            r.headers_mut().insert(hyper::header::CONTENT_RANGE, v);
+        }
+        r
+    };
     let response = match (method.as_str(), path.split('?').next().unwrap_or("")) {
         ("GET", "/template") => reply(200, b"template-1".to_vec()),
         ("POST", "/tickets") => reply(201, format!("{{\"id\":{posts}}}").into_bytes()),
         ("GET", "/headers") => {
-            let text: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
-            reply(200, text.into_bytes())
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.as_str())
+            };
+            let range = header("range")
+                .and_then(|r| r.strip_prefix("bytes="))
+                .and_then(|r| r.split_once('-'))
+                .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)));
+            if let Some((first, last)) = range {
+                piece(&echo, first, last + 1 - first.min(last + 1))
+            } else if header("accept-encoding").is_some_and(|a| a.contains("gzip")) {
+                gzipped(&echo)
+            } else {
+                reply(200, echo.into_bytes())
+            }
+        }
+        ("GET", "/gzip/headers") => gzipped(&echo),
+        ("GET", "/base64/headers") => reply(200, base64(echo.as_bytes()).into_bytes()),
+        ("GET", "/header-names") => {
+            let mut r = reply(200, b"ok".to_vec());
+            for (_, v) in &headers {
+                if let Ok(name) =
+                    hyper::header::HeaderName::from_bytes(format!("x-echo-{v}").as_bytes())
+                {
+                    r.headers_mut()
+                        .append(name, hyper::header::HeaderValue::from_static("1"));
+                }
+            }
+            r
+        }
+        ("GET", "/piece") => {
+            let query = |key: &str| {
+                path.split(['?', '&'])
+                    .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .unwrap_or(0)
+            };
+            piece(&echo, query("from"), query("len"))
         }
         ("GET", "/big") => {
             let n = path
@@ -269,6 +335,64 @@ async fn answer(
         _ => reply(404, b"not found".to_vec()),
     };
     Ok(response)
+}
+
+/// `data` in standard base64, padded (what `/base64/headers` answers).
+pub fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for group in data.chunks(3) {
+        let n = group.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - group.len()));
+        for i in 0..=group.len() {
+            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
+        }
+        out.push_str(&"=".repeat(3 - group.len()));
+    }
+    out
+}
+
+/// `data` as gzip (RFC 1952): one deflate block of literals under the fixed Huffman code
+/// (RFC 1951 §3.2.6), no matching, then the CRC-32 and the length. A real encoding (the
+/// bytes of `data` do not appear in it), not a small one.
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut out = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+    let (mut acc, mut held) = (0u64, 0u32);
+    let mut put = |out: &mut Vec<u8>, value: u32, bits: u32| {
+        acc |= u64::from(value) << held;
+        held += bits;
+        while held >= 8 {
+            out.push(acc as u8);
+            acc >>= 8;
+            held -= 8;
+        }
+    };
+    // Huffman codes go most significant bit first into a least-significant-first stream.
+    let code =
+        |out: &mut Vec<u8>, put: &mut dyn FnMut(&mut Vec<u8>, u32, u32), c: u32, bits: u32| {
+            put(out, c.reverse_bits() >> (32 - bits), bits);
+        };
+    put(&mut out, 1, 1); // the last block
+    put(&mut out, 1, 2); // fixed Huffman codes
+    for &b in data {
+        let (c, bits) = if b < 144 {
+            (0x30 + u32::from(b), 8)
+        } else {
+            (0x190 + u32::from(b) - 144, 9)
+        };
+        code(&mut out, &mut put, c, bits);
+    }
+    code(&mut out, &mut put, 0, 7); // end of block
+    put(&mut out, 0, 7); // flush to a byte boundary
+    let crc = !data.iter().fold(!0u32, |mut c, &b| {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = (c >> 1) ^ (0xedb8_8320 & (c & 1).wrapping_neg());
+        }
+        c
+    });
+    out.extend_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    out
 }
 
 /// A test response body: whole, or one byte and then nothing, forever.

@@ -18,7 +18,7 @@ use bindings::snodo::tasks::types::{
 
 struct Hostile;
 
-const TOOLS: [&str; 15] = [
+const TOOLS: [&str; 16] = [
     "counter",
     "probe",
     "spin",
@@ -34,12 +34,18 @@ const TOOLS: [&str; 15] = [
     "broken_promise",
     "burn",
     "backtrack",
+    "branches",
 ];
 
 /// `backtrack`'s schema: a nested quantifier that takes exponential time on a backtracking
 /// regex engine for a string of `a`s that ends in something else. The host's engine is
 /// linear, so checking it costs what reading it costs.
 const BACKTRACK_SCHEMA: &str = r#"{"type":"object","properties":{"items":{"type":"array","items":{"type":"string","pattern":"^(a+)+$"}}}}"#;
+
+/// `branches`' schema: two alternatives that both take an array and recurse into the same
+/// definition, the shape schemars emits for a recursive untagged enum. Collecting the
+/// errors of a value that fails at the bottom visits both at every level: 2^depth visits.
+const BRANCHES_SCHEMA: &str = r##"{"type":"object","properties":{"v":{"$ref":"#/$defs/node"}},"$defs":{"node":{"anyOf":[{"type":"array","items":{"$ref":"#/$defs/node"},"minItems":1},{"type":"array","items":{"$ref":"#/$defs/node"},"maxItems":4},{"type":"integer"}]}}}"##;
 
 /// A number argument of the call, or `default`.
 fn arg(work: &Work, name: &str, default: u64) -> u64 {
@@ -65,10 +71,10 @@ impl Guest for Hostile {
                 name: (*name).into(),
                 title: None,
                 description: Some("hostile".into()),
-                input_schema: if *name == "backtrack" {
-                    BACKTRACK_SCHEMA.into()
-                } else {
-                    r#"{"type":"object"}"#.into()
+                input_schema: match *name {
+                    "backtrack" => BACKTRACK_SCHEMA.into(),
+                    "branches" => BRANCHES_SCHEMA.into(),
+                    _ => r#"{"type":"object"}"#.into(),
                 },
                 // `broken_promise` promises a `sum` and never keeps it.
                 output_schema: (*name == "broken_promise").then(|| {
@@ -144,7 +150,7 @@ impl Guest for Hostile {
                 }
                 text(&format!("burned {x}"))
             }
-            "backtrack" => text("checked"),
+            "backtrack" | "branches" => text("checked"),
             // Grows memory until the host's cap stops it.
             "memory_bomb" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();

@@ -5,9 +5,12 @@
 //! so the template is fetched once and the ticket created once.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use snodo_guest::{Context, Form, Mode, Outcome, Tool, ToolResult, ToolSpec};
+use snodo_guest::{
+    Contents, Context, Form, Mode, Outcome, Prepare, Prompt, PromptResult, PromptSpec, Resource,
+    ResourceSpec, RpcError, Tool, ToolResult, ToolSpec, Vars,
+};
 use wstd::http::{Body, Client, Method, Request};
 
 /// One request's result, or the host's refusal as the guest sees it.
@@ -140,7 +143,8 @@ impl Tool for OpenTicket {
 }
 
 /// `fetch_sdk`: the same as `fetch`, through the SDK's client (`snodo_guest::http`, on
-/// the `wasi:http` bindings of the `wasip2` crate) and its JSON helpers.
+/// the `wasi:http` bindings of the `wasip2` crate) and its JSON helpers, with the headers
+/// the guest sets and the response's headers in its answer.
 pub struct FetchSdk;
 
 impl Tool for FetchSdk {
@@ -164,8 +168,13 @@ impl Tool for FetchSdk {
         match request.send() {
             Ok(r) => {
                 let json = r.json::<Value>().ok();
-                ToolResult::structured(json!({"status": r.status, "body": r.text(), "json": json}))
-                    .into()
+                ToolResult::structured(json!({
+                    "status": r.status,
+                    "headers": r.headers,
+                    "body": r.text(),
+                    "json": json,
+                }))
+                .into()
             }
             Err(e) => ToolResult::error(e.to_string()).into(),
         }
@@ -173,14 +182,19 @@ impl Tool for FetchSdk {
 }
 
 /// `reveal`: reads an environment variable (a secret the tool may read) and tries to hand
-/// it out every way a tool can: its log, its status, and its result.
+/// it out every way a tool can: its prepared arguments, its log, its status, and its
+/// result (as a value and as an object key). The resource `env://{name}` and the prompt
+/// `reveal` read it too.
 pub struct Reveal;
 
 /// Which variable.
-#[derive(Deserialize, JsonSchema)]
+#[derive(Deserialize, Serialize, JsonSchema)]
 pub struct RevealArgs {
     /// The variable's name.
     name: String,
+    /// Set by `prepare`: the value, as the prepared arguments carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seen: Option<String>,
 }
 
 impl Tool for Reveal {
@@ -188,16 +202,82 @@ impl Tool for Reveal {
     type Args = RevealArgs;
 
     fn spec() -> ToolSpec {
-        ToolSpec::new().description("Reads an environment variable and returns it")
+        // Optional: a prepare phase runs only where a task may follow.
+        ToolSpec::new()
+            .description("Reads an environment variable and returns it")
+            .mode(Mode::Optional)
     }
 
     fn run(cx: &Context, args: RevealArgs) -> Outcome {
         let value = std::env::var(&args.name).unwrap_or_default();
-        cx.log(snodo_guest::LogLevel::Info, &format!("the value is {value}"));
+        cx.log(
+            snodo_guest::LogLevel::Info,
+            &format!("the value is {value}"),
+        );
         println!("stdout: {value}");
         cx.set_status(&format!("revealing {value}"));
-        ToolResult::structured(json!({"value": value, "nested": [format!("v={value}")]})).into()
+        let mut keyed = serde_json::Map::new();
+        keyed.insert(format!("key-{value}"), json!(1));
+        ToolResult::structured(json!({
+            "value": value,
+            "nested": [format!("v={value}")],
+            "keyed": keyed,
+        }))
+        .into()
     }
 }
 
-snodo_guest::export_tools!(Fetch, OpenTicket, FetchSdk, Reveal);
+impl Prepare for Reveal {
+    fn prepare(_cx: &Context, args: RevealArgs) -> Result<RevealArgs, RpcError> {
+        let seen = std::env::var(&args.name).ok();
+        Ok(RevealArgs { seen, ..args })
+    }
+}
+
+/// `env://{name}`: an environment variable, read as a resource.
+pub struct EnvResource;
+
+impl Resource for EnvResource {
+    const URI: &'static str = "env://{name}";
+
+    fn spec() -> ResourceSpec {
+        ResourceSpec::new("An environment variable").mime_type("text/plain")
+    }
+
+    fn read(_cx: &Context, uri: &str, vars: &Vars) -> Result<Vec<Contents>, RpcError> {
+        let value = std::env::var(vars.get("name").unwrap_or_default()).unwrap_or_default();
+        Ok(vec![Contents::text(uri, format!("the value is {value}"))])
+    }
+}
+
+/// `reveal`: a prompt quoting an environment variable.
+pub struct RevealPrompt;
+
+/// The prompt's argument.
+#[derive(Deserialize)]
+pub struct RevealPromptArgs {
+    /// The variable's name.
+    name: String,
+}
+
+impl Prompt for RevealPrompt {
+    const NAME: &'static str = "reveal";
+    type Args = RevealPromptArgs;
+
+    fn spec() -> PromptSpec {
+        PromptSpec::new()
+            .description("Quotes an environment variable")
+            .argument("name", "The variable", true)
+    }
+
+    fn get(_cx: &Context, args: RevealPromptArgs) -> Result<PromptResult, RpcError> {
+        let value = std::env::var(&args.name).unwrap_or_default();
+        Ok(PromptResult::user(format!("the value is {value}")).description(value))
+    }
+}
+
+snodo_guest::export!(
+    tools: [Fetch, OpenTicket, FetchSdk, Reveal],
+    resources: [EnvResource],
+    prompts: [RevealPrompt],
+);

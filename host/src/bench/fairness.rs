@@ -42,10 +42,16 @@ pub(crate) enum Scenario {
     SilentSockets,
     /// `a` runs guests that grow their memory until a cap stops them, on 16 connections.
     MemoryBombs,
+    /// `a` sends 46-byte arguments whose check against a schema with alternatives that
+    /// recurse into the same children is exponential in their depth, on 3 connections.
+    SchemaBranches,
+    /// `a` keeps 1,280 connections from 5 addresses open, each trickling a request head a
+    /// byte every 2 s.
+    SlowHeads,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 8] = [
+    const ALL: [Scenario; 10] = [
         Scenario::Baseline,
         Scenario::SyncCpu,
         Scenario::TaskCpu,
@@ -54,6 +60,8 @@ impl Scenario {
         Scenario::InvalidArguments,
         Scenario::SilentSockets,
         Scenario::MemoryBombs,
+        Scenario::SchemaBranches,
+        Scenario::SlowHeads,
     ];
 
     fn name(self) -> &'static str {
@@ -66,6 +74,8 @@ impl Scenario {
             Scenario::InvalidArguments => "invalid-arguments",
             Scenario::SilentSockets => "silent-sockets",
             Scenario::MemoryBombs => "memory-bombs",
+            Scenario::SchemaBranches => "schema-branches",
+            Scenario::SlowHeads => "slow-heads",
         }
     }
 }
@@ -172,10 +182,10 @@ async fn run_all(
                 errors,
             ));
         }
-        if scenario == Scenario::SilentSockets {
+        if matches!(scenario, Scenario::SilentSockets | Scenario::SlowHeads) {
             let (samples, errors) = fresh_connections(server.addr, window).await;
             figures.push(figure(
-                "silent-sockets: greet on a new connection".into(),
+                format!("{}: greet on a new connection", scenario.name()),
                 samples,
                 errors,
             ));
@@ -476,6 +486,25 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
             }
         }
         Scenario::MemoryBombs => each(16, "a", tool_call("memory_bomb", json!({}), false)),
+        Scenario::SchemaBranches => {
+            let deep = (0..19).fold(json!("x"), |inner, _| json!([inner]));
+            each(3, "a", tool_call("branches", json!({"v": deep}), false));
+        }
+        Scenario::SlowHeads => {
+            let mut held = Vec::new();
+            for i in 0..1_280u32 {
+                let source = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2 + (i % 5) as u8));
+                if let Ok(s) = silent(source, addr).await {
+                    held.push(s);
+                }
+            }
+            while !stop.load(Ordering::Acquire) {
+                for s in &mut held {
+                    let _ = tokio::io::AsyncWriteExt::write_all(s, b"G").await;
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        }
     }
     while loops.join_next().await.is_some() {}
 }

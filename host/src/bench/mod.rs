@@ -172,7 +172,7 @@ async fn one_round(
         joins.push(tokio::spawn(async move {
             let mut leases = Vec::new();
             let req = ClaimRequest::new(60_000, "bench");
-            while let Some(c) = store.claim_next(&req).await? {
+            while let Some(c) = store.claim_next(&req).await?.claimed {
                 leases.push(c.lease);
             }
             Ok::<_, StoreError>(leases)

@@ -865,12 +865,12 @@ impl Layer for Recorder {
         &self,
         inner: &dyn Store,
         r: &ClaimRequest,
-    ) -> crate::store::StoreResult<Option<crate::store::Claimed>> {
-        let c = inner.claim_next(r).await?;
-        if let Some(c) = &c {
+    ) -> crate::store::StoreResult<crate::store::NextClaim> {
+        let next = inner.claim_next(r).await?;
+        if let Some(c) = &next.claimed {
             self.claimed(c);
         }
-        Ok(c)
+        Ok(next)
     }
 }
 

@@ -64,7 +64,8 @@ pub use id::{Isolation, Principal, Scope, TaskId};
 pub use journal::{JournalEntry, JournalRequest, JournalResponse};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
 pub use task::{
-    AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, Task, TaskStatus,
+    AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, ScheduledRetry,
+    Task, TaskStatus,
 };
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use trace::{

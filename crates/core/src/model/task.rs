@@ -217,6 +217,21 @@ pub struct AppliedEvent {
     /// without bound.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub status: bool,
+    /// What a `retry_requested` scheduled (none when it ended the task): its replay reports
+    /// this schedule, whatever the task holds by then, so a commit tried again after an
+    /// unknown reply arms the same retry as the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<ScheduledRetry>,
+}
+
+/// The retry an applied `retry_requested` scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduledRetry {
+    /// When the retry may run (store clock).
+    pub at: Timestamp,
+    /// Retries consumed by then, this one included.
+    pub count: u32,
 }
 
 /// The Task aggregate, as stored.

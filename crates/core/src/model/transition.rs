@@ -11,7 +11,7 @@
 use serde_json::Value;
 
 use super::history::{HistoryKind, history_text};
-use super::task::{AppliedEvent, InputEntry, Outcome, Task, TaskStatus};
+use super::task::{AppliedEvent, InputEntry, Outcome, ScheduledRetry, Task, TaskStatus};
 use super::{EventKind, RetryPolicy, TaskEvent, Timestamp};
 
 /// How many `status_message` event ids a task remembers for replay. Older ones are
@@ -94,6 +94,13 @@ impl Task {
         }
         let effect = match &event.kind {
             EventKind::InputRequested { key, .. } => Effect::Input(self.input_reply(key)),
+            EventKind::RetryRequested { .. } => match applied.retry {
+                Some(retry) => Effect::RetryScheduled {
+                    retry_at: retry.at,
+                    retry_count: retry.count,
+                },
+                None => Effect::RetryExhausted,
+            },
             _ => Effect::Applied,
         };
         Ok(Some((applied.revision, effect)))
@@ -244,7 +251,17 @@ impl Task {
                 Effect::Applied
             }
         };
-        self.record(event.id.as_str(), digest, is_status, generation, now);
+        let retry = match effect {
+            Effect::RetryScheduled {
+                retry_at,
+                retry_count,
+            } => Some(ScheduledRetry {
+                at: retry_at,
+                count: retry_count,
+            }),
+            _ => None,
+        };
+        self.record(event.id.as_str(), digest, is_status, retry, generation, now);
         self.history.push(now, note);
         Ok(Step {
             effect,
@@ -252,13 +269,15 @@ impl Task {
         })
     }
 
-    /// The next revision, its time and the event's id (for replays). Only the newest
-    /// [`REMEMBERED_STATUS_EVENTS`] status messages are remembered.
+    /// The next revision, its time and the event's id with what a replay reports (the
+    /// retry it scheduled). Only the newest [`REMEMBERED_STATUS_EVENTS`] status messages
+    /// are remembered.
     fn record(
         &mut self,
         id: &str,
         digest: u64,
         is_status: bool,
+        retry: Option<ScheduledRetry>,
         generation: Option<u64>,
         now: Timestamp,
     ) {
@@ -270,6 +289,7 @@ impl Task {
             digest,
             generation,
             status: is_status,
+            retry,
         });
         if is_status
             && self.events.iter().filter(|e| e.status).count() > REMEMBERED_STATUS_EVENTS
@@ -578,6 +598,45 @@ mod tests {
         assert_eq!(
             t.replay_of(&different, Some(1)),
             Err(Rejected::EventIdReused("g1-status".into()))
+        );
+    }
+
+    /// A retry commit tried again after an unknown reply learns the schedule its first
+    /// commit made (or that it ended the task), not a bare "applied" that reads as neither.
+    #[test]
+    fn a_replayed_retry_reports_the_schedule_or_the_exhaustion_it_committed() {
+        let retry = RetryPolicy::new([5_000]).expect("policy");
+        let again = |id: &str| {
+            TaskEvent::new(
+                EventId::new(id).expect("id"),
+                EventKind::RetryRequested {
+                    error: error(),
+                    status_message: None,
+                },
+            )
+        };
+        let mut t = task_in(TaskStatus::Working);
+        let first = again("g1-outcome");
+        let step = t.apply(first.clone(), Some(1), &retry, NOW).expect("apply");
+        let scheduled = Effect::RetryScheduled {
+            retry_at: NOW.plus_ms(5_000),
+            retry_count: 1,
+        };
+        assert_eq!(step.effect, scheduled);
+        // The retry ran since (another claim, another clock): the replay is still the
+        // first commit's.
+        t.retry_at = None;
+        t.generation = 2;
+        assert_eq!(
+            t.replay_of(&first, Some(1)),
+            Ok(Some((t.revision, scheduled)))
+        );
+        let last = again("g2-outcome");
+        let step = t.apply(last.clone(), Some(2), &retry, NOW).expect("apply");
+        assert_eq!(step.effect, Effect::RetryExhausted);
+        assert_eq!(
+            t.replay_of(&last, Some(2)),
+            Ok(Some((t.revision, Effect::RetryExhausted)))
         );
     }
 

@@ -28,7 +28,7 @@ use super::engine::{self, Ctx, Touches, Txn, View};
 use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, Lease, NewTask,
-    Reaped, Store, StoreError, StoreResult,
+    NextClaim, Reaped, Store, StoreError, StoreResult,
 };
 
 /// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
@@ -220,10 +220,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
         self.read(Touches::Revocations, move |view, _| view.revoked(&key))
     }
 
-    /// Told that `claim_next` found nothing due, after its write; an error here is
+    /// Told that `claim_next` found nothing due, after its write; returns the tasks it
+    /// removed at their TTL, which `claim_next` reports with its own. An error here is
     /// `claim_next`'s. Default: nothing.
-    fn nothing_due(&self) -> impl Future<Output = StoreResult<()>> + Send {
-        std::future::ready(Ok(()))
+    fn nothing_due(&self) -> impl Future<Output = StoreResult<Vec<Reaped>>> + Send {
+        std::future::ready(Ok(Vec::new()))
     }
 
     /// Told, after the commit, that task `id` was created or moved by an event (a replay
@@ -361,20 +362,20 @@ impl<B: Backend> Store for B {
         .await
     }
 
-    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<NextClaim> {
         // A bad request is refused before any write starts (the rules check it again).
         engine::check_claim_request(request)?;
         let touches = Touches::NextDue(&request.skip_scopes);
         let owned = request.clone();
-        let claimed = self
+        let mut next = self
             .write(touches, move |txn, ctx| {
                 engine::claim_next(txn, ctx, &owned)
             })
             .await?;
-        if claimed.is_none() {
-            self.nothing_due().await?;
+        if next.claimed.is_none() {
+            next.reaped.extend(self.nothing_due().await?);
         }
-        Ok(claimed)
+        Ok(next)
     }
 
     async fn renew(&self, lease: &Lease, lease_ms: u64) -> StoreResult<Lease> {
@@ -489,6 +490,14 @@ impl<B: Backend> Store for B {
         // Due now: runners waiting for work hear of it like an answered question.
         self.announce(task.id, ChangeKind::InputAccepted);
         Ok(task)
+    }
+
+    async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
+        let access = access.clone();
+        self.write(Touches::Task(access.task_id), move |txn, ctx| {
+            engine::delete_finished(txn, ctx, &access)
+        })
+        .await
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

@@ -19,7 +19,7 @@ use crate::model::{
 use super::listing::{self, Fed, PageBuilder, TaskCounts, TaskPage, TaskQuery};
 use super::types::{
     Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, MAX_LEASE_MS, MAX_TTL_MS,
-    NewTask, Reaped,
+    NewTask, NextClaim, Reaped,
 };
 use super::{StoreError, StoreResult};
 
@@ -1216,13 +1216,14 @@ pub(crate) fn claim_next(
     txn: &mut dyn Txn,
     ctx: &Ctx,
     req: &ClaimRequest,
-) -> StoreResult<Option<Claimed>> {
+) -> StoreResult<NextClaim> {
     check_claim_request(req)?;
     let scan = if req.skip_scopes.is_empty() {
         CLAIM_SCAN
     } else {
         super::types::CLAIM_SKIP_SCAN
     };
+    let mut next = NextClaim::default();
     for id in txn.index_upto(Index::Due, ctx.now.as_millis(), scan)? {
         let Some(rec) = txn.load(&id)? else {
             return Err(StoreError::corrupt(format!(
@@ -1231,16 +1232,21 @@ pub(crate) fn claim_next(
         };
         if rec.task.is_expired(ctx.now) {
             // Past its TTL: nobody may run it. Remove it now rather than let it block the
-            // head of the queue until the next reap.
+            // head of the queue until the next reap, and report it as the reaper would.
             txn.delete(&rec)?;
+            next.reaped.push(Reaped {
+                id,
+                status: rec.task.status,
+            });
             continue;
         }
         if req.skip_scopes.contains(&rec.task.scope) {
             continue;
         }
-        return take_claim(txn, ctx, rec, req).map(Some);
+        next.claimed = Some(take_claim(txn, ctx, rec, req)?);
+        break;
     }
-    Ok(None)
+    Ok(next)
 }
 
 pub(crate) fn renew(
@@ -1458,6 +1464,19 @@ pub(crate) fn retry_now(txn: &mut dyn Txn, ctx: &Ctx, access: &Access) -> StoreR
     );
     txn.save(Some(&before), &after)?;
     Ok(after.task)
+}
+
+pub(crate) fn delete_finished(txn: &mut dyn Txn, ctx: &Ctx, access: &Access) -> StoreResult<()> {
+    check_access(access, ctx, Action::Cancel)?;
+    let rec = load_for_access(txn, ctx, access)?;
+    if !rec.task.status.is_terminal() {
+        return Err(StoreError::invalid(format!(
+            "task {} is {}: only a finished task can be deleted (cancel it first)",
+            rec.task.id,
+            rec.task.status.as_str()
+        )));
+    }
+    txn.delete(&rec)
 }
 
 pub(crate) fn inspect(view: &dyn View, id: &TaskId) -> StoreResult<Option<(Task, Work)>> {

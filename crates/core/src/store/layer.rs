@@ -16,8 +16,8 @@ use crate::model::{
 };
 
 use super::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, Reaped, Store,
-    StoreResult,
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, NextClaim, Reaped,
+    Store, StoreResult,
 };
 
 /// What a layer may watch or change. Each hook receives the wrapped store; the defaults
@@ -64,8 +64,19 @@ pub trait Layer: Send + Sync + 'static {
         &self,
         inner: &dyn Store,
         request: &ClaimRequest,
-    ) -> StoreResult<Option<Claimed>> {
+    ) -> StoreResult<NextClaim> {
         inner.claim_next(request).await
+    }
+
+    /// [`Store::authorize`].
+    async fn authorize(
+        &self,
+        inner: &dyn Store,
+        principal: &Principal,
+        action: Action,
+        task_id: &str,
+    ) -> StoreResult<Access> {
+        inner.authorize(principal, action, task_id).await
     }
 }
 
@@ -138,7 +149,9 @@ impl<L: Layer> Store for Layered<L> {
         action: Action,
         task_id: &str,
     ) -> StoreResult<Access> {
-        self.inner.authorize(principal, action, task_id).await
+        self.layer
+            .authorize(&*self.inner, principal, action, task_id)
+            .await
     }
 
     async fn authorize_read(
@@ -171,7 +184,7 @@ impl<L: Layer> Store for Layered<L> {
         self.layer.claim(&*self.inner, task_id, request).await
     }
 
-    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>> {
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<NextClaim> {
         self.layer.claim_next(&*self.inner, request).await
     }
 
@@ -246,6 +259,10 @@ impl<L: Layer> Store for Layered<L> {
 
     async fn retry_now(&self, access: &Access) -> StoreResult<Task> {
         self.inner.retry_now(access).await
+    }
+
+    async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
+        self.inner.delete_finished(access).await
     }
 
     async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {

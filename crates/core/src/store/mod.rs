@@ -77,7 +77,7 @@ pub use traced::{TaskSpans, TracedStore, system_time, task_span};
 pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
-    InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, Reaped,
+    InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, NextClaim, Reaped,
 };
 
 use crate::model::{
@@ -245,8 +245,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims the task that has been due longest: unclaimed work, work whose lease expired
     /// (or was made in an earlier boot epoch), and retries whose `retry_at` has passed.
-    /// Tasks parked on unanswered input with no claim are not due. `None` if nothing is due.
-    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<Option<Claimed>>;
+    /// Tasks parked on unanswered input with no claim are not due; no claim if nothing is.
+    /// Due tasks past their TTL that it meets are removed, never claimed, and reported in
+    /// [`NextClaim::reaped`] as [`Store::reap`] reports its own, so the caller counts and
+    /// logs the work they cut off.
+    async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<NextClaim>;
 
     /// Extends a live lease to `lease_ms` from now.
     ///
@@ -333,6 +336,13 @@ pub trait Store: Send + Sync + 'static {
     /// says so. Errors: `NotFound`, `Terminal`, [`StoreError::WrongAction`], and
     /// [`StoreError::Invalid`] for a task that is not waiting for a retry.
     async fn retry_now(&self, access: &Access) -> StoreResult<Task>;
+
+    /// An operator's delete, under a `cancel` access: removes a finished task (completed,
+    /// failed or cancelled) as the reaper would, which frees its place under
+    /// [`NewTask::max_stored_in_scope`] before its TTL. Errors: `NotFound`,
+    /// [`StoreError::WrongAction`], and [`StoreError::Invalid`] for an unfinished task
+    /// (cancel it first: its worker must hear of the end).
+    async fn delete_finished(&self, access: &Access) -> StoreResult<()>;
 
     /// Removes the components retired at least `retention_ms` ago that no live task is
     /// pinned to; returns their digests.

@@ -258,7 +258,20 @@ pub struct Claimed {
     pub started: bool,
 }
 
-/// A task removed by [`crate::store::Store::reap`].
+/// What [`crate::store::Store::claim_next`] did: the claim it made, and the tasks it
+/// removed on the way because their TTL had passed. Every removal at a TTL is reported
+/// as [`Reaped`], whoever made it, so work cut off unfinished is counted and logged.
+#[derive(Debug, Default)]
+pub struct NextClaim {
+    /// The claim on the task due longest, if any was.
+    pub claimed: Option<Claimed>,
+    /// Due tasks found past their TTL and removed (all of them unfinished: a finished
+    /// task is never due).
+    pub reaped: Vec<Reaped>,
+}
+
+/// A task removed at its TTL, by [`crate::store::Store::reap`] or on the way of a
+/// [`crate::store::Store::claim_next`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
     /// Its id.

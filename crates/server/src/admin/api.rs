@@ -8,6 +8,8 @@
 //!   a page of tasks, newest first, and the cursor of the next.
 //! - `GET  /admin/v1/counts?tenant`: tasks by status and by tool.
 //! - `GET  /admin/v1/tasks/{id}`: one task, with its questions and history.
+//! - `DELETE /admin/v1/tasks/{id}`: a finished task is removed now, freeing its place
+//!   under `limits.stored_tasks_per_tenant` (409 for one that has not finished).
 //! - `POST /admin/v1/tasks/{id}/cancel` `{"message"?}`.
 //! - `POST /admin/v1/tasks/{id}/answer` `{"responses": {key: response}}`.
 //! - `POST /admin/v1/tasks/{id}/retry`: a task waiting out its retry delay runs now.
@@ -73,7 +75,7 @@ pub(crate) fn routes(state: AdminState) -> Router {
         .route("/whoami", get(whoami))
         .route("/tasks", get(list))
         .route("/counts", get(counts))
-        .route("/tasks/{id}", get(show))
+        .route("/tasks/{id}", get(show).delete(delete))
         .route("/tasks/{id}/cancel", post(cancel))
         .route("/tasks/{id}/answer", post(answer))
         .route("/tasks/{id}/retry", post(retry))
@@ -210,6 +212,15 @@ async fn answer(
 ) -> Answer {
     let b: AnswerBody = body(&bytes)?;
     ok(s.server.admin_answer(&op, &id, b.responses).await?)
+}
+
+async fn delete(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(id): Path<String>,
+) -> Answer {
+    s.server.admin_delete(&op, &id).await?;
+    ok(json!({ "deleted": id }))
 }
 
 async fn retry(

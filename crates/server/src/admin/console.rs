@@ -28,7 +28,10 @@ use snodo_core::store::{ALL_STATUSES, TaskCounts, TaskFilter, TaskPage, TaskSumm
 
 use super::answer::{self, Field, Kind};
 use super::api::AdminState;
-use super::session::{PENDING_COOKIE, Pending, SESSION_COOKIE, Sessions, cookie};
+use super::session::{
+    PENDING_COOKIE, Pending, Sessions, cookie, revocation_key, session_cookie_of,
+    session_set_cookie,
+};
 use super::{AdminError, BulkOutcome, Operator, TaskDetail, filter_of, query_of};
 
 /// The console's state: the admin routes' and the session keys, derived once.
@@ -58,6 +61,8 @@ impl ConsoleState {
 struct Session {
     op: Operator,
     csrf: String,
+    /// Where it is revoked when its operator signs out.
+    revocation: String,
 }
 
 pub(crate) fn routes(state: ConsoleState) -> Router {
@@ -148,12 +153,28 @@ async fn signed_in(State(s): State<ConsoleState>, mut request: Request, next: Ne
         Ok(t) => t,
         Err(e) => return error_page(&e.into()),
     };
-    let value = cookie(request.headers(), SESSION_COOKIE).map(str::to_owned);
+    let value = session_cookie_of(request.headers()).map(str::to_owned);
     let fingerprint = s.admin.admin.fingerprint();
-    match value.and_then(|v| sessions.open(&v, now, fingerprint).map(|op| (op, v))) {
+    let opened = value.and_then(|v| sessions.open(&v, now, fingerprint).map(|op| (op, v)));
+    // A session its operator signed out of stays refused on every node, though its cookie
+    // has not expired.
+    let opened = match opened {
+        Some((op, v)) => match s.admin.server.store.revoked(&revocation_key(&v)).await {
+            Ok(false) => Some((op, v)),
+            Ok(true) => None,
+            Err(e) => return error_page(&e.into()),
+        },
+        None => None,
+    };
+    match opened {
         Some((op, v)) => {
             let csrf = sessions.csrf(&v);
-            request.extensions_mut().insert(Session { op, csrf });
+            let revocation = revocation_key(&v);
+            request.extensions_mut().insert(Session {
+                op,
+                csrf,
+                revocation,
+            });
             next.run(request).await
         }
         None => {
@@ -188,13 +209,50 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for Posted {
     }
 }
 
-/// Where an action on task `id` leads: back to its page with `done`, or with the error
-/// (a task out of reach is an error page of its own).
-fn acted<T>(id: &str, done: &str, outcome: Result<T, AdminError>) -> Response {
+/// What the task page says after an action: chosen by a code in its query, so a link
+/// cannot make the console show words of its author's choosing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Notice {
+    Cancelled,
+    Retried,
+    Answered,
+}
+
+impl Notice {
+    const ALL: [Notice; 3] = [Notice::Cancelled, Notice::Retried, Notice::Answered];
+
+    fn code(self) -> &'static str {
+        match self {
+            Notice::Cancelled => "cancelled",
+            Notice::Retried => "retried",
+            Notice::Answered => "answered",
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Notice::Cancelled => "Cancelled.",
+            Notice::Retried => "Due now: a runner takes it next.",
+            Notice::Answered => "Answer accepted.",
+        }
+    }
+
+    fn of_code(code: &str) -> Option<Notice> {
+        Notice::ALL.into_iter().find(|n| n.code() == code)
+    }
+}
+
+/// Where an action on task `id` leads: back to its page with the notice, or an error page
+/// saying what went wrong (from the server, never from the query).
+fn acted<T>(id: &str, done: Notice, outcome: Result<T, AdminError>) -> Response {
     match outcome {
-        Ok(_) => back_to(id, Ok(done)),
-        Err(AdminError::NotFound) => error_page(&AdminError::NotFound),
-        Err(e) => back_to(id, Err(e.to_string())),
+        Ok(_) => Redirect::to(&format!(
+            "/console/tasks/{}?done={}",
+            encode(id),
+            done.code()
+        ))
+        .into_response(),
+        Err(e) => error_page(&e),
     }
 }
 
@@ -345,7 +403,11 @@ fn login_markup(s: &ConsoleState, next: Option<&str>, error: Option<&str>) -> Ht
     )
 }
 
-async fn login(State(s): State<ConsoleState>, Form(form): Form<Vec<(String, String)>>) -> Response {
+async fn login(
+    State(s): State<ConsoleState>,
+    request_headers: HeaderMap,
+    Form(form): Form<Vec<(String, String)>>,
+) -> Response {
     let next = field(&form, "next")
         .filter(|n| n.starts_with("/console/") && !n.starts_with("/console//"))
         .unwrap_or("/console/tasks")
@@ -381,7 +443,7 @@ async fn login(State(s): State<ConsoleState>, Form(form): Form<Vec<(String, Stri
                 .into_response();
         }
     };
-    match session_cookie(&s, &op).await {
+    match session_cookie(&s, &op, over_https(&s, &request_headers)).await {
         Ok(cookie) => {
             let mut r = Redirect::to(&next).into_response();
             r.headers_mut().insert(header::SET_COOKIE, cookie);
@@ -391,17 +453,46 @@ async fn login(State(s): State<ConsoleState>, Form(form): Form<Vec<(String, Stri
     }
 }
 
-/// The `Set-Cookie` of a new session for `op`.
-async fn session_cookie(s: &ConsoleState, op: &Operator) -> Result<HeaderValue, AdminError> {
+/// The `Set-Cookie` of a new session for `op` (`Secure` and `__Host-` when `secure`).
+async fn session_cookie(
+    s: &ConsoleState,
+    op: &Operator,
+    secure: bool,
+) -> Result<HeaderValue, AdminError> {
     let sessions = s.sessions().await?;
     let now = s.admin.server.store.now().await?;
     let ms = s.admin.admin.config().session_ms;
     let value = sessions.seal(op, now.plus_ms(ms), s.admin.admin.fingerprint());
-    HeaderValue::from_str(&format!(
-        "{SESSION_COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}",
-        ms / 1000
-    ))
-    .map_err(|_| AdminError::Unavailable("the session cookie cannot be sent".into()))
+    HeaderValue::from_str(&session_set_cookie(&value, ms / 1000, secure))
+        .map_err(|_| AdminError::Unavailable("the session cookie cannot be sent".into()))
+}
+
+/// Whether the browser reached the console over HTTPS: a TLS-terminating proxy in front
+/// says so (`X-Forwarded-Proto`), or the server's public URL is https (the console's
+/// sign-in redirect, else the OAuth resource). A client that claims it falsely only makes
+/// its own cookie `Secure`.
+fn over_https(s: &ConsoleState, headers: &HeaderMap) -> bool {
+    let forwarded = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|p| p.trim().eq_ignore_ascii_case("https"));
+    let public = match s
+        .admin
+        .admin
+        .config()
+        .sign_in
+        .as_ref()
+        .and_then(|i| i.redirect_uri.clone())
+    {
+        Some(u) => u,
+        None => s
+            .admin
+            .oauth
+            .as_ref()
+            .map(|rs| rs.resource())
+            .unwrap_or_default(),
+    };
+    forwarded || public.starts_with("https://")
 }
 
 fn random_b64(n: usize) -> String {
@@ -508,8 +599,13 @@ async fn oauth_callback(
             return Err(AdminError::NotFound);
         };
         if let Some(e) = q.get("error") {
+            // An RFC 6749 error code, never a description: anyone can write a link
+            // to this page.
+            let code = Some(e.as_str())
+                .filter(|c| c.len() <= 40 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+                .unwrap_or("an error");
             return Err(AdminError::Forbidden(format!(
-                "the identity provider refused the sign-in: {e}"
+                "the identity provider refused the sign-in: {code}"
             )));
         }
         let now = s.admin.server.store.now().await?;
@@ -567,7 +663,10 @@ async fn oauth_callback(
             .admin
             .bearer_operator(&bearer, &s.admin.authenticator)
             .await?;
-        Ok((session_cookie(&s, &op).await?, pending.next))
+        Ok((
+            session_cookie(&s, &op, over_https(&s, &headers)).await?,
+            pending.next,
+        ))
     };
     match run.await {
         Ok((session, next)) => {
@@ -594,14 +693,27 @@ async fn oauth_callback(
     }
 }
 
-async fn logout(_: Posted) -> Response {
+/// Signs out: the session is revoked in the store until it would have expired (so a copy
+/// of the cookie stops working on every node), and the browser's cookie is cleared.
+async fn logout(State(s): State<ConsoleState>, p: Posted) -> Response {
+    let revoked = async {
+        let now = s.admin.server.store.now().await?;
+        let until = now.plus_ms(s.admin.admin.config().session_ms);
+        s.admin
+            .server
+            .store
+            .revoke(&p.session.revocation, until)
+            .await
+    };
+    if let Err(e) = revoked.await {
+        return error_page(&e.into());
+    }
     let mut r = Redirect::to("/console/login").into_response();
-    r.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static(
-            "snodo_console=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0",
-        ),
-    );
+    for secure in [false, true] {
+        if let Ok(v) = HeaderValue::from_str(&session_set_cookie("", 0, secure)) {
+            r.headers_mut().append(header::SET_COOKIE, v);
+        }
+    }
     r
 }
 
@@ -843,8 +955,9 @@ async fn task_page(
                 &format!("Task {id}"),
                 Some(&session),
                 html! {
-                    @if let Some(e) = q.get("error") { p.error role="alert" { (e) } }
-                    @if let Some(n) = q.get("done") { p role="status" { (n) } }
+                    @if let Some(n) = q.get("done").and_then(|c| Notice::of_code(c)) {
+                        p role="status" { (n.text()) }
+                    }
                     div id="live" data-src=(live) { (task_markup(&session, &detail)) }
                     p { a href="/console/tasks" { "All tasks" } }
                     (live_script(&events))
@@ -1063,15 +1176,6 @@ fn field_markup(key: &str, f: &Field) -> Markup {
     }
 }
 
-/// Where a task's page is, with a notice or an error to show.
-fn back_to(id: &str, outcome: Result<&str, String>) -> Response {
-    let q = match outcome {
-        Ok(done) => format!("done={}", encode(done)),
-        Err(e) => format!("error={}", encode(&e)),
-    };
-    Redirect::to(&format!("/console/tasks/{}?{q}", encode(id))).into_response()
-}
-
 async fn cancel(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted) -> Response {
     let message = field(&p.form, "message").map(str::to_owned);
     let outcome = s
@@ -1079,12 +1183,12 @@ async fn cancel(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted
         .server
         .admin_cancel(&p.session.op, &id, message)
         .await;
-    acted(&id, "Cancelled.", outcome)
+    acted(&id, Notice::Cancelled, outcome)
 }
 
 async fn retry(State(s): State<ConsoleState>, Path(id): Path<String>, p: Posted) -> Response {
     let outcome = s.admin.server.admin_retry(&p.session.op, &id).await;
-    acted(&id, "Due now: a runner takes it next.", outcome)
+    acted(&id, Notice::Retried, outcome)
 }
 
 async fn answer_form(
@@ -1120,7 +1224,7 @@ async fn answer_form(
         server.admin_answer(&session.op, &id, responses).await
     }
     .await;
-    acted(&id, "Answer accepted.", response)
+    acted(&id, Notice::Answered, response)
 }
 
 // ---- bulk cancel ----

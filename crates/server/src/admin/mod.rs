@@ -30,7 +30,7 @@ use crate::http::auth::{TokenDigest, digest, digests_equal};
 use crate::http::{Authenticator, Caller, Scopes, bearer_token};
 use crate::mcp::{Handoff, McpServer};
 
-pub use session::SESSION_COOKIE;
+pub use session::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
 
 /// The most tasks one bulk cancel acts on, unless the request asks for fewer.
 pub const DEFAULT_BULK_CAP: usize = 1_000;
@@ -566,6 +566,23 @@ impl McpServer {
             other => other.into(),
         })?;
         self.admin_task(op, id).await
+    }
+
+    /// Deletes a finished task now rather than at its TTL, freeing its place under
+    /// `limits.stored_tasks_per_tenant`. An unfinished task is a conflict: cancel it first.
+    pub(crate) async fn admin_delete(&self, op: &Operator, id: &str) -> Result<(), AdminError> {
+        let (task, _) = self.admin_load(op, id).await?;
+        let access = self
+            .store
+            .authorize(&task.scope.owner(), Action::Cancel, id)
+            .await?;
+        self.store
+            .delete_finished(&access)
+            .await
+            .map_err(|e| match e {
+                StoreError::Invalid(m) => AdminError::Conflict(m.to_string()),
+                other => other.into(),
+            })
     }
 
     /// Cancels (or, with `preview`, counts) the live tasks `filter` selects, at most `cap`.

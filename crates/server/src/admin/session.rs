@@ -19,6 +19,10 @@ use super::Operator;
 
 /// The console's session cookie.
 pub const SESSION_COOKIE: &str = "snodo_console";
+/// The session cookie's name when the console is reached over HTTPS: the `__Host-` prefix
+/// makes browsers keep it only when it is `Secure`, host-only and on `Path=/`, so neither
+/// a sibling subdomain nor a plain-HTTP response can plant or overwrite it.
+pub const SECURE_SESSION_COOKIE: &str = "__Host-snodo_console";
 /// The cookie holding a sign-in through the identity provider while it is under way.
 pub(crate) const PENDING_COOKIE: &str = "snodo_console_oauth";
 
@@ -121,6 +125,37 @@ impl Sessions {
 }
 
 /// The value of cookie `name` in `headers`.
+/// The `Set-Cookie` value of a session cookie holding `value` for `max_age_s` seconds
+/// (0 clears it): [`SECURE_SESSION_COOKIE`] when `secure`, else [`SESSION_COOKIE`] scoped
+/// to the console.
+pub(crate) fn session_set_cookie(value: &str, max_age_s: u64, secure: bool) -> String {
+    if secure {
+        format!(
+            "{SECURE_SESSION_COOKIE}={value}; Path=/; Secure; HttpOnly; SameSite=Strict; \
+             Max-Age={max_age_s}"
+        )
+    } else {
+        format!(
+            "{SESSION_COOKIE}={value}; Path=/console; HttpOnly; SameSite=Strict; \
+             Max-Age={max_age_s}"
+        )
+    }
+}
+
+/// The session cookie a request carries, under either name.
+pub(crate) fn session_cookie_of(headers: &axum::http::HeaderMap) -> Option<&str> {
+    cookie(headers, SECURE_SESSION_COOKIE).or_else(|| cookie(headers, SESSION_COOKIE))
+}
+
+/// The key a signed-out session is revoked under in the store: a digest of the cookie,
+/// never the cookie itself.
+pub(crate) fn revocation_key(value: &str) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(value.as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("console-session:{hex}")
+}
+
 pub(crate) fn cookie<'h>(headers: &'h axum::http::HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(axum::http::header::COOKIE)

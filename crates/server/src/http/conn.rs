@@ -15,11 +15,15 @@
 //!
 //! A connection whose timer expires is dropped, which closes the socket. The cap is a
 //! semaphore: a connection accepted while every slot is held takes the slot of the oldest
-//! connection that has not sent a byte yet (closing it), and waits for a slot to free only
-//! when no such connection is open. So silent sockets cannot hold the server: a client
-//! that speaks gets in however many sockets sit open saying nothing, and the connections
-//! that are never closed for a newcomer are the ones that have sent a request (among them
-//! every authenticated keep-alive connection). One peer address may hold at most
+//! connection that has not sent a byte yet (closing it), else of the oldest that has not
+//! finished its first request head, and waits for a slot to free only when no such
+//! connection is open. So neither silent sockets nor heads trickled a byte at a time can
+//! hold the server: a client that speaks gets in however many of them sit open, and the
+//! connections that are never closed for a newcomer are the ones that have sent a whole
+//! request head (among them every authenticated keep-alive connection). Near the cap (at
+//! least three quarters of the slots held) a request head that starts must be complete
+//! within `first_byte_timeout` rather than `header_timeout`, so slow heads free their slots
+//! quickly exactly when slots are scarce. One peer address may hold at most
 //! `max_connections_per_peer` of the slots: a connection past that is closed at once.
 
 use std::collections::HashMap;
@@ -94,6 +98,24 @@ enum Phase {
     Busy(usize),
     /// Waiting for the next request since this instant.
     Idle(Instant),
+    /// Closed for a newcomer before it finished its first request head; nothing leaves
+    /// this phase.
+    Evicted,
+}
+
+/// How full the connection slots are, as a request head that starts asks.
+#[derive(Debug)]
+struct Slots {
+    free: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Slots {
+    /// At least three quarters of the slots are held.
+    fn scarce(&self) -> bool {
+        let held = self.max.saturating_sub(self.free.available_permits());
+        held.saturating_mul(4) >= self.max.saturating_mul(3)
+    }
 }
 
 /// A connection's phase, shared by its socket wrapper, its service and its watcher.
@@ -101,16 +123,23 @@ enum Phase {
 struct Activity {
     phase: Mutex<Phase>,
     changed: Notify,
-    /// Set when a newcomer needs this connection's slot: closed if still fresh.
-    evicted: std::sync::atomic::AtomicBool,
+    /// Whether a whole request head has arrived on it: such a connection is never closed
+    /// for a newcomer.
+    served: std::sync::atomic::AtomicBool,
+    /// Whether its current request head started while slots were scarce, and so has
+    /// `first_byte_timeout` to complete.
+    hurried: std::sync::atomic::AtomicBool,
+    slots: Arc<Slots>,
 }
 
 impl Activity {
-    fn new() -> Self {
+    fn new(slots: Arc<Slots>) -> Self {
         Self {
             phase: Mutex::new(Phase::Fresh(Instant::now())),
             changed: Notify::new(),
-            evicted: std::sync::atomic::AtomicBool::new(false),
+            served: std::sync::atomic::AtomicBool::new(false),
+            hurried: std::sync::atomic::AtomicBool::new(false),
+            slots,
         }
     }
 
@@ -118,20 +147,38 @@ impl Activity {
         matches!(*self.phase.lock(), Phase::Fresh(_))
     }
 
-    /// Closes the connection if it is still fresh; whether it was.
+    /// Whether it is still reading its first request head.
+    fn is_first_head(&self) -> bool {
+        matches!(*self.phase.lock(), Phase::Head(_))
+            && !self.served.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether a newcomer may take its slot now: it is fresh or still in its first head.
+    fn is_evictable(&self) -> bool {
+        self.is_fresh() || self.is_first_head()
+    }
+
+    /// Closes the connection if it is still evictable; whether it was.
     fn evict(&self) -> bool {
-        if !self.is_fresh() {
-            return false;
+        {
+            let mut phase = self.phase.lock();
+            let evictable = match *phase {
+                Phase::Fresh(_) => true,
+                Phase::Head(_) => !self.served.load(std::sync::atomic::Ordering::Acquire),
+                _ => false,
+            };
+            if !evictable {
+                return false;
+            }
+            *phase = Phase::Evicted;
         }
-        self.evicted
-            .store(true, std::sync::atomic::Ordering::Release);
         self.changed.notify_one();
         true
     }
 
-    /// Whether it was evicted before it sent a byte.
+    /// Whether it was closed for a newcomer.
     fn is_evicted(&self) -> bool {
-        self.evicted.load(std::sync::atomic::Ordering::Acquire) && self.is_fresh()
+        matches!(*self.phase.lock(), Phase::Evicted)
     }
 
     fn update(&self, f: impl FnOnce(Phase) -> Phase) {
@@ -145,13 +192,17 @@ impl Activity {
     /// and closes nothing that is busy). Waking it would cost a poll per request.
     fn set(&self, f: impl FnOnce(Phase) -> Phase) {
         let mut phase = self.phase.lock();
-        *phase = f(*phase);
+        if !matches!(*phase, Phase::Evicted) {
+            *phase = f(*phase);
+        }
     }
 
     /// Bytes arrived: a new or idle connection starts a request head.
     fn read_bytes(&self) {
         let waiting = matches!(*self.phase.lock(), Phase::Idle(_) | Phase::Fresh(_));
         if waiting {
+            self.hurried
+                .store(self.slots.scarce(), std::sync::atomic::Ordering::Release);
             self.update(|p| match p {
                 Phase::Idle(_) | Phase::Fresh(_) => Phase::Head(Instant::now()),
                 other => other,
@@ -160,6 +211,8 @@ impl Activity {
     }
 
     fn request_started(&self) {
+        self.served
+            .store(true, std::sync::atomic::Ordering::Release);
         self.set(|p| match p {
             Phase::Busy(n) => Phase::Busy(n + 1),
             _ => Phase::Busy(1),
@@ -180,9 +233,15 @@ impl Activity {
                 since + limits.first_byte_timeout,
                 "http.first_byte_timeout_ms",
             )),
+            Phase::Head(since) if self.hurried.load(std::sync::atomic::Ordering::Acquire) => {
+                Some((
+                    since + limits.first_byte_timeout.min(limits.header_timeout),
+                    "http.first_byte_timeout_ms (a request head started near http.max_connections)",
+                ))
+            }
             Phase::Head(since) => Some((since + limits.header_timeout, "http.header_timeout_ms")),
             Phase::Idle(since) => Some((since + limits.idle_timeout, "http.idle_timeout_ms")),
-            Phase::Busy(_) => None,
+            Phase::Busy(_) | Phase::Evicted => None,
         }
     }
 }
@@ -300,9 +359,12 @@ pub async fn serve(
     // hyper's own header timer also runs while a keep-alive connection is idle; the
     // watcher times the two phases separately instead.
     http1.header_read_timeout(None).keep_alive(true);
-    let slots = Arc::new(Semaphore::new(
-        limits.max_connections.clamp(1, MAX_CONNECTIONS_LIMIT),
-    ));
+    let max = limits.max_connections.clamp(1, MAX_CONNECTIONS_LIMIT);
+    let slots = Arc::new(Semaphore::new(max));
+    let shared = Arc::new(Slots {
+        free: slots.clone(),
+        max,
+    });
     let peers = Peers::new(limits.max_connections_per_peer);
     let fresh = Fresh::default();
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -336,7 +398,7 @@ pub async fn serve(
                 if fresh.evict_oldest() {
                     tracing::debug!(
                         limit = "http.max_connections",
-                        "closing a silent connection for a newcomer"
+                        "closing a silent connection or an unfinished head for a newcomer"
                     );
                 }
                 tokio::select! {
@@ -349,7 +411,7 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
-        let activity = Arc::new(Activity::new());
+        let activity = Arc::new(Activity::new(shared.clone()));
         fresh.push(&activity, limits.max_connections);
         tokio::spawn(connection(
             stream,
@@ -369,8 +431,8 @@ pub async fn serve(
     Ok(())
 }
 
-/// The connections that have not sent a byte yet, oldest first (entries of connections
-/// that since spoke or closed are skipped, and pruned as the list grows).
+/// The connections that have not finished a request head yet, oldest first (entries of
+/// connections that since sent one or closed are skipped, and pruned as the list grows).
 #[derive(Default)]
 struct Fresh(Mutex<std::collections::VecDeque<std::sync::Weak<Activity>>>);
 
@@ -378,16 +440,23 @@ impl Fresh {
     fn push(&self, activity: &Arc<Activity>, max_connections: usize) {
         let mut list = self.0.lock();
         if list.len() >= max_connections.saturating_mul(2).max(64) {
-            list.retain(|w| w.upgrade().is_some_and(|a| a.is_fresh()));
+            list.retain(|w| w.upgrade().is_some_and(|a| a.is_evictable()));
         }
         list.push_back(Arc::downgrade(activity));
     }
 
-    /// Closes the oldest connection still fresh; whether there was one.
+    /// Closes the oldest connection that has sent nothing, else the oldest still in its
+    /// first request head; whether there was one.
     fn evict_oldest(&self) -> bool {
         let mut list = self.0.lock();
-        while let Some(w) = list.pop_front() {
-            if w.upgrade().is_some_and(|a| a.evict()) {
+        list.retain(|w| w.upgrade().is_some_and(|a| a.is_evictable()));
+        let silent = list
+            .iter()
+            .position(|w| w.upgrade().is_some_and(|a| a.is_fresh()));
+        let candidates = silent.into_iter().chain(0..list.len());
+        for i in candidates {
+            if list[i].upgrade().is_some_and(|a| a.evict()) {
+                list.remove(i);
                 return true;
             }
         }
@@ -494,7 +563,7 @@ async fn connection(
             }
             () = activity.changed.notified() => {
                 if activity.is_evicted() {
-                    tracing::debug!("closing a silent connection for a newcomer");
+                    tracing::debug!("closing a silent connection or an unfinished head for a newcomer");
                     return;
                 }
             }
@@ -519,5 +588,82 @@ async fn until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots(max: usize) -> Arc<Slots> {
+        Arc::new(Slots {
+            free: Arc::new(Semaphore::new(max)),
+            max,
+        })
+    }
+
+    /// A connection accepted into `slots`, holding one of them.
+    fn accepted(slots: &Arc<Slots>) -> (Arc<Activity>, OwnedSemaphorePermit) {
+        let permit = slots.free.clone().try_acquire_owned().expect("a free slot");
+        (Arc::new(Activity::new(slots.clone())), permit)
+    }
+
+    #[test]
+    fn a_newcomer_closes_the_silent_first_then_the_oldest_unfinished_head() {
+        let slots = slots(16);
+        let fresh = Fresh::default();
+        let (served, _p0) = accepted(&slots);
+        let (head_old, _p1) = accepted(&slots);
+        let (head_new, _p2) = accepted(&slots);
+        let (silent, _p3) = accepted(&slots);
+        for a in [&served, &head_old, &head_new, &silent] {
+            fresh.push(a, 16);
+        }
+        served.read_bytes();
+        served.request_started();
+        served.request_finished();
+        served.read_bytes(); // a second request's head: it has been served once
+        head_old.read_bytes();
+        head_new.read_bytes();
+
+        assert!(fresh.evict_oldest());
+        assert!(silent.is_evicted(), "the silent one goes first");
+        assert!(fresh.evict_oldest());
+        assert!(head_old.is_evicted(), "then the oldest unfinished head");
+        assert!(fresh.evict_oldest());
+        assert!(head_new.is_evicted());
+        assert!(
+            !fresh.evict_oldest(),
+            "a served connection is never closed for a newcomer"
+        );
+        assert!(!served.is_evicted());
+
+        // Eviction is final: a head completing afterwards does not revive it.
+        head_old.request_started();
+        head_old.request_finished();
+        assert!(head_old.is_evicted());
+        assert_eq!(head_old.deadline(&HttpLimits::default()), None);
+    }
+
+    #[test]
+    fn a_head_started_near_the_cap_has_the_first_byte_timeout() {
+        let limits = HttpLimits {
+            first_byte_timeout: Duration::from_secs(3),
+            header_timeout: Duration::from_secs(10),
+            ..HttpLimits::default()
+        };
+        let slots = slots(4);
+        let (calm, _p0) = accepted(&slots);
+        calm.read_bytes();
+        let (_, calm_limit) = calm.deadline(&limits).expect("a head has a deadline");
+        assert_eq!(calm_limit, "http.header_timeout_ms");
+        let (_b, _p1) = accepted(&slots);
+        let (hurried, _p2) = accepted(&slots);
+        hurried.read_bytes();
+        let (at, limit) = hurried.deadline(&limits).expect("a head has a deadline");
+        assert!(limit.starts_with("http.first_byte_timeout_ms"), "{limit}");
+        assert!(at <= Instant::now() + limits.first_byte_timeout);
+        // A head already under way keeps the deadline it started with.
+        assert_eq!(calm.deadline(&limits).expect("deadline").1, calm_limit);
     }
 }

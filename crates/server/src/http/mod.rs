@@ -438,14 +438,46 @@ fn allowed_host(headers: &HeaderMap, allowed: &[String]) -> Result<(), &'static 
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().map_err(|_| "unreadable Origin header")?;
-        let authority = origin
+        let (scheme, authority) = origin
             .split_once("://")
-            .map(|(_, rest)| rest.strip_suffix('/').unwrap_or(rest));
-        if !authority.and_then(authority_host).is_some_and(ok) {
+            .map(|(scheme, rest)| (scheme, rest.strip_suffix('/').unwrap_or(rest)))
+            .ok_or("the Origin is not allowed")?;
+        let Some(origin_host) = authority_host(authority).filter(|h| ok(h)) else {
             return Err("the Origin is not allowed");
+        };
+        // Every program on this machine serves loopback: a page another local server
+        // serves (another port) is another origin, though its host is allowed.
+        if is_loopback_name(origin_host) && port_of(authority, scheme) != port_of(host, scheme) {
+            return Err("the Origin is another port of this machine");
         }
     }
     Ok(())
+}
+
+/// Whether `host` (as an authority names it) is this machine's loopback.
+fn is_loopback_name(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    bare.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// The port of an authority, or `scheme`'s default when it names none.
+fn port_of(authority: &str, scheme: &str) -> Option<u16> {
+    let after_host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or("", |(_, rest)| rest),
+        None => authority.split_once(':').map_or("", |(_, port)| port),
+    };
+    let port = after_host.trim_start_matches(':');
+    if port.is_empty() {
+        return match scheme.to_ascii_lowercase().as_str() {
+            "https" => Some(443),
+            "http" => Some(80),
+            _ => None,
+        };
+    }
+    port.parse().ok()
 }
 
 /// The Protected Resource Metadata, where the authenticator publishes one.
@@ -671,4 +703,40 @@ fn accepts_event_stream(headers: &axum::http::HeaderMap) -> bool {
             });
             !refused && matches!(kind.as_str(), "text/event-stream" | "text/*" | "*/*")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(host: &str, origin: Option<&str>) -> Result<(), &'static str> {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::HOST, host.parse().expect("host"));
+        if let Some(o) = origin {
+            headers.insert(header::ORIGIN, o.parse().expect("origin"));
+        }
+        let allowed = HttpConfig::default().allowed_hosts;
+        allowed_host(&headers, &allowed)
+    }
+
+    #[test]
+    fn a_loopback_origin_must_name_this_servers_port() {
+        assert!(check("127.0.0.1:3001", Some("http://127.0.0.1:3001")).is_ok());
+        assert!(check("localhost:3001", Some("http://localhost:3001/")).is_ok());
+        assert!(check("[::1]:3001", Some("http://[::1]:3001")).is_ok());
+        assert!(
+            check("localhost", Some("http://localhost")).is_ok(),
+            "both port 80"
+        );
+        assert!(check("localhost:80", Some("http://localhost")).is_ok());
+        assert_eq!(
+            check("127.0.0.1:3001", Some("http://127.0.0.1:8080")),
+            Err("the Origin is another port of this machine")
+        );
+        assert!(check("localhost:3001", Some("http://localhost")).is_err());
+        assert!(check("[::1]:3001", Some("http://[::1]:3002")).is_err());
+        assert!(check("127.0.0.1:3001", Some("http://evil.example:3001")).is_err());
+        assert!(check("127.0.0.1:3001", Some("null")).is_err());
+        assert!(check("127.0.0.1:3001", None).is_ok());
+    }
 }

@@ -226,7 +226,43 @@ pub struct McpServer {
     /// The store's server key once read: it is made once per store and never changes, and
     /// every call that may seal a request state needs it.
     key: std::sync::OnceLock<[u8; 32]>,
+    /// The engine guests run on: a large body is parsed in its caller's CPU turn and held
+    /// in its caller's memory share. Without one, bodies are parsed where they arrive.
+    engine: Option<snodo_wasm::WasmEngine>,
 }
+
+/// Bodies larger than this are parsed on the blocking pool in the caller's CPU turn, and
+/// [`BODY_MEMORY_FACTOR`] times their size is held in the caller's memory share while
+/// their request is handled.
+pub const LARGE_BODY_BYTES: usize = 64 << 10;
+
+/// A body parsed: the message, or the error to answer with the id it carried.
+type ParsedBody = Result<protocol::Incoming, (Value, RpcError)>;
+
+/// The `id` of the JSON-RPC message in `body`, read without building the rest (`null` when
+/// it has none or is not JSON): what a refusal before parsing answers to.
+fn request_id(body: &[u8]) -> Value {
+    #[derive(serde::Deserialize)]
+    struct IdOnly {
+        #[serde(default)]
+        id: Value,
+    }
+    serde_json::from_slice::<IdOnly>(body).map_or(Value::Null, |m| m.id)
+}
+
+/// The cap a memory limit names, in bytes.
+fn limit_bytes(limit: &snodo_wasm::Limit) -> u64 {
+    match limit {
+        snodo_wasm::Limit::TenantMemory { bytes } | snodo_wasm::Limit::MemoryBudget { bytes } => {
+            *bytes
+        }
+        _ => 0,
+    }
+}
+
+/// The host memory counted per byte of a large body: its parsed values (a JSON number of
+/// two bytes becomes a 32-byte value) and the copies a call makes of its arguments.
+pub const BODY_MEMORY_FACTOR: usize = 16;
 
 /// What the request path hands to the runner once the store has committed a change.
 /// Every hand-off goes through [`McpServer::commit_then_tell`], after the commit, never before.
@@ -299,7 +335,15 @@ impl McpServer {
             metrics: Arc::new(crate::telemetry::Metrics::new()),
             closing: tokio_util::sync::CancellationToken::new(),
             catalog_changes: tokio::sync::broadcast::channel(16).0,
+            engine: None,
         }
+    }
+
+    /// Parses large bodies in their caller's CPU turn and memory share on `engine` (the
+    /// one the catalog's guests run on).
+    pub fn with_engine(mut self, engine: snodo_wasm::WasmEngine) -> Self {
+        self.engine = Some(engine);
+        self
     }
 
     /// Tells the subscription streams that asked for them that the tool, resource and
@@ -455,6 +499,60 @@ impl McpServer {
         self.sync_slots.held()
     }
 
+    /// A body past [`LARGE_BODY_BYTES`], parsed on the blocking pool in one of the caller's
+    /// CPU turns, with [`BODY_MEMORY_FACTOR`] times its size held in the caller's memory
+    /// share (the hold is kept until the request is answered). `None` for a small body or a
+    /// server without an engine; `Err` is the refusal when the share is full: nothing was
+    /// accepted, the client may try again.
+    async fn parse_large(
+        &self,
+        caller: &Caller,
+        body: &[u8],
+    ) -> Result<Option<(ParsedBody, snodo_wasm::MemoryHold)>, Reply> {
+        let Some(engine) = &self.engine else {
+            return Ok(None);
+        };
+        if body.len() <= LARGE_BODY_BYTES {
+            return Ok(None);
+        }
+        let tenant: Arc<str> = Arc::from(caller.principal.tenant.as_str());
+        let wanted = body.len().saturating_mul(BODY_MEMORY_FACTOR);
+        let held = engine.hold_host_memory(&tenant, wanted).map_err(|limit| {
+            let id = request_id(body);
+            let (key, over) = match limit {
+                snodo_wasm::Limit::TenantMemory { .. } => (
+                    "limits.guest_memory_per_tenant_bytes",
+                    snodo_runner::budget::Over::Tenant,
+                ),
+                _ => (
+                    "limits.guest_memory_total_bytes",
+                    snodo_runner::budget::Over::Global,
+                ),
+            };
+            let refusal = Refusal {
+                limit: key,
+                max: limit_bytes(&limit),
+                over,
+            };
+            Reply::error(&id, &self.refuse(&refusal))
+        })?;
+        let owned = body.to_vec();
+        match engine
+            .cpu()
+            .run_blocking(&tenant, move || protocol::parse(&owned))
+            .await
+        {
+            Ok(parsed) => Ok(Some((parsed, held))),
+            Err(e) => {
+                tracing::error!(error = %e, "parsing a body failed to run");
+                Err(Reply::error(
+                    &request_id(body),
+                    &RpcError::internal("the request could not be read"),
+                ))
+            }
+        }
+    }
+
     /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`
     /// announces (the same store the server and runner use, wrapped).
     pub fn with_change_feed(mut self, feed: Arc<ObservedStore>) -> Self {
@@ -502,7 +600,12 @@ impl McpServer {
 
     /// Handles one POST body.
     pub async fn handle(&self, headers: &RoutingHeaders, caller: &Caller, body: &[u8]) -> Reply {
-        let req = match protocol::parse(body) {
+        let (parsed, _held) = match self.parse_large(caller, body).await {
+            Ok(Some((parsed, held))) => (parsed, Some(held)),
+            Ok(None) => (protocol::parse(body), None),
+            Err(reply) => return reply,
+        };
+        let req = match parsed {
             Ok(Incoming::Request(r)) => r,
             Ok(Incoming::Notification { .. }) => return Reply::Accepted,
             Ok(Incoming::Response { id, outcome }) => {

@@ -27,6 +27,7 @@ impl McpServer {
         let principal = ctx.principal;
         let mut ack = serde_json::Map::new();
         let mut watched: Vec<String> = Vec::new();
+        let mut feed = None;
         if let Some(ids) = &listen.task_ids {
             if !ctx.meta.declares_tasks() {
                 return Err(RpcError::tasks_required());
@@ -45,6 +46,11 @@ impl McpServer {
                         over: Over::Tenant,
                     }));
                 }
+            }
+            // Joined before the tasks are authorized: a change committed from here on is
+            // in the feed, so none falls between the check and the stream.
+            if !wanted.is_empty() {
+                feed = self.changes.as_ref().map(|f| f.subscribe());
             }
             for id in wanted {
                 if self
@@ -92,11 +98,7 @@ impl McpServer {
             "notifications/subscriptions/acknowledged",
             json!({"notifications": ack, "_meta": sub}),
         ));
-        let feed = self
-            .changes
-            .as_ref()
-            .filter(|_| !watched.is_empty())
-            .map(|f| f.subscribe());
+        let feed = feed.filter(|_| !watched.is_empty());
         let catalog = (!lists.is_empty()).then(|| self.catalog_changes.subscribe());
         let stream = Stream {
             store: self.store.clone(),

@@ -11,11 +11,11 @@ use super::tenant_of;
 use crate::protocol::{self, RpcError};
 use snodo_core::model::ClientCapabilities;
 use snodo_core::model::{Grant, Principal, TaskId, TaskView};
-use snodo_core::store::{NewTask, StoreError};
+use snodo_core::store::{MAX_TTL_MS, NewTask, StoreError};
 use snodo_runner::budget::{Over, Refusal, Slot};
 use snodo_runner::{CatalogTool, tool_call_work};
 use snodo_wasm::headers::check_headers;
-use snodo_wasm::{GuestCaller, ModeChoice};
+use snodo_wasm::{ArgumentsRefused, CheckBudget, GuestCaller, ModeChoice};
 
 use crate::http::{Caller, Scopes};
 use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
@@ -106,11 +106,13 @@ impl McpServer {
 
     /// `arguments` if they match the tool's input schema, else -32602 naming the problem.
     ///
-    /// A small body is checked where it is: the check is linear in the arguments' size
-    /// (patterns run on a linear-time engine) and costs microseconds. A larger one could
-    /// hold an async worker for milliseconds, so it is checked on the blocking pool, in
-    /// one of the tenant's request-path slots (`slot`, kept for the guest executions that
-    /// follow), within the synchronous wall clock.
+    /// A small body is checked where it is, on the [inline budget](CheckBudget::INLINE):
+    /// nearly every call's check costs microseconds. A larger body, or a check that ran out
+    /// of the inline budget (a schema whose branches multiply), is checked again on the
+    /// blocking pool with the full budget, in one of the tenant's CPU turns and one of its
+    /// request-path slots (`slot`, kept for the guest executions that follow), within the
+    /// synchronous wall clock: a costly check spends its own tenant's share, never an async
+    /// worker or another tenant's turn.
     async fn check_arguments(
         &self,
         tool: &CatalogTool,
@@ -118,25 +120,25 @@ impl McpServer {
         ctx: &Ctx<'_>,
         slot: &mut Option<Slot>,
     ) -> Handled<Value> {
+        let name = &tool.info.name;
         if ctx.body_bytes <= INLINE_CHECK_BYTES {
-            tool.component
-                .check_arguments(&tool.info.name, &arguments)?;
-            return Ok(arguments);
+            match tool
+                .component
+                .check_arguments(name, &arguments, CheckBudget::INLINE)
+            {
+                Ok(()) => return Ok(arguments),
+                Err(ArgumentsRefused::Invalid(e)) => return Err(e),
+                Err(ArgumentsRefused::Exhausted(_)) => {}
+            }
         }
         *slot = Some(self.sync_slot(ctx.principal)?);
-        let (component, name) = (tool.component.clone(), tool.info.name.clone());
-        let check = tokio::task::spawn_blocking(move || {
-            component
-                .check_arguments(&name, &arguments)
-                .map(|()| arguments)
-        });
+        let tenant = tenant_of(ctx);
+        let check = tool
+            .component
+            .check_arguments_in_share(&tenant, name, arguments);
         let ms = self.config.limits.sync_timeout_ms;
         match tokio::time::timeout(Duration::from_millis(ms), check).await {
-            Ok(Ok(checked)) => checked,
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "an argument check panicked");
-                Err(RpcError::internal("the arguments could not be checked"))
-            }
+            Ok(checked) => Ok(checked?),
             Err(_) => Err(AttemptError::Limit(Limit::WallClock { ms }).to_rpc_error()),
         }
     }
@@ -253,7 +255,8 @@ impl McpServer {
             work.with_grant(grant)
         };
         let mut new = NewTask::new(task_id, principal.scope(), work);
-        let (ttl_ms, poll_interval_ms) = bounded_choice(tool, choice);
+        let park_after_ms = self.runner.options().park_after.as_millis() as u64;
+        let (ttl_ms, poll_interval_ms) = bounded_choice(tool, choice, park_after_ms);
         new.ttl_ms = ttl_ms;
         new.poll_interval_ms = Some(poll_interval_ms);
         // The capability set only: never the request's _meta.
@@ -263,18 +266,10 @@ impl McpServer {
         let task = match self.runner.create(new).await {
             Ok(t) => t,
             Err(StoreError::LiveLimit { max }) => {
-                return Err(self.refuse(&Refusal {
-                    limit: "limits.live_tasks_per_tenant",
-                    max,
-                    over: Over::Tenant,
-                }));
+                return Err(self.refuse_at_task_cap("limits.live_tasks_per_tenant", max, false));
             }
             Err(StoreError::StoredLimit { max }) => {
-                return Err(self.refuse(&Refusal {
-                    limit: "limits.stored_tasks_per_tenant",
-                    max,
-                    over: Over::Tenant,
-                }));
+                return Err(self.refuse_at_task_cap("limits.stored_tasks_per_tenant", max, true));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "task creation failed");
@@ -411,34 +406,80 @@ impl McpServer {
     }
 }
 
+impl McpServer {
+    /// The refusal at a task cap. A task past its TTL keeps its place until the reaper
+    /// removes it, and (under a cap that counts them, `finished_count`) a finished one
+    /// until its TTL or an operator's delete: the refusal says what frees a place.
+    fn refuse_at_task_cap(&self, limit: &'static str, max: u64, finished_count: bool) -> RpcError {
+        let mut e = self.refuse(&Refusal {
+            limit,
+            max,
+            over: Over::Tenant,
+        });
+        let reap_ms = self
+            .runner
+            .options()
+            .reap_interval
+            .map_or(0, |d| d.as_millis() as u64);
+        e.message = format!(
+            "{}; tasks past their TTL keep their place until the reaper removes them (every runner.reap_interval_ms = {reap_ms})",
+            e.message
+        );
+        if finished_count {
+            e.message
+                .push_str("; an operator can delete a finished task (DELETE /admin/v1/tasks/{id})");
+        }
+        e
+    }
+}
+
 /// The least TTL a mode rule may give a task: a minute, and never less than the tool's
-/// whole retry schedule (a rule cannot make a task expire while its retries are due).
+/// whole retry schedule plus `runner.park_after_ms` (a rule cannot make a task expire
+/// while its retries are due or while a guest waits for input before it parks).
 const RULE_MIN_TTL_MS: u64 = 60_000;
 /// The poll intervals a mode rule may suggest: from 100 ms to a minute.
 const RULE_POLL_INTERVAL_MS: std::ops::RangeInclusive<u64> = 100..=60_000;
 
 /// The task's TTL and poll interval: the tool's configured ones, or the mode rule's within
-/// bounds. The configured TTL is the ceiling (`None`, unlimited, has none); the floor is
-/// [`RULE_MIN_TTL_MS`] or the retry schedule, whichever is longer.
-fn bounded_choice(tool: &CatalogTool, choice: Option<ModeChoice>) -> (Option<u64>, u64) {
+/// bounds. See [`within_bounds`].
+fn bounded_choice(
+    tool: &CatalogTool,
+    choice: Option<ModeChoice>,
+    park_after_ms: u64,
+) -> (Option<u64>, u64) {
     let retries: u64 = tool.retry_policy.delays_ms().iter().sum();
-    within_bounds(tool.ttl_ms, tool.poll_interval_ms, retries, choice)
+    within_bounds(
+        tool.ttl_ms,
+        tool.poll_interval_ms,
+        retries,
+        park_after_ms,
+        choice,
+    )
 }
 
+/// A rule's TTL is kept between a floor, [`RULE_MIN_TTL_MS`] or the retry schedule plus
+/// `runner.park_after_ms` if longer, and a ceiling, the tool's configured TTL or, for a
+/// tool whose TTL is unlimited, the store's [`MAX_TTL_MS`]: a rule never makes the store
+/// refuse the task. The floor wins over a configured TTL shorter than it.
 fn within_bounds(
     ttl_ms: Option<u64>,
     poll_interval_ms: u64,
     retries_ms: u64,
+    park_after_ms: u64,
     choice: Option<ModeChoice>,
 ) -> (Option<u64>, u64) {
     let Some(choice) = choice else {
         return (ttl_ms, poll_interval_ms);
     };
-    let floor = RULE_MIN_TTL_MS.max(retries_ms);
+    let floor = RULE_MIN_TTL_MS
+        .max(retries_ms.saturating_add(park_after_ms))
+        .min(MAX_TTL_MS);
     let ttl = match (choice.ttl_ms, ttl_ms) {
         (None, configured) => configured,
-        (Some(t), Some(ceiling)) => Some(t.max(floor).min(ceiling.max(floor))),
-        (Some(t), None) => Some(t.max(floor)),
+        (Some(t), configured) => {
+            let ceiling = configured.unwrap_or(MAX_TTL_MS).clamp(floor, MAX_TTL_MS);
+            Some(t.clamp(floor, ceiling))
+        }
     };
     let poll = choice.poll_interval_ms.map_or(poll_interval_ms, |p| {
         p.clamp(*RULE_POLL_INTERVAL_MS.start(), *RULE_POLL_INTERVAL_MS.end())
@@ -490,34 +531,66 @@ mod tests {
         };
         let day = Some(86_400_000);
         assert_eq!(
-            within_bounds(day, 1_000, 0, None),
+            within_bounds(day, 1_000, 0, 0, None),
             (day, 1_000),
             "no rule: the tool's"
         );
-        assert_eq!(within_bounds(day, 1_000, 0, rule(None, None)), (day, 1_000));
         assert_eq!(
-            within_bounds(day, 1_000, 0, rule(Some(3_600_000), Some(5_000))),
+            within_bounds(day, 1_000, 0, 0, rule(None, None)),
+            (day, 1_000)
+        );
+        assert_eq!(
+            within_bounds(day, 1_000, 0, 0, rule(Some(3_600_000), Some(5_000))),
             (Some(3_600_000), 5_000)
         );
         assert_eq!(
-            within_bounds(day, 1_000, 0, rule(Some(1), Some(1))),
+            within_bounds(day, 1_000, 0, 0, rule(Some(1), Some(1))),
             (Some(RULE_MIN_TTL_MS), 100),
             "floors"
         );
         assert_eq!(
-            within_bounds(day, 1_000, 0, rule(Some(u64::MAX), Some(u64::MAX))),
+            within_bounds(day, 1_000, 0, 0, rule(Some(u64::MAX), Some(u64::MAX))),
             (day, 60_000),
             "ceilings"
         );
         assert_eq!(
-            within_bounds(None, 1_000, 0, rule(Some(u64::MAX), None)),
-            (Some(u64::MAX), 1_000),
-            "unlimited"
+            within_bounds(None, 1_000, 0, 0, rule(Some(u64::MAX), None)),
+            (Some(MAX_TTL_MS), 1_000),
+            "unlimited: the store's maximum, which it accepts"
         );
         assert_eq!(
-            within_bounds(day, 1_000, 120_000, rule(Some(70_000), None)),
+            within_bounds(None, 1_000, 0, 0, rule(Some(MAX_TTL_MS + 1), None)),
+            (Some(MAX_TTL_MS), 1_000)
+        );
+        assert_eq!(
+            within_bounds(day, 1_000, 120_000, 0, rule(Some(70_000), None)),
             (Some(120_000), 1_000),
             "never shorter than the retries"
+        );
+        assert_eq!(
+            within_bounds(Some(90_000), 1_000, 120_000, 0, rule(Some(1), None)),
+            (Some(120_000), 1_000),
+            "the floor wins over a shorter configured TTL"
+        );
+        assert_eq!(
+            within_bounds(None, 1_000, u64::MAX, 0, rule(Some(1), None)),
+            (Some(MAX_TTL_MS), 1_000),
+            "the floor itself is one the store accepts"
+        );
+    }
+
+    /// The floor counts `runner.park_after_ms` beside the retry schedule: a rule's TTL
+    /// outlives a guest that waits for input until it parks.
+    #[test]
+    fn a_rules_ttl_floor_outlives_the_retries_and_the_park_time() {
+        let choice = Some(ModeChoice {
+            mode: TaskMode::Optional,
+            ttl_ms: Some(1),
+            poll_interval_ms: None,
+        });
+        assert_eq!(
+            within_bounds(None, 1_000, 30_000, 3_600_000, choice),
+            (Some(3_630_000), 1_000)
         );
     }
 }

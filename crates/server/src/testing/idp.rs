@@ -96,6 +96,9 @@ struct Inner {
     generation: AtomicUsize,
     jwks_fetches: AtomicUsize,
     introspections: AtomicUsize,
+    metadata_fetches: AtomicUsize,
+    /// Whether the metadata documents answer 503.
+    metadata_down: std::sync::atomic::AtomicBool,
     /// Opaque tokens and what introspection answers for them.
     opaque: Mutex<HashMap<String, Value>>,
     /// Authorization codes issued and not redeemed.
@@ -134,6 +137,8 @@ impl TestIdp {
             generation: AtomicUsize::new(1),
             jwks_fetches: AtomicUsize::new(0),
             introspections: AtomicUsize::new(0),
+            metadata_fetches: AtomicUsize::new(0),
+            metadata_down: std::sync::atomic::AtomicBool::new(false),
             opaque: Mutex::new(HashMap::new()),
             codes: Mutex::new(HashMap::new()),
         });
@@ -182,6 +187,16 @@ impl TestIdp {
     /// How many times the key set was fetched.
     pub fn jwks_fetches(&self) -> usize {
         self.inner.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// How many times a metadata document was asked for.
+    pub fn metadata_fetches(&self) -> usize {
+        self.inner.metadata_fetches.load(Ordering::SeqCst)
+    }
+
+    /// Makes the metadata documents answer 503 (`true`) or serve again.
+    pub fn set_metadata_down(&self, down: bool) {
+        self.inner.metadata_down.store(down, Ordering::SeqCst);
     }
 
     /// How many introspection requests were answered.
@@ -392,6 +407,10 @@ fn redeem(idp: &Inner, form: &HashMap<String, String>) -> Result<(String, String
 }
 
 async fn metadata(State(idp): State<Arc<Inner>>) -> Response {
+    idp.metadata_fetches.fetch_add(1, Ordering::SeqCst);
+    if idp.metadata_down.load(Ordering::SeqCst) {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     let iss = &idp.issuer;
     axum::Json(json!({
         "issuer": iss,

@@ -42,7 +42,12 @@ async fn catalog() -> Catalog {
 }
 
 async fn admin_app() -> snodo_server::http::App {
-    let (server, _) = common::mcp_server(catalog().await, Default::default());
+    admin_app_under(Default::default()).await
+}
+
+/// [`admin_app`] under the budgets `limits`.
+async fn admin_app_under(limits: snodo_runner::budget::TenantLimits) -> snodo_server::http::App {
+    let (server, _) = common::mcp_server(catalog().await, limits);
     router(
         server,
         HttpConfig {
@@ -489,6 +494,84 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
         let line = format!("snodo_tasks{{status=\"{status}\"}} {n}");
         assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
     }
+}
+
+/// A task holds its place under `limits.stored_tasks_per_tenant` until it is reaped, past
+/// its TTL, or deleted by an operator once finished. The refusal at the cap says so, so a
+/// tenant at its cap learns what frees a place.
+#[tokio::test]
+async fn an_operator_deletes_a_finished_task_and_frees_its_stored_place() {
+    let app = admin_app_under(snodo_runner::budget::TenantLimits {
+        stored_tasks_per_tenant: 2,
+        ..Default::default()
+    })
+    .await;
+    let done = start(&app, ALICE, "test_whoami", json!({})).await;
+    await_admin(&app, ACME_OPS, &done, "the task to complete", |t| {
+        t["status"] == "completed"
+    })
+    .await;
+    let slow = start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await;
+    let third = |n| {
+        let body = rpc(
+            n,
+            "tools/call",
+            json!({"name": "slow_compute", "arguments": {"seconds": 600}}),
+            caps(true),
+        );
+        let mut req = request_of(&body);
+        req.headers_mut().insert(
+            "authorization",
+            format!("Bearer {ALICE}").parse().expect("header"),
+        );
+        req
+    };
+    let (_, v, _) = send(&app, third(3)).await;
+    assert_eq!(
+        v["error"]["data"]["limit"], "limits.stored_tasks_per_tenant",
+        "{v}"
+    );
+    let message = v["error"]["message"].as_str().expect("message");
+    assert!(message.contains("runner.reap_interval_ms"), "{message}");
+    assert!(message.contains("DELETE /admin/v1/tasks/"), "{message}");
+
+    let delete = |id: &str| {
+        admin(
+            "DELETE",
+            &format!("/admin/v1/tasks/{id}"),
+            Some(ACME_OPS),
+            None,
+        )
+    };
+    let (s, v, _) = send(&app, delete(&slow)).await;
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (StatusCode::CONFLICT, Some("conflict")),
+        "an unfinished task is cancelled first: {v}"
+    );
+    let (s, _, _) = send(
+        &app,
+        admin(
+            "DELETE",
+            &format!("/admin/v1/tasks/{done}"),
+            Some(BOB),
+            None,
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN, "not an operator");
+    let (s, v, _) = send(&app, delete(&done)).await;
+    assert_eq!((s, &v), (StatusCode::OK, &json!({"deleted": done})));
+    let (s, _) = get(&app, &format!("/admin/v1/tasks/{done}"), ACME_OPS).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = send(&app, delete(&done)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "deleted once");
+    let (s, v, _) = send(&app, third(4)).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert!(
+        v["result"]["taskId"].is_string(),
+        "the freed place is taken: {v}"
+    );
 }
 
 #[tokio::test]

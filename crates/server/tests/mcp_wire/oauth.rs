@@ -454,6 +454,99 @@ async fn opaque_tokens_are_introspected_and_the_answers_cached() {
     refused(&g.app, &expired, "active but expired").await;
 }
 
+/// Unknown opaque tokens cannot turn the server into an amplifier against the identity
+/// provider: requests carrying the same token share one introspection, at most
+/// `introspections_per_second` are sent per issuer (the rest are 503 naming the limit),
+/// and a JWT in a padded encoding is refused without being sent anywhere.
+#[tokio::test]
+async fn introspection_is_shared_rate_limited_and_never_sent_a_jwt() {
+    let idp = TestIdp::start().await;
+    let g = guarded(&idp, ScopePolicy::default(), |c| {
+        c.introspections_per_second = 3;
+    })
+    .await;
+    let unknown = "an-unknown-opaque-token-0123456789";
+    let body = list();
+    let same: Vec<_> = (0..8).map(|_| as_token(&g.app, &body, unknown)).collect();
+    for (status, _, body) in futures_util::future::join_all(same).await {
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+    }
+    assert_eq!(idp.introspections(), 1, "eight requests, one introspection");
+
+    // Two more distinct tokens fill this second's budget of three; the next is 503.
+    refused(&g.app, "another-unknown-token-0000000001", "unknown").await;
+    refused(&g.app, "another-unknown-token-0000000002", "unknown").await;
+    let (status, _, body) = as_token(&g.app, &list(), "another-unknown-token-0000000003").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.to_string().contains("introspections_per_second"),
+        "{body}"
+    );
+    assert_eq!(idp.introspections(), 3);
+    // Answers already given are still served from the cache meanwhile.
+    refused(&g.app, unknown, "cached").await;
+    g.clock.fetch_add(1, Ordering::SeqCst);
+    refused(
+        &g.app,
+        "another-unknown-token-0000000003",
+        "the next second",
+    )
+    .await;
+    assert_eq!(idp.introspections(), 4);
+
+    // A padded JWT is a JWT: refused as one, not introspected.
+    let jwt = idp.sign("RS256", &idp.claims(RESOURCE, "ada", ""));
+    let mut parts: Vec<String> = jwt.split('.').map(str::to_owned).collect();
+    parts[0].push_str("==");
+    refused(&g.app, &parts.join("."), "a padded JWT").await;
+    assert_eq!(idp.introspections(), 4, "nothing was sent for it");
+}
+
+/// A metadata document that cannot be fetched is not asked for on every request: the
+/// next try waits a second, then two, and a success ends the backoff.
+#[tokio::test]
+async fn a_failed_metadata_fetch_backs_off() {
+    let idp = TestIdp::start().await;
+    idp.set_metadata_down(true);
+    let g = guarded(&idp, ScopePolicy::default(), |_| {}).await;
+    let down = |i: usize| format!("opaque-while-down-{i:020}");
+    for i in 0..5 {
+        let (status, _, body) = as_token(&g.app, &list(), &down(i)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    }
+    let first = idp.metadata_fetches();
+    assert!(
+        (1..=2).contains(&first),
+        "one try of each well-known path: {first}"
+    );
+    g.clock.fetch_add(1, Ordering::SeqCst);
+    for i in 5..8 {
+        let (status, _, _) = as_token(&g.app, &list(), &down(i)).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    }
+    assert_eq!(
+        idp.metadata_fetches(),
+        2 * first,
+        "one more try after a second"
+    );
+    idp.set_metadata_down(false);
+    g.clock.fetch_add(1, Ordering::SeqCst);
+    let (status, _, _) = as_token(&g.app, &list(), &down(9)).await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the wait has doubled to two"
+    );
+    assert_eq!(idp.metadata_fetches(), 2 * first);
+    g.clock.fetch_add(1, Ordering::SeqCst);
+    let now = idp::now();
+    let active = idp.opaque(json!({
+        "active": true, "iss": idp.issuer(), "aud": RESOURCE, "sub": "ada",
+        "scope": "mcp", "exp": now + 600,
+    }));
+    accepted(&g.app, &active, "the provider is back").await;
+}
+
 #[tokio::test]
 async fn a_missing_scope_is_403_naming_every_scope_the_operation_needs() {
     let idp = TestIdp::start().await;
@@ -768,6 +861,15 @@ async fn console_get(
     )
 }
 
+/// The CSRF token of the first form on a console page.
+fn page_csrf(page: &str) -> String {
+    let at = page
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF token");
+    let rest = &page[at + "name=\"csrf\" value=\"".len()..];
+    rest[..rest.find('"').expect("the value's end")].to_owned()
+}
+
 /// The `name=value` of every cookie a response sets.
 fn set_cookies(h: &axum::http::HeaderMap) -> Vec<String> {
     h.get_all("set-cookie")
@@ -838,12 +940,71 @@ async fn the_console_signs_in_through_the_identity_provider() {
     assert!(page.contains("url=/console/tasks"), "{page}");
     let session = set_cookies(&h);
     assert_eq!(session.len(), 1, "{session:?}");
-    assert!(session[0].starts_with("snodo_console="));
+    // Served as https://mcp.example.com: the cookie is Secure, host-only, on every path.
+    assert!(
+        session[0].starts_with("__Host-snodo_console="),
+        "{session:?}"
+    );
+    let attrs: Vec<&str> = h
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .filter(|v| v.starts_with("__Host-"))
+        .collect();
+    assert!(
+        attrs[0].contains("; Secure") && attrs[0].contains("Path=/;"),
+        "{attrs:?}"
+    );
     let (s, _, page) = console_get(&app, "/console/tasks", &session).await;
     assert_eq!(s, StatusCode::OK);
     assert!(
         page.contains(idp::USER),
         "the provider's user is the operator: {page}"
+    );
+    // A notice is chosen by its code; other words in the query are not shown.
+    let long = rpc(
+        1,
+        "tools/call",
+        json!({"name": "slow_compute", "arguments": {"seconds": 60}}),
+        caps(true),
+    );
+    let ada = idp.sign("RS256", &idp.claims(RESOURCE, idp::USER, ""));
+    let (s, _, v) = as_token(&app, &long, &ada).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let id = v["result"]["taskId"].as_str().expect("a task").to_owned();
+    let task_page = |q: &str| {
+        let path = format!("/console/tasks/{id}?{q}");
+        let session = session.clone();
+        let app = app.clone();
+        async move { console_get(&app, &path, &session).await }
+    };
+    let (s, _, page) = task_page("done=cancelled").await;
+    assert_eq!(s, StatusCode::OK, "{page}");
+    assert!(page.contains("Cancelled."), "{page}");
+    let (_, _, page) = task_page("done=Call%20555-0100%20now&error=Your%20session%20expired").await;
+    assert!(
+        !page.contains("555-0100") && !page.contains("session expired"),
+        "{page}"
+    );
+
+    // Signing out ends the session on the server: the old cookie no longer works.
+    let csrf = page_csrf(&page);
+    let out = Request::post("/console/logout")
+        .header("host", "mcp.example.com")
+        .header("origin", "https://mcp.example.com")
+        .header("cookie", session.join("; "))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(Body::from(format!("csrf={csrf}")))
+        .expect("request");
+    let resp = app.clone().oneshot(out).await.expect("response");
+    assert_eq!(resp.status(), StatusCode::SEE_OTHER);
+    let (s, h, _) = console_get(&app, "/console/tasks", &session).await;
+    assert_eq!(s, StatusCode::SEE_OTHER, "a signed-out session is refused");
+    assert!(
+        h["location"]
+            .to_str()
+            .expect("location")
+            .starts_with("/console/login")
     );
 
     // A code is redeemed once.

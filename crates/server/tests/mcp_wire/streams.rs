@@ -231,6 +231,98 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
     runner.shutdown().await;
 }
 
+/// A layer whose first `read` authorization of a task cancels that task (through the
+/// store beneath, which announces it) before answering: a change committed while a
+/// subscription is being set up.
+#[derive(Default)]
+struct CancelledWhileAuthorized(std::sync::atomic::AtomicBool);
+
+#[async_trait::async_trait]
+impl snodo_core::store::Layer for CancelledWhileAuthorized {
+    async fn authorize(
+        &self,
+        inner: &dyn snodo_core::store::Store,
+        principal: &snodo_core::model::Principal,
+        action: snodo_core::store::Action,
+        task_id: &str,
+    ) -> snodo_core::store::StoreResult<snodo_core::store::Access> {
+        let granted = inner.authorize(principal, action, task_id).await?;
+        if action == snodo_core::store::Action::Read
+            && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let cancel = inner
+                .authorize(principal, snodo_core::store::Action::Cancel, task_id)
+                .await?;
+            inner
+                .cancel(&cancel, Some("ended meanwhile".into()))
+                .await?;
+        }
+        Ok(granted)
+    }
+}
+
+/// A watched task that changes while its subscription is being set up (after the request
+/// arrived, before the stream is answered) is not lost: the stream sends that change.
+#[tokio::test]
+async fn a_change_while_a_subscription_is_set_up_reaches_it() {
+    use snodo_core::store::Store;
+    let fixtures = fixtures().await;
+    let inner: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let observed = Arc::new(snodo_core::store::ObservedStore::new(inner.clone(), 64));
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::Layered::over(
+        observed.clone(),
+        CancelledWhileAuthorized::default(),
+    ));
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let options = snodo_runner::RunnerOptions {
+        recover: false,
+        ..Default::default()
+    };
+    let (server, runner) = common::server_with(&store, catalog, options);
+    let server = server.with_change_feed(observed.clone());
+    let principal = snodo_server::http::local_principal();
+    let id = snodo_core::model::TaskId::generate();
+    let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
+        .with_principal(principal.clone());
+    inner
+        .create(snodo_core::store::NewTask::new(id, principal.scope(), work))
+        .await
+        .expect("create");
+    let listen = rpc(
+        1,
+        "subscriptions/listen",
+        json!({"notifications": {"taskIds": [id.to_string()]}}),
+        caps(true),
+    );
+    let headers = snodo_server::mcp::RoutingHeaders {
+        method: Some(Ok("subscriptions/listen".into())),
+        protocol_version: Some(Ok("2026-07-28".into())),
+        accepts_sse: true,
+        ..Default::default()
+    };
+    let reply = server
+        .handle(
+            &headers,
+            &snodo_server::http::Caller::trusted(principal.clone()),
+            listen.to_string().as_bytes(),
+        )
+        .await;
+    let snodo_server::mcp::Reply::Stream(mut stream) = reply else {
+        panic!("subscriptions/listen answers with a stream");
+    };
+    let ack = next_message(&mut stream).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id.to_string()])
+    );
+    let n = next_message(&mut stream).await;
+    assert_eq!(n["method"], "notifications/tasks", "{n}");
+    assert_eq!(n["params"]["taskId"], id.to_string());
+    assert_eq!(n["params"]["status"], "cancelled");
+    runner.shutdown().await;
+}
+
 /// The next message of an SSE reply's queue.
 async fn next_message(stream: &mut tokio::sync::mpsc::Receiver<Value>) -> Value {
     tokio::time::timeout(Duration::from_secs(30), stream.recv())

@@ -156,6 +156,55 @@ impl AllowedHost {
         scheme_ok && port_ok && host_ok
     }
 
+    /// Whether some URL matches both this entry and `other`: an `inject` entry no
+    /// allow-list entry overlaps never adds its header, since no request to it goes out.
+    pub fn overlaps(&self, other: &AllowedHost) -> bool {
+        use HostPattern::{Any, Below, Ip, Localhost, Name};
+        // The ports each may reach, for each scheme both allow.
+        let ports = |p: PortPattern, https: bool| match p {
+            PortPattern::Default => {
+                let d = if https { 443 } else { 80 };
+                (d, d)
+            }
+            PortPattern::Range(a, b) => (a, b),
+            PortPattern::Any => (1, u16::MAX),
+        };
+        let scheme_allows = |s: SchemePattern, https: bool| match s {
+            SchemePattern::Http => !https,
+            SchemePattern::Https => https,
+            SchemePattern::Any => true,
+        };
+        let ports_meet = [false, true].into_iter().any(|https| {
+            let (a, b) = ports(self.ports, https);
+            let (c, d) = ports(other.ports, https);
+            scheme_allows(self.scheme, https)
+                && scheme_allows(other.scheme, https)
+                && a <= d
+                && c <= b
+        });
+        let below = |suffix: &str, name: &str| {
+            name.strip_suffix(suffix)
+                .is_some_and(|head| !head.is_empty())
+        };
+        let hosts = match (&self.host, &other.host) {
+            (Any, _) | (_, Any) => true,
+            (Name(a), Name(b)) => a == b,
+            (Below(s), Name(n)) | (Name(n), Below(s)) => below(s, n),
+            // Two wildcards share the names below the longer suffix.
+            (Below(a), Below(b)) => a.ends_with(b.as_str()) || b.ends_with(a.as_str()),
+            (Ip(a), Ip(b)) => a == b,
+            (Localhost, Localhost) => true,
+            _ => false,
+        };
+        ports_meet && hosts
+    }
+
+    /// Whether the entry's host is `localhost`, which matches only URLs that name
+    /// localhost: not `127.0.0.1` or `[::1]`, which need entries of their own.
+    pub fn is_localhost(&self) -> bool {
+        self.host == HostPattern::Localhost
+    }
+
     /// Whether this entry names `addr` explicitly, so that it may be reached even though
     /// it is not public or is the server's own.
     fn names(&self, addr: IpAddr) -> bool {
@@ -476,6 +525,35 @@ mod tests {
         assert!(url(&l, false, "svc.test", 9005) && url(&l, true, "svc.test", 9010));
         assert!(!url(&l, false, "svc.test", 9011));
         assert!(!url(&AllowList::default(), true, "api.example.com", 443));
+    }
+
+    #[test]
+    fn two_entries_overlap_when_some_url_matches_both() {
+        let e = |s: &str| AllowedHost::parse(s).expect(s);
+        for (a, b) in [
+            ("https://api.example.com", "https://api.example.com"),
+            ("https://api.example.com", "*://*:*"),
+            ("https://api.example.com", "https://*.example.com"),
+            ("https://*.a.example.com", "https://*.example.com"),
+            ("http://127.0.0.1:8000-8080", "*://127.0.0.1:8080"),
+            ("http://localhost:9000", "http://localhost:*"),
+            ("*://api.example.com", "https://api.example.com:443"),
+        ] {
+            assert!(e(a).overlaps(&e(b)) && e(b).overlaps(&e(a)), "{a} {b}");
+        }
+        for (a, b) in [
+            ("https://api.example.com", "https://api.example.org"),
+            ("https://api.example.com", "http://api.example.com"),
+            ("https://api.example.com", "https://api.example.com:8443"),
+            ("https://example.com", "https://*.example.com"),
+            ("http://localhost:8080", "http://127.0.0.1:8080"),
+            ("http://127.0.0.1:80-90", "http://127.0.0.1:91-99"),
+            ("https://*.a.example.com", "https://*.b.example.com"),
+        ] {
+            assert!(!e(a).overlaps(&e(b)) && !e(b).overlaps(&e(a)), "{a} {b}");
+        }
+        assert!(e("http://localhost:1").is_localhost());
+        assert!(!e("http://127.0.0.1:1").is_localhost());
     }
 
     #[test]

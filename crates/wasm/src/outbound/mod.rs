@@ -68,20 +68,111 @@ pub struct Injection {
 }
 
 /// A secret value: shown as `[secret]` by `Debug`, compared in constant time is not needed
-/// (it is never compared with guest input), and never serialized.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Arc<str>);
+/// (it is never compared with guest input), and never serialized. It carries the forms the
+/// host scrubs besides the value itself, worked out once.
+#[derive(Clone)]
+pub struct Secret(Arc<Forms>);
+
+struct Forms {
+    value: Arc<str>,
+    /// The value, then its encodings: what [`scrub_text`] and [`scrub_bytes`] replace.
+    forms: Vec<Box<str>>,
+}
+
+impl PartialEq for Secret {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.value == other.0.value
+    }
+}
+
+impl Eq for Secret {}
 
 impl Secret {
     /// Wraps a value.
     pub fn new(value: impl Into<Arc<str>>) -> Self {
-        Self(value.into())
+        let value = value.into();
+        let forms = forms_of(&value);
+        Self(Arc::new(Forms { value, forms }))
     }
 
     /// The value, for the one place that sends it.
     pub fn expose(&self) -> &str {
-        &self.0
+        &self.0.value
     }
+
+    /// What the host replaces wherever it scrubs: the value, and the encodings of it a
+    /// service or a tool applies without meaning anything by it (base64 and base64url at
+    /// any alignment, hex, percent-encoding, JSON string escapes). Best effort: a
+    /// transformation outside this list (hashing, reversing, splitting) is not recognised.
+    pub(crate) fn forms(&self) -> impl Iterator<Item = &str> {
+        self.0.forms.iter().map(|f| &**f)
+    }
+}
+
+/// Encodings shorter than this are not scrubbed: a short run of base64 or hex digits
+/// occurs in ordinary text, and replacing it would mangle what the guest receives without
+/// hiding anything that matters.
+const MIN_ENCODED_FORM: usize = 8;
+
+/// `value` and its encodings, longest first among the encodings, without repeats.
+fn forms_of(value: &str) -> Vec<Box<str>> {
+    if value.is_empty() {
+        return Vec::new();
+    }
+    let bytes = value.as_bytes();
+    let mut encoded: Vec<String> = Vec::new();
+    for alphabet in [BASE64, BASE64_URL] {
+        encoded.extend((0..3).map(|k| base64_core(bytes, k, alphabet)));
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    encoded.push(hex.to_ascii_uppercase());
+    encoded.push(hex);
+    let percent: String = bytes
+        .iter()
+        .map(|&b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect();
+    encoded.push(percent.replace("%20", "+"));
+    encoded.push(percent);
+    if let Ok(json) = serde_json::to_string(value) {
+        encoded.push(json[1..json.len() - 1].to_owned());
+    }
+    encoded.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    let mut forms: Vec<Box<str>> = vec![value.into()];
+    for f in encoded {
+        if f.len() >= MIN_ENCODED_FORM && !forms.iter().any(|k| **k == *f) {
+            forms.push(f.into());
+        }
+    }
+    forms
+}
+
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The base64 characters that `bytes` alone decide when they start `k` bytes (0, 1 or 2)
+/// into a group of three: what any base64 text carrying `bytes` at that alignment holds,
+/// whatever comes before and after. A character stands for 6 bits of the stream; it is
+/// decided when all 6 lie inside `bytes`, so at most two characters at each end are left
+/// out (they mix in the neighbours' bits).
+fn base64_core(bytes: &[u8], k: usize, alphabet: &[u8; 64]) -> String {
+    let start = 8 * k;
+    let end = 8 * (k + bytes.len());
+    let bit = |i: usize| {
+        let at = i - start;
+        (bytes[at / 8] >> (7 - at % 8)) & 1
+    };
+    (start.div_ceil(6)..end / 6)
+        .map(|c| {
+            let v = (0..6).fold(0u8, |v, j| (v << 1) | bit(6 * c + j));
+            char::from(alphabet[usize::from(v)])
+        })
+        .collect()
 }
 
 impl std::fmt::Debug for Secret {
@@ -93,22 +184,44 @@ impl std::fmt::Debug for Secret {
 /// What replaces a secret value wherever the host scrubs it.
 pub const REDACTED: &str = "[redacted]";
 
-/// Replaces every secret in `text`.
+/// The forms of every secret, in the order they are replaced.
+fn all_forms(secrets: &[Secret]) -> impl Iterator<Item = &str> {
+    secrets.iter().flat_map(Secret::forms)
+}
+
+/// Replaces every secret (the value and its encodings) in `text`; `None` when none
+/// occurs.
 pub fn scrub_text(text: &str, secrets: &[Secret]) -> Option<String> {
-    let hit = secrets
-        .iter()
-        .any(|s| !s.expose().is_empty() && text.contains(s.expose()));
-    if !hit {
+    if !all_forms(secrets).any(|f| text.contains(f)) {
         return None;
     }
     let mut out = text.to_owned();
-    for s in secrets.iter().filter(|s| !s.expose().is_empty()) {
-        out = out.replace(s.expose(), REDACTED);
+    for f in all_forms(secrets) {
+        if out.contains(f) {
+            out = out.replace(f, REDACTED);
+        }
     }
     Some(out)
 }
 
-/// Replaces every secret in the strings of `value`.
+/// Replaces every secret in a header name, which the transport may have lower-cased (an
+/// HTTP/2 hop, or hyper itself): compared without case, and replaced by `redacted`, which
+/// is a valid name where `[redacted]` is not.
+pub(crate) fn scrub_name(name: &str, secrets: &[Secret]) -> Option<String> {
+    let mut out = name.to_ascii_lowercase();
+    let mut hit = false;
+    for f in all_forms(secrets) {
+        let f = f.to_ascii_lowercase();
+        if out.contains(&f) {
+            out = out.replace(&f, "redacted");
+            hit = true;
+        }
+    }
+    hit.then_some(out)
+}
+
+/// Replaces every secret in the strings of `value` and in its objects' keys (two keys
+/// that differ only by a secret become one).
 pub fn scrub_value(value: &mut serde_json::Value, secrets: &[Secret]) {
     use serde_json::Value;
     if secrets.is_empty() {
@@ -121,7 +234,16 @@ pub fn scrub_value(value: &mut serde_json::Value, secrets: &[Secret]) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| scrub_value(v, secrets)),
-        Value::Object(map) => map.values_mut().for_each(|v| scrub_value(v, secrets)),
+        Value::Object(map) => {
+            if map.keys().any(|k| scrub_text(k, secrets).is_some()) {
+                for (k, mut v) in std::mem::take(map) {
+                    scrub_value(&mut v, secrets);
+                    map.insert(scrub_text(&k, secrets).unwrap_or(k), v);
+                }
+            } else {
+                map.values_mut().for_each(|v| scrub_value(v, secrets));
+            }
+        }
         _ => {}
     }
 }
@@ -130,11 +252,8 @@ pub fn scrub_value(value: &mut serde_json::Value, secrets: &[Secret]) {
 /// occurs.
 pub(crate) fn scrub_bytes(bytes: Vec<u8>, secrets: &[Secret]) -> Vec<u8> {
     let mut out = bytes;
-    for s in secrets.iter().map(|s| s.expose().as_bytes()) {
-        if s.is_empty() || out.len() < s.len() {
-            continue;
-        }
-        if !out.windows(s.len()).any(|w| w == s) {
+    for s in all_forms(secrets).map(str::as_bytes) {
+        if out.len() < s.len() || !out.windows(s.len()).any(|w| w == s) {
             continue;
         }
         let mut next = Vec::with_capacity(out.len());
@@ -350,5 +469,98 @@ impl Outbound {
                 map.insert(tool.to_owned(), 1);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Standard base64 with padding, group by group: an encoder written apart from
+    /// `base64_core`, to check it against.
+    fn base64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
+        let mut out = String::new();
+        for group in bytes.chunks(3) {
+            let n =
+                group.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - group.len()));
+            for i in 0..=group.len() {
+                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+            }
+            if pad {
+                out.push_str(&"=".repeat(3 - group.len()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_secret_is_scrubbed_in_base64_at_every_alignment_and_in_both_alphabets() {
+        let secret = "sk_live_Mixed+Case/0123456789?~";
+        let s = [Secret::new(secret)];
+        for (alphabet, pad) in [(BASE64, true), (BASE64_URL, false)] {
+            for before in ["", "a", "ab", "headers: x-api-key: "] {
+                for after in ["", "z", "zy", "\nnext: 1"] {
+                    let text = base64(format!("{before}{secret}{after}").as_bytes(), alphabet, pad);
+                    let clean = scrub_text(&text, &s).unwrap_or_else(|| panic!("{text}"));
+                    // What is left of the secret is at most the two characters at each end
+                    // that mix its bits with its neighbours'.
+                    let (head, tail) = clean.split_once(REDACTED).expect("one replacement");
+                    let around = |n: usize| base64(&vec![0; n], alphabet, false).len();
+                    assert!(head.len() <= around(before.len()) + 1, "{clean}");
+                    assert!(tail.len() <= around(after.len()) + 4, "{clean}");
+                    assert!(!tail.contains(REDACTED), "{clean}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn hex_percent_and_json_forms_are_scrubbed_and_short_secrets_only_as_they_are() {
+        let secret = "Bearer sk \"quoted\"";
+        let s = [Secret::new(secret)];
+        let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+        for text in [
+            hex.clone(),
+            hex.to_ascii_uppercase(),
+            "Bearer%20sk%20%22quoted%22".to_owned(),
+            "Bearer+sk+%22quoted%22".to_owned(),
+            "Bearer sk \\\"quoted\\\"".to_owned(),
+        ] {
+            assert_eq!(
+                scrub_text(&format!("<{text}>"), &s).as_deref(),
+                Some("<[redacted]>"),
+                "{text}"
+            );
+        }
+        let short = Secret::new("abc");
+        assert_eq!(short.forms().collect::<Vec<_>>(), vec!["abc"]);
+        assert_eq!(scrub_text("YWJj 616263", &[short]), None);
+    }
+
+    #[test]
+    fn header_names_are_scrubbed_without_case() {
+        let s = [Secret::new("Sk_Mixed_0123456789")];
+        assert_eq!(
+            scrub_name("x-echo-sk_mixed_0123456789", &s).as_deref(),
+            Some("x-echo-redacted")
+        );
+        assert_eq!(scrub_name("content-type", &s), None);
+    }
+
+    #[test]
+    fn object_keys_are_scrubbed_as_well_as_values() {
+        let s = [Secret::new("pw_readable_0123")];
+        let mut v = serde_json::json!({
+            "pw_readable_0123": {"inner pw_readable_0123": ["pw_readable_0123"]},
+            "plain": 1,
+        });
+        scrub_value(&mut v, &s);
+        assert_eq!(
+            v,
+            serde_json::json!({
+                "[redacted]": {"inner [redacted]": ["[redacted]"]},
+                "plain": 1,
+            })
+        );
     }
 }

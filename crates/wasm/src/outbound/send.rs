@@ -5,6 +5,14 @@
 //! recorded answer at this position ends the request here); the name resolved by the host
 //! and every address checked; connect, TLS, send; the response bounded by its limits,
 //! scrubbed of secrets and, in a journaled task, recorded before the guest sees it.
+//!
+//! A response the host scrubs (one to a request carrying an injected secret, or recorded in
+//! the journal of a tool that has secrets) is only ever scrubbed as plain bytes: the host
+//! asks for it unencoded (`accept-encoding: identity`, whatever the guest set) and refuses
+//! one that arrives content- or transfer-encoded, which the scrubber could not read. A
+//! request carrying an injected secret may not ask for a range, and a partial response to
+//! one is refused: pieces of an echo could carry the secret in parts no scrubber
+//! recognises.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -27,7 +35,7 @@ use wasmtime_wasi_http::{
 use snodo_core::model::{JournalEntry, JournalRequest, JournalResponse};
 
 use super::allow::{AllowedHost, Host, Refusal, check_address};
-use super::{HttpGrant, Outbound, OutboundLimits, scrub_bytes};
+use super::{HttpGrant, Outbound, OutboundLimits, Secret, scrub_bytes, scrub_name, scrub_text};
 use crate::ExecutionIo;
 
 /// What one execution's requests share.
@@ -44,6 +52,9 @@ pub(crate) struct Shared {
     in_flight: Arc<tokio::sync::Semaphore>,
     /// The divergence a replay met, once one is seen.
     diverged: Mutex<Option<String>>,
+    /// What responses are scrubbed of: the grant's secrets and the values it injects (so
+    /// an injected value is scrubbed even when the grant does not list it).
+    secrets: Vec<Secret>,
     /// The headers a guest may not set: the transport's, and those the host sets (injected
     /// secrets; the idempotency key in a journaled task), which a guest can neither set nor
     /// read back from its own request. Built once per execution; asked for every header the
@@ -82,6 +93,14 @@ impl Hooks {
         } else {
             Arc::new(move |name| DEFAULT_FORBIDDEN_HEADERS.contains(name) || own.contains(name))
         };
+        let mut secrets: Vec<Secret> = Vec::new();
+        if let Some(g) = &grant {
+            for s in g.scrub.iter().chain(g.inject.iter().map(|i| &i.value)) {
+                if !secrets.contains(s) {
+                    secrets.push(s.clone());
+                }
+            }
+        }
         Self(Arc::new(Shared {
             host,
             grant,
@@ -92,6 +111,7 @@ impl Hooks {
             next_seq: AtomicU32::new(0),
             in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
             diverged: Mutex::new(None),
+            secrets,
             forbidden,
         }))
     }
@@ -165,10 +185,15 @@ struct Admitted {
     allowing: Vec<AllowedHost>,
     parts: http::request::Parts,
     body: Vec<u8>,
+    /// `METHOD URL` as the guest asked, for the errors it may see.
+    line: String,
     /// What it asks, when the task journals it.
     asked: Option<JournalRequest>,
-    /// Whether the host added a secret to it.
+    /// Whether the host adds a secret to it.
     injected: bool,
+    /// Whether its response is scrubbed: it carries an injected secret, or it is
+    /// journaled for a tool that has secrets.
+    scrubbed: bool,
     /// Its places in flight: the attempt's and the tenant's.
     permits: (
         tokio::sync::OwnedSemaphorePermit,
@@ -212,30 +237,111 @@ struct Target {
     port: u16,
 }
 
+impl Target {
+    fn scheme(&self) -> &'static str {
+        if self.https { "https" } else { "http" }
+    }
+
+    /// `scheme://host:port`, for the log.
+    fn origin(&self) -> String {
+        format!("{}://{}:{}", self.scheme(), self.name, self.port)
+    }
+
+    /// The allow-list entry that names exactly this URL's scheme, host and port.
+    fn entry(&self) -> String {
+        let default = if self.https { 443 } else { 80 };
+        if self.port == default {
+            format!("{}://{}", self.scheme(), self.name)
+        } else {
+            self.origin()
+        }
+    }
+}
+
 impl OneRequest {
-    fn refuse(&self, target: Option<&Target>, refusal: Refusal) -> Error {
-        self.host.count_refused(&self.tool, refusal.reason());
-        let to = target.map_or_else(String::new, |t| {
-            format!(
-                "{}://{}:{}",
-                if t.https { "https" } else { "http" },
-                t.name,
-                t.port
-            )
-        });
+    /// The configuration key that lists where this execution's requests may go: resource
+    /// reads and prompt renders run under the defaults' grants.
+    fn allow_key(&self) -> String {
+        if self.tool.starts_with("resource:") || self.tool.starts_with("prompt:") {
+            "defaults.allowed_outbound_hosts".to_owned()
+        } else {
+            format!("tools.{}.allowed_outbound_hosts", self.tool)
+        }
+    }
+
+    /// Counts and logs a refusal. The log names the scheme, host and port only (`to`), and
+    /// `why` says what was refused without the URL: a path or query may carry data.
+    fn count_refusal(&self, to: &str, reason: &'static str, why: &dyn std::fmt::Display) {
+        self.host.count_refused(&self.tool, reason);
         tracing::warn!(
             target: "snodo::outbound",
             tool = %self.tool,
             task = self.task.as_deref().unwrap_or("-"),
             to = %to,
-            reason = refusal.reason(),
-            "outbound request refused: {refusal}"
+            reason,
+            "outbound request refused: {why}"
         );
-        match refusal {
-            Refusal::Address(_) | Refusal::OwnAddress(_) => Error::DestinationIpProhibited,
-            Refusal::BadUrl => Error::HttpRequestUriInvalid,
-            Refusal::NotGranted | Refusal::NotAllowed => Error::HttpRequestDenied,
-        }
+    }
+
+    /// A denial, counted and logged: wasi:http's `internal-error` whose text begins with
+    /// the name of the code it stands for and a colon (`HttpRequestDenied: `,
+    /// `DestinationIpProhibited: `). Those codes carry no text, and the guest needs to know
+    /// what was refused and which key would allow it; the SDKs recognise the prefix and
+    /// report a denial as such.
+    fn deny(
+        &self,
+        to: &str,
+        (reason, why): (&'static str, &dyn std::fmt::Display),
+        code: &str,
+        message: String,
+    ) -> Error {
+        self.count_refusal(to, reason, why);
+        Error::InternalError(Some(format!("{code}: {message}")))
+    }
+
+    fn refuse(&self, line: &str, target: Option<&Target>, refusal: Refusal) -> Error {
+        let to = target.map_or_else(String::new, Target::origin);
+        let (tool, key) = (&self.tool, self.allow_key());
+        let message = match &refusal {
+            Refusal::BadUrl => {
+                self.count_refusal(&to, refusal.reason(), &refusal);
+                return Error::HttpRequestUriInvalid;
+            }
+            Refusal::NotGranted => format!(
+                "{line}: tool `{tool}` may not send HTTP requests; list the hosts it may reach \
+                 in {key} (docs/outbound.md)"
+            ),
+            Refusal::NotAllowed => format!(
+                "{line}: no entry of {key} allows it (tool `{tool}`); to allow it, add \"{}\" \
+                 to {key}",
+                target.map_or_else(String::new, Target::entry)
+            ),
+            Refusal::Address(ip) => {
+                let (scheme, port) = target.map_or(("http", 0), |t| (t.scheme(), t.port));
+                let at = match target.map(|t| &t.host) {
+                    Some(Host::Name(n)) => format!("{n} resolves to {ip}, which"),
+                    _ => ip.to_string(),
+                };
+                let ip = match ip {
+                    std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+                    v4 => v4.to_string(),
+                };
+                format!(
+                    "{line}: {at} is not a public address and no entry of {key} names it \
+                     (tool `{tool}`); to reach it, add \"{scheme}://{ip}:{port}\" to {key}"
+                )
+            }
+            Refusal::OwnAddress(a) => format!(
+                "{line}: {a} is this server's own listen address (tool `{tool}`); only an \
+                 entry naming it to the port reaches it: \"{}://{a}\" in {key}",
+                target.map_or("http", Target::scheme)
+            ),
+        };
+        let code = match refusal {
+            Refusal::Address(_) | Refusal::OwnAddress(_) => "DestinationIpProhibited",
+            _ => "HttpRequestDenied",
+        };
+        self.deny(&to, (refusal.reason(), &refusal), code, message)
     }
 
     fn limited(&self, limit: &'static str, error: Error) -> Error {
@@ -283,27 +389,47 @@ impl OneRequest {
                 g.limits.max_request_bytes
             });
         let (parts, body) = request.into_parts();
+        let line = format!("{} {}", parts.method, parts.uri);
         let body = match collect(body, limit, None).await {
             Ok(b) => Some(b),
             Err(Collect::TooLarge) => None,
             Err(Collect::Failed(e)) => return Err(e),
         };
         let Some(grant) = self.grant.clone() else {
-            return Err(self.refuse(None, Refusal::NotGranted));
+            return Err(self.refuse(&line, None, Refusal::NotGranted));
         };
         let Some(body) = body else {
             return Err(self.limited("max_request_bytes", Error::HttpRequestBodySize(Some(limit))));
         };
         let Some(target) = target_of(&parts.uri) else {
-            return Err(self.refuse(None, Refusal::BadUrl));
+            return Err(self.refuse(&line, None, Refusal::BadUrl));
         };
         let allowing = match grant
             .allowed
             .check_url(target.https, &target.host, target.port)
         {
             Ok(a) => a.into_iter().cloned().collect::<Vec<AllowedHost>>(),
-            Err(r) => return Err(self.refuse(Some(&target), r)),
+            Err(r) => return Err(self.refuse(&line, Some(&target), r)),
         };
+        let injected = grant
+            .inject
+            .iter()
+            .any(|i| i.host.allows_url(target.https, &target.host, target.port));
+        if injected && parts.headers.contains_key(http::header::RANGE) {
+            let message = format!(
+                "{line}: the host adds a secret to requests to this URL (tool `{}`), and such \
+                 a request may not ask for a range: pieces of a response could carry the \
+                 secret in parts the host cannot recognise; send it without a Range header",
+                self.tool
+            );
+            let why = "a Range header on a request that carries an injected secret";
+            return Err(self.deny(
+                &target.origin(),
+                ("range", &why),
+                "HttpRequestDenied",
+                message,
+            ));
+        }
         let max = grant.limits.max_requests;
         if self.seq >= max {
             let error = format!("outbound limit max_requests ({max}) per attempt reached");
@@ -322,14 +448,17 @@ impl OneRequest {
             url: parts.uri.to_string(),
             body_sha256: hex(&Sha256::digest(&body)),
         });
+        let scrubbed = injected || (asked.is_some() && !self.secrets.is_empty());
         Ok(Admitted {
             grant,
             target,
             allowing,
             parts,
             body,
+            line,
             asked,
-            injected: false,
+            injected,
+            scrubbed,
             permits: (attempt, tenant),
         })
     }
@@ -386,11 +515,19 @@ impl OneRequest {
                 .try_for_each(|addr| check_address(&allowing, *addr, &own))
         };
         if let Err(r) = checked {
-            return Err(self.refuse(Some(target), r));
+            return Err(self.refuse(&admitted.line, Some(target), r));
         }
         // The head goes into the request; `admitted` keeps what the response needs.
         let mut parts = std::mem::replace(&mut admitted.parts, Request::new(()).into_parts().0);
-        admitted.injected = self.inject(&admitted.grant, target, &mut parts.headers)?;
+        self.inject(&admitted.grant, target, &mut parts.headers)?;
+        if admitted.scrubbed {
+            // The host decides the coding of a response it scrubs: only plain bytes can be.
+            parts.headers.insert(
+                http::header::ACCEPT_ENCODING,
+                HeaderValue::from_static("identity"),
+            );
+            parts.headers.remove(http::header::TE);
+        }
         if admitted.asked.is_some() && !idempotent(&parts.method) {
             let key = format!("{}-{}", self.task.as_deref().unwrap_or_default(), self.seq);
             if let Ok(v) = HeaderValue::from_str(&key) {
@@ -451,8 +588,11 @@ impl OneRequest {
     ) -> Result<(Response<WasiBody>, Io), Error> {
         let Admitted {
             grant,
+            target,
+            line,
             asked,
             injected,
+            scrubbed,
             permits,
             ..
         } = admitted;
@@ -473,6 +613,29 @@ impl OneRequest {
                 Box::new(async { Ok(()) }),
             ));
         }
+        let partial = head.status == http::StatusCode::PARTIAL_CONTENT
+            || head.headers.contains_key(http::header::CONTENT_RANGE);
+        if injected && partial {
+            let message = format!(
+                "{line}: the response is partial ({}) and the request carried a secret the \
+                 host injected: pieces of a response could carry the secret in parts the host \
+                 cannot recognise, so none is handed over",
+                head.status
+            );
+            let why = "a partial response to a request that carried an injected secret";
+            self.count_refusal(&target.origin(), "partial_response", &why);
+            return Err(Error::InternalError(Some(message)));
+        }
+        if scrubbed && let Some(coding) = coded(&head.headers) {
+            let message = format!(
+                "{coding}: the response to {line} is encoded although the host asked for \
+                 identity; the host scrubs secrets from this response and cannot read an \
+                 encoded body, so it is refused"
+            );
+            let why = format!("a {coding}-encoded response the host must scrub");
+            self.count_refusal(&target.origin(), "encoded_response", &why);
+            return Err(Error::HttpResponseContentCoding(Some(message)));
+        }
         let body = match collect(incoming, max, Some(between)).await {
             Ok(b) => b,
             Err(Collect::TooLarge) => {
@@ -485,17 +648,18 @@ impl OneRequest {
             }
             Err(Collect::Failed(e)) => return Err(e),
         };
+        let secrets = &self.secrets;
         let mut headers = Vec::with_capacity(head.headers.len());
         for (name, value) in &head.headers {
+            let name = scrub_name(name.as_str(), secrets).unwrap_or_else(|| name.as_str().into());
             let value = String::from_utf8_lossy(value.as_bytes());
-            let value =
-                super::scrub_text(&value, &grant.scrub).unwrap_or_else(|| value.into_owned());
-            headers.push((name.as_str().to_owned(), value));
+            let value = scrub_text(&value, secrets).unwrap_or_else(|| value.into_owned());
+            headers.push((name, value));
         }
         let answer = JournalResponse {
             status: head.status.as_u16(),
             headers,
-            body: scrub_bytes(body, &grant.scrub),
+            body: scrub_bytes(body, secrets),
         };
         if let Some(request) = asked {
             let entry = JournalEntry {
@@ -512,14 +676,13 @@ impl OneRequest {
         Ok((recorded(answer), Box::new(async { Ok(()) })))
     }
 
-    /// Adds the grant's injected headers for this URL; whether any was added.
+    /// Adds the grant's injected headers for this URL.
     fn inject(
         &self,
         grant: &HttpGrant,
         target: &Target,
         headers: &mut http::HeaderMap,
-    ) -> Result<bool, Error> {
-        let mut any = false;
+    ) -> Result<(), Error> {
         for inj in &grant.inject {
             if !inj.host.allows_url(target.https, &target.host, target.port) {
                 continue;
@@ -530,9 +693,8 @@ impl OneRequest {
                 HeaderValue::from_str(inj.value.expose()).map_err(|_| Error::ConfigurationError)?;
             value.set_sensitive(true);
             headers.insert(name, value);
-            any = true;
         }
-        Ok(any)
+        Ok(())
     }
 
     /// The addresses to try: the configured overrides, a literal address, or a lookup by
@@ -583,6 +745,21 @@ fn target_of(uri: &http::Uri) -> Option<Target> {
         name,
         port,
     })
+}
+
+/// The coding of a body that is not plain bytes: a `content-encoding` other than
+/// `identity`, or a `transfer-encoding` other than `chunked` (which hyper removes).
+fn coded(headers: &http::HeaderMap) -> Option<String> {
+    let coding = |name, plain: &[&str]| {
+        headers
+            .get_all(name)
+            .into_iter()
+            .flat_map(|v| v.to_str().unwrap_or("unreadable").split(','))
+            .map(|c| c.trim().to_ascii_lowercase())
+            .find(|c| !c.is_empty() && !plain.contains(&c.as_str()))
+    };
+    coding(http::header::CONTENT_ENCODING, &["identity"])
+        .or_else(|| coding(http::header::TRANSFER_ENCODING, &["chunked", "identity"]))
 }
 
 /// Methods a repeat of which changes nothing more (RFC 9110 §9.2.2): no idempotency key.

@@ -46,7 +46,12 @@ pub async fn durability_across_reopen(b: &mut dyn Backend) {
     assert_eq!(next.task.id, running);
     assert!(next.lease.generation() > old.lease.generation());
     assert!(
-        store.claim_next(&cr()).await.expect("claim_next").is_none(),
+        store
+            .claim_next(&cr())
+            .await
+            .expect("claim_next")
+            .claimed
+            .is_none(),
         "the parked task waits for its answer"
     );
 }

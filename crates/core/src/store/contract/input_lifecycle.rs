@@ -120,7 +120,14 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         .release(&lease)
         .await
         .expect("park: release the guest");
-    assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
+    assert!(
+        store
+            .claim_next(&cr())
+            .await
+            .expect("claim_next")
+            .claimed
+            .is_none()
+    );
     let update = access(&*store, "acme", Action::Update, &id).await;
     answer(&*store, &update, &[("q", json!({"action": "accept"}))])
         .await

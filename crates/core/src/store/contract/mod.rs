@@ -374,6 +374,7 @@ async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
         .claim_next(&cr())
         .await
         .expect("claim_next")
+        .claimed
         .unwrap_or_else(|| panic!("a task is due: {why}"))
 }
 

@@ -16,7 +16,14 @@ pub async fn renewal_and_expiry(b: &mut dyn Backend) {
     assert_eq!(renewed.generation(), claimed.lease.generation());
     // Past the original expiry, the renewed lease holds.
     clock.advance(LEASE - 1);
-    assert!(store.claim_next(&cr()).await.expect("claim_next").is_none());
+    assert!(
+        store
+            .claim_next(&cr())
+            .await
+            .expect("claim_next")
+            .claimed
+            .is_none()
+    );
     let (task, work) = store.worker_snapshot(&renewed).await.expect("snapshot");
     assert_eq!(task.id, id);
     assert_eq!(work, claimed.work);

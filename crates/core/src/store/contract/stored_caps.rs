@@ -78,6 +78,50 @@ pub async fn stored_caps(b: &mut dyn Backend) {
         Some(StoreError::StoredLimit { max: 3 })
     );
 
+    // An operator's delete frees a finished task's place before its TTL; an unfinished
+    // task is refused (its worker must hear of the end: cancel it first).
+    let kept = store
+        .create(capped("pruned", 2))
+        .await
+        .expect("under the cap")
+        .id;
+    let (done, lease) = claimed(&*store, "pruned").await;
+    as_worker(&*store, &lease, completed("done")).await;
+    assert_eq!(
+        store.create(capped("pruned", 2)).await.err(),
+        Some(StoreError::StoredLimit { max: 2 })
+    );
+    let delete = |id| {
+        let store = store.clone();
+        async move {
+            let a = access(&*store, "pruned", Action::Cancel, &id).await;
+            store.delete_finished(&a).await
+        }
+    };
+    assert!(matches!(delete(kept).await, Err(StoreError::Invalid(_))));
+    assert_eq!(
+        read(&*store, "pruned", &kept).await.status,
+        TaskStatus::Working
+    );
+    let read_only = access(&*store, "pruned", Action::Read, &done).await;
+    assert_eq!(
+        store.delete_finished(&read_only).await.err(),
+        wrong_action(Action::Read)
+    );
+    delete(done).await.expect("a finished task is deleted");
+    assert_eq!(store.inspect(&done).await.expect("inspect"), None);
+    assert!(
+        store
+            .authorize(&tenant("pruned"), Action::Cancel, &done.to_string())
+            .await
+            .is_err(),
+        "gone for every operation"
+    );
+    store
+        .create(capped("pruned", 2))
+        .await
+        .expect("the deleted task's place is free");
+
     if b.durable() {
         drop(store);
         let store = b.open(&clock).await;

@@ -32,7 +32,7 @@ use crate::model::{Clock, Task, TaskId, Timestamp, Work};
 
 use super::backend::{ReadFn, WriteFn};
 use super::engine::{self, Caps, Count, Ctx, Head, Index, Record, Touches, Txn, View};
-use super::{Backend, ChangeKind, Lease, NewTask, StoreError, StoreResult};
+use super::{Backend, ChangeKind, Lease, NewTask, Reaped, StoreError, StoreResult};
 
 pub use notify::{RemoteChange, RemoteChanges};
 pub use schema::{POSTGRES_SCHEMA_VERSION, drop_schema, drop_schema_blocking, migrate};
@@ -656,7 +656,7 @@ impl Backend for PgStore {
     /// Nothing to run: removes due tasks past their TTL now rather than at the next reap
     /// (the claim query passes over them), at most once a second per node: an idle queue is
     /// polled far more often.
-    async fn nothing_due(&self) -> StoreResult<()> {
+    async fn nothing_due(&self) -> StoreResult<Vec<Reaped>> {
         let now = self.now_param().map_or_else(
             || {
                 std::time::SystemTime::now()
@@ -668,17 +668,22 @@ impl Backend for PgStore {
         let due_clean = self.last_clean.load(std::sync::atomic::Ordering::Relaxed) + 1_000 <= now
             || self.writer.clock.is_some();
         if !due_clean {
-            return Ok(());
+            return Ok(Vec::new());
         }
         self.last_clean
             .store(now, std::sync::atomic::Ordering::Relaxed);
         self.write(Touches::ExpiredDue(64), |txn, _| {
+            let mut reaped = Vec::new();
             for id in txn.index_upto(Index::Due, 0, 64)? {
                 if let Some(rec) = txn.load(&id)? {
                     txn.delete(&rec)?;
+                    reaped.push(Reaped {
+                        id,
+                        status: rec.task.status,
+                    });
                 }
             }
-            Ok(())
+            Ok(reaped)
         })
         .await
     }

@@ -145,6 +145,7 @@ mod shared {
                 .claim_next(&ClaimRequest::new(30_000, owner))
                 .await
                 .expect("claim_next")
+                .claimed
             {
                 got.push(c.task.id);
             }
@@ -215,6 +216,7 @@ mod shared {
             .claim_next(&ClaimRequest::new(30_000, "node-a"))
             .await
             .expect("claim_next")
+            .claimed
             .expect("A's old task is due");
         assert_eq!(again.task.id, ta, "ta {ta} tb {tb}: {:?}", again.task);
         assert_eq!(again.task.recoveries, 1);
@@ -227,6 +229,7 @@ mod shared {
             .claim_next(&ClaimRequest::new(30_000, "node-a"))
             .await
             .expect("claim_next")
+            .claimed
             .expect("B's expired claim is due");
         assert_eq!(taken.task.id, tb);
     }
@@ -291,6 +294,7 @@ mod shared {
             .claim_next(&ClaimRequest::new(30_000, "node-a"))
             .await
             .expect("claim")
+            .claimed
             .expect("due");
         finish(&*a, &c.lease).await.expect("complete");
         let mut n = new_task("acme");

@@ -276,6 +276,33 @@ pub(crate) fn looks_like_jwt(token: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
+/// Whether `token` is a JWT in any base64 encoding (padded, or the standard alphabet):
+/// three parts, the first of which decodes to a JSON object naming an algorithm. Such a
+/// value is not an opaque token, whether or not it is in the compact form
+/// [`looks_like_jwt`] accepts.
+pub(crate) fn is_jwt_shaped(token: &str) -> bool {
+    let mut parts = token.split('.');
+    let (Some(header), Some(_), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let normal: String = header
+        .trim_end_matches('=')
+        .chars()
+        .map(|c| match c {
+            '+' => '-',
+            '/' => '_',
+            c => c,
+        })
+        .collect();
+    URL_SAFE_NO_PAD
+        .decode(normal)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
+        .is_some_and(|h| h.contains_key("alg"))
+}
+
 fn json_part(part: &str, what: &str) -> Result<Map<String, Value>, String> {
     let bytes = URL_SAFE_NO_PAD
         .decode(part)

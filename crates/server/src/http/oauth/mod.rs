@@ -7,7 +7,13 @@
 //!   refreshed when a token names an unknown key, at most once per `jwks_min_refresh`), then
 //!   their issuer, audience (RFC 8707: this resource), `exp` and `nbf` are checked.
 //! - Opaque tokens are asked about at the issuer's introspection endpoint (RFC 7662), and
-//!   the answer is cached (`introspection_cache`).
+//!   the answer is cached (`introspection_cache`). A caller cannot make this server an
+//!   amplifier against its identity provider: requests carrying the same unknown token
+//!   share one introspection, at most `introspections_per_second` are sent per issuer
+//!   (past that, a token not already answered is 503, try again), a value shaped like a
+//!   JWT is never introspected as an opaque token (it names its issuer, and only that
+//!   issuer may be asked about it), and a failed metadata fetch is not repeated for a
+//!   backoff that doubles from one second to a minute.
 //! - Configured static tokens are checked first and grant every scope.
 //! - The principal (tenant and subject) and the granted scopes come from claims named in
 //!   the configuration; a token never goes further than this module.
@@ -42,6 +48,8 @@ pub const MAX_IDENTITY_BYTES: usize = 256;
 pub const INTROSPECTION_CACHE_ENTRIES: usize = 10_000;
 /// How long a refusal by introspection (an inactive token) is remembered.
 const INACTIVE_CACHE_SECS: u64 = 10;
+/// The longest wait before a failed metadata fetch is tried again.
+const METADATA_BACKOFF_MAX_SECS: u64 = 60;
 
 /// Where the resource server reads the time: Unix seconds (injected by tests).
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -82,6 +90,13 @@ pub struct OAuthConfig {
     pub scopes_supported: Vec<String>,
     /// How long a request to an identity provider may take.
     pub fetch_timeout: Duration,
+    /// The most introspection requests sent to one issuer in one second
+    /// (`introspections_per_second`); tokens already answered are served from the cache.
+    pub introspections_per_second: u32,
+    /// Whether issuers may put principals in the same tenants (`shared_tenants`): two
+    /// issuers with the same `tenant_claim`, or the same fixed `tenant`, are refused
+    /// without it, since either one's tokens could then act in the other's tenants.
+    pub shared_tenants: bool,
 }
 
 impl Default for OAuthConfig {
@@ -98,6 +113,8 @@ impl Default for OAuthConfig {
             challenge_scopes: Vec::new(),
             scopes_supported: Vec::new(),
             fetch_timeout: Duration::from_secs(10),
+            introspections_per_second: 50,
+            shared_tenants: false,
         }
     }
 }
@@ -219,8 +236,35 @@ pub fn check(config: &OAuthConfig) -> Result<(), String> {
         {
             return Err(format!("{}: the same issuer twice", at("issuer")));
         }
+        if !config.shared_tenants
+            && let Some(j) = config.issuers[..i]
+                .iter()
+                .position(|e| same_tenants(e, issuer))
+        {
+            return Err(format!(
+                "{}: auth.oauth.issuers[{j}] names its tenants the same way, so either \
+                 issuer's tokens could act in the other's tenants; give each its own \
+                 tenant_claim or tenant, or set auth.oauth.shared_tenants = true if they \
+                 really share them",
+                at(if issuer.tenant_claim.is_some() {
+                    "tenant_claim"
+                } else {
+                    "tenant"
+                })
+            ));
+        }
     }
     Ok(())
+}
+
+/// Whether two issuers put principals in tenants named the same way: the same claim, or
+/// the same fixed tenant.
+fn same_tenants(a: &IssuerConfig, b: &IssuerConfig) -> bool {
+    match (&a.tenant_claim, &b.tenant_claim) {
+        (Some(x), Some(y)) => x == y,
+        (None, None) => a.tenant == b.tenant,
+        _ => false,
+    }
 }
 
 fn check_resource(resource: &str) -> Result<(), String> {
@@ -291,6 +335,18 @@ struct Issuer {
     /// One fetch at a time; the others wait for its keys.
     fetching: tokio::sync::Mutex<()>,
     metadata: tokio::sync::OnceCell<Value>,
+    /// The last failed metadata fetch, until it may be tried again.
+    metadata_failed: Mutex<Option<Failed>>,
+    /// Introspections sent in the current second: `(second, count)`.
+    introspections: Mutex<(u64, u32)>,
+}
+
+/// A fetch that failed, and when it may be tried again.
+struct Failed {
+    error: FetchError,
+    retry_at: u64,
+    /// The wait that led to `retry_at`; the next failure waits twice as long.
+    wait: u64,
 }
 
 /// Why a token was refused: 401 (`invalid_token`), or 503 when this server could not ask
@@ -304,6 +360,34 @@ impl From<FetchError> for Refusal {
     fn from(e: FetchError) -> Self {
         tracing::warn!(error = %e, "an identity provider could not be reached");
         Refusal::Unavailable("the identity provider could not be reached; try again".into())
+    }
+}
+
+/// A place in the line of requests introspecting one token; the line's entry is removed
+/// when the last of them leaves.
+struct SingleFlight<'a> {
+    lines: &'a Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
+    key: [u8; 32],
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl<'a> SingleFlight<'a> {
+    fn enter(
+        lines: &'a Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
+        key: [u8; 32],
+    ) -> Self {
+        let gate = lines.lock().entry(key).or_default().clone();
+        Self { lines, key, gate }
+    }
+}
+
+impl Drop for SingleFlight<'_> {
+    fn drop(&mut self) {
+        let mut lines = self.lines.lock();
+        // The map's reference and this one: nobody else waits.
+        if Arc::strong_count(&self.gate) <= 2 {
+            lines.remove(&self.key);
+        }
     }
 }
 
@@ -322,6 +406,9 @@ pub struct ResourceServer {
     resource: RwLock<String>,
     clock: Clock,
     introspected: Mutex<HashMap<[u8; 32], Cached>>,
+    /// One gate per token being introspected: requests with the same token wait for the
+    /// first one's answer instead of asking again.
+    introspecting: Mutex<HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl ResourceServer {
@@ -344,6 +431,8 @@ impl ResourceServer {
                     last_fetch: Mutex::new(None),
                     fetching: tokio::sync::Mutex::new(()),
                     metadata: tokio::sync::OnceCell::new(),
+                    metadata_failed: Mutex::new(None),
+                    introspections: Mutex::new((0, 0)),
                 })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -355,6 +444,7 @@ impl ResourceServer {
             config,
             clock,
             introspected: Mutex::new(HashMap::new()),
+            introspecting: Mutex::new(HashMap::new()),
         })
     }
 
@@ -430,6 +520,14 @@ impl ResourceServer {
             return Err(Refusal::Invalid(format!(
                 "the token is longer than {MAX_TOKEN_BYTES} bytes"
             )));
+        }
+        // A JWT in another encoding (padded, or the standard base64 alphabet) is still a
+        // JWT: it names its issuer, and sending it to whichever issuer introspects would
+        // hand one issuer's token to another.
+        if jwt::is_jwt_shaped(token) {
+            return Err(Refusal::Invalid(
+                "the token is a JWT that is not in compact form (base64url without padding)".into(),
+            ));
         }
         self.introspect(token).await
     }
@@ -563,9 +661,28 @@ impl ResourceServer {
     /// The issuer's authorization server metadata (RFC 8414, or OpenID Connect
     /// discovery), whose `issuer` must be the configured one.
     async fn metadata(&self, issuer: &Issuer) -> Result<Value, FetchError> {
-        issuer
+        if let Some(meta) = issuer.metadata.get() {
+            return Ok(meta.clone());
+        }
+        let backing_off = || {
+            let now = (self.clock)();
+            issuer
+                .metadata_failed
+                .lock()
+                .as_ref()
+                .filter(|f| now < f.retry_at)
+                .map(|f| f.error.clone())
+        };
+        if let Some(error) = backing_off() {
+            return Err(error);
+        }
+        let fetched = issuer
             .metadata
             .get_or_try_init(|| async {
+                // Requests that queued behind a failed fetch take its answer.
+                if let Some(error) = backing_off() {
+                    return Err(error);
+                }
                 let iss = issuer.config.issuer.trim_end_matches('/');
                 let (origin, path) = match iss
                     .find("://")
@@ -593,10 +710,24 @@ impl ResourceServer {
                         Err(e) => last = Some(e),
                     }
                 }
-                Err(last.unwrap_or_else(|| FetchError::new(iss, "no metadata")))
+                let error = last.unwrap_or_else(|| FetchError::new(iss, "no metadata"));
+                let mut failed = issuer.metadata_failed.lock();
+                let wait = failed
+                    .as_ref()
+                    .map_or(1, |f| (f.wait * 2).min(METADATA_BACKOFF_MAX_SECS));
+                *failed = Some(Failed {
+                    error: error.clone(),
+                    retry_at: (self.clock)() + wait,
+                    wait,
+                });
+                Err(error)
             })
             .await
-            .cloned()
+            .cloned();
+        if fetched.is_ok() {
+            *issuer.metadata_failed.lock() = None;
+        }
+        fetched
     }
 
     async fn verify_jwt(&self, issuer: &Issuer, token: &Unverified<'_>) -> Result<Caller, Refusal> {
@@ -708,11 +839,23 @@ impl ResourceServer {
         for (k, b) in key.iter_mut().zip(digest(&issuer.config.issuer)) {
             *k ^= b;
         }
-        if let Some(c) = self.introspected.lock().get(&key)
-            && now < c.until
-        {
-            return c.answer.clone().map_err(Refusal::Invalid);
+        let cached = || {
+            self.introspected
+                .lock()
+                .get(&key)
+                .filter(|c| now < c.until)
+                .map(|c| c.answer.clone().map_err(Refusal::Invalid))
+        };
+        if let Some(answer) = cached() {
+            return answer;
         }
+        let gate = SingleFlight::enter(&self.introspecting, key);
+        let _turn = gate.gate.lock().await;
+        // The request this one waited for may have answered it.
+        if let Some(answer) = cached() {
+            return answer;
+        }
+        self.take_introspection(issuer, now)?;
         let endpoint = self
             .endpoint(issuer, config.endpoint.as_ref(), "introspection_endpoint")
             .await?;
@@ -747,6 +890,24 @@ impl ResourceServer {
             },
         );
         decided.map_err(Refusal::Invalid)
+    }
+
+    /// Counts one introspection request against the issuer's `introspections_per_second`.
+    fn take_introspection(&self, issuer: &Issuer, now: u64) -> Result<(), Refusal> {
+        let mut sent = issuer.introspections.lock();
+        if sent.0 != now {
+            *sent = (now, 0);
+        }
+        if sent.1 >= self.config.introspections_per_second {
+            tracing::debug!(issuer = %issuer.config.issuer, "introspection rate reached");
+            return Err(Refusal::Unavailable(format!(
+                "too many tokens to ask the identity provider about at once \
+                 (auth.oauth.introspections_per_second = {}); try again",
+                self.config.introspections_per_second
+            )));
+        }
+        sent.1 += 1;
+        Ok(())
     }
 
     fn introspected_caller(
