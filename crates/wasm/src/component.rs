@@ -437,37 +437,6 @@ impl Component {
         }
     }
 
-    /// The same check with the [full budget](CheckBudget::FULL), on the blocking pool in
-    /// one of `tenant`'s CPU turns: for arguments too large, or a schema too costly, to
-    /// check on an async worker. `arguments` come back when they match; otherwise -32602
-    /// naming what is wrong, or the budget that ran out.
-    pub async fn check_arguments_in_share(
-        self: &Arc<Self>,
-        tenant: &Arc<str>,
-        tool: &str,
-        arguments: Value,
-    ) -> Result<Value, snodo_core::model::JsonRpcError> {
-        let (component, name) = (self.clone(), tool.to_owned());
-        let checked = self
-            .engine
-            .cpu()
-            .run_blocking(tenant, move || {
-                component
-                    .check_arguments(&name, &arguments, CheckBudget::FULL)
-                    .map(|()| arguments)
-            })
-            .await;
-        match checked {
-            Ok(checked) => checked.map_err(|r| r.into_rpc_error(tool)),
-            Err(e) => {
-                tracing::error!(error = %e, "an argument check failed to run");
-                Err(snodo_core::model::JsonRpcError::internal(
-                    "the arguments could not be checked",
-                ))
-            }
-        }
-    }
-
     /// How the load went.
     pub fn info(&self) -> &LoadInfo {
         &self.info

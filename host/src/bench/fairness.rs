@@ -48,10 +48,12 @@ pub(crate) enum Scenario {
     /// `a` keeps 1,280 connections from 5 addresses open, each trickling a request head a
     /// byte every 2 s.
     SlowHeads,
+    /// `a` sends valid 3 MB arguments on 16 connections.
+    LargeArguments,
 }
 
 impl Scenario {
-    const ALL: [Scenario; 10] = [
+    const ALL: [Scenario; 11] = [
         Scenario::Baseline,
         Scenario::SyncCpu,
         Scenario::TaskCpu,
@@ -62,6 +64,7 @@ impl Scenario {
         Scenario::MemoryBombs,
         Scenario::SchemaBranches,
         Scenario::SlowHeads,
+        Scenario::LargeArguments,
     ];
 
     fn name(self) -> &'static str {
@@ -76,6 +79,7 @@ impl Scenario {
             Scenario::MemoryBombs => "memory-bombs",
             Scenario::SchemaBranches => "schema-branches",
             Scenario::SlowHeads => "slow-heads",
+            Scenario::LargeArguments => "large-arguments",
         }
     }
 }
@@ -489,6 +493,11 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
         Scenario::SchemaBranches => {
             let deep = (0..19).fold(json!("x"), |inner, _| json!([inner]));
             each(3, "a", tool_call("branches", json!({"v": deep}), false));
+        }
+        Scenario::LargeArguments => {
+            // 3 MB of short strings the schema accepts: parsing, not checking, is the cost.
+            let items = vec!["aaaa"; 375_000];
+            each(16, "a", tool_call("backtrack", json!({"items": items}), false));
         }
         Scenario::SlowHeads => {
             let mut held = Vec::new();

@@ -73,11 +73,10 @@ impl McpServer {
         // Checked before anything is decided: a bad call is -32602 on the call in every
         // mode, and no task or guest is spent on it.
         let mut slot = None;
-        let arguments = self
+        let (arguments, sealed_for) = self
             .check_arguments(tool, Value::Object(call.arguments), ctx, &mut slot)
             .await?;
         let key = self.server_key().await?;
-        let sealed_for = mrtr::sealed_for(&tool.info.name, &arguments);
         let answers = given_answers(call.answers, &key, &sealed_for, ctx.principal)?;
         // Capabilities the tool needs are checked before it runs.
         if let Some(required) = &tool.info.required_capabilities
@@ -104,7 +103,9 @@ impl McpServer {
         self.create_task(calling, ctx).await
     }
 
-    /// `arguments` if they match the tool's input schema, else -32602 naming the problem.
+    /// `arguments` if they match the tool's input schema, with what a `requestState` of
+    /// this call is sealed for ([`mrtr::sealed_for`], a digest of them); else -32602
+    /// naming the problem.
     ///
     /// A small body is checked where it is, on the [inline budget](CheckBudget::INLINE):
     /// nearly every call's check costs microseconds. A larger body, or a check that ran out
@@ -112,33 +113,49 @@ impl McpServer {
     /// blocking pool with the full budget, in one of the tenant's CPU turns and one of its
     /// request-path slots (`slot`, kept for the guest executions that follow), within the
     /// synchronous wall clock: a costly check spends its own tenant's share, never an async
-    /// worker or another tenant's turn.
+    /// worker or another tenant's turn. The digest of large arguments is taken there too.
     async fn check_arguments(
         &self,
         tool: &CatalogTool,
         arguments: Value,
         ctx: &Ctx<'_>,
         slot: &mut Option<Slot>,
-    ) -> Handled<Value> {
+    ) -> Handled<(Value, String)> {
         let name = &tool.info.name;
         if ctx.body_bytes <= INLINE_CHECK_BYTES {
             match tool
                 .component
                 .check_arguments(name, &arguments, CheckBudget::INLINE)
             {
-                Ok(()) => return Ok(arguments),
+                Ok(()) => {
+                    let sealed_for = mrtr::sealed_for(name, &arguments);
+                    return Ok((arguments, sealed_for));
+                }
                 Err(ArgumentsRefused::Invalid(e)) => return Err(e),
                 Err(ArgumentsRefused::Exhausted(_)) => {}
             }
         }
         *slot = Some(self.sync_slot(ctx.principal)?);
+        let (component, owned_name) = (tool.component.clone(), name.clone());
         let tenant = tenant_of(ctx);
         let check = tool
             .component
-            .check_arguments_in_share(&tenant, name, arguments);
+            .engine()
+            .cpu()
+            .run_blocking(&tenant, move || {
+                component
+                    .check_arguments(&owned_name, &arguments, CheckBudget::FULL)
+                    .map_err(|r| r.into_rpc_error(&owned_name))?;
+                let sealed_for = mrtr::sealed_for(&owned_name, &arguments);
+                Ok::<_, RpcError>((arguments, sealed_for))
+            });
         let ms = self.config.limits.sync_timeout_ms;
         match tokio::time::timeout(Duration::from_millis(ms), check).await {
-            Ok(checked) => Ok(checked?),
+            Ok(Ok(checked)) => checked,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "an argument check failed to run");
+                Err(RpcError::internal("the arguments could not be checked"))
+            }
             Err(_) => Err(AttemptError::Limit(Limit::WallClock { ms }).to_rpc_error()),
         }
     }
