@@ -614,20 +614,28 @@ pub async fn follow(
             }
         }
         match store.deployment(None).await {
-            Ok(Some(d)) if d.revision > revision => match deployer.catalog_for(&*store, &d).await {
-                Ok(next) => {
-                    catalogs.swap(Arc::new(next));
-                    revision = d.revision;
-                    tracing::info!(revision, components = d.components.len(), note = %d.note, "deployment swapped in");
-                    changed(&d);
+            Ok(Some(d)) if d.revision > revision => {
+                match load_within(&deployer, &*store, &d, &stop).await {
+                    None => {
+                        // Stopping, or the load overran: the next look tries it again.
+                        if stop.is_cancelled() {
+                            return;
+                        }
+                    }
+                    Some(Ok(next)) => {
+                        catalogs.swap(Arc::new(next));
+                        revision = d.revision;
+                        tracing::info!(revision, components = d.components.len(), note = %d.note, "deployment swapped in");
+                        changed(&d);
+                    }
+                    Some(Err(e)) => {
+                        tracing::error!(revision = d.revision, error = %e, "a deployment could not be loaded; still serving the one before");
+                        // Not retried until the next deployment: the same bytes fail the
+                        // same way.
+                        revision = d.revision;
+                    }
                 }
-                Err(e) => {
-                    tracing::error!(revision = d.revision, error = %e, "a deployment could not be loaded; still serving the one before");
-                    // Not retried until the next deployment: the same bytes fail the
-                    // same way.
-                    revision = d.revision;
-                }
-            },
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "the current deployment could not be read"),
         }
@@ -711,6 +719,36 @@ fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&'static str
         format!("{:?}", before.engine) == format!("{:?}", next.engine),
     );
     out
+}
+
+/// The longest the follower spends loading one deployment: compiling what the cache does
+/// not hold and each component's description (itself bounded by the load wall clock). A
+/// load past it is abandoned and tried again at the next look, so a node keeps serving,
+/// following and stopping whatever a deployment's components do.
+pub const DEPLOYMENT_LOAD_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The catalog `deployment` serves, unless `stop` comes first (`None`) or the load passes
+/// [`DEPLOYMENT_LOAD_TIMEOUT`] (`None`, logged).
+async fn load_within(
+    deployer: &Deployer,
+    store: &dyn Store,
+    deployment: &Deployment,
+    stop: &CancellationToken,
+) -> Option<Result<Catalog, ServeError>> {
+    tokio::select! {
+        () = stop.cancelled() => None,
+        loaded = tokio::time::timeout(DEPLOYMENT_LOAD_TIMEOUT, deployer.catalog_for(store, deployment)) => match loaded {
+            Ok(result) => Some(result),
+            Err(_) => {
+                tracing::error!(
+                    revision = deployment.revision,
+                    seconds = DEPLOYMENT_LOAD_TIMEOUT.as_secs(),
+                    "loading a deployment took too long; still serving the one before, trying again at the next look"
+                );
+                None
+            }
+        },
+    }
 }
 
 /// What the watched directory holds now (nothing when none is configured or it cannot be
