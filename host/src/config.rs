@@ -513,6 +513,8 @@ pub struct LimitsBudgetSection {
     pub live_tasks_per_tenant: Option<u64>,
     /// Stored tasks per tenant, terminal ones included.
     pub stored_tasks_per_tenant: Option<u64>,
+    /// Bytes of stored task records and journals per tenant.
+    pub stored_bytes_per_tenant: Option<u64>,
     /// Task creations per second per tenant.
     pub task_creates_per_second: Option<u32>,
     /// Task creations at once before the rate applies.
@@ -1002,6 +1004,7 @@ impl Config {
         self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;
         self.outbound_into(file, &mut opts)?;
+        journal_room(file, &opts)?;
         opts.metrics_token = self.metrics_token(file)?;
         opts.otlp = self.otlp(file)?;
         opts.trace_context = self.telemetry.trace_context.unwrap_or(opts.otlp.is_some());
@@ -1132,6 +1135,7 @@ impl Config {
         positive("sync_timeout_ms", l.sync_timeout_ms)?;
         positive("live_tasks_per_tenant", l.live_tasks_per_tenant)?;
         positive("stored_tasks_per_tenant", l.stored_tasks_per_tenant)?;
+        positive("stored_bytes_per_tenant", l.stored_bytes_per_tenant)?;
         positive(
             "task_creates_per_second",
             l.task_creates_per_second.map(u64::from),
@@ -1149,6 +1153,9 @@ impl Config {
             stored_tasks_per_tenant: l
                 .stored_tasks_per_tenant
                 .unwrap_or(b.stored_tasks_per_tenant),
+            stored_bytes_per_tenant: l
+                .stored_bytes_per_tenant
+                .unwrap_or(b.stored_bytes_per_tenant),
             task_creates_per_second: l
                 .task_creates_per_second
                 .unwrap_or(b.task_creates_per_second),
@@ -1627,6 +1634,49 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// Refuses a journaled tool whose largest response could never be recorded: the host
+/// holds `max_response_bytes` plus [`JOURNAL_HEAD_BYTES`] of the task's journal before it
+/// sends a request, so with less than that in `outbound.journal_task_bytes` every
+/// journaled request of the tool would be refused unsent.
+///
+/// [`JOURNAL_HEAD_BYTES`]: crate::wasm::outbound::JOURNAL_HEAD_BYTES
+fn journal_room(file: &str, opts: &ServeOptions) -> Result<(), ConfigError> {
+    let room = opts.runner.journal_task_bytes;
+    let grants = std::iter::once(("defaults", opts.defaults.grants.as_ref())).chain(
+        opts.tool_settings
+            .iter()
+            .map(|(name, t)| (name.as_str(), t.grants.as_ref())),
+    );
+    for (name, grants) in grants {
+        let Some(http) = grants.and_then(|g| g.http.as_ref()) else {
+            continue;
+        };
+        let needs = http
+            .limits
+            .max_response_bytes
+            .saturating_add(crate::wasm::outbound::JOURNAL_HEAD_BYTES);
+        if http.journal && needs > room {
+            let key = if name == "defaults" {
+                "defaults.outbound.max_response_bytes".to_owned()
+            } else {
+                format!("tools.{name}.outbound.max_response_bytes")
+            };
+            return Err(config_error(
+                file,
+                &key,
+                format!(
+                    "a journaled response of up to {} bytes (plus {} for its head) cannot fit \
+                     in outbound.journal_task_bytes = {room}: every journaled request would be \
+                     refused; raise outbound.journal_task_bytes, lower this, or set journal = false",
+                    http.limits.max_response_bytes,
+                    crate::wasm::outbound::JOURNAL_HEAD_BYTES
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The error at `key` of `file`.
@@ -2398,6 +2448,7 @@ admin = ["snodo:admin"]
                 .expect("one tenant");
         assert_eq!(one.limits.task_creates_per_second, 10_000);
         assert_eq!(one.limits.stored_tasks_per_tenant, 1_000_000);
+        assert_eq!(one.limits.stored_bytes_per_tenant, 100 << 30);
         assert_eq!(one.engine.max_tenant_memory_bytes, None);
         let two = entry("0123456789abcdef-one", "a") + &entry("0123456789abcdef-two", "b");
         let shared = options(&two).expect("two tenants");
@@ -2409,13 +2460,15 @@ admin = ["snodo:admin"]
             (50, 1_000)
         );
         assert_eq!(shared.limits.stored_tasks_per_tenant, 100_000);
+        assert_eq!(shared.limits.stored_bytes_per_tenant, 1 << 30);
         assert_eq!(shared.engine.max_tenant_memory_bytes, Some(512 << 20));
         let set = options(&format!(
-            "{two}[limits]\ntask_creates_per_second = 500\nguest_memory_per_tenant_bytes = 1048576\nstored_tasks_per_tenant = 7\n"
+            "{two}[limits]\ntask_creates_per_second = 500\nguest_memory_per_tenant_bytes = 1048576\nstored_tasks_per_tenant = 7\nstored_bytes_per_tenant = 4096\n"
         ))
         .expect("set");
         assert_eq!(set.limits.task_creates_per_second, 500, "a setting wins");
         assert_eq!(set.limits.stored_tasks_per_tenant, 7);
+        assert_eq!(set.limits.stored_bytes_per_tenant, 4096);
         assert_eq!(set.engine.max_tenant_memory_bytes, Some(1 << 20));
     }
 
@@ -2528,7 +2581,7 @@ listen = "127.0.0.1:4100"
 [outbound]
 resolve = {{ "api.internal" = ["10.0.0.7"] }}
 max_concurrent_per_tenant = 9
-journal_task_bytes = 1000000
+journal_task_bytes = 2000000
 [secrets]
 github = {{ file = "{}" }}
 dev = {{ value = "dev-value", development = true }}
@@ -2549,7 +2602,15 @@ journal = false
             o.engine.outbound.resolve.get("api.internal"),
             Some(&vec!["10.0.0.7".parse().expect("ip")])
         );
-        assert_eq!(o.runner.journal_task_bytes, 1_000_000);
+        assert_eq!(o.runner.journal_task_bytes, 2_000_000);
+        // A journal too small for the largest journaled response is refused, naming it.
+        let small = text.replace(
+            "journal_task_bytes = 2000000",
+            "journal_task_bytes = 1000000",
+        );
+        let e = options(&small).expect_err("no room");
+        assert_eq!(e.key, "defaults.outbound.max_response_bytes", "{e}");
+        assert!(e.reason.contains("outbound.journal_task_bytes"), "{e}");
         let defaults = o.defaults.grants.as_ref().and_then(|g| g.http.as_ref());
         assert_eq!(
             defaults.map(|g| g.allowed.clone()),

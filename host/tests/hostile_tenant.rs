@@ -409,6 +409,28 @@ async fn live_tasks_stored_tasks_and_creation_rate_are_capped_per_tenant() {
     let b = call(&h, TOKEN_B, "hold", json!({"ms": 10}), true).await;
     assert!(b["result"]["taskId"].is_string(), "the other tenant: {b}");
 
+    // Stored bytes count beside the number of tasks: large arguments fill the share
+    // first, and the other tenant keeps its own.
+    let h = with_limits(TenantLimits {
+        stored_bytes_per_tenant: 64 << 10,
+        ..TenantLimits::default()
+    })
+    .await;
+    let pad = "x".repeat(20 << 10);
+    let mut refused = None;
+    for _ in 0..8 {
+        let v = call(&h, TOKEN_A, "hold", json!({"ms": 60_000, "pad": pad}), true).await;
+        if v["error"].is_object() {
+            refused = Some(v);
+            break;
+        }
+        assert!(v["result"]["taskId"].is_string(), "{v}");
+    }
+    let refused = refused.expect("64 KiB hold fewer than eight tasks of 20 KiB");
+    assert_refused(&refused, -32000, "limits.stored_bytes_per_tenant");
+    let b = call(&h, TOKEN_B, "hold", json!({"ms": 10, "pad": pad}), true).await;
+    assert!(b["result"]["taskId"].is_string(), "the other tenant: {b}");
+
     let h = with_limits(TenantLimits {
         task_creates_per_second: 1,
         task_create_burst: 2,

@@ -243,6 +243,7 @@ pub(super) async fn run(
     .park_after(inner.opts.park_after)
     .parked_when(inner.stopping.clone())
     .journal_bytes(inner.opts.journal_task_bytes)
+    .scope_bytes(inner.opts.stored_bytes_per_tenant)
     .tracked(inner.tasks.clone())
     .traced(spans.clone());
     let exec = Execution {

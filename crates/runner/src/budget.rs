@@ -32,6 +32,12 @@ pub struct TenantLimits {
     /// them. Default 1,000,000 on a node serving one tenant, 100,000 on one serving several
     /// ([`Self::for_tenants`]): at the shared creation rate, about half an hour of bursts.
     pub stored_tasks_per_tenant: u64,
+    /// Bytes one tenant's stored tasks may hold, terminal ones included, until they are
+    /// removed: their records (arguments, answers, results, history) and their outbound
+    /// journals. A creation or a journal entry past it is refused; what a task brings
+    /// later (its result) is kept. Default 100 GiB on a node serving one tenant (a guard
+    /// against a runaway), 1 GiB on one serving several ([`Self::for_tenants`]).
+    pub stored_bytes_per_tenant: u64,
     /// Tasks one tenant may create per second, on average (per node). Default 10,000 on a
     /// node serving one tenant: a guard against a flood, above what one node completes (a
     /// few thousand a second here). On a node serving several, 50 ([`Self::for_tenants`]).
@@ -54,6 +60,8 @@ pub const SHARED_TASK_CREATES_PER_SECOND: u32 = 50;
 pub const SHARED_TASK_CREATE_BURST: u32 = 1_000;
 /// The stored tasks one tenant may keep on a node serving several tenants.
 pub const SHARED_STORED_TASKS: u64 = 100_000;
+/// The stored bytes one tenant may keep on a node serving several tenants.
+pub const SHARED_STORED_BYTES: u64 = 1 << 30;
 
 impl TenantLimits {
     /// The defaults for a node serving `tenants` tenants: [`Default`] for one (a flood
@@ -67,6 +75,7 @@ impl TenantLimits {
             task_creates_per_second: SHARED_TASK_CREATES_PER_SECOND,
             task_create_burst: SHARED_TASK_CREATE_BURST,
             stored_tasks_per_tenant: SHARED_STORED_TASKS,
+            stored_bytes_per_tenant: SHARED_STORED_BYTES,
             ..one
         }
     }
@@ -80,6 +89,7 @@ impl Default for TenantLimits {
             sync_timeout_ms: 120_000,
             live_tasks_per_tenant: 10_000,
             stored_tasks_per_tenant: 1_000_000,
+            stored_bytes_per_tenant: 100 << 30,
             task_creates_per_second: 10_000,
             task_create_burst: 20_000,
             streams_per_tenant: 16,

@@ -87,6 +87,11 @@ pub struct RunnerOptions {
     /// The most bytes one task's outbound journal holds (`outbound.journal_task_bytes`,
     /// default 8 MiB); a response that would pass it fails its request.
     pub journal_task_bytes: u64,
+    /// The most bytes one scope's stored tasks and journals may hold
+    /// (`limits.stored_bytes_per_tenant`): given with every creation that names no cap of
+    /// its own and with every journal entry, which the store refuses past it. `None`
+    /// (the default) never refuses.
+    pub stored_bytes_per_tenant: Option<u64>,
     /// How long a cancelled guest may keep running before it is stopped.
     pub cancel_grace: Duration,
     /// How often the recovery loop looks for due work when nothing woke it.
@@ -113,6 +118,7 @@ impl Default for RunnerOptions {
             park_after: Duration::from_secs(30),
             attempt_wall_clock: Duration::from_secs(15 * 60),
             journal_task_bytes: 8 << 20,
+            stored_bytes_per_tenant: None,
             cancel_grace: snodo_wasm::DEFAULT_CANCEL_GRACE,
             poll_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(10),
@@ -349,8 +355,11 @@ impl Runner {
     ///
     /// Once the store acknowledged the creation the attempt starts even if the caller's
     /// future is dropped: a task claimed here with no attempt would wait out its lease.
-    pub async fn create(&self, new: NewTask) -> Result<Task, StoreError> {
+    pub async fn create(&self, mut new: NewTask) -> Result<Task, StoreError> {
         let inner = &self.inner;
+        if new.max_stored_bytes_in_scope.is_none() {
+            new.max_stored_bytes_in_scope = inner.opts.stored_bytes_per_tenant;
+        }
         let scope = new.scope.clone();
         let slot = match inner.running.try_acquire(scope.as_str()) {
             Ok(slot) if !inner.stopping.is_cancelled() => slot,

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use snodo_core::model::{EventId, EventKind, JournalEntry, TaskEvent, TaskId};
-use snodo_core::store::{Authority, Effect, InputReply, Lease, Store, StoreError};
+use snodo_core::store::{Authority, Effect, InputReply, JournalBounds, Lease, Store, StoreError};
 use snodo_wasm::{
     CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
     check_capabilities,
@@ -80,6 +80,9 @@ pub struct TaskIo {
     journal: tokio::sync::OnceCell<HashMap<u32, JournalEntry>>,
     /// The journal's bound for the whole task.
     journal_bytes: u64,
+    /// The bytes the task's scope may keep stored (`limits.stored_bytes_per_tenant`),
+    /// which every journal entry joins; `None` never refuses.
+    scope_bytes: Option<u64>,
     /// What the task's journal holds and what the attempt's requests in flight reserved.
     journal_room: Mutex<JournalRoom>,
     /// The attempt's spans, when its trace is sampled.
@@ -146,6 +149,7 @@ impl TaskIo {
             tracker: None,
             journal: tokio::sync::OnceCell::new(),
             journal_bytes: 8 << 20,
+            scope_bytes: None,
             journal_room: Mutex::default(),
             spans: None,
             outbound_started: Mutex::new(HashMap::new()),
@@ -221,6 +225,21 @@ impl TaskIo {
     pub fn journal_bytes(mut self, bytes: u64) -> Self {
         self.journal_bytes = bytes;
         self
+    }
+
+    /// Records journal entries only while the task's scope keeps at most `bytes` stored
+    /// (`limits.stored_bytes_per_tenant`); `None` never refuses.
+    pub fn scope_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.scope_bytes = bytes;
+        self
+    }
+
+    /// What one journal append may fill.
+    fn bounds(&self) -> JournalBounds {
+        JournalBounds {
+            task_bytes: self.journal_bytes,
+            scope_bytes: self.scope_bytes,
+        }
     }
 
     /// Runs the deferred commit of a coalesced status message on `tracker`, so whoever
@@ -316,7 +335,7 @@ impl ExecutionIo for TaskIo {
         }
         let append = self
             .store
-            .journal_append(&self.lease, &entry, self.journal_bytes);
+            .journal_append_bounded(&self.lease, &entry, self.bounds());
         let (seq, size) = (entry.seq, entry.encode().len() as u64);
         crate::attempt::store_op(&self.spans, "journal_append", append)
             .await

@@ -1142,3 +1142,172 @@ async fn a_reflection_is_journaled_scrubbed_and_replayed_scrubbed() {
     drop((attempts, store));
     absent_from_file(&file, REFLECTED);
 }
+
+/// A runner over `store` serving the outbound guest, its `fetch` tool granted `grant`.
+async fn fetch_runner(store: &Arc<dyn Store>, grant: HttpGrant) -> snodo_runner::Runner {
+    let component = outbound().await;
+    let mut catalog = snodo_runner::Catalog::new()
+        .with_component(&component)
+        .expect("catalog");
+    catalog.tool_mut("fetch").expect("fetch").grants = WasiGrants {
+        http: Some(Arc::new(grant)),
+        ..WasiGrants::default()
+    };
+    let options = snodo_runner::RunnerOptions {
+        owner: "test".into(),
+        poll_interval: Duration::from_millis(5),
+        reap_interval: None,
+        ..snodo_runner::RunnerOptions::default()
+    };
+    snodo_runner::Runner::start(
+        store.clone(),
+        Arc::new(catalog),
+        options,
+        Arc::new(snodo_runner::NoInstrumentation),
+    )
+}
+
+/// A `fetch` task of tenant `acme` with `args` and a retry policy of `retries` retries
+/// without delay, run to its end by `runner`.
+async fn run_with_retries(
+    store: &Arc<dyn Store>,
+    runner: &snodo_runner::Runner,
+    args: Value,
+    retries: usize,
+) -> snodo_core::model::Task {
+    let id = TaskId::generate();
+    let policy = snodo_core::model::RetryPolicy::fixed(0, retries).expect("policy");
+    let work = snodo_runner::tool_call_work(&id, "fetch", args).with_retry_policy(policy);
+    let new = snodo_core::store::NewTask::new(id, snodo_core::model::Scope::new("acme"), work);
+    let id = store.create(new).await.expect("create").id;
+    runner.submit(&id).await.expect("submit");
+    common::await_stored(&**store, &id, "the task's end", |t| t.status.is_terminal()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_after_a_transient_answer_to_a_get_asks_again_and_completes() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let runner = fetch_runner(&store, grant(&[&server.base()])).await;
+    // The upstream answers 503 once, then 200; the tool asks for a retry on a 5xx.
+    let args = json!({"url": format!("{}/flaky", server.base()), "retry_on_5xx": true});
+    let t = run_with_retries(&store, &runner, args, 2).await;
+    assert_eq!(t.status, TaskStatus::Completed, "{t:?}");
+    assert_eq!((t.attempt, t.retry_count), (2, 1));
+    let Some(snodo_core::model::Outcome::Result(result)) = &t.outcome else {
+        panic!("a result: {t:?}");
+    };
+    assert_eq!(
+        result["structuredContent"],
+        json!({"status": 200, "body": "recovered"})
+    );
+    assert_eq!(server.count("GET", "/flaky"), 2, "the retry asked again");
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_answer_to_a_post_is_replayed_not_sent_again() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let runner = fetch_runner(&store, grant(&[&server.base()])).await;
+    let args = json!({
+        "url": format!("{}/flaky", server.base()),
+        "post": {"n": 1},
+        "retry_on_5xx": true,
+    });
+    let t = run_with_retries(&store, &runner, args, 2).await;
+    // The 503 was recorded: every retry replays it, and the POST went out once.
+    assert_eq!(t.status, TaskStatus::Failed, "{t:?}");
+    assert_eq!((t.attempt, t.retry_count), (3, 2));
+    assert_eq!(
+        server.count("POST", "/flaky"),
+        1,
+        "sent once, replayed since"
+    );
+    runner.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_tried_again_in_an_attempt_takes_the_position_of_its_transient_answer() {
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let attempts = Attempts::new(outbound().await, store.clone(), grant(&[&server.base()]));
+    // The tool sends the same GET twice: a 503, then a 200.
+    let args = json!({"url": format!("{}/flaky", server.base()), "repeat": 2});
+    let (_, claimed) = attempts.claimed("fetch", &args).await;
+    let report = attempts
+        .start(claimed.clone(), "fetch", args)
+        .await
+        .expect("join");
+    assert_eq!(answer(&report).expect("fetched")["status"], 200);
+    assert_eq!(server.count("GET", "/flaky"), 2);
+    // Only the 200 is recorded, at the first position: a replay that asks once finds it.
+    let journal = store.journal(&claimed).await.expect("journal");
+    assert_eq!(journal.len(), 1, "{journal:?}");
+    assert_eq!((journal[0].seq, journal[0].response.status), (0, 200));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_answer_the_journal_has_no_room_for_is_not_sent() {
+    let component = outbound().await;
+    let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let server = HttpRecorder::start().await;
+    let url = format!("{}/template", server.base());
+    let args = json!({"url": url, "repeat": 2});
+    let id = common::create_tool_task(&*store, "fetch", args.clone()).await;
+    let claimed = store
+        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
+        .await
+        .expect("claim")
+        .lease;
+    // An earlier attempt recorded the first request's answer, 100 kB: the journal is
+    // nearly full.
+    let earlier = JournalEntry {
+        seq: 0,
+        request: JournalRequest {
+            method: "GET".into(),
+            url: url.clone(),
+            body_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
+        },
+        response: JournalResponse {
+            status: 200,
+            headers: Vec::new(),
+            body: vec![b'x'; 100_000],
+        },
+    };
+    let bound = earlier.encode().len() as u64 + 200;
+    store
+        .journal_append(&claimed, &earlier, bound)
+        .await
+        .expect("append");
+    let io = snodo_runner::TaskIo::new(
+        store.clone(),
+        claimed.clone(),
+        json!({"elicitation": {}}),
+        Arc::new(InputWaiters::new()),
+    )
+    .journal_bytes(bound);
+    let mut exec = Execution::new("fetch", args, Arc::new(io));
+    exec.task_id = Some(id.to_string());
+    exec.grants = WasiGrants {
+        http: Some(Arc::new(grant(&[&server.base()]))),
+        ..WasiGrants::default()
+    };
+    let report = component.execute(exec).await;
+    let err = answer(&report).expect_err("refused");
+    for says in [
+        "outbound limit journal_task_bytes",
+        "outbound.journal_task_bytes",
+        "tools.fetch.outbound.max_response_bytes",
+        "not sent",
+    ] {
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    // The first request was replayed and the second refused: the upstream saw neither.
+    assert_eq!(server.seen().len(), 0);
+    let limited = component.engine().outbound().counters().limited;
+    assert_eq!(
+        limited.get(&("fetch".to_owned(), "journal_task_bytes")),
+        Some(&1)
+    );
+}

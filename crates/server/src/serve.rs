@@ -409,6 +409,8 @@ fn start_node(
     }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
+    // Journal appends count in their tenant's stored bytes, as creations do.
+    runner_opts.stored_bytes_per_tenant = Some(opts.limits.stored_bytes_per_tenant);
     runner_opts.tracer = opts.tracer.clone();
     let runner = Runner::start(
         store.clone(),

@@ -118,6 +118,8 @@ pub struct WasmEngine {
     pub(crate) memory_in_use: Arc<std::sync::atomic::AtomicUsize>,
     /// Turns for executing guests, shared by tenant.
     pub(crate) cpu: Arc<crate::cpu::CpuShare>,
+    /// Guest lines each tenant may write to the operator's log.
+    pub(crate) log_rate: Arc<crate::host::LogRate>,
     /// Linear memory held by each tenant's live guests. An entry per tenant that ever ran
     /// a guest here: tenants are the configured principals, so the map stays small.
     tenant_memory: Arc<
@@ -215,6 +217,7 @@ impl WasmEngine {
             config: Arc::new(config),
             memory_in_use: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             cpu,
+            log_rate: Arc::default(),
             tenant_memory: Arc::default(),
             _ticker: Arc::new(Ticker { stop }),
         })

@@ -364,6 +364,7 @@ fn new_store(
         logs: LogBuffer {
             origin: env.origin,
             scrub,
+            rate: Some((engine.log_rate.clone(), env.tenant.clone())),
             ..LogBuffer::default()
         },
         stop: None,

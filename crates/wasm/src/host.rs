@@ -18,7 +18,7 @@ use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::{context, types};
-use super::io::{ExecutionIo, InputFailure, Progress};
+use super::io::{ExecutionIo, InputFailure, Progress, guest_text};
 use super::{HostStop, Limit};
 
 /// A cancellation token shared by the host and one execution (tokio-util's, so the runner
@@ -60,6 +60,8 @@ pub(crate) struct LogBuffer {
     pub(crate) origin: Origin,
     /// Secret values replaced before a line is kept or logged.
     pub(crate) scrub: Vec<crate::outbound::Secret>,
+    /// The operator log's rate per tenant, and this execution's tenant.
+    pub(crate) rate: Option<(Arc<LogRate>, Arc<str>)>,
 }
 
 const MAX_LOG_LINES: usize = 1_000;
@@ -73,8 +75,69 @@ impl LogBuffer {
             return;
         }
         self.bytes += message.len();
-        emit(&self.origin, level, &message);
+        let admitted = match &self.rate {
+            Some((rate, tenant)) => rate.admit(tenant, std::time::Instant::now()),
+            None => Admitted::Yes,
+        };
+        match admitted {
+            Admitted::Yes => emit(&self.origin, level, &message),
+            Admitted::FirstRefused => tracing::warn!(
+                target: "snodo::guest",
+                tool = %self.origin.tool,
+                limit = "GUEST_LOG_LINES_PER_SECOND",
+                max = GUEST_LOG_LINES_PER_SECOND,
+                "this tenant's guests are past their log rate: their lines are kept with \
+                 their calls but not logged for the rest of this second"
+            ),
+            Admitted::No => {}
+        }
         self.lines.push(LogLine { level, message });
+    }
+}
+
+/// The guest lines one tenant's executions together may write to the operator's log in a
+/// second; past it, lines are still kept with their call (within its own bounds) but not
+/// logged, so one tenant's chatty guests cannot flood the log the operator reads for
+/// every tenant.
+pub const GUEST_LOG_LINES_PER_SECOND: u32 = 200;
+
+/// Whether a line goes to the operator's log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    Yes,
+    /// The first line refused in this second: the one that says so.
+    FirstRefused,
+    No,
+}
+
+/// Lines logged per tenant in the current second.
+#[derive(Debug, Default)]
+pub(crate) struct LogRate {
+    tenants: parking_lot::Mutex<std::collections::HashMap<Arc<str>, (std::time::Instant, u32)>>,
+}
+
+impl LogRate {
+    /// Counts one line of `tenant` at `now`.
+    pub(crate) fn admit(&self, tenant: &Arc<str>, now: std::time::Instant) -> Admitted {
+        const SECOND: std::time::Duration = std::time::Duration::from_secs(1);
+        let mut tenants = self.tenants.lock();
+        // Tenants come from tokens' claims: forget the quiet ones rather than keep them all.
+        if tenants.len() >= 4_096 {
+            tenants.retain(|_, (since, _)| now.duration_since(*since) < SECOND);
+        }
+        let (since, lines) = tenants.entry(tenant.clone()).or_insert((now, 0));
+        if now.duration_since(*since) >= SECOND {
+            *since = now;
+            *lines = 0;
+        }
+        *lines = lines.saturating_add(1);
+        match (*lines).cmp(&GUEST_LOG_LINES_PER_SECOND) {
+            std::cmp::Ordering::Less | std::cmp::Ordering::Equal => Admitted::Yes,
+            std::cmp::Ordering::Greater if *lines == GUEST_LOG_LINES_PER_SECOND + 1 => {
+                Admitted::FirstRefused
+            }
+            std::cmp::Ordering::Greater => Admitted::No,
+        }
     }
 }
 
@@ -376,9 +439,12 @@ impl HostState {
         match io.await_inputs(json_requests, &cancel).await {
             Ok(answers) => Ok(Ok(answers.iter().map(Value::to_string).collect())),
             Err(InputFailure::Cancelled) => Ok(Err(types::InputError::Cancelled)),
-            Err(InputFailure::Unsupported(m)) => Ok(Err(types::InputError::Unsupported(m))),
+            // The texts come from the host's side (a store's message): one line of cause.
+            Err(InputFailure::Unsupported(m)) => {
+                Ok(Err(types::InputError::Unsupported(guest_text(&m))))
+            }
             Err(InputFailure::KeyConflict(k)) => Ok(Err(types::InputError::KeyConflict(k))),
-            Err(InputFailure::Invalid(m)) => Ok(Err(types::InputError::Invalid(m))),
+            Err(InputFailure::Invalid(m)) => Ok(Err(types::InputError::Invalid(guest_text(&m)))),
             Err(InputFailure::Suspend(questions)) => {
                 self.stop = Some(HostStop::NeedInput(questions.clone()));
                 Err(wasmtime::Error::new(HostStop::NeedInput(questions)))
@@ -465,6 +531,25 @@ impl context::Host for HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_tenant_logs_at_most_its_rate_each_second() {
+        let rate = LogRate::default();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        let t0 = std::time::Instant::now();
+        for _ in 0..GUEST_LOG_LINES_PER_SECOND {
+            assert_eq!(rate.admit(&a, t0), Admitted::Yes);
+        }
+        assert_eq!(rate.admit(&a, t0), Admitted::FirstRefused, "said once");
+        assert_eq!(rate.admit(&a, t0), Admitted::No);
+        assert_eq!(
+            rate.admit(&b, t0),
+            Admitted::Yes,
+            "another tenant has its own"
+        );
+        let later = t0 + std::time::Duration::from_secs(1);
+        assert_eq!(rate.admit(&a, later), Admitted::Yes, "a new second");
+    }
 
     fn limiter(tenant: &Arc<AtomicUsize>, host: &Arc<AtomicUsize>) -> Limiter {
         Limiter {

@@ -94,6 +94,21 @@ pub trait ExecutionIo: Send + Sync {
     fn log(&self, _level: &'static str, _message: &str) {}
 }
 
+/// What a guest is shown of a failure the host's side reported (an [`ExecutionIo`] error, a
+/// store's message): its first line only. A cause is one line; what follows a newline is a
+/// Debug dump or a backtrace (`RUST_BACKTRACE` set), which is the host's, not the guest's.
+pub(crate) fn guest_text(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default().trim_end();
+    // An error's Debug form on one line still names its backtrace field.
+    match line
+        .find(" backtrace: ")
+        .or_else(|| line.find("Stack backtrace:"))
+    {
+        Some(at) => line[..at].trim_end().to_owned(),
+        None => line.to_owned(),
+    }
+}
+
 /// The client capability an input request needs, as a path into `ClientCapabilities`.
 /// Checks `requests` against the client's declared capabilities.
 pub fn check_capabilities(

@@ -45,7 +45,7 @@ pub use engine::{Allocation, EngineConfig, MemoryHold, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
-pub use host::{CancelToken, LogLine};
+pub use host::{CancelToken, GUEST_LOG_LINES_PER_SECOND, LogLine};
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
 };

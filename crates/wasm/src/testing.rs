@@ -74,6 +74,8 @@ pub async fn load_guests_with(config: EngineConfig) -> Guests {
 /// - `GET /big?n=BYTES`: 200, that many bytes.
 /// - `GET /slow`: never answers.
 /// - `GET /stall`: answers, sends one byte of its body, and never the rest.
+/// - `GET /flaky`, `POST /flaky`: 503 to the first request of that method, then 200,
+///   `recovered`: an upstream with a transient failure.
 /// - `GET /redirect`: 302 to `http://169.254.169.254/latest/meta-data/`.
 /// - anything else: 404.
 pub struct HttpRecorder {
@@ -226,7 +228,7 @@ async fn answer(
         .await
         .map(|b| b.to_bytes().to_vec())
         .unwrap_or_default();
-    let posts = {
+    let (posts, same) = {
         let mut seen = recorded.lock();
         seen.push(Recorded {
             method: method.clone(),
@@ -234,7 +236,12 @@ async fn answer(
             headers: headers.clone(),
             body,
         });
-        seen.iter().filter(|r| r.method == "POST").count()
+        let posts = seen.iter().filter(|r| r.method == "POST").count();
+        let same = seen
+            .iter()
+            .filter(|r| r.method == method && r.path == path)
+            .count();
+        (posts, same)
     };
     let reply = |status: u16, body: Vec<u8>| {
         let mut r = hyper::Response::new(TestBody::Whole(Some(bytes::Bytes::from(body))));
@@ -324,6 +331,8 @@ async fn answer(
             std::future::pending::<()>().await;
             reply(200, Vec::new())
         }
+        ("GET" | "POST", "/flaky") if same == 1 => reply(503, b"try again".to_vec()),
+        ("GET" | "POST", "/flaky") => reply(200, b"recovered".to_vec()),
         ("GET", "/redirect") => {
             let mut r = reply(302, Vec::new());
             r.headers_mut().insert(

@@ -57,6 +57,10 @@ pub struct FetchArgs {
     /// Headers to set (`fetch_sdk` only).
     #[serde(default)]
     headers: std::collections::BTreeMap<String, String>,
+    /// Ask for a retry (the task's retry policy) when the last answer is a 5xx (`fetch`
+    /// only).
+    #[serde(default)]
+    retry_on_5xx: bool,
 }
 
 impl Tool for Fetch {
@@ -83,6 +87,12 @@ impl Tool for Fetch {
             }
         }
         let (status, body) = last.unwrap_or_default();
+        if args.retry_on_5xx && status >= 500 {
+            return Outcome::retry(
+                RpcError::internal(format!("HTTP {status}")),
+                format!("HTTP {status}; retrying"),
+            );
+        }
         cx.log(snodo_guest::LogLevel::Info, &format!("fetched: {body}"));
         ToolResult::structured(json!({"status": status, "body": body})).into()
     }

@@ -497,7 +497,11 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
         Scenario::LargeArguments => {
             // 3 MB of short strings the schema accepts: parsing, not checking, is the cost.
             let items = vec!["aaaa"; 375_000];
-            each(16, "a", tool_call("backtrack", json!({"items": items}), false));
+            each(
+                16,
+                "a",
+                tool_call("backtrack", json!({"items": items}), false),
+            );
         }
         Scenario::SlowHeads => {
             let mut held = Vec::new();

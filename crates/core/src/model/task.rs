@@ -289,6 +289,13 @@ pub struct Task {
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     #[doc = "The journal's encoded bytes."]
     pub journal_bytes: u64,
+    /// What the task counts under its scope's stored bytes: its record's JSON length
+    /// (this field left out) as of the last change of status or inputs, plus its journal's
+    /// bytes. The store moves the scope's count by this value's changes in the same
+    /// commit, and gives it back when the task is removed, so the count is the exact sum
+    /// of its tasks' values whatever the measure was when each was taken.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub stored_bytes: u64,
     /// The live claim, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,

@@ -355,6 +355,7 @@ mod tests {
             recoveries: 0,
             journal_entries: 0,
             journal_bytes: 0,
+            stored_bytes: 0,
             claim: Some(Claim {
                 generation: 1,
                 token: 7,

@@ -27,8 +27,8 @@ use crate::model::{
 use super::engine::{self, Ctx, Touches, Txn, View};
 use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, Lease, NewTask,
-    NextClaim, Reaped, Store, StoreError, StoreResult,
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, JournalBounds,
+    Lease, NewTask, NextClaim, Reaped, Store, StoreError, StoreResult,
 };
 
 /// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
@@ -218,6 +218,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn revoked(&self, key: &str) -> impl Future<Output = StoreResult<bool>> + Send {
         let key = key.to_owned();
         self.read(Touches::Revocations, move |view, _| view.revoked(&key))
+    }
+
+    /// Runs a journal append's rules `f` on task `id`; `capped` when they admit the entry
+    /// under its scope's stored bytes. Default: one write touching the task's journal (an
+    /// adapter whose counts are not serialized by its write lock counts the scope exactly
+    /// here).
+    fn journal_write(
+        &self,
+        id: TaskId,
+        capped: bool,
+        f: impl WriteFn<()>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        let _ = capped;
+        self.write(Touches::Journal(id), f)
     }
 
     /// Told that `claim_next` found nothing due, after its write; returns the tasks it
@@ -508,15 +522,17 @@ impl<B: Backend> Store for B {
         Backend::revoked(self, key).await
     }
 
-    async fn journal_append(
+    async fn journal_append_bounded(
         &self,
         lease: &Lease,
         entry: &JournalEntry,
-        max_bytes: u64,
+        bounds: JournalBounds,
     ) -> StoreResult<()> {
         let (lease, entry) = (lease.clone(), entry.clone());
-        self.write(Touches::Journal(lease.task_id), move |txn, ctx| {
-            engine::journal_append(txn, ctx, &lease, &entry, max_bytes)
+        let id = lease.task_id;
+        let capped = bounds.scope_bytes.is_some();
+        self.journal_write(id, capped, move |txn, ctx| {
+            engine::journal_append(txn, ctx, &lease, &entry, bounds)
         })
         .await
     }

@@ -18,8 +18,8 @@ use crate::model::{
 
 use super::listing::{self, Fed, PageBuilder, TaskCounts, TaskPage, TaskQuery};
 use super::types::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, MAX_LEASE_MS, MAX_TTL_MS,
-    NewTask, NextClaim, Reaped,
+    Access, Action, Authority, ClaimRequest, Claimed, Committed, JournalBounds, Lease,
+    MAX_LEASE_MS, MAX_TTL_MS, NewTask, NextClaim, Reaped,
 };
 use super::{StoreError, StoreResult};
 
@@ -58,6 +58,19 @@ pub(crate) enum Count {
     Pinned,
     /// Stored tasks per tenant, tool and status ([`listing::tally_key`]).
     Tally,
+    /// The bytes a scope's stored tasks count ([`Task::stored_bytes`]): moved by
+    /// [`Txn::add_bytes`], never by one.
+    StoredBytes,
+}
+
+impl Count {
+    /// The key [`Count::StoredBytes`] keeps `scope`'s bytes under, for an adapter that
+    /// keeps them in its stored-task counts' table: a scope name never starts with this
+    /// control character, so the two never meet.
+    #[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(dead_code))]
+    pub(crate) fn bytes_key(scope: &str) -> String {
+        format!("\u{1e}bytes\u{1e}{scope}")
+    }
 }
 
 /// The small tables beside the tasks, each an ordered map of bytes to bytes.
@@ -111,6 +124,8 @@ impl ComponentMeta {
 pub(crate) struct Caps {
     pub(crate) live: Option<u64>,
     pub(crate) stored: Option<u64>,
+    /// The scope's stored bytes ([`Count::StoredBytes`]) after the admission.
+    pub(crate) stored_bytes: Option<u64>,
 }
 
 impl Caps {
@@ -118,22 +133,61 @@ impl Caps {
         Self {
             live: new.max_live_in_scope,
             stored: new.max_stored_in_scope,
+            stored_bytes: new.max_stored_bytes_in_scope,
         }
     }
 
     pub(crate) fn any(&self) -> bool {
-        self.live.is_some() || self.stored.is_some()
+        self.live.is_some() || self.stored.is_some() || self.stored_bytes.is_some()
     }
 
-    /// The refusal for counts `live` and `stored`, if either is at its cap.
-    pub(crate) fn refusal(&self, live: u64, stored: u64) -> Option<StoreError> {
+    /// The refusal for counts `live` and `stored`, if either is at its cap, or for `bytes`
+    /// stored when `adding` more would pass the bytes cap.
+    pub(crate) fn refusal(
+        &self,
+        live: u64,
+        stored: u64,
+        bytes: u64,
+        adding: u64,
+    ) -> Option<StoreError> {
         if let Some(max) = self.live.filter(|m| live >= *m) {
             return Some(StoreError::LiveLimit { max });
         }
-        self.stored
-            .filter(|m| stored >= *m)
-            .map(|max| StoreError::StoredLimit { max })
+        if let Some(max) = self.stored.filter(|m| stored >= *m) {
+            return Some(StoreError::StoredLimit { max });
+        }
+        self.stored_bytes
+            .filter(|m| bytes.saturating_add(adding) > *m)
+            .map(|max| StoreError::StoredBytesLimit { max })
     }
+}
+
+/// Counts the bytes written to it.
+struct ByteCount(u64);
+
+impl std::io::Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Sets what `rec` counts under its scope's stored bytes ([`Task::stored_bytes`]): the
+/// record's JSON length, the field itself left out, plus its journal's bytes. Measured
+/// without allocating, when a task is created and when its status or inputs change (the
+/// changes that bring arguments, answers and results); what other changes add between
+/// (history, a status message) is bounded per task.
+pub(crate) fn measure(rec: &mut Record) {
+    rec.task.stored_bytes = 0;
+    let mut n = ByteCount(0);
+    // Serializing values that are already JSON cannot fail; a failure counts nothing.
+    let _ = serde_json::to_writer(&mut n, &rec.task);
+    let _ = serde_json::to_writer(&mut n, &rec.work);
+    rec.task.stored_bytes = n.0.saturating_add(rec.task.journal_bytes);
 }
 
 impl Index {
@@ -238,19 +292,28 @@ pub(crate) trait Txn: View {
     }
 
     /// Refuses one more task in `scope` when a count is at its cap
-    /// ([`StoreError::LiveLimit`], [`StoreError::StoredLimit`]). An adapter whose counts
-    /// are not serialized by its write lock answers this exactly under concurrency in its
-    /// own way (and its `add_count` then keeps what this admitted).
-    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
-        let live = match caps.live {
-            Some(_) => self.count(Count::Live, scope.as_str())?,
-            None => 0,
+    /// ([`StoreError::LiveLimit`], [`StoreError::StoredLimit`]), and `bytes` more when
+    /// they would take the scope's stored bytes past theirs
+    /// ([`StoreError::StoredBytesLimit`]). An adapter whose counts are not serialized by
+    /// its write lock answers this exactly under concurrency in its own way (and its
+    /// `add_count` and `add_bytes` then keep what this admitted).
+    fn admit(&mut self, scope: &Scope, caps: Caps, bytes: u64) -> StoreResult<()> {
+        let count = |txn: &Self, cap: Option<u64>, kind| match cap {
+            Some(_) => txn.count(kind, scope.as_str()),
+            None => Ok(0),
         };
-        let stored = match caps.stored {
-            Some(_) => self.count(Count::Stored, scope.as_str())?,
-            None => 0,
-        };
-        caps.refusal(live, stored).map_or(Ok(()), Err)
+        let live = count(self, caps.live, Count::Live)?;
+        let stored = count(self, caps.stored, Count::Stored)?;
+        let stored_bytes = count(self, caps.stored_bytes, Count::StoredBytes)?;
+        caps.refusal(live, stored, stored_bytes, bytes)
+            .map_or(Ok(()), Err)
+    }
+
+    /// Moves the stored bytes of `scope` by `delta`.
+    fn add_bytes(&mut self, scope: &str, delta: i64) -> StoreResult<()> {
+        let n = self.count(Count::StoredBytes, scope)?;
+        let n = n.saturating_add_signed(delta);
+        self.set_count(Count::StoredBytes, scope, n)
     }
 
     /// Moves the count of `kind` under `key` by one.
@@ -276,6 +339,11 @@ pub(crate) trait Txn: View {
         if before.is_none() {
             self.created(&after.task)?;
             self.add_count(Count::Stored, after.task.scope.as_str(), true)?;
+        }
+        let counted = before.map_or(0, |t| t.stored_bytes);
+        if counted != after.task.stored_bytes {
+            let delta = after.task.stored_bytes as i64 - counted as i64;
+            self.add_bytes(after.task.scope.as_str(), delta)?;
         }
         self.move_listing(before, Some(&after.task), listing::tool_of(&after.work))?;
         let was_live = before.is_some_and(|t| !t.status.is_terminal());
@@ -335,6 +403,9 @@ pub(crate) trait Txn: View {
             self.add_live(task, &rec.work, false)?;
         }
         self.add_count(Count::Stored, task.scope.as_str(), false)?;
+        if task.stored_bytes > 0 {
+            self.add_bytes(task.scope.as_str(), -(task.stored_bytes as i64))?;
+        }
         self.move_listing(Some(task), None, listing::tool_of(&rec.work))?;
         for index in Index::ALL {
             if let Some(k) = index.key(task) {
@@ -512,8 +583,12 @@ impl Txn for Scratch<'_> {
         self.txn.created(task)
     }
 
-    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
-        self.txn.admit(scope, caps)
+    fn admit(&mut self, scope: &Scope, caps: Caps, bytes: u64) -> StoreResult<()> {
+        self.txn.admit(scope, caps, bytes)
+    }
+
+    fn add_bytes(&mut self, scope: &str, delta: i64) -> StoreResult<()> {
+        self.txn.add_bytes(scope, delta)
     }
 
     fn add_count(&mut self, kind: Count, key: &str, up: bool) -> StoreResult<()> {
@@ -666,9 +741,6 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     if txn.head(&new.id)?.is_some() {
         return Err(StoreError::AlreadyExists);
     }
-    if caps.any() {
-        txn.admit(&new.scope, caps)?;
-    }
     let mut task = Task {
         id: new.id,
         scope: new.scope,
@@ -688,6 +760,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         recoveries: 0,
         journal_entries: 0,
         journal_bytes: 0,
+        stored_bytes: 0,
         claim: None,
         client_capabilities,
         events: Vec::new(),
@@ -703,10 +776,14 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         }),
     };
     task.history.push(ctx.now, HistoryKind::Created);
-    let rec = Record {
+    let mut rec = Record {
         task,
         work: new.work,
     };
+    measure(&mut rec);
+    if caps.any() {
+        txn.admit(&rec.task.scope, caps, rec.task.stored_bytes)?;
+    }
     txn.save(None, &rec)?;
     Ok(rec.task)
 }
@@ -1067,6 +1144,11 @@ pub(crate) fn transition(
             effect: step.effect,
         });
     }
+    // Arguments, answers and results arrive with a change of status or inputs: the record
+    // is measured again then (never refused: what was accepted is kept).
+    if after.task.status != before.status || after.task.inputs != before.inputs {
+        measure(&mut after);
+    }
     txn.save(Some(&before), &after)?;
     Ok(Committed {
         revision: after.task.revision,
@@ -1304,29 +1386,40 @@ pub(crate) fn journal_taken(seq: u32) -> StoreError {
 }
 
 /// Records a journal entry under `lease`: fenced like every worker write, bounded by
-/// `max_bytes` for the whole task.
+/// `bounds.task_bytes` for the whole task and admitted under its scope's stored bytes
+/// (`bounds.scope_bytes`), which the entry's bytes join.
 pub(crate) fn journal_append(
     txn: &mut dyn Txn,
     ctx: &Ctx,
     lease: &Lease,
     entry: &JournalEntry,
-    max_bytes: u64,
+    bounds: JournalBounds,
 ) -> StoreResult<()> {
     let rec = load_live(txn, &lease.task_id, ctx.now)?;
     check_lease(&rec.task, lease, ctx)?;
     let bytes = entry.encode();
-    let total = rec.task.journal_bytes.saturating_add(bytes.len() as u64);
+    let size = bytes.len() as u64;
+    let total = rec.task.journal_bytes.saturating_add(size);
+    let max_bytes = bounds.task_bytes;
     if total > max_bytes {
         return Err(StoreError::invalid(format!(
             "the task's journal would hold {total} bytes, past its bound of {max_bytes} \
              (outbound.journal_task_bytes)"
         )));
     }
+    if bounds.scope_bytes.is_some() {
+        let caps = Caps {
+            stored_bytes: bounds.scope_bytes,
+            ..Caps::default()
+        };
+        txn.admit(&rec.task.scope, caps, size)?;
+    }
     txn.journal_put(&lease.task_id, entry.seq, &bytes)?;
     let before = rec.task.clone();
     let mut after = rec;
     after.task.journal_entries += 1;
     after.task.journal_bytes = total;
+    after.task.stored_bytes = after.task.stored_bytes.saturating_add(size);
     txn.save(Some(&before), &after)
 }
 

@@ -79,6 +79,16 @@ pub enum StoreError {
         /// The cap given with the creation.
         max: u64,
     },
+    /// Storing this would take the scope's stored bytes (its tasks' records and journals)
+    /// past the cap the creation or journal append was given.
+    #[error(
+        "the scope's tasks and journals would hold more than {max} bytes \
+         (limits.stored_bytes_per_tenant)"
+    )]
+    StoredBytesLimit {
+        /// The cap given with the creation or the journal append.
+        max: u64,
+    },
     /// A value broke a rule; the message says which.
     #[error("invalid: {0}")]
     Invalid(#[from] Invalid),
@@ -110,6 +120,7 @@ impl StoreError {
             Self::InputConflict { .. } => "input_conflict",
             Self::LiveLimit { .. } => "live_limit",
             Self::StoredLimit { .. } => "stored_limit",
+            Self::StoredBytesLimit { .. } => "stored_bytes_limit",
             Self::Invalid(_) => "invalid",
             Self::IncompatibleSchema(_) => "incompatible_schema",
             Self::Corrupt(_) => "corrupt",

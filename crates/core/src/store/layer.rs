@@ -273,13 +273,15 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.revoked(key).await
     }
 
-    async fn journal_append(
+    async fn journal_append_bounded(
         &self,
         lease: &Lease,
         entry: &crate::model::JournalEntry,
-        max_bytes: u64,
+        bounds: super::JournalBounds,
     ) -> StoreResult<()> {
-        self.inner.journal_append(lease, entry, max_bytes).await
+        self.inner
+            .journal_append_bounded(lease, entry, bounds)
+            .await
     }
 
     async fn journal(&self, lease: &Lease) -> StoreResult<Vec<crate::model::JournalEntry>> {

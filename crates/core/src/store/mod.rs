@@ -77,7 +77,7 @@ pub use traced::{TaskSpans, TracedStore, system_time, task_span};
 pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
-    InputReply, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, NextClaim, Reaped,
+    InputReply, JournalBounds, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, NextClaim, Reaped,
 };
 
 use crate::model::{
@@ -112,7 +112,10 @@ pub use crate::model::REMEMBERED_STATUS_EVENTS;
 ///   (terminal ones included) are counted in the same commit that creates, finishes or
 ///   removes one, so [`NewTask::max_live_in_scope`] ([`StoreError::LiveLimit`]) and
 ///   [`NewTask::max_stored_in_scope`] ([`StoreError::StoredLimit`]) are exact under
-///   concurrency.
+///   concurrency. So are each scope's stored bytes ([`Task::stored_bytes`], moved in the
+///   commit that creates a task, changes its status or inputs, appends to its journal or
+///   removes it), which [`NewTask::max_stored_bytes_in_scope`] and
+///   [`JournalBounds::scope_bytes`] cap ([`StoreError::StoredBytesLimit`]).
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// The store's current time.
@@ -362,12 +365,28 @@ pub trait Store: Send + Sync + 'static {
     /// A second entry at a position is refused ([`StoreError::Invalid`]) and the first
     /// stays as it was. The task's entries together may
     /// hold at most `max_bytes` encoded bytes ([`StoreError::Invalid`] naming the bound);
-    /// the journal is removed with its task.
+    /// the journal is removed with its task. [`Store::journal_append_bounded`] with the
+    /// task's bound alone.
     async fn journal_append(
         &self,
         lease: &Lease,
         entry: &JournalEntry,
         max_bytes: u64,
+    ) -> StoreResult<()> {
+        self.journal_append_bounded(lease, entry, JournalBounds::task(max_bytes))
+            .await
+    }
+
+    /// [`Store::journal_append`] under `bounds`: besides the task's own bound, an entry
+    /// that would take its scope's stored bytes (records and journals,
+    /// [`Task::stored_bytes`]) past `bounds.scope_bytes` is refused with
+    /// [`StoreError::StoredBytesLimit`], exactly under concurrency, and nothing of it is
+    /// written. The entry's bytes count under the scope until the task is removed.
+    async fn journal_append_bounded(
+        &self,
+        lease: &Lease,
+        entry: &JournalEntry,
+        bounds: JournalBounds,
     ) -> StoreResult<()>;
 
     /// The task's outbound journal under `lease`, by position. Errors as for

@@ -36,6 +36,11 @@ pub struct NewTask {
     /// already has this many stored tasks, terminal ones included (until they are reaped);
     /// `None` never refuses.
     pub max_stored_in_scope: Option<u64>,
+    /// Refuse the creation ([`crate::store::StoreError::StoredBytesLimit`]) when the
+    /// scope's stored bytes (its tasks' records and journals, see
+    /// [`crate::model::Task::stored_bytes`]) plus the new task's record would pass this;
+    /// `None` never refuses.
+    pub max_stored_bytes_in_scope: Option<u64>,
 }
 
 impl NewTask {
@@ -51,6 +56,7 @@ impl NewTask {
             client_capabilities: Value::Object(Default::default()),
             max_live_in_scope: None,
             max_stored_in_scope: None,
+            max_stored_bytes_in_scope: None,
         }
     }
 }
@@ -241,6 +247,27 @@ impl ClaimRequest {
             owner: owner.into(),
             skip_scopes: Vec::new(),
             start: false,
+        }
+    }
+}
+
+/// What one journal append may fill: the task's own journal, and its scope's stored
+/// bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JournalBounds {
+    /// The most encoded bytes the task's entries may hold together.
+    pub task_bytes: u64,
+    /// The most bytes the scope's tasks and journals may hold together
+    /// ([`crate::model::Task::stored_bytes`]); `None` never refuses.
+    pub scope_bytes: Option<u64>,
+}
+
+impl JournalBounds {
+    /// The task's bound alone.
+    pub fn task(task_bytes: u64) -> Self {
+        Self {
+            task_bytes,
+            scope_bytes: None,
         }
     }
 }

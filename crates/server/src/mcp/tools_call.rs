@@ -280,6 +280,7 @@ impl McpServer {
         new.client_capabilities = ctx.meta.client_capabilities.clone();
         new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
         new.max_stored_in_scope = Some(self.config.limits.stored_tasks_per_tenant);
+        new.max_stored_bytes_in_scope = Some(self.config.limits.stored_bytes_per_tenant);
         let task = match self.runner.create(new).await {
             Ok(t) => t,
             Err(StoreError::LiveLimit { max }) => {
@@ -287,6 +288,9 @@ impl McpServer {
             }
             Err(StoreError::StoredLimit { max }) => {
                 return Err(self.refuse_at_task_cap("limits.stored_tasks_per_tenant", max, true));
+            }
+            Err(StoreError::StoredBytesLimit { max }) => {
+                return Err(self.refuse_at_task_cap("limits.stored_bytes_per_tenant", max, true));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "task creation failed");

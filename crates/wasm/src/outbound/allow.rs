@@ -385,12 +385,14 @@ pub(crate) fn check_address(
 ) -> Result<(), Refusal> {
     let ip = canonical(addr.ip());
     let named = allowing.iter().any(|e| e.names(ip));
-    // A server listening on every interface is reached at least through loopback; its
-    // other interfaces' addresses are not enumerated (docs/outbound.md says so).
+    // A server listening on every interface (0.0.0.0 or [::]) is reached through every
+    // address of this machine on its port: loopback, the unspecified address, and each
+    // interface's address.
     let is_own = own.iter().any(|o| {
         o.port() == addr.port()
             && (canonical(o.ip()) == ip
-                || (o.ip().is_unspecified() && (ip.is_loopback() || ip.is_unspecified())))
+                || (o.ip().is_unspecified()
+                    && (ip.is_loopback() || ip.is_unspecified() || is_local(ip))))
     });
     if is_own && !allowing.iter().any(|e| e.names_exactly(addr)) {
         return Err(Refusal::OwnAddress(SocketAddr::new(ip, addr.port())));
@@ -399,6 +401,15 @@ pub(crate) fn check_address(
         return Err(Refusal::Address(ip));
     }
     Ok(())
+}
+
+/// Whether `ip` is an address of this machine: the system lets a socket bind to it only
+/// then. This asks the kernel about the interfaces as they are now, without a list that
+/// could go stale; it is asked only for an address on the port of a server listening on
+/// every interface. A system that allows binding to any address (`ip_nonlocal_bind`)
+/// makes every address on that port count as the server's own: refused, never let through.
+fn is_local(ip: IpAddr) -> bool {
+    std::net::UdpSocket::bind(SocketAddr::new(ip, 0)).is_ok()
 }
 
 /// An IPv4-mapped or IPv4-compatible IPv6 address as the IPv4 address it carries, so the
@@ -663,5 +674,57 @@ mod tests {
             check_address(&allowing, "127.0.0.1:4001".parse().expect("addr"), &own),
             Ok(())
         );
+    }
+
+    /// An address of one of this machine's interfaces other than loopback: the one the
+    /// system would send from towards a documentation address (a UDP `connect` sends
+    /// nothing), or none on a machine without a route.
+    fn an_interface_address() -> Option<IpAddr> {
+        let probe = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+        probe.connect("192.0.2.1:9").ok()?;
+        let ip = probe.local_addr().ok()?.ip();
+        (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+    }
+
+    #[test]
+    fn a_server_on_every_interface_owns_every_address_of_the_machine() {
+        for listening in ["0.0.0.0:4000", "[::]:4000"] {
+            let own = [listening.parse().expect("addr")];
+            let l = list(&["http://*:*"]);
+            let host = Host::parse("public.test").expect("a host");
+            let allowing = l.check_url(false, &host, 4000).expect("allowed");
+            for at in ["127.0.0.2:4000", "0.0.0.0:4000", "[::]:4000"] {
+                assert!(
+                    matches!(
+                        check_address(&allowing, at.parse().expect("addr"), &own),
+                        Err(Refusal::OwnAddress(_))
+                    ),
+                    "{at} on a server at {listening}"
+                );
+            }
+            let ip = an_interface_address()
+                .expect("the machine has an interface address besides loopback");
+            // Named by an entry, so only the own-address rule can refuse it.
+            let named = list(&[&format!("http://{ip}:*")]);
+            let host = Host::parse(&ip.to_string()).expect("a host");
+            let allowing = named.check_url(false, &host, 4000).expect("allowed");
+            assert_eq!(
+                check_address(&allowing, SocketAddr::new(ip, 4000), &own),
+                Err(Refusal::OwnAddress(SocketAddr::new(ip, 4000))),
+                "{ip} on a server at {listening}"
+            );
+            assert_eq!(
+                check_address(&allowing, SocketAddr::new(ip, 4001), &own),
+                Ok(()),
+                "another port of the machine is not the server"
+            );
+            // An address that is not the machine's is not the server's.
+            let other: IpAddr = "93.184.215.14".parse().expect("ip");
+            let allowing = l.check_url(false, &host, 4000).expect("allowed");
+            assert_eq!(
+                check_address(&allowing, SocketAddr::new(other, 4000), &own),
+                Ok(())
+            );
+        }
     }
 }

@@ -26,6 +26,7 @@ use parking_lot::Mutex;
 
 pub use allow::{AllowList, AllowedHost, Refusal};
 pub(crate) use send::Hooks;
+pub use send::JOURNAL_HEAD_BYTES;
 
 /// One tool's outbound grant: where it may go, within which limits, with which secrets.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -17,7 +17,7 @@
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -37,6 +37,7 @@ use snodo_core::model::{JournalEntry, JournalRequest, JournalResponse};
 use super::allow::{AllowedHost, Host, Refusal, check_address};
 use super::{HttpGrant, Outbound, OutboundLimits, Secret, scrub_bytes, scrub_name, scrub_text};
 use crate::ExecutionIo;
+use crate::io::guest_text;
 
 /// What one execution's requests share.
 pub(crate) struct Shared {
@@ -46,8 +47,12 @@ pub(crate) struct Shared {
     tenant: Arc<str>,
     task: Option<Arc<str>>,
     io: Arc<dyn ExecutionIo>,
-    /// The next position; positions are taken in the order the guest hands requests over.
+    /// The next position; positions are taken in the order the guest hands requests over,
+    /// and a request that ends without an entry gives its position back (see [`OneRequest`]).
     next_seq: AtomicU32,
+    /// The requests handed over so far, replayed ones and those that gave their position
+    /// back included: what `max_requests` counts.
+    handed: AtomicU32,
     /// The attempt's requests in flight.
     in_flight: Arc<tokio::sync::Semaphore>,
     /// The divergence a replay met, once one is seen.
@@ -109,6 +114,7 @@ impl Hooks {
             task: task.map(Arc::from),
             io,
             next_seq: AtomicU32::new(0),
+            handed: AtomicU32::new(0),
             in_flight: Arc::new(tokio::sync::Semaphore::new(concurrent as usize)),
             diverged: Mutex::new(None),
             secrets,
@@ -123,6 +129,12 @@ impl Hooks {
 }
 
 impl WasiHttpHooks for Hooks {
+    /// The host writes `Host` itself, from the checked target (see `transmit`): the
+    /// transport would copy the guest's authority, userinfo included.
+    fn set_host_header(&mut self) -> bool {
+        false
+    }
+
     fn is_forbidden_header(&mut self, name: &HeaderName) -> bool {
         (self.0.forbidden)(name)
     }
@@ -150,9 +162,13 @@ impl WasiHttpHooks for Hooks {
         // Positions are taken in the order the guest hands requests over, which a replay
         // repeats; whatever finishes first.
         let seq = self.0.next_seq.fetch_add(1, Ordering::AcqRel);
+        let nth = self.0.handed.fetch_add(1, Ordering::AcqRel);
         let one = OneRequest {
             of: self.0.clone(),
             seq,
+            nth,
+            holds: AtomicBool::new(false),
+            recorded: AtomicBool::new(false),
         };
         Box::new(async move {
             let (response, io) = one.send(request, options).await?;
@@ -164,9 +180,41 @@ impl WasiHttpHooks for Hooks {
 type Io = Box<dyn Future<Output = Result<(), Error>> + Send>;
 
 /// One request: the execution's shared part and the request's position.
+///
+/// The journal is positional, so a position without an entry would shift every later
+/// request of a replay that does not repeat it. A request therefore keeps its position only
+/// when an entry is there (recorded, or replayed), or when it is not idempotent and may have
+/// reached the upstream: then a later attempt sends it again at the same position, with the
+/// same `Idempotency-Key`. Any other request gives its position back when it ends (a
+/// transient answer to an idempotent request, a refusal, a failure before it was sent), so
+/// the tool's next request, typically the same one tried again, takes it. A position is
+/// given back only while it is the latest taken: a request handed over meanwhile keeps its
+/// own, and the earlier one stays a hole.
 struct OneRequest {
     of: Arc<Shared>,
     seq: u32,
+    /// How many requests the execution handed over before this one.
+    nth: u32,
+    /// Whether it keeps its position (see above).
+    holds: AtomicBool,
+    /// Whether the journal has its entry (recorded now, or replayed).
+    recorded: AtomicBool,
+}
+
+impl Drop for OneRequest {
+    fn drop(&mut self) {
+        if !self.recorded.load(Ordering::Acquire) {
+            self.io.journal_release(self.seq);
+        }
+        if !self.holds.load(Ordering::Acquire) {
+            let _ = self.next_seq.compare_exchange(
+                self.seq + 1,
+                self.seq,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }
 }
 
 impl std::ops::Deref for OneRequest {
@@ -189,6 +237,10 @@ struct Admitted {
     line: String,
     /// What it asks, when the task journals it.
     asked: Option<JournalRequest>,
+    /// Whether its method is idempotent: no key, and a transient answer is not recorded.
+    idempotent: bool,
+    /// The journal room held for its entry (0 when it is not journaled).
+    reserved: u64,
     /// Whether the host adds a secret to it.
     injected: bool,
     /// Whether its response is scrubbed: it carries an injected secret, or it is
@@ -245,6 +297,17 @@ impl Target {
     /// `scheme://host:port`, for the log.
     fn origin(&self) -> String {
         format!("{}://{}:{}", self.scheme(), self.name, self.port)
+    }
+
+    /// The `Host` header: the host and, when not the scheme's own, the port. Never the
+    /// userinfo a URL may carry.
+    fn host_header(&self) -> String {
+        let default = if self.https { 443 } else { 80 };
+        if self.port == default {
+            self.name.clone()
+        } else {
+            format!("{}:{}", self.name, self.port)
+        }
     }
 
     /// The allow-list entry that names exactly this URL's scheme, host and port.
@@ -364,10 +427,11 @@ impl OneRequest {
         options: Option<RequestOptions>,
     ) -> Result<(Response<WasiBody>, Io), Error> {
         let mut admitted = self.admit(request).await?;
-        if let Some(asked) = &admitted.asked
-            && let Some(answer) = self.replay(asked).await?
-        {
-            return Ok((recorded(answer), Box::new(async { Ok(()) })));
+        if let Some(asked) = &admitted.asked {
+            if let Some(answer) = self.replay(asked).await? {
+                return Ok((recorded(answer), Box::new(async { Ok(()) })));
+            }
+            self.reserve(&mut admitted).await?;
         }
         let timeouts = Timeouts::of(options, &admitted.grant.limits);
         let (head, incoming, driver) = self.transmit(&mut admitted, &timeouts).await?;
@@ -431,7 +495,7 @@ impl OneRequest {
             ));
         }
         let max = grant.limits.max_requests;
-        if self.seq >= max {
+        if self.nth >= max {
             let error = format!("outbound limit max_requests ({max}) per attempt reached");
             return Err(self.limited("max_requests", Error::InternalError(Some(error))));
         }
@@ -449,6 +513,7 @@ impl OneRequest {
             body_sha256: hex(&Sha256::digest(&body)),
         });
         let scrubbed = injected || (asked.is_some() && !self.secrets.is_empty());
+        let idempotent = idempotent(&parts.method);
         Ok(Admitted {
             grant,
             target,
@@ -457,6 +522,8 @@ impl OneRequest {
             body,
             line,
             asked,
+            idempotent,
+            reserved: 0,
             injected,
             scrubbed,
             permits: (attempt, tenant),
@@ -468,6 +535,8 @@ impl OneRequest {
     async fn replay(&self, asked: &JournalRequest) -> Result<Option<JournalResponse>, Error> {
         match self.io.journal_entry(self.seq).await {
             Ok(Some(entry)) if entry.request == *asked => {
+                self.recorded.store(true, Ordering::Release);
+                self.holds.store(true, Ordering::Release);
                 self.host.count_sent(&self.tool, true);
                 Ok(Some(entry.response))
             }
@@ -485,6 +554,7 @@ impl OneRequest {
                 );
                 tracing::warn!(target: "snodo::outbound", tool = %self.tool, task = self.task.as_deref().unwrap_or("-"), "journal divergence: {why}");
                 self.diverged.lock().get_or_insert(why);
+                self.holds.store(true, Ordering::Release);
                 Err(Error::InternalError(Some(format!(
                     "journal divergence at request {}",
                     self.seq
@@ -492,9 +562,46 @@ impl OneRequest {
             }
             Ok(None) => Ok(None),
             Err(e) => Err(Error::InternalError(Some(format!(
-                "the task's journal cannot be read: {e}"
+                "the task's journal cannot be read: {}",
+                guest_text(&e)
             )))),
         }
+    }
+
+    /// Holds the journal room the request's entry could need before anything is sent: what
+    /// it asks, its response at `max_response_bytes` and [`JOURNAL_HEAD_BYTES`] for the
+    /// response's head. Without room it is refused here, never sent: an answer sent for
+    /// and then not recorded would be sent again by every later attempt.
+    async fn reserve(&self, admitted: &mut Admitted) -> Result<(), Error> {
+        let Some(asked) = &admitted.asked else {
+            return Ok(());
+        };
+        let bare = JournalEntry {
+            seq: self.seq,
+            request: asked.clone(),
+            response: JournalResponse {
+                status: 0,
+                headers: Vec::new(),
+                body: Vec::new(),
+            },
+        };
+        let max = admitted.grant.limits.max_response_bytes;
+        let need = (bare.encode().len() as u64)
+            .saturating_add(max)
+            .saturating_add(JOURNAL_HEAD_BYTES);
+        if let Err(why) = self.io.journal_reserve(self.seq, need).await {
+            let message = format!(
+                "outbound limit journal_task_bytes: {}: not sent, its answer could not be \
+                 recorded: {} (the request, tools.{}.outbound.max_response_bytes = {max} \
+                 and {JOURNAL_HEAD_BYTES} for the response's head)",
+                admitted.line,
+                guest_text(&why),
+                self.tool
+            );
+            return Err(self.limited("journal_task_bytes", Error::InternalError(Some(message))));
+        }
+        admitted.reserved = need;
+        Ok(())
     }
 
     /// Resolves the name, checks every address, connects to a checked one (with TLS for
@@ -528,7 +635,7 @@ impl OneRequest {
             );
             parts.headers.remove(http::header::TE);
         }
-        if admitted.asked.is_some() && !idempotent(&parts.method) {
+        if admitted.asked.is_some() && !admitted.idempotent {
             let key = format!("{}-{}", self.task.as_deref().unwrap_or_default(), self.seq);
             if let Ok(v) = HeaderValue::from_str(&key) {
                 parts
@@ -536,9 +643,13 @@ impl OneRequest {
                     .insert(HeaderName::from_static("idempotency-key"), v);
             }
         }
-        // The request line carries the path; the authority went into `Host`.
+        let host = HeaderValue::from_str(&target.host_header())
+            .map_err(|_| Error::HttpRequestUriInvalid)?;
+        parts.headers.insert(http::header::HOST, host);
+        // The request line carries the path, percent-encoded; the host went into `Host`.
+        let path = encode_target(parts.uri.path_and_query().map_or("/", |p| p.as_str()));
         parts.uri = http::Uri::builder()
-            .path_and_query(parts.uri.path_and_query().map_or("/", |p| p.as_str()))
+            .path_and_query(path)
             .build()
             .map_err(|_| Error::HttpRequestUriInvalid)?;
         let body = Full::new(Bytes::from(std::mem::take(&mut admitted.body)));
@@ -566,6 +677,11 @@ impl OneRequest {
             handshake(Box::new(stream)).await?
         };
         let driver = Driver(tokio::spawn(conn));
+        // From here the upstream may see it: a request that is not idempotent keeps its
+        // position (and its key) whatever happens next.
+        if !admitted.idempotent {
+            self.holds.store(true, Ordering::Release);
+        }
         match tokio::time::timeout(timeouts.first_byte, sender.send_request(request)).await {
             Ok(Ok(r)) => {
                 let (head, incoming) = r.into_parts();
@@ -591,6 +707,8 @@ impl OneRequest {
             target,
             line,
             asked,
+            idempotent,
+            reserved,
             injected,
             scrubbed,
             permits,
@@ -661,17 +779,34 @@ impl OneRequest {
             headers,
             body: scrub_bytes(body, secrets),
         };
-        if let Some(request) = asked {
+        // A transient answer to an idempotent request is not recorded: a later attempt (a
+        // retry) asks again instead of replaying the failure. It has no effect to protect.
+        let transient = idempotent && transient(answer.status);
+        if let Some(request) = asked.filter(|_| !transient) {
             let entry = JournalEntry {
                 seq: self.seq,
                 request,
                 response: answer.clone(),
             };
+            let size = entry.encode().len() as u64;
+            if size > reserved {
+                let message = format!(
+                    "{line}: its answer takes {size} bytes in the task's journal, more than the \
+                     {reserved} held for it (the request, \
+                     tools.{}.outbound.max_response_bytes and {JOURNAL_HEAD_BYTES} for the \
+                     response's head); it is not recorded",
+                    self.tool
+                );
+                return Err(self.limited("journal_task_bytes", Error::InternalError(Some(message))));
+            }
             if let Err(e) = self.io.journal_append(entry).await {
                 return Err(Error::InternalError(Some(format!(
-                    "the response could not be recorded in the task's journal: {e}"
+                    "the response could not be recorded in the task's journal: {}",
+                    guest_text(&e)
                 ))));
             }
+            self.recorded.store(true, Ordering::Release);
+            self.holds.store(true, Ordering::Release);
         }
         Ok((recorded(answer), Box::new(async { Ok(()) })))
     }
@@ -747,6 +882,23 @@ fn target_of(uri: &http::Uri) -> Option<Target> {
     })
 }
 
+/// A request target (path and query) with every byte RFC 3986 does not allow there
+/// percent-encoded: unreserved characters, sub-delimiters, `:`, `@`, `/`, `?` and existing
+/// `%` escapes stay; a quote, a brace, a space or a byte past ASCII does not reach the
+/// wire as itself.
+fn encode_target(target: &str) -> String {
+    let mut out = String::with_capacity(target.len());
+    for &b in target.as_bytes() {
+        let kept = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b);
+        if kept {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// The coding of a body that is not plain bytes: a `content-encoding` other than
 /// `identity`, or a `transfer-encoding` other than `chunked` (which hyper removes).
 fn coded(headers: &http::HeaderMap) -> Option<String> {
@@ -760,6 +912,16 @@ fn coded(headers: &http::HeaderMap) -> Option<String> {
     };
     coding(http::header::CONTENT_ENCODING, &["identity"])
         .or_else(|| coding(http::header::TRANSFER_ENCODING, &["chunked", "identity"]))
+}
+
+/// The room a journaled response's head may take in the journal, held with
+/// `max_response_bytes` before the request is sent.
+pub const JOURNAL_HEAD_BYTES: u64 = 64 << 10;
+
+/// Answers that say "not now" rather than "no": a timeout (408), too many requests (429)
+/// and server errors (5xx). To an idempotent request they are not recorded.
+fn transient(status: u16) -> bool {
+    status == 408 || status == 429 || (500..600).contains(&status)
 }
 
 /// Methods a repeat of which changes nothing more (RFC 9110 §9.2.2): no idempotency key.
@@ -1008,6 +1170,135 @@ mod tests {
             .body(body)
             .expect("request");
         Pin::from(hooks.send_request(request, None, Box::new(async { Ok(()) })))
+    }
+
+    /// A server that answers every request 204 and hands over each request's head as it
+    /// arrived on the wire.
+    async fn raw_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+                let _ = stream
+                    .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        (addr, rx)
+    }
+
+    #[tokio::test]
+    async fn host_names_the_host_and_port_and_the_target_is_percent_encoded() {
+        let (addr, mut heads) = raw_server().await;
+        let host = Arc::new(Outbound::new(OutboundConfig::default()).expect("outbound"));
+        let mut hooks = hooks(&host, addr, 1);
+        let body = http_body_util::Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        // What the transport hands over for a guest that wrote userinfo into the URL.
+        let request = Request::get(format!("http://user:pw@{addr}/a\"b{{c}}|\u{e9}?q={{x}}^"))
+            .header(http::header::HOST, format!("user:pw@{addr}"))
+            .body(body)
+            .expect("request");
+        let sent = Pin::from(hooks.send_request(request, None, Box::new(async { Ok(()) })));
+        let (response, _) = sent.await.expect("answered");
+        assert_eq!(response.status(), 204);
+        let head = heads.recv().await.expect("a request");
+        let lines: Vec<&str> = head.lines().collect();
+        assert_eq!(
+            lines[0], "GET /a%22b%7Bc%7D%7C%C3%A9?q=%7Bx%7D%5E HTTP/1.1",
+            "{head}"
+        );
+        let hosts: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.to_ascii_lowercase().starts_with("host:"))
+            .copied()
+            .collect();
+        assert_eq!(hosts, vec![format!("host: {addr}")], "{head}");
+        assert!(!head.contains("user") && !head.contains("pw@"), "{head}");
+    }
+
+    #[test]
+    fn a_default_port_is_left_out_of_host() {
+        let target = |uri: &str| target_of(&uri.parse().expect("uri")).expect("target");
+        assert_eq!(
+            target("https://u@Example.com/x").host_header(),
+            "Example.com"
+        );
+        assert_eq!(
+            target("http://example.com:80/").host_header(),
+            "example.com"
+        );
+        assert_eq!(target("https://[::1]:8443/").host_header(), "[::1]:8443");
+        assert_eq!(encode_target("/caf\u{e9} x?a=%20"), "/caf%C3%A9%20x?a=%20");
+    }
+
+    /// A journal whose store fails, reporting the failure as a host error's Debug form
+    /// does with `RUST_BACKTRACE` set: the cause, then a captured backtrace.
+    struct FailingJournal;
+
+    #[async_trait::async_trait]
+    impl ExecutionIo for FailingJournal {
+        async fn await_inputs(
+            &self,
+            _: crate::InputRequests,
+            _: &crate::CancelToken,
+        ) -> crate::InputAnswers {
+            Err(crate::InputFailure::Park)
+        }
+        async fn set_status(&self, _: String) -> Result<(), String> {
+            Ok(())
+        }
+        async fn progress(&self, _: crate::Progress) {}
+        fn journaled(&self) -> bool {
+            true
+        }
+        async fn journal_entry(&self, _: u32) -> Result<Option<JournalEntry>, String> {
+            let backtrace = std::backtrace::Backtrace::force_capture();
+            Err(format!(
+                "the task store is unavailable\n\nStack backtrace:\n{backtrace}"
+            ))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_host_failure_reaches_the_guest_as_one_line_without_a_backtrace() {
+        let (addr, _accepted) = silent_server().await;
+        let host = Arc::new(Outbound::new(OutboundConfig::default()).expect("outbound"));
+        let grant = HttpGrant::new(AllowList::parse(&[format!("http://{addr}")]).expect("list"));
+        let mut hooks = Hooks::new(
+            host,
+            Some(Arc::new(grant)),
+            "t",
+            Arc::from("acme"),
+            Some("task-1"),
+            Arc::new(FailingJournal),
+        );
+        let Error::InternalError(Some(text)) = refusal(get(&mut hooks, addr)).await else {
+            panic!("an internal error with a text");
+        };
+        assert_eq!(
+            text,
+            "the task's journal cannot be read: the task store is unavailable"
+        );
+        // The backtrace the failure carried is not in it, whatever the platform prints.
+        assert!(
+            !text.contains('\n') && !text.contains("backtrace"),
+            "{text}"
+        );
     }
 
     #[tokio::test]

@@ -36,7 +36,7 @@ pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
 pub use revocations::revocations;
-pub use stored_caps::stored_caps;
+pub use stored_caps::{stored_bytes_caps, stored_caps};
 pub use terminal_races::terminal_races;
 pub use transitions_and_cas::transitions_and_cas;
 
@@ -137,6 +137,7 @@ macro_rules! store_contract_suite {
             durability_across_reopen,
             journal,
             stored_caps,
+            stored_bytes_caps,
             revocations,
             deployments,
             listing,

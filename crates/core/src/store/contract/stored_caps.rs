@@ -1,7 +1,10 @@
-//! Contract group `stored_caps`: a scope's stored tasks, terminal ones included, are counted exactly and capped until they are reaped.
+//! Contract groups `stored_caps` and `stored_bytes_caps`: a scope's stored tasks, terminal ones included, and their bytes (records and journals) are counted exactly and capped until they are removed.
 
 #[allow(unused_imports)]
 use super::*;
+
+use crate::model::{JournalEntry, JournalRequest, JournalResponse};
+use crate::store::JournalBounds;
 
 fn capped(tenant: &str, stored: u64) -> NewTask {
     let mut n = new_task(tenant);
@@ -157,4 +160,169 @@ async fn concurrent(store: Arc<dyn Store>) {
         }
     }
     assert_eq!(admitted, 10, "exactly the cap's worth of creations commit");
+}
+
+fn bytes_capped(tenant: &str, max: u64) -> NewTask {
+    let mut n = new_task(tenant);
+    n.max_stored_bytes_in_scope = Some(max);
+    n
+}
+
+fn entry(seq: u32, body: &[u8]) -> JournalEntry {
+    JournalEntry {
+        seq,
+        request: JournalRequest {
+            method: "POST".into(),
+            url: format!("https://api.example.com/tickets/{seq}"),
+            body_sha256: "0".repeat(64),
+        },
+        response: JournalResponse {
+            status: 201,
+            headers: Vec::new(),
+            body: body.to_vec(),
+        },
+    }
+}
+
+/// A scope's stored bytes (its tasks' records and journals) are counted exactly and
+/// capped: a creation or a journal entry that would pass the cap is refused and writes
+/// nothing, other scopes are unaffected, and removing a task gives its bytes back.
+pub async fn stored_bytes_caps(b: &mut dyn Backend) {
+    let clock = clock();
+    let store = b.open(&clock).await;
+    let bounded = |task_bytes, scope_bytes| JournalBounds {
+        task_bytes,
+        scope_bytes: Some(scope_bytes),
+    };
+    // Tasks made alike measure alike: the first one's size sets the cap.
+    let mut first = bytes_capped("hoarder", u64::MAX);
+    first.ttl_ms = Some(1_000);
+    let first = store.create(first).await.expect("no cap in reach");
+    let size = first.stored_bytes;
+    let small = entry(0, b"ok").encode().len() as u64;
+    assert!(size > small + 10, "a record counts its JSON: {size}");
+    let cap = 2 * size + small + 10;
+    let (kept, lease) = {
+        let t = store
+            .create(bytes_capped("hoarder", cap))
+            .await
+            .expect("two records fit");
+        assert_eq!(t.stored_bytes, size, "tasks made alike measure alike");
+        let lease = store.claim(&t.id, &cr()).await.expect("claim").lease;
+        (t.id, lease)
+    };
+
+    // A journal entry joins its scope's bytes; one that would pass the cap is refused and
+    // not recorded.
+    store
+        .journal_append_bounded(&lease, &entry(0, b"ok"), bounded(1 << 20, cap))
+        .await
+        .expect("an entry that fits");
+    assert_eq!(
+        store
+            .journal_append_bounded(&lease, &entry(1, b"ok"), bounded(1 << 20, cap))
+            .await
+            .err(),
+        Some(StoreError::StoredBytesLimit { max: cap })
+    );
+    assert_eq!(
+        store.journal(&lease).await.expect("journal"),
+        vec![entry(0, b"ok")],
+        "the refused entry was not recorded"
+    );
+    assert_eq!(
+        read(&*store, "hoarder", &kept).await.stored_bytes,
+        size + small
+    );
+    // The append's own bound is still the task's.
+    assert!(matches!(
+        store
+            .journal_append_bounded(&lease, &entry(1, b"ok"), bounded(small, u64::MAX))
+            .await,
+        Err(StoreError::Invalid(_))
+    ));
+
+    // A creation that would pass the cap is refused and stores nothing.
+    let over = bytes_capped("hoarder", cap);
+    let over_id = over.id;
+    assert_eq!(
+        store.create(over).await.err(),
+        Some(StoreError::StoredBytesLimit { max: cap })
+    );
+    assert!(store.inspect(&over_id).await.expect("inspect").is_none());
+    let mut both = bytes_capped("hoarder", cap);
+    both.max_stored_in_scope = Some(2);
+    assert_eq!(
+        store.create(both).await.err(),
+        Some(StoreError::StoredLimit { max: 2 }),
+        "the count is named when it is the cap reached"
+    );
+    // Another scope has its own bytes.
+    store
+        .create(bytes_capped("neighbour", cap))
+        .await
+        .expect("another scope");
+
+    // What a task brings later (a result) is kept, never refused; removing the finished
+    // task gives back its record and its journal.
+    as_worker(&*store, &lease, completed("done")).await;
+    assert!(read(&*store, "hoarder", &kept).await.stored_bytes > size + small);
+    assert_eq!(
+        store.create(bytes_capped("hoarder", cap)).await.err(),
+        Some(StoreError::StoredBytesLimit { max: cap })
+    );
+    let a = access(&*store, "hoarder", Action::Cancel, &kept).await;
+    store.delete_finished(&a).await.expect("a finished task");
+    store
+        .create(bytes_capped("hoarder", cap))
+        .await
+        .expect("the deleted task's bytes are free");
+    assert_eq!(
+        store.create(bytes_capped("hoarder", cap)).await.err(),
+        Some(StoreError::StoredBytesLimit { max: cap }),
+        "exactly the deleted task's bytes"
+    );
+
+    // Reaping gives them back too.
+    clock.advance(1_000);
+    assert_eq!(ids(store.reap(10).await.expect("reap")), vec![first.id]);
+    store
+        .create(bytes_capped("hoarder", cap))
+        .await
+        .expect("the reaped task's bytes are free");
+
+    let store = if b.durable() {
+        drop(store);
+        let store = b.open(&clock).await;
+        assert_eq!(
+            store.create(bytes_capped("hoarder", cap)).await.err(),
+            Some(StoreError::StoredBytesLimit { max: cap }),
+            "the bytes survive a reopen"
+        );
+        store
+    } else {
+        store
+    };
+
+    // Concurrent creations under one cap: exactly the cap's worth commit.
+    let probe = store
+        .create(bytes_capped("crowd", u64::MAX))
+        .await
+        .expect("no cap in reach");
+    let cap = 10 * probe.stored_bytes;
+    let tries: Vec<_> = (0..24)
+        .map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { store.create(bytes_capped("crowd", cap)).await })
+        })
+        .collect();
+    let mut admitted = 0;
+    for t in tries {
+        match t.await.expect("create task") {
+            Ok(_) => admitted += 1,
+            Err(StoreError::StoredBytesLimit { max }) if max == cap => {}
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+    assert_eq!(admitted, 9, "exactly the cap's worth of bytes commit");
 }

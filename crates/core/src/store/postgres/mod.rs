@@ -587,6 +587,22 @@ impl Backend for PgStore {
         Ok(!rows.is_empty())
     }
 
+    /// A journal append capped by its scope's stored bytes counts them exactly: alone, with
+    /// every shard of the scope locked after the task's row (an entry's bytes are not
+    /// bounded as a fast admission's margin needs).
+    async fn journal_write(
+        &self,
+        id: TaskId,
+        capped: bool,
+        f: impl WriteFn<()>,
+    ) -> StoreResult<()> {
+        if capped {
+            self.writer.alone_counted(id, f).await
+        } else {
+            self.write(Touches::Journal(id), f).await
+        }
+    }
+
     /// Admits the creation against the scope's caps: on the fast sharded counts first, and
     /// exactly when a count is close to its cap (`f` runs again, in a new transaction).
     async fn create_with<T, F>(&self, new: NewTask, f: F) -> StoreResult<T>

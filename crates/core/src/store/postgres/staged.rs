@@ -39,6 +39,12 @@ use super::write::MAX_GROUP;
 /// opposite. A scope's count is the sum of all its rows.
 pub(super) const LIVE_SHARDS: i16 = 16;
 
+/// The most bytes one creation may add to its scope and still be admitted on the fast
+/// path: each of the other uncommitted writes holding an admission shard of the scope
+/// adds at most [`MAX_GROUP`] of them, which bounds what a fast admission's sum may miss
+/// (see [`Staged::admit`]). A larger creation is counted exactly.
+pub(super) const FAST_ADMIT_BYTES: u64 = 64 << 10;
+
 /// The database's time at the start of the transaction, in store milliseconds: one value
 /// for every statement of a write, so the rows a write selects as due and the rules that
 /// judge them agree.
@@ -67,6 +73,13 @@ pub(super) fn record_of(r: &PgRow, at: usize) -> StoreResult<(TaskId, Record)> {
     Ok((id, rec))
 }
 
+/// How far a write moves one scope's counts: live, stored, bytes.
+pub(super) type Moved = (i64, i64, i64);
+/// A scope's sums as a fast admission reads them: live, stored, bytes.
+pub(super) type Sums = (i64, i64, i64);
+/// A scope's exact counts: live, stored, bytes.
+pub(super) type Counted = (u64, u64, u64);
+
 /// The engine's `Txn` over the rows a write fetched.
 pub(super) struct Staged {
     /// Rows as fetched (`None`: known absent), then as the rules changed them.
@@ -76,8 +89,8 @@ pub(super) struct Staged {
     /// Which ids the rules changed, in first-change order.
     dirty: Vec<TaskId>,
     existed: HashSet<TaskId>,
-    /// Per scope: how far this write moves its live and stored counts.
-    count_delta: BTreeMap<String, (i64, i64)>,
+    /// Per scope: how far this write moves its live and stored counts and stored bytes.
+    count_delta: BTreeMap<String, Moved>,
     /// Per component digest: how far this write moves its pin count.
     pinned_delta: BTreeMap<String, i64>,
     /// Per tally key (tenant, tool, status): how far this write moves it.
@@ -85,10 +98,12 @@ pub(super) struct Staged {
     /// Per capped scope: the +1s a fast admission already wrote to this write's shard (to
     /// both counts), one per capped creation the write holds.
     prebumped: BTreeMap<String, i64>,
-    /// Per capped scope: the live and stored sums a fast admission read after its +1s.
-    sums: HashMap<String, (i64, i64)>,
-    /// Exact mode: the scope and its exact live and stored counts (every shard locked).
-    counted: Option<(String, (u64, u64))>,
+    /// Per capped scope: the live and stored sums and the stored bytes a fast admission
+    /// read after its +1s.
+    sums: HashMap<String, Sums>,
+    /// Exact mode: the scope and its exact live and stored counts and stored bytes (every
+    /// shard locked).
+    counted: Option<(String, Counted)>,
     /// Set by a fast admission that cannot decide: the creation must be counted exactly.
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
@@ -102,8 +117,8 @@ impl Staged {
         fetched: Vec<(TaskId, Record)>,
         named: &[TaskId],
         prebumped: BTreeMap<String, i64>,
-        sums: HashMap<String, (i64, i64)>,
-        counted: Option<(String, (u64, u64))>,
+        sums: HashMap<String, Sums>,
+        counted: Option<(String, Counted)>,
     ) -> Self {
         let mut s = Self {
             rows: HashMap::new(),
@@ -189,13 +204,14 @@ impl Staged {
             delta.0 -= n;
             delta.1 -= n;
         }
-        for (scope, &(live, stored)) in &counts {
-            if (live, stored) != (0, 0) {
+        for (scope, &(live, stored, bytes)) in &counts {
+            if (live, stored, bytes) != (0, 0, 0) {
                 out.push(Change::Counts {
                     scope: scope.clone(),
                     shard: LIVE_SHARDS + shard,
                     live,
                     stored,
+                    bytes,
                 });
             }
         }
@@ -339,12 +355,13 @@ pub(super) enum Change {
     Tally(Tally),
     /// Remove tasks, by id.
     Delete(Vec<Vec<u8>>),
-    /// Move a scope's live and stored counts.
+    /// Move a scope's live and stored counts and its stored bytes.
     Counts {
         scope: String,
         shard: i16,
         live: i64,
         stored: i64,
+        bytes: i64,
     },
     /// Move a component's pin count.
     Pinned {
@@ -373,9 +390,10 @@ pub(super) const INSERT_JOURNAL: &str = "INSERT INTO journal (task_id, seq, entr
      VALUES ($1, $2, $3)";
 pub(super) const BUMP_PINNED: &str = "INSERT INTO pinned (digest, shard, n) \
      VALUES ($1, $2, $3) ON CONFLICT (digest, shard) DO UPDATE SET n = pinned.n + EXCLUDED.n";
-pub(super) const BUMP_COUNTS: &str = "INSERT INTO live (scope, shard, n, stored) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (scope, shard) \
-     DO UPDATE SET n = live.n + EXCLUDED.n, stored = live.stored + EXCLUDED.stored";
+pub(super) const BUMP_COUNTS: &str = "INSERT INTO live (scope, shard, n, stored, bytes) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (scope, shard) \
+     DO UPDATE SET n = live.n + EXCLUDED.n, stored = live.stored + EXCLUDED.stored, \
+     bytes = live.bytes + EXCLUDED.bytes";
 
 /// The write statements, prepared before a write's changes are sent: a change must go out
 /// the moment it is first polled, so the changes and the `COMMIT` after them reach the
@@ -493,9 +511,10 @@ impl Change {
                 shard,
                 live,
                 stored,
+                bytes,
             } => {
                 client
-                    .execute(&st.bump, &[scope, shard, live, stored])
+                    .execute(&st.bump, &[scope, shard, live, stored, bytes])
                     .await
                     .map_err(pg_error)?;
             }
@@ -651,7 +670,13 @@ impl Txn for Staged {
             Count::Stored => self.count_delta.entry(key.to_owned()).or_default().1 += step,
             Count::Pinned => *self.pinned_delta.entry(key.to_owned()).or_default() += step,
             Count::Tally => *self.tally_delta.entry(key.to_owned()).or_default() += step,
+            Count::StoredBytes => return self.add_bytes(key, step),
         }
+        Ok(())
+    }
+
+    fn add_bytes(&mut self, scope: &str, delta: i64) -> StoreResult<()> {
+        self.count_delta.entry(scope.to_owned()).or_default().2 += delta;
         Ok(())
     }
 
@@ -665,23 +690,40 @@ impl Txn for Staged {
     /// plus that many fits under its cap keeps the true counts under the caps whatever
     /// commits next.
     ///
+    /// Stored bytes are not bumped ahead (a creation's size is known only to its rules):
+    /// the sum read misses what this write moved so far (added here) and what the other
+    /// uncommitted admitting writes add, at most [`MAX_GROUP`] creations of at most
+    /// [`FAST_ADMIT_BYTES`] each per shard. Whatever else adds bytes either is never
+    /// refused (a transition: as if it committed after this admission) or counts exactly,
+    /// holding every shard of the scope until it commits (a capped journal append).
+    ///
     /// Near the cap the fast path cannot decide; the creation re-runs alone in exact mode,
     /// which locks all of the scope's shards in shard order (waiting for the changes in
     /// flight) and counts exactly. Fast transactions hold one shard per scope, taken in
     /// scope order, and wait for nothing after them but later counts; exact ones lock in
     /// one order, so no lock cycle can form.
-    fn admit(&mut self, scope: &Scope, caps: Caps) -> StoreResult<()> {
-        if let Some((counted_scope, (live, stored))) = &self.counted
+    fn admit(&mut self, scope: &Scope, caps: Caps, bytes: u64) -> StoreResult<()> {
+        let own_bytes = self.count_delta.get(scope.as_str()).map_or(0, |m| m.2);
+        if let Some((counted_scope, (live, stored, stored_bytes))) = &self.counted
             && counted_scope == scope.as_str()
         {
-            return caps.refusal(*live, *stored).map_or(Ok(()), Err);
+            let stored_bytes = stored_bytes.saturating_add_signed(own_bytes);
+            return caps
+                .refusal(*live, *stored, stored_bytes, bytes)
+                .map_or(Ok(()), Err);
         }
-        if let Some(&(live, stored)) = self.sums.get(scope.as_str()) {
+        if let Some(&(live, stored, stored_bytes)) = self.sums.get(scope.as_str()) {
             let margin = i64::from(LIVE_SHARDS - 1) * MAX_GROUP as i64;
-            let fits = |sum: i64, cap: Option<u64>| {
-                cap.is_none_or(|max| sum + margin <= max.min(i64::MAX as u64) as i64)
+            let fits = |sum: i64, margin: i64, cap: Option<u64>| {
+                cap.is_none_or(|max| sum.saturating_add(margin) <= max.min(i64::MAX as u64) as i64)
             };
-            if fits(live, caps.live) && fits(stored, caps.stored) {
+            let bytes_margin = margin * FAST_ADMIT_BYTES as i64;
+            let adding = stored_bytes
+                .saturating_add(own_bytes)
+                .saturating_add(bytes.min(i64::MAX as u64) as i64);
+            let bytes_fit = caps.stored_bytes.is_none()
+                || (bytes <= FAST_ADMIT_BYTES && fits(adding, bytes_margin, caps.stored_bytes));
+            if fits(live, margin, caps.live) && fits(stored, margin, caps.stored) && bytes_fit {
                 return Ok(());
             }
             self.needs_exact = true;
@@ -712,17 +754,17 @@ mod tests {
             Vec::new(),
             &[],
             BTreeMap::from([(acme.as_str().to_owned(), 2)]),
-            HashMap::from([(acme.as_str().to_owned(), (2, 2))]),
+            HashMap::from([(acme.as_str().to_owned(), (2, 2, 0))]),
             None,
         );
         let caps = Caps {
             live: Some(10_000),
-            stored: None,
+            ..Caps::default()
         };
         // Two capped creations admitted, one of them refused later by the rules (it moved
         // nothing), and a task of the other scope finished.
-        staged.admit(&acme, caps).expect("admitted");
-        staged.admit(&acme, caps).expect("admitted");
+        staged.admit(&acme, caps, 100).expect("admitted");
+        staged.admit(&acme, caps, 100).expect("admitted");
         staged
             .add_count(Count::Live, acme.as_str(), true)
             .expect("count");
@@ -732,7 +774,7 @@ mod tests {
         staged
             .add_count(Count::Live, beta.as_str(), false)
             .expect("count");
-        let counts: Vec<(String, i16, i64, i64)> = staged
+        let counts: Vec<(String, i16, i64, i64, i64)> = staged
             .changes(3)
             .expect("changes")
             .into_iter()
@@ -742,7 +784,8 @@ mod tests {
                     shard,
                     live,
                     stored,
-                } => Some((scope, shard, live, stored)),
+                    bytes,
+                } => Some((scope, shard, live, stored, bytes)),
                 _ => None,
             })
             .collect();
@@ -750,16 +793,34 @@ mod tests {
             counts,
             vec![
                 // Two +1s were written at admission; one creation was made.
-                (acme.as_str().to_owned(), LIVE_SHARDS + 3, -1, -1),
-                (beta.as_str().to_owned(), LIVE_SHARDS + 3, -1, 0),
+                (acme.as_str().to_owned(), LIVE_SHARDS + 3, -1, -1, 0),
+                (beta.as_str().to_owned(), LIVE_SHARDS + 3, -1, 0, 0),
             ]
         );
         // Near the cap the fast admission cannot decide.
         let tight = Caps {
             live: Some(100),
-            stored: None,
+            ..Caps::default()
         };
-        assert!(staged.admit(&acme, tight).is_err());
+        assert!(staged.admit(&acme, tight, 100).is_err());
         assert!(staged.needs_exact);
+        // So can it for stored bytes: near their cap, or for a creation too large for the
+        // margin the other shards are allowed.
+        for (cap, bytes) in [(1 << 20, 100), (u64::MAX, super::FAST_ADMIT_BYTES + 1)] {
+            staged.needs_exact = false;
+            let bytes_capped = Caps {
+                stored_bytes: Some(cap),
+                ..Caps::default()
+            };
+            assert!(staged.admit(&acme, bytes_capped, bytes).is_err());
+            assert!(staged.needs_exact);
+        }
+        let roomy = Caps {
+            stored_bytes: Some(1 << 30),
+            ..Caps::default()
+        };
+        staged
+            .admit(&acme, roomy, 100)
+            .expect("far from the bytes cap");
     }
 }

@@ -37,7 +37,9 @@ use crate::store::group_commit::{self, Reply};
 use crate::store::{StoreError, StoreResult};
 
 use super::group::Groups;
-use super::staged::{Change, LIVE_SHARDS, RECORD_COLS, Staged, Writes, prepared, record_of};
+use super::staged::{
+    Change, Counted, LIVE_SHARDS, RECORD_COLS, Staged, Sums, Writes, prepared, record_of,
+};
 use super::{pg_error, pool_error};
 
 /// Most writes in one group. It bounds how far one uncommitted group may move a scope's
@@ -72,6 +74,9 @@ pub(super) enum Admit<'a> {
     Fast,
     /// Exact: every shard of this scope is locked and counted (one creation, alone).
     Exact(&'a str),
+    /// Exact, in the scope of the task fetched (one journal append, alone): its shards are
+    /// locked and counted after its row, the order every write takes them in.
+    ExactFetched,
 }
 
 /// One queued write: its rules, and where its answer goes.
@@ -180,6 +185,20 @@ impl Writer {
             .map_err(|_| StoreError::unavailable("a PostgreSQL write was abandoned"))?
     }
 
+    /// Runs `f`, a journal append on task `id` capped by its scope's stored bytes, alone:
+    /// the task's row first, then every shard of its scope, counted exactly.
+    pub(super) async fn alone_counted(
+        &self,
+        id: TaskId,
+        f: impl FnOnce(&mut dyn Txn, &Ctx) -> StoreResult<()> + Send + 'static,
+    ) -> StoreResult<()> {
+        let (job, rx) = WriteJob::queued(Some(id), None, f);
+        self.transact(Fetch::Ids(&[id]), Admit::ExactFetched, vec![job])
+            .await;
+        rx.await
+            .map_err(|_| StoreError::unavailable("a PostgreSQL write was abandoned"))?
+    }
+
     /// One transaction over `jobs`: fetch and lock, admit, run each write's rules, write
     /// the changes and commit, then answer every job.
     pub(super) async fn transact(
@@ -258,12 +277,20 @@ impl Writer {
             Ok(r) => r,
             Err(e) => return Err((jobs, e)),
         };
-        let exact = match admit {
-            Admit::Exact(scope) => match exact_count(c, scope).await {
-                Ok(counted) => Some((scope.to_owned(), counted)),
+        let exact_scope = match admit {
+            Admit::Exact(scope) => Some(scope.to_owned()),
+            // A task not found has nothing to count: its rules refuse it before admitting.
+            Admit::ExactFetched => fetched
+                .first()
+                .map(|(_, rec)| rec.task.scope.as_str().to_owned()),
+            _ => None,
+        };
+        let exact = match exact_scope {
+            Some(scope) => match exact_count(c, &scope).await {
+                Ok(counted) => Some((scope, counted)),
                 Err(e) => return Err((jobs, e)),
             },
-            _ => None,
+            None => None,
         };
         let ctx = Ctx {
             now: Timestamp(now.max(0) as u64),
@@ -317,7 +344,7 @@ impl Writer {
         fetch: Fetch<'_>,
         fast: &BTreeMap<&str, i64>,
         shard: i16,
-    ) -> StoreResult<(i64, Vec<(TaskId, Record)>, HashMap<String, (i64, i64)>)> {
+    ) -> StoreResult<(i64, Vec<(TaskId, Record)>, HashMap<String, Sums>)> {
         let now_param = self.now_param();
         let fetch_st = prepared(c, &fetch_sql(&fetch)).await?;
         let args = FetchArgs::new(&fetch);
@@ -368,7 +395,7 @@ impl Writer {
             .map(|r| {
                 (
                     r.get::<_, String>(0),
-                    (r.get::<_, i64>(1), r.get::<_, i64>(2)),
+                    (r.get::<_, i64>(1), r.get::<_, i64>(2), r.get::<_, i64>(3)),
                 )
             })
             .collect();
@@ -430,9 +457,10 @@ const BUMP_ADMITTED: &str = "INSERT INTO live (scope, shard, n, stored) \
      ON CONFLICT (scope, shard) \
      DO UPDATE SET n = live.n + EXCLUDED.n, stored = live.stored + EXCLUDED.stored";
 
-/// The live and stored sums of the scopes a fast admission bumped.
+/// The live and stored sums and the stored bytes of the scopes a fast admission bumped.
 const SUM_ADMITTED: &str = "SELECT scope, coalesce(sum(n), 0)::bigint, \
-     coalesce(sum(stored), 0)::bigint FROM live WHERE scope = ANY($1) GROUP BY scope";
+     coalesce(sum(stored), 0)::bigint, coalesce(sum(bytes), 0)::bigint \
+     FROM live WHERE scope = ANY($1) GROUP BY scope";
 
 /// The values a fetch binds after the time.
 struct FetchArgs<'a> {
@@ -546,12 +574,13 @@ async fn apply_and_commit(
     (result, committed)
 }
 
-/// Exact mode: every shard of `scope` locked in shard order, then counted (live, stored).
+/// Exact mode: every shard of `scope` locked in shard order, then counted (live, stored,
+/// bytes).
 ///
 /// Every row is made first, both sets of shards: the count's locking read sees the rows
 /// that existed when it started, so a row another write inserted after that would be
 /// missed, while a row that exists is waited for and read as committed.
-async fn exact_count(c: &Object, scope: &str) -> StoreResult<(u64, u64)> {
+async fn exact_count(c: &Object, scope: &str) -> StoreResult<Counted> {
     c.execute(
         "INSERT INTO live (scope, shard, n, stored)
          SELECT $1, s::smallint, 0, 0 FROM generate_series(0, $2::int - 1) s
@@ -562,8 +591,9 @@ async fn exact_count(c: &Object, scope: &str) -> StoreResult<(u64, u64)> {
     .map_err(pg_error)?;
     let row = c
         .query_one(
-            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint FROM
-               (SELECT n, stored FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
+            "SELECT coalesce(sum(n), 0)::bigint, coalesce(sum(stored), 0)::bigint,
+               coalesce(sum(bytes), 0)::bigint FROM
+               (SELECT n, stored, bytes FROM live WHERE scope = $1 ORDER BY shard FOR UPDATE) s",
             &[&scope],
         )
         .await
@@ -571,6 +601,7 @@ async fn exact_count(c: &Object, scope: &str) -> StoreResult<(u64, u64)> {
     Ok((
         row.get::<_, i64>(0).max(0) as u64,
         row.get::<_, i64>(1).max(0) as u64,
+        row.get::<_, i64>(2).max(0) as u64,
     ))
 }
 

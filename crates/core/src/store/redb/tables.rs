@@ -79,11 +79,18 @@ where
     }
 
     fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
-        let table = match kind {
-            Count::Live => &self.live,
-            Count::Stored => self.stored.as_ref().ok_or_else(|| not_open("stored"))?,
-            Count::Pinned => self.pinned.as_ref().ok_or_else(|| not_open("pinned"))?,
-            Count::Tally => self.tally.as_ref().ok_or_else(|| not_open("tally"))?,
+        let bytes_key;
+        let (table, key) = match kind {
+            Count::Live => (&self.live, key),
+            Count::Stored => (self.stored.as_ref().ok_or_else(|| not_open("stored"))?, key),
+            Count::Pinned => (self.pinned.as_ref().ok_or_else(|| not_open("pinned"))?, key),
+            Count::Tally => (self.tally.as_ref().ok_or_else(|| not_open("tally"))?, key),
+            // Beside the scope's stored-task count, under a key no scope has.
+            Count::StoredBytes => {
+                bytes_key = Count::bytes_key(key);
+                let table = self.stored.as_ref().ok_or_else(|| not_open("stored"))?;
+                (table, bytes_key.as_str())
+            }
         };
         Ok(table.get(key).map_err(backend)?.map_or(0, |v| v.value()))
     }
@@ -313,11 +320,17 @@ impl Txn for WriteTables<'_> {
     }
 
     fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
-        let table = match kind {
-            Count::Live => &mut self.live,
-            Count::Stored => self.stored.as_mut().ok_or_else(|| not_open("stored"))?,
-            Count::Pinned => self.pinned.as_mut().ok_or_else(|| not_open("pinned"))?,
-            Count::Tally => self.tally.as_mut().ok_or_else(|| not_open("tally"))?,
+        let bytes_key;
+        let (table, key) = match kind {
+            Count::Live => (&mut self.live, key),
+            Count::Stored => (self.stored.as_mut().ok_or_else(|| not_open("stored"))?, key),
+            Count::Pinned => (self.pinned.as_mut().ok_or_else(|| not_open("pinned"))?, key),
+            Count::Tally => (self.tally.as_mut().ok_or_else(|| not_open("tally"))?, key),
+            Count::StoredBytes => {
+                bytes_key = Count::bytes_key(key);
+                let table = self.stored.as_mut().ok_or_else(|| not_open("stored"))?;
+                (table, bytes_key.as_str())
+            }
         };
         if count == 0 {
             table.remove(key).map_err(backend)?;

@@ -205,11 +205,17 @@ impl View for Rows<'_> {
     }
 
     fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
-        let sql = match kind {
-            Count::Live => LIVE_COUNT,
-            Count::Stored => STORED_COUNT,
-            Count::Pinned => PINNED_COUNT,
-            Count::Tally => TALLY_COUNT,
+        let bytes_key;
+        let (sql, key) = match kind {
+            Count::Live => (LIVE_COUNT, key),
+            Count::Stored => (STORED_COUNT, key),
+            Count::Pinned => (PINNED_COUNT, key),
+            Count::Tally => (TALLY_COUNT, key),
+            // Beside the scope's stored-task count, under a key no scope has.
+            Count::StoredBytes => {
+                bytes_key = Count::bytes_key(key);
+                (STORED_COUNT, bytes_key.as_str())
+            }
         };
         let mut stmt = self.conn.prepare_cached(sql).map_err(backend)?;
         let n = stmt
@@ -363,11 +369,16 @@ impl Txn for Rows<'_> {
     }
 
     fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
-        let (set, drop) = match kind {
-            Count::Live => (SET_LIVE, DROP_LIVE),
-            Count::Stored => (SET_STORED, DROP_STORED),
-            Count::Pinned => (SET_PINNED, DROP_PINNED),
-            Count::Tally => (SET_TALLY, DROP_TALLY),
+        let bytes_key;
+        let (set, drop, key) = match kind {
+            Count::Live => (SET_LIVE, DROP_LIVE, key),
+            Count::Stored => (SET_STORED, DROP_STORED, key),
+            Count::Pinned => (SET_PINNED, DROP_PINNED, key),
+            Count::Tally => (SET_TALLY, DROP_TALLY, key),
+            Count::StoredBytes => {
+                bytes_key = Count::bytes_key(key);
+                (SET_STORED, DROP_STORED, bytes_key.as_str())
+            }
         };
         if count == 0 {
             let mut stmt = self.conn.prepare_cached(drop).map_err(backend)?;
