@@ -68,6 +68,21 @@ async fn host(limits: TenantLimits, engine: EngineConfig, exec: ExecutionLimits)
     }
 }
 
+/// [`host`] with 64 MiB of guest memory in all, 24 MiB of it per tenant.
+async fn with_memory_shares() -> Host {
+    host(
+        TenantLimits::default(),
+        EngineConfig {
+            max_memory_bytes: 64 << 20,
+            max_total_memory_bytes: 64 << 20,
+            max_tenant_memory_bytes: Some(24 << 20),
+            ..EngineConfig::default()
+        },
+        ExecutionLimits::default(),
+    )
+    .await
+}
+
 /// [`host`] with the default engine and execution limits.
 async fn with_limits(limits: TenantLimits) -> Host {
     host(limits, EngineConfig::default(), ExecutionLimits::default()).await
@@ -470,17 +485,7 @@ async fn guests_share_one_memory_budget() {
     assert!(greeted(&b), "{b}");
 
     // With a share per tenant, a tenant's guests stop at its share.
-    let h = host(
-        TenantLimits::default(),
-        EngineConfig {
-            max_memory_bytes: 64 << 20,
-            max_total_memory_bytes: 64 << 20,
-            max_tenant_memory_bytes: Some(24 << 20),
-            ..EngineConfig::default()
-        },
-        ExecutionLimits::default(),
-    )
-    .await;
+    let h = with_memory_shares().await;
     let v = call(&h, TOKEN_A, "memory_bomb", json!({}), false).await;
     assert_eq!(
         v["error"]["data"]["limit"], "guest_memory_per_tenant",
@@ -890,17 +895,7 @@ async fn arguments_whose_check_multiplies_are_refused_at_the_check_budget() {
 /// given back with the reply.
 #[tokio::test]
 async fn large_bodies_are_held_in_the_tenants_memory_share() {
-    let h = host(
-        TenantLimits::default(),
-        EngineConfig {
-            max_memory_bytes: 64 << 20,
-            max_total_memory_bytes: 64 << 20,
-            max_tenant_memory_bytes: Some(24 << 20),
-            ..EngineConfig::default()
-        },
-        ExecutionLimits::default(),
-    )
-    .await;
+    let h = with_memory_shares().await;
     let body = |mb: usize| {
         let mut v = rpc(
             7,

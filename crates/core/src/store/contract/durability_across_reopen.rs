@@ -46,12 +46,7 @@ pub async fn durability_across_reopen(b: &mut dyn Backend) {
     assert_eq!(next.task.id, running);
     assert!(next.lease.generation() > old.lease.generation());
     assert!(
-        store
-            .claim_next(&cr())
-            .await
-            .expect("claim_next")
-            .claimed
-            .is_none(),
+        nothing_due(&*store).await,
         "the parked task waits for its answer"
     );
 }

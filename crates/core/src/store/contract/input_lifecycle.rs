@@ -120,14 +120,7 @@ pub async fn input_lifecycle(b: &mut dyn Backend) {
         .release(&lease)
         .await
         .expect("park: release the guest");
-    assert!(
-        store
-            .claim_next(&cr())
-            .await
-            .expect("claim_next")
-            .claimed
-            .is_none()
-    );
+    assert!(nothing_due(&*store).await);
     let update = access(&*store, "acme", Action::Update, &id).await;
     answer(&*store, &update, &[("q", json!({"action": "accept"}))])
         .await

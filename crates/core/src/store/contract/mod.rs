@@ -379,6 +379,16 @@ async fn next_due(store: &dyn Store, why: &str) -> super::Claimed {
         .unwrap_or_else(|| panic!("a task is due: {why}"))
 }
 
+/// Whether no task is due: a claim finds nothing.
+async fn nothing_due(store: &dyn Store) -> bool {
+    store
+        .claim_next(&cr())
+        .await
+        .expect("claim_next")
+        .claimed
+        .is_none()
+}
+
 /// Completes the task `lease` holds with a one-line text result: how the adapters' own
 /// tests finish a task they do not inspect the result of.
 #[cfg(all(test, any(feature = "redb", feature = "sqlite", feature = "postgres")))]

@@ -16,14 +16,7 @@ pub async fn renewal_and_expiry(b: &mut dyn Backend) {
     assert_eq!(renewed.generation(), claimed.lease.generation());
     // Past the original expiry, the renewed lease holds.
     clock.advance(LEASE - 1);
-    assert!(
-        store
-            .claim_next(&cr())
-            .await
-            .expect("claim_next")
-            .claimed
-            .is_none()
-    );
+    assert!(nothing_due(&*store).await);
     let (task, work) = store.worker_snapshot(&renewed).await.expect("snapshot");
     assert_eq!(task.id, id);
     assert_eq!(work, claimed.work);

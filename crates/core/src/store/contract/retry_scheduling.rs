@@ -44,14 +44,7 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
             retry_at: Timestamp(T0 + 107)
         })
     );
-    assert!(
-        store
-            .claim_next(&cr())
-            .await
-            .expect("claim_next")
-            .claimed
-            .is_none()
-    );
+    assert!(nothing_due(&*store).await);
     clock.advance(1);
     let second = next_due(&*store, "due").await;
     assert_eq!(second.task.id, id);
@@ -83,14 +76,7 @@ pub async fn retry_scheduling(b: &mut dyn Backend) {
             JsonRpcError::new(-32000, "backend unavailable").with_data(json!({"try": "3"}))
         ))
     );
-    assert!(
-        store
-            .claim_next(&cr())
-            .await
-            .expect("claim_next")
-            .claimed
-            .is_none()
-    );
+    assert!(nothing_due(&*store).await);
 
     // The default policy retries nothing.
     let (_, lease) = claimed(&*store, "acme").await;
