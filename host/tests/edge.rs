@@ -1276,6 +1276,66 @@ async fn only_components_signed_by_a_trusted_key_load() {
     assert_eq!(refusals("unsigned").await, 0);
 }
 
+/// A deployment a node with trusted keys refuses (here stored by `snodo deploy` under a
+/// configuration without keys) does not keep that node from starting: it serves the
+/// newest deployment it trusts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_with_keys_restarts_past_a_deployment_it_refuses() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let fixtures = dir.path().join("fixtures.wasm");
+    std::fs::copy(snodo_test_guests::FIXTURES, &fixtures).expect("copy");
+    let examples = dir.path().join("examples.wasm");
+    std::fs::copy(snodo_test_guests::EXAMPLES, &examples).expect("copy");
+    let key = dir.path().join("release.key");
+    let public = String::from_utf8(run_ok(snodo(&["keygen", "--out"]).arg(&key)).stdout)
+        .expect("utf-8")
+        .trim()
+        .to_owned();
+    run_ok(snodo(&["sign", "--key"]).arg(&key).arg(&fixtures));
+    let store = format!(
+        "[store]\nkind = \"redb\"\npath = \"{}\"\n",
+        dir.path().join("tasks.redb").display()
+    );
+    let keyed = dir.path().join("keyed.toml");
+    std::fs::write(
+        &keyed,
+        format!(
+            "listen = \"127.0.0.1:0\"\n{store}\n[deploy.trusted_keys]\nrelease = \"{public}\"\n\n\
+             [[components]]\npath = \"{}\"\n",
+            fixtures.display()
+        ),
+    )
+    .expect("config");
+    let keyless = dir.path().join("keyless.toml");
+    std::fs::write(&keyless, &store).expect("config");
+    let listed = |addr| async move {
+        let (_, reply) = post_mcp(addr, &request("tools/list", json!({}), false)).await;
+        reply.to_string()
+    };
+
+    let server = spawn_serve(&["--config", keyed.to_str().expect("utf-8")], &[]);
+    assert!(listed(server.addr).await.contains("\"greet\""));
+    drop(server);
+    // Deployed where nobody checks signatures: unsigned, and the current deployment.
+    run_ok(
+        snodo(&["deploy"])
+            .arg(&examples)
+            .arg("--config")
+            .arg(&keyless),
+    );
+
+    let server = spawn_serve(&["--config", keyed.to_str().expect("utf-8")], &[]);
+    let tools = listed(server.addr).await;
+    assert!(
+        tools.contains("\"greet\""),
+        "the signed deployment serves: {tools}"
+    );
+    assert!(
+        !tools.contains("quick_report"),
+        "the unsigned one does not: {tools}"
+    );
+}
+
 /// A watched directory: a component file dropped into it is deployed at the next poll,
 /// and one removed stops serving new calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

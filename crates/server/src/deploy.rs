@@ -433,22 +433,68 @@ pub async fn start(
     deployer.seed(store, Seed::AtStart).await?;
     let current = store.deployment(None).await.map_err(ServeError::Store)?;
     let (catalog, revision) = match &current {
-        Some(d) => (deployer.catalog_for(store, d).await?, d.revision),
+        Some(d) => match deployer.catalog_for(store, d).await {
+            Ok(catalog) => {
+                tracing::info!(
+                    revision = d.revision,
+                    components = d.components.len(),
+                    "serving deployment"
+                );
+                (catalog, d.revision)
+            }
+            // What another node or `snodo deploy` stored may be what this node refuses
+            // (a component unsigned by its keys, one it cannot load): it serves the newest
+            // deployment it can, as a running node that refuses a deployment keeps the one
+            // before, rather than not starting at all. The refused revision counts as seen.
+            Err(ServeError::Component(why)) => {
+                let Some((catalog, served)) = newest_loadable(deployer, store, d.revision).await?
+                else {
+                    return Err(ServeError::Component(why));
+                };
+                tracing::error!(
+                    revision = d.revision,
+                    serving = served,
+                    error = %why,
+                    "the current deployment cannot be loaded here; serving the newest one that can"
+                );
+                (catalog, d.revision)
+            }
+            Err(e) => return Err(e),
+        },
         None => (deployer.catalog_of(&[], false)?, 0),
     };
-    if let Some(d) = &current {
-        tracing::info!(
-            revision = d.revision,
-            components = d.components.len(),
-            "serving deployment"
-        );
-    }
     let digests = catalog.digests();
     let catalogs = Arc::new(Catalogs::new(Arc::new(catalog)));
     for pinned in deployer.pinned_elsewhere(store, &digests).await? {
         catalogs.retain(Arc::new(pinned));
     }
     Ok((catalogs, revision))
+}
+
+/// How many deployments before a refused one a starting node tries.
+const FALLBACK_DEPLOYMENTS: usize = 16;
+
+/// The catalog of the newest deployment before `refused` that loads on this node, and its
+/// revision; `None` when none of the [`FALLBACK_DEPLOYMENTS`] before it does.
+async fn newest_loadable(
+    deployer: &Deployer,
+    store: &dyn Store,
+    refused: u64,
+) -> Result<Option<(Catalog, u64)>, ServeError> {
+    let earlier = store
+        .deployments(FALLBACK_DEPLOYMENTS + 1)
+        .await
+        .map_err(ServeError::Store)?;
+    for d in earlier.iter().filter(|d| d.revision < refused) {
+        match deployer.catalog_for(store, d).await {
+            Ok(catalog) => return Ok(Some((catalog, d.revision))),
+            Err(ServeError::Component(why)) => {
+                tracing::warn!(revision = d.revision, error = %why, "an earlier deployment cannot be loaded here either");
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
 }
 
 /// What a node hears besides its polling: other nodes' deployment announcements, and
