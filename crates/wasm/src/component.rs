@@ -471,31 +471,53 @@ impl Component {
         Ok(output)
     }
 
+    /// Runs `work` in one of `tenant`'s CPU turns: host work of an execution that grows
+    /// with what the guest is given or returns (serializing its arguments, checking its
+    /// result) is counted in its tenant's share, as the guest's own computing is, rather
+    /// than taken from the async workers every tenant's requests need.
+    async fn in_turn<R>(&self, tenant: &Arc<str>, work: impl FnOnce() -> R) -> R {
+        self.engine
+            .cpu()
+            .run(tenant, async move { work() })
+            .await
+    }
+
     /// Runs one execution in a fresh instance.
-    pub async fn execute(&self, exec: Execution) -> ExecutionReport {
+    pub async fn execute(&self, mut exec: Execution) -> ExecutionReport {
+        let given = std::mem::take(&mut exec.arguments);
+        // The arguments are serialized, and their tree freed, in the tenant's turn.
+        let arguments = self
+            .in_turn(&exec.tenant, move || {
+                let text = given.to_string();
+                drop(given);
+                text
+            })
+            .await;
         let work = types::Work {
             task_id: exec.task_id.clone(),
             tool: exec.tool.clone(),
-            arguments: exec.arguments.to_string(),
+            arguments,
             idempotency_key: exec.idempotency_key.clone(),
             attempt: exec.attempt,
         };
         let ran = self.run(Self::env(&exec), Call::Execute(work)).await;
         let max = self.engine.config().max_result_bytes;
-        let outcome = match ran.result {
-            Ok(Returned::Outcome(o)) => convert::outcome(o)
-                .map_err(AttemptError::InvalidOutcome)
-                .and_then(|o| self.keeps_output_promise(&exec.tool, o))
-                .and_then(|o| convert::check_size(o, max)),
-            Ok(Returned::OutcomeV3(o)) => convert::outcome_v3(o)
-                .map_err(AttemptError::InvalidOutcome)
-                .and_then(|o| self.keeps_output_promise(&exec.tool, o))
-                .and_then(|o| convert::check_size(o, max)),
-            Ok(_) => Err(AttemptError::InvalidOutcome(
-                "execute returned the wrong type".into(),
-            )),
-            Err(e) => Err(e),
-        };
+        let outcome = self
+            .in_turn(&exec.tenant, || match ran.result {
+                Ok(Returned::Outcome(o)) => convert::outcome(o)
+                    .map_err(AttemptError::InvalidOutcome)
+                    .and_then(|o| self.keeps_output_promise(&exec.tool, o))
+                    .and_then(|o| convert::check_size(o, max)),
+                Ok(Returned::OutcomeV3(o)) => convert::outcome_v3(o)
+                    .map_err(AttemptError::InvalidOutcome)
+                    .and_then(|o| self.keeps_output_promise(&exec.tool, o))
+                    .and_then(|o| convert::check_size(o, max)),
+                Ok(_) => Err(AttemptError::InvalidOutcome(
+                    "execute returned the wrong type".into(),
+                )),
+                Err(e) => Err(e),
+            })
+            .await;
         let secrets = secrets_of(&exec);
         let outcome = outcome
             .map(|o| scrub_outcome(o, &secrets))
