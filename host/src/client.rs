@@ -97,6 +97,18 @@ pub fn mcp_request(
     bearer: Option<&str>,
     stream: bool,
 ) -> hyper::Request<Full<Bytes>> {
+    let body = serde_json::to_vec(message).map_or_else(|_| Bytes::new(), Bytes::from);
+    mcp_request_of(message, body, bearer, stream)
+}
+
+/// [`mcp_request`] with `message` already serialized as `body`: a load generator sending
+/// one large message again and again serializes it once.
+pub fn mcp_request_of(
+    message: &Value,
+    body: Bytes,
+    bearer: Option<&str>,
+    stream: bool,
+) -> hyper::Request<Full<Bytes>> {
     let method = message["method"].as_str().unwrap_or_default();
     let params = &message["params"];
     let name = params["name"]
@@ -119,7 +131,7 @@ pub fn mcp_request(
     if let Some(token) = bearer {
         request = request.header("authorization", format!("Bearer {token}"));
     }
-    let body = Full::new(Bytes::from(message.to_string()));
+    let body = Full::new(body);
     // Every header above is a valid name and value.
     request
         .body(body)

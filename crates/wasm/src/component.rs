@@ -476,23 +476,39 @@ impl Component {
     /// result) is counted in its tenant's share, as the guest's own computing is, rather
     /// than taken from the async workers every tenant's requests need.
     async fn in_turn<R>(&self, tenant: &Arc<str>, work: impl FnOnce() -> R) -> R {
-        self.engine
-            .cpu()
-            .run(tenant, async move { work() })
-            .await
+        self.engine.cpu().run(tenant, async move { work() }).await
     }
 
     /// Runs one execution in a fresh instance.
     pub async fn execute(&self, mut exec: Execution) -> ExecutionReport {
         let given = std::mem::take(&mut exec.arguments);
-        // The arguments are serialized, and their tree freed, in the tenant's turn.
-        let arguments = self
-            .in_turn(&exec.tenant, move || {
-                let text = given.to_string();
-                drop(given);
-                text
-            })
-            .await;
+        let arguments = if few_values(&given, INLINE_VALUES) {
+            json_text(&given)
+        } else {
+            // Large arguments are serialized, and their tree freed, on the blocking pool in
+            // the tenant's turn: a poll that long on an async worker would hold up the
+            // requests queued behind it, whoever's they are.
+            let serialized = self
+                .engine
+                .cpu()
+                .run_blocking(&exec.tenant, move || json_text(&given))
+                .await;
+            match serialized {
+                Ok(text) => text,
+                Err(e) => {
+                    tracing::error!(error = %e, "serializing an execution's arguments failed to run");
+                    return ExecutionReport {
+                        outcome: Err(AttemptError::Unavailable(
+                            "the arguments could not be handed to the tool".into(),
+                        )),
+                        logs: Vec::new(),
+                        dropped_logs: 0,
+                        instantiate: Duration::ZERO,
+                        run: Duration::ZERO,
+                    };
+                }
+            }
+        };
         let work = types::Work {
             task_id: exec.task_id.clone(),
             tool: exec.tool.clone(),
@@ -783,6 +799,32 @@ const CATALOG_EXPORT: &str = "snodo:tasks/catalog@0.2.0";
 const TOOLS_EXPORT: &str = "snodo:tasks/tools@0.1.0";
 /// The 0.3.0 `execute`.
 const EXECUTION_EXPORT: &str = "snodo:tasks/execution@0.3.0";
+
+/// Arguments of at most this many values are serialized where they are.
+const INLINE_VALUES: usize = 4_096;
+
+/// Whether `value` holds at most `limit` values, counted without walking past the limit.
+fn few_values(value: &Value, limit: usize) -> bool {
+    fn walk(v: &Value, left: &mut usize) -> bool {
+        if *left == 0 {
+            return false;
+        }
+        *left -= 1;
+        match v {
+            Value::Array(items) => items.iter().all(|i| walk(i, left)),
+            Value::Object(map) => map.values().all(|i| walk(i, left)),
+            _ => true,
+        }
+    }
+    let mut left = limit;
+    walk(value, &mut left)
+}
+
+/// `value` as JSON text, written straight into a buffer (the `Display` route goes through
+/// the formatter a piece at a time, several times slower on large values).
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
+}
 
 /// The 0.4.0 mode rule.
 const MODES_EXPORT: &str = "snodo:tasks/modes@0.4.0";

@@ -164,6 +164,11 @@ pub(crate) fn within<R>(budget: CheckBudget, check: impl FnOnce() -> R) -> Resul
     })
 }
 
+// The budget leaves the validator by unwinding: a build that aborts on panic would end the
+// process at the first check that runs out.
+#[cfg(panic = "abort")]
+compile_error!("schema checks need panic = \"unwind\": their budget unwinds out of the validator");
+
 /// The metering keyword's validator: every visit is valid, and counted.
 struct Step;
 

@@ -533,13 +533,18 @@ async fn silent(source: IpAddr, to: SocketAddr) -> std::io::Result<tokio::net::T
 /// when the server closed it).
 async fn call_loop(addr: SocketAddr, tenant: &'static str, message: Value, stop: Arc<AtomicBool>) {
     let token = token(tenant);
+    // Serialized once: a flood of large messages must cost the server, not this process
+    // (which also measures the victim).
+    let body = hyper::body::Bytes::from(serde_json::to_vec(&message).unwrap_or_default());
     while !stop.load(Ordering::Acquire) {
         let Ok(mut conn) = Connection::open(addr).await else {
             tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
         };
         while !stop.load(Ordering::Acquire) {
-            if conn.call(&message, Some(&token)).await.is_err() {
+            let request =
+                snodo::client::mcp_request_of(&message, body.clone(), Some(&token), false);
+            if conn.exchange(request).await.is_err() {
                 break;
             }
         }

@@ -517,25 +517,20 @@ impl McpServer {
         }
         let tenant: Arc<str> = Arc::from(caller.principal.tenant.as_str());
         let wanted = body.len().saturating_mul(BODY_MEMORY_FACTOR);
-        let held = engine.hold_host_memory(&tenant, wanted).map_err(|limit| {
-            let id = request_id(body);
-            let (key, over) = match limit {
-                snodo_wasm::Limit::TenantMemory { .. } => (
-                    "limits.guest_memory_per_tenant_bytes",
-                    snodo_runner::budget::Over::Tenant,
-                ),
-                _ => (
-                    "limits.guest_memory_total_bytes",
-                    snodo_runner::budget::Over::Global,
-                ),
-            };
-            let refusal = Refusal {
-                limit: key,
-                max: limit_bytes(&limit),
-                over,
-            };
-            Reply::error(&id, &self.refuse(&refusal))
-        })?;
+        let held = match engine.hold_host_memory(&tenant, wanted) {
+            Ok(held) => held,
+            Err(limit) => {
+                // The id is read in the tenant's turn too: a scan of a large body is work
+                // its sender pays for.
+                let owned = body.to_vec();
+                let id = engine
+                    .cpu()
+                    .run_blocking(&tenant, move || request_id(&owned))
+                    .await
+                    .unwrap_or(Value::Null);
+                return Err(self.memory_refusal(&id, &limit));
+            }
+        };
         let owned = body.to_vec();
         match engine
             .cpu()
@@ -546,11 +541,32 @@ impl McpServer {
             Err(e) => {
                 tracing::error!(error = %e, "parsing a body failed to run");
                 Err(Reply::error(
-                    &request_id(body),
+                    &Value::Null,
                     &RpcError::internal("the request could not be read"),
                 ))
             }
         }
+    }
+
+    /// The refusal of a large body whose memory the tenant's share (or the total) cannot
+    /// hold: -32000 naming the limit's key, answered to the request's `id`.
+    fn memory_refusal(&self, id: &Value, limit: &snodo_wasm::Limit) -> Reply {
+        let (key, over) = match limit {
+            snodo_wasm::Limit::TenantMemory { .. } => (
+                "limits.guest_memory_per_tenant_bytes",
+                snodo_runner::budget::Over::Tenant,
+            ),
+            _ => (
+                "limits.guest_memory_total_bytes",
+                snodo_runner::budget::Over::Global,
+            ),
+        };
+        let refusal = Refusal {
+            limit: key,
+            max: limit_bytes(limit),
+            over,
+        };
+        Reply::error(id, &self.refuse(&refusal))
     }
 
     /// Pushes `notifications/tasks` to subscription streams, from the changes `feed`

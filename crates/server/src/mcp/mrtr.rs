@@ -19,7 +19,8 @@ pub(super) fn sealed_for(subject: &str, arguments: &Value) -> String {
     use base64::Engine;
     use sha2::Digest;
     // Arguments are a `serde_json::Map` (sorted keys): equal arguments serialize alike.
-    let digest = sha2::Sha256::digest(arguments.to_string().as_bytes());
+    let text = serde_json::to_vec(arguments).unwrap_or_else(|_| arguments.to_string().into_bytes());
+    let digest = sha2::Sha256::digest(&text);
     let digest = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest);
     format!("{subject}\n{digest}")
 }
