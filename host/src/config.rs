@@ -1330,12 +1330,6 @@ impl Config {
             challenge_scopes: opts.scopes.ordinary(),
             scopes_supported: opts.scopes.all(),
         };
-        if config.introspections_per_second == 0 {
-            return Err(err(
-                "auth.oauth.introspections_per_second",
-                "at least 1: with 0 no opaque token could ever be checked".into(),
-            ));
-        }
         if config.leeway > std::time::Duration::from_secs(300) {
             return Err(err(
                 "auth.oauth.leeway_ms",
@@ -1863,31 +1857,9 @@ fn outbound_grant(
                 value: Secret::new(value),
             });
         }
-        // An injection that no allowed URL reaches is never sent: the service would
-        // answer 401 with nothing saying why.
-        for (i, inj) in grant.inject.iter().enumerate() {
-            if !grant.allowed.entries().iter().any(|e| inj.host.overlaps(e)) {
-                let allowed: Vec<String> = grant
-                    .allowed
-                    .entries()
-                    .iter()
-                    .map(|e| format!("{:?}", e.to_string()))
-                    .collect();
-                return Err((
-                    format!("{key}.inject[{i}].host"),
-                    format!(
-                        "{:?} is covered by no entry of allowed_outbound_hosts ({}), so the \
-                         header would never be sent; add {:?} to {key}.allowed_outbound_hosts",
-                        inj.host.to_string(),
-                        if allowed.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            allowed.join(", ")
-                        },
-                        inj.host.to_string(),
-                    ),
-                ));
-            }
+        let allowed_key = format!("{key}.allowed_outbound_hosts");
+        if let Some((i, why)) = grant.unreachable_injection(&allowed_key) {
+            return Err((format!("{key}.inject[{i}].host"), why));
         }
     }
     if let Some(names) = &s.secrets {
@@ -2174,6 +2146,13 @@ subject = "alice"
         assert!(options(&two("shared_tenants = true", claim, claim)).is_ok());
         assert!(options(&two("", claim, "tenant_claim = \"tid\"")).is_ok());
         assert!(options(&two("", fixed, "tenant = \"partners\"")).is_ok());
+        let e = options(&two(
+            "introspections_per_second = 0",
+            claim,
+            "tenant_claim = \"tid\"",
+        ))
+        .unwrap_err();
+        assert!(e.reason.contains("introspections_per_second"), "{e}");
     }
 
     #[test]

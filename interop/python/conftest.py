@@ -77,11 +77,18 @@ def serving(args, port, data):
         print("\n".join(log_path.read_text(errors="replace").splitlines()[-40:]))
 
 
-@pytest.fixture(scope="session")
-def server_url():
+@contextlib.contextmanager
+def memory_server(component):
+    """A server of `component` on the memory store, its data directory removed after."""
     data = tempfile.mkdtemp(prefix="snodo-interop-")
     try:
-        with serving(["--store", "memory", "--data", data, "--component", str(FIXTURES)], free_port(), data) as url:
+        with serving(["--store", "memory", "--data", data, "--component", str(component)], free_port(), data) as url:
             yield url
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    with memory_server(FIXTURES) as url:
+        yield url

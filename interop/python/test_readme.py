@@ -1,15 +1,12 @@
 """The README's Python example, run as written against a server of the example tools: a
 durable task whose question the client answers."""
 
-import pathlib
 import re
-import shutil
-import tempfile
 
 import anyio
 import pytest
 
-from conftest import ROOT, free_port, serving
+from conftest import ROOT, memory_server
 
 pytestmark = pytest.mark.anyio
 
@@ -26,12 +23,8 @@ def readme_block():
 
 @pytest.fixture(scope="module")
 def examples_url():
-    data = tempfile.mkdtemp(prefix="snodo-readme-")
-    try:
-        with serving(["--store", "memory", "--data", data, "--component", str(EXAMPLES)], free_port(), data) as url:
-            yield url
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
+    with memory_server(EXAMPLES) as url:
+        yield url
 
 
 async def test_the_readme_python_example_answers_the_question_and_gets_the_export(examples_url, capsys):

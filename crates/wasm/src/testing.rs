@@ -243,68 +243,14 @@ async fn answer(
             .count();
         (posts, same)
     };
-    let reply = |status: u16, body: Vec<u8>| {
-        let mut r = hyper::Response::new(TestBody::Whole(Some(bytes::Bytes::from(body))));
-        *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
-        r
-    };
     let echo: String = headers.iter().map(|(n, v)| format!("{n}: {v}\n")).collect();
-    let gzipped = |text: &str| {
-        let mut r = reply(200, gzip(text.as_bytes()));
-        r.headers_mut().insert(
-            hyper::header::CONTENT_ENCODING,
-            hyper::header::HeaderValue::from_static("gzip"),
-        );
-        r
-    };
-    // `len` bytes of `text` from `from`, as a 206 with its content-range.
-    let piece = |text: &str, from: usize, len: usize| {
-        let bytes = text.as_bytes();
-        let from = from.min(bytes.len());
-        let to = (from + len).min(bytes.len());
-        let mut r = reply(206, bytes[from..to].to_vec());
-        let range = format!("bytes {from}-{}/{}", to.max(from + 1) - 1, bytes.len());
-        if let Ok(v) = hyper::header::HeaderValue::from_str(&range) {
-            r.headers_mut().insert(hyper::header::CONTENT_RANGE, v);
-        }
-        r
-    };
     let response = match (method.as_str(), path.split('?').next().unwrap_or("")) {
         ("GET", "/template") => reply(200, b"template-1".to_vec()),
         ("POST", "/tickets") => reply(201, format!("{{\"id\":{posts}}}").into_bytes()),
-        ("GET", "/headers") => {
-            let header = |name: &str| {
-                headers
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .map(|(_, v)| v.as_str())
-            };
-            let range = header("range")
-                .and_then(|r| r.strip_prefix("bytes="))
-                .and_then(|r| r.split_once('-'))
-                .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)));
-            if let Some((first, last)) = range {
-                piece(&echo, first, last + 1 - first.min(last + 1))
-            } else if header("accept-encoding").is_some_and(|a| a.contains("gzip")) {
-                gzipped(&echo)
-            } else {
-                reply(200, echo.into_bytes())
-            }
-        }
+        ("GET", "/headers") => echo_headers(&headers, echo),
         ("GET", "/gzip/headers") => gzipped(&echo),
         ("GET", "/base64/headers") => reply(200, base64(echo.as_bytes()).into_bytes()),
-        ("GET", "/header-names") => {
-            let mut r = reply(200, b"ok".to_vec());
-            for (_, v) in &headers {
-                if let Ok(name) =
-                    hyper::header::HeaderName::from_bytes(format!("x-echo-{v}").as_bytes())
-                {
-                    r.headers_mut()
-                        .append(name, hyper::header::HeaderValue::from_static("1"));
-                }
-            }
-            r
-        }
+        ("GET", "/header-names") => echo_into_names(&headers),
         ("GET", "/piece") => {
             let query = |key: &str| {
                 path.split(['?', '&'])
@@ -346,18 +292,74 @@ async fn answer(
     Ok(response)
 }
 
+/// A whole response of `status` with `body`.
+fn reply(status: u16, body: Vec<u8>) -> hyper::Response<TestBody> {
+    let mut r = hyper::Response::new(TestBody::Whole(Some(bytes::Bytes::from(body))));
+    *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or_default();
+    r
+}
+
+/// `text` gzipped, saying so.
+fn gzipped(text: &str) -> hyper::Response<TestBody> {
+    let mut r = reply(200, gzip(text.as_bytes()));
+    r.headers_mut().insert(
+        hyper::header::CONTENT_ENCODING,
+        hyper::header::HeaderValue::from_static("gzip"),
+    );
+    r
+}
+
+/// `len` bytes of `text` from `from`, as a 206 with its content-range.
+fn piece(text: &str, from: usize, len: usize) -> hyper::Response<TestBody> {
+    let bytes = text.as_bytes();
+    let from = from.min(bytes.len());
+    let to = (from + len).min(bytes.len());
+    let mut r = reply(206, bytes[from..to].to_vec());
+    let range = format!("bytes {from}-{}/{}", to.max(from + 1) - 1, bytes.len());
+    if let Ok(v) = hyper::header::HeaderValue::from_str(&range) {
+        r.headers_mut().insert(hyper::header::CONTENT_RANGE, v);
+    }
+    r
+}
+
+/// `/headers`: the request's headers echoed as `echo`, in the range or the encoding the
+/// request asked for.
+fn echo_headers(headers: &[(String, String)], echo: String) -> hyper::Response<TestBody> {
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let range = header("range")
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .and_then(|(a, b)| Some((a.parse::<usize>().ok()?, b.parse::<usize>().ok()?)));
+    if let Some((first, last)) = range {
+        piece(&echo, first, last + 1 - first.min(last + 1))
+    } else if header("accept-encoding").is_some_and(|a| a.contains("gzip")) {
+        gzipped(&echo)
+    } else {
+        reply(200, echo.into_bytes())
+    }
+}
+
+/// `/header-names`: each request header's value echoed in a header's name.
+fn echo_into_names(headers: &[(String, String)]) -> hyper::Response<TestBody> {
+    let mut r = reply(200, b"ok".to_vec());
+    for (_, v) in headers {
+        if let Ok(name) = hyper::header::HeaderName::from_bytes(format!("x-echo-{v}").as_bytes()) {
+            r.headers_mut()
+                .append(name, hyper::header::HeaderValue::from_static("1"));
+        }
+    }
+    r
+}
+
 /// `data` in standard base64, padded (what `/base64/headers` answers).
 pub fn base64(data: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for group in data.chunks(3) {
-        let n = group.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - group.len()));
-        for i in 0..=group.len() {
-            out.push(char::from(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize]));
-        }
-        out.push_str(&"=".repeat(3 - group.len()));
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
 /// `data` as gzip (RFC 1952): one deflate block of literals under the fixed Huffman code

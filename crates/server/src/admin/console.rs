@@ -599,13 +599,9 @@ async fn oauth_callback(
             return Err(AdminError::NotFound);
         };
         if let Some(e) = q.get("error") {
-            // An RFC 6749 error code, never a description: anyone can write a link
-            // to this page.
-            let code = Some(e.as_str())
-                .filter(|c| c.len() <= 40 && c.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
-                .unwrap_or("an error");
             return Err(AdminError::Forbidden(format!(
-                "the identity provider refused the sign-in: {code}"
+                "the identity provider refused the sign-in: {}",
+                error_code(e)
             )));
         }
         let now = s.admin.server.store.now().await?;
@@ -691,6 +687,13 @@ async fn oauth_callback(
         }
         Err(e) => error_page(&e),
     }
+}
+
+/// An identity provider's `error` as the console shows it: an RFC 6749 error code, never
+/// other text, since anyone can write a link to the callback.
+fn error_code(given: &str) -> &str {
+    let is_code = given.len() <= 40 && given.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    if is_code { given } else { "an error" }
 }
 
 /// Signs out: the session is revoked in the store until it would have expired (so a copy

@@ -425,9 +425,7 @@ impl McpServer {
             Err(_) => Err(AttemptError::Limit(Limit::WallClock { ms }).to_rpc_error()),
         }
     }
-}
 
-impl McpServer {
     /// The refusal at a task cap. A task past its TTL keeps its place until the reaper
     /// removes it, and (under a cap that counts them, `finished_count`) a finished one
     /// until its TTL or an operator's delete: the refusal says what frees a place.

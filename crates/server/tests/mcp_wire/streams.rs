@@ -179,28 +179,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
         inner.create(new).await.expect("create");
         ids.push(id.to_string());
     }
-    let listen = rpc(
-        1,
-        "subscriptions/listen",
-        json!({"notifications": {"taskIds": ids}}),
-        caps(true),
-    );
-    let headers = snodo_server::mcp::RoutingHeaders {
-        method: Some(Ok("subscriptions/listen".into())),
-        protocol_version: Some(Ok("2026-07-28".into())),
-        accepts_sse: true,
-        ..Default::default()
-    };
-    let reply = server
-        .handle(
-            &headers,
-            &snodo_server::http::Caller::trusted(principal.clone()),
-            listen.to_string().as_bytes(),
-        )
-        .await;
-    let snodo_server::mcp::Reply::Stream(mut stream) = reply else {
-        panic!("subscriptions/listen answers with a stream");
-    };
+    let mut stream = listen_to(&server, &principal, json!(ids)).await;
     let ack = next_message(&mut stream).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["notifications"]["taskIds"], json!(ids));
@@ -288,10 +267,31 @@ async fn a_change_while_a_subscription_is_set_up_reaches_it() {
         .create(snodo_core::store::NewTask::new(id, principal.scope(), work))
         .await
         .expect("create");
+    let mut stream = listen_to(&server, &principal, json!([id.to_string()])).await;
+    let ack = next_message(&mut stream).await;
+    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["taskIds"],
+        json!([id.to_string()])
+    );
+    let n = next_message(&mut stream).await;
+    assert_eq!(n["method"], "notifications/tasks", "{n}");
+    assert_eq!(n["params"]["taskId"], id.to_string());
+    assert_eq!(n["params"]["status"], "cancelled");
+    runner.shutdown().await;
+}
+
+/// `subscriptions/listen` for `task_ids` by `principal`, straight through the server: its
+/// stream.
+async fn listen_to(
+    server: &snodo_server::mcp::McpServer,
+    principal: &snodo_core::model::Principal,
+    task_ids: Value,
+) -> tokio::sync::mpsc::Receiver<Value> {
     let listen = rpc(
         1,
         "subscriptions/listen",
-        json!({"notifications": {"taskIds": [id.to_string()]}}),
+        json!({"notifications": {"taskIds": task_ids}}),
         caps(true),
     );
     let headers = snodo_server::mcp::RoutingHeaders {
@@ -307,20 +307,10 @@ async fn a_change_while_a_subscription_is_set_up_reaches_it() {
             listen.to_string().as_bytes(),
         )
         .await;
-    let snodo_server::mcp::Reply::Stream(mut stream) = reply else {
+    let snodo_server::mcp::Reply::Stream(stream) = reply else {
         panic!("subscriptions/listen answers with a stream");
     };
-    let ack = next_message(&mut stream).await;
-    assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
-    assert_eq!(
-        ack["params"]["notifications"]["taskIds"],
-        json!([id.to_string()])
-    );
-    let n = next_message(&mut stream).await;
-    assert_eq!(n["method"], "notifications/tasks", "{n}");
-    assert_eq!(n["params"]["taskId"], id.to_string());
-    assert_eq!(n["params"]["status"], "cancelled");
-    runner.shutdown().await;
+    stream
 }
 
 /// The next message of an SSE reply's queue.

@@ -55,6 +55,35 @@ impl HttpGrant {
             scrub: Vec::new(),
         }
     }
+
+    /// The first injection that no allowed entry reaches (it would never be sent, and the
+    /// service would answer 401 with nothing saying why): its index and what to change,
+    /// `allowed_key` naming the allow-list's configuration key.
+    pub fn unreachable_injection(&self, allowed_key: &str) -> Option<(usize, String)> {
+        let entries = self.allowed.entries();
+        let (i, inj) = self
+            .inject
+            .iter()
+            .enumerate()
+            .find(|(_, inj)| !entries.iter().any(|e| inj.host.overlaps(e)))?;
+        let listed: Vec<String> = entries
+            .iter()
+            .map(|e| format!("{:?}", e.to_string()))
+            .collect();
+        let listed = if listed.is_empty() {
+            "none".to_owned()
+        } else {
+            listed.join(", ")
+        };
+        let host = inj.host.to_string();
+        Some((
+            i,
+            format!(
+                "{host:?} is covered by no entry of allowed_outbound_hosts ({listed}), so the \
+                 header would never be sent; add {host:?} to {allowed_key}"
+            ),
+        ))
+    }
 }
 
 /// A header the host adds to every request whose URL an entry allows.
@@ -122,8 +151,11 @@ fn forms_of(value: &str) -> Vec<Box<str>> {
     }
     let bytes = value.as_bytes();
     let mut encoded: Vec<String> = Vec::new();
-    for alphabet in [BASE64, BASE64_URL] {
-        encoded.extend((0..3).map(|k| base64_core(bytes, k, alphabet)));
+    for engine in [
+        &base64::engine::general_purpose::STANDARD_NO_PAD,
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+    ] {
+        encoded.extend((0..3).map(|k| base64_core(bytes, k, engine)));
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     encoded.push(hex.to_ascii_uppercase());
@@ -153,27 +185,18 @@ fn forms_of(value: &str) -> Vec<Box<str>> {
     forms
 }
 
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
 /// The base64 characters that `bytes` alone decide when they start `k` bytes (0, 1 or 2)
 /// into a group of three: what any base64 text carrying `bytes` at that alignment holds,
 /// whatever comes before and after. A character stands for 6 bits of the stream; it is
 /// decided when all 6 lie inside `bytes`, so at most two characters at each end are left
 /// out (they mix in the neighbours' bits).
-fn base64_core(bytes: &[u8], k: usize, alphabet: &[u8; 64]) -> String {
-    let start = 8 * k;
-    let end = 8 * (k + bytes.len());
-    let bit = |i: usize| {
-        let at = i - start;
-        (bytes[at / 8] >> (7 - at % 8)) & 1
-    };
-    (start.div_ceil(6)..end / 6)
-        .map(|c| {
-            let v = (0..6).fold(0u8, |v, j| (v << 1) | bit(6 * c + j));
-            char::from(alphabet[usize::from(v)])
-        })
-        .collect()
+fn base64_core(bytes: &[u8], k: usize, engine: &base64::engine::GeneralPurpose) -> String {
+    use base64::Engine as _;
+    let mut aligned = vec![0u8; k];
+    aligned.extend_from_slice(bytes);
+    let text = engine.encode(&aligned);
+    let (first, end) = ((8 * k).div_ceil(6), 8 * (k + bytes.len()) / 6);
+    text.get(first..end).unwrap_or_default().to_owned()
 }
 
 impl std::fmt::Debug for Secret {
@@ -477,36 +500,29 @@ impl Outbound {
 mod tests {
     use super::*;
 
-    /// Standard base64 with padding, group by group: an encoder written apart from
-    /// `base64_core`, to check it against.
-    fn base64(bytes: &[u8], alphabet: &[u8; 64], pad: bool) -> String {
-        let mut out = String::new();
-        for group in bytes.chunks(3) {
-            let n =
-                group.iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)) << (8 * (3 - group.len()));
-            for i in 0..=group.len() {
-                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
-            }
-            if pad {
-                out.push_str(&"=".repeat(3 - group.len()));
-            }
-        }
-        out
+    /// `bytes` in base64 by `engine`, as services write it (padded or not).
+    fn base64(bytes: &[u8], engine: &base64::engine::GeneralPurpose) -> String {
+        use base64::Engine as _;
+        engine.encode(bytes)
     }
 
     #[test]
     fn a_secret_is_scrubbed_in_base64_at_every_alignment_and_in_both_alphabets() {
         let secret = "sk_live_Mixed+Case/0123456789?~";
         let s = [Secret::new(secret)];
-        for (alphabet, pad) in [(BASE64, true), (BASE64_URL, false)] {
+        use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE_NO_PAD};
+        for (engine, unpadded) in [
+            (&STANDARD, &STANDARD_NO_PAD),
+            (&URL_SAFE_NO_PAD, &URL_SAFE_NO_PAD),
+        ] {
             for before in ["", "a", "ab", "headers: x-api-key: "] {
                 for after in ["", "z", "zy", "\nnext: 1"] {
-                    let text = base64(format!("{before}{secret}{after}").as_bytes(), alphabet, pad);
+                    let text = base64(format!("{before}{secret}{after}").as_bytes(), engine);
                     let clean = scrub_text(&text, &s).unwrap_or_else(|| panic!("{text}"));
                     // What is left of the secret is at most the two characters at each end
                     // that mix its bits with its neighbours'.
                     let (head, tail) = clean.split_once(REDACTED).expect("one replacement");
-                    let around = |n: usize| base64(&vec![0; n], alphabet, false).len();
+                    let around = |n: usize| base64(&vec![0; n], unpadded).len();
                     assert!(head.len() <= around(before.len()) + 1, "{clean}");
                     assert!(tail.len() <= around(after.len()) + 4, "{clean}");
                     assert!(!tail.contains(REDACTED), "{clean}");

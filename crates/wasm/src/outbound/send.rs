@@ -692,6 +692,65 @@ impl OneRequest {
         }
     }
 
+    /// Refuses a response whose secrets the host could not find: a partial one to a
+    /// request that carried an injected secret (pieces could carry it in parts), and an
+    /// encoded one the host must scrub (it asked for identity and reads only that).
+    fn refuse_unscrubbable(
+        &self,
+        head: &http::response::Parts,
+        target: &Target,
+        line: &str,
+        injected: bool,
+        scrubbed: bool,
+    ) -> Result<(), Error> {
+        let partial = head.status == http::StatusCode::PARTIAL_CONTENT
+            || head.headers.contains_key(http::header::CONTENT_RANGE);
+        if injected && partial {
+            let message = format!(
+                "{line}: the response is partial ({}) and the request carried a secret the \
+                 host injected: pieces of a response could carry the secret in parts the host \
+                 cannot recognise, so none is handed over",
+                head.status
+            );
+            let why = "a partial response to a request that carried an injected secret";
+            self.count_refusal(&target.origin(), "partial_response", &why);
+            return Err(Error::InternalError(Some(message)));
+        }
+        if scrubbed && let Some(coding) = coded(&head.headers) {
+            let message = format!(
+                "{coding}: the response to {line} is encoded although the host asked for \
+                 identity; the host scrubs secrets from this response and cannot read an \
+                 encoded body, so it is refused"
+            );
+            let why = format!("a {coding}-encoded response the host must scrub");
+            self.count_refusal(&target.origin(), "encoded_response", &why);
+            return Err(Error::HttpResponseContentCoding(Some(message)));
+        }
+        Ok(())
+    }
+
+    /// The response as the guest (and the journal) get it: secrets scrubbed from its header
+    /// names, header values and body.
+    fn scrubbed_answer(&self, head: &http::response::Parts, body: Vec<u8>) -> JournalResponse {
+        let secrets = &self.secrets;
+        let headers = head
+            .headers
+            .iter()
+            .map(|(name, value)| {
+                let name =
+                    scrub_name(name.as_str(), secrets).unwrap_or_else(|| name.as_str().into());
+                let value = String::from_utf8_lossy(value.as_bytes());
+                let value = scrub_text(&value, secrets).unwrap_or_else(|| value.into_owned());
+                (name, value)
+            })
+            .collect();
+        JournalResponse {
+            status: head.status.as_u16(),
+            headers,
+            body: scrub_bytes(body, secrets),
+        }
+    }
+
     /// Hands the response over: streamed as it arrives when nothing needs it whole, else
     /// read whole, scrubbed of secrets and, in a journaled task, recorded first.
     async fn receive(
@@ -731,29 +790,7 @@ impl OneRequest {
                 Box::new(async { Ok(()) }),
             ));
         }
-        let partial = head.status == http::StatusCode::PARTIAL_CONTENT
-            || head.headers.contains_key(http::header::CONTENT_RANGE);
-        if injected && partial {
-            let message = format!(
-                "{line}: the response is partial ({}) and the request carried a secret the \
-                 host injected: pieces of a response could carry the secret in parts the host \
-                 cannot recognise, so none is handed over",
-                head.status
-            );
-            let why = "a partial response to a request that carried an injected secret";
-            self.count_refusal(&target.origin(), "partial_response", &why);
-            return Err(Error::InternalError(Some(message)));
-        }
-        if scrubbed && let Some(coding) = coded(&head.headers) {
-            let message = format!(
-                "{coding}: the response to {line} is encoded although the host asked for \
-                 identity; the host scrubs secrets from this response and cannot read an \
-                 encoded body, so it is refused"
-            );
-            let why = format!("a {coding}-encoded response the host must scrub");
-            self.count_refusal(&target.origin(), "encoded_response", &why);
-            return Err(Error::HttpResponseContentCoding(Some(message)));
-        }
+        self.refuse_unscrubbable(&head, &target, &line, injected, scrubbed)?;
         let body = match collect(incoming, max, Some(between)).await {
             Ok(b) => b,
             Err(Collect::TooLarge) => {
@@ -766,19 +803,7 @@ impl OneRequest {
             }
             Err(Collect::Failed(e)) => return Err(e),
         };
-        let secrets = &self.secrets;
-        let mut headers = Vec::with_capacity(head.headers.len());
-        for (name, value) in &head.headers {
-            let name = scrub_name(name.as_str(), secrets).unwrap_or_else(|| name.as_str().into());
-            let value = String::from_utf8_lossy(value.as_bytes());
-            let value = scrub_text(&value, secrets).unwrap_or_else(|| value.into_owned());
-            headers.push((name, value));
-        }
-        let answer = JournalResponse {
-            status: head.status.as_u16(),
-            headers,
-            body: scrub_bytes(body, secrets),
-        };
+        let answer = self.scrubbed_answer(&head, body);
         // A transient answer to an idempotent request is not recorded: a later attempt (a
         // retry) asks again instead of replaying the failure. It has no effect to protect.
         let transient = idempotent && transient(answer.status);

@@ -7,7 +7,8 @@ use super::*;
 
 use crate::model::{JournalEntry, JournalRequest, JournalResponse};
 
-fn entry(seq: u32, body: &[u8]) -> JournalEntry {
+/// A journal entry at `seq` answering `body`; the other groups append these too.
+pub(super) fn entry(seq: u32, body: &[u8]) -> JournalEntry {
     JournalEntry {
         seq,
         request: JournalRequest {

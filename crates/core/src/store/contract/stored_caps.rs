@@ -3,7 +3,7 @@
 #[allow(unused_imports)]
 use super::*;
 
-use crate::model::{JournalEntry, JournalRequest, JournalResponse};
+use super::journal::entry;
 use crate::store::JournalBounds;
 
 fn capped(tenant: &str, stored: u64) -> NewTask {
@@ -166,22 +166,6 @@ fn bytes_capped(tenant: &str, max: u64) -> NewTask {
     let mut n = new_task(tenant);
     n.max_stored_bytes_in_scope = Some(max);
     n
-}
-
-fn entry(seq: u32, body: &[u8]) -> JournalEntry {
-    JournalEntry {
-        seq,
-        request: JournalRequest {
-            method: "POST".into(),
-            url: format!("https://api.example.com/tickets/{seq}"),
-            body_sha256: "0".repeat(64),
-        },
-        response: JournalResponse {
-            status: 201,
-            headers: Vec::new(),
-            body: body.to_vec(),
-        },
-    }
 }
 
 /// A scope's stored bytes (its tasks' records and journals) are counted exactly and

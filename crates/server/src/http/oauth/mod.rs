@@ -200,6 +200,13 @@ pub fn check(config: &OAuthConfig) -> Result<(), String> {
                 .into(),
         );
     }
+    if config.introspections_per_second == 0 {
+        return Err(
+            "auth.oauth.introspections_per_second must be at least 1: with 0 no \
+                    opaque token could ever be checked"
+                .into(),
+        );
+    }
     if config.jwks_min_refresh < std::time::Duration::from_secs(1) {
         return Err("auth.oauth.jwks_min_refresh_ms must be at least 1000".into());
     }
