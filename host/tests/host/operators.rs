@@ -2,7 +2,7 @@
 //! token from the configuration: list, show, answer, watch, bulk cancel, counts, and the
 //! refusals a script branches on (exit codes 1 and 2).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

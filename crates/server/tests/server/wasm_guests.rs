@@ -13,7 +13,7 @@ use snodo_wasm::{
 };
 use tokio::sync::OnceCell;
 
-mod common;
+use crate::common;
 
 use common::{Guests, load_guests};
 

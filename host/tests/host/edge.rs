@@ -2,7 +2,7 @@
 //! metrics token through the router, readiness on a store that cannot commit, replies that
 //! never carry host detail, and `snodo inspect` on a store a killed server left.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

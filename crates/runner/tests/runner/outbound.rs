@@ -20,7 +20,7 @@ use snodo_wasm::{
     GuestOutcome, InputAnswers, InputFailure, InputRequests, Progress, WasiGrants,
 };
 
-mod common;
+use crate::common;
 
 use common::{HttpRecorder, base64};
 

@@ -7,7 +7,7 @@
 //! the task linked to its span, and no argument, answer, result or secret in any
 //! attribute. Then the same over gRPC, and at a sampling ratio of 0.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -7,7 +7,7 @@
 //! `SNODO_TEST_POSTGRES`): skipped with a loud line where it is absent, a failure under
 //! `CI=true`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

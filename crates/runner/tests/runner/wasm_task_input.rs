@@ -10,7 +10,7 @@ use snodo_core::store::{ClaimRequest, Lease, MemoryStore, Store};
 use snodo_runner::InputWaiters;
 use snodo_wasm::{AttemptError, CancelToken, Component, ExecutionReport, GuestOutcome};
 
-mod common;
+use crate::common;
 
 const LEASE_MS: u64 = 30_000;
 

@@ -12,7 +12,7 @@ use snodo::store::{
 };
 use snodo::stress::{StressOptions, StressReport, contention, runner_batches};
 
-mod common;
+use crate::common;
 
 use common::process::{run_ok, snodo};
 

@@ -20,7 +20,7 @@ use snodo::store::{ClaimRequest, MemoryStore, NewTask, Store};
 use snodo::wasm::EngineConfig;
 use tower::ServiceExt;
 
-mod common;
+use crate::common;
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
 const TOKEN_A: &str = "tenant-a-token-0123456789";

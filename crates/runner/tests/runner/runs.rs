@@ -18,7 +18,7 @@ use snodo_runner::{
 };
 use tokio::sync::OnceCell;
 
-mod common;
+use crate::common;
 
 const T0: u64 = 1_700_000_000_000;
 

@@ -17,7 +17,6 @@ use tower::ServiceExt;
 
 static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 
-#[path = "../common/mod.rs"]
 mod common;
 
 mod admin;
@@ -29,6 +28,7 @@ mod methods;
 mod oauth;
 mod streams;
 mod tasks;
+mod wasm_guests;
 
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 

@@ -1,0 +1,7 @@
+//! The runner's integration tests, one binary: real guests on real stores.
+
+mod common;
+
+mod outbound;
+mod runs;
+mod wasm_task_input;
