@@ -125,7 +125,7 @@ impl App {
 /// Invariant: the same answers as through the router, because both paths call the same
 /// host check, the same authenticator and the same `answer_post`; only the hand-over of
 /// the caller differs (an argument here, the request's extensions there).
-/// (`mcp_wire::methods::the_direct_post_path_and_the_router_refuse_alike`)
+/// (`server::methods::the_direct_post_path_and_the_router_refuse_alike`)
 async fn post_directly(state: &Shared, request: Request) -> Response {
     if let Err(why) = allowed_host(request.headers(), &state.config.allowed_hosts) {
         return host_refused(why);

@@ -408,7 +408,7 @@ impl McpServer {
     /// mid-commit. The request only waits for the answer, so dropping it (a disconnect)
     /// drops the wait and never the hand-off; otherwise a cancelled guest would run on
     /// until its next heartbeat. Tracked by the runner, so shutdown waits for it.
-    /// (`mcp_wire::tasks::a_cancel_reaches_the_runner_though_its_client_left_mid_commit`)
+    /// (`server::tasks::a_cancel_reaches_the_runner_though_its_client_left_mid_commit`)
     pub(crate) async fn commit_then_tell<T, C, H>(
         &self,
         commit: C,
