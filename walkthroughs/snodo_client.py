@@ -50,7 +50,9 @@ class Server:
             [SNODO, "serve", *self.args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
         )
-        deadline = time.time() + 60
+        # A node compiles its components before it answers; the Python and JavaScript ones
+        # take tens of seconds of cranelift on a loaded two-core machine.
+        deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise SystemExit("the server exited: " + self.proc.stderr.read().decode())

@@ -19,6 +19,10 @@ SNODO = ROOT / "target" / "debug" / "snodo"
 FIXTURES = ROOT / "target" / "guests" / "wasm32-wasip2" / "release" / "fixtures.wasm"
 
 
+# How long a node may take to start (it compiles its components first).
+START_SECONDS = 180
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -47,7 +51,7 @@ def serving(args, port, data):
     MCP endpoint's URL."""
     for path in (SNODO, FIXTURES):
         if not path.exists():
-            pytest.fail(f"{path} is missing: build with `cargo build -p snodo -p snodo-test-guests`")
+            pytest.fail(f"{path} is missing: build with `scripts/build`")
     log_path = Path(data) / "server.log"
     env = dict(os.environ, MCP_PORT=str(port))
     env.setdefault("RUST_LOG", "info")
@@ -57,12 +61,14 @@ def serving(args, port, data):
             [str(SNODO), "serve", *args], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
         )
     try:
-        deadline = time.monotonic() + 60
+        # Generous: a node compiles its components before it answers, and the Python and
+        # JavaScript fixtures take tens of seconds of cranelift on a loaded two-core machine.
+        deadline = time.monotonic() + START_SECONDS
         while not healthy(port):
             if proc.poll() is not None:
                 pytest.fail("the server exited:\n" + log_path.read_text())
             if time.monotonic() > deadline:
-                pytest.fail("the server did not answer /healthz within 60s:\n" + log_path.read_text())
+                pytest.fail(f"the server did not answer /healthz within {START_SECONDS}s:\n" + log_path.read_text())
             time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
