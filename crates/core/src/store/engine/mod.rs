@@ -36,18 +36,22 @@ mod scratch;
 mod tasks;
 mod txn;
 
+#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(unused_imports))]
+pub(crate) use claims::fence_previous_epochs;
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use claims::release_dead_claims;
 pub(crate) use claims::{
     check_claim_request, claim, claim_next, create_claimed, release, renew, worker_snapshot,
 };
-#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(unused_imports))]
-pub(crate) use claims::{fence_previous_epochs, release_dead_claims};
 pub(crate) use components::{
     check_component, collect_components, component, components, current_deployment, deploy,
     deployment, deployments, store_component,
 };
 pub(crate) use journal::{journal, journal_append, journal_taken};
 pub(crate) use listing::{counts, list};
-pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key, revoke};
+pub(crate) use revocations::revoke;
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key};
 pub(crate) use tasks::{
     authorize, authorize_read, create, delete_finished, get, inspect, reap, retry_now, transition,
 };
