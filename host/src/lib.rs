@@ -4,9 +4,9 @@
 //! harness, over the layers it assembles, re-exported under the names the binary and the
 //! end-to-end tests use. Each layer is a crate of its own:
 //!
-//! - [`model`], [`store`] (`snodo-core`): the domain model and its state machine, the
-//!   [`store::Store`] contract, its engine and its adapters (cargo features `redb`,
-//!   `sqlite`, `postgres`).
+//! - [`model`], [`store`], [`ids`] (`snodo-core`): the domain model and its state machine,
+//!   the [`store::Store`] contract, its engine and its adapters (cargo features `redb`,
+//!   `sqlite`, `postgres`); randomness, hex and trace ids.
 //! - [`wasm`] (`snodo-wasm`): the WebAssembly host: engine, components, sandboxed
 //!   executions.
 //! - [`runner`], [`budget`] (`snodo-runner`): claims, leases, heartbeats, retries, recovery,
@@ -19,7 +19,7 @@
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
 
-pub use snodo_core::{model, store};
+pub use snodo_core::{ids, model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
 pub use snodo_server::{admin, deploy, http, mcp, serve, suggest, telemetry, trust};

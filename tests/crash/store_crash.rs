@@ -8,7 +8,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
 use snodo::model::{Principal, TaskId, TaskStatus};
-use snodo::store::{Action, ClaimRequest, RedbStore, Store};
+use snodo::store::prelude::*;
+use snodo::store::{Action, ClaimRequest, RedbStore};
 use snodo_tests::Plan;
 
 #[derive(Debug, Default)]

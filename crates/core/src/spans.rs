@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::ids::{SpanId, TraceId};
 use crate::model::TaskSpan;
 
 /// A span's kind, as OpenTelemetry names them.
@@ -138,7 +139,7 @@ impl SpanRecord {
     ) -> Self {
         Self {
             trace_id,
-            span_id: new_span_id(),
+            span_id: SpanId::random().to_bytes(),
             parent_span_id: parent,
             parent_remote: false,
             name: name.into(),
@@ -305,22 +306,9 @@ impl Tracer {
     }
 }
 
-/// A new span id: 8 random bytes, not all zero.
-pub fn new_span_id() -> [u8; 8] {
-    let mut id = [0u8; 8];
-    while id == [0; 8] {
-        getrandom::fill(&mut id).expect("the operating system's random source");
-    }
-    id
-}
-
-/// A new trace id: 16 random bytes, not all zero.
+/// A new trace id's bytes ([`TraceId::random`]), for the records that carry raw bytes.
 pub fn new_trace_id() -> [u8; 16] {
-    let mut id = [0u8; 16];
-    while id == [0; 16] {
-        getrandom::fill(&mut id).expect("the operating system's random source");
-    }
-    id
+    TraceId::random().to_bytes()
 }
 
 /// The span id of a task's attempt under claim `generation`: derived from the task's span
@@ -334,17 +322,6 @@ pub fn attempt_span_id(task_span: &[u8; 8], generation: u64) -> [u8; 8] {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     if z == 0 { 1 } else { z }.to_be_bytes()
-}
-
-/// Lowercase hex of an id.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(DIGITS[(b >> 4) as usize] as char);
-        s.push(DIGITS[(b & 15) as usize] as char);
-    }
-    s
 }
 
 #[cfg(test)]
@@ -389,6 +366,5 @@ mod tests {
             assert!(seen.insert(attempt_span_id(&task, g)));
             assert_ne!(attempt_span_id(&task, g), [0; 8]);
         }
-        assert_eq!(hex(&[0, 0xab, 0x10]), "00ab10");
     }
 }

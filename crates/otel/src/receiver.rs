@@ -17,6 +17,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use parking_lot::Mutex;
 use prost::Message;
+use snodo_core::ids::hex;
 
 /// One received span, decoded into plain values.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,10 +264,6 @@ fn map(kvs: &[opentelemetry_proto::tonic::common::v1::KeyValue]) -> BTreeMap<Str
             )
         })
         .collect()
-}
-
-fn hex(b: &[u8]) -> String {
-    snodo_core::spans::hex(b)
 }
 
 fn keep(shared: &Shared, request: ExportTraceServiceRequest, via: &'static str) {

@@ -173,10 +173,7 @@ impl ComponentLoader {
             path: path.display().to_string(),
             reason,
         };
-        let digest: String = Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let digest = snodo_core::model::component_digest(&bytes);
         let started = Instant::now();
         let (component, cache_hit) = self.compile(&digest, bytes).await.map_err(fail)?;
         let prepare_time = started.elapsed();

@@ -63,7 +63,7 @@ fn inspect(
                 pg.migrate = false;
                 let place = format!("schema {:?}", pg.schema);
                 let found = runtime.block_on(async {
-                    use snodo::store::Store;
+                    use snodo::store::OperatorStore;
                     snodo::store::PgStore::open(pg).await?.inspect(&id).await
                 });
                 (found.map_err(|e| e.to_string())?, place)

@@ -57,10 +57,7 @@ impl Schema {
 
     /// The component digest a task is pinned to, from the database.
     async fn pinned(&self, task: &str) -> Option<String> {
-        let id: Vec<u8> = (0..task.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&task[i..i + 2], 16).expect("hex id"))
-            .collect();
+        let id = snodo::ids::unhex(task).expect("hex id");
         self.client
             .query_one(
                 &format!(
@@ -77,10 +74,7 @@ impl Schema {
 
     /// `(status, claim owner, attempt, recoveries)` of a task, from the database.
     async fn row(&self, task: &str) -> (String, Option<String>, u64, u64) {
-        let id: Vec<u8> = (0..task.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&task[i..i + 2], 16).expect("hex id"))
-            .collect();
+        let id = snodo::ids::unhex(task).expect("hex id");
         let row = self
             .client
             .query_one(

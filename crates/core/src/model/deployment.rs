@@ -96,12 +96,7 @@ pub fn check_digest(digest: &str) -> Result<(), Invalid> {
 /// The digest of a component's bytes: SHA-256, lower-case hex.
 pub fn component_digest(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    let d = Sha256::digest(bytes);
-    let mut out = String::with_capacity(64);
-    for b in d {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
+    crate::ids::hex(&Sha256::digest(bytes))
 }
 
 /// Checks what a new deployment names and says.

@@ -41,24 +41,14 @@ impl TaskId {
     pub(crate) fn generate_at(ms: u64) -> Self {
         let mut bytes = [0u8; 16];
         bytes[..TIME_PREFIX].copy_from_slice(&ms.to_be_bytes()[8 - TIME_PREFIX..]);
-        #[allow(clippy::expect_used)]
-        getrandom::fill(&mut bytes[TIME_PREFIX..])
-            .expect("the OS randomness source is unavailable");
+        crate::ids::fill_random(&mut bytes[TIME_PREFIX..]);
         Self(bytes)
     }
 
     /// Parses the wire form. Anything that is not exactly 32 lowercase hex digits is `None`,
     /// which callers report exactly like an unknown id.
     pub fn parse(s: &str) -> Option<Self> {
-        let s = s.as_bytes();
-        if s.len() != 32 {
-            return None;
-        }
-        let mut out = [0u8; 16];
-        for (i, pair) in s.chunks_exact(2).enumerate() {
-            out[i] = (hex_val(pair[0])? << 4) | hex_val(pair[1])?;
-        }
-        Some(Self(out))
+        crate::ids::unhex_array(s).map(Self)
     }
 
     /// The raw bytes, used as a fixed-width storage key.
@@ -69,14 +59,6 @@ impl TaskId {
     /// The id from its raw storage bytes.
     pub fn from_bytes(bytes: [u8; 16]) -> Self {
         Self(bytes)
-    }
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
     }
 }
 
@@ -97,12 +79,8 @@ impl TaskId {
     /// The 32 hex digits, written without the formatting machinery: every reply that names
     /// a task writes its id.
     pub(crate) fn hex(&self) -> [u8; 32] {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut out = [0u8; 32];
-        for (i, b) in self.0.iter().enumerate() {
-            out[2 * i] = HEX[usize::from(b >> 4)];
-            out[2 * i + 1] = HEX[usize::from(b & 0xf)];
-        }
+        crate::ids::hex_into(&self.0, &mut out);
         out
     }
 }

@@ -70,7 +70,6 @@ pub use task::{
 pub use time::{Clock, ManualClock, SystemClock, Timestamp};
 pub use trace::{
     IncomingTrace, MAX_BAGGAGE_BYTES, MAX_TRACESTATE_BYTES, TaskSpan, TraceContext, TraceParent,
-    new_span_id,
 };
 pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
 pub use view::{RawJson, TaskView, ViewOutcome};

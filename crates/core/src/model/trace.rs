@@ -9,6 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{SpanId, TraceId, hex, unhex_array};
+
 /// The longest `tracestate` kept: 32 members of up to 256 characters would be more, but
 /// the W3C recommendation lets a carrier truncate at 512.
 pub const MAX_TRACESTATE_BYTES: usize = 512;
@@ -75,10 +77,10 @@ impl TryFrom<TaskSpanForm> for TaskSpan {
     fn try_from(f: TaskSpanForm) -> Result<Self, String> {
         let bad = || "span ids must be lowercase hex".to_owned();
         Ok(Self {
-            trace_id: lower_hex::<16>(&f.trace_id).ok_or_else(bad)?,
-            span_id: lower_hex::<8>(&f.span_id).ok_or_else(bad)?,
+            trace_id: unhex_array::<16>(&f.trace_id).ok_or_else(bad)?,
+            span_id: unhex_array::<8>(&f.span_id).ok_or_else(bad)?,
             parent: match f.parent {
-                Some(p) => Some(lower_hex::<8>(&p).ok_or_else(bad)?),
+                Some(p) => Some(unhex_array::<8>(&p).ok_or_else(bad)?),
                 None => None,
             },
             sampled: f.sampled,
@@ -119,16 +121,16 @@ impl TraceParent {
         if bytes.len() < 55 || bytes[2] != b'-' || bytes[35] != b'-' || bytes[52] != b'-' {
             return None;
         }
-        let version = lower_hex::<1>(&v[0..2])?[0];
+        let version = unhex_array::<1>(&v[0..2])?[0];
         if version == 0xff || (version == 0 && bytes.len() != 55) {
             return None;
         }
         if bytes.len() > 55 && bytes[55] != b'-' {
             return None;
         }
-        let trace_id = lower_hex::<16>(&v[3..35])?;
-        let parent_id = lower_hex::<8>(&v[36..52])?;
-        let flags = lower_hex::<1>(&v[53..55])?[0];
+        let trace_id = unhex_array::<16>(&v[3..35])?;
+        let parent_id = unhex_array::<8>(&v[36..52])?;
+        let flags = unhex_array::<1>(&v[53..55])?[0];
         if trace_id == [0; 16] || parent_id == [0; 8] {
             return None;
         }
@@ -179,7 +181,7 @@ impl IncomingTrace {
         TraceContext {
             trace_id: hex(&self.parent.trace_id),
             parent_span_id: Some(hex(&self.parent.parent_id)),
-            task_span_id: new_span_id(),
+            task_span_id: SpanId::random().to_string(),
             sampled: self.parent.sampled(),
             tracestate: self.tracestate.clone(),
             baggage: self.baggage.clone(),
@@ -190,14 +192,10 @@ impl IncomingTrace {
 impl TraceContext {
     /// A trace the task begins itself (its caller sent none).
     pub fn root(sampled: bool) -> Self {
-        let mut id = [0u8; 16];
-        while id == [0; 16] {
-            getrandom::fill(&mut id).expect("the operating system's random source");
-        }
         Self {
-            trace_id: hex(&id),
+            trace_id: TraceId::random().to_string(),
             parent_span_id: None,
-            task_span_id: new_span_id(),
+            task_span_id: SpanId::random().to_string(),
             sampled,
             tracestate: None,
             baggage: None,
@@ -219,10 +217,10 @@ impl TraceContext {
     /// not validate.
     pub fn task_span(&self, tool: &str) -> Option<TaskSpan> {
         Some(TaskSpan {
-            trace_id: lower_hex::<16>(&self.trace_id)?,
-            span_id: lower_hex::<8>(&self.task_span_id)?,
+            trace_id: unhex_array::<16>(&self.trace_id)?,
+            span_id: unhex_array::<8>(&self.task_span_id)?,
             parent: match &self.parent_span_id {
-                Some(p) => Some(lower_hex::<8>(p)?),
+                Some(p) => Some(unhex_array::<8>(p)?),
                 None => None,
             },
             sampled: self.sampled,
@@ -265,40 +263,12 @@ impl TraceContext {
     }
 }
 
-/// A new span id: 8 random bytes, not all zero, as hex.
-pub fn new_span_id() -> String {
-    let mut id = [0u8; 8];
-    while id == [0; 8] {
-        getrandom::fill(&mut id).expect("the operating system's random source");
-    }
-    hex(&id)
-}
-
 fn bounded(value: Option<&str>, max: usize) -> Option<String> {
     let v = value?.trim_matches([' ', '\t']);
     // Printable ASCII only (both formats are): anything else is not passed on.
     (!v.is_empty() && v.len() <= max && v.bytes().all(|b| (0x20..0x7f).contains(&b)))
         .then(|| v.to_owned())
 }
-
-fn lower_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
-    let b = s.as_bytes();
-    if b.len() != N * 2 {
-        return None;
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; N];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = digit(b[2 * i])? << 4 | digit(b[2 * i + 1])?;
-    }
-    Some(out)
-}
-
-use crate::spans::hex;
 
 #[cfg(test)]
 mod tests {

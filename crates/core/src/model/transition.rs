@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::history::{HistoryKind, history_text};
 use super::task::{AppliedEvent, InputEntry, Outcome, ScheduledRetry, Task, TaskStatus};
-use super::{EventKind, RetryPolicy, TaskEvent, Timestamp};
+use super::{EventKind, JsonRpcError, RetryPolicy, TaskEvent, Timestamp};
 
 /// How many `status_message` event ids a task remembers for replay. Older ones are
 /// forgotten (a replay of a forgotten one applies the same message again, which changes
@@ -126,129 +126,13 @@ impl Task {
         // What the task remembers of the event, taken before its content moves into the task.
         let digest = event.digest();
         let is_status = matches!(event.kind, EventKind::StatusMessage { .. });
-        let note;
-        let effect = match event.kind {
-            EventKind::Started => {
-                self.attempt = self.attempt.saturating_add(1);
-                self.status = if self.has_outstanding_inputs() {
-                    TaskStatus::InputRequired
-                } else {
-                    TaskStatus::Working
-                };
-                note = HistoryKind::Started {
-                    attempt: self.attempt,
-                };
-                Effect::Applied
-            }
-            EventKind::StatusMessage { message } => {
-                note = HistoryKind::Status {
-                    message: history_text(&message),
-                };
-                self.status_message = Some(message);
-                Effect::Applied
-            }
-            EventKind::InputRequested { key, request } => {
-                if let Some(existing) = self.inputs.get(&key) {
-                    if existing.request != request {
-                        return Err(Rejected::InputConflict(key));
-                    }
-                    // Same key, same request: a replayed guest reattaching.
-                    return Ok(Step {
-                        effect: Effect::Input(self.input_reply(&key)),
-                        changed: false,
-                    });
-                }
-                note = HistoryKind::InputRequested { key: key.clone() };
-                self.inputs.insert(
-                    key,
-                    InputEntry {
-                        request,
-                        response: None,
-                    },
-                );
-                self.status = TaskStatus::InputRequired;
-                Effect::Input(InputReply::Pending)
-            }
-            EventKind::InputAccepted { responses } => {
-                let mut keys = Vec::new();
-                for (key, response) in responses {
-                    if let Some(entry) = self.inputs.get_mut(&key)
-                        && entry.response.is_none()
-                    {
-                        entry.response = Some(response);
-                        keys.push(key);
-                    }
-                }
-                let complete = !self.has_outstanding_inputs();
-                if keys.is_empty() {
-                    // Unknown and answered keys are ignored.
-                    return Ok(Step {
-                        effect: Effect::Accepted { keys, complete },
-                        changed: false,
-                    });
-                }
-                if complete {
-                    self.status = TaskStatus::Working;
-                }
-                note = HistoryKind::InputAnswered {
-                    keys: keys.clone(),
-                    resumed: complete,
-                };
-                Effect::Accepted { keys, complete }
-            }
-            EventKind::RetryRequested {
-                error,
-                status_message,
-            } => match retry.delay_for(self.retry_count) {
-                Some(delay) => {
-                    let retry_at = now.plus_ms(delay);
-                    self.retry_count += 1;
-                    self.retry_at = Some(retry_at);
-                    self.claim = None;
-                    self.status = TaskStatus::Working;
-                    if status_message.is_some() {
-                        self.status_message = status_message;
-                    }
-                    note = HistoryKind::RetryScheduled {
-                        due_at: retry_at,
-                        retry: self.retry_count,
-                        code: error.code,
-                        message: history_text(&error.message),
-                    };
-                    Effect::RetryScheduled {
-                        retry_at,
-                        retry_count: self.retry_count,
-                    }
-                }
-                None => {
-                    note = failed_note(&error);
-                    let outcome = Outcome::Error(error);
-                    self.finish(TaskStatus::Failed, Some(outcome), status_message);
-                    Effect::RetryExhausted
-                }
-            },
-            EventKind::Completed { result } => {
-                note = HistoryKind::Completed;
-                let outcome = Outcome::Result(result);
-                self.finish(TaskStatus::Completed, Some(outcome), None);
-                Effect::Applied
-            }
-            EventKind::Failed {
-                error,
-                status_message,
-            } => {
-                note = failed_note(&error);
-                let message = status_message.or_else(|| Some(error.message.clone()));
-                let outcome = Outcome::Error(error);
-                self.finish(TaskStatus::Failed, Some(outcome), message);
-                Effect::Applied
-            }
-            EventKind::Cancelled { status_message } => {
-                note = HistoryKind::Cancelled {
-                    message: status_message.as_deref().map(history_text),
-                };
-                self.finish(TaskStatus::Cancelled, None, status_message);
-                Effect::Applied
+        let (note, effect) = match self.change(event.kind, retry, now)? {
+            Change::Made(note, effect) => (note, effect),
+            Change::Unchanged(effect) => {
+                return Ok(Step {
+                    effect,
+                    changed: false,
+                });
             }
         };
         let retry = match effect {
@@ -267,6 +151,151 @@ impl Task {
             effect,
             changed: true,
         })
+    }
+
+    /// What an event of `kind` does to the (non-terminal) task, by kind.
+    fn change(
+        &mut self,
+        kind: EventKind,
+        retry: &RetryPolicy,
+        now: Timestamp,
+    ) -> Result<Change, Rejected> {
+        Ok(match kind {
+            EventKind::Started => self.start(),
+            EventKind::StatusMessage { message } => {
+                let note = HistoryKind::Status {
+                    message: history_text(&message),
+                };
+                self.status_message = Some(message);
+                Change::Made(note, Effect::Applied)
+            }
+            EventKind::InputRequested { key, request } => self.ask(key, request)?,
+            EventKind::InputAccepted { responses } => self.take_answers(responses),
+            EventKind::RetryRequested {
+                error,
+                status_message,
+            } => self.retry_or_fail(error, status_message, retry, now),
+            EventKind::Completed { result } => {
+                self.finish(TaskStatus::Completed, Some(Outcome::Result(result)), None);
+                Change::Made(HistoryKind::Completed, Effect::Applied)
+            }
+            EventKind::Failed {
+                error,
+                status_message,
+            } => {
+                let note = failed_note(&error);
+                let message = status_message.or_else(|| Some(error.message.clone()));
+                self.finish(TaskStatus::Failed, Some(Outcome::Error(error)), message);
+                Change::Made(note, Effect::Applied)
+            }
+            EventKind::Cancelled { status_message } => {
+                let note = HistoryKind::Cancelled {
+                    message: status_message.as_deref().map(history_text),
+                };
+                self.finish(TaskStatus::Cancelled, None, status_message);
+                Change::Made(note, Effect::Applied)
+            }
+        })
+    }
+
+    /// `started`: one more attempt, working unless inputs are still outstanding.
+    fn start(&mut self) -> Change {
+        self.attempt = self.attempt.saturating_add(1);
+        self.status = if self.has_outstanding_inputs() {
+            TaskStatus::InputRequired
+        } else {
+            TaskStatus::Working
+        };
+        let note = HistoryKind::Started {
+            attempt: self.attempt,
+        };
+        Change::Made(note, Effect::Applied)
+    }
+
+    /// `input_requested`: a new key opens a question; the same key with the same request
+    /// is a replayed guest reattaching, and with another request a conflict.
+    fn ask(&mut self, key: String, request: Value) -> Result<Change, Rejected> {
+        if let Some(existing) = self.inputs.get(&key) {
+            if existing.request != request {
+                return Err(Rejected::InputConflict(key));
+            }
+            return Ok(Change::Unchanged(Effect::Input(self.input_reply(&key))));
+        }
+        let note = HistoryKind::InputRequested { key: key.clone() };
+        self.inputs.insert(
+            key,
+            InputEntry {
+                request,
+                response: None,
+            },
+        );
+        self.status = TaskStatus::InputRequired;
+        Ok(Change::Made(note, Effect::Input(InputReply::Pending)))
+    }
+
+    /// `input_accepted`: answers to open questions are kept (unknown and answered keys are
+    /// ignored); with none left open the task works again.
+    fn take_answers(&mut self, responses: serde_json::Map<String, Value>) -> Change {
+        let mut keys = Vec::new();
+        for (key, response) in responses {
+            if let Some(entry) = self.inputs.get_mut(&key)
+                && entry.response.is_none()
+            {
+                entry.response = Some(response);
+                keys.push(key);
+            }
+        }
+        let complete = !self.has_outstanding_inputs();
+        if keys.is_empty() {
+            return Change::Unchanged(Effect::Accepted { keys, complete });
+        }
+        if complete {
+            self.status = TaskStatus::Working;
+        }
+        let note = HistoryKind::InputAnswered {
+            keys: keys.clone(),
+            resumed: complete,
+        };
+        Change::Made(note, Effect::Accepted { keys, complete })
+    }
+
+    /// `retry_requested`: with an entry left in `retry`, the claim is released and the
+    /// retry scheduled; with none, the task fails with `error`.
+    fn retry_or_fail(
+        &mut self,
+        error: JsonRpcError,
+        status_message: Option<String>,
+        retry: &RetryPolicy,
+        now: Timestamp,
+    ) -> Change {
+        let Some(delay) = retry.delay_for(self.retry_count) else {
+            let note = failed_note(&error);
+            self.finish(
+                TaskStatus::Failed,
+                Some(Outcome::Error(error)),
+                status_message,
+            );
+            return Change::Made(note, Effect::RetryExhausted);
+        };
+        let retry_at = now.plus_ms(delay);
+        self.retry_count += 1;
+        self.retry_at = Some(retry_at);
+        self.claim = None;
+        self.status = TaskStatus::Working;
+        if status_message.is_some() {
+            self.status_message = status_message;
+        }
+        let note = HistoryKind::RetryScheduled {
+            due_at: retry_at,
+            retry: self.retry_count,
+            code: error.code,
+            message: history_text(&error.message),
+        };
+        let effect = Effect::RetryScheduled {
+            retry_at,
+            retry_count: self.retry_count,
+        };
+        Change::Made(note, effect)
     }
 
     /// The next revision, its time and the event's id with what a replay reports (the
@@ -318,7 +347,16 @@ impl Task {
     }
 }
 
-fn failed_note(error: &super::JsonRpcError) -> HistoryKind {
+/// What one event did to the task.
+enum Change {
+    /// The task changed: what its history notes, and the effect.
+    Made(HistoryKind, Effect),
+    /// Nothing changed (a question asked again, answers to no open question): the effect
+    /// alone.
+    Unchanged(Effect),
+}
+
+fn failed_note(error: &JsonRpcError) -> HistoryKind {
     HistoryKind::Failed {
         code: error.code,
         message: history_text(&error.message),

@@ -27,8 +27,9 @@ use crate::model::{
 use super::engine::{self, Ctx, Touches, Txn, View};
 use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, HeldAuthority, JournalBounds,
-    Lease, NewTask, NextClaim, Reaped, Store, StoreError, StoreResult,
+    Access, Action, Authority, ClaimRequest, ClaimStore, Claimed, Committed, DeploymentStore,
+    HeldAuthority, InputStore, JournalBounds, JournalStore, Lease, NewTask, NextClaim,
+    OperatorStore, Reaped, RevocationStore, Store, StoreError, StoreResult, TaskStore,
 };
 
 /// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
@@ -107,7 +108,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         std::future::ready(Ok(None))
     }
 
-    /// Stores a component: what [`Store::store_component`] does (the digest is computed
+    /// Stores a component: what [`DeploymentStore::store_component`] does (the digest is computed
     /// before). Default: one write of the rules.
     fn store_component(
         &self,
@@ -136,7 +137,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         self.read(Touches::Deployments, |view, _| engine::components(view))
     }
 
-    /// What [`Store::deploy`] does. Default: one write of the rules.
+    /// What [`DeploymentStore::deploy`] does. Default: one write of the rules.
     fn deploy(
         &self,
         components: Vec<String>,
@@ -148,7 +149,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// What [`Store::deployment`] answers. Default: one read.
+    /// What [`DeploymentStore::deployment`] answers. Default: one read.
     fn deployment(
         &self,
         revision: Option<u64>,
@@ -159,7 +160,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// What [`Store::deployments`] answers. Default: one read.
+    /// What [`DeploymentStore::deployments`] answers. Default: one read.
     fn deployments(
         &self,
         limit: usize,
@@ -169,7 +170,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// What [`Store::pinned_tasks`] answers. Default: one read.
+    /// What [`DeploymentStore::pinned_tasks`] answers. Default: one read.
     fn pinned_tasks(
         &self,
         digest: &str,
@@ -181,13 +182,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// What [`Store::collect_components`] does. Default: one write of the rules.
+    /// What [`OperatorStore::list_tasks`] answers. Default: one read.
     fn list_tasks(&self, query: TaskQuery) -> impl Future<Output = StoreResult<TaskPage>> + Send {
         self.read(Touches::Listing, move |view, ctx| {
             engine::list(view, ctx, &query)
         })
     }
 
+    /// What [`OperatorStore::count_tasks`] answers. Default: one read.
     fn count_tasks(
         &self,
         tenant: Option<String>,
@@ -197,6 +199,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
+    /// What [`DeploymentStore::collect_components`] does. Default: one write of the rules.
     fn collect_components(
         &self,
         retention_ms: u64,
@@ -206,7 +209,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// Records a revocation: what [`Store::revoke`] does. Default: one write of the rules.
+    /// Records a revocation: what [`RevocationStore::revoke`] does. Default: one write of
+    /// the rules.
     fn revoke(&self, key: &str, until: Timestamp) -> impl Future<Output = StoreResult<()>> + Send {
         let key = key.to_owned();
         self.write(Touches::Revocations, move |txn, ctx| {
@@ -214,7 +218,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         })
     }
 
-    /// What [`Store::revoked`] answers. Default: one read.
+    /// What [`RevocationStore::revoked`] answers. Default: one read.
     fn revoked(&self, key: &str) -> impl Future<Output = StoreResult<bool>> + Send {
         let key = key.to_owned();
         self.read(Touches::Revocations, move |view, _| view.revoked(&key))
@@ -272,41 +276,13 @@ impl ChangeKind {
 }
 
 #[async_trait]
-impl<B: Backend> Store for B {
-    async fn now(&self) -> StoreResult<Timestamp> {
-        self.time().await
-    }
-
-    async fn check_writable(&self, within: Duration) -> StoreResult<()> {
-        // The probe goes through the write path like every other write.
-        match tokio::time::timeout(within, self.write(Touches::Nothing, |_, _| Ok(()))).await {
-            Ok(committed) => committed,
-            Err(_) => Err(StoreError::unavailable(format!(
-                "a probe write did not commit within {} ms",
-                within.as_millis()
-            ))),
-        }
-    }
-
+impl<B: Backend> TaskStore for B {
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
         let task = self
             .create_with(new, |txn, ctx, new| engine::create(txn, ctx, new))
             .await?;
         self.announce(task.id, ChangeKind::Created);
         Ok(task)
-    }
-
-    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
-        // A bad request is refused before any write starts (the rules check it again).
-        engine::check_claim_request(request)?;
-        let request = request.clone();
-        let claimed = self
-            .create_with(new, move |txn, ctx, new| {
-                engine::create_claimed(txn, ctx, new, &request)
-            })
-            .await?;
-        self.announce(claimed.task.id, ChangeKind::Created);
-        Ok(claimed)
     }
 
     async fn authorize(
@@ -325,6 +301,14 @@ impl<B: Backend> Store for B {
         .await
     }
 
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        let access = access.clone();
+        self.read(Touches::Task(access.task_id), move |view, ctx| {
+            engine::get(view, ctx, &access)
+        })
+        .await
+    }
+
     async fn authorize_read(
         &self,
         principal: &Principal,
@@ -334,14 +318,6 @@ impl<B: Backend> Store for B {
         let (principal, task_id) = (principal.clone(), task_id.to_owned());
         self.read(Touches::Task(id), move |view, ctx| {
             engine::authorize_read(view, ctx, &principal, &task_id)
-        })
-        .await
-    }
-
-    async fn get(&self, access: &Access) -> StoreResult<Task> {
-        let access = access.clone();
-        self.read(Touches::Task(access.task_id), move |view, ctx| {
-            engine::get(view, ctx, &access)
         })
         .await
     }
@@ -366,6 +342,22 @@ impl<B: Backend> Store for B {
             self.announce(committed.task.id, kind);
         }
         Ok(committed)
+    }
+}
+
+#[async_trait]
+impl<B: Backend> ClaimStore for B {
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        // A bad request is refused before any write starts (the rules check it again).
+        engine::check_claim_request(request)?;
+        let request = request.clone();
+        let claimed = self
+            .create_with(new, move |txn, ctx, new| {
+                engine::create_claimed(txn, ctx, new, &request)
+            })
+            .await?;
+        self.announce(claimed.task.id, ChangeKind::Created);
+        Ok(claimed)
     }
 
     async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
@@ -425,19 +417,12 @@ impl<B: Backend> Store for B {
         })
         .await
     }
+}
 
-    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
-        let id = *task_id;
-        self.read(Touches::TaskWork(id), move |view, _| {
-            engine::inspect(view, &id)
-        })
-        .await
-    }
+impl<B: Backend> InputStore for B {}
 
-    async fn server_key(&self) -> StoreResult<[u8; 32]> {
-        Ok(self.key())
-    }
-
+#[async_trait]
+impl<B: Backend> DeploymentStore for B {
     async fn store_component(&self, bytes: &[u8], signature: Option<&[u8]>) -> StoreResult<String> {
         let digest = crate::model::component_digest(bytes);
         engine::check_component(&digest, bytes, signature)?;
@@ -478,12 +463,60 @@ impl<B: Backend> Store for B {
         Backend::deployments(self, limit).await
     }
 
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        Backend::pinned_tasks(self, digest, limit).await
+    }
+
     async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
         Backend::collect_components(self, retention_ms).await
     }
+}
 
-    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
-        Backend::pinned_tasks(self, digest, limit).await
+#[async_trait]
+impl<B: Backend> RevocationStore for B {
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
+        Backend::revoke(self, key, until).await
+    }
+
+    async fn revoked(&self, key: &str) -> StoreResult<bool> {
+        Backend::revoked(self, key).await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> JournalStore for B {
+    async fn journal_append_bounded(
+        &self,
+        lease: &Lease,
+        entry: &JournalEntry,
+        bounds: JournalBounds,
+    ) -> StoreResult<()> {
+        let (lease, entry) = (lease.clone(), entry.clone());
+        let id = lease.task_id;
+        let capped = bounds.scope_bytes.is_some();
+        self.journal_write(id, capped, move |txn, ctx| {
+            engine::journal_append(txn, ctx, &lease, &entry, bounds)
+        })
+        .await
+    }
+
+    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<JournalEntry>> {
+        let lease = lease.clone();
+        self.read(Touches::Journal(lease.task_id), move |view, ctx| {
+            engine::journal(view, ctx, &lease)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> OperatorStore for B {
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        let id = *task_id;
+        self.read(Touches::TaskWork(id), move |view, _| {
+            engine::inspect(view, &id)
+        })
+        .await
     }
 
     async fn list_tasks(&self, query: &TaskQuery) -> StoreResult<TaskPage> {
@@ -513,35 +546,26 @@ impl<B: Backend> Store for B {
         })
         .await
     }
+}
 
-    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
-        Backend::revoke(self, key, until).await
+#[async_trait]
+impl<B: Backend> Store for B {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.time().await
     }
 
-    async fn revoked(&self, key: &str) -> StoreResult<bool> {
-        Backend::revoked(self, key).await
+    async fn check_writable(&self, within: Duration) -> StoreResult<()> {
+        // The probe goes through the write path like every other write.
+        match tokio::time::timeout(within, self.write(Touches::Nothing, |_, _| Ok(()))).await {
+            Ok(committed) => committed,
+            Err(_) => Err(StoreError::unavailable(format!(
+                "a probe write did not commit within {} ms",
+                within.as_millis()
+            ))),
+        }
     }
 
-    async fn journal_append_bounded(
-        &self,
-        lease: &Lease,
-        entry: &JournalEntry,
-        bounds: JournalBounds,
-    ) -> StoreResult<()> {
-        let (lease, entry) = (lease.clone(), entry.clone());
-        let id = lease.task_id;
-        let capped = bounds.scope_bytes.is_some();
-        self.journal_write(id, capped, move |txn, ctx| {
-            engine::journal_append(txn, ctx, &lease, &entry, bounds)
-        })
-        .await
-    }
-
-    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<JournalEntry>> {
-        let lease = lease.clone();
-        self.read(Touches::Journal(lease.task_id), move |view, ctx| {
-            engine::journal(view, ctx, &lease)
-        })
-        .await
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        Ok(self.key())
     }
 }

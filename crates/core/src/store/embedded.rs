@@ -91,7 +91,7 @@ pub(crate) fn create_beside(
     let name = path
         .file_name()
         .map_or_else(|| fallback.into(), |n| n.to_string_lossy().into_owned());
-    let temp = path.with_file_name(format!(".{name}.new-{:016x}", super::engine::random_u64()));
+    let temp = path.with_file_name(format!(".{name}.new-{:016x}", crate::ids::random_u64()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -150,7 +150,8 @@ macro_rules! file_store_accessors {
 macro_rules! file_store_checks {
     ($ty:ty, $file:literal, garbage_says: $garbage:literal, leaves: [$($suffix:literal),*]) => {
         mod shared_file_checks {
-            use $crate::store::{NewTask, Store, StoreError};
+            use $crate::store::prelude::*;
+            use $crate::store::{NewTask, StoreError};
 
             fn open(path: &std::path::Path) -> $crate::store::StoreResult<$ty> {
                 <$ty>::open(path)

@@ -16,8 +16,9 @@ use crate::model::{
 };
 
 use super::{
-    Access, Action, Authority, ClaimRequest, Claimed, Committed, Lease, NewTask, NextClaim, Reaped,
-    Store, StoreResult,
+    Access, Action, Authority, ClaimRequest, ClaimStore, Claimed, Committed, DeploymentStore,
+    InputStore, JournalStore, Lease, NewTask, NextClaim, OperatorStore, Reaped, RevocationStore,
+    Store, StoreResult, TaskStore,
 };
 
 /// What a layer may watch or change. Each hook receives the wrapped store; the defaults
@@ -29,12 +30,12 @@ pub trait Layer: Send + Sync + 'static {
         inner.now().await
     }
 
-    /// [`Store::create`].
+    /// [`TaskStore::create`].
     async fn create(&self, inner: &dyn Store, new: NewTask) -> StoreResult<Task> {
         inner.create(new).await
     }
 
-    /// [`Store::create_claimed`].
+    /// [`ClaimStore::create_claimed`].
     async fn create_claimed(
         &self,
         inner: &dyn Store,
@@ -44,12 +45,12 @@ pub trait Layer: Send + Sync + 'static {
         inner.create_claimed(new, request).await
     }
 
-    /// [`Store::transition`].
+    /// [`TaskStore::transition`].
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
         t.apply(inner).await
     }
 
-    /// [`Store::claim`].
+    /// [`ClaimStore::claim`].
     async fn claim(
         &self,
         inner: &dyn Store,
@@ -59,7 +60,7 @@ pub trait Layer: Send + Sync + 'static {
         inner.claim(task_id, request).await
     }
 
-    /// [`Store::claim_next`].
+    /// [`ClaimStore::claim_next`].
     async fn claim_next(
         &self,
         inner: &dyn Store,
@@ -68,7 +69,7 @@ pub trait Layer: Send + Sync + 'static {
         inner.claim_next(request).await
     }
 
-    /// [`Store::authorize`].
+    /// [`TaskStore::authorize`].
     async fn authorize(
         &self,
         inner: &dyn Store,
@@ -80,7 +81,7 @@ pub trait Layer: Send + Sync + 'static {
     }
 }
 
-/// A [`Store::transition`] a layer is asked to pass on: who asks, the event, and the
+/// A [`TaskStore::transition`] a layer is asked to pass on: who asks, the event, and the
 /// revision the asker expects.
 #[derive(Debug)]
 pub struct Transition<'a> {
@@ -126,21 +127,9 @@ impl<L: Layer> Layered<L> {
 }
 
 #[async_trait]
-impl<L: Layer> Store for Layered<L> {
-    async fn now(&self) -> StoreResult<Timestamp> {
-        self.layer.now(&*self.inner).await
-    }
-
-    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
-        self.inner.check_writable(within).await
-    }
-
+impl<L: Layer> TaskStore for Layered<L> {
     async fn create(&self, new: NewTask) -> StoreResult<Task> {
         self.layer.create(&*self.inner, new).await
-    }
-
-    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
-        self.layer.create_claimed(&*self.inner, new, request).await
     }
 
     async fn authorize(
@@ -154,16 +143,16 @@ impl<L: Layer> Store for Layered<L> {
             .await
     }
 
+    async fn get(&self, access: &Access) -> StoreResult<Task> {
+        self.inner.get(access).await
+    }
+
     async fn authorize_read(
         &self,
         principal: &Principal,
         task_id: &str,
     ) -> StoreResult<(Access, TaskView)> {
         self.inner.authorize_read(principal, task_id).await
-    }
-
-    async fn get(&self, access: &Access) -> StoreResult<Task> {
-        self.inner.get(access).await
     }
 
     async fn transition(
@@ -178,6 +167,13 @@ impl<L: Layer> Store for Layered<L> {
             expected_revision,
         };
         self.layer.transition(&*self.inner, t).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> ClaimStore for Layered<L> {
+    async fn create_claimed(&self, new: NewTask, request: &ClaimRequest) -> StoreResult<Claimed> {
+        self.layer.create_claimed(&*self.inner, new, request).await
     }
 
     async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed> {
@@ -203,15 +199,12 @@ impl<L: Layer> Store for Layered<L> {
     async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
         self.inner.reap(limit).await
     }
+}
 
-    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
-        self.inner.inspect(task_id).await
-    }
+impl<L: Layer> InputStore for Layered<L> {}
 
-    async fn server_key(&self) -> StoreResult<[u8; 32]> {
-        self.inner.server_key().await
-    }
-
+#[async_trait]
+impl<L: Layer> DeploymentStore for Layered<L> {
     async fn store_component(&self, bytes: &[u8], signature: Option<&[u8]>) -> StoreResult<String> {
         self.inner.store_component(bytes, signature).await
     }
@@ -241,12 +234,48 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.deployments(limit).await
     }
 
+    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
+        self.inner.pinned_tasks(digest, limit).await
+    }
+
     async fn collect_components(&self, retention_ms: u64) -> StoreResult<Vec<String>> {
         self.inner.collect_components(retention_ms).await
     }
+}
 
-    async fn pinned_tasks(&self, digest: &str, limit: usize) -> StoreResult<Vec<TaskId>> {
-        self.inner.pinned_tasks(digest, limit).await
+#[async_trait]
+impl<L: Layer> RevocationStore for Layered<L> {
+    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
+        self.inner.revoke(key, until).await
+    }
+
+    async fn revoked(&self, key: &str) -> StoreResult<bool> {
+        self.inner.revoked(key).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> JournalStore for Layered<L> {
+    async fn journal_append_bounded(
+        &self,
+        lease: &Lease,
+        entry: &crate::model::JournalEntry,
+        bounds: super::JournalBounds,
+    ) -> StoreResult<()> {
+        self.inner
+            .journal_append_bounded(lease, entry, bounds)
+            .await
+    }
+
+    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<crate::model::JournalEntry>> {
+        self.inner.journal(lease).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> OperatorStore for Layered<L> {
+    async fn inspect(&self, task_id: &TaskId) -> StoreResult<Option<(Task, Work)>> {
+        self.inner.inspect(task_id).await
     }
 
     async fn list_tasks(&self, query: &super::TaskQuery) -> StoreResult<super::TaskPage> {
@@ -264,27 +293,19 @@ impl<L: Layer> Store for Layered<L> {
     async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
         self.inner.delete_finished(access).await
     }
+}
 
-    async fn revoke(&self, key: &str, until: Timestamp) -> StoreResult<()> {
-        self.inner.revoke(key, until).await
+#[async_trait]
+impl<L: Layer> Store for Layered<L> {
+    async fn now(&self) -> StoreResult<Timestamp> {
+        self.layer.now(&*self.inner).await
     }
 
-    async fn revoked(&self, key: &str) -> StoreResult<bool> {
-        self.inner.revoked(key).await
+    async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()> {
+        self.inner.check_writable(within).await
     }
 
-    async fn journal_append_bounded(
-        &self,
-        lease: &Lease,
-        entry: &crate::model::JournalEntry,
-        bounds: super::JournalBounds,
-    ) -> StoreResult<()> {
-        self.inner
-            .journal_append_bounded(lease, entry, bounds)
-            .await
-    }
-
-    async fn journal(&self, lease: &Lease) -> StoreResult<Vec<crate::model::JournalEntry>> {
-        self.inner.journal(lease).await
+    async fn server_key(&self) -> StoreResult<[u8; 32]> {
+        self.inner.server_key().await
     }
 }

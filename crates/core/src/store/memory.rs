@@ -285,8 +285,8 @@ impl MemoryStore {
         Self {
             inner: RwLock::new(Tables::default()),
             clock,
-            issuer: engine::random_u64(),
-            key: engine::random_key(),
+            issuer: crate::ids::random_u64(),
+            key: crate::ids::random_bytes::<32>(),
         }
     }
 
@@ -338,8 +338,9 @@ mod tests {
     use std::sync::Arc;
 
     use crate::model::ManualClock;
+    use crate::store::MemoryStore;
     use crate::store::contract::Backend;
-    use crate::store::{MemoryStore, Store};
+    use crate::store::prelude::*;
 
     struct Memory;
 

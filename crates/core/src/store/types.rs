@@ -12,7 +12,7 @@ pub const MAX_LEASE_MS: u64 = 60 * 60 * 1000;
 /// The longest TTL a task may have: one year.
 pub const MAX_TTL_MS: u64 = 366 * 24 * 60 * 60 * 1000;
 
-/// What [`crate::store::Store::create`] needs.
+/// What [`crate::store::TaskStore::create`] needs.
 #[derive(Debug, Clone)]
 pub struct NewTask {
     /// The new task's id (see [`TaskId::generate`]).
@@ -72,7 +72,7 @@ pub enum Action {
     Cancel,
 }
 
-/// An opaque permission for one action on one task, from [`crate::store::Store::authorize`].
+/// An opaque permission for one action on one task, from [`crate::store::TaskStore::authorize`].
 ///
 /// It cannot be built outside the store, names no credential, and is only accepted by the
 /// store instance that issued it for the action it was issued for.
@@ -285,7 +285,7 @@ pub struct Claimed {
     pub started: bool,
 }
 
-/// What [`crate::store::Store::claim_next`] did: the claim it made, and the tasks it
+/// What [`crate::store::ClaimStore::claim_next`] did: the claim it made, and the tasks it
 /// removed on the way because their TTL had passed. Every removal at a TTL is reported
 /// as [`Reaped`], whoever made it, so work cut off unfinished is counted and logged.
 #[derive(Debug, Default)]
@@ -297,8 +297,8 @@ pub struct NextClaim {
     pub reaped: Vec<Reaped>,
 }
 
-/// A task removed at its TTL, by [`crate::store::Store::reap`] or on the way of a
-/// [`crate::store::Store::claim_next`].
+/// A task removed at its TTL, by [`crate::store::ClaimStore::reap`] or on the way of a
+/// [`crate::store::ClaimStore::claim_next`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reaped {
     /// Its id.

@@ -157,7 +157,7 @@ fn forms_of(value: &str) -> Vec<Box<str>> {
     ] {
         encoded.extend((0..3).map(|k| base64_core(bytes, k, engine)));
     }
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = snodo_core::ids::hex(bytes);
     encoded.push(hex.to_ascii_uppercase());
     encoded.push(hex);
     let percent: String = bytes
@@ -535,7 +535,7 @@ mod tests {
     fn hex_percent_and_json_forms_are_scrubbed_and_short_secrets_only_as_they_are() {
         let secret = "Bearer sk \"quoted\"";
         let s = [Secret::new(secret)];
-        let hex: String = secret.bytes().map(|b| format!("{b:02x}")).collect();
+        let hex = snodo_core::ids::hex(secret.as_bytes());
         for text in [
             hex.clone(),
             hex.to_ascii_uppercase(),

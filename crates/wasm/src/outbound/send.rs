@@ -32,6 +32,7 @@ use wasmtime_wasi_http::{
     WasiHttpHooks,
 };
 
+use snodo_core::ids::hex;
 use snodo_core::model::{JournalEntry, JournalRequest, JournalResponse};
 
 use super::allow::{AllowedHost, Host, Refusal, check_address};
@@ -955,15 +956,6 @@ fn idempotent(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
     )
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
 }
 
 /// A recorded (or buffered) response as the guest receives it.

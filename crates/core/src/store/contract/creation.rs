@@ -34,15 +34,15 @@ pub async fn creation(b: &mut dyn Backend) {
     // The task names its span (the ids its spans need) on its own record and its view.
     let span = task.span.clone().expect("a traced task names its span");
     assert_eq!(
-        crate::spans::hex(&span.trace_id),
+        crate::ids::hex(&span.trace_id),
         "4bf92f3577b34da6a3ce929d0e0e4736"
     );
     assert_eq!(
-        span.parent.map(|p| crate::spans::hex(&p)).as_deref(),
+        span.parent.map(|p| crate::ids::hex(&p)).as_deref(),
         Some("00f067aa0ba902b7")
     );
     assert_eq!(
-        crate::spans::hex(&span.span_id),
+        crate::ids::hex(&span.span_id),
         expected_work.trace.as_ref().expect("trace").task_span_id
     );
     assert!(span.sampled);

@@ -224,7 +224,7 @@ impl PgStore {
         let writer = Writer {
             pool: pool.clone(),
             clock: clock.clone(),
-            issuer: engine::random_u64(),
+            issuer: crate::ids::random_u64(),
         };
         let batcher = Batcher::start(writer.clone(), group_slots(&options));
         let mut store = Self {

@@ -97,7 +97,7 @@ impl Notifier {
         let channel = format!("snodo_{schema}");
         // Nodes restart under the same name: a random instance tag tells this process's
         // own announcements apart.
-        let me = format!("{:016x}", crate::store::engine::random_u64());
+        let me = format!("{:016x}", crate::ids::random_u64());
         let (outbox, inbox) = mpsc::unbounded_channel();
         let (changes, _) = broadcast::channel(4096);
         let (client_tx, client_rx) = watch::channel(None);

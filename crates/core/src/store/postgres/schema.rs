@@ -157,7 +157,7 @@ pub(super) async fn check_current(client: &Client) -> StoreResult<()> {
 /// in `server_key`, a table only its owner may read (migration 2).
 pub(super) async fn server_key(pool: &Pool) -> StoreResult<[u8; 32]> {
     let client = pool.get().await.map_err(pool_error)?;
-    let fresh = crate::store::engine::random_key();
+    let fresh = crate::ids::random_bytes::<32>();
     client
         .execute(
             "INSERT INTO server_key (value) VALUES ($1) ON CONFLICT (id) DO NOTHING",

@@ -28,7 +28,7 @@ pub(crate) mod support {
 
     /// A fresh schema name.
     pub(crate) fn schema() -> String {
-        format!("snodo_test_{:016x}", crate::store::engine::random_u64())
+        format!("snodo_test_{:016x}", crate::ids::random_u64())
     }
 
     /// Drops `schema` (called from `Drop`, so failures are ignored: the schema name is
@@ -92,8 +92,9 @@ mod shared {
     use crate::model::{ManualClock, Principal, Scope, TaskId, Timestamp, Work};
     use crate::store::contract::{cancel, finish};
     use crate::store::postgres::schema::POSTGRES_SCHEMA_VERSION;
+    use crate::store::prelude::*;
     use crate::store::{
-        Action, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, Store, StoreError,
+        Action, ChangeKind, ClaimRequest, NewTask, PgStore, RemoteChange, StoreError,
     };
 
     const T0: u64 = 1_800_000_000_000;

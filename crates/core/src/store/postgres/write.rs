@@ -32,7 +32,7 @@ use tokio::sync::oneshot;
 use tokio_postgres::types::ToSql;
 
 use crate::model::{Clock, TaskId, Timestamp};
-use crate::store::engine::{self, Ctx, Record, Touches, Txn};
+use crate::store::engine::{Ctx, Record, Touches, Txn};
 use crate::store::group_commit::{self, Reply};
 use crate::store::{StoreError, StoreResult};
 
@@ -259,7 +259,7 @@ impl Writer {
             Ok(c) => c,
             Err(e) => return Err((jobs, e)),
         };
-        let shard = (engine::random_u64() % LIVE_SHARDS as u64) as i16;
+        let shard = (crate::ids::random_u64() % LIVE_SHARDS as u64) as i16;
         // The capped scopes this transaction admits creations in, and how many in each.
         let mut capped: BTreeMap<&str, i64> = BTreeMap::new();
         for job in &jobs {

@@ -14,13 +14,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, TableDefinition, TableHandle};
+use redb::{Database, ReadableDatabase, TableDefinition};
 
 use crate::model::{Clock, SystemClock, Task, TaskId, Timestamp, Work};
 
 use super::backend::{ReadFn, WriteFn};
 use super::embedded::{FileBoot, check_existing_file, create_beside, io_error};
-use super::engine::{self, Ctx, Head, Touches};
+use super::engine::Touches;
 use super::group_commit::WriterThread;
 use super::{Backend, StoreError, StoreResult};
 
@@ -139,6 +139,7 @@ macro_rules! open_tables {
     };
 }
 
+mod boot;
 mod codec;
 mod tables;
 #[cfg(test)]
@@ -251,12 +252,12 @@ impl RedbStore {
             }
             other => other,
         };
-        let issuer = engine::random_u64();
+        let issuer = crate::ids::random_u64();
         // redb reports most damage as errors but can panic on some malformed pages; a
         // damaged file must be reported, never take the process down.
         let opened = catch_unwind(AssertUnwindSafe(|| {
             let db = create().map_err(backend)?;
-            let (epoch, fenced, key) = Self::boot(&db, clock.as_ref(), issuer)?;
+            let (epoch, fenced, key) = boot::boot(&db, clock.as_ref(), issuer)?;
             Ok::<_, StoreError>((db, epoch, fenced, key))
         }));
         let (db, epoch, fenced, key) = match opened {
@@ -279,192 +280,6 @@ impl RedbStore {
             boot,
             key,
         })
-    }
-
-    /// Checks the schema version, advances the boot epoch and fences old claims, in one
-    /// durable commit.
-    fn boot(db: &Database, clock: &dyn Clock, issuer: u64) -> StoreResult<(u64, usize, [u8; 32])> {
-        let mut txn = db.begin_write().map_err(backend)?;
-        txn.set_durability(Durability::Immediate).map_err(backend)?;
-        // Asked before anything below opens (and so creates) the tables.
-        let has = |name: &str| -> StoreResult<bool> {
-            Ok(txn
-                .list_tables()
-                .map_err(backend)?
-                .any(|t| t.name() == name))
-        };
-        let (has_stored, has_pinned) = (has(STORED.name())?, has(PINNED.name())?);
-        let has_listing = has(LISTING.name())?;
-        let (epoch, fenced, key) = {
-            let mut meta = txn.open_table(META).map_err(backend)?;
-            let version = meta
-                .get("schema_version")
-                .map_err(backend)?
-                .map(|v| v.value());
-            match version {
-                Some(v) if v > REDB_SCHEMA_VERSION => {
-                    return Err(StoreError::IncompatibleSchema(
-                        format!(
-                            "the store was written by a newer snodo (schema {v}); this build reads schema {REDB_SCHEMA_VERSION}. Upgrade snodo or point it at another data path"
-                        )
-                        .into(),
-                    ));
-                }
-                Some(v) if v < REDB_SCHEMA_VERSION => {
-                    if v < 2 {
-                        // Version 1 had no live-task counts and no heads: build both from the
-                        // stored tasks once.
-                        let tasks = txn.open_table(TASKS).map_err(backend)?;
-                        let mut heads = txn.open_table(HEADS).map_err(backend)?;
-                        let mut live: std::collections::HashMap<String, u64> = Default::default();
-                        for entry in tasks.iter().map_err(backend)? {
-                            let (k, v) = entry.map_err(backend)?;
-                            let rec = decode(v.value())?;
-                            if !rec.task.status.is_terminal() {
-                                *live.entry(rec.task.scope.as_str().to_owned()).or_insert(0) += 1;
-                            }
-                            heads
-                                .insert(k.value(), encode_head(&Head::of(&rec.task)).as_slice())
-                                .map_err(backend)?;
-                        }
-                        drop((tasks, heads));
-                        let mut counts = txn.open_table(LIVE).map_err(backend)?;
-                        for (scope, n) in &live {
-                            counts.insert(scope.as_str(), *n).map_err(backend)?;
-                        }
-                        drop(counts);
-                    }
-                    // Version 2 wrote JSON records; version 3 writes compressed ones and
-                    // reads both, so its upgrade converts nothing.
-                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
-                        .map_err(backend)?;
-                }
-                Some(_) => {}
-                None => {
-                    // No schema version: a database nobody wrote to yet (new, or a first
-                    // start interrupted before its first commit) becomes a store; one that
-                    // holds anything else is some other program's, and is not touched.
-                    let foreign = txn
-                        .list_tables()
-                        .map_err(backend)?
-                        .map(|t| t.name().to_owned())
-                        .find(|name| name != META.name());
-                    if let Some(table) = foreign {
-                        return Err(StoreError::corrupt(format!(
-                            "the file is a redb database but not a snodo store (it has a table {table:?} and no schema version)"
-                        )));
-                    }
-                    meta.insert("schema_version", REDB_SCHEMA_VERSION)
-                        .map_err(backend)?;
-                }
-            }
-            let prev = meta.get("boot_epoch").map_err(backend)?.map(|v| v.value());
-            let epoch = prev.unwrap_or(0) + 1;
-            meta.insert("boot_epoch", epoch).map_err(backend)?;
-            drop(meta);
-            let mut tables = WriteTables::open(&txn)?;
-            let ctx = Ctx {
-                now: clock.now(),
-                epoch,
-                issuer,
-            };
-            let fenced = engine::fence_previous_epochs(&mut tables, &ctx)?;
-            drop(tables);
-            let mut secrets = txn.open_table(SECRETS).map_err(backend)?;
-            let stored = secrets
-                .get("server_key")
-                .map_err(backend)?
-                .map(|v| <[u8; 32]>::try_from(v.value()));
-            let key = match stored {
-                Some(Ok(k)) => k,
-                Some(Err(_)) => {
-                    return Err(StoreError::corrupt("the server key has the wrong length"));
-                }
-                None => {
-                    let k = engine::random_key();
-                    secrets
-                        .insert("server_key", k.as_slice())
-                        .map_err(backend)?;
-                    k
-                }
-            };
-            (epoch, fenced, key)
-        };
-        // Once the file is known to be a store: the tables builds before them did not
-        // make, and the stored counts from the heads.
-        drop(txn.open_table(JOURNAL).map_err(backend)?);
-        drop(txn.open_table(REVOKED).map_err(backend)?);
-        drop(txn.open_table(REVOKED_AT).map_err(backend)?);
-        drop(txn.open_table(KV).map_err(backend)?);
-        if !has_pinned {
-            let tasks = txn.open_table(TASKS).map_err(backend)?;
-            let mut counts: std::collections::HashMap<String, u64> = Default::default();
-            for entry in tasks.iter().map_err(backend)? {
-                let (_, v) = entry.map_err(backend)?;
-                let rec = decode(v.value())?;
-                if let (false, Some(d)) = (rec.task.status.is_terminal(), rec.work.component_digest)
-                {
-                    *counts.entry(d).or_insert(0) += 1;
-                }
-            }
-            drop(tasks);
-            let mut pinned = txn.open_table(PINNED).map_err(backend)?;
-            // The fence above may have opened the table; what it holds is rebuilt here.
-            for (digest, n) in &counts {
-                pinned.insert(digest.as_str(), *n).map_err(backend)?;
-            }
-        }
-        if !has_listing {
-            // Entries and tallies computed from every task, then written: the fence above
-            // may have opened (and written to) the tables, so they are cleared first.
-            let tasks = txn.open_table(TASKS).map_err(backend)?;
-            let mut entries = Vec::new();
-            let mut tallies: std::collections::HashMap<String, u64> = Default::default();
-            for entry in tasks.iter().map_err(backend)? {
-                let (_, v) = entry.map_err(backend)?;
-                let rec = decode(v.value())?;
-                let tool = super::listing::tool_of(&rec.work).to_owned();
-                for key in super::listing::listing_keys(&rec.task) {
-                    entries.push((key, tool.clone()));
-                }
-                let tenant = rec.task.scope.tenant();
-                *tallies
-                    .entry(super::listing::tally_key(tenant, &tool, rec.task.status))
-                    .or_insert(0) += 1;
-            }
-            drop(tasks);
-            let mut listing = txn.open_table(LISTING).map_err(backend)?;
-            listing.retain(|_, _| false).map_err(backend)?;
-            for (key, tool) in &entries {
-                listing
-                    .insert(key.as_slice(), tool.as_bytes())
-                    .map_err(backend)?;
-            }
-            drop(listing);
-            let mut tally = txn.open_table(TALLY).map_err(backend)?;
-            tally.retain(|_, _| false).map_err(backend)?;
-            for (key, n) in &tallies {
-                tally.insert(key.as_str(), *n).map_err(backend)?;
-            }
-        }
-        if !has_stored {
-            let heads = txn.open_table(HEADS).map_err(backend)?;
-            let mut counts: std::collections::HashMap<String, u64> = Default::default();
-            for entry in heads.iter().map_err(backend)? {
-                let (_, v) = entry.map_err(backend)?;
-                *counts
-                    .entry(decode_head(v.value())?.scope.as_str().to_owned())
-                    .or_insert(0) += 1;
-            }
-            drop(heads);
-            let mut stored = txn.open_table(STORED).map_err(backend)?;
-            // The fence above may have opened the table; what it holds is rebuilt here.
-            for (scope, n) in &counts {
-                stored.insert(scope.as_str(), *n).map_err(backend)?;
-            }
-        }
-        txn.commit().map_err(backend)?;
-        Ok((epoch, fenced, key))
     }
 
     /// Reads one task from the file at `path` without opening it as a store: no boot epoch

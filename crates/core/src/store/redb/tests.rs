@@ -21,7 +21,8 @@ mod file {
     use super::super::{META, REDB_SCHEMA_VERSION, TASKS};
     use crate::model::{Scope, TaskId, Work};
     use crate::store::contract::finish;
-    use crate::store::{NewTask, RedbStore, Store, StoreError};
+    use crate::store::prelude::*;
+    use crate::store::{NewTask, RedbStore, StoreError};
 
     fn new_task() -> NewTask {
         let id = TaskId::generate();

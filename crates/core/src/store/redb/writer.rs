@@ -3,6 +3,8 @@
 
 use std::sync::mpsc;
 
+use redb::Durability;
+
 use super::super::StoreError;
 use super::super::group_commit::{BatchTxn, Ran, Reply, WriteJob, fail_all, next_batch, settle};
 use super::tables::WriteTables;

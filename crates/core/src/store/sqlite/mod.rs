@@ -479,7 +479,7 @@ impl SqliteStore {
     }
 
     fn open_locked(path: PathBuf, clock: Arc<dyn Clock>, lock: std::fs::File) -> StoreResult<Self> {
-        let issuer = engine::random_u64();
+        let issuer = crate::ids::random_u64();
         let in_file = in_file(&path);
         let mut conn = writer_connection(&path).map_err(&in_file)?;
         let (epoch, fenced, key) =
@@ -564,7 +564,7 @@ impl SqliteStore {
                 .map_err(|_| StoreError::corrupt("the server key has the wrong length"))?,
             Some(_) => return Err(StoreError::corrupt("the server key is not a blob")),
             None => {
-                let k = engine::random_key();
+                let k = crate::ids::random_bytes::<32>();
                 meta_set(&txn, "server_key", &Value::Blob(k.to_vec()))?;
                 k
             }

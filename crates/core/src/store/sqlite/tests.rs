@@ -21,7 +21,8 @@ mod file {
     use super::super::SQLITE_SCHEMA_VERSION;
     use crate::model::{Scope, TaskId, TaskStatus, Work};
     use crate::store::contract::finish;
-    use crate::store::{ClaimRequest, NewTask, SqliteStore, Store, StoreError};
+    use crate::store::prelude::*;
+    use crate::store::{ClaimRequest, NewTask, SqliteStore, StoreError};
 
     fn new_task(scope: &str) -> NewTask {
         let id = TaskId::generate();
@@ -310,9 +311,9 @@ mod group_commit {
     use super::super::writer::Writer;
     use super::super::{SqliteStore, StoreError, StoreResult, writer_connection};
     use crate::model::{ManualClock, Timestamp};
-    use crate::store::Store;
     use crate::store::embedded::FileBoot;
     use crate::store::group_commit::{self, WriteJob};
+    use crate::store::prelude::*;
 
     type Reply = oneshot::Receiver<StoreResult<()>>;
 
