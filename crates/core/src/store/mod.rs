@@ -51,7 +51,7 @@ use serde_json::{Map, Value};
 
 pub(crate) use backend::Backend;
 pub use backend::ChangeKind;
-pub use config::{OpenedStore, StoreConfig, StoreKind};
+pub use config::{OpenedStore, StoreConfig, StoreKind, StoreSection};
 pub use engine::fill_random;
 pub use error::StoreError;
 #[cfg(feature = "redb")]
