@@ -358,16 +358,9 @@ fn outbound_grant(
     if let Some(j) = s.journal {
         grant.journal = j;
     }
-    let secret = |name: &str, at: &str| {
-        secrets.get(name).cloned().ok_or_else(|| {
-            (
-                at.to_owned(),
-                format!("no secret {name:?} is configured under [secrets]"),
-            )
-        })
-    };
+    let secret = |name: &str, at: &str| secret_named(secrets, name, at);
     if let Some(inject) = &s.inject {
-        injections(inject, key, &mut grant, &secret)?;
+        injections(inject, key, &mut grant, secrets)?;
     }
     if let Some(names) = &s.secrets {
         for name in names {
@@ -424,7 +417,7 @@ fn injections(
     inject: &[InjectSection],
     key: &str,
     grant: &mut HttpGrant,
-    secret: &dyn Fn(&str, &str) -> Result<Secret, (String, String)>,
+    secrets: &BTreeMap<String, Secret>,
 ) -> Result<(), (String, String)> {
     grant.inject.clear();
     for (i, inj) in inject.iter().enumerate() {
@@ -438,8 +431,9 @@ fn injections(
                 format!("{:?} is not a header name", inj.header),
             ));
         }
-        let (value, used) =
-            render_secrets(&inj.value, |name| secret(name, &format!("{at}.value")))?;
+        let (value, used) = render_secrets(&inj.value, |name| {
+            secret_named(secrets, name, &format!("{at}.value"))
+        })?;
         grant.scrub.extend(used);
         grant.inject.push(Injection {
             host,
@@ -452,6 +446,20 @@ fn injections(
         return Err((format!("{key}.inject[{i}].host"), why));
     }
     Ok(())
+}
+
+/// The secret `name` of `[secrets]`, or the key `at` that asked for it and why it cannot.
+fn secret_named(
+    secrets: &BTreeMap<String, Secret>,
+    name: &str,
+    at: &str,
+) -> Result<Secret, (String, String)> {
+    secrets.get(name).cloned().ok_or_else(|| {
+        (
+            at.to_owned(),
+            format!("no secret {name:?} is configured under [secrets]"),
+        )
+    })
 }
 
 /// `value` with every `{secret.NAME}` replaced, and the secrets it used.
