@@ -1,7 +1,24 @@
-//! The configuration file (TOML) of `snodo serve`, and its validation.
+//! The configuration of `snodo serve`: defaults, then the file (TOML), then the
+//! environment (`SNODO_<SECTION>__<KEY>`), then the command line, into one [`Config`], and
+//! its validation.
 //!
 //! Every section and key is optional; unknown keys are errors (a typo must not be silently
-//! ignored). Errors name the file, the key and the reason.
+//! ignored). Errors name the file, the key and the reason, or the variable or the flag
+//! that gave the value.
+
+mod auth;
+mod env;
+mod sources;
+mod tools;
+
+pub use auth::{
+    AdminOAuthSection, AdminSection, AdminTokenSection, AuthSection, IntrospectionSection,
+    IssuerSection, MetricsSection, OAuthSection, ScopesSection, TokenSection,
+};
+pub use tools::{
+    DirSection, GrantsSection, InjectSection, LimitsSection, RetrySection, SecretSection,
+    ToolOutboundSection, ToolSection,
+};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,13 +28,13 @@ use serde::Deserialize;
 
 use crate::budget::TenantLimits;
 use crate::deploy::DeploySettings;
-use crate::http::{self, TokenError};
-use crate::model::{ExecutionLimits, Principal, RetryPolicy};
-use crate::runner::{ComponentPolicy, RunnerOptions};
+use crate::http;
+use crate::runner::RunnerOptions;
 use crate::serve::{ServeOptions, ToolSettings};
-use crate::store::{StoreConfig, StoreKind};
-use crate::wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Secret};
-use crate::wasm::{DirGrant, TaskMode, WasiGrants};
+use crate::store::{StoreConfig, StoreSection};
+use crate::wasm::EngineConfig;
+use crate::wasm::outbound::AllowedHost;
+use tools::{journal_room, tool_settings};
 
 /// A configuration problem: which file, which key, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,6 +54,9 @@ pub struct ConfigError {
 pub struct Config {
     /// Listen address (default 127.0.0.1:3001; MCP_PORT overrides the port).
     pub listen: Option<SocketAddr>,
+    /// The data directory: the default home of a file store and of the compiled-component
+    /// cache (default `.snodo` in the working directory).
+    pub data_dir: Option<PathBuf>,
     /// The largest accepted request body in bytes (default 4 MiB); larger ones get 413.
     pub max_body_bytes: Option<usize>,
     /// The task store.
@@ -58,13 +78,13 @@ pub struct Config {
     pub tools: BTreeMap<String, ToolSection>,
     /// Runner settings.
     #[serde(default)]
-    pub runner: RunnerSection,
+    pub runner: RunnerOptions,
     /// Authentication.
     #[serde(default)]
     pub auth: AuthSection,
     /// HTTP connection limits and timeouts.
     #[serde(default)]
-    pub http: HttpSection,
+    pub http: http::HttpLimits,
     /// The metrics endpoint.
     #[serde(default)]
     pub metrics: MetricsSection,
@@ -74,9 +94,9 @@ pub struct Config {
     /// Per-tenant and global budgets.
     #[serde(default)]
     pub limits: LimitsBudgetSection,
-    /// The WebAssembly engine's instance pool.
+    /// How the WebAssembly engine resets recycled instance slots.
     #[serde(default)]
-    pub engine: EngineSection,
+    pub engine: EngineConfig,
     /// How outbound HTTP is sent.
     #[serde(default)]
     pub outbound: OutboundSection,
@@ -93,7 +113,13 @@ pub struct Config {
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
     pub base_dir: Option<PathBuf>,
+    /// The keys given by a variable or a flag rather than by the file, and which.
+    #[serde(skip)]
+    origins: Vec<sources::Origin>,
 }
+
+/// The `file` of an error about a flag.
+pub const COMMAND_LINE: &str = "the command line";
 
 /// `[deploy]`, times in milliseconds.
 #[derive(Debug, Default, Deserialize)]
@@ -114,24 +140,6 @@ pub struct DeploySection {
     pub watch: Option<PathBuf>,
 }
 
-/// `[http]`, timeouts in milliseconds.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HttpSection {
-    /// Time a new connection may stay silent before its first byte.
-    pub first_byte_timeout_ms: Option<u64>,
-    /// Time to send a complete request head.
-    pub header_timeout_ms: Option<u64>,
-    /// Time to send a whole request body once the head arrived.
-    pub body_timeout_ms: Option<u64>,
-    /// Time a keep-alive connection may wait for its next request.
-    pub idle_timeout_ms: Option<u64>,
-    /// The most connections open at once.
-    pub max_connections: Option<usize>,
-    /// The most connections one peer address may hold open (0: no such cap).
-    pub max_connections_per_peer: Option<usize>,
-}
-
 /// `[outbound]`: how the host sends the requests tools make.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,64 +156,6 @@ pub struct OutboundSection {
     pub journal_task_bytes: Option<u64>,
 }
 
-/// `[secrets.NAME]`: where a secret's value comes from. Exactly one of `env`, `file` or
-/// (for development only, with `development = true`) `value`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SecretSection {
-    /// An environment variable of the server's.
-    pub env: Option<String>,
-    /// A file holding the value (surrounding whitespace removed).
-    pub file: Option<PathBuf>,
-    /// The value itself: refused unless `development = true`.
-    pub value: Option<String>,
-    /// Marks a literal `value` as acceptable (never in production).
-    #[serde(default)]
-    pub development: bool,
-}
-
-/// `inject = [{ host, header, value }]`: a header the host adds to a tool's requests.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InjectSection {
-    /// The URLs it goes to, in `allowed_outbound_hosts` syntax.
-    pub host: String,
-    /// The header name.
-    pub header: String,
-    /// The value; `{secret.NAME}` is replaced by the secret's value.
-    pub value: String,
-}
-
-/// `outbound = { ... }` of a tool: limits on its requests, per attempt.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolOutboundSection {
-    /// Time to connect, TLS included (default 10000).
-    pub connect_timeout_ms: Option<u64>,
-    /// Time to the response's first byte (default 30000).
-    pub first_byte_timeout_ms: Option<u64>,
-    /// Time between two chunks of a response body (default 30000).
-    pub between_bytes_timeout_ms: Option<u64>,
-    /// Request body bytes (default 1 MiB).
-    pub max_request_bytes: Option<u64>,
-    /// Response body bytes, and what one journal entry holds (default 1 MiB).
-    pub max_response_bytes: Option<u64>,
-    /// Requests per attempt (default 64).
-    pub max_requests: Option<u32>,
-    /// Requests of one attempt in flight at once (default 8).
-    pub max_concurrent: Option<u32>,
-}
-
-/// `[metrics]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MetricsSection {
-    /// The bearer token `GET /metrics` requires (prefer `token_env`).
-    pub token: Option<String>,
-    /// An environment variable holding that token.
-    pub token_env: Option<String>,
-}
-
 /// `[telemetry]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -215,126 +165,7 @@ pub struct TelemetrySection {
     /// a task, so turn it on once every node runs this build).
     pub trace_context: Option<bool>,
     /// Spans exported over OTLP; none without this table.
-    pub otlp: Option<OtlpSection>,
-}
-
-/// `[telemetry.otlp]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OtlpSection {
-    /// The collector: the traces URL for `http/protobuf`
-    /// (`http://collector:4318/v1/traces`), the address for `grpc`
-    /// (`http://collector:4317`).
-    pub endpoint: String,
-    /// `http/protobuf` (default) or `grpc`.
-    pub protocol: Option<String>,
-    /// Headers (gRPC metadata) sent with every export, e.g. a collector's API key.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// The share of traces recorded, 0 to 1 (default 1).
-    pub sampling_ratio: Option<f64>,
-    /// Whether a caller's `sampled` flag decides for its trace (default true).
-    pub follow_parent: Option<bool>,
-    /// Longest one export may take (default 10,000 ms).
-    pub timeout_ms: Option<u64>,
-    /// How often queued spans are sent (default 1,000 ms).
-    pub interval_ms: Option<u64>,
-    /// Most spans waiting to be sent; past it new spans are dropped and counted
-    /// (default 8,192).
-    pub max_queue: Option<usize>,
-    /// Most spans in one export (default 512).
-    pub max_batch: Option<usize>,
-    /// `service.name` (default `snodo`).
-    pub service_name: Option<String>,
-}
-
-impl OtlpSection {
-    /// The exporter and sampling this table asks for, checked.
-    pub fn options(&self, file: &str) -> Result<crate::serve::TracingOptions, ConfigError> {
-        let o = self;
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let protocol = match o.protocol.as_deref() {
-            None | Some("http/protobuf") => snodo_otel::Protocol::HttpProtobuf,
-            Some("grpc") => snodo_otel::Protocol::Grpc,
-            Some(other) => {
-                return Err(err(
-                    "telemetry.otlp.protocol",
-                    format!("{other:?} is not \"http/protobuf\" or \"grpc\""),
-                ));
-            }
-        };
-        if !o.endpoint.starts_with("http://") {
-            return Err(err(
-                "telemetry.otlp.endpoint",
-                "must be an http:// URL: this build's exporters speak plain HTTP and gRPC to a collector beside the node, which forwards over TLS".into(),
-            ));
-        }
-        let ratio = o.sampling_ratio.unwrap_or(1.0);
-        if !(0.0..=1.0).contains(&ratio) {
-            return Err(err(
-                "telemetry.otlp.sampling_ratio",
-                format!("{ratio} is not between 0 and 1"),
-            ));
-        }
-        let positive = |key: &str, v: Option<u64>, default: u64| match v {
-            Some(0) => Err(err(key, "must be above 0".into())),
-            Some(v) => Ok(v),
-            None => Ok(default),
-        };
-        let mut otlp = snodo_otel::OtlpConfig::new(o.endpoint.clone());
-        otlp.protocol = protocol;
-        otlp.headers = o.headers.clone().into_iter().collect();
-        otlp.timeout = std::time::Duration::from_millis(positive(
-            "telemetry.otlp.timeout_ms",
-            o.timeout_ms,
-            otlp.timeout.as_millis() as u64,
-        )?);
-        otlp.interval = std::time::Duration::from_millis(positive(
-            "telemetry.otlp.interval_ms",
-            o.interval_ms,
-            otlp.interval.as_millis() as u64,
-        )?);
-        otlp.max_queue = positive(
-            "telemetry.otlp.max_queue",
-            o.max_queue.map(|v| v as u64),
-            otlp.max_queue as u64,
-        )? as usize;
-        otlp.max_batch = positive(
-            "telemetry.otlp.max_batch",
-            o.max_batch.map(|v| v as u64),
-            otlp.max_batch as u64,
-        )? as usize;
-        if let Some(name) = &o.service_name {
-            otlp.service_name.clone_from(name);
-        }
-        Ok(crate::serve::TracingOptions {
-            otlp,
-            sampling_ratio: ratio,
-            follow_parent: o.follow_parent.unwrap_or(true),
-        })
-    }
-}
-
-/// `[store]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreSection {
-    /// `redb` (default), `sqlite`, `postgres` or `memory`.
-    pub kind: Option<StoreKind>,
-    /// The redb or SQLite file (default `.snodo/tasks.redb` or `.snodo/tasks.sqlite`).
-    pub path: Option<PathBuf>,
-    /// PostgreSQL: the connection string (prefer `url_env`).
-    pub url: Option<String>,
-    /// PostgreSQL: an environment variable holding the connection string.
-    pub url_env: Option<String>,
-    /// PostgreSQL: the schema holding Snodo's tables (default `snodo`).
-    pub schema: Option<String>,
-    /// PostgreSQL: connections this node keeps at most (default 16).
-    pub pool: Option<usize>,
-    /// PostgreSQL: grouped write transactions in flight at once (default 2).
-    pub write_groups: Option<usize>,
-    /// PostgreSQL: apply pending migrations at start (default false: run `snodo migrate`).
-    pub migrate: Option<bool>,
+    pub otlp: Option<snodo_otel::OtlpSection>,
 }
 
 /// `[node]`.
@@ -352,150 +183,6 @@ pub struct NodeSection {
 pub struct ComponentSection {
     /// The `.wasm` file.
     pub path: PathBuf,
-}
-
-/// A retry policy as written: a list, `{ fixed, count }` or `{ exponential, factor, count }`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
-pub enum RetrySection {
-    /// The exact delays in ms.
-    List(Vec<i64>),
-    /// `count` retries of `fixed` ms.
-    Fixed {
-        /// Delay in ms.
-        fixed: u64,
-        /// How many.
-        count: usize,
-    },
-    /// `count` retries from `exponential` ms, multiplied by `factor` each time.
-    Exponential {
-        /// First delay in ms.
-        exponential: u64,
-        /// Multiplier.
-        factor: u32,
-        /// How many.
-        count: usize,
-    },
-}
-
-/// `[[...grants.dirs]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DirSection {
-    /// Host path.
-    pub host: PathBuf,
-    /// Guest path.
-    pub guest: String,
-    /// Writable (default false).
-    #[serde(default)]
-    pub writable: bool,
-}
-
-/// WASI grants.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrantsSection {
-    /// Environment variables.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Directories.
-    #[serde(default)]
-    pub dirs: Vec<DirSection>,
-    /// Removed: raw sockets are not granted (see `allowed_outbound_hosts`). Kept so that
-    /// a file still naming it gets an error that says what replaced it.
-    pub network: Option<bool>,
-}
-
-/// `[defaults]` and `[tools.NAME]`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolSection {
-    /// `sync`, `optional` or `required`: pins the task policy.
-    pub mode: Option<TaskMode>,
-    /// Retry policy for tasks of the tool.
-    pub retry: Option<RetrySection>,
-    /// Task TTL in ms; 0 means unlimited.
-    pub ttl_ms: Option<u64>,
-    /// Suggested poll interval in ms.
-    pub poll_interval_ms: Option<u64>,
-    /// Per-execution limits.
-    pub limits: Option<LimitsSection>,
-    /// What the tool may reach.
-    pub grants: Option<GrantsSection>,
-    /// Where the tool may send HTTP requests (`https://api.example.com`,
-    /// `https://*.example.com:443`, `http://127.0.0.1:8080`). None by default.
-    pub allowed_outbound_hosts: Option<Vec<String>>,
-    /// Limits on the tool's outbound requests.
-    pub outbound: Option<ToolOutboundSection>,
-    /// Headers the host adds to the tool's requests (secrets the guest never sees).
-    pub inject: Option<Vec<InjectSection>>,
-    /// Secrets the guest may read, as environment variables of the same name upper-cased
-    /// (`github` → `GITHUB`).
-    pub secrets: Option<Vec<String>>,
-    /// Record responses in the task's journal and replay them (default true).
-    pub journal: Option<bool>,
-    /// Token claims the tool's guest is shown (of those `auth.oauth.forward_claims` takes).
-    pub claims: Option<Vec<String>>,
-}
-
-/// `limits = { memory_bytes, table_elements, deadline_ms, fuel }`.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsSection {
-    /// Linear memory cap in bytes.
-    pub memory_bytes: Option<u64>,
-    /// Table elements cap.
-    pub table_elements: Option<u32>,
-    /// Running-time cap in ms.
-    pub deadline_ms: Option<u64>,
-    /// Fuel budget.
-    pub fuel: Option<u64>,
-    /// Wall-clock cap of one execution in ms.
-    pub wall_clock_ms: Option<u64>,
-}
-
-/// `[runner]`, all in milliseconds.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunnerSection {
-    /// Recover unclaimed and expired work.
-    pub recover: Option<bool>,
-    /// Lease length.
-    pub lease_ms: Option<u64>,
-    /// Heartbeat interval.
-    pub heartbeat_ms: Option<u64>,
-    /// Reap interval; at least 1 (tasks past their TTL hold their place under the task
-    /// caps until the reaper removes them).
-    pub reap_interval_ms: Option<u64>,
-    /// Most concurrent attempts.
-    pub max_concurrent: Option<usize>,
-    /// Most concurrent attempts of one tenant.
-    pub max_running_per_tenant: Option<usize>,
-    /// Recoveries a task may have before it fails.
-    pub max_recoveries: Option<u32>,
-    /// Times an attempt of a task may fail to start its guest on a node before it fails.
-    pub max_start_failures: Option<u32>,
-    /// `pinned` (default) or `latest`: what recovery does with a task whose component
-    /// version is no longer deployed.
-    pub component_policy: Option<ComponentPolicy>,
-    /// Idle time before a parked guest is released.
-    pub park_after_ms: Option<u64>,
-    /// Wall-clock cap of a task's attempt.
-    pub attempt_wall_clock_ms: Option<u64>,
-    /// Grace period after cancellation.
-    pub cancel_grace_ms: Option<u64>,
-    /// Drain timeout at shutdown.
-    pub drain_timeout_ms: Option<u64>,
-}
-
-/// `[engine]`: how recycled instance slots are reset (see ARCHITECTURE.md, `wasm/`).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EngineSection {
-    /// Linear memory a recycled slot keeps resident (default 1 MiB).
-    pub keep_resident_bytes: Option<usize>,
-    /// Reset recycled slots with PAGEMAP_SCAN where the kernel has it (default true).
-    pub pagemap_scan: Option<bool>,
 }
 
 /// `[limits]`: the budgets that keep one tenant from starving or flooding the others.
@@ -539,224 +226,6 @@ pub struct LimitsBudgetSection {
     pub executing: Option<usize>,
 }
 
-/// A token given as itself or by the environment variable holding it (exactly one of the
-/// two), or the key under `key` and the reason it cannot be read.
-fn token_of(
-    token: &Option<String>,
-    token_env: &Option<String>,
-    key: &str,
-) -> Result<String, (String, String)> {
-    match (token, token_env) {
-        (Some(t), None) => Ok(t.clone()),
-        (None, Some(var)) => std::env::var(var).map_err(|_| {
-            (
-                format!("{key}.token_env"),
-                format!("the environment variable {var} is not set"),
-            )
-        }),
-        _ => Err((
-            key.to_owned(),
-            "give exactly one of token and token_env".into(),
-        )),
-    }
-}
-
-/// `[admin]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdminSection {
-    /// Admin bearer tokens (the admin API and the console only).
-    #[serde(default)]
-    pub tokens: Vec<AdminTokenSection>,
-    /// Tenants whose operators act on every tenant.
-    #[serde(default)]
-    pub cross_tenant: Vec<String>,
-    /// How long a console sign-in lasts (default 28 800 000: eight hours).
-    pub session_ms: Option<u64>,
-    /// Console sign-in through the identity provider.
-    pub oauth: Option<AdminOAuthSection>,
-}
-
-/// `[admin.oauth]`: the console's client at one of `[[auth.oauth.issuers]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdminOAuthSection {
-    /// The issuer (exactly one of `[[auth.oauth.issuers]]`).
-    pub issuer: String,
-    /// The console's client id there.
-    pub client_id: String,
-    /// An environment variable holding its secret (a confidential client).
-    pub client_secret_env: Option<String>,
-    /// The scopes asked for (default: the admin scopes).
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// Where the provider sends the browser back (default: the resource's origin and
-    /// `/console/oauth/callback`).
-    pub redirect_uri: Option<String>,
-}
-
-/// `[[admin.tokens]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdminTokenSection {
-    /// The token itself (prefer `token_env`).
-    pub token: Option<String>,
-    /// An environment variable holding the token.
-    pub token_env: Option<String>,
-    /// The operator's tenant.
-    pub tenant: String,
-    /// Who the operator is (default `operator`).
-    pub subject: Option<String>,
-    /// Whether it acts on every tenant.
-    #[serde(default)]
-    pub cross_tenant: bool,
-}
-
-/// `[[auth.tokens]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenSection {
-    /// The token itself (prefer `token_env`).
-    pub token: Option<String>,
-    /// An environment variable holding the token.
-    pub token_env: Option<String>,
-    /// The tenant (the store scope).
-    pub tenant: String,
-    /// The subject.
-    pub subject: String,
-}
-
-/// `[auth]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSection {
-    /// Bearer tokens.
-    #[serde(default)]
-    pub tokens: Vec<TokenSection>,
-    /// What tasks are kept apart by: `tenant` (the default) or `tenant_subject`.
-    pub isolation: Option<crate::model::Isolation>,
-    /// The OAuth resource server.
-    pub oauth: Option<OAuthSection>,
-    /// The scopes each operation needs.
-    #[serde(default)]
-    pub scopes: ScopesSection,
-}
-
-/// `[auth.oauth]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OAuthSection {
-    /// This resource's URL (the audience tokens must name); default
-    /// `http://{listen address}/mcp`.
-    pub resource: Option<String>,
-    /// How far `exp` and `nbf` may be off (default 60 000).
-    pub leeway_ms: Option<u64>,
-    /// The least time between key-set fetches caused by unknown keys (default 30 000).
-    pub jwks_min_refresh_ms: Option<u64>,
-    /// How long a key set is used before it is fetched again (default 3 600 000).
-    pub jwks_max_age_ms: Option<u64>,
-    /// How long an introspection answer is reused (default 60 000).
-    pub introspection_cache_ms: Option<u64>,
-    /// How long a request to an identity provider may take (default 10 000).
-    pub fetch_timeout_ms: Option<u64>,
-    /// The most introspection requests sent to one issuer per second (default 50).
-    pub introspections_per_second: Option<u32>,
-    /// Whether issuers naming their tenants the same way may share them (default false).
-    #[serde(default)]
-    pub shared_tenants: bool,
-    /// Claims passed on with the caller.
-    #[serde(default)]
-    pub forward_claims: Vec<String>,
-    /// The authorization servers.
-    #[serde(default)]
-    pub issuers: Vec<IssuerSection>,
-}
-
-/// `[[auth.oauth.issuers]]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IssuerSection {
-    /// The issuer identifier (`iss`).
-    pub issuer: String,
-    /// Its JWK Set; default: its metadata's `jwks_uri`.
-    pub jwks_uri: Option<String>,
-    /// Audiences accepted besides the resource.
-    #[serde(default)]
-    pub audiences: Vec<String>,
-    /// Accepted algorithms (default RS256, ES256, EdDSA).
-    pub algorithms: Option<Vec<String>>,
-    /// The claim naming the tenant (dotted path).
-    pub tenant_claim: Option<String>,
-    /// The tenant of every principal when no claim names it.
-    pub tenant: Option<String>,
-    /// The claim naming the subject (default `sub`).
-    pub subject_claim: Option<String>,
-    /// CA certificates (PEM) to trust for this issuer.
-    pub ca_file: Option<PathBuf>,
-    /// Introspection of opaque tokens.
-    pub introspection: Option<IntrospectionSection>,
-}
-
-/// `[auth.oauth.issuers.introspection]`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IntrospectionSection {
-    /// The endpoint; default: the issuer metadata's.
-    pub endpoint: Option<String>,
-    /// This server's client id at the issuer.
-    pub client_id: String,
-    /// Its secret (prefer `client_secret_env`).
-    pub client_secret: Option<String>,
-    /// An environment variable holding it.
-    pub client_secret_env: Option<String>,
-}
-
-/// `[auth.scopes]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScopesSection {
-    /// Needed by every MCP request.
-    #[serde(default)]
-    pub mcp: Vec<String>,
-    /// `tools/call`.
-    #[serde(default)]
-    pub tools_call: Vec<String>,
-    /// `tools/call` of the tools a pattern (`name`, `prefix*`, `*`) matches, on top.
-    #[serde(default)]
-    pub tools: BTreeMap<String, Vec<String>>,
-    /// `tasks/get` and `subscriptions/listen`.
-    #[serde(default)]
-    pub tasks_get: Vec<String>,
-    /// `tasks/update`.
-    #[serde(default)]
-    pub tasks_update: Vec<String>,
-    /// `tasks/cancel`.
-    #[serde(default)]
-    pub tasks_cancel: Vec<String>,
-    /// `resources/read`.
-    #[serde(default)]
-    pub resources_read: Vec<String>,
-    /// `prompts/get`.
-    #[serde(default)]
-    pub prompts_get: Vec<String>,
-    /// The operator API.
-    #[serde(default)]
-    pub admin: Vec<String>,
-}
-
-/// serde's "unknown field `x`, expected one of `a`, `b`" (or "expected `a`"), with the
-/// nearest of the expected names suggested when `x` looks like a typo of one.
-fn suggest_known(message: &str) -> String {
-    let Some(rest) = message.strip_prefix("unknown field `") else {
-        return message.to_owned();
-    };
-    let Some((unknown, expected)) = rest.split_once('`') else {
-        return message.to_owned();
-    };
-    let names = expected.split('`').skip(1).step_by(2);
-    crate::suggest::with_suggestion(message.to_owned(), unknown, names)
-}
-
 impl Config {
     /// What `snodo config validate` points out in a configuration that loads: settings
     /// that are valid but often not what was meant, each naming its key.
@@ -778,129 +247,21 @@ impl Config {
         out
     }
 
-    /// Reads and parses `path`.
-    pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: file.clone(),
-            key: "-".into(),
-            reason: format!("cannot read: {e}"),
-        })?;
-        let mut config = Self::parse(&file, &text)?;
-        let dir = path.parent().unwrap_or(Path::new(""));
-        let dir = if dir.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            dir
-        };
-        config.base_dir = Some(std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf()));
-        Ok(config)
-    }
-
-    /// `path` as written in the file, resolved against [`Config::base_dir`].
+    /// `[store]`, its path resolved against [`Config::base_dir`].
     fn store_choice(
         &self,
         file: &str,
         data: &Path,
         node: &str,
     ) -> Result<StoreConfig, ConfigError> {
-        let st = &self.store;
-        let kind = st.kind.unwrap_or_default();
-        let err = |key: &str, reason: String| ConfigError {
-            file: file.into(),
-            key: key.into(),
-            reason,
-        };
-        if kind != StoreKind::Postgres {
-            for (set, key) in [
-                (st.url.is_some(), "url"),
-                (st.url_env.is_some(), "url_env"),
-                (st.schema.is_some(), "schema"),
-                (st.pool.is_some(), "pool"),
-                (st.write_groups.is_some(), "write_groups"),
-                (st.migrate.is_some(), "migrate"),
-            ] {
-                if set {
-                    return Err(err(
-                        &format!("store.{key}"),
-                        "only a PostgreSQL store (kind = \"postgres\") takes this".into(),
-                    ));
-                }
-            }
-        }
-        if matches!(kind, StoreKind::Postgres | StoreKind::Memory) && st.path.is_some() {
-            return Err(err(
-                "store.path",
-                "only a file store (redb or sqlite) takes a path".into(),
-            ));
-        }
-        let file = |default: &str| {
-            st.path
-                .as_deref()
-                .map_or_else(|| data.join(default), |p| self.resolve(p))
-        };
-        Ok(match kind {
-            StoreKind::Redb => StoreConfig::Redb(file("tasks.redb")),
-            StoreKind::Sqlite => StoreConfig::Sqlite(file("tasks.sqlite")),
-            StoreKind::Memory => StoreConfig::Memory,
-            StoreKind::Postgres => {
-                let url = match (&st.url, &st.url_env) {
-                    (Some(u), None) => u.clone(),
-                    (None, Some(var)) => std::env::var(var).map_err(|_| {
-                        err(
-                            "store.url_env",
-                            format!("the environment variable {var} is not set"),
-                        )
-                    })?,
-                    _ => {
-                        return Err(err(
-                            "store",
-                            "a PostgreSQL store needs exactly one of url and url_env".into(),
-                        ));
-                    }
-                };
-                let mut o = crate::store::PgOptions::new(url, node);
-                o.migrate = false;
-                if let Some(schema) = &st.schema {
-                    o.schema = schema.clone();
-                }
-                if let Err(e) = o.check() {
-                    let key = if e.to_string().contains("schema") {
-                        "store.schema"
-                    } else if st.url.is_some() {
-                        "store.url"
-                    } else {
-                        "store.url_env"
-                    };
-                    return Err(err(key, e.to_string()));
-                }
-                if let Some(n) = st.pool {
-                    if !(1..=1024).contains(&n) {
-                        return Err(err("store.pool", "1..=1024 connections".into()));
-                    }
-                    o.pool_size = n;
-                }
-                if let Some(n) = st.write_groups {
-                    let writes = o.pool_size - o.read_connections();
-                    if !(1..=writes).contains(&n) {
-                        return Err(err(
-                            "store.write_groups",
-                            format!(
-                                "1..={writes}: each group holds one of the pool's {writes} \
-                                 write connections (store.pool)"
-                            ),
-                        ));
-                    }
-                    o.write_groups = n;
-                }
-                if let Some(m) = st.migrate {
-                    o.migrate = m;
-                }
-                StoreConfig::Postgres(o)
-            }
-        })
+        let mut store = self.store.clone();
+        store.path = store.path.map(|p| self.resolve(&p));
+        store
+            .to_config(data, node)
+            .map_err(|e| setting_error(file, e.under("store")))
     }
 
+    /// `path` as written in the file, resolved against [`Config::base_dir`].
     fn resolve(&self, path: &Path) -> PathBuf {
         match &self.base_dir {
             Some(base) if path.is_relative() => base.join(path),
@@ -908,38 +269,19 @@ impl Config {
         }
     }
 
-    /// Parses `text` (named `file` in errors).
-    pub fn parse(file: &str, text: &str) -> Result<Self, ConfigError> {
-        let error = |key: String, e: toml::de::Error| {
-            let at = e
-                .span()
-                .map(|s| {
-                    let line = text[..s.start.min(text.len())].lines().count().max(1);
-                    format!(" (line {line})")
-                })
-                .unwrap_or_default();
-            ConfigError {
-                file: file.into(),
-                key,
-                reason: format!("{}{at}", suggest_known(e.message())),
-            }
-        };
-        let de = toml::Deserializer::parse(text).map_err(|e| error("-".into(), e))?;
-        // The path of the value that failed, as the serde stack saw it.
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let e = e.into_inner();
-            // An unknown key's path ends with the key itself.
-            let key = if path == "." { "-".to_owned() } else { path };
-            error(key, e)
-        })
-    }
-
     /// The serve options this configuration describes, with everything validated except
     /// what needs the components loaded (tool names are checked by `serve`).
+    /// An error about a value a variable or a flag gave names the variable or the flag.
     pub fn to_serve_options(&self, file: &str) -> Result<ServeOptions, ConfigError> {
+        self.serve_options(file).map_err(|e| self.attributed(e))
+    }
+
+    fn serve_options(&self, file: &str) -> Result<ServeOptions, ConfigError> {
         let err = |key: &str, reason: String| config_error(file, key, reason);
-        let data = PathBuf::from(".snodo");
+        let data = self
+            .data_dir
+            .as_deref()
+            .map_or_else(|| PathBuf::from(".snodo"), |d| self.resolve(d));
         let mut opts = ServeOptions::new(
             data.clone(),
             self.components
@@ -995,9 +337,7 @@ impl Config {
             opts.tool_settings.insert(name.clone(), settings);
         }
         opts.runner = self.runner_options(file)?;
-        if let Some(p) = self.runner.component_policy {
-            opts.component_policy = p;
-        }
+        opts.component_policy = self.runner.component_policy;
         opts.tokens = self.tokens(file)?;
         opts.admin = self.admin(file, &opts.tokens)?;
         self.oauth_into(file, &mut opts)?;
@@ -1049,72 +389,12 @@ impl Config {
         })
     }
 
-    /// `[runner]`, over the runner's defaults.
+    /// `[runner]`, checked.
     fn runner_options(&self, file: &str) -> Result<RunnerOptions, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let r = &self.runner;
-        let ms = std::time::Duration::from_millis;
-        let base = RunnerOptions::default();
-        let runner = RunnerOptions {
-            recover: r.recover.unwrap_or(base.recover),
-            lease: r.lease_ms.map_or(base.lease, ms),
-            heartbeat: r.heartbeat_ms.map_or(base.heartbeat, ms),
-            reap_interval: match r.reap_interval_ms {
-                Some(0) => None,
-                Some(v) => Some(ms(v)),
-                None => base.reap_interval,
-            },
-            max_concurrent: r.max_concurrent.unwrap_or(base.max_concurrent),
-            max_running_per_tenant: r
-                .max_running_per_tenant
-                .unwrap_or(base.max_running_per_tenant),
-            max_recoveries: r.max_recoveries.unwrap_or(base.max_recoveries),
-            max_start_failures: r.max_start_failures.unwrap_or(base.max_start_failures),
-            park_after: r.park_after_ms.map_or(base.park_after, ms),
-            attempt_wall_clock: r.attempt_wall_clock_ms.map_or(base.attempt_wall_clock, ms),
-            cancel_grace: r.cancel_grace_ms.map_or(base.cancel_grace, ms),
-            drain_timeout: r.drain_timeout_ms.map_or(base.drain_timeout, ms),
-            ..base
-        };
-        if r.reap_interval_ms == Some(0) {
-            // Every served task counts against limits.stored_tasks_per_tenant, and a task
-            // past its TTL keeps its place until the reaper removes it.
-            return Err(err(
-                "runner.reap_interval_ms",
-                "at least 1: without the reaper, tasks past their TTL would hold their place under limits.stored_tasks_per_tenant and limits.live_tasks_per_tenant for good".into(),
-            ));
-        }
-        if runner.lease.is_zero() || runner.lease > std::time::Duration::from_secs(3_600) {
-            return Err(err("runner.lease_ms", "a lease is 1..=3600000 ms".into()));
-        }
-        if runner.heartbeat.is_zero() || runner.heartbeat >= runner.lease {
-            return Err(err(
-                "runner.heartbeat_ms",
-                "the heartbeat must be positive and shorter than the lease".into(),
-            ));
-        }
-        if runner.attempt_wall_clock <= runner.park_after {
-            return Err(err(
-                "runner.attempt_wall_clock_ms",
-                format!(
-                    "must be longer than runner.park_after_ms ({} ms), or an attempt waiting for input would be stopped before it parks",
-                    runner.park_after.as_millis()
-                ),
-            ));
-        }
-        if runner.max_concurrent == 0 {
-            return Err(err(
-                "runner.max_concurrent",
-                "at least one attempt must be able to run".into(),
-            ));
-        }
-        if runner.max_running_per_tenant == 0 {
-            return Err(err(
-                "runner.max_running_per_tenant",
-                "at least one attempt of a tenant must be able to run".into(),
-            ));
-        }
-        Ok(runner)
+        self.runner
+            .check()
+            .map_err(|e| setting_error(file, e.under("runner")))?;
+        Ok(self.runner.clone())
     }
 
     /// `[limits]` and `[engine]`: the edge's budgets and the guests' memory and results.
@@ -1203,397 +483,31 @@ impl Config {
         if let Some(n) = l.executing {
             opts.engine.executing = n;
         }
-        if let Some(k) = self.engine.keep_resident_bytes {
-            opts.engine.keep_resident_bytes = k;
-        }
-        if let Some(p) = self.engine.pagemap_scan {
-            opts.engine.pagemap_scan = p;
-        }
+        opts.engine.keep_resident_bytes = self.engine.keep_resident_bytes;
+        opts.engine.pagemap_scan = self.engine.pagemap_scan;
         Ok(())
     }
 
-    /// `[auth.oauth]`, `[auth.scopes]` and `auth.isolation`, checked as `serve` checks them.
-    fn oauth_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
-        use crate::http::oauth::{Algorithm, IntrospectionConfig, IssuerConfig, OAuthConfig};
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let isolation = self.auth.isolation.unwrap_or_default();
-        for (_, p) in &mut opts.tokens {
-            p.isolation = isolation;
-        }
-        let sc = &self.auth.scopes;
-        opts.scopes = crate::mcp::ScopePolicy {
-            mcp: sc.mcp.clone(),
-            tools_call: sc.tools_call.clone(),
-            tools: sc
-                .tools
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            tasks_get: sc.tasks_get.clone(),
-            tasks_update: sc.tasks_update.clone(),
-            tasks_cancel: sc.tasks_cancel.clone(),
-            resources_read: sc.resources_read.clone(),
-            prompts_get: sc.prompts_get.clone(),
-            admin: sc.admin.clone(),
-        };
-        for scope in opts.scopes.all() {
-            let ok = !scope.is_empty()
-                && scope
-                    .bytes()
-                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
-            if !ok {
-                return Err(err(
-                    "auth.scopes",
-                    format!(
-                        "{scope:?} is not a scope (printable ASCII without spaces, quotes or backslashes)"
-                    ),
-                ));
-            }
-        }
-        let Some(o) = &self.auth.oauth else {
-            if !opts.scopes.is_empty() {
-                return Err(err(
-                    "auth.scopes",
-                    "scopes need [auth.oauth]: static tokens and the local principal hold every scope".into(),
-                ));
-            }
-            return Ok(());
-        };
-        let d = OAuthConfig::default();
-        let ms = |v: Option<u64>, default: std::time::Duration| {
-            v.map_or(default, |ms| {
-                std::time::Duration::from_secs(ms.div_ceil(1000))
-            })
-        };
-        let mut issuers = Vec::new();
-        for (i, is) in o.issuers.iter().enumerate() {
-            let key = format!("auth.oauth.issuers[{i}]");
-            let algorithms = match &is.algorithms {
-                None => Algorithm::DEFAULT.to_vec(),
-                Some(names) => names
-                    .iter()
-                    .map(|n| Algorithm::parse(n))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| err(&format!("{key}.algorithms"), e))?,
-            };
-            let introspection = match &is.introspection {
-                None => None,
-                Some(x) => {
-                    let secret = match (&x.client_secret, &x.client_secret_env) {
-                        (Some(s), None) => s.clone(),
-                        (None, Some(var)) => std::env::var(var).map_err(|_| {
-                            err(
-                                &format!("{key}.introspection.client_secret_env"),
-                                format!("the environment variable {var} is not set"),
-                            )
-                        })?,
-                        _ => {
-                            return Err(err(
-                                &format!("{key}.introspection"),
-                                "give exactly one of client_secret and client_secret_env".into(),
-                            ));
-                        }
-                    };
-                    Some(IntrospectionConfig {
-                        endpoint: x.endpoint.clone(),
-                        client_id: x.client_id.clone(),
-                        client_secret: secret,
-                    })
-                }
-            };
-            issuers.push(IssuerConfig {
-                issuer: is.issuer.clone(),
-                jwks_uri: is.jwks_uri.clone(),
-                introspection,
-                audiences: is.audiences.clone(),
-                algorithms,
-                tenant_claim: is.tenant_claim.clone(),
-                tenant: is.tenant.clone(),
-                subject_claim: is.subject_claim.clone().unwrap_or_else(|| "sub".into()),
-                ca_file: is.ca_file.clone(),
-            });
-        }
-        let config = OAuthConfig {
-            resource: o.resource.clone(),
-            issuers,
-            leeway: ms(o.leeway_ms, d.leeway),
-            isolation,
-            forward_claims: o.forward_claims.clone(),
-            jwks_min_refresh: ms(o.jwks_min_refresh_ms, d.jwks_min_refresh),
-            jwks_max_age: ms(o.jwks_max_age_ms, d.jwks_max_age),
-            introspection_cache: ms(o.introspection_cache_ms, d.introspection_cache),
-            fetch_timeout: ms(o.fetch_timeout_ms, d.fetch_timeout),
-            introspections_per_second: o
-                .introspections_per_second
-                .unwrap_or(d.introspections_per_second),
-            shared_tenants: o.shared_tenants,
-            challenge_scopes: opts.scopes.ordinary(),
-            scopes_supported: opts.scopes.all(),
-        };
-        if config.leeway > std::time::Duration::from_secs(300) {
-            return Err(err(
-                "auth.oauth.leeway_ms",
-                "at most 300000: a longer leeway keeps expired tokens working".into(),
-            ));
-        }
-        crate::http::oauth::check(&config).map_err(|e| err("auth.oauth", e))?;
-        opts.oauth = Some(config);
-        Ok(())
-    }
-
-    /// `[[auth.tokens]]`: each token and the principal it stands for, checked as the command
-    /// line checks them.
-    fn tokens(&self, file: &str) -> Result<Vec<(String, Principal)>, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let mut tokens: Vec<(String, Principal)> = Vec::new();
-        for (i, t) in self.auth.tokens.iter().enumerate() {
-            let key = format!("auth.tokens[{i}]");
-            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
-            let principal = Principal::new(&t.tenant, &t.subject);
-            if let Err(e) = http::check_token(&token, &principal, &tokens) {
-                let field = match e {
-                    TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
-                    TokenError::EmptySubject => "subject",
-                    TokenError::TooShort | TokenError::Duplicate { .. } if t.token.is_some() => {
-                        "token"
-                    }
-                    TokenError::TooShort | TokenError::Duplicate { .. } => "token_env",
-                };
-                let reason = match e {
-                    TokenError::Duplicate { first } => {
-                        format!("the same token as auth.tokens[{first}]; tokens must be unique")
-                    }
-                    other => other.to_string(),
-                };
-                return Err(err(&format!("{key}.{field}"), reason));
-            }
-            tokens.push((token, principal));
-        }
-        Ok(tokens)
-    }
-
-    /// `[admin]`: admin tokens, checked as MCP tokens are and distinct from them.
-    fn admin(
-        &self,
-        file: &str,
-        mcp_tokens: &[(String, Principal)],
-    ) -> Result<crate::admin::AdminConfig, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let a = &self.admin;
-        let mut tokens: Vec<(String, Principal, bool)> = Vec::new();
-        let mut seen: Vec<(String, Principal)> = Vec::new();
-        for (i, t) in a.tokens.iter().enumerate() {
-            let key = format!("admin.tokens[{i}]");
-            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
-            let principal = Principal::new(
-                &t.tenant,
-                t.subject.clone().unwrap_or_else(|| "operator".into()),
-            );
-            let field = if t.token.is_some() {
-                "token"
-            } else {
-                "token_env"
-            };
-            if mcp_tokens.iter().any(|(m, _)| *m == token) {
-                return Err(err(
-                    &format!("{key}.{field}"),
-                    "the same token as one of auth.tokens: an admin token must be its own".into(),
-                ));
-            }
-            if let Err(e) = http::check_token(&token, &principal, &seen) {
-                let at = match e {
-                    TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
-                    TokenError::EmptySubject => "subject",
-                    _ => field,
-                };
-                let reason = match e {
-                    TokenError::Duplicate { first } => {
-                        format!("the same token as admin.tokens[{first}]; tokens must be unique")
-                    }
-                    other => other.to_string(),
-                };
-                return Err(err(&format!("{key}.{at}"), reason));
-            }
-            seen.push((token.clone(), principal.clone()));
-            tokens.push((token, principal, t.cross_tenant));
-        }
-        if let Some(t) = a.cross_tenant.iter().find(|t| t.is_empty()) {
-            return Err(err("admin.cross_tenant", format!("{t:?} is not a tenant")));
-        }
-        let sign_in = match &a.oauth {
-            None => None,
-            Some(o) => {
-                let issuers = self.auth.oauth.as_ref().map(|x| &x.issuers);
-                if !issuers.is_some_and(|is| is.iter().any(|i| i.issuer == o.issuer)) {
-                    return Err(err(
-                        "admin.oauth.issuer",
-                        format!("{:?} is not one of [[auth.oauth.issuers]]", o.issuer),
-                    ));
-                }
-                if o.client_id.is_empty() {
-                    return Err(err("admin.oauth.client_id", "must not be empty".into()));
-                }
-                let client_secret = match &o.client_secret_env {
-                    Some(var) => Some(std::env::var(var).map_err(|_| {
-                        err(
-                            "admin.oauth.client_secret_env",
-                            format!("the environment variable {var} is not set"),
-                        )
-                    })?),
-                    None => None,
-                };
-                if let Some(u) = &o.redirect_uri
-                    && !(u.starts_with("https://")
-                        || u.starts_with("http://127.0.0.1")
-                        || u.starts_with("http://localhost")
-                        || u.starts_with("http://[::1]"))
-                {
-                    return Err(err(
-                        "admin.oauth.redirect_uri",
-                        "https, or plain http to loopback only".into(),
-                    ));
-                }
-                Some(crate::admin::SignIn {
-                    issuer: o.issuer.clone(),
-                    client_id: o.client_id.clone(),
-                    client_secret,
-                    scopes: o.scopes.clone(),
-                    redirect_uri: o.redirect_uri.clone(),
-                })
-            }
-        };
-        let session_ms = a.session_ms.unwrap_or(crate::admin::DEFAULT_SESSION_MS);
-        if !(60_000..=7 * 24 * 3_600_000).contains(&session_ms) {
-            return Err(err(
-                "admin.session_ms",
-                "from 60000 (a minute) to 604800000 (a week)".into(),
-            ));
-        }
-        Ok(crate::admin::AdminConfig {
-            tokens,
-            cross_tenant: a.cross_tenant.clone(),
-            session_ms,
-            sign_in,
-            ..Default::default()
-        })
-    }
-
-    /// `[http]`: the transport's timeouts and connection cap.
+    /// `[http]`, checked.
     fn http_limits(&self, file: &str) -> Result<http::HttpLimits, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let ms = std::time::Duration::from_millis;
-        let h = &self.http;
-        let base = http::HttpLimits::default();
-        let positive = |key: &str, v: Option<u64>, default: std::time::Duration| match v {
-            Some(0) => Err(err(key, "must be positive".into())),
-            Some(v) => Ok(ms(v)),
-            None => Ok(default),
-        };
-        Ok(http::HttpLimits {
-            first_byte_timeout: positive(
-                "http.first_byte_timeout_ms",
-                h.first_byte_timeout_ms,
-                base.first_byte_timeout,
-            )?,
-            header_timeout: positive(
-                "http.header_timeout_ms",
-                h.header_timeout_ms,
-                base.header_timeout,
-            )?,
-            body_timeout: positive("http.body_timeout_ms", h.body_timeout_ms, base.body_timeout)?,
-            idle_timeout: positive("http.idle_timeout_ms", h.idle_timeout_ms, base.idle_timeout)?,
-            max_connections: match h.max_connections {
-                Some(n) if n == 0 || n > http::MAX_CONNECTIONS_LIMIT => {
-                    return Err(err(
-                        "http.max_connections",
-                        format!("1..={}", http::MAX_CONNECTIONS_LIMIT),
-                    ));
-                }
-                Some(n) => n,
-                None => base.max_connections,
-            },
-            max_connections_per_peer: h
-                .max_connections_per_peer
-                .unwrap_or(base.max_connections_per_peer),
-        })
+        self.http
+            .check()
+            .map_err(|e| setting_error(file, e.under("http")))?;
+        Ok(self.http)
     }
 
-    /// `[metrics]`: the token `GET /metrics` requires, if any.
     /// `[telemetry.otlp]`, checked.
     fn otlp(&self, file: &str) -> Result<Option<crate::serve::TracingOptions>, ConfigError> {
-        self.telemetry
-            .otlp
-            .as_ref()
-            .map(|o| o.options(file))
-            .transpose()
-    }
-
-    fn metrics_token(&self, file: &str) -> Result<Option<String>, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let token = match (&self.metrics.token, &self.metrics.token_env) {
-            (None, None) => None,
-            (Some(t), None) => Some(t.clone()),
-            (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
-                err(
-                    "metrics.token_env",
-                    format!("the environment variable {var} is not set"),
-                )
-            })?),
-            (Some(_), Some(_)) => {
-                return Err(err(
-                    "metrics",
-                    "give at most one of token and token_env".into(),
-                ));
-            }
+        let Some(o) = &self.telemetry.otlp else {
+            return Ok(None);
         };
-        if let Some(t) = &token
-            && t.len() < http::MIN_TOKEN_LEN
-        {
-            let key = if self.metrics.token.is_some() {
-                "metrics.token"
-            } else {
-                "metrics.token_env"
-            };
-            return Err(err(key, TokenError::TooShort.to_string()));
-        }
-        Ok(token)
-    }
-}
-
-impl Config {
-    /// `[secrets]`, each read from its source now: a missing variable or file is an error
-    /// at start, not at the first request.
-    fn secrets(&self, file: &str) -> Result<BTreeMap<String, Secret>, ConfigError> {
-        let mut out = BTreeMap::new();
-        for (name, s) in &self.secrets {
-            let key = format!("secrets.{name}");
-            let err = |reason: String| config_error(file, &key, reason);
-            let value = match (&s.env, &s.file, &s.value) {
-                (Some(var), None, None) => std::env::var(var)
-                    .map_err(|_| err(format!("the environment variable {var} is not set")))?,
-                (None, Some(path), None) => {
-                    let path = self.resolve(path);
-                    std::fs::read_to_string(&path)
-                        .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?
-                        .trim()
-                        .to_owned()
-                }
-                (None, None, Some(v)) if s.development => v.clone(),
-                (None, None, Some(_)) => {
-                    return Err(err(
-                        "a literal value is for development only: set development = true, \
-                         or take it from env or file"
-                            .into(),
-                    ));
-                }
-                _ => return Err(err("give exactly one of env, file or value".into())),
-            };
-            if value.is_empty() {
-                return Err(err("the secret is empty".into()));
-            }
-            out.insert(name.clone(), Secret::new(value));
-        }
-        Ok(out)
+        o.check()
+            .map_err(|e| setting_error(file, e.under("telemetry.otlp")))?;
+        Ok(Some(crate::serve::TracingOptions {
+            otlp: o.config(),
+            sampling_ratio: o.sampling_ratio,
+            follow_parent: o.follow_parent,
+        }))
     }
 
     /// `[outbound]` into the engine's and the runner's settings.
@@ -1630,47 +544,9 @@ impl Config {
     }
 }
 
-/// Refuses a journaled tool whose largest response could never be recorded: the host
-/// holds `max_response_bytes` plus [`JOURNAL_HEAD_BYTES`] of the task's journal before it
-/// sends a request, so with less than that in `outbound.journal_task_bytes` every
-/// journaled request of the tool would be refused unsent.
-///
-/// [`JOURNAL_HEAD_BYTES`]: crate::wasm::outbound::JOURNAL_HEAD_BYTES
-fn journal_room(file: &str, opts: &ServeOptions) -> Result<(), ConfigError> {
-    let room = opts.runner.journal_task_bytes;
-    let grants = std::iter::once(("defaults", opts.defaults.grants.as_ref())).chain(
-        opts.tool_settings
-            .iter()
-            .map(|(name, t)| (name.as_str(), t.grants.as_ref())),
-    );
-    for (name, grants) in grants {
-        let Some(http) = grants.and_then(|g| g.http.as_ref()) else {
-            continue;
-        };
-        let needs = http
-            .limits
-            .max_response_bytes
-            .saturating_add(crate::wasm::outbound::JOURNAL_HEAD_BYTES);
-        if http.journal && needs > room {
-            let key = if name == "defaults" {
-                "defaults.outbound.max_response_bytes".to_owned()
-            } else {
-                format!("tools.{name}.outbound.max_response_bytes")
-            };
-            return Err(config_error(
-                file,
-                &key,
-                format!(
-                    "a journaled response of up to {} bytes (plus {} for its head) cannot fit \
-                     in outbound.journal_task_bytes = {room}: every journaled request would be \
-                     refused; raise outbound.journal_task_bytes, lower this, or set journal = false",
-                    http.limits.max_response_bytes,
-                    crate::wasm::outbound::JOURNAL_HEAD_BYTES
-                ),
-            ));
-        }
-    }
-    Ok(())
+/// A layer's setting error at its key of `file`.
+fn setting_error(file: &str, e: snodo_core::config::SettingError) -> ConfigError {
+    config_error(file, &e.key, e.reason)
 }
 
 /// The error at `key` of `file`.
@@ -1682,228 +558,12 @@ fn config_error(file: &str, key: &str, reason: String) -> ConfigError {
     }
 }
 
-/// The settings of `[defaults]` (over `base`) or of one `[tools.NAME]` (over the defaults).
-fn tool_settings(
-    s: &ToolSection,
-    key: &str,
-    base: &ToolSettings,
-    resolve: &dyn Fn(&Path) -> PathBuf,
-    secrets: &BTreeMap<String, Secret>,
-) -> Result<ToolSettings, (String, String)> {
-    let mut out = base.clone();
-    if let Some(m) = s.mode {
-        out.mode = Some(m);
-    }
-    if let Some(r) = &s.retry {
-        let policy = match r {
-            RetrySection::List(l) => RetryPolicy::new(l.iter().copied()),
-            RetrySection::Fixed { fixed, count } => RetryPolicy::fixed(*fixed, *count),
-            RetrySection::Exponential {
-                exponential,
-                factor,
-                count,
-            } => RetryPolicy::exponential(*exponential, *factor, *count),
-        };
-        out.retry_policy = Some(policy.map_err(|e| (format!("{key}.retry"), e.to_string()))?);
-    }
-    if let Some(t) = s.ttl_ms {
-        if t > crate::store::MAX_TTL_MS {
-            return Err((
-                format!("{key}.ttl_ms"),
-                format!("at most {} (one year)", crate::store::MAX_TTL_MS),
-            ));
-        }
-        out.ttl_ms = Some(t);
-    }
-    if let Some(p) = s.poll_interval_ms {
-        if p == 0 {
-            return Err((format!("{key}.poll_interval_ms"), "must be positive".into()));
-        }
-        out.poll_interval_ms = Some(p);
-    }
-    if let Some(c) = &s.claims {
-        out.claims = Some(c.clone());
-    }
-    if let Some(l) = s.limits {
-        let zero = |v: Option<u64>| v == Some(0);
-        if zero(l.memory_bytes) || zero(l.deadline_ms) || zero(l.fuel) || zero(l.wall_clock_ms) {
-            return Err((
-                format!("{key}.limits"),
-                "limits must be positive when set".into(),
-            ));
-        }
-        out.limits = Some(ExecutionLimits {
-            memory_bytes: l.memory_bytes,
-            table_elements: l.table_elements,
-            deadline_ms: l.deadline_ms,
-            fuel: l.fuel,
-            wall_clock_ms: l.wall_clock_ms,
-        });
-    }
-    if let Some(g) = &s.grants {
-        if g.network.is_some() {
-            return Err((
-                format!("{key}.grants.network"),
-                "raw sockets are not granted: name the hosts the tool may reach in \
-                 allowed_outbound_hosts (docs/outbound.md)"
-                    .into(),
-            ));
-        }
-        let http = out.grants.as_ref().and_then(|g| g.http.clone());
-        out.grants = Some(WasiGrants {
-            env: g.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            dirs: g
-                .dirs
-                .iter()
-                .map(|d| DirGrant {
-                    host: resolve(&d.host),
-                    guest: d.guest.clone(),
-                    writable: d.writable,
-                })
-                .collect(),
-            http,
-        });
-    }
-    outbound_grant(s, key, &mut out, secrets)?;
-    Ok(out)
-}
-
-/// The outbound part of a tool's settings: its allow-list, limits, injected headers,
-/// readable secrets and journal, over what `out` inherited.
-fn outbound_grant(
-    s: &ToolSection,
-    key: &str,
-    out: &mut ToolSettings,
-    secrets: &BTreeMap<String, Secret>,
-) -> Result<(), (String, String)> {
-    let set = s.allowed_outbound_hosts.is_some()
-        || s.outbound.is_some()
-        || s.inject.is_some()
-        || s.secrets.is_some()
-        || s.journal.is_some();
-    if !set {
-        return Ok(());
-    }
-    let grants = out.grants.get_or_insert_with(WasiGrants::default);
-    let mut grant = grants
-        .http
-        .as_deref()
-        .cloned()
-        .unwrap_or_else(|| HttpGrant::new(AllowList::default()));
-    if let Some(hosts) = &s.allowed_outbound_hosts {
-        grant.allowed =
-            AllowList::parse(hosts).map_err(|e| (format!("{key}.allowed_outbound_hosts"), e))?;
-    }
-    if let Some(o) = s.outbound {
-        let k = format!("{key}.outbound");
-        let positive = |v: Option<u64>, what: &str| match v {
-            Some(0) => Err((format!("{k}.{what}"), "must be positive".to_owned())),
-            v => Ok(v),
-        };
-        let l = &mut grant.limits;
-        let ms = std::time::Duration::from_millis;
-        if let Some(v) = positive(o.connect_timeout_ms, "connect_timeout_ms")? {
-            l.connect_timeout = ms(v);
-        }
-        if let Some(v) = positive(o.first_byte_timeout_ms, "first_byte_timeout_ms")? {
-            l.first_byte_timeout = ms(v);
-        }
-        if let Some(v) = positive(o.between_bytes_timeout_ms, "between_bytes_timeout_ms")? {
-            l.between_bytes_timeout = ms(v);
-        }
-        if let Some(v) = positive(o.max_request_bytes, "max_request_bytes")? {
-            l.max_request_bytes = v;
-        }
-        if let Some(v) = positive(o.max_response_bytes, "max_response_bytes")? {
-            l.max_response_bytes = v;
-        }
-        if let Some(v) = positive(o.max_requests.map(u64::from), "max_requests")? {
-            l.max_requests = v as u32;
-        }
-        if let Some(v) = positive(o.max_concurrent.map(u64::from), "max_concurrent")? {
-            l.max_concurrent = v as u32;
-        }
-    }
-    if let Some(j) = s.journal {
-        grant.journal = j;
-    }
-    let secret = |name: &str, at: &str| {
-        secrets.get(name).cloned().ok_or_else(|| {
-            (
-                at.to_owned(),
-                format!("no secret {name:?} is configured under [secrets]"),
-            )
-        })
-    };
-    if let Some(inject) = &s.inject {
-        grant.inject.clear();
-        for (i, inj) in inject.iter().enumerate() {
-            let at = format!("{key}.inject[{i}]");
-            let host = AllowedHost::parse(&inj.host).map_err(|e| (format!("{at}.host"), e))?;
-            let header = inj.header.to_ascii_lowercase();
-            let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-            if header.is_empty() || !header.bytes().all(token) {
-                return Err((
-                    format!("{at}.header"),
-                    format!("{:?} is not a header name", inj.header),
-                ));
-            }
-            let (value, used) =
-                render_secrets(&inj.value, |name| secret(name, &format!("{at}.value")))?;
-            grant.scrub.extend(used);
-            grant.inject.push(Injection {
-                host,
-                header,
-                value: Secret::new(value),
-            });
-        }
-        let allowed_key = format!("{key}.allowed_outbound_hosts");
-        if let Some((i, why)) = grant.unreachable_injection(&allowed_key) {
-            return Err((format!("{key}.inject[{i}].host"), why));
-        }
-    }
-    if let Some(names) = &s.secrets {
-        for name in names {
-            let value = secret(name, &format!("{key}.secrets"))?;
-            let var = name.to_ascii_uppercase().replace(['-', '.'], "_");
-            grants.env.retain(|(k, _)| *k != var);
-            grants.env.push((var, value.expose().to_owned()));
-            grant.scrub.push(value);
-        }
-    }
-    grant.scrub.dedup();
-    grants.http = Some(std::sync::Arc::new(grant));
-    Ok(())
-}
-
-/// `value` with every `{secret.NAME}` replaced, and the secrets it used.
-fn render_secrets(
-    value: &str,
-    secret: impl Fn(&str) -> Result<Secret, (String, String)>,
-) -> Result<(String, Vec<Secret>), (String, String)> {
-    let mut out = String::new();
-    let mut used = Vec::new();
-    let mut rest = value;
-    while let Some(start) = rest.find("{secret.") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + "{secret.".len()..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            rest = "";
-            break;
-        };
-        let s = secret(&after[..end])?;
-        out.push_str(s.expose());
-        used.push(s);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok((out, used))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Principal;
+    use crate::wasm::TaskMode;
+    use crate::wasm::outbound::AllowList;
 
     #[test]
     fn a_full_file_parses() {
@@ -2001,6 +661,127 @@ subject = "alice"
         assert!(e.to_string().starts_with("s.toml: "), "{e}");
     }
 
+    fn env_options(text: &str, vars: &[(&str, &str)]) -> Result<ServeOptions, ConfigError> {
+        let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::parse_with_env("s.toml", text, vars)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn every_key_can_come_from_the_environment_over_the_file() {
+        let o = env_options(
+            "[http]\nmax_connections = 4\nidle_timeout_ms = 7000\n[tools.flaky]\nttl_ms = 5000\n",
+            &[
+                ("SNODO_HTTP__MAX_CONNECTIONS", "8"),
+                ("SNODO_STORE__KIND", "memory"),
+                ("SNODO_NODE__ID", "123"),
+                ("SNODO_RUNNER__LEASE_MS", "20000"),
+                ("SNODO_ADMIN__CROSS_TENANT", "[\"ops\", \"audit\"]"),
+                ("SNODO_LISTEN", "127.0.0.1:4000"),
+                ("SNODO_TOOLS__FLAKY__RETRY", "[250, 1000]"),
+                ("SNODO_ENGINE__PAGEMAP_SCAN", "false"),
+                ("SNODO_ENGINE__KEEP_RESIDENT_BYTES", "4096"),
+                ("SNODO_URL", "http://127.0.0.1:1"),
+                ("SNODO_ADMIN_TOKEN", "not a config key"),
+            ],
+        )
+        .expect("valid");
+        assert_eq!(o.http_limits.max_connections, 8, "the variable wins");
+        assert_eq!(
+            o.http_limits.idle_timeout.as_millis(),
+            7000,
+            "the file stays"
+        );
+        assert_eq!(o.store, StoreConfig::Memory);
+        assert_eq!(o.node, "123", "a string key takes the text as is");
+        assert_eq!(o.runner.lease, std::time::Duration::from_secs(20));
+        assert_eq!(o.admin.cross_tenant, ["ops", "audit"]);
+        assert_eq!(o.listen.port(), 4000);
+        let flaky = &o.tool_settings["flaky"];
+        assert_eq!(flaky.ttl_ms, Some(5000));
+        assert_eq!(
+            flaky.retry_policy.as_ref().map(|p| p.delays_ms().to_vec()),
+            Some(vec![250, 1000])
+        );
+        assert!(!o.engine.pagemap_scan);
+        assert_eq!(o.engine.keep_resident_bytes, 4096);
+    }
+
+    #[test]
+    fn environment_errors_name_the_variable() {
+        let e = env_options("", &[("SNODO_HTTP__MAX_CONNECTIONS", "many")]).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            (env::SOURCE, "SNODO_HTTP__MAX_CONNECTIONS")
+        );
+        assert!(e.reason.contains("invalid type"), "{e}");
+        let e = env_options("", &[("SNODO_HTTP__MAX_CONNECTIONS", "1.5")]).unwrap_err();
+        assert_eq!(e.key, "SNODO_HTTP__MAX_CONNECTIONS");
+        assert!(
+            e.reason.contains("floating point"),
+            "the typed reading's error: {e}"
+        );
+        let e = env_options("", &[("SNODO_HTTP__MAX_CONECTIONS", "8")]).unwrap_err();
+        assert_eq!(e.key, "SNODO_HTTP__MAX_CONECTIONS");
+        assert!(
+            e.reason
+                .contains("did you mean SNODO_HTTP__MAX_CONNECTIONS?"),
+            "{e}"
+        );
+        let e = env_options("", &[("SNODO_RUNNR__LEASE_MS", "8")]).unwrap_err();
+        assert_eq!(e.key, "SNODO_RUNNR__LEASE_MS");
+        assert!(e.reason.contains("did you mean SNODO_RUNNER?"), "{e}");
+        // A value that parses but breaks a rule is named by its variable too.
+        let e = env_options("", &[("SNODO_HTTP__MAX_CONNECTIONS", "0")]).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            (env::SOURCE, "SNODO_HTTP__MAX_CONNECTIONS")
+        );
+        let e = env_options("", &[("SNODO_RUNNER__HEARTBEAT_MS", "60000")]).unwrap_err();
+        assert_eq!(e.key, "SNODO_RUNNER__HEARTBEAT_MS");
+        // A table the variable made that misses a required key is the variable's.
+        let e = env_options("", &[("SNODO_ADMIN__OAUTH__CLIENT_ID", "console")]).unwrap_err();
+        assert_eq!(e.key, "SNODO_ADMIN__OAUTH__CLIENT_ID");
+        assert!(e.reason.contains("missing field `issuer`"), "{e}");
+        // The file's own mistakes still name the file, with their line.
+        let e = env_options(
+            "[runnr]\nlease_ms = 1\n",
+            &[("SNODO_HTTP__MAX_CONNECTIONS", "8")],
+        )
+        .unwrap_err();
+        assert_eq!((e.file.as_str(), e.key.as_str()), ("s.toml", "runnr"));
+        assert!(e.reason.contains("line 1"), "{e}");
+        // Keys inside lists of tables are the file's alone.
+        let e = env_options(
+            "[[components]]\npath = \"a.wasm\"\n",
+            &[("SNODO_COMPONENTS__PATH", "b")],
+        )
+        .unwrap_err();
+        assert!(e.reason.contains("list of tables"), "{e}");
+    }
+
+    #[test]
+    fn a_key_a_flag_gave_is_named_by_the_flag() {
+        let mut c = Config::parse("s.toml", "").unwrap();
+        for (i, token) in ["0123456789abcdef-one", "0123456789abcdef-one"]
+            .iter()
+            .enumerate()
+        {
+            c.auth.tokens.push(TokenSection {
+                token: Some((*token).to_owned()),
+                token_env: None,
+                tenant: "acme".into(),
+                subject: format!("s{i}"),
+            });
+            c.given_by_flag(&format!("auth.tokens[{i}]"), &format!("--token #{}", i + 1));
+        }
+        let e = c.to_serve_options(COMMAND_LINE).unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.key.as_str()),
+            (COMMAND_LINE, "--token #2")
+        );
+        assert!(e.reason.contains("unique"), "{e}");
+    }
+
     /// The reference in docs/configuration.md is a file this build accepts, key for key.
     #[test]
     fn the_documented_sample_parses() {
@@ -2012,7 +793,7 @@ subject = "alice"
             .expect("a toml block");
         let config = Config::parse("configuration.md", sample).expect("the sample parses");
         assert_eq!(config.limits.sync_calls_per_tenant, Some(64));
-        assert_eq!(config.engine.pagemap_scan, Some(true));
+        assert!(config.engine.pagemap_scan);
     }
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {

@@ -5,6 +5,7 @@
 //!
 //! Nothing here runs guests or speaks the wire: the store never calls into wasm or MCP.
 
+pub mod config;
 pub mod ids;
 pub mod model;
 pub mod spans;

@@ -12,6 +12,9 @@
 //! them.
 
 pub mod receiver;
+mod section;
+
+pub use section::OtlpSection;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -26,14 +29,28 @@ use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLink
 use snodo_core::spans::{SpanCounters, SpanKind, SpanRecord, SpanSink, Value};
 use tokio::sync::{mpsc, oneshot};
 
-/// How spans reach the collector.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// How spans reach the collector, written `http/protobuf` or `grpc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
 pub enum Protocol {
     /// OTLP/HTTP with protobuf bodies (`POST {endpoint}`, e.g. `http://collector:4318/v1/traces`).
     #[default]
+    #[serde(rename = "http/protobuf")]
     HttpProtobuf,
     /// OTLP/gRPC (`http://collector:4317`).
+    #[serde(rename = "grpc")]
     Grpc,
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "http/protobuf" => Ok(Self::HttpProtobuf),
+            "grpc" => Ok(Self::Grpc),
+            other => Err(format!("{other:?} is not \"http/protobuf\" or \"grpc\"")),
+        }
+    }
 }
 
 /// The exporter's settings (`[telemetry.otlp]`).

@@ -31,6 +31,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::budget::{Slot, Slots};
 use crate::spans::ClaimTime;
+use snodo_core::config::{SettingError, millis};
 use snodo_core::model::{Scope, Task, TaskId};
 use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Reaped, Store, StoreError};
 use snodo_wasm::CancelToken;
@@ -45,60 +46,90 @@ pub use instrument::{
 };
 pub use task_io::{InputWaiters, TaskIo};
 
-/// Runner settings.
-#[derive(Debug, Clone)]
+/// Runner settings, and the `[runner]` section of the configuration file (times in
+/// milliseconds, under the names with `_ms`). The fields the file does not name are set by
+/// `snodo serve` from other sections (`outbound.journal_task_bytes`,
+/// `limits.stored_bytes_per_tenant`) or are the runtime's (the tracer).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RunnerOptions {
     /// Who claims, for operators (e.g. the host name).
+    #[serde(skip)]
     pub owner: String,
-    /// Pick up unclaimed work, expired leases and due retries with `claim_next`.
+    /// Pick up unclaimed work, expired leases and due retries with `claim_next` (default
+    /// true).
     pub recover: bool,
-    /// Lease length.
+    /// Lease length (`lease_ms`, default 30 000; at most an hour).
+    #[serde(rename = "lease_ms", with = "millis")]
     pub lease: Duration,
-    /// How often a running attempt renews its lease (well under `lease`).
+    /// How often a running attempt renews its lease (`heartbeat_ms`, default 10 000; well
+    /// under `lease`).
+    #[serde(rename = "heartbeat_ms", with = "millis")]
     pub heartbeat: Duration,
-    /// How often expired tasks are reaped; `None` never.
+    /// How often expired tasks are reaped (`reap_interval_ms`, default 60 000); `None`
+    /// never, which the file cannot ask for (tasks past their TTL would hold their place
+    /// under the task caps for good).
+    #[serde(rename = "reap_interval_ms", with = "millis::option")]
     pub reap_interval: Option<Duration>,
-    /// Most attempts running at once on this node, all tenants together.
+    /// Most attempts running at once on this node, all tenants together (default 64).
     pub max_concurrent: usize,
-    /// Most attempts of one tenant running at once on this node. Work of a tenant at its
-    /// share waits (in a per-tenant queue served round-robin, or in the store for the
-    /// recovery loop) while other tenants' work starts.
+    /// Most attempts of one tenant running at once on this node (default 48). Work of a
+    /// tenant at its share waits (in a per-tenant queue served round-robin, or in the
+    /// store for the recovery loop) while other tenants' work starts.
     pub max_running_per_tenant: usize,
     /// How often a task may be recovered (its claim ended without the worker letting go:
     /// a lost lease or a crashed process) before it fails with `data.kind = "limit"`
-    /// instead of running again.
+    /// instead of running again (default 10).
     pub max_recoveries: u32,
     /// How often an attempt of a task may fail to start its guest on this node (the host
     /// refused to instantiate it: a memory limit below the component's initial memory, a
     /// fuel limit on an engine without metering, every instance slot busy) before the task
-    /// fails with `data.kind = "limit"` instead of being released and claimed again.
+    /// fails with `data.kind = "limit"` instead of being released and claimed again
+    /// (default 5).
     pub max_start_failures: u32,
+    /// What recovery does with a task whose component version is no longer deployed:
+    /// `pinned` (the default: it fails) or `latest` (it runs the deployed version). The
+    /// catalog applies it ([`Catalog::set_component_policy`]).
+    pub component_policy: ComponentPolicy,
     /// How long a runner loop that panicked stays down before it runs again; doubled after
     /// each panic up to [`MAX_LOOP_BACKOFF`], and back to this once the loop has run that
     /// long without one.
+    #[serde(skip)]
     pub loop_backoff: Duration,
-    /// How long a guest may wait for input before it is released.
+    /// How long a guest may wait for input before it is released (`park_after_ms`,
+    /// default 30 000).
+    #[serde(rename = "park_after_ms", with = "millis")]
     pub park_after: Duration,
     /// The wall clock of an attempt whose tool sets none (`limits.wall_clock_ms`): time in
     /// imports, waiting for input and waiting for a CPU turn included. An attempt past it
     /// is stopped and its task fails with `data.limit = "wall_clock"`, so a guest that only
-    /// sleeps cannot hold an execution slot for longer.
+    /// sleeps cannot hold an execution slot for longer (`attempt_wall_clock_ms`, default
+    /// 900 000; longer than `park_after`).
+    #[serde(rename = "attempt_wall_clock_ms", with = "millis")]
     pub attempt_wall_clock: Duration,
     /// The most bytes one task's outbound journal holds (`outbound.journal_task_bytes`,
     /// default 8 MiB); a response that would pass it fails its request.
+    #[serde(skip)]
     pub journal_task_bytes: u64,
     /// The most bytes one scope's stored tasks and journals may hold
     /// (`limits.stored_bytes_per_tenant`): given with every creation that names no cap of
     /// its own and with every journal entry, which the store refuses past it. `None`
     /// (the default) never refuses.
+    #[serde(skip)]
     pub stored_bytes_per_tenant: Option<u64>,
-    /// How long a cancelled guest may keep running before it is stopped.
+    /// How long a cancelled guest may keep running before it is stopped
+    /// (`cancel_grace_ms`).
+    #[serde(rename = "cancel_grace_ms", with = "millis")]
     pub cancel_grace: Duration,
     /// How often the recovery loop looks for due work when nothing woke it.
+    #[serde(skip)]
     pub poll_interval: Duration,
-    /// How long shutdown lets attempts finish before releasing them.
+    /// How long shutdown lets attempts finish before releasing them (`drain_timeout_ms`,
+    /// default 10 000).
+    #[serde(rename = "drain_timeout_ms", with = "millis")]
     pub drain_timeout: Duration,
     /// Where attempts' spans go, and which are sampled (disabled by default).
+    #[serde(skip)]
     pub tracer: snodo_core::spans::Tracer,
 }
 
@@ -114,6 +145,7 @@ impl Default for RunnerOptions {
             max_running_per_tenant: 48,
             max_recoveries: 10,
             max_start_failures: 5,
+            component_policy: ComponentPolicy::default(),
             loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
             attempt_wall_clock: Duration::from_secs(15 * 60),
@@ -124,6 +156,51 @@ impl Default for RunnerOptions {
             drain_timeout: Duration::from_secs(10),
             tracer: snodo_core::spans::Tracer::disabled(),
         }
+    }
+}
+
+impl RunnerOptions {
+    /// The rules of `[runner]`, each naming its key (relative to the section).
+    pub fn check(&self) -> Result<(), SettingError> {
+        if self.reap_interval.is_some_and(|r| r.is_zero()) {
+            // Every served task counts against limits.stored_tasks_per_tenant, and a task
+            // past its TTL keeps its place until the reaper removes it.
+            return Err(SettingError::new(
+                "reap_interval_ms",
+                "at least 1: without the reaper, tasks past their TTL would hold their place under limits.stored_tasks_per_tenant and limits.live_tasks_per_tenant for good",
+            ));
+        }
+        if self.lease.is_zero() || self.lease > Duration::from_secs(3_600) {
+            return Err(SettingError::new("lease_ms", "a lease is 1..=3600000 ms"));
+        }
+        if self.heartbeat.is_zero() || self.heartbeat >= self.lease {
+            return Err(SettingError::new(
+                "heartbeat_ms",
+                "the heartbeat must be positive and shorter than the lease",
+            ));
+        }
+        if self.attempt_wall_clock <= self.park_after {
+            return Err(SettingError::new(
+                "attempt_wall_clock_ms",
+                format!(
+                    "must be longer than runner.park_after_ms ({} ms), or an attempt waiting for input would be stopped before it parks",
+                    self.park_after.as_millis()
+                ),
+            ));
+        }
+        if self.max_concurrent == 0 {
+            return Err(SettingError::new(
+                "max_concurrent",
+                "at least one attempt must be able to run",
+            ));
+        }
+        if self.max_running_per_tenant == 0 {
+            return Err(SettingError::new(
+                "max_running_per_tenant",
+                "at least one attempt of a tenant must be able to run",
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -24,47 +24,66 @@ pub enum Allocation {
 }
 
 /// Engine settings. Per-execution limits come from the work descriptor, capped by these.
-#[derive(Debug, Clone)]
+///
+/// Also the `[engine]` section of the configuration file, which names how recycled slots
+/// are reset (`keep_resident_bytes`, `pagemap_scan`); `snodo serve` sets the memory,
+/// result and execution bounds from `[limits]`, the fuel from the tools' limits and the
+/// outbound settings from `[outbound]`, and keeps the rest at their defaults.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
     /// Allocation strategy.
+    #[serde(skip)]
     pub allocation: Allocation,
     /// Most live guests at once (pooling slots).
+    #[serde(skip)]
     pub max_instances: u32,
     /// The hard ceiling for one guest's linear memory.
+    #[serde(skip)]
     pub max_memory_bytes: usize,
     /// The hard ceiling for one table's elements.
+    #[serde(skip)]
     pub max_table_elements: usize,
     /// Epoch tick: the granularity of deadlines and of yielding to other tasks.
+    #[serde(skip)]
     pub epoch_tick: Duration,
     /// Instrument code for fuel (costs throughput; needed for fuel limits). `snodo serve`
     /// turns it on when any tool's limits set fuel, so a configured fuel limit always
     /// takes effect.
+    #[serde(skip)]
     pub fuel: bool,
     /// The linear memory all live guests may hold together; growth past it fails the guest
     /// with the `guest_memory_total` limit. Without it the pool would admit
     /// `max_instances × max_memory_bytes`.
+    #[serde(skip)]
     pub max_total_memory_bytes: usize,
     /// The linear memory the live guests of one tenant may hold together; growth past it
     /// fails the guest with the `guest_memory_per_tenant` limit. When set, the top eighth
     /// of the total is also kept for tenants holding no more than that eighth, so one
     /// tenant's guests never take the memory another tenant's next call needs. `None` (one
     /// tenant): neither. `snodo serve` sets half the total when it serves several tenants.
+    #[serde(skip)]
     pub max_tenant_memory_bytes: Option<usize>,
     /// The largest result or error (as JSON) a guest may return.
+    #[serde(skip)]
     pub max_result_bytes: usize,
-    /// Linear memory a recycled pool slot keeps resident (reset in place, not unmapped).
+    /// Linear memory a recycled pool slot keeps resident (reset in place, not unmapped;
+    /// default 1 MiB).
     pub keep_resident_bytes: usize,
     /// Reset recycled slots with the PAGEMAP_SCAN ioctl where the kernel has it (Linux
-    /// 6.7+), falling back to the ordinary reset where it does not.
+    /// 6.7+), falling back to the ordinary reset where it does not (default true).
     pub pagemap_scan: bool,
     /// Guests of one tenant executing at once (holding a core; the rest wait their turn,
     /// see [`crate::cpu`]). Default: the core count.
+    #[serde(skip)]
     pub executing_per_tenant: usize,
     /// Guests executing at once, all tenants together. Default: the core count. The async
     /// runtime needs a worker more than this, so request handling never waits for a guest.
+    #[serde(skip)]
     pub executing: usize,
     /// How outbound HTTP is sent (roots, name overrides, the server's own addresses, the
     /// per-tenant bound).
+    #[serde(skip)]
     pub outbound: crate::outbound::OutboundConfig,
 }
 

@@ -41,30 +41,8 @@ pub(crate) fn default_components() -> Result<Vec<PathBuf>, String> {
     Ok(found)
 }
 
-/// The serve options a configuration file describes, or why it cannot be used.
-/// `--otlp-endpoint`, `--otlp-protocol` and `--trace-sampling`, checked as the
-/// `[telemetry.otlp]` table they stand for.
-pub(crate) fn otlp_flags(
-    endpoint: &str,
-    protocol: &str,
-    sampling: f64,
-) -> Result<snodo::serve::TracingOptions, String> {
-    snodo::config::OtlpSection {
-        endpoint: endpoint.to_owned(),
-        protocol: Some(protocol.to_owned()),
-        headers: Default::default(),
-        sampling_ratio: Some(sampling),
-        follow_parent: None,
-        timeout_ms: None,
-        interval_ms: None,
-        max_queue: None,
-        max_batch: None,
-        service_name: None,
-    }
-    .options("the command line")
-    .map_err(|e| e.to_string())
-}
-
+/// The serve options a configuration file (and the environment) describes, or why it
+/// cannot be used.
 pub(crate) fn load_config(file: &Path) -> Result<snodo::serve::ServeOptions, String> {
     let name = file.display().to_string();
     let config = snodo::config::Config::load(file).map_err(|e| e.to_string())?;

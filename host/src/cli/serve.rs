@@ -4,36 +4,44 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use snodo::config::{COMMAND_LINE, ComponentSection, Config, RetrySection, TokenSection};
 use snodo::model::{Principal, RetryPolicy};
 use snodo::serve::ServeOptions;
-use snodo::store::{StoreConfig, StoreKind};
+use snodo::store::StoreKind;
 
 /// Serve MCP over Streamable HTTP with durable tasks.
-#[derive(Debug, clap::Args)]
+///
+/// The settings are the defaults, then the file (--config), then the environment
+/// (`SNODO_<SECTION>__<KEY>`), then these flags: each flag given overrides the key it names.
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
-    /// A configuration file (TOML); when given, the flags below except --log-json are
-    /// ignored. See docs/configuration.md.
+    /// A configuration file (TOML). See docs/configuration.md.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Address to listen on (MCP_PORT overrides the port).
-    #[arg(long, default_value = "127.0.0.1:3001")]
-    listen: SocketAddr,
-    /// Task store: `redb` (durable, in --data), `sqlite` (durable, in --data) or
-    /// `memory` (volatile). PostgreSQL is configured with --config.
-    #[arg(long, value_enum, default_value_t = StoreKind::Redb)]
-    store: StoreKind,
-    /// Data directory for the redb store and the compiled-component cache.
-    #[arg(long, default_value = ".snodo")]
-    data: PathBuf,
-    /// Component files to serve (default: the example guests under target/guests).
+    /// Address to listen on (`listen`; default 127.0.0.1:3001; MCP_PORT overrides the port).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Task store (`[store] kind`): `redb` (durable, in the data directory; the default),
+    /// `sqlite` (durable, in the data directory), `postgres` (its URL from the file or
+    /// SNODO_STORE__URL) or `memory` (volatile).
+    #[arg(long, value_enum)]
+    store: Option<StoreKind>,
+    /// Data directory for a file store and the compiled-component cache (`data_dir`;
+    /// default .snodo).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Component files to serve, in place of the file's `[[components]]` (default without
+    /// either: the example guests under target/guests).
     #[arg(long = "component")]
     components: Vec<PathBuf>,
-    /// Bearer token and principal, as TOKEN=TENANT:SUBJECT (repeatable).
+    /// Bearer token and principal, as TOKEN=TENANT:SUBJECT (repeatable; in place of the
+    /// file's `[[auth.tokens]]`).
     #[arg(long = "token", value_parser = parse_token)]
     tokens: Vec<(String, Principal)>,
-    /// Retry policy for a tool, as TOOL=DELAY_MS,DELAY_MS,... (repeatable).
+    /// Retry policy for a tool, as TOOL=DELAY_MS,DELAY_MS,... (repeatable; `[tools.TOOL]
+    /// retry`).
     #[arg(long = "retry", value_parser = parse_retry)]
-    retries: Vec<(String, RetryPolicy)>,
+    retries: Vec<(String, Vec<i64>)>,
     /// Keep a caller's W3C trace context with the tasks it creates (`[telemetry]
     /// trace_context`; turn it on once every node sharing the store runs this build).
     #[arg(long)]
@@ -42,12 +50,12 @@ pub(crate) struct ServeArgs {
     /// URL for http/protobuf, the address for gRPC); implies --trace-context.
     #[arg(long)]
     otlp_endpoint: Option<String>,
-    /// `http/protobuf` or `grpc` (`[telemetry.otlp] protocol`).
-    #[arg(long, default_value = "http/protobuf")]
-    otlp_protocol: String,
-    /// The share of traces recorded, 0 to 1 (`[telemetry.otlp] sampling_ratio`).
-    #[arg(long, default_value_t = 1.0)]
-    trace_sampling: f64,
+    /// `http/protobuf` (the default) or `grpc` (`[telemetry.otlp] protocol`).
+    #[arg(long)]
+    otlp_protocol: Option<String>,
+    /// The share of traces recorded, 0 to 1 (`[telemetry.otlp] sampling_ratio`; default 1).
+    #[arg(long)]
+    trace_sampling: Option<f64>,
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
@@ -57,10 +65,9 @@ pub(crate) struct ServeArgs {
 /// configuration file (or, without one, the component files the flags name).
 pub(crate) fn run(args: ServeArgs) -> ExitCode {
     init_logging(args.log_json);
-    let config = args.config.clone();
     // Settings problems found here are configuration errors (exit code 2, as in
     // `ServeError::exit_code`).
-    let opts = match options(args) {
+    let opts = match options(&args) {
         Ok(opts) => opts,
         Err(m) => {
             eprintln!("snodo serve: {m}");
@@ -72,8 +79,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         Err(code) => return code,
     };
     let (reload_tx, reloads) = tokio::sync::mpsc::channel(1);
-    let initial = opts.clone();
-    let hangups = runtime.spawn(reload_on_hangup(config, initial, reload_tx));
+    let hangups = runtime.spawn(reload_on_hangup(args, reload_tx));
     let served = runtime.block_on(snodo::serve::serve_reloading(
         opts,
         |_| {},
@@ -108,8 +114,9 @@ fn init_logging(json: bool) {
     }
 }
 
-/// What the flags (or the configuration file they name) ask to serve.
-fn options(args: ServeArgs) -> Result<ServeOptions, String> {
+/// What the file, the environment and the flags ask to serve, through the one road from a
+/// [`Config`] to [`ServeOptions`].
+fn options(args: &ServeArgs) -> Result<ServeOptions, String> {
     let port = match std::env::var("MCP_PORT") {
         Ok(port) => Some(
             port.parse::<u16>()
@@ -117,63 +124,109 @@ fn options(args: ServeArgs) -> Result<ServeOptions, String> {
         ),
         Err(_) => None,
     };
-    if let Some(file) = &args.config {
-        let mut opts = super::load_config(file)?;
-        if let Some(p) = port {
-            opts.listen.set_port(p);
-        }
-        return Ok(opts);
+    let (loaded, file) = match &args.config {
+        Some(f) => (Config::load(f), f.display().to_string()),
+        None => (Config::from_environment(), COMMAND_LINE.to_owned()),
+    };
+    let mut config = loaded.map_err(|e| e.to_string())?;
+    args.override_config(&mut config)?;
+    if args.config.is_none() && config.components.is_empty() {
+        config.components = super::default_components()?
+            .into_iter()
+            .map(|path| ComponentSection { path })
+            .collect();
     }
-    let mut listen = args.listen;
+    let mut opts = config.to_serve_options(&file).map_err(|e| e.to_string())?;
     if let Some(p) = port {
-        listen.set_port(p);
-    }
-    let components = match args.components {
-        c if c.is_empty() => super::default_components()?,
-        c => c,
-    };
-    let sqlite_file = args.data.join("tasks.sqlite");
-    let mut opts = ServeOptions::new(args.data, components);
-    opts.listen = listen;
-    opts.trace_context = args.trace_context || args.otlp_endpoint.is_some();
-    if let Some(endpoint) = &args.otlp_endpoint {
-        opts.otlp = Some(super::otlp_flags(
-            endpoint,
-            &args.otlp_protocol,
-            args.trace_sampling,
-        )?);
-    }
-    opts.store = match args.store {
-        StoreKind::Memory => StoreConfig::Memory,
-        StoreKind::Redb => opts.store,
-        StoreKind::Sqlite => StoreConfig::Sqlite(sqlite_file),
-        StoreKind::Postgres => {
-            return Err(
-                "--store postgres: a PostgreSQL store is configured in a file (--config; see docs/configuration.md)".into(),
-            );
-        }
-    };
-    for (i, (token, principal)) in args.tokens.into_iter().enumerate() {
-        if let Err(e) = snodo::http::check_token(&token, &principal, &opts.tokens) {
-            return Err(match e {
-                snodo::http::TokenError::Duplicate { first } => format!(
-                    "--token #{} repeats the token of --token #{}; tokens must be unique",
-                    i + 1,
-                    first + 1
-                ),
-                other => format!("--token #{}: {other}", i + 1),
-            });
-        }
-        opts.tokens.push((token, principal));
-    }
-    // A node serving several tenants gets the defaults sized for sharing.
-    let tenants = snodo::serve::tenants_in(&opts.tokens);
-    opts.limits = snodo::budget::TenantLimits::for_tenants(tenants);
-    opts.engine.max_tenant_memory_bytes = snodo::serve::shared_memory(&opts.engine, tenants);
-    for (tool, policy) in args.retries {
-        opts.tool_settings.entry(tool).or_default().retry_policy = Some(policy);
+        opts.listen.set_port(p);
     }
     Ok(opts)
+}
+
+impl ServeArgs {
+    /// Lays the flags given over `config`: each replaces the key it names.
+    fn override_config(&self, config: &mut Config) -> Result<(), String> {
+        // Paths on the command line are the working directory's, not the file's.
+        let absolute = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
+        if let Some(l) = self.listen {
+            config.listen = Some(l);
+            config.given_by_flag("listen", "--listen");
+        }
+        if let Some(kind) = self.store {
+            config.store.kind = kind;
+            config.given_by_flag("store.kind", "--store");
+        }
+        if let Some(d) = &self.data {
+            config.data_dir = Some(absolute(d));
+            config.given_by_flag("data_dir", "--data");
+        }
+        if !self.components.is_empty() {
+            config.components = (self.components.iter())
+                .map(|p| ComponentSection { path: absolute(p) })
+                .collect();
+            config.given_by_flag("components", "--component");
+        }
+        if !self.tokens.is_empty() {
+            config.auth.tokens.clear();
+            for (i, (token, principal)) in self.tokens.iter().enumerate() {
+                config.auth.tokens.push(TokenSection {
+                    token: Some(token.clone()),
+                    token_env: None,
+                    tenant: principal.tenant.clone(),
+                    subject: principal.subject.clone(),
+                });
+                config.given_by_flag(&format!("auth.tokens[{i}]"), &format!("--token #{}", i + 1));
+            }
+        }
+        for (tool, delays) in &self.retries {
+            let section = config.tools.entry(tool.clone()).or_default();
+            section.retry = Some(RetrySection::List(delays.clone()));
+            config.given_by_flag(&format!("tools.{tool}.retry"), "--retry");
+        }
+        if self.trace_context {
+            config.telemetry.trace_context = Some(true);
+            config.given_by_flag("telemetry.trace_context", "--trace-context");
+        }
+        self.override_otlp(config)
+    }
+
+    /// `--otlp-endpoint`, `--otlp-protocol` and `--trace-sampling` over `[telemetry.otlp]`.
+    fn override_otlp(&self, config: &mut Config) -> Result<(), String> {
+        if let Some(endpoint) = &self.otlp_endpoint {
+            let otlp = (config.telemetry.otlp)
+                .get_or_insert_with(|| snodo_otel::OtlpSection::new(endpoint.clone()));
+            otlp.endpoint.clone_from(endpoint);
+            config.given_by_flag("telemetry.otlp.endpoint", "--otlp-endpoint");
+        }
+        let flags = [
+            ("protocol", "--otlp-protocol", self.otlp_protocol.is_some()),
+            (
+                "sampling_ratio",
+                "--trace-sampling",
+                self.trace_sampling.is_some(),
+            ),
+        ];
+        let Some(otlp) = config.telemetry.otlp.as_mut() else {
+            return match flags.iter().find(|(_, _, given)| *given) {
+                Some((_, flag, _)) => Err(format!(
+                    "{flag} needs --otlp-endpoint (or [telemetry.otlp] in the file)"
+                )),
+                None => Ok(()),
+            };
+        };
+        if let Some(p) = &self.otlp_protocol {
+            otlp.protocol = p.parse().map_err(|e| format!("--otlp-protocol: {e}"))?;
+        }
+        if let Some(r) = self.trace_sampling {
+            otlp.sampling_ratio = r;
+        }
+        for (key, flag, given) in flags {
+            if given {
+                config.given_by_flag(&format!("telemetry.otlp.{key}"), flag);
+            }
+        }
+        Ok(())
+    }
 }
 
 fn parse_token(s: &str) -> Result<(String, Principal), String> {
@@ -186,7 +239,7 @@ fn parse_token(s: &str) -> Result<(String, Principal), String> {
     Ok((token.to_owned(), principal))
 }
 
-fn parse_retry(s: &str) -> Result<(String, RetryPolicy), String> {
+fn parse_retry(s: &str) -> Result<(String, Vec<i64>), String> {
     let (tool, delays) = s
         .split_once('=')
         .ok_or("a retry policy is TOOL=DELAY_MS,DELAY_MS,...")?;
@@ -196,34 +249,21 @@ fn parse_retry(s: &str) -> Result<(String, RetryPolicy), String> {
         .map(str::parse)
         .collect();
     let delays = delays.map_err(|e| format!("retry delays for {tool}: {e}"))?;
-    let policy = RetryPolicy::new(delays).map_err(|e| format!("retry policy for {tool}: {e}"))?;
-    Ok((tool.to_owned(), policy))
+    RetryPolicy::new(delays.iter().copied())
+        .map_err(|e| format!("retry policy for {tool}: {e}"))?;
+    Ok((tool.to_owned(), delays))
 }
 
-/// At every SIGHUP: reads the configuration file again and hands it to the server, or
-/// logs why it was refused (the server keeps what it runs). Without a file, the options the
-/// flags gave are handed again: the component files they name are read anew.
-async fn reload_on_hangup(
-    config: Option<PathBuf>,
-    initial: ServeOptions,
-    reloads: tokio::sync::mpsc::Sender<ServeOptions>,
-) {
+/// At every SIGHUP: reads the configuration again (the file, the environment and the
+/// flags, as at start: the component files are read anew) and hands it to the server, or
+/// logs why it was refused (the server keeps what it runs).
+async fn reload_on_hangup(args: ServeArgs, reloads: tokio::sync::mpsc::Sender<ServeOptions>) {
     let Ok(mut hangups) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
     else {
         return;
     };
     while hangups.recv().await.is_some() {
-        let next = match &config {
-            Some(file) => super::load_config(file).map(|mut o| {
-                // As at start: MCP_PORT names the port.
-                if let Some(p) = std::env::var("MCP_PORT").ok().and_then(|p| p.parse().ok()) {
-                    o.listen.set_port(p);
-                }
-                o
-            }),
-            None => Ok(initial.clone()),
-        };
-        match next {
+        match options(&args) {
             Ok(o) => {
                 tracing::info!("SIGHUP: reloading the configuration");
                 if reloads.send(o).await.is_err() {

@@ -1099,6 +1099,42 @@ fn text_logs_off_a_terminal_carry_no_escape_codes() {
     );
 }
 
+/// Every key of the configuration can come from the environment, file or no file:
+/// `SNODO_METRICS__TOKEN` closes `/metrics` (open on a loopback node without it) to callers
+/// without the token, and a value that does not fit its key is refused naming the variable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_keys_come_from_the_environment() {
+    let served = [
+        "--store",
+        "memory",
+        "--component",
+        snodo_test_guests::FIXTURES,
+    ];
+    let open = spawn_serve(&served, &[]);
+    let (status, _) = common::process::get(open.addr, "/metrics").await;
+    assert_eq!(status, 200, "open without the setting");
+    drop(open);
+    let closed = spawn_serve(
+        &served,
+        &[("SNODO_METRICS__TOKEN", "metrics-token-0123456789")],
+    );
+    let (status, _) = common::process::get(closed.addr, "/metrics").await;
+    assert_eq!(status, 401, "the variable's token is required");
+    drop(closed);
+    let out = snodo(&["serve", "--listen", "127.0.0.1:0"])
+        .args(served)
+        .env("SNODO_HTTP__MAX_CONNECTIONS", "many")
+        .env_remove("MCP_PORT")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("the environment: SNODO_HTTP__MAX_CONNECTIONS: invalid type"),
+        "{err}"
+    );
+}
+
 /// SIGHUP reloads the configuration file and never stops the server: a file that does not
 /// validate is refused and what serves stays; a valid one deploys its new component set,
 /// takes its tool settings and names the settings that wait for a restart.

@@ -54,7 +54,7 @@ pub use api::{
 };
 pub(crate) use backend::Backend;
 pub use backend::ChangeKind;
-pub use config::{OpenedStore, StoreConfig, StoreKind};
+pub use config::{OpenedStore, StoreConfig, StoreKind, StoreSection};
 pub use error::StoreError;
 #[cfg(feature = "redb")]
 pub use fault::{Faults, FaultyDevice};

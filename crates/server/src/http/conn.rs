@@ -46,27 +46,33 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
 
-/// The transport's limits. Every field has a default, documented in docs/configuration.md
-/// (`[http]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The transport's limits, and the `[http]` section of the configuration file (times in
+/// milliseconds, under the names with `_ms`). Every field has a default, documented in
+/// docs/configuration.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HttpLimits {
     /// How long a new connection may stay silent before its first byte
-    /// (`http.first_byte_timeout_ms`).
+    /// (`http.first_byte_timeout_ms`, default 3 000).
+    #[serde(rename = "first_byte_timeout_ms", with = "snodo_core::config::millis")]
     pub first_byte_timeout: Duration,
     /// How long a client has to send a complete request head, from the first byte of a
-    /// request (`http.header_timeout_ms`).
+    /// request (`http.header_timeout_ms`, default 10 000).
+    #[serde(rename = "header_timeout_ms", with = "snodo_core::config::millis")]
     pub header_timeout: Duration,
     /// How long a client has to send a whole request body once its head arrived
-    /// (`http.body_timeout_ms`); a late body gets 408.
+    /// (`http.body_timeout_ms`, default 30 000); a late body gets 408.
+    #[serde(rename = "body_timeout_ms", with = "snodo_core::config::millis")]
     pub body_timeout: Duration,
     /// How long a keep-alive connection may wait for its next request
-    /// (`http.idle_timeout_ms`).
+    /// (`http.idle_timeout_ms`, default 60 000).
+    #[serde(rename = "idle_timeout_ms", with = "snodo_core::config::millis")]
     pub idle_timeout: Duration,
-    /// The most connections open at once (`http.max_connections`); more wait to be
-    /// accepted.
+    /// The most connections open at once (`http.max_connections`, default 1 024, at most
+    /// [`MAX_CONNECTIONS_LIMIT`]); more wait to be accepted.
     pub max_connections: usize,
-    /// The most connections one peer address may hold open (`http.max_connections_per_peer`;
-    /// 0: no such cap, for a server that sees every client through one proxy).
+    /// The most connections one peer address may hold open (`http.max_connections_per_peer`,
+    /// default 256; 0: no such cap, for a server that sees every client through one proxy).
     pub max_connections_per_peer: usize,
 }
 
@@ -80,6 +86,33 @@ impl Default for HttpLimits {
             max_connections: 1024,
             max_connections_per_peer: 256,
         }
+    }
+}
+
+impl HttpLimits {
+    /// The rules of `[http]`, each naming its key (relative to the section): every timeout
+    /// positive, the connection cap within 1..=[`MAX_CONNECTIONS_LIMIT`].
+    pub fn check(&self) -> Result<(), snodo_core::config::SettingError> {
+        for (key, timeout) in [
+            ("first_byte_timeout_ms", self.first_byte_timeout),
+            ("header_timeout_ms", self.header_timeout),
+            ("body_timeout_ms", self.body_timeout),
+            ("idle_timeout_ms", self.idle_timeout),
+        ] {
+            if timeout.is_zero() {
+                return Err(snodo_core::config::SettingError::new(
+                    key,
+                    "must be positive",
+                ));
+            }
+        }
+        if self.max_connections == 0 || self.max_connections > MAX_CONNECTIONS_LIMIT {
+            return Err(snodo_core::config::SettingError::new(
+                "max_connections",
+                format!("1..={MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -46,11 +46,16 @@ pub(crate) fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
+/// `snodo serve` with `args` and the variables `env`, logging JSON lines, on an ephemeral
+/// loopback port: `--listen 127.0.0.1:0` unless a configuration file is given, whose own
+/// `listen` then stands (a flag would override it, reloads included).
 pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_snodo"));
-    cmd.arg("serve")
-        .args(["--listen", "127.0.0.1:0", "--log-json"])
-        .args(args)
+    cmd.arg("serve").arg("--log-json");
+    if !args.contains(&"--config") {
+        cmd.args(["--listen", "127.0.0.1:0"]);
+    }
+    cmd.args(args)
         .env_remove("MCP_PORT")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
