@@ -135,7 +135,6 @@ pub(crate) fn store_step(
     });
 }
 
-/// What a refused commit means for the job.
 /// Fails a task without running its guest, with `status` as its last message.
 async fn fail_unrun(
     inner: &Inner,
@@ -148,12 +147,10 @@ async fn fail_unrun(
         error,
         status_message: Some(status.into()),
     };
-    match commit(inner, lease, "outcome", kind, spans).await {
-        Ok(_) => JobOutcome::Failed,
-        Err(e) => refused(&e),
-    }
+    commit_outcome(inner, lease, kind, spans, JobOutcome::Failed).await
 }
 
+/// What a refused commit means for the job.
 fn refused(e: &StoreError) -> JobOutcome {
     match e {
         StoreError::Terminal {
@@ -163,6 +160,8 @@ fn refused(e: &StoreError) -> JobOutcome {
     }
 }
 
+/// Runs one claimed attempt to its end: the start, the guest under a heartbeat, the
+/// outcome's commit.
 pub(super) async fn run(
     inner: &Arc<Inner>,
     claimed: Claimed,
@@ -174,53 +173,21 @@ pub(super) async fn run(
 ) {
     let lease = claimed.lease.clone();
     let task_id = *lease.task_id();
-    let generation = lease.generation();
     let mut job = Job {
         inner,
         task: task_id,
-        generation,
+        generation: lease.generation(),
         began: Instant::now(),
         started: false,
         outcome: None,
         stop_reason,
         spans: None,
     };
-
-    // A refused start (cancelled, superseded) is no job: nothing is reported. A claim that
-    // committed the start itself saved this commit.
-    let start_commit = std::time::SystemTime::now();
-    let began = Instant::now();
-    let task = if claimed.started {
-        claimed.task.clone()
-    } else {
-        match commit(inner, &lease, "started", EventKind::Started, &None).await {
-            Ok(c) => c.task,
-            Err(_) => return,
-        }
+    // A refused start (cancelled, superseded) is no job: nothing is reported.
+    let Some(task) = begin(&mut job, &claimed, claim).await else {
+        return;
     };
-    let tool = work_tool(&claimed.work);
-    job.spans = AttemptSpans::start(
-        &inner.opts.tracer,
-        &task_id,
-        task.span.as_ref(),
-        tool,
-        generation,
-        task.attempt,
-        &inner.opts.owner,
-        claim,
-    );
     let spans = job.spans.clone();
-    if !claimed.started {
-        store_step(&spans, "started", start_commit, began.elapsed(), None);
-    }
-    if task.inputs.values().any(|e| e.response.is_some()) {
-        // A replay that has answers to hand its guest: after a park or a crash.
-        trace::with(&spans, |s| s.event("resumed", Vec::new()));
-    }
-    job.started(
-        task.attempt,
-        claimed.work.trace.as_ref().map(|t| t.trace_id.clone()),
-    );
     let stopped_by = job.stop_reason.clone();
     let stop = |outcome: JobOutcome| job.stop(outcome);
 
@@ -233,10 +200,103 @@ pub(super) async fn run(
     };
 
     let lost = AtomicBool::new(false);
+    let (component, exec) = execution(inner, &claimed, &task, resolved, &cancel, &slot, &spans);
+    // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
+    // nothing keeps renewing a lease nobody uses.
+    let beat = async {
+        heartbeat(inner, &lease_cell, &cancel, &lost).await;
+        std::future::pending::<std::convert::Infallible>().await
+    };
+    let exec_start = std::time::SystemTime::now();
+    let mark = spans.as_ref().map_or(0, |s| s.lock().mark());
+    let report = tokio::select! {
+        report = component.execute(exec) => report,
+        never = beat => match never {},
+    };
+    trace_execution(&spans, work_tool(&claimed.work), exec_start, mark, &report);
+    // The guest is gone (its instance dropped with the execution): what is left is the
+    // outcome's commit, which needs no execution slot.
+    slot.free();
+    inner.instr.event(&RunnerEvent::GuestRan {
+        task: task_id,
+        instantiate: report.instantiate,
+        run: report.run,
+    });
+    // A stopper (shutdown, the reaper, a replacing claim, a client's cancel) that flipped
+    // the token owns what happens to the task: a guest that returned because it was told
+    // to stop has no outcome of its own to commit, and committing it would end a task that
+    // shutdown meant to release for another runner. The stopper leaves its reason before
+    // it flips the token, so an outcome caused by the stop always sees the reason.
+    if stopped_by.lock().is_some() {
+        return;
+    }
+    let lease = lease_cell.lock().clone();
+
+    let outcome = settle(inner, &lease, task_id, report.outcome, &lost, &spans).await;
+    // Nothing to forget on the common path: a node whose guests all start never locks it.
+    if !matches!(outcome, JobOutcome::Released) && inner.any_start_failures.load(Ordering::Relaxed)
+    {
+        inner.start_failures.lock().remove(&task_id);
+    }
+    stop(outcome);
+}
+
+/// Starts `job`: commits the `started` event (unless the claim committed it itself), opens
+/// the attempt's spans and reports the job started. The task as started, or `None` when
+/// the store refused the start (cancelled, superseded).
+async fn begin(
+    job: &mut Job<'_>,
+    claimed: &Claimed,
+    claim: ClaimTime,
+) -> Option<snodo_core::model::Task> {
+    let inner = job.inner;
+    let start_commit = std::time::SystemTime::now();
+    let began = Instant::now();
+    let task = if claimed.started {
+        claimed.task.clone()
+    } else {
+        let started = commit(inner, &claimed.lease, "started", EventKind::Started, &None);
+        started.await.ok()?.task
+    };
+    job.spans = AttemptSpans::start(
+        &inner.opts.tracer,
+        &job.task,
+        task.span.as_ref(),
+        work_tool(&claimed.work),
+        job.generation,
+        task.attempt,
+        &inner.opts.owner,
+        claim,
+    );
+    if !claimed.started {
+        store_step(&job.spans, "started", start_commit, began.elapsed(), None);
+    }
+    if task.inputs.values().any(|e| e.response.is_some()) {
+        // A replay that has answers to hand its guest: after a park or a crash.
+        trace::with(&job.spans, |s| s.event("resumed", Vec::new()));
+    }
+    job.started(
+        task.attempt,
+        claimed.work.trace.as_ref().map(|t| t.trace_id.clone()),
+    );
+    Some(task)
+}
+
+/// What runs the attempt, and the execution it runs: the task's IO under the claim's
+/// lease, its limits (the runner's wall clock unless the work sets one) and its caller.
+fn execution(
+    inner: &Inner,
+    claimed: &Claimed,
+    task: &snodo_core::model::Task,
+    resolved: crate::Resolved,
+    cancel: &CancelToken,
+    slot: &Running,
+    spans: &Spans,
+) -> (Arc<dyn snodo_wasm::Executable>, Execution) {
     let caller = Arc::new(stored_caller(&claimed.work, &task.client_capabilities));
     let io = TaskIo::new(
         inner.store.clone(),
-        lease.clone(),
+        claimed.lease.clone(),
         task.client_capabilities.clone(),
         inner.waiters.clone(),
     )
@@ -247,7 +307,7 @@ pub(super) async fn run(
     .tracked(inner.tasks.clone())
     .traced(spans.clone());
     let exec = Execution {
-        task_id: Some(task_id.to_string()),
+        task_id: Some(claimed.lease.task_id().to_string()),
         tool: resolved.tool,
         arguments: resolved.arguments,
         idempotency_key: claimed.work.idempotency_key.clone(),
@@ -267,19 +327,19 @@ pub(super) async fn run(
         tenant: slot.tenant(),
         caller,
     };
-    // The heartbeat runs inside this future, so however the attempt ends (or is dropped)
-    // nothing keeps renewing a lease nobody uses.
-    let beat = async {
-        heartbeat(inner, &lease_cell, &cancel, &lost).await;
-        std::future::pending::<std::convert::Infallible>().await
-    };
-    let exec_start = std::time::SystemTime::now();
-    let mark = spans.as_ref().map_or(0, |s| s.lock().mark());
-    let report = tokio::select! {
-        report = resolved.component.execute(exec) => report,
-        never = beat => match never {},
-    };
-    trace::with(&spans, |s| {
+    (resolved.component, exec)
+}
+
+/// The execution's steps in the attempt's span: the instantiation, then the tool's run,
+/// which adopts the steps recorded during it (from `mark` on).
+fn trace_execution(
+    spans: &Spans,
+    tool: &str,
+    exec_start: std::time::SystemTime,
+    mark: usize,
+    report: &snodo_wasm::ExecutionReport,
+) {
+    trace::with(spans, |s| {
         let during = s.mark();
         s.step(
             "instantiate",
@@ -315,31 +375,6 @@ pub(super) async fn run(
         );
         s.adopt(mark, during, id);
     });
-    // The guest is gone (its instance dropped with the execution): what is left is the
-    // outcome's commit, which needs no execution slot.
-    slot.free();
-    inner.instr.event(&RunnerEvent::GuestRan {
-        task: task_id,
-        instantiate: report.instantiate,
-        run: report.run,
-    });
-    // A stopper (shutdown, the reaper, a replacing claim, a client's cancel) that flipped
-    // the token owns what happens to the task: a guest that returned because it was told
-    // to stop has no outcome of its own to commit, and committing it would end a task that
-    // shutdown meant to release for another runner. The stopper leaves its reason before
-    // it flips the token, so an outcome caused by the stop always sees the reason.
-    if stopped_by.lock().is_some() {
-        return;
-    }
-    let lease = lease_cell.lock().clone();
-
-    let outcome = settle(inner, &lease, task_id, report.outcome, &lost, &spans).await;
-    // Nothing to forget on the common path: a node whose guests all start never locks it.
-    if !matches!(outcome, JobOutcome::Released) && inner.any_start_failures.load(Ordering::Relaxed)
-    {
-        inner.start_failures.lock().remove(&task_id);
-    }
-    stop(outcome);
 }
 
 /// The host could not start the attempt's guest. The task is released to be claimed again,
@@ -484,18 +519,8 @@ async fn settle(
     match outcome {
         Ok(GuestOutcome::Completed(result)) => {
             let result = serde_json::Value::Object(result);
-            match commit(
-                inner,
-                lease,
-                "outcome",
-                EventKind::Completed { result },
-                spans,
-            )
-            .await
-            {
-                Ok(_) => JobOutcome::Completed,
-                Err(e) => refused(&e),
-            }
+            let kind = EventKind::Completed { result };
+            commit_outcome(inner, lease, kind, spans, JobOutcome::Completed).await
         }
         Ok(GuestOutcome::Failed {
             error,
@@ -505,10 +530,7 @@ async fn settle(
                 error,
                 status_message,
             };
-            match commit(inner, lease, "outcome", kind, spans).await {
-                Ok(_) => JobOutcome::Failed,
-                Err(e) => refused(&e),
-            }
+            commit_outcome(inner, lease, kind, spans, JobOutcome::Failed).await
         }
         Ok(GuestOutcome::Retry {
             error,
@@ -518,31 +540,7 @@ async fn settle(
                 error,
                 status_message: Some(status_message),
             };
-            match commit(inner, lease, "outcome", kind, spans).await {
-                Ok(Committed {
-                    effect: Effect::RetryScheduled { retry_at, .. },
-                    task: committed_task,
-                    ..
-                }) => {
-                    // Both instants are the store's clock: the wait needs no clock read.
-                    let wait = retry_at
-                        .as_millis()
-                        .saturating_sub(committed_task.last_updated_at.as_millis());
-                    trace::with(spans, |s| {
-                        s.event(
-                            "retry_scheduled",
-                            vec![
-                                ("snodo.retry.due_at_ms", retry_at.as_millis().into()),
-                                ("snodo.retry.count", committed_task.retry_count.into()),
-                            ],
-                        );
-                    });
-                    schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
-                    JobOutcome::RetryScheduled
-                }
-                Ok(_) => JobOutcome::RetryExhausted,
-                Err(e) => refused(&e),
-            }
+            retry(inner, lease, task_id, kind, spans).await
         }
         Err(
             e @ (AttemptError::Trap(_)
@@ -556,10 +554,7 @@ async fn settle(
                 error: e.to_rpc_error(),
                 status_message: Some(e.to_string()),
             };
-            match commit(inner, lease, "outcome", kind, spans).await {
-                Ok(_) => JobOutcome::Failed,
-                Err(e) => refused(&e),
-            }
+            commit_outcome(inner, lease, kind, spans, JobOutcome::Failed).await
         }
         Err(AttemptError::Parked) => {
             trace::with(spans, |s| s.event("parked", Vec::new()));
@@ -581,6 +576,56 @@ async fn settle(
                 }
             }
         }
+    }
+}
+
+/// Commits the outcome `kind`: `done` once committed, else what the refusal means.
+async fn commit_outcome(
+    inner: &Inner,
+    lease: &Lease,
+    kind: EventKind,
+    spans: &Spans,
+    done: JobOutcome,
+) -> JobOutcome {
+    match commit(inner, lease, "outcome", kind, spans).await {
+        Ok(_) => done,
+        Err(e) => refused(&e),
+    }
+}
+
+/// Commits the guest's request to be retried (`kind`), and looks again when the retry is
+/// due; past the retry policy the task failed instead.
+async fn retry(
+    inner: &Arc<Inner>,
+    lease: &Lease,
+    task_id: snodo_core::model::TaskId,
+    kind: EventKind,
+    spans: &Spans,
+) -> JobOutcome {
+    match commit(inner, lease, "outcome", kind, spans).await {
+        Ok(Committed {
+            effect: Effect::RetryScheduled { retry_at, .. },
+            task: committed_task,
+            ..
+        }) => {
+            // Both instants are the store's clock: the wait needs no clock read.
+            let wait = retry_at
+                .as_millis()
+                .saturating_sub(committed_task.last_updated_at.as_millis());
+            trace::with(spans, |s| {
+                s.event(
+                    "retry_scheduled",
+                    vec![
+                        ("snodo.retry.due_at_ms", retry_at.as_millis().into()),
+                        ("snodo.retry.count", committed_task.retry_count.into()),
+                    ],
+                );
+            });
+            schedule_retry(inner.clone(), task_id, Duration::from_millis(wait));
+            JobOutcome::RetryScheduled
+        }
+        Ok(_) => JobOutcome::RetryExhausted,
+        Err(e) => refused(&e),
     }
 }
 

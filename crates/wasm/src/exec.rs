@@ -471,45 +471,7 @@ async fn call_export(
             .call_prepare(&mut *store, &tool, &arguments)
             .await
             .map(Returned::Prepared),
-        Call::Execute(work) if linked.execution.is_some() => {
-            let index = linked.execution.as_ref().map(|(_, i)| *i);
-            let func = index
-                .and_then(|i| instance.get_func(&mut *store, i))
-                .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
-            // SAFETY: the signature is the one `execution.call_execute` uses, and this
-            // component's `execution` was checked against it when the component was loaded
-            // (the `Describe` arm above); a loaded component's types never change.
-            #[allow(unsafe_code)]
-            let execute = unsafe {
-                wasmtime::component::TypedFunc::<(&types::Work,), (outcomes::Outcome,)>::new_unchecked(
-                    func,
-                )
-            };
-            execute
-                .call_async(&mut *store, (&work,))
-                .await
-                .map(|(outcome,)| Returned::OutcomeV3(outcome))
-        }
-        Call::Execute(work) => {
-            let func = instance
-                .get_func(&mut *store, linked.execute)
-                .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
-            // SAFETY: the signature is the one `tools.call_execute` uses, and this
-            // component's `execute` was checked against it when the component was
-            // loaded: `ComponentLoader::load` runs `describe` through `tools.load`,
-            // which type-checks every export of the interface, and a loaded
-            // component's types never change.
-            #[allow(unsafe_code)]
-            let execute = unsafe {
-                wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(
-                    func,
-                )
-            };
-            execute
-                .call_async(&mut *store, (&work,))
-                .await
-                .map(|(outcome,)| Returned::Outcome(outcome))
-        }
+        Call::Execute(work) => execute(linked, store, instance, &work).await,
         Call::DescribeCatalog => {
             let c = linked.catalog(store, instance)?;
             c.call_describe_catalog(&mut *store)
@@ -540,6 +502,49 @@ async fn call_export(
                 .map(Returned::Completion)
         }
     }
+}
+
+/// Calls the component's `execute`: the 0.3.0 `execution` interface's when it has one,
+/// else the `tools` interface's.
+async fn execute(
+    linked: &Linked,
+    store: &mut Store<HostState>,
+    instance: &wasmtime::component::Instance,
+    work: &types::Work,
+) -> wasmtime::Result<Returned> {
+    if let Some((_, index)) = &linked.execution {
+        let func = instance
+            .get_func(&mut *store, *index)
+            .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+        // SAFETY: the signature is the one `execution.call_execute` uses, and this
+        // component's `execution` was checked against it when the component was loaded
+        // (`Call::Describe` in `call_export`); a loaded component's types never change.
+        #[allow(unsafe_code)]
+        let execute = unsafe {
+            wasmtime::component::TypedFunc::<(&types::Work,), (outcomes::Outcome,)>::new_unchecked(
+                func,
+            )
+        };
+        return execute
+            .call_async(&mut *store, (work,))
+            .await
+            .map(|(outcome,)| Returned::OutcomeV3(outcome));
+    }
+    let func = instance
+        .get_func(&mut *store, linked.execute)
+        .ok_or_else(|| wasmtime::Error::msg("the component lost its execute"))?;
+    // SAFETY: the signature is the one `tools.call_execute` uses, and this component's
+    // `execute` was checked against it when the component was loaded:
+    // `ComponentLoader::load` runs `describe` through `tools.load`, which type-checks every
+    // export of the interface, and a loaded component's types never change.
+    #[allow(unsafe_code)]
+    let execute = unsafe {
+        wasmtime::component::TypedFunc::<(&types::Work,), (types::Outcome,)>::new_unchecked(func)
+    };
+    execute
+        .call_async(&mut *store, (work,))
+        .await
+        .map(|(outcome,)| Returned::Outcome(outcome))
 }
 
 /// The guest's log lines followed by its stdout and stderr lines, and how many were dropped.

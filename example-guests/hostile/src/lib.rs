@@ -99,67 +99,12 @@ impl Guest for Hostile {
 
     fn execute(work: Work) -> Outcome {
         match work.tool.as_str() {
-            // Counts its own executions: a reused instance would answer more than 1.
-            "counter" => {
-                static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-                let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-                text(&n.to_string())
-            }
-            // Reports what ambient authority it can find.
-            "probe" => {
-                let env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
-                let root = std::fs::read_dir("/").map(|d| d.count()).map_err(|e| e.to_string());
-                let granted = std::fs::read_to_string("/granted/hello.txt").map_err(|e| e.to_string());
-                // Sockets: a connect to `port` on loopback, a listener, a name lookup.
-                let port = arg(&work, "port", 1) as u16;
-                let connect = std::net::TcpStream::connect(("127.0.0.1", port))
-                    .map(|_| ())
-                    .map_err(|e| e.kind().to_string());
-                let bind = std::net::TcpListener::bind("0.0.0.0:0")
-                    .map(|_| ())
-                    .map_err(|e| e.kind().to_string());
-                let lookup = std::net::ToSocketAddrs::to_socket_addrs("localhost:80")
-                    .map(|a| a.count())
-                    .map_err(|e| e.kind().to_string());
-                let report = format!(
-                    "env={}\nroot={root:?}\ngranted={granted:?}\nconnect={connect:?}\nbind={bind:?}\nlookup={lookup:?}",
-                    env.join(",")
-                );
-                Outcome::Completed(ToolResult {
-                    content: vec![ContentBlock::Text(report)],
-                    structured_content: None,
-                    is_error: false,
-                })
-            }
-            // Computes forever and never looks at the cancellation token.
-            "spin" => {
-                let mut x: u64 = 0;
-                loop {
-                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                }
-            }
-            // Computes for `ms` milliseconds of wall time, then answers.
-            "burn" => {
-                let until = std::time::Instant::now()
-                    + std::time::Duration::from_millis(arg(&work, "ms", 100));
-                let mut x: u64 = 0;
-                while std::time::Instant::now() < until {
-                    for _ in 0..10_000 {
-                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-                    }
-                }
-                text(&format!("burned {x}"))
-            }
+            "counter" => counter(),
+            "probe" => probe(&work),
+            "spin" => spin(),
+            "burn" => burn(arg(&work, "ms", 100)),
             "backtrack" | "branches" => text("checked"),
-            // Grows memory until the host's cap stops it.
-            "memory_bomb" => {
-                let mut hoard: Vec<Vec<u8>> = Vec::new();
-                loop {
-                    let mut chunk = vec![0u8; 1 << 20];
-                    chunk[0] = hoard.len() as u8;
-                    hoard.push(std::hint::black_box(chunk));
-                }
-            }
+            "memory_bomb" => memory_bomb(),
             "trap" => panic!("this guest traps on purpose"),
             "broken_promise" => Outcome::Completed(ToolResult {
                 content: vec![ContentBlock::Text("no sum".into())],
@@ -180,25 +125,10 @@ impl Guest for Hostile {
             "ignore_cancel" => loop {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             },
-            // Floods stdout and the log import.
-            "chatty" => {
-                let line = "x".repeat(1024);
-                for _ in 0..4096 {
-                    println!("{line}");
-                    context::log(bindings::snodo::tasks::types::LogLevel::Info, &line);
-                }
-                text("done talking")
-            }
+            "chatty" => chatty(),
             // Returns `mb` megabytes of text.
             "big_result" => text(&"x".repeat((arg(&work, "mb", 8) as usize) << 20)),
-            // Sets its status `times` times.
-            "status_flood" => {
-                let times = arg(&work, "times", 3_000);
-                for i in 0..times {
-                    context::set_status(&format!("step {i}"));
-                }
-                text(&format!("set the status {times} times"))
-            }
+            "status_flood" => status_flood(arg(&work, "times", 3_000)),
             // Waits `ms` milliseconds in the clock import (not computing), then answers.
             "hold" => {
                 std::thread::sleep(std::time::Duration::from_millis(arg(&work, "ms", 60_000)));
@@ -217,6 +147,90 @@ impl Guest for Hostile {
             }),
         }
     }
+}
+
+/// Counts its own executions: a reused instance would answer more than 1.
+fn counter() -> Outcome {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    text(&n.to_string())
+}
+
+/// Reports what ambient authority it can find.
+fn probe(work: &Work) -> Outcome {
+    let env: Vec<String> = std::env::vars().map(|(k, _)| k).collect();
+    let root = std::fs::read_dir("/")
+        .map(|d| d.count())
+        .map_err(|e| e.to_string());
+    let granted = std::fs::read_to_string("/granted/hello.txt").map_err(|e| e.to_string());
+    // Sockets: a connect to `port` on loopback, a listener, a name lookup.
+    let port = arg(work, "port", 1) as u16;
+    let connect = std::net::TcpStream::connect(("127.0.0.1", port))
+        .map(|_| ())
+        .map_err(|e| e.kind().to_string());
+    let bind = std::net::TcpListener::bind("0.0.0.0:0")
+        .map(|_| ())
+        .map_err(|e| e.kind().to_string());
+    let lookup = std::net::ToSocketAddrs::to_socket_addrs("localhost:80")
+        .map(|a| a.count())
+        .map_err(|e| e.kind().to_string());
+    let report = format!(
+        "env={}\nroot={root:?}\ngranted={granted:?}\nconnect={connect:?}\nbind={bind:?}\nlookup={lookup:?}",
+        env.join(",")
+    );
+    Outcome::Completed(ToolResult {
+        content: vec![ContentBlock::Text(report)],
+        structured_content: None,
+        is_error: false,
+    })
+}
+
+/// Computes forever and never looks at the cancellation token.
+fn spin() -> ! {
+    let mut x: u64 = 0;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+    }
+}
+
+/// Computes for `ms` milliseconds of wall time, then answers.
+fn burn(ms: u64) -> Outcome {
+    let until = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    let mut x: u64 = 0;
+    while std::time::Instant::now() < until {
+        for _ in 0..10_000 {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    text(&format!("burned {x}"))
+}
+
+/// Grows memory until the host's cap stops it.
+fn memory_bomb() -> ! {
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk = vec![0u8; 1 << 20];
+        chunk[0] = hoard.len() as u8;
+        hoard.push(std::hint::black_box(chunk));
+    }
+}
+
+/// Floods stdout and the log import.
+fn chatty() -> Outcome {
+    let line = "x".repeat(1024);
+    for _ in 0..4096 {
+        println!("{line}");
+        context::log(bindings::snodo::tasks::types::LogLevel::Info, &line);
+    }
+    text("done talking")
+}
+
+/// Sets its status `times` times.
+fn status_flood(times: u64) -> Outcome {
+    for i in 0..times {
+        context::set_status(&format!("step {i}"));
+    }
+    text(&format!("set the status {times} times"))
 }
 
 bindings::export!(Hostile with_types_in bindings);

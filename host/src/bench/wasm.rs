@@ -108,8 +108,7 @@ async fn one(
     path: &std::path::Path,
     figures: &mut Vec<WasmFigure>,
 ) -> Result<(), String> {
-    use snodo::mcp::SyncIo;
-    use snodo::wasm::{Allocation, ComponentLoader, EngineConfig, Execution, WasmEngine};
+    use snodo::wasm::{Allocation, EngineConfig, WasmEngine};
 
     let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
     figures.push(WasmFigure {
@@ -122,46 +121,18 @@ async fn one(
     });
 
     let engine = WasmEngine::new(EngineConfig::default())?;
-    let mut compiles = Vec::new();
-    for _ in 0..opts.compiles.max(1) {
-        let e = engine.wasmtime().clone();
-        let b = bytes.clone();
-        let t = tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            wasmtime::component::Component::new(&e, &b).map(|_| started.elapsed())
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("{e:#}"))?;
-        compiles.push(t);
-    }
     figures.push(latency(
         label,
         "cold compile (Component::new)",
-        compiles,
+        compile_times(&engine, &bytes, opts.compiles).await?,
         "ms",
     ));
-
-    // A restart finds the compiled code in the data directory's cache.
-    let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
-    let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-    load(&warm_loader, path).await?;
-    let mut loads = Vec::new();
-    for _ in 0..opts.compiles.max(1) {
-        let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
-        let c = load(&loader, path).await?;
-        if !c.info().cache_hit {
-            return Err(format!("{label}: the disk cache was not used"));
-        }
-        loads.push(c.info().prepare_time);
-    }
     figures.push(latency(
         label,
         "load on restart (disk cache hit)",
-        loads,
+        restart_loads(&engine, label, path, opts.compiles).await?,
         "ms",
     ));
-    let _ = std::fs::remove_dir_all(&cache);
 
     for (name, allocation) in [
         ("pooling", Allocation::Pooling),
@@ -171,27 +142,7 @@ async fn one(
             allocation,
             ..EngineConfig::default()
         })?;
-        let component = load(&ComponentLoader::new(engine, None)?, path).await?;
-        let io: Arc<dyn snodo::wasm::ExecutionIo> =
-            Arc::new(SyncIo::new(Default::default(), json!({})));
-        for _ in 0..opts.iterations.min(100) {
-            let _ = component
-                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
-                .await;
-        }
-        let mut total = Vec::with_capacity(opts.iterations);
-        let mut instantiate = Vec::with_capacity(opts.iterations);
-        for _ in 0..opts.iterations.max(1) {
-            let started = Instant::now();
-            let report = component
-                .execute(Execution::new(&opts.tool, json!({}), io.clone()))
-                .await;
-            total.push(started.elapsed());
-            instantiate.push(report.instantiate);
-            if let Err(e) = report.outcome {
-                return Err(format!("{label}: {} failed: {e}", opts.tool));
-            }
-        }
+        let (instantiate, total) = warm_calls(opts, label, path, engine).await?;
         figures.push(latency(
             label,
             &format!("{name}: instantiate"),
@@ -210,6 +161,89 @@ async fn one(
         live_memory(opts, label, path, figures).await?;
     }
     Ok(())
+}
+
+/// The time of `compiles` (at least one) cold compilations of `bytes`.
+async fn compile_times(
+    engine: &snodo::wasm::WasmEngine,
+    bytes: &[u8],
+    compiles: usize,
+) -> Result<Vec<Duration>, String> {
+    let mut times = Vec::new();
+    for _ in 0..compiles.max(1) {
+        let e = engine.wasmtime().clone();
+        let b = bytes.to_vec();
+        let t = tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            wasmtime::component::Component::new(&e, &b).map(|_| started.elapsed())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e:#}"))?;
+        times.push(t);
+    }
+    Ok(times)
+}
+
+/// The time of `loads` (at least one) loads of the component at `path` from a disk cache
+/// that holds it, as a restart finds the compiled code in the data directory's cache.
+async fn restart_loads(
+    engine: &snodo::wasm::WasmEngine,
+    label: &str,
+    path: &std::path::Path,
+    loads: usize,
+) -> Result<Vec<Duration>, String> {
+    use snodo::wasm::ComponentLoader;
+
+    let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
+    let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+    load(&warm_loader, path).await?;
+    let mut times = Vec::new();
+    for _ in 0..loads.max(1) {
+        let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+        let c = load(&loader, path).await?;
+        if !c.info().cache_hit {
+            return Err(format!("{label}: the disk cache was not used"));
+        }
+        times.push(c.info().prepare_time);
+    }
+    let _ = std::fs::remove_dir_all(&cache);
+    Ok(times)
+}
+
+/// The instantiation time and the whole time of `opts.iterations` warm calls of
+/// `opts.tool` on `engine`, after a hundred unmeasured ones.
+async fn warm_calls(
+    opts: &WasmBenchOptions,
+    label: &str,
+    path: &std::path::Path,
+    engine: snodo::wasm::WasmEngine,
+) -> Result<(Vec<Duration>, Vec<Duration>), String> {
+    use snodo::mcp::SyncIo;
+    use snodo::wasm::{ComponentLoader, Execution};
+
+    let component = load(&ComponentLoader::new(engine, None)?, path).await?;
+    let io: Arc<dyn snodo::wasm::ExecutionIo> =
+        Arc::new(SyncIo::new(Default::default(), json!({})));
+    for _ in 0..opts.iterations.min(100) {
+        let _ = component
+            .execute(Execution::new(&opts.tool, json!({}), io.clone()))
+            .await;
+    }
+    let mut total = Vec::with_capacity(opts.iterations);
+    let mut instantiate = Vec::with_capacity(opts.iterations);
+    for _ in 0..opts.iterations.max(1) {
+        let started = Instant::now();
+        let report = component
+            .execute(Execution::new(&opts.tool, json!({}), io.clone()))
+            .await;
+        total.push(started.elapsed());
+        instantiate.push(report.instantiate);
+        if let Err(e) = report.outcome {
+            return Err(format!("{label}: {} failed: {e}", opts.tool));
+        }
+    }
+    Ok((instantiate, total))
 }
 
 /// IO that holds every question until released, counting the guests waiting on it.

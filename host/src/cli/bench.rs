@@ -86,164 +86,198 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
     let json = args.json;
     match args.what {
         BenchCommand::OtlpSink(opts) => otlp_sink(runtime, &opts, json),
-        BenchCommand::Store(opts) => report(
-            "store benchmark",
-            runtime
-                .block_on(crate::bench::store(&opts))
-                .map_err(|e| e.to_string()),
-            json,
-            |figures: &[StoreFigure]| {
-                println!(
-                    "store benchmark: {} tasks per round, median of {} rounds",
-                    opts.tasks, opts.rounds
-                );
-                print_table(
-                    ["backend", "operation", ">concurrency", ">ops/s (median)"],
-                    figures.iter().map(|f| {
-                        [
-                            f.backend.to_string(),
-                            f.operation.to_string(),
-                            f.concurrency.to_string(),
-                            format!("{:.0}", f.median_ops_per_sec),
-                        ]
-                    }),
-                );
-            },
-        ),
-        BenchCommand::Listing(opts) => report(
-            "listing benchmark",
-            runtime.block_on(crate::bench::listing(&opts)),
-            json,
-            |figures: &[ListingFigure]| {
-                println!(
-                    "listing benchmark: {} tasks stored, {} repetitions per query",
-                    opts.tasks, opts.repeat
-                );
-                print_table(
-                    [
-                        "store",
-                        "query",
-                        ">rows",
-                        ">p50 (ms)",
-                        ">p99 (ms)",
-                        ">fill (s)",
-                    ],
-                    figures.iter().map(|f| {
-                        [
-                            f.store.clone(),
-                            f.query.to_owned(),
-                            f.rows.to_string(),
-                            format!("{:.2}", f.p50_ms),
-                            format!("{:.2}", f.p99_ms),
-                            format!("{:.0}", f.fill_s),
-                        ]
-                    }),
-                );
-            },
-        ),
-        BenchCommand::Fairness(opts) => report(
-            "fairness benchmark",
-            runtime.block_on(crate::bench::fairness(&opts)),
-            json,
-            |figures: &[FairnessFigure]| {
-                println!(
-                    "fairness benchmark: tenant b's greet while tenant a floods, {} s per scenario",
-                    opts.seconds
-                );
-                print_table(
-                    [
-                        "scenario",
-                        ">p50 (ms)",
-                        ">p99 (ms)",
-                        ">p99 / baseline",
-                        ">calls",
-                        ">failed",
-                    ],
-                    figures.iter().map(|f| {
-                        [
-                            f.scenario.clone(),
-                            format!("{:.2}", f.p50_ms),
-                            format!("{:.2}", f.p99_ms),
-                            format!("{:.1}", f.p99_vs_baseline),
-                            f.samples.to_string(),
-                            f.errors.to_string(),
-                        ]
-                    }),
-                );
-            },
-        ),
-        BenchCommand::Outbound(opts) => report(
-            "outbound benchmark",
-            runtime.block_on(crate::bench::outbound(&opts)),
-            json,
-            |figures: &[OutboundFigure]| {
-                println!(
-                    "outbound benchmark: {} requests per round, median of {} rounds",
-                    opts.requests, opts.rounds
-                );
-                print_table(
-                    [
-                        "what",
-                        ">per request (us)",
-                        ">CPU per request (us)",
-                        ">requests",
-                    ],
-                    figures.iter().map(|f| {
-                        [
-                            f.what.clone(),
-                            format!("{:.1}", f.median_us),
-                            format!("{:.1}", f.cpu_us),
-                            f.requests.to_string(),
-                        ]
-                    }),
-                );
-            },
-        ),
+        BenchCommand::Store(opts) => store(runtime, &opts, json),
+        BenchCommand::Listing(opts) => listing(runtime, &opts, json),
+        BenchCommand::Fairness(opts) => fairness(runtime, &opts, json),
+        BenchCommand::Outbound(opts) => outbound(runtime, &opts, json),
         BenchCommand::Mcp(opts) => figures(
             "mcp benchmark",
             runtime.block_on(crate::bench::mcp(&opts)),
             json,
         ),
-        BenchCommand::Runner(opts) => report(
-            "runner benchmark",
-            runtime.block_on(crate::bench::runner(&opts)),
-            json,
-            |figures: &[RunnerFigure]| {
-                println!("runner benchmark");
-                print_table(
-                    ["what", ">value", "unit"],
-                    figures.iter().map(|f| {
-                        [
-                            f.what.clone(),
-                            format!("{:.2}", f.value),
-                            f.unit.to_string(),
-                        ]
-                    }),
-                );
-            },
-        ),
-        BenchCommand::Wasm(opts) => report(
-            "wasm benchmark",
-            runtime.block_on(crate::bench::wasm(&opts)),
-            json,
-            |figures: &[WasmFigure]| {
-                println!("wasm benchmark");
-                print_table(
-                    ["component", "what", ">median", ">p99", "unit", ">samples"],
-                    figures.iter().map(|f| {
-                        [
-                            f.component.clone(),
-                            f.what.clone(),
-                            format!("{:.2}", f.median),
-                            f.p99.map_or_else(String::new, |p| format!("{p:.2}")),
-                            f.unit.to_string(),
-                            f.samples.to_string(),
-                        ]
-                    }),
-                );
-            },
-        ),
+        BenchCommand::Runner(opts) => runner(runtime, &opts, json),
+        BenchCommand::Wasm(opts) => wasm(runtime, &opts, json),
     }
+}
+
+/// `snodo bench store`.
+fn store(runtime: &tokio::runtime::Runtime, opts: &StoreBenchOptions, json: bool) -> ExitCode {
+    report(
+        "store benchmark",
+        runtime
+            .block_on(crate::bench::store(opts))
+            .map_err(|e| e.to_string()),
+        json,
+        |figures: &[StoreFigure]| {
+            println!(
+                "store benchmark: {} tasks per round, median of {} rounds",
+                opts.tasks, opts.rounds
+            );
+            print_table(
+                ["backend", "operation", ">concurrency", ">ops/s (median)"],
+                figures.iter().map(|f| {
+                    [
+                        f.backend.to_string(),
+                        f.operation.to_string(),
+                        f.concurrency.to_string(),
+                        format!("{:.0}", f.median_ops_per_sec),
+                    ]
+                }),
+            );
+        },
+    )
+}
+
+/// `snodo bench listing`.
+fn listing(runtime: &tokio::runtime::Runtime, opts: &ListingBenchOptions, json: bool) -> ExitCode {
+    report(
+        "listing benchmark",
+        runtime.block_on(crate::bench::listing(opts)),
+        json,
+        |figures: &[ListingFigure]| {
+            println!(
+                "listing benchmark: {} tasks stored, {} repetitions per query",
+                opts.tasks, opts.repeat
+            );
+            print_table(
+                [
+                    "store",
+                    "query",
+                    ">rows",
+                    ">p50 (ms)",
+                    ">p99 (ms)",
+                    ">fill (s)",
+                ],
+                figures.iter().map(|f| {
+                    [
+                        f.store.clone(),
+                        f.query.to_owned(),
+                        f.rows.to_string(),
+                        format!("{:.2}", f.p50_ms),
+                        format!("{:.2}", f.p99_ms),
+                        format!("{:.0}", f.fill_s),
+                    ]
+                }),
+            );
+        },
+    )
+}
+
+/// `snodo bench fairness`.
+fn fairness(runtime: &tokio::runtime::Runtime, opts: &FairnessOptions, json: bool) -> ExitCode {
+    report(
+        "fairness benchmark",
+        runtime.block_on(crate::bench::fairness(opts)),
+        json,
+        |figures: &[FairnessFigure]| {
+            println!(
+                "fairness benchmark: tenant b's greet while tenant a floods, {} s per scenario",
+                opts.seconds
+            );
+            print_table(
+                [
+                    "scenario",
+                    ">p50 (ms)",
+                    ">p99 (ms)",
+                    ">p99 / baseline",
+                    ">calls",
+                    ">failed",
+                ],
+                figures.iter().map(|f| {
+                    [
+                        f.scenario.clone(),
+                        format!("{:.2}", f.p50_ms),
+                        format!("{:.2}", f.p99_ms),
+                        format!("{:.1}", f.p99_vs_baseline),
+                        f.samples.to_string(),
+                        f.errors.to_string(),
+                    ]
+                }),
+            );
+        },
+    )
+}
+
+/// `snodo bench outbound`.
+fn outbound(
+    runtime: &tokio::runtime::Runtime,
+    opts: &OutboundBenchOptions,
+    json: bool,
+) -> ExitCode {
+    report(
+        "outbound benchmark",
+        runtime.block_on(crate::bench::outbound(opts)),
+        json,
+        |figures: &[OutboundFigure]| {
+            println!(
+                "outbound benchmark: {} requests per round, median of {} rounds",
+                opts.requests, opts.rounds
+            );
+            print_table(
+                [
+                    "what",
+                    ">per request (us)",
+                    ">CPU per request (us)",
+                    ">requests",
+                ],
+                figures.iter().map(|f| {
+                    [
+                        f.what.clone(),
+                        format!("{:.1}", f.median_us),
+                        format!("{:.1}", f.cpu_us),
+                        f.requests.to_string(),
+                    ]
+                }),
+            );
+        },
+    )
+}
+
+/// `snodo bench runner`.
+fn runner(runtime: &tokio::runtime::Runtime, opts: &RunnerBenchOptions, json: bool) -> ExitCode {
+    report(
+        "runner benchmark",
+        runtime.block_on(crate::bench::runner(opts)),
+        json,
+        |figures: &[RunnerFigure]| {
+            println!("runner benchmark");
+            print_table(
+                ["what", ">value", "unit"],
+                figures.iter().map(|f| {
+                    [
+                        f.what.clone(),
+                        format!("{:.2}", f.value),
+                        f.unit.to_string(),
+                    ]
+                }),
+            );
+        },
+    )
+}
+
+/// `snodo bench wasm`.
+fn wasm(runtime: &tokio::runtime::Runtime, opts: &WasmBenchOptions, json: bool) -> ExitCode {
+    report(
+        "wasm benchmark",
+        runtime.block_on(crate::bench::wasm(opts)),
+        json,
+        |figures: &[WasmFigure]| {
+            println!("wasm benchmark");
+            print_table(
+                ["component", "what", ">median", ">p99", "unit", ">samples"],
+                figures.iter().map(|f| {
+                    [
+                        f.component.clone(),
+                        f.what.clone(),
+                        format!("{:.2}", f.median),
+                        f.p99.map_or_else(String::new, |p| format!("{p:.2}")),
+                        f.unit.to_string(),
+                        f.samples.to_string(),
+                    ]
+                }),
+            );
+        },
+    )
 }
 
 /// Latency figures as JSON or as a table.

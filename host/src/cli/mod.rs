@@ -63,12 +63,21 @@ pub(crate) fn listed<T: AsRef<str>>(items: impl IntoIterator<Item = T>) -> Strin
     }
 }
 
-/// Prints a table under `header`, each column as wide as its widest cell. A header
-/// written `>name` is a column of figures, aligned right as `format!`'s `>` would.
+/// Prints a table under `header` (see [`table`]).
 pub(crate) fn print_table<const N: usize>(
     header: [&str; N],
     rows: impl IntoIterator<Item = [String; N]>,
 ) {
+    print!("{}", table(header, rows));
+}
+
+/// A table under `header`, each column as wide as its widest cell, one line each (every
+/// line ends in a newline). A header written `>name` is a column of figures, aligned right
+/// as `format!`'s `>` would.
+pub(crate) fn table<const N: usize>(
+    header: [&str; N],
+    rows: impl IntoIterator<Item = [String; N]>,
+) -> String {
     let right = header.map(|h| h.starts_with('>'));
     let header = header.map(|h| h.trim_start_matches('>'));
     let rows: Vec<[String; N]> = rows.into_iter().collect();
@@ -78,8 +87,8 @@ pub(crate) fn print_table<const N: usize>(
             *w = (*w).max(cell.chars().count());
         }
     }
-    let line = |cells: [&str; N]| {
-        let mut out = String::new();
+    let mut out = String::new();
+    let mut line = |cells: [&str; N]| {
         for (i, cell) in cells.iter().enumerate() {
             let w = widths[i];
             if i > 0 {
@@ -93,12 +102,13 @@ pub(crate) fn print_table<const N: usize>(
                 out.push_str(cell);
             }
         }
-        println!("{out}");
+        out.push('\n');
     };
     line(header);
     for row in &rows {
         line(row.each_ref().map(String::as_str));
     }
+    out
 }
 
 /// Prints `value` as pretty JSON.

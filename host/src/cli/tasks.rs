@@ -11,11 +11,16 @@ use std::process::ExitCode;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
 
+use snodo::admin::{AnswerBody, BulkBody, BulkOutcome, CancelBody, TaskDetail};
 use snodo::client::{Connection, Events};
+use snodo::model::{HistoryEntry, TaskStatus, Timestamp};
+use snodo::store::{ALL_STATUSES, TaskCounts, TaskFilter, TaskPage, TaskSummary};
 
-use super::print_table;
+use super::table;
 
 /// Operate on a running server's tasks through its admin API.
 #[derive(Debug, clap::Args)]
@@ -92,24 +97,25 @@ impl FilterArgs {
         q
     }
 
-    fn body(&self) -> Value {
-        let mut f = serde_json::Map::new();
-        for (k, v) in self.query() {
-            let key = match k {
-                "created_after" => "createdAfter",
-                "created_before" => "createdBefore",
-                other => other,
-            };
-            let value = v.parse::<u64>().map_or(json!(v), |n| {
-                if key.starts_with("created") {
-                    json!(n)
-                } else {
-                    json!(v)
-                }
-            });
-            f.insert(key.to_owned(), value);
-        }
-        Value::Object(f)
+    /// The filter of a bulk cancel's body. A status is checked here, as the listing's
+    /// query string is by the server.
+    fn filter(&self) -> Result<TaskFilter, Failure> {
+        let status = match &self.status {
+            Some(s) => Some(TaskStatus::parse(s).ok_or_else(|| {
+                Failure::Refused(format!(
+                    "status is one of working, input_required, completed, failed, cancelled; got {s:?}"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(TaskFilter {
+            tenant: self.tenant.clone(),
+            status,
+            tool: self.tool.clone(),
+            created_after: self.created_after.map(Timestamp),
+            created_before: self.created_before.map(Timestamp),
+            ..TaskFilter::default()
+        })
     }
 }
 
@@ -196,11 +202,190 @@ enum Failure {
     Unreachable(String),
 }
 
+async fn dispatch(args: &TasksArgs) -> Result<(), Failure> {
+    let api = Api::new(args).await?;
+    let json = args.json;
+    match &args.command {
+        TasksCommand::List(l) => list(&api, json, l).await,
+        TasksCommand::Counts(t) => counts(&api, json, t).await,
+        TasksCommand::Show(i) => show(&api, json, &i.id).await,
+        TasksCommand::Cancel(c) => cancel(&api, json, c).await,
+        TasksCommand::Answer(a) => answer(&api, json, a).await,
+        TasksCommand::Retry(i) => retry(&api, json, &i.id).await,
+        TasksCommand::Watch(f) => watch(&api, json, f).await,
+    }
+}
+
+/// `snodo tasks list`: a page of tasks ([`TaskPage`]).
+async fn list(api: &Api, json: bool, l: &ListArgs) -> Result<(), Failure> {
+    let mut q = l.filter.query();
+    q.push(("limit", l.limit.to_string()));
+    if let Some(c) = &l.cursor {
+        q.push(("cursor", c.clone()));
+    }
+    let v = api
+        .get(&format!("/admin/v1/tasks?{}", query_string(&q)))
+        .await?;
+    print(json, v, page_text)
+}
+
+/// `snodo tasks counts`: tasks by status and tool ([`TaskCounts`]).
+async fn counts(api: &Api, json: bool, t: &TenantArg) -> Result<(), Failure> {
+    let q: Vec<(&str, String)> = t.tenant.iter().map(|t| ("tenant", t.clone())).collect();
+    let v = api
+        .get(&format!("/admin/v1/counts?{}", query_string(&q)))
+        .await?;
+    print(json, v, counts_text)
+}
+
+/// `snodo tasks show`: one task ([`TaskDetail`]).
+async fn show(api: &Api, json: bool, id: &str) -> Result<(), Failure> {
+    let v = api.get(&format!("/admin/v1/tasks/{id}")).await?;
+    print(json, v, detail_text)
+}
+
+/// `snodo tasks cancel`: one task ([`CancelBody`]), or every live task the filters select
+/// ([`BulkBody`]).
+async fn cancel(api: &Api, json: bool, c: &CancelArgs) -> Result<(), Failure> {
+    match (&c.id, c.all) {
+        (Some(id), false) => {
+            let body = CancelBody {
+                message: c.message.clone(),
+            };
+            let v = api
+                .post(&format!("/admin/v1/tasks/{id}/cancel"), &body)
+                .await?;
+            print(json, v, status_text)
+        }
+        (None, true) => {
+            let body = BulkBody {
+                filter: c.filter.filter()?,
+                cap: c.cap,
+                preview: c.preview,
+                message: c.message.clone(),
+            };
+            let v = api.post("/admin/v1/cancel", &body).await?;
+            print(json, v, bulk_text)
+        }
+        _ => Err(Failure::Refused(
+            "give a task id, or --all with filters (and --preview to count first)".into(),
+        )),
+    }
+}
+
+/// `snodo tasks answer`: one question's response ([`AnswerBody`]).
+async fn answer(api: &Api, json: bool, a: &AnswerArgs) -> Result<(), Failure> {
+    let key = match &a.key {
+        Some(k) => k.clone(),
+        None => only_question(api, &a.id).await?,
+    };
+    let response = response_of(a)?;
+    let body = AnswerBody {
+        responses: Map::from_iter([(key, response)]),
+    };
+    let v = api
+        .post(&format!("/admin/v1/tasks/{}/answer", a.id), &body)
+        .await?;
+    print(json, v, status_text)
+}
+
+/// The key of the one question task `id` waits on.
+async fn only_question(api: &Api, id: &str) -> Result<String, Failure> {
+    let task: TaskDetail = decode(api.get(&format!("/admin/v1/tasks/{id}")).await?)?;
+    match task.summary.waiting_on.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(Failure::Refused("the task waits on no question".into())),
+        many => Err(Failure::Refused(format!(
+            "the task waits on several questions; pick one with --key: {}",
+            many.join(", ")
+        ))),
+    }
+}
+
+/// The response `--accept`, `--decline` or `--response` gives (an MCP elicitation result,
+/// or any JSON for questions that are not forms).
+fn response_of(a: &AnswerArgs) -> Result<Value, Failure> {
+    let parse = |text: &str, what: &str| {
+        serde_json::from_str::<Value>(text)
+            .map_err(|e| Failure::Refused(format!("{what} is not JSON: {e}")))
+    };
+    match (&a.accept, a.decline, &a.response) {
+        (Some(content), false, None) => {
+            Ok(json!({"action": "accept", "content": parse(content, "--accept")?}))
+        }
+        (None, true, None) => Ok(json!({"action": "decline"})),
+        (None, false, Some(r)) => parse(r, "--response"),
+        _ => Err(Failure::Refused(
+            "give one of --accept JSON, --decline or --response JSON".into(),
+        )),
+    }
+}
+
+/// `snodo tasks retry`: the task runs now ([`TaskDetail`]).
+async fn retry(api: &Api, json: bool, id: &str) -> Result<(), Failure> {
+    let v = api
+        .post(&format!("/admin/v1/tasks/{id}/retry"), &Map::new())
+        .await?;
+    print(json, v, |t: &TaskDetail| {
+        format!("{} is due now\n", t.summary.id)
+    })
+}
+
+/// `snodo tasks watch`: one line per change ([`TaskSummary`]) until interrupted.
+async fn watch(api: &Api, json: bool, f: &FilterArgs) -> Result<(), Failure> {
+    let mut c = api.connect().await?;
+    let path = format!("/admin/v1/events?{}", query_string(&f.query()));
+    let mut req = api.request("GET", &path, None);
+    req.headers_mut().insert(
+        "accept",
+        hyper::header::HeaderValue::from_static("text/event-stream"),
+    );
+    let response = c.send(req).await.map_err(Failure::Unreachable)?;
+    if response.status() != 200 {
+        let status = response.status().as_u16();
+        return Err(Failure::Refused(format!(
+            "the event stream was refused (HTTP {status})"
+        )));
+    }
+    let mut events = Events::of(response).map_err(Failure::Refused)?;
+    while let Some(v) = events.next().await {
+        if json {
+            println!("{v}");
+            continue;
+        }
+        // A `task` event's data is a summary; a `lagged` event's (`{}`) is none.
+        match serde_json::from_value::<TaskSummary>(v) {
+            Ok(t) => println!(
+                "{}  {}  {}  {}  {}",
+                time(t.last_updated_at),
+                t.id,
+                t.tool,
+                t.status,
+                t.status_message.as_deref().unwrap_or("")
+            ),
+            Err(_) => println!("(changes may have been missed: list again)"),
+        }
+    }
+    Ok(())
+}
+
 /// The admin API of one server.
 struct Api {
     addr: SocketAddr,
     host: String,
     token: Option<String>,
+}
+
+/// The body of a refusal, `{"error": {"code", "message"}}` (`AdminError`'s).
+#[derive(serde::Deserialize)]
+struct Refusal {
+    error: RefusalError,
+}
+
+#[derive(serde::Deserialize)]
+struct RefusalError {
+    code: Option<String>,
+    message: Option<String>,
 }
 
 impl Api {
@@ -226,11 +411,12 @@ impl Api {
         })
     }
 
+    /// A request of `path`, with a JSON `body` if given.
     fn request(
         &self,
         method: &str,
         path: &str,
-        body: Option<&Value>,
+        body: Option<String>,
     ) -> hyper::Request<Full<Bytes>> {
         let mut b = hyper::Request::builder()
             .method(method)
@@ -241,9 +427,9 @@ impl Api {
             b = b.header("authorization", format!("Bearer {t}"));
         }
         let bytes = match body {
-            Some(v) => {
+            Some(text) => {
                 b = b.header("content-type", "application/json");
-                Bytes::from(v.to_string())
+                Bytes::from(text)
             }
             None => Bytes::new(),
         };
@@ -257,8 +443,18 @@ impl Api {
             .map_err(|e| Failure::Unreachable(format!("{}: {e}", self.host)))
     }
 
+    async fn get(&self, path: &str) -> Result<Value, Failure> {
+        self.call("GET", path, None).await
+    }
+
+    async fn post(&self, path: &str, body: &impl Serialize) -> Result<Value, Failure> {
+        let text = serde_json::to_string(body)
+            .map_err(|e| Failure::Refused(format!("the request's body: {e}")))?;
+        self.call("POST", path, Some(text)).await
+    }
+
     /// One exchange: the JSON answer of a 2xx, else the API's error message.
-    async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Value, Failure> {
+    async fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<Value, Failure> {
         let mut c = self.connect().await?;
         let (status, bytes) = c
             .exchange(self.request(method, path, body))
@@ -269,10 +465,10 @@ impl Api {
         if (200..300).contains(&status) {
             return Ok(v);
         }
-        let message = v["error"]["message"]
-            .as_str()
-            .map_or_else(|| v.to_string(), str::to_owned);
-        let code = v["error"]["code"].as_str().unwrap_or("error");
+        let refusal = serde_json::from_value::<Refusal>(v.clone()).ok();
+        let (code, message) = refusal.map_or((None, None), |r| (r.error.code, r.error.message));
+        let message = message.unwrap_or_else(|| v.to_string());
+        let code = code.as_deref().unwrap_or("error");
         Err(Failure::Refused(format!(
             "{message} (HTTP {status} {code})"
         )))
@@ -297,303 +493,148 @@ fn query_string(pairs: &[(&str, String)]) -> String {
         .join("&")
 }
 
-fn print(args: &TasksArgs, v: &Value, human: impl FnOnce(&Value)) {
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
-    } else {
-        human(v);
-    }
+/// An answer read as the admin API's type `T`.
+fn decode<T: DeserializeOwned>(answer: Value) -> Result<T, Failure> {
+    serde_json::from_value(answer).map_err(|e| {
+        Failure::Refused(format!(
+            "the server's answer is not what this version of the admin API gives: {e}"
+        ))
+    })
 }
 
-fn time(v: &Value) -> String {
-    v.as_u64()
-        .map(|t| snodo_server::rfc3339(snodo::model::Timestamp(t)))
-        .unwrap_or_else(|| "-".into())
+/// Prints an answer: with `--json` exactly as the API gave it, else read as its type `T`
+/// and written as the text `text` makes of it.
+fn print<T: DeserializeOwned>(
+    json: bool,
+    answer: Value,
+    text: impl FnOnce(&T) -> String,
+) -> Result<(), Failure> {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&answer).unwrap_or_default()
+        );
+    } else {
+        print!("{}", text(&decode(answer)?));
+    }
+    Ok(())
+}
+
+fn time(t: Timestamp) -> String {
+    snodo_server::rfc3339(t)
 }
 
 fn s(v: &Value) -> String {
     v.as_str().map_or_else(|| v.to_string(), str::to_owned)
 }
 
-fn rows(tasks: &Value) -> Vec<[String; 6]> {
-    tasks
-        .as_array()
-        .map(|ts| {
-            ts.iter()
-                .map(|t| {
-                    [
-                        s(&t["id"]),
-                        s(&t["tenant"]),
-                        s(&t["tool"]),
-                        s(&t["status"]),
-                        time(&t["createdAt"]),
-                        t["statusMessage"].as_str().unwrap_or("").to_owned(),
-                    ]
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn page_text(page: &TaskPage) -> String {
+    let rows = page.tasks.iter().map(|t| {
+        [
+            t.id.to_string(),
+            t.tenant.clone(),
+            t.tool.clone(),
+            t.status.to_string(),
+            time(t.created_at),
+            t.status_message.clone().unwrap_or_default(),
+        ]
+    });
+    let mut out = table(
+        ["id", "tenant", "tool", "status", "created", "message"],
+        rows,
+    );
+    if let Some(next) = &page.next {
+        out.push_str(&format!("next page: --cursor {}\n", next.encode()));
+    }
+    out
 }
 
-fn show(t: &Value) {
-    println!("task      {}", s(&t["id"]));
-    println!("tool      {}", s(&t["tool"]));
-    println!("tenant    {}", s(&t["tenant"]));
-    println!("status    {}", s(&t["status"]));
-    if let Some(m) = t["statusMessage"].as_str() {
-        println!("message   {m}");
+fn counts_text(counts: &TaskCounts) -> String {
+    let row = |name: &str, by: &std::collections::BTreeMap<TaskStatus, u64>| -> [String; 6] {
+        let [a, b, c, d, e] = ALL_STATUSES.map(|st| by.get(&st).copied().unwrap_or(0).to_string());
+        [name.to_owned(), a, b, c, d, e]
+    };
+    let mut rows = vec![row("(all)", &counts.by_status)];
+    for (tool, by) in &counts.by_tool {
+        rows.push(row(tool, by));
     }
-    println!("attempt   {}", t["attempt"]);
-    if t["retryAt"].is_number() {
-        println!("retry at  {}", time(&t["retryAt"]));
-    }
-    for q in t["questions"].as_array().into_iter().flatten() {
-        if q["answered"] != true {
-            println!(
-                "waiting   {} ({})",
-                s(&q["key"]),
-                s(&q["request"]["params"]["message"])
-            );
-        }
-    }
-    println!("history");
-    for e in t["history"]["entries"].as_array().into_iter().flatten() {
-        let mut details: Vec<String> = e
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| *k != "at" && *k != "event")
-            .map(|(k, v)| format!("{k}={}", s(v)))
-            .collect();
-        details.sort();
-        println!(
-            "  {}  {}  {}",
-            time(&e["at"]),
-            s(&e["event"]),
-            details.join(" ")
-        );
-    }
+    table(
+        [
+            "tool",
+            ">working",
+            ">input_required",
+            ">completed",
+            ">failed",
+            ">cancelled",
+        ],
+        rows,
+    )
 }
 
-async fn dispatch(args: &TasksArgs) -> Result<(), Failure> {
-    let api = Api::new(args).await?;
-    match &args.command {
-        TasksCommand::List(l) => {
-            let mut q = l.filter.query();
-            q.push(("limit", l.limit.to_string()));
-            if let Some(c) = &l.cursor {
-                q.push(("cursor", c.clone()));
-            }
-            let v = api
-                .call(
-                    "GET",
-                    &format!("/admin/v1/tasks?{}", query_string(&q)),
-                    None,
-                )
-                .await?;
-            print(args, &v, |v| {
-                print_table(
-                    ["id", "tenant", "tool", "status", "created", "message"],
-                    rows(&v["tasks"]),
-                );
-                if let Some(next) = v["next"].as_str() {
-                    println!("next page: --cursor {next}");
-                }
-            });
-        }
-        TasksCommand::Counts(t) => {
-            let q: Vec<(&str, String)> = t.tenant.iter().map(|t| ("tenant", t.clone())).collect();
-            let v = api
-                .call(
-                    "GET",
-                    &format!("/admin/v1/counts?{}", query_string(&q)),
-                    None,
-                )
-                .await?;
-            print(args, &v, |v| {
-                let statuses = [
-                    "working",
-                    "input_required",
-                    "completed",
-                    "failed",
-                    "cancelled",
-                ];
-                let row = |name: &str, by: &Value| -> [String; 6] {
-                    let n = |st: &str| by[st].as_u64().unwrap_or(0).to_string();
-                    [
-                        name.to_owned(),
-                        n(statuses[0]),
-                        n(statuses[1]),
-                        n(statuses[2]),
-                        n(statuses[3]),
-                        n(statuses[4]),
-                    ]
-                };
-                let mut table = vec![row("(all)", &v["byStatus"])];
-                for (tool, by) in v["byTool"].as_object().into_iter().flatten() {
-                    table.push(row(tool, by));
-                }
-                print_table(
-                    [
-                        "tool",
-                        ">working",
-                        ">input_required",
-                        ">completed",
-                        ">failed",
-                        ">cancelled",
-                    ],
-                    table,
-                );
-            });
-        }
-        TasksCommand::Show(i) => {
-            let v = api
-                .call("GET", &format!("/admin/v1/tasks/{}", i.id), None)
-                .await?;
-            print(args, &v, show);
-        }
-        TasksCommand::Cancel(c) => match (&c.id, c.all) {
-            (Some(id), false) => {
-                let body = json!({"message": c.message});
-                let v = api
-                    .call("POST", &format!("/admin/v1/tasks/{id}/cancel"), Some(&body))
-                    .await?;
-                print(args, &v, |v| {
-                    println!("{} is {}", s(&v["id"]), s(&v["status"]))
-                });
-            }
-            (None, true) => {
-                let body = json!({"filter": c.filter.body(), "preview": c.preview, "cap": c.cap, "message": c.message});
-                let v = api.call("POST", "/admin/v1/cancel", Some(&body)).await?;
-                print(args, &v, |v| {
-                    if v["preview"] == true {
-                        println!(
-                            "{} live task(s) match{}",
-                            v["matched"],
-                            if v["capped"] == true {
-                                " (at least: the cap was reached)"
-                            } else {
-                                ""
-                            }
-                        );
-                    } else {
-                        println!(
-                            "cancelled {} of {} matched; {} already finished; {} failed{}",
-                            v["cancelled"],
-                            v["matched"],
-                            v["alreadyFinished"],
-                            v["failed"].as_array().map_or(0, Vec::len),
-                            if v["capped"] == true {
-                                "; more match than the cap: run again"
-                            } else {
-                                ""
-                            }
-                        );
-                    }
-                });
-            }
-            _ => {
-                return Err(Failure::Refused(
-                    "give a task id, or --all with filters (and --preview to count first)".into(),
-                ));
-            }
-        },
-        TasksCommand::Answer(a) => {
-            let key = match &a.key {
-                Some(k) => k.clone(),
-                None => {
-                    let t = api
-                        .call("GET", &format!("/admin/v1/tasks/{}", a.id), None)
-                        .await?;
-                    let open: Vec<String> = t["waitingOn"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|k| k.as_str().map(str::to_owned))
-                        .collect();
-                    match open.as_slice() {
-                        [one] => one.clone(),
-                        [] => return Err(Failure::Refused("the task waits on no question".into())),
-                        many => {
-                            return Err(Failure::Refused(format!(
-                                "the task waits on several questions; pick one with --key: {}",
-                                many.join(", ")
-                            )));
-                        }
-                    }
-                }
-            };
-            let parse = |text: &str, what: &str| {
-                serde_json::from_str::<Value>(text)
-                    .map_err(|e| Failure::Refused(format!("{what} is not JSON: {e}")))
-            };
-            let response = match (&a.accept, a.decline, &a.response) {
-                (Some(content), false, None) => {
-                    json!({"action": "accept", "content": parse(content, "--accept")?})
-                }
-                (None, true, None) => json!({"action": "decline"}),
-                (None, false, Some(r)) => parse(r, "--response")?,
-                _ => {
-                    return Err(Failure::Refused(
-                        "give one of --accept JSON, --decline or --response JSON".into(),
-                    ));
-                }
-            };
-            let body = json!({"responses": {key: response}});
-            let v = api
-                .call(
-                    "POST",
-                    &format!("/admin/v1/tasks/{}/answer", a.id),
-                    Some(&body),
-                )
-                .await?;
-            print(args, &v, |v| {
-                println!("{} is {}", s(&v["id"]), s(&v["status"]))
-            });
-        }
-        TasksCommand::Retry(i) => {
-            let v = api
-                .call(
-                    "POST",
-                    &format!("/admin/v1/tasks/{}/retry", i.id),
-                    Some(&json!({})),
-                )
-                .await?;
-            print(args, &v, |v| println!("{} is due now", s(&v["id"])));
-        }
-        TasksCommand::Watch(f) => {
-            let mut c = api.connect().await?;
-            let path = format!("/admin/v1/events?{}", query_string(&f.query()));
-            let mut req = api.request("GET", &path, None);
-            req.headers_mut().insert(
-                "accept",
-                hyper::header::HeaderValue::from_static("text/event-stream"),
-            );
-            let response = c.send(req).await.map_err(Failure::Unreachable)?;
-            if response.status() != 200 {
-                let status = response.status().as_u16();
-                return Err(Failure::Refused(format!(
-                    "the event stream was refused (HTTP {status})"
-                )));
-            }
-            let mut events = Events::of(response).map_err(Failure::Refused)?;
-            while let Some(v) = events.next().await {
-                if args.json {
-                    println!("{v}");
-                } else if v.get("id").is_some() {
-                    println!(
-                        "{}  {}  {}  {}  {}",
-                        time(&v["lastUpdatedAt"]),
-                        s(&v["id"]),
-                        s(&v["tool"]),
-                        s(&v["status"]),
-                        v["statusMessage"].as_str().unwrap_or("")
-                    );
-                } else {
-                    println!("(changes may have been missed: list again)");
-                }
-            }
-        }
+fn detail_text(t: &TaskDetail) -> String {
+    let summary = &t.summary;
+    let mut lines = vec![
+        format!("task      {}", summary.id),
+        format!("tool      {}", summary.tool),
+        format!("tenant    {}", summary.tenant),
+        format!("status    {}", summary.status),
+    ];
+    if let Some(m) = &summary.status_message {
+        lines.push(format!("message   {m}"));
     }
-    Ok(())
+    lines.push(format!("attempt   {}", summary.attempt));
+    if let Some(at) = summary.retry_at {
+        lines.push(format!("retry at  {}", time(at)));
+    }
+    for q in t.questions.iter().filter(|q| !q.answered) {
+        lines.push(format!(
+            "waiting   {} ({})",
+            q.key,
+            s(&q.request["params"]["message"])
+        ));
+    }
+    lines.push("history".to_owned());
+    lines.extend(t.history.entries.iter().map(history_line));
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// One history entry: its time, its event, and its fields as sorted `key=value` pairs.
+fn history_line(e: &HistoryEntry) -> String {
+    let fields = serde_json::to_value(&e.kind).unwrap_or_default();
+    let mut details: Vec<String> = fields
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| *k != "event")
+        .map(|(k, v)| format!("{k}={}", s(v)))
+        .collect();
+    details.sort();
+    format!("  {}  {}  {}", time(e.at), e.kind.name(), details.join(" "))
+}
+
+fn status_text(t: &TaskDetail) -> String {
+    format!("{} is {}\n", t.summary.id, t.summary.status)
+}
+
+fn bulk_text(b: &BulkOutcome) -> String {
+    if b.preview {
+        let capped = if b.capped {
+            " (at least: the cap was reached)"
+        } else {
+            ""
+        };
+        return format!("{} live task(s) match{capped}\n", b.matched);
+    }
+    let capped = if b.capped {
+        "; more match than the cap: run again"
+    } else {
+        ""
+    };
+    format!(
+        "cancelled {} of {} matched; {} already finished; {} failed{capped}\n",
+        b.cancelled,
+        b.matched,
+        b.already_finished,
+        b.failed.len()
+    )
 }

@@ -464,6 +464,8 @@ pub async fn chaos(
     Ok(reports)
 }
 
+/// Runs scenario `name` on a server of its own: the load before, during and after its
+/// fault, then the verdict.
 async fn scenario(
     bin: &Path,
     components: &[PathBuf],
@@ -489,12 +491,8 @@ async fn scenario(
         .map(|_| tokio::spawn(client(node.addr, load.clone(), false)))
         .collect();
 
-    // Before. Phases are instants here and store times (ms since the epoch) in the
-    // histories; `base` ties the two.
-    let base = Instant::now();
-    let base_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    // Before.
+    let clock = EpochClock::now();
     let t0 = Instant::now();
     let tables_before = table_figures(&admin).await;
     tokio::time::sleep(phase).await;
@@ -503,137 +501,27 @@ async fn scenario(
 
     // During.
     let extra = Arc::new(Load::default());
-    let mut helpers: Vec<tokio::task::JoinHandle<()>> = Vec::new();
-    let mut lenient = false;
-    match name {
-        "restart" => tokio::task::block_in_place(|| pg.restart())?,
-        "terminate" => {
-            let url = pg.url();
-            let until = t1 + phase;
-            helpers.push(tokio::spawn(async move {
-                let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await
-                else {
-                    return;
-                };
-                tokio::spawn(conn);
-                while Instant::now() < until {
-                    let _ = c
-                        .execute(
-                            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                             WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' \
-                             AND datname = 'postgres' AND application_name <> 'snodo-chaos'",
-                            &[],
-                        )
-                        .await;
-                    tokio::time::sleep(Duration::from_millis(300)).await;
-                }
-            }));
-        }
-        "pool" => {
-            for _ in 0..opts.clients.max(1) * 8 {
-                helpers.push(tokio::spawn(client(node.addr, extra.clone(), false)));
-            }
-        }
-        "idle_xmin" => {
-            let c = pg.connect().await?;
-            let hold = opts.pin;
-            helpers.push(tokio::spawn(async move {
-                // A snapshot taken and held: vacuum cannot remove what died after it.
-                let _ = c
-                    .batch_execute(
-                        "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM snodo.tasks",
-                    )
-                    .await;
-                tokio::time::sleep(hold).await;
-                let _ = c.batch_execute("ROLLBACK").await;
-            }));
-        }
-        "rr_readers" => {
-            let until = t1 + phase;
-            for _ in 0..4 {
-                let c = pg.connect().await?;
-                helpers.push(tokio::spawn(async move {
-                    while Instant::now() < until {
-                        let _ = c
-                            .batch_execute(
-                                "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*), max(updated_at) FROM snodo.tasks",
-                            )
-                            .await;
-                        tokio::time::sleep(Duration::from_millis(1_000)).await;
-                        let _ = c.batch_execute("COMMIT").await;
-                    }
-                }));
-            }
-        }
-        "overload" => {
-            lenient = true;
-            // Open-loop arrivals at 1.5x what the node completed before.
-            let rate = (capacity * 1.5).max(10.0);
-            let (addr, load, stop_at) = (node.addr, extra.clone(), t1 + phase);
-            helpers.push(tokio::spawn(async move {
-                let gap = Duration::from_secs_f64(1.0 / rate);
-                let mut next = Instant::now();
-                let mut inflight = tokio::task::JoinSet::new();
-                while Instant::now() < stop_at {
-                    let load = load.clone();
-                    inflight.spawn(async move { create_once(addr, &load).await });
-                    next += gap;
-                    tokio::time::sleep_until(next.into()).await;
-                    while inflight.try_join_next().is_some() {}
-                }
-                while inflight.join_next().await.is_some() {}
-            }));
-        }
-        "burst" => {
-            lenient = true;
-            let (addr, load, n) = (node.addr, extra.clone(), opts.burst);
-            helpers.push(tokio::spawn(async move {
-                let mut set = tokio::task::JoinSet::new();
-                let next = Arc::new(AtomicU64::new(0));
-                for _ in 0..64 {
-                    let (load, next) = (load.clone(), next.clone());
-                    set.spawn(async move {
-                        while next.fetch_add(1, Ordering::Relaxed) < n as u64 {
-                            create_once(addr, &load).await;
-                        }
-                    });
-                }
-                while set.join_next().await.is_some() {}
-            }));
-        }
-        other => return Err(format!("unknown scenario {other}")),
-    }
     let t2 = t1 + phase;
+    let fault_at = Fault {
+        pg: &pg,
+        addr: node.addr,
+        extra: &extra,
+        until: t2,
+        capacity,
+    };
+    let (helpers, lenient) = inject(name, opts, &fault_at).await?;
     tokio::time::sleep_until(t2.into()).await;
     extra.stop.store(true, Ordering::Relaxed);
-    for mut h in helpers {
-        // A helper still running (a burst not yet sent) is stopped: what it sends later
-        // would run into the after phase and miss the verdict.
-        if tokio::time::timeout(phase * 4, &mut h).await.is_err() {
-            h.abort();
-            let _ = h.await;
-        }
-    }
+    stop_helpers(helpers, phase * 4).await;
 
     // After.
     let t2 = t2.max(Instant::now());
     tokio::time::sleep(phase).await;
     let t3 = Instant::now();
-    load.stop.store(true, Ordering::Relaxed);
-    for c in steady {
-        let _ = tokio::time::timeout(Duration::from_secs(60), c).await;
-    }
+    stop_clients(&load, steady).await;
 
     let o: Shared = Arc::default();
-    // The verdict reads the store itself.
-    let mut pgo = PgOptions::new(pg.url(), "chaos-judge".to_owned());
-    pgo.schema = "snodo".into();
-    pgo.migrate = false;
-    let store = StoreConfig::Postgres(pgo)
-        .open()
-        .await
-        .map_err(|e| e.to_string())?
-        .store;
+    let store = judge_store(&pg).await?;
     let mut all: Vec<(String, Seen)> = std::mem::take(&mut *load.tasks.lock());
     // The steady load's tasks first: only the fault's own arrivals (the burst, the
     // overload) may be left waiting.
@@ -642,15 +530,223 @@ async fn scenario(
     // The node finishes what it was given, the backlog of the overload and the burst
     // included, within the settle bound; what is left then is judged as it stands.
     settle(&*store, &all, SETTLE_BOUND).await;
-    // The node finishes new work after the fault (and its backlog), with no restart.
-    let fresh = Arc::new(Load::default());
+    let fresh = Load::default();
+    recovers(&o, node.addr, &fresh).await;
+    let extra_count = all.len() - steady_count;
+    all.extend(std::mem::take(&mut *fresh.tasks.lock()));
+    // The admin session may not have survived the fault (a restart ends it).
+    let tables_after = table_figures(&pg.connect().await?).await;
+    drop(node);
+    let may_wait = |i: usize| lenient && i >= steady_count && i < steady_count + extra_count;
+    let judged = judge_all(&*store, &o, &all, may_wait).await?;
+    let phases = vec![
+        judged.phase(clock, &all, "before", t0, t1),
+        judged.phase(clock, &all, "during", t1, t2),
+        judged.phase(clock, &all, "after", t2, t3),
+    ];
+    let mut o: Observed = observed(o);
+    let invariants = verdicts(&mut o, CHAOS_INVARIANTS);
+    Ok(ScenarioReport {
+        scenario: name,
+        fault,
+        phases,
+        tables_before,
+        tables_after,
+        invariants,
+        tasks: all.len() as u64,
+        elapsed_ms: began.elapsed().as_millis() as u64,
+    })
+}
+
+/// Ties the two clocks of a run: phases are instants here, and store times (ms since the
+/// epoch) in the histories.
+#[derive(Clone, Copy)]
+struct EpochClock {
+    base: Instant,
+    base_ms: u64,
+}
+
+impl EpochClock {
+    fn now() -> Self {
+        let base = Instant::now();
+        let base_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        Self { base, base_ms }
+    }
+
+    /// The store time of instant `t`.
+    fn ms(self, t: Instant) -> u64 {
+        let since = |a: Instant, b: Instant| a.saturating_duration_since(b).as_millis() as u64;
+        self.base_ms + since(t, self.base) - since(self.base, t)
+    }
+}
+
+/// Where a scenario's fault is made, and on what.
+struct Fault<'a> {
+    pg: &'a PgInstance,
+    /// The node.
+    addr: SocketAddr,
+    /// The load the fault's own clients add.
+    extra: &'a Arc<Load>,
+    /// The end of the "during" phase.
+    until: Instant,
+    /// Tasks per second the node completed before the fault.
+    capacity: f64,
+}
+
+/// Makes scenario `name`'s fault: what it left running through the phase, and whether the
+/// fault's own arrivals may be left waiting (burst, overload).
+async fn inject(
+    name: &str,
+    opts: &ChaosOptions,
+    at: &Fault<'_>,
+) -> Result<(Vec<tokio::task::JoinHandle<()>>, bool), String> {
+    let mut helpers = Vec::new();
+    match name {
+        "restart" => tokio::task::block_in_place(|| at.pg.restart())?,
+        "terminate" => helpers.push(tokio::spawn(terminate_backends(at.pg.url(), at.until))),
+        "pool" => {
+            for _ in 0..opts.clients.max(1) * 8 {
+                helpers.push(tokio::spawn(client(at.addr, at.extra.clone(), false)));
+            }
+        }
+        "idle_xmin" => helpers.push(tokio::spawn(pin_xmin(at.pg.connect().await?, opts.pin))),
+        "rr_readers" => {
+            for _ in 0..4 {
+                helpers.push(tokio::spawn(rr_reader(at.pg.connect().await?, at.until)));
+            }
+        }
+        "overload" => {
+            // Open-loop arrivals at 1.5x what the node completed before.
+            let rate = (at.capacity * 1.5).max(10.0);
+            let arrivals = overload(at.addr, at.extra.clone(), rate, at.until);
+            return Ok((vec![tokio::spawn(arrivals)], true));
+        }
+        "burst" => {
+            let arrivals = burst(at.addr, at.extra.clone(), opts.burst);
+            return Ok((vec![tokio::spawn(arrivals)], true));
+        }
+        other => return Err(format!("unknown scenario {other}")),
+    }
+    Ok((helpers, false))
+}
+
+/// Terminates the node's backends every 300 ms until `until`.
+async fn terminate_backends(url: String, until: Instant) {
+    let Ok((c, conn)) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await else {
+        return;
+    };
+    tokio::spawn(conn);
+    while Instant::now() < until {
+        let _ = c
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE pid <> pg_backend_pid() AND backend_type = 'client backend' \
+                 AND datname = 'postgres' AND application_name <> 'snodo-chaos'",
+                &[],
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Holds a snapshot for `hold`: vacuum cannot remove what died after it.
+async fn pin_xmin(c: tokio_postgres::Client, hold: Duration) {
+    let _ = c
+        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM snodo.tasks")
+        .await;
+    tokio::time::sleep(hold).await;
+    let _ = c.batch_execute("ROLLBACK").await;
+}
+
+/// A long REPEATABLE READ reader of the tasks table, one transaction a second, until
+/// `until`.
+async fn rr_reader(c: tokio_postgres::Client, until: Instant) {
+    while Instant::now() < until {
+        let _ = c
+            .batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*), max(updated_at) FROM snodo.tasks",
+            )
+            .await;
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+        let _ = c.batch_execute("COMMIT").await;
+    }
+}
+
+/// Creations at `rate` per second until `stop_at`, each sent without waiting for the
+/// previous ones (open loop).
+async fn overload(addr: SocketAddr, load: Arc<Load>, rate: f64, stop_at: Instant) {
+    let gap = Duration::from_secs_f64(1.0 / rate);
+    let mut next = Instant::now();
+    let mut inflight = tokio::task::JoinSet::new();
+    while Instant::now() < stop_at {
+        let load = load.clone();
+        inflight.spawn(async move { create_once(addr, &load).await });
+        next += gap;
+        tokio::time::sleep_until(next.into()).await;
+        while inflight.try_join_next().is_some() {}
+    }
+    while inflight.join_next().await.is_some() {}
+}
+
+/// `n` creations, as fast as 64 clients get them accepted.
+async fn burst(addr: SocketAddr, load: Arc<Load>, n: usize) {
+    let mut set = tokio::task::JoinSet::new();
+    let next = Arc::new(AtomicU64::new(0));
+    for _ in 0..64 {
+        let (load, next) = (load.clone(), next.clone());
+        set.spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < n as u64 {
+                create_once(addr, &load).await;
+            }
+        });
+    }
+    while set.join_next().await.is_some() {}
+}
+
+/// Stops the steady load and waits for its clients, at most a minute each.
+async fn stop_clients(load: &Load, clients: Vec<tokio::task::JoinHandle<()>>) {
+    load.stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        let _ = tokio::time::timeout(Duration::from_secs(60), c).await;
+    }
+}
+
+/// Waits for the fault's helpers, at most `bound` each.
+async fn stop_helpers(helpers: Vec<tokio::task::JoinHandle<()>>, bound: Duration) {
+    for mut h in helpers {
+        // A helper still running (a burst not yet sent) is stopped: what it sends later
+        // would run into the after phase and miss the verdict.
+        if tokio::time::timeout(bound, &mut h).await.is_err() {
+            h.abort();
+            let _ = h.await;
+        }
+    }
+}
+
+/// The store, opened apart from the node: the verdict reads the store itself.
+async fn judge_store(pg: &PgInstance) -> Result<Arc<dyn Store>, String> {
+    let mut pgo = PgOptions::new(pg.url(), "chaos-judge".to_owned());
+    pgo.schema = "snodo".into();
+    pgo.migrate = false;
+    Ok(StoreConfig::Postgres(pgo)
+        .open()
+        .await
+        .map_err(|e| e.to_string())?
+        .store)
+}
+
+/// Checks that the node finishes new work after the fault (and its backlog), with no
+/// restart: three new tasks completed within 60 s, noted in `fresh`.
+async fn recovers(o: &Shared, addr: SocketAddr, fresh: &Load) {
     let recovered = tokio::time::timeout(Duration::from_secs(60), async {
         let mut created = 0;
         while created < 3 {
-            if let Some(id) = create_once(node.addr, &fresh).await {
+            if let Some(id) = create_once(addr, fresh).await {
                 created += 1;
                 let index = fresh.tasks.lock().len() - 1;
-                poll(node.addr, &fresh, index, &id).await;
+                poll(addr, fresh, index, &id).await;
             } else {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -659,35 +755,61 @@ async fn scenario(
     .await
     .is_ok()
         && fresh.completed_at.lock().len() == 3;
-    check(&o, "recovers_without_restart", recovered, || {
+    check(o, "recovers_without_restart", recovered, || {
         "the node did not complete three new tasks within 60 s, once the work it had was done"
             .into()
     });
-    let extra_count = all.len() - steady_count;
-    all.extend(std::mem::take(&mut *fresh.tasks.lock()));
-    // The admin session may not have survived the fault (a restart ends it).
-    let tables_after = table_figures(&pg.connect().await?).await;
-    drop(node);
-    // Each task's claim wait and its completion's store time (ms since the epoch).
-    let mut waits: Vec<(Instant, u64)> = Vec::new();
-    let mut done_at: Vec<u64> = Vec::new();
+}
+
+/// What the stored histories say of the run's tasks.
+struct Judged {
+    /// Each claimed task's creation and its claim wait in ms.
+    waits: Vec<(Instant, u64)>,
+    /// The store time of each completion.
+    done_at: Vec<u64>,
+}
+
+/// Judges every task of `all` against the store (task `i` may be left waiting when
+/// `may_wait(i)`).
+async fn judge_all(
+    store: &dyn Store,
+    o: &Shared,
+    all: &[(String, Seen)],
+    may_wait: impl Fn(usize) -> bool,
+) -> Result<Judged, String> {
+    let mut judged = Judged {
+        waits: Vec::new(),
+        done_at: Vec::new(),
+    };
     let judged_at = store.now().await.map_err(|e| e.to_string())?;
     for (i, (id, seen)) in all.iter().enumerate() {
-        let may_wait = lenient && i >= steady_count && i < steady_count + extra_count;
-        let (wait, done) = judge(&*store, &o, id, seen, may_wait, judged_at).await;
+        let (wait, done) = judge(store, o, id, seen, may_wait(i), judged_at).await;
         if let Some(w) = wait {
-            waits.push((seen.created_at, w));
+            judged.waits.push((seen.created_at, w));
         }
-        done_at.extend(done);
+        judged.done_at.extend(done);
     }
-    let epoch_ms = |t: Instant| -> u64 {
-        let since = |a: Instant, b: Instant| a.saturating_duration_since(b).as_millis() as u64;
-        base_ms + since(t, base) - since(base, t)
-    };
-    let phase_figure = |phase: &'static str, from: Instant, to: Instant| {
-        let (lo, hi) = (epoch_ms(from), epoch_ms(to));
-        let done = done_at.iter().filter(|t| **t >= lo && **t < hi).count();
-        let mut w: Vec<u64> = waits
+    Ok(judged)
+}
+
+impl Judged {
+    /// The figures of the phase from `from` to `to`.
+    fn phase(
+        &self,
+        clock: EpochClock,
+        all: &[(String, Seen)],
+        phase: &'static str,
+        from: Instant,
+        to: Instant,
+    ) -> PhaseFigure {
+        let (lo, hi) = (clock.ms(from), clock.ms(to));
+        let done = self
+            .done_at
+            .iter()
+            .filter(|t| **t >= lo && **t < hi)
+            .count();
+        let mut w: Vec<u64> = self
+            .waits
             .iter()
             .filter(|(c, _)| *c >= from && *c < to)
             .map(|(_, w)| *w)
@@ -708,24 +830,7 @@ async fn scenario(
             claim_p50_ms: pct(0.5),
             claim_p99_ms: pct(0.99),
         }
-    };
-    let phases = vec![
-        phase_figure("before", t0, t1),
-        phase_figure("during", t1, t2),
-        phase_figure("after", t2, t3),
-    ];
-    let mut o: Observed = observed(o);
-    let invariants = verdicts(&mut o, CHAOS_INVARIANTS);
-    Ok(ScenarioReport {
-        scenario: name,
-        fault,
-        phases,
-        tables_before,
-        tables_after,
-        invariants,
-        tasks: all.len() as u64,
-        elapsed_ms: began.elapsed().as_millis() as u64,
-    })
+    }
 }
 
 /// How long the node gets, after the last phase, to finish every task it acknowledged: the

@@ -30,7 +30,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures_util::Stream;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use snodo_core::store::{Changed, TaskFilter, TaskSummary, tool_of};
@@ -182,10 +182,12 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
     serde_json::from_slice(bytes).map_err(|e| AdminError::Invalid(format!("the body: {e}")))
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /admin/v1/tasks/{id}/cancel`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CancelBody {
-    message: Option<String>,
+pub struct CancelBody {
+    /// Why (the task's last status message); default: who cancelled it.
+    pub message: Option<String>,
 }
 
 async fn cancel(
@@ -198,10 +200,12 @@ async fn cancel(
     ok(s.server.admin_cancel(&op, &id, b.message).await?)
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /admin/v1/tasks/{id}/answer`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct AnswerBody {
-    responses: Map<String, Value>,
+pub struct AnswerBody {
+    /// The responses, by question key (each an MCP input response).
+    pub responses: Map<String, Value>,
 }
 
 async fn answer(
@@ -231,15 +235,20 @@ async fn retry(
     ok(s.server.admin_retry(&op, &id).await?)
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /admin/v1/cancel` (a bulk cancel).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BulkBody {
+pub struct BulkBody {
+    /// The tasks it selects (live ones only are cancelled).
     #[serde(default)]
-    filter: TaskFilter,
-    cap: Option<usize>,
+    pub filter: TaskFilter,
+    /// The most tasks to cancel; default [`super::DEFAULT_BULK_CAP`].
+    pub cap: Option<usize>,
+    /// Only count what would be cancelled.
     #[serde(default)]
-    preview: bool,
-    message: Option<String>,
+    pub preview: bool,
+    /// Why (each task's last status message); default: who cancelled them.
+    pub message: Option<String>,
 }
 
 async fn bulk_cancel(

@@ -30,6 +30,7 @@ use crate::http::auth::{TokenDigest, digest, digests_equal};
 use crate::http::{Authenticator, Caller, Scopes, bearer_token};
 use crate::mcp::{Handoff, McpServer};
 
+pub use api::{AnswerBody, BulkBody, CancelBody};
 pub use session::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
 
 /// The most tasks one bulk cancel acts on, unless the request asks for fewer.
