@@ -11,7 +11,8 @@
 //!   executions.
 //! - [`runner`], [`budget`] (`snodo-runner`): claims, leases, heartbeats, retries, recovery,
 //!   parking and reaping; per-tenant admission budgets.
-//! - [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): the MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
+//! - [`identity`], [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): who is calling, the
+//!   MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`client`]: the small HTTP/1 MCP client the stress harness, the benchmarks and the
 //!   end-to-end tests reach a server with.
@@ -22,7 +23,7 @@
 pub use snodo_core::{ids, model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
-pub use snodo_server::{admin, deploy, http, mcp, serve, suggest, telemetry, trust};
+pub use snodo_server::{admin, deploy, http, identity, mcp, serve, suggest, telemetry, trust};
 pub use snodo_wasm as wasm;
 
 pub mod client;

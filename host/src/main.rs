@@ -15,6 +15,8 @@ mod bench;
 mod scaffold;
 // The store a stress run or a benchmark opens for itself.
 mod scratch;
+// The example guests the build makes, used when no component is named.
+mod guests;
 // One file per subcommand.
 mod cli;
 

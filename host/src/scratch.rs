@@ -6,6 +6,10 @@ use std::sync::Arc;
 
 use snodo::store::{PgOptions, Store, StoreConfig, StoreKind};
 
+/// The PostgreSQL the measuring commands use unless told otherwise (the test database of
+/// a local server).
+pub(crate) const PG_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
+
 /// A store of any kind, and what to remove once the run is over.
 pub(crate) struct ScratchStore {
     /// The store.

@@ -14,14 +14,78 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use snodo_core::model::{Deployment, component_digest};
+use snodo_core::model::{Deployment, RetryPolicy, component_digest};
 use snodo_core::store::{Store, StoreError};
-use snodo_runner::{Catalog, CatalogSource, CatalogTool, Catalogs};
-use snodo_wasm::{Component, ComponentLoader, WasmEngine};
+use snodo_runner::{Catalog, CatalogSource, CatalogTool, Catalogs, ComponentPolicy};
+use snodo_wasm::{Component, ComponentLoader, EngineConfig, WasmEngine};
 use tokio_util::sync::CancellationToken;
 
-use crate::serve::{ServeError, ServeOptions};
 use crate::trust::{TrustCounters, TrustPolicy};
+
+/// Why a deployment, a component or the settings of a deployer were refused. Each kind
+/// means something different to a node: `serve` exits with a code of its own for each.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeployError {
+    /// The settings are wrong (a TTL shorter than the retries, a setting naming a tool no
+    /// component provides, an unreadable watched directory).
+    #[error("{0}")]
+    Config(String),
+    /// A component cannot be read, verified or loaded, or the wasm engine cannot be built.
+    #[error("{0}")]
+    Component(String),
+    /// The store failed.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// Settings for one tool (or the defaults for all); `None` keeps what the tool says.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolSettings {
+    /// A pinned task mode.
+    pub mode: Option<snodo_wasm::TaskMode>,
+    /// The retry policy for its tasks.
+    pub retry_policy: Option<RetryPolicy>,
+    /// Task TTL in ms (0 = unlimited).
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval in ms.
+    pub poll_interval_ms: Option<u64>,
+    /// Per-execution limits.
+    pub limits: Option<snodo_core::model::ExecutionLimits>,
+    /// WASI grants.
+    pub grants: Option<snodo_wasm::WasiGrants>,
+    /// The token claims its guest is shown.
+    pub claims: Option<Vec<String>>,
+}
+
+/// What a [`Deployer`] loads components and builds catalogs under: the part of a node's
+/// configuration that deployments read. A reload replaces it as a whole.
+#[derive(Debug, Clone)]
+pub struct DeployerSettings {
+    /// This node's identity (named in the notes of the deployments it makes).
+    pub node: String,
+    /// The configured component files.
+    pub components: Vec<PathBuf>,
+    /// Where precompiled components are cached.
+    pub cache_dir: Option<PathBuf>,
+    /// The WebAssembly engine (fuel metering is turned on when any tool sets fuel).
+    pub engine: EngineConfig,
+    /// TTL of created tasks.
+    pub ttl_ms: Option<u64>,
+    /// Suggested polling interval.
+    pub poll_interval_ms: u64,
+    /// Settings applied to every tool.
+    pub defaults: ToolSettings,
+    /// Settings by tool name (over the defaults).
+    pub tool_settings: std::collections::BTreeMap<String, ToolSettings>,
+    /// How long a guest may wait for input before its task is parked (the runner's
+    /// `park_after`): a tool's TTL must outlive it.
+    pub park_after: Duration,
+    /// What recovery does with tasks pinned to a component version no longer deployed.
+    pub component_policy: ComponentPolicy,
+    /// How deployments reach this node.
+    pub deploy: DeploySettings,
+}
 
 /// How deployments reach a serving node. Settings of `[deploy]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,16 +134,16 @@ pub enum Seed {
 /// settings.
 pub struct Deployer {
     /// The settings catalogs are built under; replaced by a reload.
-    opts: parking_lot::RwLock<ServeOptions>,
+    opts: parking_lot::RwLock<DeployerSettings>,
     loader: ComponentLoader,
     trust: Arc<TrustCounters>,
 }
 
 /// The `.wasm` files in `dir`, sorted, each with what tells a change: its length and
 /// modification time (and those of its signature).
-pub fn watched(dir: &Path) -> Result<Vec<(PathBuf, String)>, ServeError> {
+pub fn watched(dir: &Path) -> Result<Vec<(PathBuf, String)>, DeployError> {
     let entries = std::fs::read_dir(dir)
-        .map_err(|e| ServeError::Config(format!("deploy.watch: {}: {e}", dir.display())))?;
+        .map_err(|e| DeployError::Config(format!("deploy.watch: {}: {e}", dir.display())))?;
     let stamp = |p: &Path| {
         std::fs::metadata(p)
             .ok()
@@ -100,26 +164,26 @@ pub fn watched(dir: &Path) -> Result<Vec<(PathBuf, String)>, ServeError> {
 }
 
 /// A component file and the signature beside it (`<file>.sig`), if any.
-pub fn read_signed(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), ServeError> {
+pub fn read_signed(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), DeployError> {
     let bytes = std::fs::read(path).map_err(|e| {
-        ServeError::Component(format!("{}: cannot read the file: {e}", path.display()))
+        DeployError::Component(format!("{}: cannot read the file: {e}", path.display()))
     })?;
-    let signature = crate::trust::signature_beside(path).map_err(ServeError::Component)?;
+    let signature = crate::trust::signature_beside(path).map_err(DeployError::Component)?;
     Ok((bytes, signature))
 }
 
 impl Deployer {
     /// A deployer for `opts`: its engine (fuel metered when any tool sets fuel) and a
     /// loader that caches compiled code in `opts.cache_dir`.
-    pub fn new(opts: &ServeOptions) -> Result<Self, ServeError> {
+    pub fn new(opts: &DeployerSettings) -> Result<Self, DeployError> {
         let mut engine = opts.engine.clone();
         // A configured fuel limit must take effect: meter fuel when any tool sets one.
         engine.fuel |= std::iter::once(&opts.defaults)
             .chain(opts.tool_settings.values())
             .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
-        let engine = WasmEngine::new(engine).map_err(ServeError::Component)?;
+        let engine = WasmEngine::new(engine).map_err(DeployError::Component)?;
         let loader =
-            ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(ServeError::Component)?;
+            ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(DeployError::Component)?;
         Ok(Self {
             opts: parking_lot::RwLock::new(opts.clone()),
             loader,
@@ -127,7 +191,7 @@ impl Deployer {
         })
     }
 
-    fn opts(&self) -> ServeOptions {
+    fn opts(&self) -> DeployerSettings {
         self.opts.read().clone()
     }
 
@@ -137,7 +201,7 @@ impl Deployer {
     }
 
     /// Loads the configured component files.
-    pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, ServeError> {
+    pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, DeployError> {
         let mut out = Vec::new();
         for path in &self.opts().components {
             let (bytes, signature) = read_signed(path)?;
@@ -158,7 +222,7 @@ impl Deployer {
         origin: &Path,
         bytes: &[u8],
         signature: Option<&[u8]>,
-    ) -> Result<(), ServeError> {
+    ) -> Result<(), DeployError> {
         let policy = self.opts().deploy.trust;
         match policy.check(bytes, signature, &self.trust) {
             Ok(Some(key)) => {
@@ -166,7 +230,7 @@ impl Deployer {
                 Ok(())
             }
             Ok(None) => Ok(()),
-            Err(r) => Err(ServeError::Component(
+            Err(r) => Err(DeployError::Component(
                 policy.explain(&origin.display().to_string(), r),
             )),
         }
@@ -179,11 +243,11 @@ impl Deployer {
         origin: PathBuf,
         bytes: Vec<u8>,
         signature: Option<&[u8]>,
-    ) -> Result<Arc<Component>, ServeError> {
+    ) -> Result<Arc<Component>, DeployError> {
         self.check_signature(&origin, &bytes, signature)?;
         let started = Instant::now();
         let loaded = self.loader.load_bytes(origin.clone(), bytes).await;
-        let component = loaded.map_err(|e| ServeError::Component(e.to_string()))?;
+        let component = loaded.map_err(|e| DeployError::Component(e.to_string()))?;
         let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
         let served = component.catalog();
         tracing::info!(
@@ -206,7 +270,7 @@ impl Deployer {
         &self,
         components: &[Arc<Component>],
         strict: bool,
-    ) -> Result<Catalog, ServeError> {
+    ) -> Result<Catalog, DeployError> {
         let opts = &self.opts();
         let mut catalog = Catalog::new();
         catalog.set_component_policy(opts.component_policy);
@@ -223,11 +287,11 @@ impl Deployer {
                 // time a guest may wait for input before it is parked, or a default setup
                 // would reap work that is still going (decision 25).
                 let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
-                    + opts.runner.park_after.as_millis() as u64;
+                    + opts.park_after.as_millis() as u64;
                 if let Some(ttl) = ttl_ms
                     && ttl <= must_outlive
                 {
-                    return Err(ServeError::Config(format!(
+                    return Err(DeployError::Config(format!(
                         "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
                         info.name
                     )));
@@ -244,7 +308,7 @@ impl Deployer {
                         grants: s.grants.clone().unwrap_or_default(),
                         claims: s.claims.clone().unwrap_or_default(),
                     })
-                    .map_err(ServeError::Component)?;
+                    .map_err(DeployError::Component)?;
             }
             // Resources and prompts run under the defaults' limits and grants.
             catalog
@@ -253,7 +317,7 @@ impl Deployer {
                     limits: opts.defaults.limits.unwrap_or_default(),
                     grants: opts.defaults.grants.clone().unwrap_or_default(),
                 })
-                .map_err(ServeError::Component)?;
+                .map_err(DeployError::Component)?;
         }
         if let Some(unknown) = opts
             .tool_settings
@@ -266,28 +330,27 @@ impl Deployer {
                 catalog.tools().iter().map(|t| t.info.name.as_str()),
             );
             if strict {
-                return Err(ServeError::Config(why));
+                return Err(DeployError::Config(why));
             }
             tracing::warn!("{why}; the setting is unused");
         }
         Ok(catalog)
     }
 
-    /// Takes `next` as the node's settings for the catalogs it builds from now on, and
-    /// says which of its other changes apply only after a restart. Refused (the settings
-    /// before are kept) when `next` cannot build a catalog from `components`: a tool
-    /// setting that does not hold for them.
+    /// Takes `next` as the settings of the catalogs it builds from now on. Refused (the
+    /// settings before are kept) when `next` cannot build a catalog from `components`: a
+    /// tool setting that does not hold for them.
     pub fn reconfigure(
         &self,
-        next: ServeOptions,
+        next: DeployerSettings,
         components: &[Arc<Component>],
-    ) -> Result<Vec<&'static str>, ServeError> {
-        let before = std::mem::replace(&mut *self.opts.write(), next.clone());
+    ) -> Result<(), DeployError> {
+        let before = std::mem::replace(&mut *self.opts.write(), next);
         if let Err(e) = self.catalog_of(components, false) {
             *self.opts.write() = before;
             return Err(e);
         }
-        Ok(needs_restart(&before, &next))
+        Ok(())
     }
 
     /// Deploys the configured component files (and the watched directory's) when `when`
@@ -296,7 +359,7 @@ impl Deployer {
         &self,
         store: &dyn Store,
         when: Seed,
-    ) -> Result<Option<Deployment>, ServeError> {
+    ) -> Result<Option<Deployment>, DeployError> {
         let opts = self.opts();
         let mut paths = opts.components.clone();
         if let Some(dir) = &opts.deploy.watch {
@@ -314,7 +377,7 @@ impl Deployer {
         let history = store
             .deployments(usize::MAX)
             .await
-            .map_err(ServeError::Store)?;
+            .map_err(DeployError::Store)?;
         let current = history.first().map_or(0, |d| d.revision);
         let same = |d: &Deployment| {
             d.components
@@ -339,7 +402,7 @@ impl Deployer {
             store
                 .store_component(&bytes, signature.as_deref())
                 .await
-                .map_err(ServeError::Store)?;
+                .map_err(DeployError::Store)?;
             digests.push(digest);
         }
         let note = format!("configured components, deployed by node {}", opts.node);
@@ -353,7 +416,7 @@ impl Deployer {
                 tracing::info!(current, "another deployment came first; serving it");
                 Ok(None)
             }
-            Err(e) => Err(ServeError::Store(e)),
+            Err(e) => Err(DeployError::Store(e)),
         }
     }
 
@@ -364,15 +427,15 @@ impl Deployer {
         store: &dyn Store,
         digests: &[String],
         what: &str,
-    ) -> Result<Vec<Arc<Component>>, ServeError> {
+    ) -> Result<Vec<Arc<Component>>, DeployError> {
         let mut out = Vec::new();
         for digest in digests {
             let stored = store
                 .component(digest)
                 .await
-                .map_err(ServeError::Store)?
+                .map_err(DeployError::Store)?
                 .ok_or_else(|| {
-                    ServeError::Component(format!(
+                    DeployError::Component(format!(
                         "{what} names component {digest}, which is not stored"
                     ))
                 })?;
@@ -391,7 +454,7 @@ impl Deployer {
         &self,
         store: &dyn Store,
         deployment: &Deployment,
-    ) -> Result<Catalog, ServeError> {
+    ) -> Result<Catalog, DeployError> {
         let what = format!("deployment {}", deployment.revision);
         let components = self
             .load_stored(store, &deployment.components, &what)
@@ -406,11 +469,11 @@ impl Deployer {
         &self,
         store: &dyn Store,
         serving: &[String],
-    ) -> Result<Vec<Catalog>, ServeError> {
+    ) -> Result<Vec<Catalog>, DeployError> {
         let pinned: Vec<String> = store
             .components()
             .await
-            .map_err(ServeError::Store)?
+            .map_err(DeployError::Store)?
             .into_iter()
             .filter(|c| c.pinned > 0 && !serving.contains(&c.digest))
             .map(|c| c.digest)
@@ -429,9 +492,9 @@ impl Deployer {
 pub async fn start(
     deployer: &Deployer,
     store: &dyn Store,
-) -> Result<(Arc<Catalogs>, u64), ServeError> {
+) -> Result<(Arc<Catalogs>, u64), DeployError> {
     deployer.seed(store, Seed::AtStart).await?;
-    let current = store.deployment(None).await.map_err(ServeError::Store)?;
+    let current = store.deployment(None).await.map_err(DeployError::Store)?;
     let (catalog, revision) = match &current {
         Some(d) => match deployer.catalog_for(store, d).await {
             Ok(catalog) => {
@@ -446,10 +509,10 @@ pub async fn start(
             // (a component unsigned by its keys, one it cannot load): it serves the newest
             // deployment it can, as a running node that refuses a deployment keeps the one
             // before, rather than not starting at all. The refused revision counts as seen.
-            Err(ServeError::Component(why)) => {
+            Err(DeployError::Component(why)) => {
                 let Some((catalog, served)) = newest_loadable(deployer, store, d.revision).await?
                 else {
-                    return Err(ServeError::Component(why));
+                    return Err(DeployError::Component(why));
                 };
                 tracing::error!(
                     revision = d.revision,
@@ -480,15 +543,15 @@ async fn newest_loadable(
     deployer: &Deployer,
     store: &dyn Store,
     refused: u64,
-) -> Result<Option<(Catalog, u64)>, ServeError> {
+) -> Result<Option<(Catalog, u64)>, DeployError> {
     let earlier = store
         .deployments(FALLBACK_DEPLOYMENTS + 1)
         .await
-        .map_err(ServeError::Store)?;
+        .map_err(DeployError::Store)?;
     for d in earlier.iter().filter(|d| d.revision < refused) {
         match deployer.catalog_for(store, d).await {
             Ok(catalog) => return Ok(Some((catalog, d.revision))),
-            Err(ServeError::Component(why)) => {
+            Err(DeployError::Component(why)) => {
                 tracing::warn!(revision = d.revision, error = %why, "an earlier deployment cannot be loaded here either");
             }
             Err(e) => return Err(e),
@@ -498,12 +561,12 @@ async fn newest_loadable(
 }
 
 /// What a node hears besides its polling: other nodes' deployment announcements, and
-/// configurations reloaded by its operator (SIGHUP).
+/// the settings of configurations reloaded by its operator (SIGHUP).
 pub struct Inbox {
     /// A deployment was announced (`None`, or a closed channel: nothing announces).
     pub deployed: Option<tokio::sync::mpsc::Receiver<()>>,
     /// A reloaded configuration, already validated as a file.
-    pub reloads: Option<tokio::sync::mpsc::Receiver<ServeOptions>>,
+    pub reloads: Option<tokio::sync::mpsc::Receiver<DeployerSettings>>,
 }
 
 /// Why a node following deployments woke up.
@@ -513,7 +576,7 @@ enum Wake {
     /// Time to look at the store (the poll, or an announcement).
     Look,
     /// A reloaded configuration arrived.
-    Reload(Box<ServeOptions>),
+    Reload(Box<DeployerSettings>),
 }
 
 impl Inbox {
@@ -561,20 +624,13 @@ async fn reload_settings(
     deployer: &Deployer,
     store: &dyn Store,
     catalogs: &Catalogs,
-    next: ServeOptions,
+    next: DeployerSettings,
 ) -> Option<Deployment> {
     let serving = catalogs.current().components();
     let before = deployer.opts();
-    match deployer.reconfigure(next, &serving) {
-        Err(e) => {
-            tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
-            return None;
-        }
-        Ok(restart) if !restart.is_empty() => tracing::warn!(
-            settings = %restart.join(", "),
-            "changed settings apply after a restart"
-        ),
-        Ok(_) => {}
+    if let Err(e) = deployer.reconfigure(next, &serving) {
+        tracing::error!(error = %e, "the reloaded configuration was refused; still serving the one before");
+        return None;
     }
     // Its component files must load (and pass the trust policy) like its settings.
     if let Err(e) = deployer.seed(store, Seed::Changed).await {
@@ -729,44 +785,6 @@ pub fn provides(component: &Component) -> BTreeSet<String> {
         .collect()
 }
 
-/// The settings of `next` that differ from `before` and that a running node cannot take
-/// (its listener, store, engine, budgets, tokens and runner are built once), by key.
-fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    let mut check = |key: &'static str, same: bool| {
-        if !same {
-            out.push(key);
-        }
-    };
-    check("listen", before.listen == next.listen);
-    check("node.id", before.node == next.node);
-    check(
-        "store",
-        format!("{:?}", before.store) == format!("{:?}", next.store),
-    );
-    check("cache_dir", before.cache_dir == next.cache_dir);
-    check("auth.tokens", before.tokens == next.tokens);
-    check(
-        "max_body_bytes",
-        before.max_body_bytes == next.max_body_bytes,
-    );
-    check(
-        "http",
-        format!("{:?}", before.http_limits) == format!("{:?}", next.http_limits),
-    );
-    check("metrics.token", before.metrics_token == next.metrics_token);
-    check(
-        "runner",
-        format!("{:?}", before.runner) == format!("{:?}", next.runner),
-    );
-    check("limits", before.limits == next.limits);
-    check(
-        "engine",
-        format!("{:?}", before.engine) == format!("{:?}", next.engine),
-    );
-    out
-}
-
 /// The longest the follower spends loading one deployment: compiling what the cache does
 /// not hold and each component's description (itself bounded by the load wall clock). A
 /// load past it is abandoned and tried again at the next look, so a node keeps serving,
@@ -780,7 +798,7 @@ async fn load_within(
     store: &dyn Store,
     deployment: &Deployment,
     stop: &CancellationToken,
-) -> Option<Result<Catalog, ServeError>> {
+) -> Option<Result<Catalog, DeployError>> {
     tokio::select! {
         () = stop.cancelled() => None,
         loaded = tokio::time::timeout(DEPLOYMENT_LOAD_TIMEOUT, deployer.catalog_for(store, deployment)) => match loaded {

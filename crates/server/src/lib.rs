@@ -4,7 +4,9 @@
 //!   crate's own vocabulary, of which only [`PROTOCOL_VERSION`] and [`rfc3339`] are public).
 //! - [`mcp`]: the MCP server: method dispatch, tools, resources, prompts, the tasks
 //!   extension, and the 2025-11-25 handshake revisions beside it.
-//! - [`http`]: Streamable HTTP: headers, limits, auth, SSE, the connection loop.
+//! - [`identity`]: who is calling: callers and scopes, static tokens, the OAuth resource
+//!   server (below `mcp`, `admin` and `http`, which all read it).
+//! - [`http`]: Streamable HTTP: headers, limits, authentication, SSE, the connection loop.
 //! - [`admin`]: operators: the admin API (`/admin/v1`) and the console (`/console`).
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
@@ -15,6 +17,7 @@
 pub mod admin;
 pub mod deploy;
 pub mod http;
+pub mod identity;
 pub mod mcp;
 mod protocol;
 pub mod serve;

@@ -5,17 +5,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::http::{self, HttpConfig};
+use crate::identity;
 use crate::mcp::{McpServer, ServerConfig};
 use crate::telemetry::{Metrics, MetricsAndTracing};
-use snodo_core::model::{Principal, RetryPolicy};
+use snodo_core::model::Principal;
 use snodo_core::store::{ObservedStore, OpenedStore, Store, StoreConfig};
 use snodo_runner::budget::TenantLimits;
 use snodo_runner::{Catalog, Catalogs, ComponentPolicy, Runner, RunnerOptions};
 use snodo_wasm::{EngineConfig, WasmEngine};
 use tokio_util::sync::CancellationToken;
 
-use crate::deploy::{self, DeploySettings, Deployer};
+use crate::deploy::{self, DeployError, DeploySettings, Deployer, DeployerSettings};
 
+pub use crate::deploy::ToolSettings;
 pub use snodo_runner::DEFAULT_TTL_MS;
 
 /// This process's default node identity: `<host>:<pid>`, unique among live processes.
@@ -27,25 +29,6 @@ pub fn default_node_id() -> String {
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "host".to_owned());
     format!("{host}:{}", std::process::id())
-}
-
-/// Settings for one tool (or the defaults for all); `None` keeps what the tool says.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ToolSettings {
-    /// A pinned task mode.
-    pub mode: Option<snodo_wasm::TaskMode>,
-    /// The retry policy for its tasks.
-    pub retry_policy: Option<RetryPolicy>,
-    /// Task TTL in ms (0 = unlimited).
-    pub ttl_ms: Option<u64>,
-    /// Suggested polling interval in ms.
-    pub poll_interval_ms: Option<u64>,
-    /// Per-execution limits.
-    pub limits: Option<snodo_core::model::ExecutionLimits>,
-    /// WASI grants.
-    pub grants: Option<snodo_wasm::WasiGrants>,
-    /// The token claims its guest is shown.
-    pub claims: Option<Vec<String>>,
 }
 
 /// Everything `serve` needs.
@@ -65,7 +48,7 @@ pub struct ServeOptions {
     /// Bearer tokens; empty (and no OAuth) serves loopback only.
     pub tokens: Vec<(String, Principal)>,
     /// The OAuth resource server (`[auth.oauth]`), if configured.
-    pub oauth: Option<http::oauth::OAuthConfig>,
+    pub oauth: Option<identity::oauth::OAuthConfig>,
     /// The scopes each operation needs (`[auth.scopes]`).
     pub scopes: crate::mcp::ScopePolicy,
     /// The largest accepted request body.
@@ -118,6 +101,23 @@ pub struct TracingOptions {
 }
 
 impl ServeOptions {
+    /// What the node's [`Deployer`] loads components and builds catalogs under.
+    pub fn deployer_settings(&self) -> DeployerSettings {
+        DeployerSettings {
+            node: self.node.clone(),
+            components: self.components.clone(),
+            cache_dir: self.cache_dir.clone(),
+            engine: self.engine.clone(),
+            ttl_ms: self.ttl_ms,
+            poll_interval_ms: self.poll_interval_ms,
+            defaults: self.defaults.clone(),
+            tool_settings: self.tool_settings.clone(),
+            park_after: self.runner.park_after,
+            component_policy: self.component_policy,
+            deploy: self.deploy.clone(),
+        }
+    }
+
     /// Defaults: loopback port 3001, redb at `data/tasks.redb`, the given components, a
     /// task TTL of one day ([`DEFAULT_TTL_MS`]).
     pub fn new(data: PathBuf, components: Vec<PathBuf>) -> Self {
@@ -186,6 +186,16 @@ impl ServeError {
     }
 }
 
+impl From<DeployError> for ServeError {
+    fn from(e: DeployError) -> Self {
+        match e {
+            DeployError::Config(why) => ServeError::Config(why),
+            DeployError::Component(why) => ServeError::Component(why),
+            DeployError::Store(e) => ServeError::Store(e),
+        }
+    }
+}
+
 /// Loads everything, serves until `shutdown` resolves, then drains the runner.
 /// `ready` receives the bound address once the server accepts connections.
 pub async fn serve(
@@ -207,25 +217,10 @@ pub async fn serve_reloading(
 ) -> Result<(), ServeError> {
     check_exposure(&opts)?;
     tracing::info!(node = %opts.node, "node identity");
-    let exporter = match &opts.otlp {
-        Some(t) => {
-            let mut config = t.otlp.clone();
-            config.node.clone_from(&opts.node);
-            let (sink, exporter) = snodo_otel::start(&config).map_err(ServeError::Config)?;
-            opts.tracer = snodo_core::spans::Tracer::new(sink, t.sampling_ratio, t.follow_parent);
-            tracing::info!(
-                endpoint = %config.endpoint,
-                protocol = ?config.protocol,
-                sampling_ratio = t.sampling_ratio,
-                "telemetry: exporting spans over OTLP"
-            );
-            Some(exporter)
-        }
-        None => None,
-    };
+    let exporter = start_exporter(&mut opts)?;
     let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
-    let deployer = Arc::new(Deployer::new(&opts)?);
+    let deployer = Arc::new(Deployer::new(&opts.deployer_settings())?);
     tracing::info!(
         pagemap_scan = deployer.engine().pagemap_scan_active(),
         "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
@@ -258,43 +253,17 @@ pub async fn serve_reloading(
         },
         deploy::Inbox {
             deployed: Some(nudged),
-            reloads,
+            reloads: reloads.map(|r| deployer_reloads(opts.clone(), r)),
         },
         move |_| told.catalog_changed(),
         stop_following.clone(),
     ));
     ready(addr);
-    let drain = opts.runner.drain_timeout;
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let closer = server.clone();
-    let graceful = async move {
-        shutdown.await;
-        tracing::info!("shutdown requested: closing streams, finishing requests");
-        closer.close_streams();
-        let _ = stopping_tx.send(());
+    let app = match authenticator {
+        Authentication::Static => http::router(server.clone(), http_config),
+        Authentication::OAuth(rs) => http::router_oauth(server.clone(), http_config, rs),
     };
-    let serving = http::serve(
-        listener,
-        match authenticator {
-            Authentication::Static => http::router(server, http_config),
-            Authentication::OAuth(rs) => http::router_oauth(server, http_config, rs),
-        },
-        &opts.http_limits,
-        graceful,
-    );
-    tokio::pin!(serving);
-    // Requests in flight get the drain timeout to finish; then the server stops anyway.
-    let forced = async {
-        if stopping_rx.await.is_ok() {
-            tokio::time::sleep(drain).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        r = &mut serving => r.map_err(|e| ServeError::Listen(e.to_string()))?,
-        () = forced => tracing::warn!("connections did not close within the drain timeout"),
-    }
+    serve_until_drained(listener, app, &server, &opts, shutdown).await?;
     tracing::info!("shutting down: draining the runner");
     stop_following.cancel();
     let _ = deployments.await;
@@ -308,6 +277,123 @@ pub async fn serve_reloading(
     }
     tracing::info!(released, "stopped");
     Ok(())
+}
+
+/// Starts the OTLP exporter when `[telemetry.otlp]` is configured, and points the node's
+/// tracer at it.
+fn start_exporter(opts: &mut ServeOptions) -> Result<Option<snodo_otel::Exporter>, ServeError> {
+    let Some(t) = &opts.otlp else {
+        return Ok(None);
+    };
+    let mut config = t.otlp.clone();
+    config.node.clone_from(&opts.node);
+    let (sink, exporter) = snodo_otel::start(&config).map_err(ServeError::Config)?;
+    opts.tracer = snodo_core::spans::Tracer::new(sink, t.sampling_ratio, t.follow_parent);
+    tracing::info!(
+        endpoint = %config.endpoint,
+        protocol = ?config.protocol,
+        sampling_ratio = t.sampling_ratio,
+        "telemetry: exporting spans over OTLP"
+    );
+    Ok(Some(exporter))
+}
+
+/// The deployer's settings of each reloaded configuration, in order. A reload's changes to
+/// what a running node cannot take are logged, against the configuration the node started
+/// with (what its listener, store and runner were built from).
+fn deployer_reloads(
+    started: ServeOptions,
+    mut reloads: tokio::sync::mpsc::Receiver<ServeOptions>,
+) -> tokio::sync::mpsc::Receiver<DeployerSettings> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tokio::spawn(async move {
+        while let Some(next) = reloads.recv().await {
+            let restart = needs_restart(&started, &next);
+            if !restart.is_empty() {
+                tracing::warn!(
+                    settings = %restart.join(", "),
+                    "changed settings apply after a restart"
+                );
+            }
+            if tx.send(next.deployer_settings()).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves and the connections close, or the
+/// runner's drain timeout passes after it (then the server stops anyway).
+async fn serve_until_drained(
+    listener: tokio::net::TcpListener,
+    app: http::App,
+    server: &Arc<McpServer>,
+    opts: &ServeOptions,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let drain = opts.runner.drain_timeout;
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let closer = server.clone();
+    let graceful = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: closing streams, finishing requests");
+        closer.close_streams();
+        let _ = stopping_tx.send(());
+    };
+    let serving = http::serve(listener, app, &opts.http_limits, graceful);
+    tokio::pin!(serving);
+    // Requests in flight get the drain timeout to finish; then the server stops anyway.
+    let forced = async {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(drain).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        r = &mut serving => r.map_err(|e| ServeError::Listen(e.to_string()))?,
+        () = forced => tracing::warn!("connections did not close within the drain timeout"),
+    }
+    Ok(())
+}
+
+/// The settings of `next` that differ from `before` and that a running node cannot take
+/// (its listener, store, engine, budgets, tokens and runner are built once), by key.
+fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut check = |key: &'static str, same: bool| {
+        if !same {
+            out.push(key);
+        }
+    };
+    check("listen", before.listen == next.listen);
+    check("node.id", before.node == next.node);
+    check(
+        "store",
+        format!("{:?}", before.store) == format!("{:?}", next.store),
+    );
+    check("cache_dir", before.cache_dir == next.cache_dir);
+    check("auth.tokens", before.tokens == next.tokens);
+    check(
+        "max_body_bytes",
+        before.max_body_bytes == next.max_body_bytes,
+    );
+    check(
+        "http",
+        format!("{:?}", before.http_limits) == format!("{:?}", next.http_limits),
+    );
+    check("metrics.token", before.metrics_token == next.metrics_token);
+    check(
+        "runner",
+        format!("{:?}", before.runner) == format!("{:?}", next.runner),
+    );
+    check("limits", before.limits == next.limits);
+    check(
+        "engine",
+        format!("{:?}", before.engine) == format!("{:?}", next.engine),
+    );
+    out
 }
 
 /// How many tenants `tokens` name: the defaults of a node serving several are sized for
@@ -334,11 +420,11 @@ fn check_exposure(opts: &ServeOptions) -> Result<(), ServeError> {
         )));
     }
     for (i, (token, principal)) in opts.tokens.iter().enumerate() {
-        http::check_token(token, principal, &opts.tokens[..i])
+        identity::check_token(token, principal, &opts.tokens[..i])
             .map_err(|e| ServeError::Config(format!("bearer token #{}: {e}", i + 1)))?;
     }
     if let Some(oauth) = &opts.oauth {
-        http::oauth::check(oauth).map_err(ServeError::Config)?;
+        identity::oauth::check(oauth).map_err(ServeError::Config)?;
     }
     if opts.oauth.is_none() && !opts.scopes.is_empty() {
         return Err(ServeError::Config(
@@ -454,7 +540,7 @@ fn start_node(
 enum Authentication {
     /// The configured tokens (`HttpConfig::tokens`), or none on loopback.
     Static,
-    OAuth(Arc<http::ResourceServer>),
+    OAuth(Arc<identity::ResourceServer>),
 }
 
 fn authenticator(opts: &ServeOptions, addr: SocketAddr) -> Result<Authentication, ServeError> {
@@ -464,8 +550,9 @@ fn authenticator(opts: &ServeOptions, addr: SocketAddr) -> Result<Authentication
     let mut config = oauth.clone();
     config.challenge_scopes = opts.scopes.ordinary();
     config.scopes_supported = opts.scopes.all();
-    let server = http::ResourceServer::new(config, &opts.tokens, http::oauth::system_clock())
-        .map_err(ServeError::Config)?;
+    let server =
+        identity::ResourceServer::new(config, &opts.tokens, identity::oauth::system_clock())
+            .map_err(ServeError::Config)?;
     server.listening_on(addr);
     tracing::info!(resource = %server.resource(), "OAuth: accepting access tokens for this resource");
     Ok(Authentication::OAuth(Arc::new(server)))
@@ -617,7 +704,7 @@ async fn follow_remote_changes(
 /// error). Used by the operator commands that validate a configuration; `serve` serves
 /// the store's deployment instead (see [`crate::deploy`]).
 pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
-    let deployer = Deployer::new(opts)?;
+    let deployer = Deployer::new(&opts.deployer_settings())?;
     let components = deployer.load_files().await?;
-    deployer.catalog_of(&components, true)
+    Ok(deployer.catalog_of(&components, true)?)
 }

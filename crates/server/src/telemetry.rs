@@ -160,19 +160,15 @@ impl Metrics {
     }
 
     /// Records one MCP operation: its method, the tool a `tools/call` named (when the
-    /// catalog serves it), how it ended and how long it took.
+    /// catalog serves it), its `error.type` (`None` for a result; a JSON-RPC error code, or
+    /// `tool_error`) and how long it took.
     pub fn operation(
         &self,
         method: &'static str,
         tool: Option<String>,
-        outcome: crate::mcp::Outcome,
+        error: Option<String>,
         took: Duration,
     ) {
-        let error = match outcome {
-            crate::mcp::Outcome::Ok => None,
-            crate::mcp::Outcome::Error(code) => Some(code.to_string()),
-            crate::mcp::Outcome::ToolError => Some("tool_error".to_owned()),
-        };
         let histogram = {
             let mut ops = self.operations.lock();
             let key = (method, tool, error);
@@ -593,17 +589,18 @@ mod tests {
 
     #[test]
     fn operation_series_are_bounded_and_their_labels_escaped() {
-        use crate::mcp::Outcome;
         let m = Metrics::new();
         let ms = Duration::from_millis(1);
-        m.operation("tools/call", Some("we\"ird".into()), Outcome::ToolError, ms);
-        m.operation("tasks/get", None, Outcome::Error(-32602), ms);
+        let tool_error = Some("tool_error".to_owned());
+        m.operation("tools/call", Some("we\"ird".into()), tool_error, ms);
+        m.operation("tasks/get", None, Some("-32602".into()), ms);
         for i in 0..MAX_OPERATION_SERIES + 50 {
-            m.operation("tools/call", Some(format!("tool-{i}")), Outcome::Ok, ms);
+            m.operation("tools/call", Some(format!("tool-{i}")), None, ms);
         }
         // Past the cap, any error code a guest fails with shares one series too.
         for code in 0..100 {
-            m.operation("tools/call", None, Outcome::Error(-40_000 - code), ms);
+            let error = Some((-40_000 - code).to_string());
+            m.operation("tools/call", None, error, ms);
         }
         let text = m.render(0, 0, 0);
         assert!(text.contains(

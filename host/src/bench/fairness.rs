@@ -94,10 +94,10 @@ pub(crate) struct FairnessOptions {
     #[arg(long, default_value_t = 4.0)]
     pub seconds: f64,
     /// The fixtures component (serves `greet` and completions).
-    #[arg(long, default_value_os_t = crate::cli::guest("fixtures.wasm"))]
+    #[arg(long, default_value_os_t = crate::guests::guest("fixtures.wasm"))]
     pub fixtures: PathBuf,
     /// The hostile component (serves `burn`, `hold`, `memory_bomb`, `backtrack`).
-    #[arg(long, default_value_os_t = crate::cli::guest("hostile.wasm"))]
+    #[arg(long, default_value_os_t = crate::guests::guest("hostile.wasm"))]
     pub hostile: PathBuf,
     /// A `[limits]` setting for the servers, as `KEY=VALUE` (repeatable), to compare a
     /// setting with the defaults, e.g. `--limit executing_per_tenant=64`.

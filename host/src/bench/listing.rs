@@ -31,7 +31,7 @@ pub(crate) struct ListingBenchOptions {
     #[arg(long, default_value_t = 64)]
     pub fill_concurrency: usize,
     /// The PostgreSQL to use (a fresh schema, dropped afterwards).
-    #[arg(long, default_value = crate::cli::PG_URL)]
+    #[arg(long, default_value = crate::scratch::PG_URL)]
     pub pg_url: String,
 }
 

@@ -255,10 +255,10 @@ fn figure(what: impl Into<String>, mut samples: Vec<std::time::Duration>) -> Lat
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct RunnerBenchOptions {
     /// The fixtures component (provides `confirm_delete` and `slow_compute`).
-    #[arg(long, default_value_os_t = crate::cli::guest("fixtures.wasm"))]
+    #[arg(long, default_value_os_t = crate::guests::guest("fixtures.wasm"))]
     pub fixtures: PathBuf,
     /// The hostile component (provides `ignore_cancel`).
-    #[arg(long, default_value_os_t = crate::cli::guest("hostile.wasm"))]
+    #[arg(long, default_value_os_t = crate::guests::guest("hostile.wasm"))]
     pub hostile: PathBuf,
     /// Parked-task counts to measure resident memory at.
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -277,7 +277,7 @@ pub(crate) struct RunnerBenchOptions {
     #[arg(long, value_enum, default_value_t = snodo::store::StoreKind::Memory)]
     pub store: snodo::store::StoreKind,
     /// PostgreSQL: the connection string.
-    #[arg(long, default_value = crate::cli::PG_URL)]
+    #[arg(long, default_value = crate::scratch::PG_URL)]
     pub pg_url: String,
 }
 
@@ -600,7 +600,7 @@ async fn cancel_samples(
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct McpBenchOptions {
     /// Components to serve (must include `flaky`, from the examples component).
-    #[arg(long = "component", default_values_os_t = [crate::cli::guest("examples.wasm")])]
+    #[arg(long = "component", default_values_os_t = [crate::guests::guest("examples.wasm")])]
     pub components: Vec<PathBuf>,
     /// `redb` (in a temporary directory) or `memory`.
     #[arg(long, value_enum, default_value_t = snodo::store::StoreKind::Redb)]

@@ -100,7 +100,7 @@ pub(crate) fn run_deploy(runtime: &tokio::runtime::Runtime, args: DeployArgs) ->
 
 async fn deploy(args: &DeployArgs) -> Result<String, String> {
     let opts = super::load_config(&args.config)?;
-    let deployer = Deployer::new(&opts).map_err(|e| e.to_string())?;
+    let deployer = Deployer::new(&opts.deployer_settings()).map_err(|e| e.to_string())?;
     // Every file loads (compiles, describes) before anything is stored.
     let mut new = Vec::new();
     for path in &args.components {

@@ -11,35 +11,11 @@ pub(crate) mod stress;
 pub(crate) mod tasks;
 pub(crate) mod tools;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
-/// Where `cargo build -p snodo-test-guests` puts the example guests.
-pub(crate) const GUESTS_DIR: &str = "target/guests/wasm32-wasip2/release";
-
-/// The PostgreSQL the measuring commands use unless told otherwise (the test database of
-/// a local server).
-pub(crate) const PG_URL: &str = "host=127.0.0.1 port=5432 user=postgres dbname=test";
-
-/// The example guest `file` where the build puts it.
-pub(crate) fn guest(file: &str) -> PathBuf {
-    Path::new(GUESTS_DIR).join(file)
-}
-
-/// The example guests that exist, or why there are none.
-pub(crate) fn default_components() -> Result<Vec<PathBuf>, String> {
-    let found: Vec<PathBuf> = ["fixtures.wasm", "examples.wasm"]
-        .into_iter()
-        .map(guest)
-        .filter(|p| p.exists())
-        .collect();
-    if found.is_empty() {
-        return Err(format!(
-            "no components: pass --component, or build the example guests (cargo build -p snodo-test-guests puts them in {GUESTS_DIR})"
-        ));
-    }
-    Ok(found)
-}
+pub(crate) use crate::guests::default_components;
+pub(crate) use crate::scratch::PG_URL;
 
 /// The serve options a configuration file (and the environment) describes, or why it
 /// cannot be used.

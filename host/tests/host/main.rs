@@ -5,6 +5,7 @@ mod common;
 
 mod edge;
 mod hostile_tenant;
+mod layers;
 mod multi_node;
 mod operators;
 mod stress;

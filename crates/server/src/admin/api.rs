@@ -36,7 +36,7 @@ use serde_json::{Map, Value, json};
 use snodo_core::store::{Changed, TaskFilter, TaskSummary, tool_of};
 
 use super::{Admin, AdminError, Operator, filter_of, query_of};
-use crate::http::Authenticator;
+use crate::identity::Authenticator;
 use crate::mcp::McpServer;
 
 /// What the admin routes share.
@@ -46,7 +46,7 @@ pub(crate) struct AdminState {
     pub(crate) admin: Arc<Admin>,
     pub(crate) authenticator: Arc<dyn Authenticator>,
     /// The resource server, when OAuth is configured (the console's sign-in uses it).
-    pub(crate) oauth: Option<Arc<crate::http::ResourceServer>>,
+    pub(crate) oauth: Option<Arc<crate::identity::ResourceServer>>,
 }
 
 impl IntoResponse for AdminError {

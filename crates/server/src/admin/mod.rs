@@ -26,8 +26,8 @@ use snodo_core::store::{
     Action, Effect, StoreError, TaskCounts, TaskFilter, TaskPage, TaskQuery, TaskSummary, tool_of,
 };
 
-use crate::http::auth::{TokenDigest, digest, digests_equal};
-use crate::http::{Authenticator, Caller, Scopes, bearer_token};
+use crate::identity::{Authenticator, Caller, Scopes, bearer_token};
+use crate::identity::{TokenDigest, digest, digests_equal};
 use crate::mcp::{Handoff, McpServer};
 
 pub use api::{AnswerBody, BulkBody, CancelBody};

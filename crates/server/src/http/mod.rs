@@ -1,13 +1,11 @@
 //! Streamable HTTP: an axum [`Router`] with `POST /mcp` and the rules that belong to the
 //! transport: Host/Origin checks against DNS rebinding (a layer over every route),
-//! authentication (a layer over the MCP routes, through the server's [`Authenticator`],
-//! in `auth`), the body limit and body timeout, the routing headers, SSE responses, 405 for
+//! authentication (a layer over the MCP routes, through the server's [`Authenticator`]
+//! from `identity`), the body limit and body timeout, the routing headers, SSE responses, 405 for
 //! GET, DELETE of a 2025-11-25 session, health endpoints and metrics. Connections, their
 //! limits and timeouts are in `conn`.
 
-pub(crate) mod auth;
 mod conn;
-pub mod oauth;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,16 +22,17 @@ use futures_util::stream;
 use serde_json::Value;
 use tower::ServiceExt;
 
-pub use auth::{
-    Authentication, Authenticator, Caller, MIN_TOKEN_LEN, Scopes, StaticTokens, TokenError,
-    Unauthenticated, bearer_token, check_token, local_principal,
-};
 pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
-pub use oauth::ResourceServer;
+// Identity under the names the host's configuration reads (`snodo::http::check_token`,
+// `snodo::http::oauth`); `crate::identity` is its home.
+pub use crate::identity::{
+    Authentication, Authenticator, Caller, MIN_TOKEN_LEN, ResourceServer, Scopes, StaticTokens,
+    TokenError, Unauthenticated, bearer_token, check_token, local_principal, oauth,
+};
 
+use crate::identity::{TokenDigest, digest, digests_equal};
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
-use auth::{TokenDigest, digest, digests_equal};
 use snodo_core::model::{IncomingTrace, Principal};
 
 /// How long `/readyz` waits for the store to commit its probe write.

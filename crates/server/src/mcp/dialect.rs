@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::http::Caller;
+use crate::identity::Caller;
 use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 

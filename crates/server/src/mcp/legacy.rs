@@ -16,7 +16,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::http::Caller;
+use crate::identity::Caller;
 use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError};
 use snodo_core::model::Principal;
 

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::http::Caller;
+use crate::identity::Caller;
 use crate::protocol::{self, Incoming, NameSource, RequestMeta, RpcError};
 use snodo_core::model::{Principal, TaskId, Timestamp};
 use snodo_core::store::{ObservedStore, Store, StoreError};
@@ -158,6 +158,15 @@ impl Outcome {
             Outcome::ToolError
         } else {
             Outcome::Ok
+        }
+    }
+
+    /// Its `error.type` label: none for a result, the JSON-RPC error code, or `tool_error`.
+    pub fn error_type(self) -> Option<String> {
+        match self {
+            Outcome::Ok => None,
+            Outcome::Error(code) => Some(code.to_string()),
+            Outcome::ToolError => Some("tool_error".to_owned()),
         }
     }
 }
@@ -652,8 +661,12 @@ impl McpServer {
         // A streamed `tools/call` is recorded when its response is sent (`run_sync`); any
         // other streamed reply counts until its stream starts.
         if !(matches!(reply, Reply::Stream(_)) && method == "tools/call") {
-            self.metrics
-                .operation(method, tool, reply.outcome(), started.elapsed());
+            self.metrics.operation(
+                method,
+                tool,
+                reply.outcome().error_type(),
+                started.elapsed(),
+            );
         }
         reply
     }

@@ -17,7 +17,7 @@ use snodo_runner::{CatalogTool, tool_call_work};
 use snodo_wasm::headers::check_headers;
 use snodo_wasm::{ArgumentsRefused, CheckBudget, GuestCaller, ModeChoice};
 
-use crate::http::{Caller, Scopes};
+use crate::identity::{Caller, Scopes};
 use snodo_wasm::{AttemptError, Execution, ExecutionIo, GuestOutcome, Limit, TaskMode};
 
 use super::mrtr::{self, given_answers};
@@ -43,6 +43,33 @@ struct Calling<'a> {
     slot: Option<Slot>,
     /// What the tool's mode rule decided, when it ran.
     choice: Option<ModeChoice>,
+}
+
+/// The execution of a synchronous call of `tool`: its questions are answered from
+/// `answers` (or asked of the client), and its progress and logs go down `stream` when the
+/// client reads one.
+fn sync_execution(
+    tool: &CatalogTool,
+    arguments: Value,
+    answers: Map<String, Value>,
+    ctx: &Ctx<'_>,
+    stream: Option<&mpsc::Sender<Value>>,
+) -> Execution {
+    let mut io = SyncIo::for_request(ctx, answers);
+    if let Some(tx) = stream {
+        io = io.streaming(Outbox {
+            tx: tx.clone(),
+            progress_token: ctx.meta.progress_token.clone(),
+            log_level: ctx.meta.log_level,
+        });
+    }
+    let io: Arc<dyn ExecutionIo> = Arc::new(io);
+    let mut exec = Execution::new(&tool.info.name, arguments, io)
+        .in_tenant(tenant_of(ctx))
+        .for_caller(guest_caller(tool, ctx));
+    exec.grants = tool.grants.clone();
+    exec.limits = tool.limits;
+    exec
 }
 
 impl McpServer {
@@ -329,20 +356,7 @@ impl McpServer {
         } else {
             (None, None)
         };
-        let mut io = SyncIo::for_request(ctx, answers.clone());
-        if let Some(tx) = &stream_tx {
-            io = io.streaming(Outbox {
-                tx: tx.clone(),
-                progress_token: ctx.meta.progress_token.clone(),
-                log_level: ctx.meta.log_level,
-            });
-        }
-        let io: Arc<dyn ExecutionIo> = Arc::new(io);
-        let mut exec = Execution::new(&tool.info.name, arguments, io)
-            .in_tenant(tenant_of(ctx))
-            .for_caller(guest_caller(tool, ctx));
-        exec.grants = tool.grants.clone();
-        exec.limits = tool.limits;
+        let exec = sync_execution(tool, arguments, answers.clone(), ctx, stream_tx.as_ref());
         let component = tool.component.clone();
         let principal = ctx.principal.clone();
         let dialect = ctx.dialect;
@@ -393,7 +407,7 @@ impl McpServer {
                             metrics.operation(
                                 "tools/call",
                                 Some(tool_name),
-                                super::Outcome::of(&message),
+                                super::Outcome::of(&message).error_type(),
                                 started.elapsed(),
                             );
                             let _ = tx.send(message).await;

@@ -370,7 +370,7 @@ fn approve(idp: &Inner, p: &HashMap<String, String>) -> Result<String, String> {
     let sep = if redirect_uri.contains('?') { '&' } else { '?' };
     Ok(format!(
         "{redirect_uri}{sep}code={code}&state={}",
-        crate::http::oauth::form_encode(&state)
+        crate::identity::oauth::form_encode(&state)
     ))
 }
 

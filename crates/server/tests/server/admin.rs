@@ -587,7 +587,7 @@ async fn only_a_server_without_authentication_makes_its_local_caller_an_operator
             snodo_server::http::router_with(
                 server,
                 HttpConfig::default(),
-                std::sync::Arc::new(snodo_server::http::StaticTokens::new(&[])),
+                std::sync::Arc::new(snodo_server::identity::StaticTokens::new(&[])),
             )
         } else {
             router(server, HttpConfig::default())

@@ -138,9 +138,8 @@ async fn the_direct_post_path_and_the_router_refuse_alike() {
 /// answers its refusal with its challenge.
 #[tokio::test]
 async fn a_custom_authenticator_decides_who_calls() {
-    use snodo_server::http::{
-        Authentication, Authenticator, Caller, Scopes, Unauthenticated, router_with,
-    };
+    use snodo_server::http::router_with;
+    use snodo_server::identity::{Authentication, Authenticator, Caller, Scopes, Unauthenticated};
 
     /// Decides after waiting, as an authenticator that fetches keys would.
     struct OnlyAda;

@@ -9,8 +9,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 use snodo_core::model::{Isolation, Principal};
-use snodo_server::http::oauth::{Clock, IntrospectionConfig, IssuerConfig, OAuthConfig};
-use snodo_server::http::{App, HttpConfig, ResourceServer, router_with};
+use snodo_server::http::{App, HttpConfig, router_with};
+use snodo_server::identity::ResourceServer;
+use snodo_server::identity::oauth::{Clock, IntrospectionConfig, IssuerConfig, OAuthConfig};
 use snodo_server::mcp::ScopePolicy;
 use snodo_server::testing::idp::{self, TestIdp};
 use tower::ServiceExt;
@@ -810,7 +811,7 @@ async fn console_of(idp: &TestIdp, scopes: &[&str]) -> App {
         issuers: vec![issuer_of(idp)],
         ..OAuthConfig::default()
     };
-    let rs = ResourceServer::new(config, &[], snodo_server::http::oauth::system_clock())
+    let rs = ResourceServer::new(config, &[], snodo_server::identity::oauth::system_clock())
         .expect("a valid configuration");
     let (server, _) = common::mcp_server(catalog, Default::default());
     let http = HttpConfig {

@@ -169,7 +169,7 @@ async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_sta
     };
     let (server, runner) = common::server_with(&store, catalog, options);
     let server = server.with_change_feed(observed.clone());
-    let principal = snodo_server::http::local_principal();
+    let principal = snodo_server::identity::local_principal();
     let mut ids = Vec::new();
     for _ in 0..2 {
         let id = snodo_core::model::TaskId::generate();
@@ -259,7 +259,7 @@ async fn a_change_while_a_subscription_is_set_up_reaches_it() {
     };
     let (server, runner) = common::server_with(&store, catalog, options);
     let server = server.with_change_feed(observed.clone());
-    let principal = snodo_server::http::local_principal();
+    let principal = snodo_server::identity::local_principal();
     let id = snodo_core::model::TaskId::generate();
     let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
         .with_principal(principal.clone());
@@ -303,7 +303,7 @@ async fn listen_to(
     let reply = server
         .handle(
             &headers,
-            &snodo_server::http::Caller::trusted(principal.clone()),
+            &snodo_server::identity::Caller::trusted(principal.clone()),
             listen.to_string().as_bytes(),
         )
         .await;
@@ -329,7 +329,7 @@ async fn list_changes_reach_the_streams_that_asked_for_them() {
     let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::MemoryStore::new());
     let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
     let (server, runner) = common::server_with(&store, catalog.clone(), Default::default());
-    let principal = snodo_server::http::local_principal();
+    let principal = snodo_server::identity::local_principal();
     let headers = snodo_server::mcp::RoutingHeaders {
         method: Some(Ok("subscriptions/listen".into())),
         protocol_version: Some(Ok("2026-07-28".into())),
@@ -345,7 +345,7 @@ async fn list_changes_reach_the_streams_that_asked_for_them() {
         );
         let server = &server;
         let headers = &headers;
-        let caller = snodo_server::http::Caller::trusted(principal.clone());
+        let caller = snodo_server::identity::Caller::trusted(principal.clone());
         async move {
             match server
                 .handle(headers, &caller, listen.to_string().as_bytes())
