@@ -175,16 +175,17 @@ fn raw_string_len(rest: &str, prev: char) -> usize {
         .map_or(rest.len(), |end| opened + end + close.len())
 }
 
-/// The code of a file that is not its unit tests: up to a `#[cfg(test)]` followed by
-/// `mod tests`, which by the crate's convention closes the file.
+/// The code of a file that is not its unit tests: up to a `#[cfg(test)]` followed by an
+/// inline `mod tests {`, which by the workspace's convention closes the file (a `mod tests;`
+/// declaration is not a cut: its `tests.rs` is left out whole).
 fn without_tests(text: &str) -> &str {
     let mut offset = 0;
     let mut lines = text.split_inclusive('\n').peekable();
     while let Some(line) = lines.next() {
         if line.trim() == "#[cfg(test)]"
-            && lines
-                .peek()
-                .is_some_and(|next| next.trim_start().starts_with("mod tests"))
+            && lines.peek().is_some_and(|next| {
+                next.trim_start().starts_with("mod tests") && next.trim_end().ends_with('{')
+            })
         {
             return &text[..offset];
         }
@@ -415,13 +416,14 @@ fn references_are_found_in_every_form() {
         "use crate::a::X;\nuse crate::{b, c::{D, E}, \n  f};\nfn g() { crate::h::i(); }\n\
          // crate::j\nlet s = (\"crate::k\", r#\"\"crate::p\"#, '\"');\n\
          /* crate::l */ crate::m!(x); my_crate::n;\n\
+         #[cfg(test)]\nmod tests;\nuse crate::q;\n\
          #[cfg(test)]\nmod tests {\n    use crate::o;\n}\n",
     );
     let names: Vec<String> = crate_paths(without_tests(&code))
         .into_iter()
         .map(|(n, _)| n)
         .collect();
-    assert_eq!(names, ["a", "b", "c", "f", "h"]);
+    assert_eq!(names, ["a", "b", "c", "f", "h", "q"]);
 }
 
 /// A cycle is reported with both modules and a place for each direction; a reference up

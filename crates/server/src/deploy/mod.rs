@@ -1,0 +1,419 @@
+//! Deployments on a serving node: the components the store's current deployment names,
+//! loaded on this node's engine, and the catalog rebuilt and swapped whenever the
+//! deployment changes (found by polling the store, and at once when another node
+//! announces one on PostgreSQL).
+//!
+//! What serves is always the store's current deployment, so every node sharing a store
+//! serves the same versions. A node's configured component files seed it: at start, a
+//! node deploys its configured set when that exact set was never deployed before (a first
+//! start, or files rebuilt since), and otherwise serves what is current (a node restarted
+//! with the files of an earlier deployment does not roll the others back).
+
+mod follow;
+mod settings;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use snodo_core::model::{Deployment, component_digest};
+use snodo_core::store::{Store, StoreError};
+use snodo_runner::{Catalog, CatalogSource, CatalogTool};
+use snodo_wasm::{Component, ComponentLoader, WasmEngine};
+
+use crate::trust::TrustCounters;
+
+pub use follow::{DEPLOYMENT_LOAD_TIMEOUT, Following, Inbox, follow, start};
+pub use settings::{DeployError, DeploySettings, DeployerSettings, ToolSettings};
+
+/// When a node deploys its configured component files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seed {
+    /// At start: when that exact set was never deployed (a node restarted with the files
+    /// of an earlier deployment does not roll the others back).
+    AtStart,
+    /// After its operator changed them (SIGHUP, the watched directory): when the current
+    /// deployment is not that set.
+    Changed,
+}
+
+/// Loads components on one engine and builds catalogs from them under the node's
+/// settings.
+pub struct Deployer {
+    /// The settings catalogs are built under; replaced by a reload.
+    opts: parking_lot::RwLock<DeployerSettings>,
+    loader: ComponentLoader,
+    trust: Arc<TrustCounters>,
+}
+
+/// The `.wasm` files in `dir`, sorted, each with what tells a change: its length and
+/// modification time (and those of its signature).
+pub fn watched(dir: &Path) -> Result<Vec<(PathBuf, String)>, DeployError> {
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| DeployError::Config(format!("deploy.watch: {}: {e}", dir.display())))?;
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| format!("{}:{:?}", m.len(), m.modified().ok()))
+            .unwrap_or_default()
+    };
+    let mut out: Vec<(PathBuf, String)> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm") && p.is_file())
+        .map(|p| {
+            let mark = format!("{}/{}", stamp(&p), stamp(&crate::trust::signature_path(&p)));
+            (p, mark)
+        })
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// A component file and the signature beside it (`<file>.sig`), if any.
+pub fn read_signed(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), DeployError> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        DeployError::Component(format!("{}: cannot read the file: {e}", path.display()))
+    })?;
+    let signature = crate::trust::signature_beside(path).map_err(DeployError::Component)?;
+    Ok((bytes, signature))
+}
+
+impl Deployer {
+    /// A deployer for `opts`: its engine (fuel metered when any tool sets fuel) and a
+    /// loader that caches compiled code in `opts.cache_dir`.
+    pub fn new(opts: &DeployerSettings) -> Result<Self, DeployError> {
+        let mut engine = opts.engine.clone();
+        // A configured fuel limit must take effect: meter fuel when any tool sets one.
+        engine.fuel |= std::iter::once(&opts.defaults)
+            .chain(opts.tool_settings.values())
+            .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
+        let engine = WasmEngine::new(engine).map_err(DeployError::Component)?;
+        let loader =
+            ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(DeployError::Component)?;
+        Ok(Self {
+            opts: parking_lot::RwLock::new(opts.clone()),
+            loader,
+            trust: Arc::default(),
+        })
+    }
+
+    fn opts(&self) -> DeployerSettings {
+        self.opts.read().clone()
+    }
+
+    /// The engine every component runs on.
+    pub fn engine(&self) -> &WasmEngine {
+        self.loader.engine()
+    }
+
+    /// Loads the configured component files.
+    pub async fn load_files(&self) -> Result<Vec<Arc<Component>>, DeployError> {
+        let mut out = Vec::new();
+        for path in &self.opts().components {
+            let (bytes, signature) = read_signed(path)?;
+            out.push(self.load(path.clone(), bytes, signature.as_deref()).await?);
+        }
+        Ok(out)
+    }
+
+    /// The refusals of the trust policy so far.
+    pub fn trust_counters(&self) -> &Arc<TrustCounters> {
+        &self.trust
+    }
+
+    /// Checks `bytes` and `signature` against the trust policy (`deploy.trusted_keys`),
+    /// counting a refusal.
+    pub fn check_signature(
+        &self,
+        origin: &Path,
+        bytes: &[u8],
+        signature: Option<&[u8]>,
+    ) -> Result<(), DeployError> {
+        let policy = self.opts().deploy.trust;
+        match policy.check(bytes, signature, &self.trust) {
+            Ok(Some(key)) => {
+                tracing::debug!(component = %origin.display(), key, "signature verified");
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(r) => Err(DeployError::Component(
+                policy.explain(&origin.display().to_string(), r),
+            )),
+        }
+    }
+
+    /// Loads one component from its bytes (named by `origin` in messages), after the
+    /// trust policy accepted them with `signature`.
+    pub async fn load(
+        &self,
+        origin: PathBuf,
+        bytes: Vec<u8>,
+        signature: Option<&[u8]>,
+    ) -> Result<Arc<Component>, DeployError> {
+        self.check_signature(&origin, &bytes, signature)?;
+        let started = Instant::now();
+        let loaded = self.loader.load_bytes(origin.clone(), bytes).await;
+        let component = loaded.map_err(|e| DeployError::Component(e.to_string()))?;
+        let names: Vec<&str> = component.tools().iter().map(|t| t.name.as_str()).collect();
+        let served = component.catalog();
+        tracing::info!(
+            component = %origin.display(),
+            digest = %component.info().digest,
+            tools = %names.join(", "),
+            resources = served.resources.len() + served.templates.len(),
+            prompts = served.prompts.len(),
+            cache_hit = component.info().cache_hit,
+            load_ms = started.elapsed().as_millis() as u64,
+            "component loaded"
+        );
+        Ok(component)
+    }
+
+    /// The catalog `components` serve under the node's tool settings. `strict` refuses a
+    /// setting naming a tool none of them provides (a configuration being checked); a
+    /// deployment that drops a tool leaves its settings unused instead, with a warning.
+    pub fn catalog_of(
+        &self,
+        components: &[Arc<Component>],
+        strict: bool,
+    ) -> Result<Catalog, DeployError> {
+        let opts = &self.opts();
+        let mut catalog = Catalog::new();
+        catalog.set_component_policy(opts.component_policy);
+        for component in components {
+            for info in component.tools() {
+                let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+                let ttl_ms = match s.ttl_ms {
+                    Some(0) => None,
+                    Some(t) => Some(t),
+                    None => opts.ttl_ms,
+                };
+                let retry_policy = s.retry_policy.clone().unwrap_or_default();
+                // The TTL runs from creation: it must outlive every retry delay plus the
+                // time a guest may wait for input before it is parked, or a default setup
+                // would reap work that is still going (decision 25).
+                let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
+                    + opts.park_after.as_millis() as u64;
+                if let Some(ttl) = ttl_ms
+                    && ttl <= must_outlive
+                {
+                    return Err(DeployError::Config(format!(
+                        "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
+                        info.name
+                    )));
+                }
+                catalog
+                    .add(CatalogTool {
+                        component: component.clone(),
+                        info: info.clone(),
+                        mode: s.mode,
+                        retry_policy,
+                        ttl_ms,
+                        poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+                        limits: s.limits.unwrap_or_default(),
+                        grants: s.grants.clone().unwrap_or_default(),
+                        claims: s.claims.clone().unwrap_or_default(),
+                    })
+                    .map_err(DeployError::Component)?;
+            }
+            // Resources and prompts run under the defaults' limits and grants.
+            catalog
+                .add_source(CatalogSource {
+                    component: component.clone(),
+                    limits: opts.defaults.limits.unwrap_or_default(),
+                    grants: opts.defaults.grants.clone().unwrap_or_default(),
+                })
+                .map_err(DeployError::Component)?;
+        }
+        if let Some(unknown) = opts
+            .tool_settings
+            .keys()
+            .find(|n| catalog.tool(n).is_none())
+        {
+            let why = crate::suggest::with_suggestion(
+                format!("tools.{unknown}: no loaded component provides a tool named {unknown:?}"),
+                unknown,
+                catalog.tools().iter().map(|t| t.info.name.as_str()),
+            );
+            if strict {
+                return Err(DeployError::Config(why));
+            }
+            tracing::warn!("{why}; the setting is unused");
+        }
+        Ok(catalog)
+    }
+
+    /// Takes `next` as the settings of the catalogs it builds from now on. Refused (the
+    /// settings before are kept) when `next` cannot build a catalog from `components`: a
+    /// tool setting that does not hold for them.
+    pub fn reconfigure(
+        &self,
+        next: DeployerSettings,
+        components: &[Arc<Component>],
+    ) -> Result<(), DeployError> {
+        let before = std::mem::replace(&mut *self.opts.write(), next);
+        if let Err(e) = self.catalog_of(components, false) {
+            *self.opts.write() = before;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Deploys the configured component files (and the watched directory's) when `when`
+    /// says they are due; returns the deployment it made, if any.
+    pub async fn seed(
+        &self,
+        store: &dyn Store,
+        when: Seed,
+    ) -> Result<Option<Deployment>, DeployError> {
+        let opts = self.opts();
+        let mut paths = opts.components.clone();
+        if let Some(dir) = &opts.deploy.watch {
+            paths.extend(watched(dir)?.into_iter().map(|(p, _)| p));
+        }
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        let mut files = Vec::new();
+        for path in &paths {
+            let (bytes, signature) = read_signed(path)?;
+            files.push((path, component_digest(&bytes), bytes, signature));
+        }
+        let set: BTreeSet<&str> = files.iter().map(|(_, d, _, _)| d.as_str()).collect();
+        let history = store
+            .deployments(usize::MAX)
+            .await
+            .map_err(DeployError::Store)?;
+        let current = history.first().map_or(0, |d| d.revision);
+        let same = |d: &Deployment| {
+            d.components
+                .iter()
+                .map(String::as_str)
+                .collect::<BTreeSet<_>>()
+                == set
+        };
+        let deployed = match when {
+            Seed::AtStart => history.iter().any(same),
+            Seed::Changed => history.first().is_some_and(same),
+        };
+        if deployed {
+            return Ok(None);
+        }
+        // Checked before anything is stored: a component that does not load is refused
+        // here, not on every node that would pick the deployment up.
+        let mut digests = Vec::new();
+        for (path, digest, bytes, signature) in files {
+            self.load((*path).clone(), bytes.clone(), signature.as_deref())
+                .await?;
+            store
+                .store_component(&bytes, signature.as_deref())
+                .await
+                .map_err(DeployError::Store)?;
+            digests.push(digest);
+        }
+        let note = format!("configured components, deployed by node {}", opts.node);
+        match store.deploy(&digests, &note, Some(current)).await {
+            Ok(d) => {
+                tracing::info!(revision = d.revision, "deployed the configured components");
+                Ok(Some(d))
+            }
+            // Another node deployed first: what is current serves.
+            Err(StoreError::Conflict { current }) => {
+                tracing::info!(current, "another deployment came first; serving it");
+                Ok(None)
+            }
+            Err(e) => Err(DeployError::Store(e)),
+        }
+    }
+
+    /// Loads the components `digests` names from the store; `what` names who needs them
+    /// in the error for one not stored.
+    pub async fn load_stored(
+        &self,
+        store: &dyn Store,
+        digests: &[String],
+        what: &str,
+    ) -> Result<Vec<Arc<Component>>, DeployError> {
+        let mut out = Vec::new();
+        for digest in digests {
+            let stored = store
+                .component(digest)
+                .await
+                .map_err(DeployError::Store)?
+                .ok_or_else(|| {
+                    DeployError::Component(format!(
+                        "{what} names component {digest}, which is not stored"
+                    ))
+                })?;
+            // Checked again here: whoever stored it, this node trusts its own keys.
+            let origin = PathBuf::from(format!("store:{digest}"));
+            out.push(
+                self.load(origin, stored.bytes, stored.signature.as_deref())
+                    .await?,
+            );
+        }
+        Ok(out)
+    }
+
+    /// The catalog `deployment` serves.
+    pub async fn catalog_for(
+        &self,
+        store: &dyn Store,
+        deployment: &Deployment,
+    ) -> Result<Catalog, DeployError> {
+        let what = format!("deployment {}", deployment.revision);
+        let components = self
+            .load_stored(store, &deployment.components, &what)
+            .await?;
+        self.catalog_of(&components, false)
+    }
+
+    /// One catalog for each stored component live tasks are still pinned to that
+    /// `serving` does not hold (what a restarted node needs to finish them): versions of
+    /// one component provide the same tools, so each keeps its own.
+    pub async fn pinned_elsewhere(
+        &self,
+        store: &dyn Store,
+        serving: &[String],
+    ) -> Result<Vec<Catalog>, DeployError> {
+        let pinned: Vec<String> = store
+            .components()
+            .await
+            .map_err(DeployError::Store)?
+            .into_iter()
+            .filter(|c| c.pinned > 0 && !serving.contains(&c.digest))
+            .map(|c| c.digest)
+            .collect();
+        let components = self.load_stored(store, &pinned, "a pinned task").await?;
+        components
+            .iter()
+            .map(|c| self.catalog_of(std::slice::from_ref(c), false))
+            .collect()
+    }
+}
+
+/// What a component provides that no other component of a deployment may: its tools,
+/// resources, resource templates and prompts, each as `kind:name`.
+pub fn provides(component: &Component) -> BTreeSet<String> {
+    let served = component.catalog();
+    component
+        .tools()
+        .iter()
+        .map(|t| format!("tool:{}", t.name))
+        .chain(
+            served
+                .resources
+                .iter()
+                .map(|r| format!("resource:{}", r.uri)),
+        )
+        .chain(
+            served
+                .templates
+                .iter()
+                .map(|t| format!("template:{}", t.template.as_str())),
+        )
+        .chain(served.prompts.iter().map(|p| format!("prompt:{}", p.name)))
+        .collect()
+}
