@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 import time
 
-from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
+from snodo_client import GUESTS, PG_URL, SNODO, Server, check, node_config, postgres_available
 
 URL = PG_URL
 if not postgres_available("the deploy walkthrough"):
@@ -51,29 +51,12 @@ v2 = hashlib.sha256(v2_bytes).hexdigest()
 
 
 def config(node):
-    path = os.path.join(data, f"{node}.toml")
-    with open(path, "w") as f:
-        f.write(f"""listen = "127.0.0.1:0"
-cache_dir = "{data}/cache"
-
-[node]
-id = "{node}"
-
-[store]
-kind = "postgres"
-url = "{URL}"
-schema = "{schema}"
-
-[[components]]
-path = "{v1_path}"
-
-[runner]
+    return node_config(data, node, {"kind": "postgres", "url": URL, "schema": schema}, [v1_path], """[runner]
 park_after_ms = 300
 
 [deploy]
 poll_ms = 1000
 """)
-    return path
 
 
 def snodo(*args):

@@ -91,6 +91,14 @@ class IdentityProvider:
         self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
         self.thread.start()
 
+    def trusted_as(self, tenant_claim):
+        """The TOML of a Snodo configuration's entry trusting this issuer, the tenant read
+        from the claim `tenant_claim`."""
+        return f"""[[auth.oauth.issuers]]
+issuer = "{self.issuer}"
+tenant_claim = "{tenant_claim}"
+"""
+
     @property
     def issuer(self):
         return f"http://127.0.0.1:{self.port}"

@@ -21,7 +21,7 @@ import time
 import urllib.parse
 
 from idp import Client, IdentityProvider
-from snodo_client import GUESTS, PG_URL, SNODO, Server, check, postgres_available
+from snodo_client import GUESTS, PG_URL, SNODO, Server, check, node_config, postgres_available
 
 RESOURCE = "https://mcp.example.com/mcp"
 SCHEMA = f"snodo_walkthrough_oauth_{os.getpid()}"
@@ -37,35 +37,16 @@ work = tempfile.mkdtemp(prefix="snodo-oauth-")
 
 
 def config(node):
-    path = os.path.join(work, f"{node}.toml")
-    with open(path, "w") as f:
-        f.write(f"""listen = "127.0.0.1:0"
-cache_dir = "{work}/cache"
-
-[node]
-id = "{node}"
-
-[store]
-kind = "postgres"
-url = "{PG_URL}"
-schema = "{SCHEMA}"
-
-[[components]]
-path = "{GUESTS}/fixtures.wasm"
-
-[auth.oauth]
+    store = {"kind": "postgres", "url": PG_URL, "schema": SCHEMA}
+    return node_config(work, node, store, [f"{GUESTS}/fixtures.wasm"], f"""[auth.oauth]
 resource = "{RESOURCE}"
 
-[[auth.oauth.issuers]]
-issuer = "{idp.issuer}"
-tenant_claim = "org_id"
-
+{idp.trusted_as("org_id")}
 [auth.scopes]
 tools_call = ["tools:call"]
 tasks_get = ["tasks:read"]
 tasks_cancel = ["tasks:write"]
 """)
-    return path
 
 
 def raw(server, method, params, token, rid=1):

@@ -21,7 +21,7 @@ import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, PG_URL, ROOT, SNODO, Server, check, postgres_available
+from snodo_client import GUESTS, PG_URL, ROOT, SNODO, Server, check, node_config, postgres_available
 
 RUST = f"{GUESTS}/outbound.wasm"
 PYTHON = os.path.join(ROOT, "target", "guests", "python", "fixtures.wasm")
@@ -72,26 +72,12 @@ threading.Thread(target=service.serve_forever, daemon=True).start()
 base = f"http://127.0.0.1:{service.server_port}"
 
 
-def config(store, data, node="node-a", extra="", component=RUST):
-    path = os.path.join(data, f"{node}.toml")
-    where = f'path = "{data}/tasks.{store}"' if store != "postgres" else extra
-    with open(path, "w") as f:
-        f.write(f"""listen = "127.0.0.1:0"
-cache_dir = "{data}/cache"
-
-[node]
-id = "{node}"
-
-[store]
-kind = "{store}"
-{where}
-
-[runner]
+def config(store, data, node="node-a", postgres=None, component=RUST):
+    """A node on `store` in `data`: its file there, or the PostgreSQL `postgres` names."""
+    keys = {"kind": store, **(postgres or {"path": f"{data}/tasks.{store}"})}
+    return node_config(data, node, keys, [component], f"""[runner]
 lease_ms = 3000
 heartbeat_ms = 500
-
-[[components]]
-path = "{component}"
 
 [secrets]
 ticket_key = {{ env = "SNODO_WALKTHROUGH_TICKET_KEY" }}
@@ -100,7 +86,6 @@ ticket_key = {{ env = "SNODO_WALKTHROUGH_TICKET_KEY" }}
 allowed_outbound_hosts = ["{base}"]
 inject = [{{ host = "{base}", header = "X-Api-Key", value = "{{secret.ticket_key}}" }}]
 """)
-    return path
 
 
 def store_bytes(data, store):
@@ -167,7 +152,7 @@ if postgres_available("the two-node part"):
         seen.clear()
     data = tempfile.mkdtemp(prefix="snodo-outbound-nodes-")
     schema = f"snodo_outbound_walk_{os.getpid()}"
-    pg = f'url = "{URL}"\nschema = "{schema}"'
+    pg = {"url": URL, "schema": schema}
     a_conf = config("postgres", data, "node-a", pg)
     b_conf = config("postgres", data, "node-b", pg)
     out = subprocess.run([SNODO, "migrate", "--config", a_conf], capture_output=True, text=True)

@@ -139,6 +139,22 @@ def postgres_available(what):
     return False
 
 
+def node_config(directory, node, store, components, rest=""):
+    """Writes the configuration of `node` to `<directory>/<node>.toml` and returns its path:
+    the node's id, its cache in `directory`, the keys of its `[store]` section (`store`, a
+    dict of strings), one `[[components]]` entry for each path in `components`, then `rest`
+    (more sections, as TOML) as it is."""
+    lines = ['listen = "127.0.0.1:0"', f'cache_dir = "{directory}/cache"', "", "[node]", f'id = "{node}"',
+             "", "[store]"]
+    lines += [f'{key} = "{value}"' for key, value in store.items()]
+    for component in components:
+        lines += ["", "[[components]]", f'path = "{component}"']
+    path = os.path.join(directory, f"{node}.toml")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n\n" + rest)
+    return path
+
+
 def check(cond, what):
     if not cond:
         raise SystemExit("FAILED: " + what)

@@ -36,6 +36,7 @@ fn main() {
         guests.join("schema-bomb"),
         guests.join("outbound"),
         guests.join("catalog-v2"),
+        guests.join("shared"),
         root.join("guest-sdk"),
         root.join("wit"),
     ] {

@@ -1,7 +1,5 @@
 """The SDK's input schemas, from type hints, in plain Python (no component needed)."""
 
-import dataclasses
-import enum
 import sys
 import typing
 from pathlib import Path
@@ -12,17 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from snodo_guest import TOOLS, Context, SchemaError, tool  # noqa: E402
 from snodo_guest.schema import schema_of  # noqa: E402
-
-
-class Colour(enum.Enum):
-    RED = "red"
-    BLUE = "blue"
-
-
-@dataclasses.dataclass
-class Address:
-    street: str
-    number: int = 1
+from shapes import Box, Size  # noqa: E402
 
 
 def test_parameters_become_an_object_schema():
@@ -32,9 +20,9 @@ def test_parameters_become_an_object_schema():
         table: typing.Annotated[str, "the table to export"],
         limit: int = 100,
         ratio: float | None = None,
-        colours: list[Colour] = (),
+        sizes: list[Size] = (),
         kind: typing.Literal["csv", "json"] = "csv",
-        to: Address | None = None,
+        to: Box | None = None,
     ) -> str:
         return table
 
@@ -47,10 +35,10 @@ def test_parameters_become_an_object_schema():
     assert p["table"] == {"type": "string", "description": "the table to export"}
     assert p["limit"] == {"type": "integer", "default": 100}
     assert p["ratio"] == {"anyOf": [{"type": "number"}, {"type": "null"}]}
-    assert p["colours"]["items"] == {"enum": ["red", "blue"]}
+    assert p["sizes"]["items"] == {"enum": ["s", "l"]}
     assert p["kind"] == {"enum": ["csv", "json"], "default": "csv"}
-    assert p["to"] == {"anyOf": [{"type": "object", "properties": {"street": {"type": "string"},
-                       "number": {"type": "integer", "default": 1}}, "required": ["street"]}, {"type": "null"}]}
+    assert p["to"] == {"anyOf": [{"type": "object", "properties": {"size": {"enum": ["s", "l"]},
+                       "label": {"type": "string", "default": "box"}}, "required": ["size"]}, {"type": "null"}]}
 
 
 def test_what_has_no_schema_is_refused_when_declared():

@@ -2,7 +2,6 @@
 arguments from hints, mode rules and prepare hooks, resources, prompts and results."""
 
 import dataclasses
-import enum
 import sys
 import typing
 from pathlib import Path
@@ -17,17 +16,7 @@ from snodo_guest import (  # noqa: E402
 )
 from snodo_guest.catalog import messages_of  # noqa: E402
 from snodo_guest.schema import plain  # noqa: E402
-
-
-class Size(enum.Enum):
-    SMALL = "s"
-    LARGE = "l"
-
-
-@dataclasses.dataclass
-class Box:
-    size: Size
-    label: str = "box"
+from shapes import Box, Size  # noqa: E402
 
 
 @dataclasses.dataclass

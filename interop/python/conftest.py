@@ -84,6 +84,27 @@ def serving(args, port, data):
 
 
 @contextlib.contextmanager
+def configured(work, store, rest):
+    """`snodo serve` of the fixtures on a free port from a configuration file written into
+    `work`: the keys of its `[store]` section (`store`, a dict of strings), then `rest`
+    (more sections, as TOML). Yields the port and the MCP endpoint's URL."""
+    port = free_port()
+    config = Path(work) / "snodo.toml"
+    keys = "\n".join(f'{key} = "{value}"' for key, value in store.items())
+    config.write_text(f"""listen = "127.0.0.1:{port}"
+
+[store]
+{keys}
+
+[[components]]
+path = "{FIXTURES}"
+
+{rest}""")
+    with serving(["--config", str(config)], port, work) as url:
+        yield port, url
+
+
+@contextlib.contextmanager
 def memory_server(component):
     """A server of `component` on the memory store, its data directory removed after."""
     data = tempfile.mkdtemp(prefix="snodo-interop-")
@@ -92,6 +113,14 @@ def memory_server(component):
             yield url
     finally:
         shutil.rmtree(data, ignore_errors=True)
+
+
+async def computes_at_once(client, seconds, label):
+    """Calls the fixtures' `slow_compute` through `client` (a client of any of the Python
+    SDKs) and checks its answer, which comes in the call's reply."""
+    result = await client.call_tool("slow_compute", {"seconds": seconds, "label": label})
+    assert not result.is_error
+    assert result.content[0].text == f"Completed {label} after {seconds} seconds"
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import FIXTURES, ROOT, free_port, serving
+from conftest import ROOT, configured
 
 CHROMIUM = os.environ.get("SNODO_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / "target" / "artifacts" / "console"
@@ -47,18 +47,8 @@ def console(tmp_path_factory):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: scripts/browser installs Debian's chromium")
     work = tmp_path_factory.mktemp("console")
-    port = free_port()
-    config = work / "snodo.toml"
-    config.write_text(f"""listen = "127.0.0.1:{port}"
-
-[store]
-kind = "redb"
-path = "{work / 'tasks.redb'}"
-
-[[components]]
-path = "{FIXTURES}"
-
-[[auth.tokens]]
+    store = {"kind": "redb", "path": work / "tasks.redb"}
+    with configured(work, store, f"""[[auth.tokens]]
 token = "{ALICE}"
 tenant = "acme"
 subject = "alice"
@@ -67,8 +57,7 @@ subject = "alice"
 token = "{OPS}"
 tenant = "acme"
 subject = "ops"
-""")
-    with serving(["--config", str(config)], port, work):
+""") as (port, _):
         yield port
 
 

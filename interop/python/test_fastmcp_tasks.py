@@ -8,6 +8,8 @@ from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from fastmcp_tasks import ToolTask, call_tool_task
 
+from conftest import computes_at_once
+
 pytestmark = pytest.mark.anyio
 
 # Every test finishes well within this; a server that stops answering fails it instead
@@ -37,9 +39,7 @@ async def test_slow_compute_runs_as_a_task_to_its_result(server_url):
 async def test_slow_compute_task_is_transparent_to_call_tool(server_url):
     with anyio.fail_after(DEADLINE):
         async with Client(server_url) as client:
-            result = await client.call_tool("slow_compute", {"seconds": 1, "label": "transparent"})
-            assert not result.is_error
-            assert result.content[0].text == "Completed transparent after 1 seconds"
+            await computes_at_once(client, 1, "transparent")
 
 
 def recording_handler(answer):

@@ -8,6 +8,8 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitResult, PromptReference, TextContent
 
+from conftest import computes_at_once
+
 pytestmark = pytest.mark.anyio
 
 # Every test finishes well within this; a server that stops answering fails it instead
@@ -38,12 +40,8 @@ async def test_slow_compute_is_synchronous_without_the_tasks_extension(server_ur
     # client does not, so even a one-second computation answers tools/call directly.
     with anyio.fail_after(DEADLINE):
         async with Client(server_url) as client:
-            result = await client.call_tool("slow_compute", {"seconds": 0, "label": "quick"})
-            assert not result.is_error
-            assert result.content[0].text == "Completed quick after 0 seconds"
-            result = await client.call_tool("slow_compute", {"seconds": 1, "label": "inline"})
-            assert not result.is_error
-            assert result.content[0].text == "Completed inline after 1 seconds"
+            await computes_at_once(client, 0, "quick")
+            await computes_at_once(client, 1, "inline")
 
 
 async def test_resources_prompts_and_completion_from_a_component(server_url):

@@ -4,8 +4,8 @@ Metadata, obtains a token for this resource with the client-credentials grant an
 tools with it; a tool needing a scope the token lacks is answered 403, and the client
 steps up."""
 
+import contextlib
 import sys
-from pathlib import Path
 
 import anyio
 import httpx2
@@ -15,7 +15,7 @@ from mcp.client.auth import TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import FIXTURES, ROOT, free_port, serving
+from conftest import ROOT, configured
 
 sys.path.insert(0, str(ROOT / "walkthroughs"))
 from idp import Client as Registered, IdentityProvider  # noqa: E402
@@ -52,53 +52,43 @@ def guarded(tmp_path_factory):
         "reader": Registered("reader-secret", claims={"org_id": "acme"}, scopes=["mcp", "tools:call"]),
     })
     work = tmp_path_factory.mktemp("oauth")
-    port = free_port()
-    config = work / "snodo.toml"
-    config.write_text(f"""listen = "127.0.0.1:{port}"
-
-[store]
-kind = "memory"
-
-[[components]]
-path = "{FIXTURES}"
-
-[[auth.oauth.issuers]]
-issuer = "{idp.issuer}"
-tenant_claim = "org_id"
-
+    config = f"""{idp.trusted_as("org_id")}
 [auth.scopes]
 mcp = ["mcp"]
 tools_call = ["tools:call"]
 
 [auth.scopes.tools]
 "confirm_*" = ["files:delete"]
-""")
+"""
     try:
-        with serving(["--config", str(config)], port, work) as url:
+        with configured(work, {"kind": "memory"}, config) as (_, url):
             yield idp, url
     finally:
         idp.close()
 
 
-def connect(url, idp, client_id, secret):
+@contextlib.asynccontextmanager
+async def connected(url, idp, client_id, secret):
+    """A client of `url` that obtains its tokens from `idp` as `client_id`, for the block,
+    which must end within DEADLINE."""
     provider = ClientCredentialsOAuthProvider(
         server_url=url, storage=Memory(), client_id=client_id, client_secret=secret, issuer=idp.issuer,
     )
-    http = httpx2.AsyncClient(auth=provider, timeout=30)
-    return http, Client(streamable_http_client(url, http_client=http), mode="2026-07-28")
+    with anyio.fail_after(DEADLINE):
+        http = httpx2.AsyncClient(auth=provider, timeout=30)
+        async with http, Client(streamable_http_client(url, http_client=http), mode="2026-07-28") as client:
+            yield client
 
 
 async def test_discovers_the_provider_obtains_a_token_and_calls_a_tool(guarded):
     idp, url = guarded
     before = len(idp.issued)
-    with anyio.fail_after(DEADLINE):
-        http, client = connect(url, idp, "reports", "reports-secret")
-        async with http, client:
-            result = await client.call_tool("greet", {"name": "Ada"})
-            assert not result.is_error
-            assert result.content[0].text == "Hello, Ada!"
-            names = {t.name for t in (await client.list_tools()).tools}
-            assert "confirm_delete" in names
+    async with connected(url, idp, "reports", "reports-secret") as client:
+        result = await client.call_tool("greet", {"name": "Ada"})
+        assert not result.is_error
+        assert result.content[0].text == "Hello, Ada!"
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert "confirm_delete" in names
     issued = idp.issued[before:]
     assert issued, "the client obtained a token from the provider"
     client_id, resource, asked, granted = issued[0]
@@ -112,14 +102,12 @@ async def test_discovers_the_provider_obtains_a_token_and_calls_a_tool(guarded):
 async def test_a_missing_scope_is_403_and_the_client_steps_up(guarded):
     idp, url = guarded
     before = len(idp.issued)
-    with anyio.fail_after(DEADLINE):
-        http, client = connect(url, idp, "reader", "reader-secret")
-        async with http, client:
-            # Granted less than it asked for: greet works, confirm_delete needs files:delete.
-            assert (await client.call_tool("greet", {"name": "Bo"})).content[0].text == "Hello, Bo!"
-            with pytest.raises(Exception) as refused:
-                await client.call_tool("confirm_delete", {"filename": "a.txt"})
-            assert "403" in str(refused.value) or "scope" in str(refused.value).lower(), refused.value
+    async with connected(url, idp, "reader", "reader-secret") as client:
+        # Granted less than it asked for: greet works, confirm_delete needs files:delete.
+        assert (await client.call_tool("greet", {"name": "Bo"})).content[0].text == "Hello, Bo!"
+        with pytest.raises(Exception) as refused:
+            await client.call_tool("confirm_delete", {"filename": "a.txt"})
+        assert "403" in str(refused.value) or "scope" in str(refused.value).lower(), refused.value
     issued = idp.issued[before:]
     # The first token was granted less than asked; after the 403 the client asked again,
     # for the scopes the challenge named, and was refused them again.

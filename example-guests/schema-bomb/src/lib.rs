@@ -3,15 +3,10 @@
 //! bound, before compiling any.
 
 /// Bound to snodo:tasks@0.1.0 directly: a hostile component needs no SDK.
-mod bindings {
-    wit_bindgen::generate!({
-        world: "executor",
-        path: "../../wit/deps/tasks-0.1.0",
-    });
-}
+#[path = "../../shared/describe_only.rs"]
+mod describe_only;
 
-use bindings::exports::snodo::tasks::tools::Guest;
-use bindings::snodo::tasks::types::{Outcome, RpcError, TaskMode, Tool, Work};
+use describe_only::{Describe, Tool, tool};
 
 struct Bomb;
 
@@ -25,36 +20,14 @@ fn schema() -> String {
     format!(r#"{{"type":"object","properties":{{{}}}}}"#, properties.join(","))
 }
 
-impl Guest for Bomb {
+impl Describe for Bomb {
     fn describe() -> Vec<Tool> {
-        vec![Tool {
-            name: "bomb".into(),
-            title: None,
-            description: Some("a schema with too many patterns".into()),
-            input_schema: schema(),
-            output_schema: None,
-            mode: TaskMode::Sync,
-            required_capabilities: None,
-            has_prepare: false,
-            has_mode_rule: false,
-        }]
-    }
-
-    fn choose_mode(_tool: String, _arguments: String) -> TaskMode {
-        TaskMode::Sync
-    }
-
-    fn prepare(_tool: String, arguments: String) -> Result<String, RpcError> {
-        Ok(arguments)
-    }
-
-    fn execute(_work: Work) -> Outcome {
-        Outcome::Failed(RpcError {
-            code: -32603,
-            message: "never runs".into(),
-            data: None,
-        })
+        vec![tool(
+            "bomb",
+            Some("a schema with too many patterns"),
+            schema(),
+        )]
     }
 }
 
-bindings::export!(Bomb with_types_in bindings);
+describe_only::bindings::export!(Bomb with_types_in describe_only::bindings);

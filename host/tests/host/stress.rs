@@ -368,7 +368,10 @@ fn chaos_scenarios_hold_on_a_postgres_of_their_own() {
         .iter()
         .map(|r| r["scenario"].as_str().expect("name"))
         .collect();
-    assert_eq!(names, CHAOS_IN_TESTS, "the scenarios asked for, in their order");
+    assert_eq!(
+        names, CHAOS_IN_TESTS,
+        "the scenarios asked for, in their order"
+    );
     for name in CHAOS_IN_TESTS {
         assert!(
             snodo::stress::SCENARIOS.iter().any(|(n, _)| *n == name),

@@ -59,18 +59,77 @@ fn grant(allowed: &[&str]) -> HttpGrant {
     HttpGrant::new(AllowList::parse(allowed).expect("allow-list"))
 }
 
+/// A synchronous call of `tool` with `args` and `io`, its outbound HTTP granted `grant`.
+fn granted(
+    tool: &str,
+    args: Value,
+    grant: Option<Arc<HttpGrant>>,
+    io: Arc<dyn ExecutionIo>,
+) -> Execution {
+    let mut exec = Execution::new(tool, args, io);
+    exec.grants = WasiGrants {
+        http: grant,
+        ..WasiGrants::default()
+    };
+    exec
+}
+
 async fn call(
     component: &Component,
     grant: Option<HttpGrant>,
     args: Value,
     io: Arc<dyn ExecutionIo>,
 ) -> ExecutionReport {
-    let mut exec = Execution::new("fetch", args, io);
-    exec.grants = WasiGrants {
-        http: grant.map(Arc::new),
-        ..WasiGrants::default()
-    };
+    let exec = granted("fetch", args, grant.map(Arc::new), io);
     component.execute(exec).await
+}
+
+/// `grant` for `base` whose requests there carry `header: value`, added by the host.
+fn injecting_at(base: &str, header: &str, value: &str) -> HttpGrant {
+    let mut g = grant(&[base]);
+    g.inject = vec![Injection {
+        host: AllowedHost::parse(base).expect("entry"),
+        header: header.into(),
+        value: Secret::new(value),
+    }];
+    g
+}
+
+/// A claim of `id` by `node` on `store`: its lease.
+async fn claim(store: &dyn Store, id: &TaskId, node: &str) -> Lease {
+    store
+        .claim(id, &ClaimRequest::new(LEASE_MS, node))
+        .await
+        .expect("claim")
+        .lease
+}
+
+/// A redb store in `dir` whose time is a [`ManualClock`], its file, and that clock.
+fn redb_on_manual_clock(
+    dir: &tempfile::TempDir,
+) -> (Arc<dyn Store>, std::path::PathBuf, ManualClock) {
+    let clock = ManualClock::new(Timestamp(1_700_000_000_000));
+    let file = dir.path().join("tasks.redb");
+    let store: Arc<dyn Store> =
+        Arc::new(RedbStore::open_with_clock(&file, Arc::new(clock.clone())).expect("store"));
+    (store, file, clock)
+}
+
+/// What an earlier attempt recorded at position 0: a GET of `url` answered 200 with `body`.
+fn recorded_get(url: String, body: Vec<u8>) -> JournalEntry {
+    JournalEntry {
+        seq: 0,
+        request: JournalRequest {
+            method: "GET".into(),
+            url,
+            body_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
+        },
+        response: JournalResponse {
+            status: 200,
+            headers: Vec::new(),
+            body,
+        },
+    }
 }
 
 /// The tool's structured answer, or its error text.
@@ -301,12 +360,7 @@ async fn an_injected_secret_reaches_the_server_and_never_the_guest() {
     let server = HttpRecorder::start().await;
     let allowed = server.base();
     let secret = "s3cr3t-token-0123456789";
-    let mut g = grant(&[&allowed]);
-    g.inject = vec![Injection {
-        host: AllowedHost::parse(&allowed).expect("entry"),
-        header: "authorization".into(),
-        value: Secret::new(format!("Bearer {secret}")),
-    }];
+    let mut g = injecting_at(&allowed, "authorization", &format!("Bearer {secret}"));
     g.scrub = vec![Secret::new(format!("Bearer {secret}")), Secret::new(secret)];
     let r = call(
         &component,
@@ -357,12 +411,8 @@ impl Attempts {
     /// A task of `tool` with `args`, claimed by a node.
     async fn claimed(&self, tool: &str, args: &Value) -> (TaskId, Lease) {
         let id = common::create_tool_task(&*self.store, tool, args.clone()).await;
-        let claimed = self
-            .store
-            .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-            .await
-            .expect("claim");
-        (id, claimed.lease)
+        let lease = claim(&*self.store, &id, "node-a").await;
+        (id, lease)
     }
 
     fn start(
@@ -385,11 +435,7 @@ impl Attempts {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_once() {
     let dir = tempfile::tempdir().expect("dir");
-    let clock = ManualClock::new(Timestamp(1_700_000_000_000));
-    let store: Arc<dyn Store> = Arc::new(
-        RedbStore::open_with_clock(dir.path().join("tasks.redb"), Arc::new(clock.clone()))
-            .expect("store"),
-    );
+    let (store, _, clock) = redb_on_manual_clock(&dir);
     let server = HttpRecorder::start().await;
     let attempts = Attempts::new(outbound().await, store.clone(), grant(&[&server.base()]));
     let args = json!({"base": server.base(), "title": "disk full"});
@@ -407,12 +453,9 @@ async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_
     // The answer arrives; a fresh guest replays the attempt on a new lease.
     common::confirm_key(&*store, &id, "confirm-ticket").await;
     clock.advance(LEASE_MS);
-    let second = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-b"))
-        .await
-        .expect("reclaim");
+    let second = claim(&*store, &id, "node-b").await;
     let report = attempts
-        .start(second.lease.clone(), "open_ticket", args.clone())
+        .start(second.clone(), "open_ticket", args.clone())
         .await
         .expect("join");
     let result = answer(&report).expect("the ticket");
@@ -439,12 +482,9 @@ async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_
 
     // A third replay (the attempt was lost after the POST) sends nothing at all.
     clock.advance(LEASE_MS);
-    let third = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-c"))
-        .await
-        .expect("reclaim");
+    let third = claim(&*store, &id, "node-c").await;
     let report = attempts
-        .start(third.lease.clone(), "open_ticket", args)
+        .start(third.clone(), "open_ticket", args)
         .await
         .expect("join");
     assert_eq!(
@@ -452,7 +492,7 @@ async fn a_replayed_attempt_is_answered_from_the_journal_so_each_effect_happens_
         json!({"id": 1})
     );
     assert_eq!(server.seen().len(), 2, "one GET and one POST in all");
-    let journal = store.journal(&third.lease).await.expect("journal");
+    let journal = store.journal(&third).await.expect("journal");
     assert_eq!(journal.len(), 2);
     assert_eq!(journal[1].request.method, "POST");
 }
@@ -467,19 +507,7 @@ async fn a_replay_that_asks_something_else_fails_the_attempt_naming_the_position
     let args = json!({"url": format!("{}/template", server.base())});
     let (_, claimed) = attempts.claimed("fetch", &args).await;
     // What an earlier build of the tool recorded at position 0: another URL.
-    let earlier = JournalEntry {
-        seq: 0,
-        request: JournalRequest {
-            method: "GET".into(),
-            url: format!("{}/other", server.base()),
-            body_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
-        },
-        response: JournalResponse {
-            status: 200,
-            headers: Vec::new(),
-            body: b"old".to_vec(),
-        },
-    };
+    let earlier = recorded_get(format!("{}/other", server.base()), b"old".to_vec());
     store
         .journal_append(&claimed, &earlier, 1 << 20)
         .await
@@ -521,12 +549,7 @@ fn absent_from_file(path: &std::path::Path, secret: &str) {
 async fn a_journaled_echo_keeps_no_secret(store: Arc<dyn Store>, component: Arc<Component>) {
     let server = HttpRecorder::start().await;
     let secret = "sk_live_never_stored_0123";
-    let mut g = grant(&[&server.base()]);
-    g.inject = vec![Injection {
-        host: AllowedHost::parse(&server.base()).expect("entry"),
-        header: "x-api-key".into(),
-        value: Secret::new(secret),
-    }];
+    let mut g = injecting_at(&server.base(), "x-api-key", secret);
     g.scrub = vec![Secret::new(secret)];
     let attempts = Attempts::new(component, store.clone(), g);
     let args = json!({"url": format!("{}/headers", server.base())});
@@ -635,11 +658,7 @@ async fn the_sdk_client_sends_json_and_sees_refusals() {
     let run = |args: Value, g: Option<HttpGrant>| {
         let component = component.clone();
         async move {
-            let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
-            exec.grants = WasiGrants {
-                http: g.map(Arc::new),
-                ..WasiGrants::default()
-            };
+            let exec = granted("fetch_sdk", args, g.map(Arc::new), Arc::new(Plain));
             component.execute(exec).await
         }
     };
@@ -821,15 +840,12 @@ async fn a_secret_the_tool_may_read_leaves_it_only_as_redacted() {
 async fn time_spent_waiting_for_a_response_counts_toward_the_wall_clock() {
     let component = outbound().await;
     let server = HttpRecorder::start().await;
-    let mut exec = Execution::new(
+    let mut exec = granted(
         "fetch",
         json!({"url": format!("{}/slow", server.base())}),
+        Some(Arc::new(grant(&[&server.base()]))),
         Arc::new(Plain),
     );
-    exec.grants = WasiGrants {
-        http: Some(Arc::new(grant(&[&server.base()]))),
-        ..WasiGrants::default()
-    };
     exec.limits.wall_clock_ms = Some(300);
     let report = component.execute(exec).await;
     assert_eq!(
@@ -845,23 +861,19 @@ async fn time_spent_waiting_for_a_response_counts_toward_the_wall_clock() {
 async fn a_guest_cannot_set_the_headers_the_host_sets() {
     let store: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
     let server = HttpRecorder::start().await;
-    let mut g = grant(&[&server.base()]);
-    g.inject = vec![Injection {
-        host: AllowedHost::parse(&server.base()).expect("entry"),
-        header: "authorization".into(),
-        value: Secret::new("Bearer host-held"),
-    }];
+    let g = injecting_at(&server.base(), "authorization", "Bearer host-held");
     let attempts = Attempts::new(outbound().await, store.clone(), g);
     let post = |header: &str| {
         json!({"url": format!("{}/tickets", server.base()), "post": {"n": 1},
                "headers": {header: "from-the-guest"}})
     };
     let sync = |args: Value| {
-        let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
-        exec.grants = WasiGrants {
-            http: Some(attempts.grant.clone()),
-            ..WasiGrants::default()
-        };
+        let exec = granted(
+            "fetch_sdk",
+            args,
+            Some(attempts.grant.clone()),
+            Arc::new(Plain),
+        );
         let component = attempts.component.clone();
         async move { answer(&component.execute(exec).await) }
     };
@@ -910,11 +922,8 @@ async fn a_body_that_stalls_ends_at_the_between_bytes_timeout_streamed_or_journa
             .copied()
     };
     // A synchronous call streams the body to the guest.
-    let mut exec = Execution::new("fetch", args.clone(), Arc::new(Plain));
-    exec.grants = WasiGrants {
-        http: Some(attempts.grant.clone()),
-        ..WasiGrants::default()
-    };
+    let g = Some(attempts.grant.clone());
+    let exec = granted("fetch", args.clone(), g, Arc::new(Plain));
     let err = answer(&attempts.component.execute(exec).await).expect_err("stalled");
     assert!(err.to_lowercase().contains("timeout"), "{err}");
     assert_eq!(counted(), Some(1));
@@ -957,12 +966,7 @@ const REFLECTED: &str = "Sk_Live_Reflected_0123456789";
 
 /// A grant for `server` whose requests carry [`REFLECTED`] in `x-api-key`, added by the host.
 fn injecting(server: &HttpRecorder) -> HttpGrant {
-    let mut g = grant(&[&server.base()]);
-    g.inject = vec![Injection {
-        host: AllowedHost::parse(&server.base()).expect("entry"),
-        header: "x-api-key".into(),
-        value: Secret::new(REFLECTED),
-    }];
+    let mut g = injecting_at(&server.base(), "x-api-key", REFLECTED);
     g.scrub = vec![Secret::new(REFLECTED)];
     g
 }
@@ -977,11 +981,12 @@ async fn fetch_sdk(
     headers: Value,
 ) -> Result<Value, String> {
     let args = json!({"url": format!("{}{path}", server.base()), "headers": headers});
-    let mut exec = Execution::new("fetch_sdk", args, Arc::new(Plain));
-    exec.grants = WasiGrants {
-        http: Some(Arc::new(g.clone())),
-        ..WasiGrants::default()
-    };
+    let exec = granted(
+        "fetch_sdk",
+        args,
+        Some(Arc::new(g.clone())),
+        Arc::new(Plain),
+    );
     answer(&component.execute(exec).await)
 }
 
@@ -1083,10 +1088,7 @@ async fn an_injected_secret_cannot_be_read_back_in_pieces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reflection_is_journaled_scrubbed_and_replayed_scrubbed() {
     let dir = tempfile::tempdir().expect("dir");
-    let clock = ManualClock::new(Timestamp(1_700_000_000_000));
-    let file = dir.path().join("tasks.redb");
-    let store: Arc<dyn Store> =
-        Arc::new(RedbStore::open_with_clock(&file, Arc::new(clock.clone())).expect("store"));
+    let (store, file, clock) = redb_on_manual_clock(&dir);
     let server = HttpRecorder::start().await;
     let attempts = Attempts::new(outbound().await, store.clone(), injecting(&server));
     let args = json!({"url": format!("{}/headers", server.base()), "headers": {"accept-encoding": "gzip"}});
@@ -1117,17 +1119,14 @@ async fn a_reflection_is_journaled_scrubbed_and_replayed_scrubbed() {
 
     // The attempt is lost; the next one is answered from the journal, scrubbed as before.
     clock.advance(LEASE_MS);
-    let second = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-b"))
-        .await
-        .expect("reclaim");
+    let second = claim(&*store, &id, "node-b").await;
     let report = attempts
-        .start(second.lease.clone(), "fetch_sdk", args)
+        .start(second.clone(), "fetch_sdk", args)
         .await
         .expect("join");
     assert_eq!(answer(&report).expect("replayed")["body"], seen);
     assert_eq!(server.seen().len(), 1, "the replay sent nothing");
-    let journal = store.journal(&second.lease).await.expect("journal");
+    let journal = store.journal(&second).await.expect("journal");
     assert!(!format!("{journal:?}").contains(REFLECTED));
 
     // A response the host cannot scrub is not recorded either.
@@ -1255,26 +1254,10 @@ async fn a_request_whose_answer_the_journal_has_no_room_for_is_not_sent() {
     let url = format!("{}/template", server.base());
     let args = json!({"url": url, "repeat": 2});
     let id = common::create_tool_task(&*store, "fetch", args.clone()).await;
-    let claimed = store
-        .claim(&id, &ClaimRequest::new(LEASE_MS, "node-a"))
-        .await
-        .expect("claim")
-        .lease;
+    let claimed = claim(&*store, &id, "node-a").await;
     // An earlier attempt recorded the first request's answer, 100 kB: the journal is
     // nearly full.
-    let earlier = JournalEntry {
-        seq: 0,
-        request: JournalRequest {
-            method: "GET".into(),
-            url: url.clone(),
-            body_sha256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855".into(),
-        },
-        response: JournalResponse {
-            status: 200,
-            headers: Vec::new(),
-            body: vec![b'x'; 100_000],
-        },
-    };
+    let earlier = recorded_get(url.clone(), vec![b'x'; 100_000]);
     let bound = earlier.encode().len() as u64 + 200;
     store
         .journal_append(&claimed, &earlier, bound)
@@ -1287,12 +1270,9 @@ async fn a_request_whose_answer_the_journal_has_no_room_for_is_not_sent() {
         Arc::new(InputWaiters::new()),
     )
     .journal_bytes(bound);
-    let mut exec = Execution::new("fetch", args, Arc::new(io));
+    let g = Arc::new(grant(&[&server.base()]));
+    let mut exec = granted("fetch", args, Some(g), Arc::new(io));
     exec.task_id = Some(id.to_string());
-    exec.grants = WasiGrants {
-        http: Some(Arc::new(grant(&[&server.base()]))),
-        ..WasiGrants::default()
-    };
     let report = component.execute(exec).await;
     let err = answer(&report).expect_err("refused");
     for says in [

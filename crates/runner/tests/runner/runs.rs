@@ -206,6 +206,16 @@ fn memory_on_manual_clock() -> (ManualClock, Arc<dyn Store>) {
     (clock, store)
 }
 
+/// A memory store on a [`ManualClock`] (see [`memory_on_manual_clock`]), and a recorder and
+/// a runner of the example guests over it with `options`.
+async fn guests_on_manual_clock(
+    options: RunnerOptions,
+) -> (ManualClock, Arc<dyn Store>, Arc<Recorder>, Runner) {
+    let (clock, store) = memory_on_manual_clock();
+    let (rec, runner) = recorded_guests(&store, options).await;
+    (clock, store, rec, runner)
+}
+
 /// The value of one of the runner's counters.
 fn count(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
@@ -264,6 +274,13 @@ async fn await_task(
     .expect("the task reached the expected state")
 }
 
+/// Waits until the task has ended, and checks that it completed.
+async fn completed(store: &dyn Store, rec: &Recorder, id: &TaskId) -> Task {
+    let t = await_task(store, rec, id, |t| t.status.is_terminal()).await;
+    assert_eq!(t.status, TaskStatus::Completed, "{t:?}");
+    t
+}
+
 fn result_text(t: &Task) -> String {
     match &t.outcome {
         Some(snodo_core::model::Outcome::Result(r)) => r["content"][0]["text"]
@@ -302,6 +319,14 @@ fn new_task(tool: &str, args: Value) -> NewTask {
     NewTask::new(id, Scope::new("acme"), tool_call_work(&id, tool, args))
 }
 
+/// Creates a task of `tool` with `args` (tenant `acme`) that expires `ttl_ms` after its
+/// creation, or never; its id.
+async fn expiring(store: &dyn Store, tool: &str, args: Value, ttl_ms: Option<u64>) -> TaskId {
+    let mut new = new_task(tool, args);
+    new.ttl_ms = ttl_ms;
+    store.create(new).await.expect("create").id
+}
+
 /// A recorder and a runner over `store` with one execution slot, without recovery.
 async fn one_slot_runner(store: &Arc<dyn Store>) -> (Arc<Recorder>, Runner) {
     let options = RunnerOptions {
@@ -337,8 +362,7 @@ async fn a_created_task_is_claimed_and_started_by_its_creation_commit_when_a_slo
     assert_eq!(task(&*store, &queued.id).await.status, TaskStatus::Working);
     cancel_in_store(&*store, &held.id).await;
     runner.cancel(&held.id);
-    let done = await_task(&*store, &rec, &queued.id, |t| t.status.is_terminal()).await;
-    assert_eq!(done.status, TaskStatus::Completed);
+    completed(&*store, &rec, &queued.id).await;
     assert_eq!(store_ops(&rec, "claim"), 1, "the queued task's own claim");
     runner.shutdown().await;
 }
@@ -363,29 +387,27 @@ async fn an_attempt_gives_its_slot_back_once_its_guest_returned_not_after_its_co
     let store: Arc<dyn Store> = layered_memory(gate.clone());
     let (rec, runner) = one_slot_runner(&store).await;
     let quick = || new_task("flaky", json!({"succeed_on_attempt": 1}));
-    let first = runner.create(quick()).await.expect("create");
-    assert_eq!(
-        first.attempt, 1,
-        "the one slot was free: started at creation"
-    );
-    // Its guest returned; the commit of its outcome waits at the gate.
-    gate.0.until_held(1).await;
-    assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
-
-    // The slot stood for the guest, which is gone: the next task takes it at once, in its
-    // creation commit, while the first task's outcome is still uncommitted.
-    let second = runner.create(quick()).await.expect("create");
-    assert_eq!(
-        second.attempt, 1,
-        "created, claimed and started in one commit while the first outcome waits"
-    );
-    gate.0.until_held(2).await;
-    assert_eq!(task(&*store, &first.id).await.status, TaskStatus::Working);
+    // The first task finds the one slot free. Its guest returns; the commit of its outcome
+    // waits at the gate. The slot stood for the guest, which is gone: the second task takes
+    // it at once, in its creation commit, while the first task's outcome is uncommitted.
+    let mut ids = Vec::new();
+    for (held, why) in [
+        (1, "the one slot was free: started at creation"),
+        (
+            2,
+            "created, claimed and started in one commit while the first outcome waits",
+        ),
+    ] {
+        let created = runner.create(quick()).await.expect("create");
+        assert_eq!(created.attempt, 1, "{why}");
+        ids.push(created.id);
+        gate.0.until_held(held).await;
+        assert_eq!(task(&*store, &ids[0]).await.status, TaskStatus::Working);
+    }
 
     gate.0.open();
-    for id in [first.id, second.id] {
-        let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-        assert_eq!(done.status, TaskStatus::Completed);
+    for id in &ids {
+        completed(&*store, &rec, id).await;
     }
     assert_eq!(
         store_ops(&rec, "claim"),
@@ -427,8 +449,7 @@ async fn a_tasks_progress_becomes_its_status_message() {
         RetryPolicy::none(),
     )
     .await;
-    let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(done.status, TaskStatus::Completed);
+    completed(&*store, &rec, &id).await;
     // The first report commits at once; the later ones within the coalescing interval
     // are folded into one commit that the completion may overtake.
     let committed = statuses.0.lock().expect("lock").clone();
@@ -443,19 +464,13 @@ async fn a_tasks_progress_becomes_its_status_message() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_task_runs_and_completes() {
     let (store, rec, runner) = fixtures_runner().await;
-    let id = create(
-        &*store,
-        "greet",
-        json!({"name": "runner"}),
-        RetryPolicy::none(),
-    )
-    .await;
+    let args = json!({"name": "runner"});
+    let id = create(&*store, "greet", args, RetryPolicy::none()).await;
     assert_eq!(
         runner.submit(&id).await.expect("submit"),
         Submitted::Started
     );
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Completed);
+    let t = completed(&*store, &rec, &id).await;
     assert_eq!(result_text(&t), "Hello, runner!");
     assert_eq!(t.attempt, 1);
     assert!(t.claim.is_none());
@@ -525,8 +540,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     assert_eq!(t.attempt, 2);
     assert_eq!(t.retry_at, Some(Timestamp(T0 + 1_000 + 2_000)));
     clock.advance(2_000);
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Completed);
+    let t = completed(&*store, &rec, &id).await;
     assert_eq!(result_text(&t), "succeeded on attempt 3");
     runner.shutdown().await;
 }
@@ -627,15 +641,11 @@ async fn cancellation_stops_a_guest_that_ignores_its_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
-    let (clock, store) = memory_on_manual_clock();
     // A never renews in time; B recovers what A loses.
-    let (rec_a, a) = recorded_guests(
-        &store,
-        RunnerOptions {
-            heartbeat: Duration::from_secs(3_600),
-            ..opts(false)
-        },
-    )
+    let (clock, store, rec_a, a) = guests_on_manual_clock(RunnerOptions {
+        heartbeat: Duration::from_secs(3_600),
+        ..opts(false)
+    })
     .await;
     let id = slow_compute(&a, &*store, 1).await;
     rec_a.started("a started").await;
@@ -663,8 +673,7 @@ async fn a_reclaimed_tasks_old_attempt_cannot_commit() {
         vec![JobOutcome::LeaseLost],
         "the old generation could not commit"
     );
-    let t = await_task(&*store, &rec_b, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Completed);
+    let t = completed(&*store, &rec_b, &id).await;
     let outcomes = t
         .events
         .iter()
@@ -734,23 +743,18 @@ async fn a_thousand_parked_tasks_hold_no_guest_and_all_complete_once_answered() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
-    let (clock, store) = memory_on_manual_clock();
-    let (rec, runner) = recorded_guests(
-        &store,
-        RunnerOptions {
-            reap_interval: Some(Duration::from_millis(5)),
-            ..opts(false)
-        },
+    let (clock, store, rec, runner) = guests_on_manual_clock(RunnerOptions {
+        reap_interval: Some(Duration::from_millis(5)),
+        ..opts(false)
+    })
+    .await;
+    let id = expiring(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 60}),
+        Some(10_000),
     )
     .await;
-    let id = TaskId::generate();
-    let mut new = NewTask::new(
-        id,
-        Scope::new("acme"),
-        tool_call_work(&id, "slow_compute", json!({"seconds": 60})),
-    );
-    new.ttl_ms = Some(10_000);
-    store.create(new).await.expect("create");
     runner.submit(&id).await.expect("submit");
     rec.started("started").await;
     assert_eq!(runner.active(), 1);
@@ -783,14 +787,7 @@ fn reaped_active(rec: &Recorder) -> Vec<(TaskId, TaskStatus)> {
 #[tokio::test(start_paused = true)]
 async fn a_task_removed_at_its_ttl_by_a_claim_is_counted_as_reaped_active() {
     let (clock, store) = memory_on_manual_clock();
-    let id = TaskId::generate();
-    let mut new = NewTask::new(
-        id,
-        Scope::new("acme"),
-        tool_call_work(&id, "lucky", json!({})),
-    );
-    new.ttl_ms = Some(10_000);
-    store.create(new).await.expect("create");
+    let id = expiring(&*store, "lucky", json!({}), Some(10_000)).await;
     clock.advance(10_000);
     let lucky = Arc::new(SecondTimeLucky::default());
     let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(true));
@@ -854,14 +851,15 @@ async fn a_guest_waiting_for_input_parks_at_shutdown_instead_of_holding_the_drai
         },
     )
     .await;
-    let id = create(
+    let args = json!({"filename": "kept.txt"});
+    let id = submitted(
+        &runner,
         &*store,
         "confirm_delete",
-        json!({"filename": "kept.txt"}),
+        args,
         RetryPolicy::none(),
     )
     .await;
-    runner.submit(&id).await.expect("submit");
     rec.until("the guest waits for its answer", |_| {
         !runner.waiters().is_empty()
     })
@@ -916,29 +914,15 @@ async fn a_retry_runs_without_reading_the_store_clock() {
 /// from the events.
 #[tokio::test]
 async fn every_started_job_stops_exactly_once() {
-    let (clock, store) = memory_on_manual_clock();
-    let (rec, runner) = recorded_guests(
-        &store,
-        RunnerOptions {
-            reap_interval: Some(Duration::from_millis(10)),
-            drain_timeout: Duration::from_millis(20),
-            ..opts(false)
-        },
-    )
+    let (clock, store, rec, runner) = guests_on_manual_clock(RunnerOptions {
+        reap_interval: Some(Duration::from_millis(10)),
+        drain_timeout: Duration::from_millis(20),
+        ..opts(false)
+    })
     .await;
     let hold = |ttl: Option<u64>| {
         let store = store.clone();
-        async move {
-            let id = TaskId::generate();
-            let mut new = NewTask::new(
-                id,
-                Scope::new("acme"),
-                tool_call_work(&id, "hold", json!({"ms": 600_000})),
-            );
-            new.ttl_ms = ttl;
-            store.create(new).await.expect("create");
-            id
-        }
+        async move { expiring(&*store, "hold", json!({"ms": 600_000}), ttl).await }
     };
     // Reaped while running.
     let reaped = hold(Some(1_000)).await;
@@ -1081,38 +1065,53 @@ impl snodo_runner::Executors for Fake {
     }
 }
 
+/// A runner over `store` of [`SecondTimeLucky`], without recovery, and a task of it that
+/// retries once after a minute: the executor, the recorder, the runner and the task.
+async fn lucky_retried_after_a_minute(
+    store: &Arc<dyn Store>,
+) -> (Arc<SecondTimeLucky>, Arc<Recorder>, Runner, TaskId) {
+    let lucky = Arc::new(SecondTimeLucky::default());
+    let (rec, runner) = recorded(store, Arc::new(Fake(lucky.clone())), opts(false));
+    let policy = RetryPolicy::new([60_000]).expect("policy");
+    let id = submitted(&runner, &**store, "lucky", json!({}), policy).await;
+    (lucky, rec, runner, id)
+}
+
+/// The retry of [`lucky_retried_after_a_minute`]'s task runs on the store's clock: local time
+/// runs on past the retry's minute (the paused clock advances whenever the runtime idles, and
+/// any local timer runs out) and nothing runs; once the store's clock reaches the retry, the
+/// runner's polling claims it and the second run completes the task. Then the runner stops.
+async fn retried_on_the_store_clock(
+    clock: &ManualClock,
+    lucky: &SecondTimeLucky,
+    rec: &Recorder,
+    runner: Runner,
+    id: &TaskId,
+) {
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 1);
+    clock.advance(60_000);
+    rec.until("the retry completed the task", |e| {
+        stops(e, id).contains(&JobOutcome::Completed)
+    })
+    .await;
+    assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
+    runner.shutdown().await;
+}
+
 /// The runner alone, on a paused tokio clock and the store's ManualClock: a retry is
 /// refused before its delay on the store's clock and runs once the delay has passed.
 #[tokio::test(start_paused = true)]
 async fn a_retry_waits_its_delay_on_the_store_clock_with_a_fake_executor() {
     let (clock, store) = memory_on_manual_clock();
-    let lucky = Arc::new(SecondTimeLucky::default());
-    let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(false));
-    let id = submitted(
-        &runner,
-        &*store,
-        "lucky",
-        json!({}),
-        RetryPolicy::new([60_000]).expect("policy"),
-    )
-    .await;
+    let (lucky, rec, runner, id) = lucky_retried_after_a_minute(&store).await;
     rec.until("the retry was scheduled", |e| {
         stops(e, &id).contains(&JobOutcome::RetryScheduled)
     })
     .await;
-    // Local time runs on (the paused clock advances whenever the runtime idles), but the
-    // store's clock has not reached the retry: nothing may run.
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(lucky.runs.load(Ordering::SeqCst), 1);
     let (t, _) = store.inspect(&id).await.expect("inspect").expect("task");
     assert_eq!(t.retry_at, Some(Timestamp(T0 + 60_000)));
-    clock.advance(60_000);
-    rec.until("the retry completed the task", |e| {
-        stops(e, &id).contains(&JobOutcome::Completed)
-    })
-    .await;
-    assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
-    runner.shutdown().await;
+    retried_on_the_store_clock(&clock, &lucky, &rec, runner, &id).await;
 }
 
 /// A layer that commits the first `retry_requested` it sees and then answers as a store
@@ -1148,16 +1147,7 @@ async fn a_retry_whose_commit_reply_was_lost_keeps_its_schedule() {
         Arc::new(MemoryStore::with_clock(Arc::new(clock.clone()))),
         lost.clone(),
     ));
-    let lucky = Arc::new(SecondTimeLucky::default());
-    let (rec, runner) = recorded(&store, Arc::new(Fake(lucky.clone())), opts(false));
-    let id = submitted(
-        &runner,
-        &*store,
-        "lucky",
-        json!({}),
-        RetryPolicy::new([60_000]).expect("policy"),
-    )
-    .await;
+    let (lucky, rec, runner, id) = lucky_retried_after_a_minute(&store).await;
     rec.until("the first attempt stopped", |e| !stops(e, &id).is_empty())
         .await;
     assert!(lost.0.load(Ordering::SeqCst), "the reply was lost once");
@@ -1167,17 +1157,7 @@ async fn a_retry_whose_commit_reply_was_lost_keeps_its_schedule() {
         (t.retry_at, t.retry_count),
         (Some(Timestamp(T0 + 60_000)), 1)
     );
-    // The local timer runs out (the paused clock advances while the runtime idles); the
-    // store's clock then reaches the retry, which the timer's polling claims.
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    assert_eq!(lucky.runs.load(Ordering::SeqCst), 1);
-    clock.advance(60_000);
-    rec.until("the retry completed the task", |e| {
-        stops(e, &id).contains(&JobOutcome::Completed)
-    })
-    .await;
-    assert_eq!(lucky.runs.load(Ordering::SeqCst), 2);
-    runner.shutdown().await;
+    retried_on_the_store_clock(&clock, &lucky, &rec, runner, &id).await;
 }
 
 /// An attempt the host cannot start (a fuel limit on an engine without fuel metering, a
@@ -1281,8 +1261,7 @@ async fn a_panicking_recovery_loop_is_restarted_counted_and_reported() {
     )
     .await;
     runner.wake();
-    let t = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(t.status, TaskStatus::Completed);
+    completed(&*store, &rec, &id).await;
     let restarts = rec.picked(|e| match e {
         RunnerEvent::LoopRestarted {
             name: "recover",
@@ -1505,8 +1484,7 @@ async fn a_created_task_starts_though_its_caller_left_before_the_answer() {
     caller.abort();
     assert!(caller.await.is_err(), "the caller went away mid-commit");
     gate.0.open();
-    let done = await_task(&*store, &rec, &id, |t| t.status.is_terminal()).await;
-    assert_eq!(done.status, TaskStatus::Completed);
+    completed(&*store, &rec, &id).await;
     assert_eq!(
         store_ops(&rec, "claim"),
         0,

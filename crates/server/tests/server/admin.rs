@@ -94,6 +94,16 @@ async fn get(app: &snodo_server::http::App, path: &str, token: &str) -> (StatusC
     (s, v)
 }
 
+/// The status and error code of a GET of `path` that is refused.
+async fn refusal(
+    app: &snodo_server::http::App,
+    path: &str,
+    token: &str,
+) -> (StatusCode, Option<String>) {
+    let (s, v) = get(app, path, token).await;
+    (s, v["error"]["code"].as_str().map(str::to_owned))
+}
+
 async fn post_to(
     app: &snodo_server::http::App,
     path: &str,
@@ -104,10 +114,10 @@ async fn post_to(
     (s, v)
 }
 
-/// Starts a task of `tool` for the caller of `token`; its id.
-async fn start(app: &snodo_server::http::App, token: &str, tool: &str, args: Value) -> String {
+/// An MCP request (id `n`) from the caller of `token` to start a task of `tool`.
+fn call_request(n: i64, token: &str, tool: &str, args: Value) -> Request<Body> {
     let body = rpc(
-        1,
+        n,
         "tools/call",
         json!({"name": tool, "arguments": args}),
         caps(true),
@@ -117,9 +127,45 @@ async fn start(app: &snodo_server::http::App, token: &str, tool: &str, args: Val
         "authorization",
         format!("Bearer {token}").parse().expect("header"),
     );
-    let (s, v, _) = send(app, req).await;
+    req
+}
+
+/// Starts a task of `tool` for the caller of `token`; its id.
+async fn start(app: &snodo_server::http::App, token: &str, tool: &str, args: Value) -> String {
+    let (s, v, _) = send(app, call_request(1, token, tool, args)).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     task_id(&v)
+}
+
+/// The acme operator's `action` (`answer`, `cancel`, `retry`) on task `id`.
+async fn act(
+    app: &snodo_server::http::App,
+    id: &str,
+    action: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    post_to(
+        app,
+        &format!("/admin/v1/tasks/{id}/{action}"),
+        ACME_OPS,
+        body,
+    )
+    .await
+}
+
+/// The acme operator's bulk cancel of `body`, which succeeds: how many tasks matched, how
+/// many were cancelled, and whether the cap cut the run short.
+async fn bulk_cancel(
+    app: &snodo_server::http::App,
+    body: Value,
+) -> (Option<u64>, Option<u64>, Option<bool>) {
+    let (s, v) = post_to(app, "/admin/v1/cancel", ACME_OPS, body).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    (
+        v["matched"].as_u64(),
+        v["cancelled"].as_u64(),
+        v["capped"].as_bool(),
+    )
 }
 
 /// Task `id` as the operator of `token` sees it, once `ready` holds.
@@ -135,6 +181,11 @@ async fn await_admin(
         (s == StatusCode::OK && ready(&v)).then_some(v)
     })
     .await
+}
+
+/// Task `id` as the acme operator sees it once it completed; `what` names the wait.
+async fn completed(app: &snodo_server::http::App, id: &str, what: &str) -> Value {
+    await_admin(app, ACME_OPS, id, what, |t| t["status"] == "completed").await
 }
 
 fn events(task: &Value) -> Vec<&str> {
@@ -160,11 +211,9 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
         (s, v["error"]["code"].as_str()),
         (StatusCode::UNAUTHORIZED, Some("unauthenticated"))
     );
-    let (s, v) = get(&app, "/admin/v1/tasks", ALICE).await;
     assert_eq!(
-        (s, v["error"]["code"].as_str()),
-        (StatusCode::FORBIDDEN, Some("forbidden")),
-        "{v}"
+        refusal(&app, "/admin/v1/tasks", ALICE).await,
+        (StatusCode::FORBIDDEN, Some("forbidden".into()))
     );
     let (s, v) = get(&app, "/admin/v1/tasks", "not-a-token-at-all-0123").await;
     assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
@@ -190,17 +239,15 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
     );
     let (s, _) = get(&app, "/admin/v1/tasks?tenant=globex", ACME_OPS).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
-    let (s, v) = get(&app, &format!("/admin/v1/tasks/{globex}"), ACME_OPS).await;
     assert_eq!(
-        (s, v["error"]["code"].as_str()),
-        (StatusCode::NOT_FOUND, Some("not_found"))
+        refusal(&app, &format!("/admin/v1/tasks/{globex}"), ACME_OPS).await,
+        (StatusCode::NOT_FOUND, Some("not_found".into()))
     );
     let (s, _) = get(&app, "/admin/v1/tasks/not-an-id", ACME_OPS).await;
     assert_eq!(s, StatusCode::NOT_FOUND);
-    let (s, v) = get(&app, "/admin/v1/tasks?status=sleeping", ACME_OPS).await;
     assert_eq!(
-        (s, v["error"]["code"].as_str()),
-        (StatusCode::BAD_REQUEST, Some("invalid"))
+        refusal(&app, "/admin/v1/tasks?status=sleeping", ACME_OPS).await,
+        (StatusCode::BAD_REQUEST, Some("invalid".into()))
     );
     let (s, _) = get(&app, "/admin/v1/tasks?limit=0", ACME_OPS).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
@@ -241,52 +288,22 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
 
     // An answer is checked against the question before it is committed.
     let answer = |v: Value| json!({"responses": {"confirm": v}});
+    let yes = answer(json!({"action": "accept", "content": {"confirm": true}}));
     for bad in [
         json!({"action": "accept", "content": {"confirm": "yes"}}),
         json!({"action": "accept", "content": {"other": true}}),
         json!({"action": "perhaps"}),
     ] {
-        let (s, v) = post_to(
-            &app,
-            &format!("/admin/v1/tasks/{confirm}/answer"),
-            ACME_OPS,
-            answer(bad.clone()),
-        )
-        .await;
+        let (s, v) = act(&app, &confirm, "answer", answer(bad.clone())).await;
         assert_eq!(s, StatusCode::BAD_REQUEST, "{bad}: {v}");
     }
-    let (s, _) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{confirm}/answer"),
-        ACME_OPS,
-        json!({"responses": {"nope": {}}}),
-    )
-    .await;
+    let (s, _) = act(&app, &confirm, "answer", json!({"responses": {"nope": {}}})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, _) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{confirm}/answer"),
-        ACME_OPS,
-        json!({"unexpected": 1}),
-    )
-    .await;
+    let (s, _) = act(&app, &confirm, "answer", json!({"unexpected": 1})).await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
-    let (s, v) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{confirm}/answer"),
-        ACME_OPS,
-        answer(json!({"action": "accept", "content": {"confirm": true}})),
-    )
-    .await;
+    let (s, v) = act(&app, &confirm, "answer", yes.clone()).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let done = await_admin(
-        &app,
-        ACME_OPS,
-        &confirm,
-        "the answered task to complete",
-        |t| t["status"] == "completed",
-    )
-    .await;
+    let done = completed(&app, &confirm, "the answered task to complete").await;
     assert_eq!(
         done["outcome"]["result"]["content"][0]["text"],
         "Deleted a.txt"
@@ -302,26 +319,14 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
     ] {
         assert!(h.contains(&e), "{e} in {h:?}");
     }
-    let (s, v) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{confirm}/answer"),
-        ACME_OPS,
-        answer(json!({"action": "accept", "content": {"confirm": true}})),
-    )
-    .await;
+    let (s, v) = act(&app, &confirm, "answer", yes.clone()).await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (StatusCode::CONFLICT, Some("conflict"))
     );
 
     // Cancel one, with a reason; cancelling it again is a conflict.
-    let (s, v) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{second}/cancel"),
-        ACME_OPS,
-        json!({"message": "not needed"}),
-    )
-    .await;
+    let (s, v) = act(&app, &second, "cancel", json!({"message": "not needed"})).await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["status"], "cancelled");
     assert_eq!(
@@ -331,21 +336,9 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
             .map(|e| e["message"].clone()),
         Some(json!("not needed"))
     );
-    let (s, _) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{second}/cancel"),
-        ACME_OPS,
-        json!({}),
-    )
-    .await;
+    let (s, _) = act(&app, &second, "cancel", json!({})).await;
     assert_eq!(s, StatusCode::CONFLICT);
-    let (s, _) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{globex}/cancel"),
-        ACME_OPS,
-        json!({}),
-    )
-    .await;
+    let (s, _) = act(&app, &globex, "cancel", json!({})).await;
     assert_eq!(
         s,
         StatusCode::NOT_FOUND,
@@ -354,51 +347,16 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
 
     // Bulk cancel: a preview counts without cancelling, the cap bounds, the run reports.
     let filter = json!({"tool": "slow_compute"});
-    let (s, v) = post_to(
-        &app,
-        "/admin/v1/cancel",
-        ACME_OPS,
-        json!({"filter": filter, "preview": true}),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(
-        (
-            v["matched"].as_u64(),
-            v["cancelled"].as_u64(),
-            v["capped"].as_bool()
-        ),
+        bulk_cancel(&app, json!({"filter": filter, "preview": true})).await,
         (Some(3), Some(0), Some(false))
     );
-    let (s, v) = post_to(
-        &app,
-        "/admin/v1/cancel",
-        ACME_OPS,
-        json!({"filter": filter, "cap": 2}),
-    )
-    .await;
-    assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(
-        (
-            v["matched"].as_u64(),
-            v["cancelled"].as_u64(),
-            v["capped"].as_bool()
-        ),
+        bulk_cancel(&app, json!({"filter": filter, "cap": 2})).await,
         (Some(2), Some(2), Some(true))
     );
-    let (_, v) = post_to(
-        &app,
-        "/admin/v1/cancel",
-        ACME_OPS,
-        json!({"filter": filter}),
-    )
-    .await;
     assert_eq!(
-        (
-            v["matched"].as_u64(),
-            v["cancelled"].as_u64(),
-            v["capped"].as_bool()
-        ),
+        bulk_cancel(&app, json!({"filter": filter})).await,
         (Some(1), Some(1), Some(false))
     );
     for id in &slow {
@@ -433,31 +391,12 @@ async fn operators_list_answer_cancel_and_retry_within_their_reach() {
     .await;
     assert_eq!(waiting["status"], "working");
     assert!(events(&waiting).contains(&"retry_scheduled"));
-    let (s, v) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{whoami}/retry"),
-        ACME_OPS,
-        json!({}),
-    )
-    .await;
+    let (s, v) = act(&app, &whoami, "retry", json!({})).await;
     assert_eq!(s, StatusCode::OK, "{v}");
-    let done = await_admin(
-        &app,
-        ACME_OPS,
-        &whoami,
-        "the retried task to complete",
-        |t| t["status"] == "completed",
-    )
-    .await;
+    let done = completed(&app, &whoami, "the retried task to complete").await;
     assert_eq!(done["outcome"]["result"]["structuredContent"]["attempt"], 2);
     assert!(events(&done).contains(&"retry_now"));
-    let (s, _) = post_to(
-        &app,
-        &format!("/admin/v1/tasks/{whoami}/retry"),
-        ACME_OPS,
-        json!({}),
-    )
-    .await;
+    let (s, _) = act(&app, &whoami, "retry", json!({})).await;
     assert_eq!(
         s,
         StatusCode::CONFLICT,
@@ -507,25 +446,9 @@ async fn an_operator_deletes_a_finished_task_and_frees_its_stored_place() {
     })
     .await;
     let done = start(&app, ALICE, "test_whoami", json!({})).await;
-    await_admin(&app, ACME_OPS, &done, "the task to complete", |t| {
-        t["status"] == "completed"
-    })
-    .await;
+    completed(&app, &done, "the task to complete").await;
     let slow = start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await;
-    let third = |n| {
-        let body = rpc(
-            n,
-            "tools/call",
-            json!({"name": "slow_compute", "arguments": {"seconds": 600}}),
-            caps(true),
-        );
-        let mut req = request_of(&body);
-        req.headers_mut().insert(
-            "authorization",
-            format!("Bearer {ALICE}").parse().expect("header"),
-        );
-        req
-    };
+    let third = |n| call_request(n, ALICE, "slow_compute", json!({"seconds": 600}));
     let (_, v, _) = send(&app, third(3)).await;
     assert_eq!(
         v["error"]["data"]["limit"], "limits.stored_tasks_per_tenant",

@@ -149,6 +149,35 @@ async fn subscriptions_deliver_task_notifications() {
     );
 }
 
+/// A server of the fixtures over `store` whose change feed is `observed`, and its runner,
+/// which claims nothing: the tasks change only as the test says.
+async fn unclaimed_server(
+    store: &Arc<dyn snodo_core::store::Store>,
+    observed: &Arc<snodo_core::store::ObservedStore>,
+) -> (snodo_server::mcp::McpServer, snodo_runner::Runner) {
+    let fixtures = fixtures().await;
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    let options = snodo_runner::RunnerOptions {
+        recover: false,
+        ..Default::default()
+    };
+    let (server, runner) = common::server_with(store, catalog, options);
+    (server.with_change_feed(observed.clone()), runner)
+}
+
+/// Creates a minute of `slow_compute` for `principal` in `store`, unclaimed; its id.
+async fn slow_task(
+    store: &dyn snodo_core::store::Store,
+    principal: &snodo_core::model::Principal,
+) -> snodo_core::model::TaskId {
+    let id = snodo_core::model::TaskId::generate();
+    let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
+        .with_principal(principal.clone());
+    let new = snodo_core::store::NewTask::new(id, principal.scope(), work);
+    store.create(new).await.expect("create");
+    id
+}
+
 /// A listener whose stream fell behind the change feed (its reader stalled while more
 /// changes were announced than the feed holds) may have missed any change: it re-sends the
 /// newest state of every watched task. Here both tasks end without an announcement of their
@@ -157,27 +186,14 @@ async fn subscriptions_deliver_task_notifications() {
 #[tokio::test]
 async fn a_listener_that_fell_behind_the_feed_gets_each_watched_tasks_newest_state() {
     use snodo_core::store::Store;
-    let fixtures = fixtures().await;
     let inner: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
     let observed = Arc::new(snodo_core::store::ObservedStore::new(inner.clone(), 8));
     let store: Arc<dyn Store> = observed.clone();
-    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
-    // Nothing claims the tasks: they change only as the test says.
-    let options = snodo_runner::RunnerOptions {
-        recover: false,
-        ..Default::default()
-    };
-    let (server, runner) = common::server_with(&store, catalog, options);
-    let server = server.with_change_feed(observed.clone());
+    let (server, runner) = unclaimed_server(&store, &observed).await;
     let principal = snodo_server::identity::local_principal();
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let id = snodo_core::model::TaskId::generate();
-        let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
-            .with_principal(principal.clone());
-        let new = snodo_core::store::NewTask::new(id, principal.scope(), work);
-        inner.create(new).await.expect("create");
-        ids.push(id.to_string());
+        ids.push(slow_task(&*inner, &principal).await.to_string());
     }
     let mut stream = listen_to(&server, &principal, json!(ids)).await;
     let ack = next_message(&mut stream).await;
@@ -245,28 +261,15 @@ impl snodo_core::store::Layer for CancelledWhileAuthorized {
 #[tokio::test]
 async fn a_change_while_a_subscription_is_set_up_reaches_it() {
     use snodo_core::store::Store;
-    let fixtures = fixtures().await;
     let inner: Arc<dyn Store> = Arc::new(snodo_core::store::MemoryStore::new());
     let observed = Arc::new(snodo_core::store::ObservedStore::new(inner.clone(), 64));
     let store: Arc<dyn Store> = Arc::new(snodo_core::store::Layered::over(
         observed.clone(),
         CancelledWhileAuthorized::default(),
     ));
-    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
-    let options = snodo_runner::RunnerOptions {
-        recover: false,
-        ..Default::default()
-    };
-    let (server, runner) = common::server_with(&store, catalog, options);
-    let server = server.with_change_feed(observed.clone());
+    let (server, runner) = unclaimed_server(&store, &observed).await;
     let principal = snodo_server::identity::local_principal();
-    let id = snodo_core::model::TaskId::generate();
-    let work = snodo_runner::tool_call_work(&id, "slow_compute", json!({"seconds": 60}))
-        .with_principal(principal.clone());
-    inner
-        .create(snodo_core::store::NewTask::new(id, principal.scope(), work))
-        .await
-        .expect("create");
+    let id = slow_task(&*inner, &principal).await;
     let mut stream = listen_to(&server, &principal, json!([id.to_string()])).await;
     let ack = next_message(&mut stream).await;
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
