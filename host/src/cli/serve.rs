@@ -235,7 +235,7 @@ fn parse_token(s: &str) -> Result<(String, Principal), String> {
         .split_once(':')
         .ok_or("a token is TOKEN=TENANT:SUBJECT")?;
     let principal = Principal::new(tenant, subject);
-    snodo::http::check_token(token, &principal, &[]).map_err(|e| e.to_string())?;
+    snodo::identity::check_token(token, &principal, &[]).map_err(|e| e.to_string())?;
     Ok((token.to_owned(), principal))
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 use super::{Config, ConfigError, config_error};
-use crate::http::{self, TokenError};
+use crate::identity::{self, TokenError};
 use crate::model::Principal;
 use crate::serve::ServeOptions;
 
@@ -233,7 +233,7 @@ impl Config {
         file: &str,
         opts: &mut ServeOptions,
     ) -> Result<(), ConfigError> {
-        use crate::http::oauth::OAuthConfig;
+        use crate::identity::oauth::OAuthConfig;
         let err = |key: &str, reason: String| config_error(file, key, reason);
         let isolation = self.auth.isolation.unwrap_or_default();
         for (_, p) in &mut opts.tokens {
@@ -282,7 +282,7 @@ impl Config {
                 "at most 300000: a longer leeway keeps expired tokens working".into(),
             ));
         }
-        crate::http::oauth::check(&config).map_err(|e| err("auth.oauth", e))?;
+        crate::identity::oauth::check(&config).map_err(|e| err("auth.oauth", e))?;
         opts.oauth = Some(config);
         Ok(())
     }
@@ -296,7 +296,7 @@ impl Config {
             let key = format!("auth.tokens[{i}]");
             let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
             let principal = Principal::new(&t.tenant, &t.subject);
-            if let Err(e) = http::check_token(&token, &principal, &tokens) {
+            if let Err(e) = identity::check_token(&token, &principal, &tokens) {
                 let field = match e {
                     TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
                     TokenError::EmptySubject => "subject",
@@ -446,7 +446,7 @@ impl Config {
                     "the same token as one of auth.tokens: an admin token must be its own".into(),
                 ));
             }
-            if let Err(e) = http::check_token(&token, &principal, &seen) {
+            if let Err(e) = identity::check_token(&token, &principal, &seen) {
                 let at = match e {
                     TokenError::EmptyTenant | TokenError::ControlCharacter => "tenant",
                     TokenError::EmptySubject => "subject",
@@ -517,8 +517,8 @@ impl Config {
 fn issuer_config(
     is: &IssuerSection,
     key: &str,
-) -> Result<crate::http::oauth::IssuerConfig, (String, String)> {
-    use crate::http::oauth::{Algorithm, IntrospectionConfig, IssuerConfig};
+) -> Result<crate::identity::oauth::IssuerConfig, (String, String)> {
+    use crate::identity::oauth::{Algorithm, IntrospectionConfig, IssuerConfig};
     let algorithms = match &is.algorithms {
         None => Algorithm::DEFAULT.to_vec(),
         Some(names) => names

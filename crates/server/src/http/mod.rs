@@ -24,14 +24,10 @@ use serde_json::Value;
 use tower::ServiceExt;
 
 pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
-// Identity under the names the host's configuration reads (`snodo::http::check_token`,
-// `snodo::http::oauth`); `crate::identity` is its home.
-pub use crate::identity::{
-    Authentication, Authenticator, Caller, MIN_TOKEN_LEN, ResourceServer, Scopes, StaticTokens,
-    TokenError, Unauthenticated, bearer_token, check_token, local_principal, oauth,
+use crate::identity::{
+    Authenticator, Caller, ResourceServer, StaticTokens, TokenDigest, Unauthenticated, bearer_token,
+    digest, digests_equal,
 };
-
-use crate::identity::{TokenDigest, digest, digests_equal};
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
 use origin::{allowed_host, check_host, host_refused};
