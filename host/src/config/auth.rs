@@ -371,7 +371,7 @@ impl Config {
             }
         };
         if let Some(t) = &token
-            && t.len() < http::MIN_TOKEN_LEN
+            && t.len() < identity::MIN_TOKEN_LEN
         {
             let key = if self.metrics.token.is_some() {
                 "metrics.token"
