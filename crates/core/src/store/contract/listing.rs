@@ -4,7 +4,7 @@
 use super::*;
 
 use crate::model::{HistoryKind, Task};
-use crate::store::{Cursor, TaskFilter, TaskQuery, TaskSummary};
+use crate::store::{Cursor, Lease, TaskFilter, TaskQuery, TaskSummary};
 
 fn call_of(tenant: &str, tool: &str) -> NewTask {
     let mut n = new_task(tenant);
@@ -68,15 +68,71 @@ pub async fn listing(b: &mut dyn Backend) {
     let clock = clock();
     let store = b.open(&clock).await;
     let s = &*store;
+    let seeded = seed(s, &clock).await;
+    every_filter_lists_what_it_admits(s, &seeded).await;
+    a_page_shows_the_summary_an_operator_needs(s).await;
+    a_cursor_keeps_its_place_while_tasks_are_created(s, &clock).await;
+    bad_queries_are_refused(s).await;
+    counts_by_status_and_tool(s).await;
+    a_history_through_question_park_answer_and_retry(s, &clock, &seeded).await;
+    retry_now_makes_a_waiting_retry_due_at_once(s, seeded.waiting).await;
+    // A cancelled task's history ends with why.
+    let (task, _) = s
+        .inspect(&seeded.cancelled)
+        .await
+        .expect("inspect")
+        .expect("stored");
+    assert_eq!(kinds(&task), vec!["created", "cancelled"]);
+    expired_tasks_leave_listings_and_counts(s, &clock).await;
+    // What a durable store keeps: listings, counts and histories survive a reopen.
+    if b.durable() {
+        let filter = TaskFilter::default();
+        let listed = every_page(s, &filter, 4).await.0;
+        let counts = s.count_tasks(None).await.expect("counts");
+        let history = s
+            .inspect(&seeded.done)
+            .await
+            .expect("inspect")
+            .expect("stored")
+            .0
+            .history;
+        drop(store);
+        let store = b.open(&clock).await;
+        assert_eq!(every_page(&*store, &filter, 4).await.0, listed);
+        assert_eq!(store.count_tasks(None).await.expect("counts"), counts);
+        assert_eq!(
+            store
+                .inspect(&seeded.done)
+                .await
+                .expect("inspect")
+                .expect("stored")
+                .0
+                .history,
+            history
+        );
+    }
+}
 
-    // acme: exports in every status, a report; globex: one export.
+/// The tasks every case reads: acme exports in every status and reports, one globex export,
+/// and two acme exports created in the same millisecond.
+struct Seeded {
+    all: Vec<TaskId>,
+    done: TaskId,
+    waiting: TaskId,
+    waiting_lease: Lease,
+    cancelled: TaskId,
+    other: TaskId,
+    twins: (TaskId, TaskId),
+}
+
+async fn seed(s: &dyn Store, clock: &ManualClock) -> Seeded {
     let mut all = Vec::new();
-    let done = make(s, &clock, "acme", "export").await;
-    let waiting = make(s, &clock, "acme", "export").await;
-    let failed = make(s, &clock, "acme", "report").await;
-    let cancelled_id = make(s, &clock, "acme", "export").await;
-    let working = make(s, &clock, "acme", "report").await;
-    let other = make(s, &clock, "globex", "export").await;
+    let done = make(s, clock, "acme", "export").await;
+    let waiting = make(s, clock, "acme", "export").await;
+    let failed = make(s, clock, "acme", "report").await;
+    let cancelled_id = make(s, clock, "acme", "export").await;
+    let working = make(s, clock, "acme", "report").await;
+    let other = make(s, clock, "globex", "export").await;
     all.extend([done, waiting, failed, cancelled_id, working, other]);
     // Two in the same millisecond: the id orders them.
     clock.advance(10);
@@ -112,7 +168,20 @@ pub async fn listing(b: &mut dyn Backend) {
     .await;
     cancel(s, "acme", &cancelled_id).await.expect("cancel");
 
-    // Every filter lists exactly what it admits, newest first, whatever the page size.
+    Seeded {
+        all,
+        done,
+        waiting,
+        waiting_lease,
+        cancelled: cancelled_id,
+        other,
+        twins: (twin_a, twin_b),
+    }
+}
+
+/// Every filter lists exactly what it admits, newest first, whatever the page size, and
+/// the filters mean what they say.
+async fn every_filter_lists_what_it_admits(s: &dyn Store, seeded: &Seeded) {
     let filters = [
         TaskFilter::default(),
         TaskFilter {
@@ -163,7 +232,7 @@ pub async fn listing(b: &mut dyn Backend) {
         },
     ];
     for filter in &filters {
-        let want = expected(s, &all, filter).await;
+        let want = expected(s, &seeded.all, filter).await;
         for limit in [1, 2, 3, 500] {
             let (got, pages) = every_page(s, filter, limit).await;
             assert_eq!(got, want, "{filter:?}, {limit} a page");
@@ -174,7 +243,6 @@ pub async fn listing(b: &mut dyn Backend) {
             );
         }
     }
-    // The filters mean what they say.
     let (input, _) = every_page(
         s,
         &TaskFilter {
@@ -185,7 +253,7 @@ pub async fn listing(b: &mut dyn Backend) {
         10,
     )
     .await;
-    assert_eq!(input, vec![waiting]);
+    assert_eq!(input, vec![seeded.waiting]);
     let (acme, _) = every_page(
         s,
         &TaskFilter {
@@ -196,10 +264,12 @@ pub async fn listing(b: &mut dyn Backend) {
     )
     .await;
     assert_eq!(acme.len(), 7);
-    assert!(!acme.contains(&other));
-    assert_eq!(acme.first(), Some(&twin_a.max(twin_b)));
+    assert!(!acme.contains(&seeded.other));
+    assert_eq!(acme.first(), Some(&seeded.twins.0.max(seeded.twins.1)));
+}
 
-    // A page shows the summary an operator needs.
+/// A page shows the summary an operator needs.
+async fn a_page_shows_the_summary_an_operator_needs(s: &dyn Store) {
     let page = s
         .list_tasks(&TaskQuery::new(
             TaskFilter {
@@ -219,8 +289,10 @@ pub async fn listing(b: &mut dyn Backend) {
     assert_eq!(w.waiting_on, vec!["confirm".to_owned()]);
     assert_eq!(w.claimed_by.as_deref(), Some("contract"));
     assert_eq!(page.next, None);
+}
 
-    // A cursor keeps its place while tasks are created: a new task is newer than it.
+/// A cursor keeps its place while tasks are created: a new task is newer than it.
+async fn a_cursor_keeps_its_place_while_tasks_are_created(s: &dyn Store, clock: &ManualClock) {
     let q = TaskQuery::new(
         TaskFilter {
             tenant: Some("acme".into()),
@@ -229,8 +301,7 @@ pub async fn listing(b: &mut dyn Backend) {
         3,
     );
     let first = s.list_tasks(&q).await.expect("page 1");
-    let newer = make(s, &clock, "acme", "export").await;
-    all.push(newer);
+    let newer = make(s, clock, "acme", "export").await;
     let second = s
         .list_tasks(&TaskQuery {
             after: first.next,
@@ -246,8 +317,10 @@ pub async fn listing(b: &mut dyn Backend) {
             .all(|t| first.tasks.iter().all(|f| f.id != t.id))
     );
     assert_eq!(first.tasks.len() + second.tasks.len(), 6);
+}
 
-    // Bad queries are refused.
+/// Bad queries are refused.
+async fn bad_queries_are_refused(s: &dyn Store) {
     for limit in [0, crate::store::MAX_LIST_LIMIT + 1] {
         assert!(matches!(
             s.list_tasks(&TaskQuery::new(TaskFilter::default(), limit))
@@ -267,8 +340,10 @@ pub async fn listing(b: &mut dyn Backend) {
         Err(StoreError::Invalid(_))
     ));
     assert!(Cursor::parse("not a cursor").is_err());
+}
 
-    // Counts by status and by tool, per tenant and overall.
+/// Counts by status and by tool, per tenant and overall.
+async fn counts_by_status_and_tool(s: &dyn Store) {
     let acme_counts = s.count_tasks(Some("acme")).await.expect("counts");
     let by = |status| acme_counts.by_status[&status];
     assert_eq!(
@@ -304,13 +379,20 @@ pub async fn listing(b: &mut dyn Backend) {
         5,
         "every status is named, with zero for none"
     );
+}
 
-    // The history of a task through question, park, answer, retry and completion.
+/// The history of a task through question, park, answer, retry and completion.
+async fn a_history_through_question_park_answer_and_retry(
+    s: &dyn Store,
+    clock: &ManualClock,
+    seeded: &Seeded,
+) {
+    let waiting = seeded.waiting;
     assert!(matches!(
         s.claim(&waiting, &cr()).await,
         Err(StoreError::Busy { .. })
     ));
-    s.release(&waiting_lease).await.expect("park");
+    s.release(&seeded.waiting_lease).await.expect("park");
     clock.advance(5);
     let update = access(s, "acme", Action::Update, &waiting).await;
     answer(s, &update, &[("confirm", json!({"action": "accept"}))])
@@ -370,8 +452,10 @@ pub async fn listing(b: &mut dyn Backend) {
         other => panic!("a retry, not {other:?}"),
     };
     assert_eq!(Some(due), task.retry_at);
+}
 
-    // Retry now: the waiting retry is due at once, and says so.
+/// Retry now: the waiting retry is due at once, and says so.
+async fn retry_now_makes_a_waiting_retry_due_at_once(s: &dyn Store, waiting: TaskId) {
     assert!(matches!(
         s.claim(&waiting, &cr()).await,
         Err(StoreError::NotDue { .. })
@@ -400,20 +484,13 @@ pub async fn listing(b: &mut dyn Backend) {
     );
     let (task, _) = s.inspect(&waiting).await.expect("inspect").expect("stored");
     assert_eq!(kinds(&task).last(), Some(&"completed"));
+}
 
-    // A cancelled task's history ends with why.
-    let (task, _) = s
-        .inspect(&cancelled_id)
-        .await
-        .expect("inspect")
-        .expect("stored");
-    assert_eq!(kinds(&task), vec!["created", "cancelled"]);
-
-    // Tasks past their TTL are left out of listings, and leave the counts when reaped.
+/// Tasks past their TTL are left out of listings, and leave the counts when reaped.
+async fn expired_tasks_leave_listings_and_counts(s: &dyn Store, clock: &ManualClock) {
     let mut short = call_of("acme", "export");
     short.ttl_ms = Some(100);
     let short_id = s.create(short).await.expect("create").id;
-    all.push(short_id);
     let acme_only = TaskFilter {
         tenant: Some("acme".into()),
         ..Default::default()
@@ -428,32 +505,4 @@ pub async fn listing(b: &mut dyn Backend) {
         s.count_tasks(Some("acme")).await.expect("counts").total(),
         before - 1
     );
-
-    // What a durable store keeps: listings, counts and histories survive a reopen.
-    if b.durable() {
-        let filter = TaskFilter::default();
-        let listed = every_page(s, &filter, 4).await.0;
-        let counts = s.count_tasks(None).await.expect("counts");
-        let history = s
-            .inspect(&done)
-            .await
-            .expect("inspect")
-            .expect("stored")
-            .0
-            .history;
-        drop(store);
-        let store = b.open(&clock).await;
-        assert_eq!(every_page(&*store, &filter, 4).await.0, listed);
-        assert_eq!(store.count_tasks(None).await.expect("counts"), counts);
-        assert_eq!(
-            store
-                .inspect(&done)
-                .await
-                .expect("inspect")
-                .expect("stored")
-                .0
-                .history,
-            history
-        );
-    }
 }
