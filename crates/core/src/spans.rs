@@ -306,11 +306,6 @@ impl Tracer {
     }
 }
 
-/// A new trace id's bytes ([`TraceId::random`]), for the records that carry raw bytes.
-pub fn new_trace_id() -> [u8; 16] {
-    TraceId::random().to_bytes()
-}
-
 /// The span id of a task's attempt under claim `generation`: derived from the task's span
 /// and the generation, so the next attempt, on any node, can link to it without it being
 /// stored anywhere.

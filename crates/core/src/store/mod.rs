@@ -47,7 +47,6 @@ mod types;
 #[cfg(any(test, feature = "contract-suite"))]
 pub mod contract;
 
-pub use crate::ids::fill_random;
 pub use api::{
     ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore, Store,
     TaskStore,

@@ -213,7 +213,7 @@ impl Admin {
         let mut who: Vec<String> = tokens
             .iter()
             .map(|(d, p, cross): &(TokenDigest, Principal, bool)| {
-                format!("{}|{}|{}|{cross}", hex(d), p.tenant, p.subject)
+                format!("{}|{}|{}|{cross}", snodo_core::ids::hex(d), p.tenant, p.subject)
             })
             .collect();
         who.sort();
@@ -223,7 +223,7 @@ impl Admin {
             "scopes": config.scopes,
             "open": config.open_locally,
         });
-        let fingerprint = hex(&digest(&described.to_string()))[..16].to_owned();
+        let fingerprint = snodo_core::ids::hex(&digest(&described.to_string()))[..16].to_owned();
         Self {
             config,
             tokens,
@@ -300,10 +300,6 @@ impl Admin {
             Err(refused) => Err(AdminError::Unauthenticated(refused.message)),
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// What an operator sees of one task.

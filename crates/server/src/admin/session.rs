@@ -152,8 +152,7 @@ pub(crate) fn session_cookie_of(headers: &axum::http::HeaderMap) -> Option<&str>
 pub(crate) fn revocation_key(value: &str) -> String {
     use sha2::Digest as _;
     let digest = sha2::Sha256::digest(value.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("console-session:{hex}")
+    format!("console-session:{}", snodo_core::ids::hex(&digest))
 }
 
 pub(crate) fn cookie<'h>(headers: &'h axum::http::HeaderMap, name: &str) -> Option<&'h str> {

@@ -114,12 +114,7 @@ impl Session {
 pub(crate) fn revocation_key(id: &str) -> String {
     use sha2::{Digest, Sha256};
     let d = Sha256::digest(id.as_bytes());
-    let mut key = String::with_capacity(8 + 32);
-    key.push_str("session/");
-    for b in &d[..16] {
-        key.push_str(&format!("{b:02x}"));
-    }
-    key
+    format!("session/{}", snodo_core::ids::hex(&d[..16]))
 }
 
 /// `{a: {b: {…}, c: true}}` as `{a: {b: {}, c: true}}`.
@@ -227,11 +222,9 @@ pub(crate) struct Outstanding(Mutex<HashMap<String, (Party, oneshot::Sender<Answ
 impl Outstanding {
     /// A fresh request id for `party`, and where its answer will arrive.
     pub(crate) fn open(&self, party: &Party) -> (String, oneshot::Receiver<Answer>) {
-        let mut raw = [0u8; 16];
-        snodo_core::store::fill_random(&mut raw);
         let id = format!(
             "snodo-{}",
-            raw.iter().map(|b| format!("{b:02x}")).collect::<String>()
+            snodo_core::ids::hex(&snodo_core::ids::random_bytes::<16>())
         );
         let (tx, rx) = oneshot::channel();
         self.0.lock().insert(id.clone(), (party.clone(), tx));

@@ -64,7 +64,7 @@ impl Purpose {
     /// `body`, encrypted and authenticated, as URL-safe base64.
     pub(crate) fn seal(&self, key: &[u8; 32], body: &[u8]) -> String {
         let mut nonce = [0u8; NONCE_LEN];
-        snodo_core::store::fill_random(&mut nonce);
+        snodo_core::ids::fill_random(&mut nonce);
         self.seal_with(&self.cipher(key), nonce, body)
     }
 

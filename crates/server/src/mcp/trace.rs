@@ -14,7 +14,8 @@ use std::time::SystemTime;
 use parking_lot::Mutex;
 use serde_json::Value;
 use snodo_core::model::{IncomingTrace, TaskSpan};
-use snodo_core::spans::{SpanKind, SpanLink, SpanRecord, Tracer, new_trace_id};
+use snodo_core::ids::TraceId;
+use snodo_core::spans::{SpanKind, SpanLink, SpanRecord, Tracer};
 
 use super::{Outcome, RoutingHeaders};
 use crate::protocol;
@@ -107,7 +108,7 @@ impl RequestSpan {
         let caller = incoming(&req.params, headers);
         let trace_id = caller
             .as_ref()
-            .map_or_else(new_trace_id, |c| c.parent.trace_id);
+            .map_or_else(|| TraceId::random().to_bytes(), |c| c.parent.trace_id);
         if !tracer.sampled(&trace_id, caller.as_ref().map(|c| c.parent.sampled())) {
             return None;
         }

@@ -354,9 +354,7 @@ fn approve(idp: &Inner, p: &HashMap<String, String>) -> Result<String, String> {
     }
     let redirect_uri = get("redirect_uri")?;
     let state = get("state")?;
-    let mut raw = [0u8; 16];
-    ring::rand::SecureRandom::fill(&SystemRandom::new(), &mut raw).map_err(|_| "no randomness")?;
-    let code = b64(&raw);
+    let code = b64(&snodo_core::ids::random_bytes::<16>());
     idp.codes.lock().insert(
         code.clone(),
         Grant {

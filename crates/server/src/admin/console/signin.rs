@@ -150,7 +150,7 @@ fn over_https(s: &ConsoleState, headers: &HeaderMap) -> bool {
 fn random_b64(n: usize) -> String {
     use base64::Engine as _;
     let mut raw = vec![0u8; n];
-    snodo_core::store::fill_random(&mut raw);
+    snodo_core::ids::fill_random(&mut raw);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
