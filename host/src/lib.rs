@@ -11,8 +11,10 @@
 //!   executions.
 //! - [`runner`], [`budget`] (`snodo-runner`): claims, leases, heartbeats, retries, recovery,
 //!   parking and reaping; per-tenant admission budgets.
-//! - [`identity`], [`mcp`], [`http`], [`telemetry`], [`serve`] (`snodo-server`): who is calling, the
-//!   MCP server, Streamable HTTP, metrics, and `snodo serve`'s wiring.
+//! - [`identity`], [`mcp`], [`http`], [`admin`], [`deploy`], [`telemetry`], [`trust`],
+//!   [`suggest`], [`serve`] (`snodo-server`): who is calling, the MCP server, Streamable
+//!   HTTP, the admin API and console, deployments, metrics, the signature policy, "did you
+//!   mean" names, and `snodo serve`'s wiring.
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`client`]: the small HTTP/1 MCP client the stress harness, the benchmarks and the
 //!   end-to-end tests reach a server with.

@@ -1,4 +1,10 @@
 //! The `snodo` command line.
+//!
+//! One [`Command`] variant per subcommand, each holding the `clap::Args` struct of its file
+//! under `cli/`, whose `run` it calls. Option structs that a library function also takes
+//! (`StressOptions`, the benchmarks' options) derive `Args` themselves and are flattened,
+//! never restated. The modules declared here (`heap`, `bench`, `scaffold`, `scratch`,
+//! `guests`, `cli`) belong to the binary, not the library.
 
 use std::process::ExitCode;
 

@@ -11,7 +11,8 @@
 //! - [`ExecutionIo`]: what the `context` imports talk to (implemented by the layers that
 //!   own the input: `mcp::SyncIo`, `runner::TaskIo`).
 //!
-//! `wasm/` never touches the wire; it speaks the domain model and the store.
+//! `wasm/` never touches the wire or the store; it speaks the domain model, and what a
+//! guest asks of its task goes through [`ExecutionIo`].
 
 mod bindings;
 mod caller;

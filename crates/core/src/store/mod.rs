@@ -10,6 +10,11 @@
 //!   `synchronous=FULL`), for operators who want a file standard tools can read.
 //! - [`PgStore`]: many nodes sharing one PostgreSQL database.
 //!
+//! [`Store`] is grouped by concern (`api.rs`): [`TaskStore`], [`ClaimStore`],
+//! [`InputStore`], [`DeploymentStore`], [`RevocationStore`], [`JournalStore`] and
+//! [`OperatorStore`] are its supertraits. The rules are the engine's (`engine/`, one module
+//! per concern over one `View` / `Txn`).
+//!
 //! An adapter implements `Backend` (`backend.rs`: a write and a read that run the engine's
 //! rules, plus a few hooks) and gets [`Store`] from it, so a new adapter is a folder and one
 //! arm in [`StoreKind`] / [`StoreConfig`]. Every adapter passes the same contract suite

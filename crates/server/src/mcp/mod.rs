@@ -4,6 +4,16 @@
 //! and the body) and returns a [`Reply`]. It applies the rules in the order the spec
 //! implies: envelope, routing headers, `_meta`, method, tasks gate, lookup. The transport
 //! (`http/`) owns sockets, limits and authentication; this module owns meaning.
+//!
+//! Budgets on the request path: every guest execution a request runs (a synchronous call,
+//! a `prepare` phase, a mode rule) holds a slot of `limits.sync_calls_per_tenant` /
+//! `limits.sync_calls` under the `limits.sync_timeout_ms` wall clock; a task creation
+//! passes the tenant's creation rate and the store's exact live, stored and stored-bytes
+//! counts; `subscriptions/listen` holds a stream slot and watches a deduplicated, capped id
+//! set. A refusal is -32000 with `data.limit` naming the key, at once; nothing accepted is
+//! dropped. SSE replies are bounded queues: progress is dropped when the reader stalls,
+//! subscription changes are coalesced to one mark per task. A client that disconnects
+//! drops the request future, and with it the guest.
 
 mod catalog_calls;
 mod dialect;

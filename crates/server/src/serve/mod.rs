@@ -1,4 +1,14 @@
 //! `snodo serve`: wiring a store, the wasm host, a runner and the HTTP server together.
+//!
+//! In order: open the store (reporting the claims it recovered), serve its deployment
+//! (`deploy::start`, then `deploy::follow` until shutdown; [`serve_reloading`] also takes
+//! configurations reloaded on SIGHUP), start the runner and then HTTP. A listener off
+//! loopback with neither bearer tokens nor OAuth is refused. SIGTERM and SIGINT drain: a
+//! guest waiting for input parks at once (`TaskIo::parked_when`), open connections get the
+//! runner's drain timeout. Failures are a typed `ServeError` (settings, listening, store,
+//! components; a `DeployError` becomes the kind it names), each with its own exit code.
+//! [`spawn`] runs the same server in the background of the caller's runtime and answers a
+//! [`Running`]: the benchmarks and the tests serve through it.
 
 mod options;
 
