@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::ids::{SpanId, TraceId};
+use crate::ids::SpanId;
 use crate::model::TaskSpan;
 
 /// A span's kind, as OpenTelemetry names them.

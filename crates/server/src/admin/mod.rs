@@ -213,7 +213,12 @@ impl Admin {
         let mut who: Vec<String> = tokens
             .iter()
             .map(|(d, p, cross): &(TokenDigest, Principal, bool)| {
-                format!("{}|{}|{}|{cross}", snodo_core::ids::hex(d), p.tenant, p.subject)
+                format!(
+                    "{}|{}|{}|{cross}",
+                    snodo_core::ids::hex(d),
+                    p.tenant,
+                    p.subject
+                )
             })
             .collect();
         who.sort();

@@ -23,13 +23,13 @@ use futures_util::stream;
 use serde_json::Value;
 use tower::ServiceExt;
 
-pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
 use crate::identity::{
-    Authenticator, Caller, ResourceServer, StaticTokens, TokenDigest, Unauthenticated, bearer_token,
-    digest, digests_equal,
+    Authenticator, Caller, ResourceServer, StaticTokens, TokenDigest, Unauthenticated,
+    bearer_token, digest, digests_equal,
 };
 use crate::mcp::{McpServer, Reply, RoutingHeaders};
 use crate::protocol::{self, RpcError, codes, decode_header_value};
+pub use conn::{HttpLimits, MAX_CONNECTIONS_LIMIT, serve};
 use origin::{allowed_host, check_host, host_refused};
 use snodo_core::model::{IncomingTrace, Principal};
 

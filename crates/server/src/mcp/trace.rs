@@ -13,8 +13,8 @@ use std::time::SystemTime;
 
 use parking_lot::Mutex;
 use serde_json::Value;
-use snodo_core::model::{IncomingTrace, TaskSpan};
 use snodo_core::ids::TraceId;
+use snodo_core::model::{IncomingTrace, TaskSpan};
 use snodo_core::spans::{SpanKind, SpanLink, SpanRecord, Tracer};
 
 use super::{Outcome, RoutingHeaders};
