@@ -390,42 +390,46 @@ pub struct Counters {
     pub replayed: BTreeMap<String, u64>,
 }
 
+/// A TLS client configuration trusting the WebPKI roots and, when given, the certificates of
+/// the PEM file `ca_file` (a private CA). An error names the file.
+pub fn tls_client(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::ClientConfig>, String> {
+    let mut roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.into(),
+    };
+    if let Some(path) = ca_file {
+        use rustls::pki_types::CertificateDer;
+        use rustls::pki_types::pem::PemObject;
+        let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| named(&e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| named(&e))?;
+        if certs.is_empty() {
+            return Err(named(&"no certificate in the file"));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| named(&e))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(Arc::new(tls))
+}
+
 impl Outbound {
     /// The outbound side for `config`: loads the roots (and the private bundle, whose
     /// errors name the file).
     pub fn new(config: OutboundConfig) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        if let Some(path) = &config.ca_bundle {
-            use rustls::pki_types::CertificateDer;
-            use rustls::pki_types::pem::PemObject;
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| format!("outbound.ca_bundle {}: {e}", path.display()))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("outbound.ca_bundle {}: {e}", path.display()))?;
-            if certs.is_empty() {
-                return Err(format!(
-                    "outbound.ca_bundle {}: no certificate in the file",
-                    path.display()
-                ));
-            }
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("outbound.ca_bundle {}: {e}", path.display()))?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = tls_client(config.ca_bundle.as_deref())
+            .map_err(|e| format!("outbound.ca_bundle {e}"))?;
         Ok(Self {
             own: parking_lot::RwLock::new(config.own.clone()),
             config,
-            tls: Arc::new(tls),
+            tls,
             tenants: Mutex::new(HashMap::new()),
             counters: Mutex::new(Counters::default()),
         })

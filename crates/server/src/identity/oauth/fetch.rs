@@ -110,34 +110,8 @@ pub(crate) fn form_encode(s: &str) -> String {
 impl Fetcher {
     /// A client trusting the WebPKI roots, and the certificates in `ca_file` if given.
     pub(crate) fn new(ca_file: Option<&Path>, timeout: Duration) -> Result<Self, String> {
-        let mut roots = rustls::RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.into(),
-        };
-        if let Some(path) = ca_file {
-            use rustls::pki_types::CertificateDer;
-            use rustls::pki_types::pem::PemObject;
-            let named = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-            let certs = CertificateDer::pem_file_iter(path)
-                .map_err(|e| named(&e))?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| named(&e))?;
-            if certs.is_empty() {
-                return Err(named(&"no certificate in the file"));
-            }
-            for cert in certs {
-                roots.add(cert).map_err(|e| named(&e))?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| format!("TLS: {e}"))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        Ok(Self {
-            tls: Arc::new(tls),
-            timeout,
-        })
+        let tls = snodo_wasm::outbound::tls_client(ca_file)?;
+        Ok(Self { tls, timeout })
     }
 
     /// GETs the JSON document at `url`.
