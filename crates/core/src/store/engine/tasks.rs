@@ -242,6 +242,11 @@ fn rejected(r: Rejected) -> StoreError {
 
 pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<Reaped>> {
     let ids = txn.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
+    delete_tasks(txn, ids)
+}
+
+/// Deletes the tasks among `ids` that still exist, saying what each one was.
+pub(crate) fn delete_tasks(txn: &mut dyn Txn, ids: Vec<TaskId>) -> StoreResult<Vec<Reaped>> {
     let mut reaped = Vec::with_capacity(ids.len());
     for id in ids {
         if let Some(rec) = txn.load(&id)? {

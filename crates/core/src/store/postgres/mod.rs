@@ -689,17 +689,8 @@ impl Backend for PgStore {
         self.last_clean
             .store(now, std::sync::atomic::Ordering::Relaxed);
         self.write(Touches::ExpiredDue(64), |txn, _| {
-            let mut reaped = Vec::new();
-            for id in txn.index_upto(Index::Due, 0, 64)? {
-                if let Some(rec) = txn.load(&id)? {
-                    txn.delete(&rec)?;
-                    reaped.push(Reaped {
-                        id,
-                        status: rec.task.status,
-                    });
-                }
-            }
-            Ok(reaped)
+            let ids = txn.index_upto(Index::Due, 0, 64)?;
+            engine::delete_tasks(txn, ids)
         })
         .await
     }
