@@ -52,9 +52,10 @@ pub(crate) use listing::{counts, list};
 pub(crate) use revocations::revoke;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key};
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use tasks::delete_tasks;
 pub(crate) use tasks::{
-    authorize, authorize_read, create, delete_finished, delete_tasks, get, inspect, reap,
-    retry_now, transition,
+    authorize, authorize_read, create, delete_finished, get, inspect, reap, retry_now, transition,
 };
 pub(crate) use txn::{Caps, Count, Head, Index, Kv, Record, Txn, View};
 
