@@ -7,8 +7,11 @@
 //! - [`identity`]: who is calling: callers and scopes, static tokens, the OAuth resource
 //!   server (below `mcp`, `admin` and `http`, which all read it).
 //! - [`http`]: Streamable HTTP: headers, limits, authentication, SSE, the connection loop.
-//! - [`admin`]: operators: the admin API (`/admin/v1`) and the console (`/console`).
+//! - [`admin`]: operators: the admin API (`/admin/v1`) and the console (`/console`), over
+//!   the same task operations as the MCP server, never through it.
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
+//! - `tasks`: the task operations the MCP server and the operators share: the store, the
+//!   runner hand-off after each commit, the change feed and the stream budget.
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 //! - [`trust`]: the optional signature policy components are checked against.
@@ -22,6 +25,7 @@ pub mod mcp;
 mod protocol;
 pub mod serve;
 pub mod suggest;
+mod tasks;
 pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;

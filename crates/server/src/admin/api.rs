@@ -35,14 +35,17 @@ use serde_json::{Map, Value, json};
 
 use snodo_core::store::{Changed, TaskFilter, TaskSummary, tool_of};
 
-use super::{Admin, AdminError, Operator, filter_of, query_of};
+use super::query::{filter_of, query_of};
+use super::{Admin, AdminError, Operator, Operators};
 use crate::identity::Authenticator;
-use crate::mcp::McpServer;
+use crate::tasks::TaskService;
 
 /// What the admin routes share.
 #[derive(Clone)]
 pub(crate) struct AdminState {
-    pub(crate) server: Arc<McpServer>,
+    /// What operators do, over the MCP server's own task service.
+    pub(crate) operators: Arc<Operators>,
+    /// Who the operators are.
     pub(crate) admin: Arc<Admin>,
     pub(crate) authenticator: Arc<dyn Authenticator>,
     /// The resource server, when OAuth is configured (the console's sign-in uses it).
@@ -152,7 +155,7 @@ async fn list(
     axum::Extension(op): Op,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Answer {
-    ok(s.server.admin_list(&op, query_of(&params)?).await?)
+    ok(s.operators.list(&op, query_of(&params)?).await?)
 }
 
 async fn counts(
@@ -161,7 +164,7 @@ async fn counts(
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Answer {
     let tenant = params.get("tenant").filter(|t| !t.is_empty()).cloned();
-    ok(s.server.admin_counts(&op, tenant).await?)
+    ok(s.operators.counts(&op, tenant).await?)
 }
 
 async fn show(
@@ -169,7 +172,7 @@ async fn show(
     axum::Extension(op): Op,
     Path(id): Path<String>,
 ) -> Answer {
-    ok(s.server.admin_task(&op, &id).await?)
+    ok(s.operators.task(&op, &id).await?)
 }
 
 /// A JSON body, refusing what does not parse with a clear 400.
@@ -197,7 +200,7 @@ async fn cancel(
     bytes: axum::body::Bytes,
 ) -> Answer {
     let b: CancelBody = body(&bytes)?;
-    ok(s.server.admin_cancel(&op, &id, b.message).await?)
+    ok(s.operators.cancel(&op, &id, b.message).await?)
 }
 
 /// The body of `POST /admin/v1/tasks/{id}/answer`.
@@ -215,7 +218,7 @@ async fn answer(
     bytes: axum::body::Bytes,
 ) -> Answer {
     let b: AnswerBody = body(&bytes)?;
-    ok(s.server.admin_answer(&op, &id, b.responses).await?)
+    ok(s.operators.answer(&op, &id, b.responses).await?)
 }
 
 async fn delete(
@@ -223,7 +226,7 @@ async fn delete(
     axum::Extension(op): Op,
     Path(id): Path<String>,
 ) -> Answer {
-    s.server.admin_delete(&op, &id).await?;
+    s.operators.delete(&op, &id).await?;
     ok(json!({ "deleted": id }))
 }
 
@@ -232,7 +235,7 @@ async fn retry(
     axum::Extension(op): Op,
     Path(id): Path<String>,
 ) -> Answer {
-    ok(s.server.admin_retry(&op, &id).await?)
+    ok(s.operators.retry(&op, &id).await?)
 }
 
 /// The body of `POST /admin/v1/cancel` (a bulk cancel).
@@ -257,8 +260,8 @@ async fn bulk_cancel(
     bytes: axum::body::Bytes,
 ) -> Answer {
     let b: BulkBody = body(&bytes)?;
-    ok(s.server
-        .admin_bulk_cancel(&op, b.filter, b.cap, b.preview, b.message)
+    ok(s.operators
+        .bulk_cancel(&op, b.filter, b.cap, b.preview, b.message)
         .await?)
 }
 
@@ -269,28 +272,29 @@ async fn events(
 ) -> Answer {
     let filter = filter_of(&params)?;
     let tenant = op.tenant(filter.tenant.clone())?;
-    let stream = changes(s.server.clone(), op, TaskFilter { tenant, ..filter }, None)?;
+    let tasks = s.operators.tasks().clone();
+    let stream = changes(tasks, op, TaskFilter { tenant, ..filter }, None)?;
     Ok(Sse::new(stream)
         .keep_alive(KeepAlive::default())
         .into_response())
 }
 
 /// The summaries of the tasks within `op`'s reach that `filter` admits (and, with `only`,
-/// that one task), as they change (from the server's change feed), as SSE events.
+/// that one task), as they change (from the task service's change feed), as SSE events.
 pub(crate) fn changes(
-    server: Arc<McpServer>,
+    tasks: TaskService,
     op: Operator,
     filter: TaskFilter,
     only: Option<snodo_core::model::TaskId>,
 ) -> Result<impl Stream<Item = Result<Event, Infallible>> + Send + 'static, AdminError> {
-    let mut feed = server
+    let mut feed = tasks
         .change_feed()
         .ok_or_else(|| AdminError::Unavailable("this server keeps no change feed".into()))?;
     // An operator's streams draw on its tenant's subscription-stream budget.
-    let slot = server
+    let slot = tasks
         .stream_slot(&op.principal.tenant)
-        .map_err(AdminError::Unavailable)?;
-    let closing = server.closing();
+        .map_err(|r| AdminError::Unavailable(r.to_rpc_error().message))?;
+    let closing = tasks.closing();
     Ok(async_stream_of(move |tx| async move {
         let _slot = slot;
         loop {
@@ -305,7 +309,7 @@ pub(crate) fn changes(
                     if only.is_some_and(|o| o != id) {
                         continue;
                     }
-                    let Ok(Some((task, work))) = server.store.inspect(&id).await else {
+                    let Ok(Some((task, work))) = tasks.inspect(&id).await else {
                         continue;
                     };
                     let summary = TaskSummary::of(&task, tool_of(&work));

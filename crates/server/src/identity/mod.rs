@@ -15,4 +15,4 @@ pub use oauth::ResourceServer;
 pub use tokens::{
     MIN_TOKEN_LEN, StaticTokens, TokenError, bearer_token, check_token, local_principal,
 };
-pub(crate) use tokens::{TokenDigest, digest, digests_equal};
+pub(crate) use tokens::{TokenTable, digest};

@@ -1,6 +1,7 @@
 //! Static bearer tokens: [`StaticTokens`] is the configured tokens (or, with none, the
 //! anonymous local principal of a loopback-only server), each granting every scope, compared
-//! by digest in constant time; [`check_token`] holds the rules a configured token meets.
+//! by digest in constant time in a `TokenTable`, which the admin and metrics tokens use too;
+//! [`check_token`] holds the rules a configured token meets.
 
 use axum::http::{HeaderMap, header};
 use sha2::{Digest, Sha256};
@@ -71,12 +72,13 @@ pub fn local_principal() -> Principal {
 /// takes the same time whatever the presented token's length.
 pub(crate) type TokenDigest = [u8; 32];
 
+/// The SHA-256 digest of `token`.
 pub(crate) fn digest(token: &str) -> TokenDigest {
     Sha256::digest(token.as_bytes()).into()
 }
 
 /// Compares two digests without an early exit.
-pub(crate) fn digests_equal(a: &TokenDigest, b: &TokenDigest) -> bool {
+fn digests_equal(a: &TokenDigest, b: &TokenDigest) -> bool {
     use subtle::ConstantTimeEq;
     bool::from(a.ct_eq(b))
 }
@@ -93,25 +95,64 @@ pub fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     (!token.is_empty()).then_some(token)
 }
 
+/// Configured bearer tokens and what each stands for, kept as digests. A lookup compares
+/// every entry (by digest, in constant time), whether or not an earlier one matched, so the
+/// timing tells neither which entry matched nor how long the tokens are. The MCP tokens
+/// ([`StaticTokens`]), the admin tokens and the metrics token are each one.
+pub(crate) struct TokenTable<T> {
+    entries: Box<[(TokenDigest, T)]>,
+}
+
+impl<T> TokenTable<T> {
+    /// The table of `tokens`, each with what it stands for.
+    pub(crate) fn new<S: AsRef<str>>(tokens: impl IntoIterator<Item = (S, T)>) -> Self {
+        Self {
+            entries: tokens
+                .into_iter()
+                .map(|(t, v)| (digest(t.as_ref()), v))
+                .collect(),
+        }
+    }
+
+    /// What `token` stands for, if it is a configured one (the last such entry: configured
+    /// tokens are checked to be unique, so at most one matches).
+    pub(crate) fn matching(&self, token: &str) -> Option<&T> {
+        let presented = digest(token);
+        let mut found = None;
+        for (configured, value) in self.entries.iter() {
+            let matched = digests_equal(configured, &presented);
+            found = if matched { Some(value) } else { found };
+        }
+        found
+    }
+
+    /// Whether no token is configured.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Every entry: a token's digest and what it stands for.
+    pub(crate) fn entries(&self) -> &[(TokenDigest, T)] {
+        &self.entries
+    }
+}
+
 /// Configured bearer tokens, each granting every scope to its principal. None configured:
 /// every request is the [`local_principal`] (the server must then listen on loopback only,
 /// which `serve` checks).
 pub struct StaticTokens {
-    tokens: Box<[(TokenDigest, Principal)]>,
+    tokens: TokenTable<Principal>,
 }
 
 impl StaticTokens {
     /// The tokens, each checked where it was configured ([`check_token`]).
     pub fn new(tokens: &[(String, Principal)]) -> Self {
         Self {
-            tokens: tokens.iter().map(|(t, p)| (digest(t), p.clone())).collect(),
+            tokens: TokenTable::new(tokens.iter().map(|(t, p)| (t, p.clone()))),
         }
     }
 
-    /// The principal of the presented bearer token. Every configured token is compared (by
-    /// digest, in constant time), whether or not an earlier one matched, so the timing tells
-    /// neither which entry matched nor how long the tokens are. Configured tokens are unique,
-    /// so at most one matches.
+    /// The principal of the presented bearer token ([`TokenTable::matching`]).
     fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
         if self.tokens.is_empty() {
             return Some(local_principal());
@@ -122,13 +163,7 @@ impl StaticTokens {
     /// The principal of `token` if it is a configured one (as [`StaticTokens::principal`]
     /// compares, without the local principal's fallback).
     pub(crate) fn matching(&self, token: &str) -> Option<Principal> {
-        let presented = digest(token);
-        let mut found = None;
-        for (configured, principal) in &self.tokens {
-            let matched = digests_equal(configured, &presented);
-            found = if matched { Some(principal) } else { found };
-        }
-        found.cloned()
+        self.tokens.matching(token).cloned()
     }
 }
 

@@ -21,9 +21,9 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use snodo_core::model::Principal;
+use snodo_core::model::{Principal, Timestamp};
 
-use crate::protocol::LogLevel;
+use crate::protocol::{LogLevel, RpcError};
 
 use super::state::Purpose;
 
@@ -253,6 +253,51 @@ impl Outstanding {
             _ => return false,
         }
         m.remove(id).is_some_and(|(_, tx)| tx.send(outcome).is_ok())
+    }
+}
+
+impl super::McpServer {
+    /// Ends a 2025-11-25 session (its DELETE): it is revoked in the store until its id
+    /// would have expired, for every node. False when `id` names no live session this
+    /// server issued to `principal`.
+    pub async fn end_session(&self, principal: &Principal, id: &str) -> Result<bool, RpcError> {
+        let key = self.server_key().await?;
+        let Some((_, until)) = Session::open_until(&key, principal, id) else {
+            return Ok(false);
+        };
+        if self.session_ended(id).await? {
+            return Ok(false);
+        }
+        self.tasks
+            .store()
+            .revoke(&revocation_key(id), Timestamp(until))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a session's end could not be stored");
+                RpcError::internal("the task store is unavailable; try again")
+            })?;
+        self.sessions.end(id);
+        Ok(true)
+    }
+
+    /// Whether the session `id` has ended: remembered here, or revoked in the store.
+    pub(crate) async fn session_ended(&self, id: &str) -> Result<bool, RpcError> {
+        if self.sessions.ended(id) {
+            return Ok(true);
+        }
+        let ended = self
+            .tasks
+            .store()
+            .revoked(&revocation_key(id))
+            .await
+            .map_err(|e| {
+                tracing::warn!(error = %e, "a session's end could not be read");
+                RpcError::internal("the task store is unavailable; try again")
+            })?;
+        if ended {
+            self.sessions.end(id);
+        }
+        Ok(ended)
     }
 }
 

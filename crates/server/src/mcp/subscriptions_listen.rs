@@ -50,11 +50,12 @@ impl McpServer {
             // Joined before the tasks are authorized: a change committed from here on is
             // in the feed, so none falls between the check and the stream.
             if !wanted.is_empty() {
-                feed = self.changes.as_ref().map(|f| f.subscribe());
+                feed = self.tasks().change_feed();
             }
             for id in wanted {
                 if self
-                    .store
+                    .tasks()
+                    .store()
                     .authorize(principal, snodo_core::store::Action::Read, id)
                     .await
                     .is_ok()
@@ -89,9 +90,9 @@ impl McpServer {
             }
         }
         let slot = self
-            .stream_slots
-            .try_acquire(principal.tenant.as_str())
-            .map_err(|r| self.refuse(&r))?;
+            .tasks()
+            .stream_slot(principal.tenant.as_str())
+            .map_err(|r| r.to_rpc_error())?;
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         let sub = json!({"io.modelcontextprotocol/subscriptionId": ctx.id});
         let _ = tx.try_send(protocol::notification(
@@ -101,14 +102,14 @@ impl McpServer {
         let feed = feed.filter(|_| !watched.is_empty());
         let catalog = (!lists.is_empty()).then(|| self.catalog_changes.subscribe());
         let stream = Stream {
-            store: self.store.clone(),
+            store: self.tasks().store().clone(),
             principal: principal.clone(),
             watched,
             lists,
             sub,
             tx,
         };
-        tokio::spawn(stream.forward(feed, catalog, slot, self.closing.clone()));
+        tokio::spawn(stream.forward(feed, catalog, slot, self.tasks().closing()));
         Ok(Reply::Stream(rx))
     }
 }

@@ -12,7 +12,8 @@ use super::list::query_string;
 use super::render::{error_page, label_of, page};
 use super::requests::{Posted, field};
 use super::{ConsoleState, Session};
-use crate::admin::{AdminError, BulkOutcome, filter_of};
+use crate::admin::query::filter_of;
+use crate::admin::{AdminError, BulkOutcome};
 
 pub(super) async fn bulk_preview(
     State(s): State<ConsoleState>,
@@ -23,8 +24,8 @@ pub(super) async fn bulk_preview(
         let filter = filter_of(&params)?;
         let preview = s
             .admin
-            .server
-            .admin_bulk_cancel(&session.op, filter.clone(), None, true, None)
+            .operators
+            .bulk_cancel(&session.op, filter.clone(), None, true, None)
             .await?;
         Ok::<_, AdminError>((filter, preview))
     };
@@ -81,8 +82,8 @@ pub(super) async fn bulk_run(
         let filter = filter_of(&params)?;
         let message = field(&form, "message").map(str::to_owned);
         s.admin
-            .server
-            .admin_bulk_cancel(&session.op, filter.clone(), None, false, message)
+            .operators
+            .bulk_cancel(&session.op, filter.clone(), None, false, message)
             .await
             .map(|o| (filter, o))
     };

@@ -13,9 +13,11 @@ use snodo_core::store::{ALL_STATUSES, TaskCounts, TaskFilter, TaskPage, TaskSumm
 use super::live::live_script;
 use super::render::{encode, error_page, label_of, page, status_badge, time};
 use super::{ConsoleState, Session};
-use crate::admin::{AdminError, query_of};
+use crate::admin::AdminError;
+use crate::admin::query::{query_of, time_bounds};
 
-/// The query string of a filter (and a cursor), for links and the live fragment.
+/// The query string of a filter (and a cursor), for links and the live fragment: what
+/// [`query_of`] reads back.
 pub(super) fn query_string(filter: &TaskFilter, cursor: Option<&str>) -> String {
     let mut parts = Vec::new();
     let mut push = |k: &str, v: Option<String>| {
@@ -26,22 +28,10 @@ pub(super) fn query_string(filter: &TaskFilter, cursor: Option<&str>) -> String 
     push("tenant", filter.tenant.clone());
     push("status", filter.status.map(|s| s.as_str().to_owned()));
     push("tool", filter.tool.clone());
-    push(
-        "created_after",
-        filter.created_after.map(|t| t.as_millis().to_string()),
-    );
-    push(
-        "created_before",
-        filter.created_before.map(|t| t.as_millis().to_string()),
-    );
-    push(
-        "updated_after",
-        filter.updated_after.map(|t| t.as_millis().to_string()),
-    );
-    push(
-        "updated_before",
-        filter.updated_before.map(|t| t.as_millis().to_string()),
-    );
+    let mut bounds = filter.clone();
+    for (key, bound) in time_bounds(&mut bounds) {
+        push(key, bound.map(|t| t.as_millis().to_string()));
+    }
     push("cursor", cursor.map(str::to_owned));
     parts.join("&")
 }
@@ -100,11 +90,9 @@ async fn list_parts(
     params.entry("limit".into()).or_insert_with(|| "50".into());
     let query = query_of(&params)?;
     let filter = query.filter.clone();
-    let server = &s.admin.server;
-    let page_ = server.admin_list(&session.op, query).await?;
-    let counts = server
-        .admin_counts(&session.op, filter.tenant.clone())
-        .await?;
+    let operators = &s.admin.operators;
+    let page_ = operators.list(&session.op, query).await?;
+    let counts = operators.counts(&session.op, filter.tenant.clone()).await?;
     Ok((filter, page_, counts))
 }
 

@@ -12,7 +12,8 @@ use maud::{Markup, PreEscaped, html};
 use snodo_core::store::TaskFilter;
 
 use super::{ConsoleState, Session};
-use crate::admin::{AdminError, filter_of};
+use crate::admin::AdminError;
+use crate::admin::query::filter_of;
 
 /// The live updates: on each change the feed reports, and each time the stream opens,
 /// fetch the fragment again and swap it in (at most one fetch in flight, one more queued).
@@ -64,8 +65,8 @@ pub(super) async fn events(
         };
         let tenant = session.op.tenant(filter.tenant.clone())?;
         let filter = TaskFilter { tenant, ..filter };
-        let stream =
-            crate::admin::api::changes(s.admin.server.clone(), session.op.clone(), filter, only)?;
+        let tasks = s.admin.operators.tasks().clone();
+        let stream = crate::admin::api::changes(tasks, session.op.clone(), filter, only)?;
         Ok(Sse::new(stream)
             .keep_alive(KeepAlive::default())
             .into_response())

@@ -52,14 +52,16 @@ pub(crate) struct ConsoleState {
 
 impl ConsoleState {
     async fn sessions(&self) -> Result<&Sessions, AdminError> {
-        let server = self.admin.server.clone();
+        let tasks = self.admin.operators.tasks();
         self.sessions
             .get_or_try_init(|| async move {
-                server
+                tasks
                     .server_key()
                     .await
                     .map(|k| Sessions::new(&k))
-                    .map_err(|e| AdminError::Unavailable(e.message))
+                    .map_err(|_| {
+                        AdminError::Unavailable("the task store is unavailable; try again".into())
+                    })
             })
             .await
     }

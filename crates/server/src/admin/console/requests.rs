@@ -72,7 +72,7 @@ pub(super) async fn signed_in(
         Ok(x) => x,
         Err(e) => return error_page(&e),
     };
-    let now = match s.admin.server.store.now().await {
+    let now = match s.admin.operators.tasks().store().now().await {
         Ok(t) => t,
         Err(e) => return error_page(&e.into()),
     };
@@ -82,7 +82,14 @@ pub(super) async fn signed_in(
     // A session its operator signed out of stays refused on every node, though its cookie
     // has not expired.
     let opened = match opened {
-        Some((op, v)) => match s.admin.server.store.revoked(&revocation_key(&v)).await {
+        Some((op, v)) => match s
+            .admin
+            .operators
+            .tasks()
+            .store()
+            .revoked(&revocation_key(&v))
+            .await
+        {
             Ok(false) => Some((op, v)),
             Ok(true) => None,
             Err(e) => return error_page(&e.into()),

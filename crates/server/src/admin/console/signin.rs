@@ -112,7 +112,7 @@ async fn session_cookie(
     secure: bool,
 ) -> Result<HeaderValue, AdminError> {
     let sessions = s.sessions().await?;
-    let now = s.admin.server.store.now().await?;
+    let now = s.admin.operators.tasks().store().now().await?;
     let ms = s.admin.admin.config().session_ms;
     let value = sessions.seal(op, now.plus_ms(ms), s.admin.admin.fingerprint());
     HeaderValue::from_str(&session_set_cookie(&value, ms / 1000, secure))
@@ -188,7 +188,7 @@ pub(super) async fn oauth_start(
             .filter(|n| n.starts_with("/console/") && !n.starts_with("/console//"))
             .cloned()
             .unwrap_or_else(|| "/console/tasks".into());
-        let now = s.admin.server.store.now().await?;
+        let now = s.admin.operators.tasks().store().now().await?;
         let pending = Pending {
             state: random_b64(16),
             verifier: random_b64(32),
@@ -256,7 +256,7 @@ pub(super) async fn oauth_callback(
                 error_code(e)
             )));
         }
-        let now = s.admin.server.store.now().await?;
+        let now = s.admin.operators.tasks().store().now().await?;
         let sessions = s.sessions().await?;
         let pending = cookie(&headers, PENDING_COOKIE)
             .and_then(|v| sessions.open_pending(v, now))
@@ -352,11 +352,12 @@ fn error_code(given: &str) -> &str {
 /// of the cookie stops working on every node), and the browser's cookie is cleared.
 pub(super) async fn logout(State(s): State<ConsoleState>, p: Posted) -> Response {
     let revoked = async {
-        let now = s.admin.server.store.now().await?;
+        let now = s.admin.operators.tasks().store().now().await?;
         let until = now.plus_ms(s.admin.admin.config().session_ms);
         s.admin
-            .server
-            .store
+            .operators
+            .tasks()
+            .store()
             .revoke(&p.session.revocation, until)
             .await
     };

@@ -71,7 +71,7 @@ pub(super) async fn task_page(
     Path(id): Path<String>,
     Query(q): Query<BTreeMap<String, String>>,
 ) -> Response {
-    match s.admin.server.admin_task(&session.op, &id).await {
+    match s.admin.operators.task(&session.op, &id).await {
         Ok(detail) => {
             let live = format!("/console/tasks/{id}/live");
             let events = format!("/console/events?task={id}");
@@ -98,7 +98,7 @@ pub(super) async fn task_fragment(
     axum::Extension(session): axum::Extension<Session>,
     Path(id): Path<String>,
 ) -> Response {
-    match s.admin.server.admin_task(&session.op, &id).await {
+    match s.admin.operators.task(&session.op, &id).await {
         Ok(detail) => Html(task_markup(&session, &detail).into_string()).into_response(),
         Err(e) => (
             StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST),
@@ -306,11 +306,7 @@ pub(super) async fn cancel(
     p: Posted,
 ) -> Response {
     let message = field(&p.form, "message").map(str::to_owned);
-    let outcome = s
-        .admin
-        .server
-        .admin_cancel(&p.session.op, &id, message)
-        .await;
+    let outcome = s.admin.operators.cancel(&p.session.op, &id, message).await;
     acted(&id, Notice::Cancelled, outcome)
 }
 
@@ -319,7 +315,7 @@ pub(super) async fn retry(
     Path(id): Path<String>,
     p: Posted,
 ) -> Response {
-    let outcome = s.admin.server.admin_retry(&p.session.op, &id).await;
+    let outcome = s.admin.operators.retry(&p.session.op, &id).await;
     acted(&id, Notice::Retried, outcome)
 }
 
@@ -328,11 +324,11 @@ pub(super) async fn answer_form(
     Path(id): Path<String>,
     Posted { session, form }: Posted,
 ) -> Response {
-    let server = &s.admin.server;
+    let operators = &s.admin.operators;
     let response = async {
         let key =
             field(&form, "key").ok_or_else(|| AdminError::Invalid("which question?".into()))?;
-        let detail = server.admin_task(&session.op, &id).await?;
+        let detail = operators.task(&session.op, &id).await?;
         let question = detail
             .questions
             .iter()
@@ -353,7 +349,7 @@ pub(super) async fn answer_form(
         };
         let mut responses = Map::new();
         responses.insert(key.to_owned(), response);
-        server.admin_answer(&session.op, &id, responses).await
+        operators.answer(&session.op, &id, responses).await
     }
     .await;
     acted(&id, Notice::Answered, response)

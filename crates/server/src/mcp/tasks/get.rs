@@ -6,9 +6,9 @@ use super::lookup_error;
 
 impl McpServer {
     pub(in crate::mcp) async fn tasks_get(&self, task: TaskRef, ctx: &Ctx<'_>) -> Handled<Reply> {
-        let (_, task) = self
-            .store
-            .authorize_read(ctx.principal, &task.task_id)
+        let task = self
+            .tasks()
+            .view(ctx.principal, &task.task_id)
             .await
             .map_err(lookup_error)?;
         ctx.note_task(&task.id, task.span.as_ref());

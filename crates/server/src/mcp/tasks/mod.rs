@@ -1,5 +1,5 @@
-//! The tasks extension's methods, one file each, and what they share: authorizing the task
-//! id, and the errors that read the same for unknown and foreign tasks.
+//! The tasks extension's methods, one file each, and what they share: the errors that read
+//! the same for unknown and foreign tasks. Each acts through the server's task service.
 
 mod cancel;
 mod get;
@@ -8,9 +8,9 @@ mod update;
 use serde_json::Value;
 
 use crate::protocol::RpcError;
-use snodo_core::store::{Access, Action, StoreError};
+use snodo_core::store::StoreError;
 
-use super::{Ctx, McpServer};
+use super::Ctx;
 
 /// The empty complete result that acknowledges an update or a cancel.
 fn ack(ctx: &Ctx<'_>) -> Value {
@@ -26,19 +26,5 @@ fn lookup_error(e: StoreError) -> RpcError {
             tracing::warn!(error = %other, "task store failure");
             RpcError::internal("the task store is unavailable; try again")
         }
-    }
-}
-
-impl McpServer {
-    async fn access(
-        &self,
-        task_id: &str,
-        ctx: &Ctx<'_>,
-        action: Action,
-    ) -> Result<Access, RpcError> {
-        self.store
-            .authorize(ctx.principal, action, task_id)
-            .await
-            .map_err(lookup_error)
     }
 }

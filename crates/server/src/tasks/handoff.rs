@@ -1,0 +1,75 @@
+//! The one way a committed change reaches the runner: the commit runs apart from the
+//! request that asked for it, and the runner is told there, after the commit, never before.
+
+use std::future::Future;
+
+use snodo_core::model::TaskId;
+use snodo_core::store::StoreError;
+use snodo_runner::Runner;
+
+use super::TaskService;
+use crate::telemetry::Metrics;
+
+/// What a task operation hands to the runner once the store has committed a change.
+/// Every hand-off goes through [`TaskService::commit_then_tell`].
+pub(super) enum Handoff {
+    /// Answers were accepted (or a retry made due); `complete` when none is outstanding
+    /// any more.
+    InputAccepted {
+        /// The task.
+        task: TaskId,
+        /// No input is outstanding.
+        complete: bool,
+    },
+    /// The task was cancelled: stop its attempt here (other nodes see it at renewal).
+    Cancelled(TaskId),
+}
+
+/// Tells the runner about a committed change, and counts it.
+async fn tell_runner(runner: &Runner, metrics: &Metrics, handoff: Handoff) {
+    match handoff {
+        Handoff::InputAccepted { task, complete } => {
+            runner.input_accepted(&task, complete).await;
+        }
+        Handoff::Cancelled(task) => {
+            metrics.task_cancelled();
+            runner.cancel(&task);
+        }
+    }
+}
+
+impl TaskService {
+    /// Runs a request's `commit` apart from the request, and there, once it committed, tells
+    /// the runner what `handoff` makes of it, then answers the request.
+    ///
+    /// Invariant: a committed change reaches the runner even when its client goes away
+    /// mid-commit. The request only waits for the answer, so dropping it (a disconnect)
+    /// drops the wait and never the hand-off; otherwise a cancelled guest would run on
+    /// until its next heartbeat. Tracked by the runner, so shutdown waits for it.
+    /// (`server::tasks::a_cancel_reaches_the_runner_though_its_client_left_mid_commit`)
+    pub(super) async fn commit_then_tell<T, C, H>(
+        &self,
+        commit: C,
+        handoff: H,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        C: Future<Output = Result<T, StoreError>> + Send + 'static,
+        H: FnOnce(&T) -> Option<Handoff> + Send + 'static,
+    {
+        let runner = self.runner.clone();
+        let metrics = self.metrics.clone();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.runner.spawn_tracked(async move {
+            let result = commit.await;
+            if let Ok(committed) = &result
+                && let Some(h) = handoff(committed)
+            {
+                tell_runner(&runner, &metrics, h).await;
+            }
+            let _ = tx.send(result);
+        });
+        rx.await
+            .unwrap_or_else(|_| Err(StoreError::unavailable("the commit was abandoned")))
+    }
+}
