@@ -3,13 +3,15 @@
 //! runner after the commit. Unknown, malformed, expired and foreign task ids all fail
 //! with [`StoreError::NotFound`], indistinguishably.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
 use snodo_core::model::{
     EventId, Principal, Task, TaskId, TaskView, Work, truncate_status_message,
 };
 use snodo_core::store::{
-    Action, Committed, Effect, NewTask, StoreError, TaskCounts, TaskPage, TaskQuery,
+    Access, Action, Committed, Effect, NewTask, Store, StoreError, TaskCounts, TaskPage, TaskQuery,
 };
 
 use super::TaskService;
@@ -43,16 +45,13 @@ impl TaskService {
         task_id: &str,
         message: String,
     ) -> Result<Committed, StoreError> {
-        let access = self
-            .store
-            .authorize(requester, Action::Cancel, task_id)
-            .await?;
         let message = Some(truncate_status_message(message));
-        let store = self.store.clone();
-        let task = *access.task_id();
         self.commit_then_tell(
-            async move { store.cancel(&access, message).await },
-            move |_| Some(Handoff::Cancelled(task)),
+            requester,
+            Action::Cancel,
+            task_id,
+            |store, access| async move { store.cancel(&access, message).await },
+            |task, _| Some(Handoff::Cancelled(task)),
         )
         .await
     }
@@ -66,18 +65,12 @@ impl TaskService {
         task_id: &str,
         responses: Map<String, Value>,
     ) -> Result<Committed, StoreError> {
-        let access = self
-            .store
-            .authorize(requester, Action::Update, task_id)
-            .await?;
-        let store = self.store.clone();
-        let task = *access.task_id();
-        let commit = async move {
+        let commit = |store: Arc<dyn Store>, access: Access| async move {
             store
                 .accept_input(&access, EventId::random(), responses)
                 .await
         };
-        let handoff = move |c: &Committed| match &c.effect {
+        let handoff = |task, c: &Committed| match &c.effect {
             Effect::Accepted { keys, complete } if !keys.is_empty() => {
                 Some(Handoff::InputAccepted {
                     task,
@@ -86,7 +79,8 @@ impl TaskService {
             }
             _ => None,
         };
-        self.commit_then_tell(commit, handoff).await
+        self.commit_then_tell(requester, Action::Update, task_id, commit, handoff)
+            .await
     }
 
     /// Makes a task waiting out its retry delay due now, and wakes the runner for it. A
@@ -96,18 +90,18 @@ impl TaskService {
         requester: &Principal,
         task_id: &str,
     ) -> Result<Task, StoreError> {
-        let access = self
-            .store
-            .authorize(requester, Action::Update, task_id)
-            .await?;
-        let store = self.store.clone();
-        let task = *access.task_id();
-        self.commit_then_tell(async move { store.retry_now(&access).await }, move |_| {
-            Some(Handoff::InputAccepted {
-                task,
-                complete: true,
-            })
-        })
+        self.commit_then_tell(
+            requester,
+            Action::Update,
+            task_id,
+            |store, access| async move { store.retry_now(&access).await },
+            |task, _| {
+                Some(Handoff::InputAccepted {
+                    task,
+                    complete: true,
+                })
+            },
+        )
         .await
     }
 
