@@ -159,7 +159,7 @@ impl Operators {
     async fn load(&self, op: &Operator, id: &str) -> Result<(Task, Work), AdminError> {
         let id = TaskId::parse(id).ok_or(AdminError::NotFound)?;
         match self.tasks.load(&id).await? {
-            Some((task, work)) if op.reaches(&task) => Ok((task, work)),
+            Some((task, work)) if op.reaches(task.scope.tenant()) => Ok((task, work)),
             _ => Err(AdminError::NotFound),
         }
     }

@@ -313,9 +313,7 @@ pub(crate) fn changes(
                         continue;
                     };
                     let summary = TaskSummary::of(&task, tool_of(&work));
-                    if !(op.cross_tenant || summary.tenant == op.principal.tenant)
-                        || !filter.admits(&summary)
-                    {
+                    if !op.reaches(&summary.tenant) || !filter.admits(&summary) {
                         continue;
                     }
                     Event::default()

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::http::HeaderMap;
 
-use snodo_core::model::{Principal, Task};
+use snodo_core::model::Principal;
 
 use super::{AdminConfig, AdminError};
 use crate::identity::{Authenticator, Caller, Scopes, TokenTable, bearer_token, digest};
@@ -46,9 +46,9 @@ impl Operator {
         }
     }
 
-    /// Whether `task` is within its reach.
-    pub(super) fn reaches(&self, task: &Task) -> bool {
-        self.cross_tenant || task.scope.tenant() == self.principal.tenant
+    /// Whether the tasks of `tenant` are within its reach.
+    pub(super) fn reaches(&self, tenant: &str) -> bool {
+        self.cross_tenant || tenant == self.principal.tenant
     }
 }
 

@@ -8,13 +8,26 @@ mod update;
 use serde_json::Value;
 
 use crate::protocol::RpcError;
-use snodo_core::store::StoreError;
+use snodo_core::store::{Committed, StoreError};
 
-use super::Ctx;
+use super::{Ctx, Handled};
 
 /// The empty complete result that acknowledges an update or a cancel.
 fn ack(ctx: &Ctx<'_>) -> Value {
     ctx.dialect.complete(crate::protocol::ResultObject::new())
+}
+
+/// The answer to a change a client asked for: acknowledged once committed, and on a
+/// finished task too (where it changes nothing); otherwise the lookup's error.
+fn acknowledged(committed: Result<Committed, StoreError>, ctx: &Ctx<'_>) -> Handled {
+    match committed {
+        Ok(c) => {
+            ctx.note_task(&c.task.id, c.task.span.as_ref());
+            Ok(ack(ctx))
+        }
+        Err(StoreError::Terminal { .. }) => Ok(ack(ctx)),
+        Err(e) => Err(lookup_error(e)),
+    }
 }
 
 /// Unknown, malformed, expired and foreign task ids all read the same.
