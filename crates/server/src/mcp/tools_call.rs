@@ -109,7 +109,11 @@ impl McpServer {
         if let Some(required) = &tool.info.required_capabilities
             && !ClientCapabilities::of(&ctx.meta.client_capabilities).covers(required)
         {
-            return Err(RpcError::missing_capability(required.clone()));
+            return Err(protocol::refusal::tool_needs(
+                &tool.info.name,
+                required,
+                &ctx.meta,
+            ));
         }
         let mut calling = Calling {
             tool,
