@@ -49,11 +49,11 @@ impl Dialect for Handshake {
         protocol::refusal::task_only(
             tool,
             &format!(
-                "durable tasks need MCP 2026-07-28 with the {TASKS_EXTENSION} extension, and \
-                 this session speaks {}",
+                "this session speaks {}, which has no durable tasks here (they need MCP \
+                 2026-07-28 with the {TASKS_EXTENSION} extension)",
                 meta.protocol_version
             ),
-            &format!("connect with MCP 2026-07-28 and declare the {TASKS_EXTENSION} extension"),
+            "connect with MCP 2026-07-28 and declare that extension",
         )
     }
 }
