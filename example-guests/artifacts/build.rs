@@ -86,6 +86,19 @@ fn main() {
             path.display().to_string()
         ));
     }
+    // Compiled code is keyed by the component's digest and the engine's settings, and each
+    // entry is sealed with both, so every test of a build may share one cache: a component
+    // compiles once per build, not once per test. The scripts' suites use the same directory.
+    let cache = match target_dir.parent() {
+        Some(target) if target_dir.file_name().is_some_and(|n| n == "guests") => {
+            target.join("component-cache")
+        }
+        _ => out.join("component-cache"),
+    };
+    consts.push_str(&format!(
+        "/// Where tests keep compiled components (shared by every test of this build).\npub const COMPONENT_CACHE: &str = {:?};\n",
+        cache.display().to_string()
+    ));
     std::fs::write(out.join("guests.rs"), consts).expect("write guests.rs");
 }
 

@@ -29,10 +29,12 @@ pub async fn load_guests(max_instances: u32, max_memory_bytes: usize) -> Guests 
     .await
 }
 
-/// An engine built with `config`, and the guests.
+/// An engine built with `config`, and the guests, compiled once per build into
+/// [`snodo_test_guests::COMPONENT_CACHE`].
 pub async fn load_guests_with(config: EngineConfig) -> Guests {
     let engine = WasmEngine::new(config).expect("engine");
-    let loader = ComponentLoader::new(engine, None).expect("loader");
+    let loader = ComponentLoader::new(engine, Some(snodo_test_guests::COMPONENT_CACHE.into()))
+        .expect("loader");
     let fixtures = loader
         .load(snodo_test_guests::FIXTURES)
         .await

@@ -775,7 +775,7 @@ async fn configured_fuel_is_metered() {
         tempfile::tempdir().expect("dir").keep(),
         vec![snodo_test_guests::HOSTILE.into()],
     );
-    opts.cache_dir = None;
+    opts.cache_dir = Some(snodo_test_guests::COMPONENT_CACHE.into());
     opts.defaults.limits = Some(ExecutionLimits {
         fuel: Some(1_000_000),
         ..ExecutionLimits::default()

@@ -476,6 +476,7 @@ async fn a_database_outage_fails_requests_at_once_and_the_node_resumes() {
         vec![snodo_test_guests::FIXTURES.into()],
     );
     opts.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    opts.cache_dir = Some(snodo_test_guests::COMPONENT_CACHE.into());
     opts.store = snodo::store::StoreConfig::Postgres(pg);
     let served = Served::start(opts).await;
     let addr = served.addr;

@@ -36,7 +36,8 @@ fn main() {
 async fn serve(path: String) -> Result<(), String> {
     let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).map_err(|e| e.to_string())?);
     let engine = WasmEngine::new(EngineConfig::default())?;
-    let loader = ComponentLoader::new(engine, None)?;
+    // Every restart of the crash test finds the fixtures compiled by an earlier one.
+    let loader = ComponentLoader::new(engine, Some(snodo_test_guests::COMPONENT_CACHE.into()))?;
     let fixtures = loader
         .load(snodo_test_guests::FIXTURES)
         .await

@@ -57,6 +57,9 @@ pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
     }
     cmd.args(args)
         .env_remove("MCP_PORT")
+        // Every node of a test run shares one cache of compiled components (a test's own
+        // `env` or configuration file may name another).
+        .env("SNODO_CACHE_DIR", snodo_test_guests::COMPONENT_CACHE)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     for (k, v) in env {
