@@ -14,7 +14,7 @@ mod tools;
 pub use auth::{AuthSection, MetricsSection, ScopesSection, TokenSection};
 pub use tools::{
     DirSection, GrantsSection, InjectSection, LimitsSection, RetrySection, SecretSection,
-    ToolOutboundSection, ToolSection,
+    ToolSection,
 };
 
 use std::collections::BTreeMap;
