@@ -12,10 +12,7 @@ mod sources;
 mod tools;
 
 pub use auth::{AuthSection, MetricsSection, ScopesSection, TokenSection};
-pub use tools::{
-    DirSection, GrantsSection, InjectSection, LimitsSection, RetrySection, SecretSection,
-    ToolSection,
-};
+pub use tools::{InjectSection, LimitsSection, RetrySection, SecretSection, ToolSection};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -64,34 +64,6 @@ pub enum RetrySection {
     },
 }
 
-/// `[[...grants.dirs]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DirSection {
-    /// Host path.
-    pub host: PathBuf,
-    /// Guest path.
-    pub guest: String,
-    /// Writable (default false).
-    #[serde(default)]
-    pub writable: bool,
-}
-
-/// WASI grants.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrantsSection {
-    /// Environment variables.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Directories.
-    #[serde(default)]
-    pub dirs: Vec<DirSection>,
-    /// Removed: raw sockets are not granted (see `allowed_outbound_hosts`). Kept so that
-    /// a file still naming it gets an error that says what replaced it.
-    pub network: Option<bool>,
-}
-
 /// `[defaults]` and `[tools.NAME]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,7 +79,7 @@ pub struct ToolSection {
     /// Per-execution limits.
     pub limits: Option<LimitsSection>,
     /// What the tool may reach.
-    pub grants: Option<GrantsSection>,
+    pub grants: Option<WasiGrants>,
     /// Where the tool may send HTTP requests (`https://api.example.com`,
     /// `https://*.example.com:443`, `http://127.0.0.1:8080`). None by default.
     pub allowed_outbound_hosts: Option<Vec<String>>,
@@ -279,26 +251,16 @@ pub(super) fn tool_settings(
         });
     }
     if let Some(g) = &s.grants {
-        if g.network.is_some() {
-            return Err((
-                format!("{key}.grants.network"),
-                "raw sockets are not granted: name the hosts the tool may reach in \
-                 allowed_outbound_hosts (docs/outbound.md)"
-                    .into(),
-            ));
-        }
         let http = out.grants.as_ref().and_then(|g| g.http.clone());
+        let dirs = (g.dirs.iter())
+            .map(|d| DirGrant {
+                host: resolve(&d.host),
+                ..d.clone()
+            })
+            .collect();
         out.grants = Some(WasiGrants {
-            env: g.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            dirs: g
-                .dirs
-                .iter()
-                .map(|d| DirGrant {
-                    host: resolve(&d.host),
-                    guest: d.guest.clone(),
-                    writable: d.writable,
-                })
-                .collect(),
+            env: g.env.clone(),
+            dirs,
             http,
         });
     }
