@@ -11,14 +11,8 @@ mod env;
 mod sources;
 mod tools;
 
-pub use auth::{
-    AdminOAuthSection, AdminSection, AdminTokenSection, AuthSection, IntrospectionSection,
-    IssuerSection, MetricsSection, OAuthSection, ScopesSection, TokenSection,
-};
-pub use tools::{
-    DirSection, GrantsSection, InjectSection, LimitsSection, RetrySection, SecretSection,
-    ToolOutboundSection, ToolSection,
-};
+pub use auth::{AuthSection, MetricsSection, ScopesSection, TokenSection};
+pub use tools::{InjectSection, LimitsSection, RetrySection, SecretSection, ToolSection};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -26,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::budget::TenantLimits;
+use crate::budget::LimitsConfig;
 use crate::deploy::DeploySettings;
 use crate::http;
 use crate::runner::RunnerOptions;
@@ -93,7 +87,7 @@ pub struct Config {
     pub telemetry: TelemetrySection,
     /// Per-tenant and global budgets.
     #[serde(default)]
-    pub limits: LimitsBudgetSection,
+    pub limits: LimitsConfig,
     /// How the WebAssembly engine resets recycled instance slots.
     #[serde(default)]
     pub engine: EngineConfig,
@@ -105,10 +99,10 @@ pub struct Config {
     pub secrets: BTreeMap<String, SecretSection>,
     /// How deployments reach this node.
     #[serde(default)]
-    pub deploy: DeploySection,
+    pub deploy: DeploySettings,
     /// Operators: admin tokens and cross-tenant tenants.
     #[serde(default)]
-    pub admin: AdminSection,
+    pub admin: crate::admin::AdminConfig,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -120,25 +114,6 @@ pub struct Config {
 
 /// The `file` of an error about a flag.
 pub const COMMAND_LINE: &str = "the command line";
-
-/// `[deploy]`, times in milliseconds.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeploySection {
-    /// How often the store is asked for a new deployment.
-    pub poll_ms: Option<u64>,
-    /// How long a retired, unpinned component stays stored.
-    pub retention_ms: Option<u64>,
-    /// How often components past their retention are collected.
-    pub collect_every_ms: Option<u64>,
-    /// Ed25519 public keys (32 bytes, base64) components must be signed with, by name.
-    #[serde(default)]
-    pub trusted_keys: BTreeMap<String, String>,
-    /// Whether an unsigned component is refused (default: yes when keys are given).
-    pub require_signature: Option<bool>,
-    /// A directory of `.wasm` files deployed as they change (development).
-    pub watch: Option<PathBuf>,
-}
 
 /// `[outbound]`: how the host sends the requests tools make.
 #[derive(Debug, Default, Deserialize)]
@@ -183,47 +158,6 @@ pub struct NodeSection {
 pub struct ComponentSection {
     /// The `.wasm` file.
     pub path: PathBuf,
-}
-
-/// `[limits]`: the budgets that keep one tenant from starving or flooding the others.
-/// Defaults in [`TenantLimits`] and docs/configuration.md.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsBudgetSection {
-    /// Concurrent synchronous guest executions per tenant.
-    pub sync_calls_per_tenant: Option<usize>,
-    /// The same, all tenants together.
-    pub sync_calls: Option<usize>,
-    /// Wall-clock limit of a synchronous call.
-    pub sync_timeout_ms: Option<u64>,
-    /// Live tasks per tenant.
-    pub live_tasks_per_tenant: Option<u64>,
-    /// Stored tasks per tenant, terminal ones included.
-    pub stored_tasks_per_tenant: Option<u64>,
-    /// Bytes of stored task records and journals per tenant.
-    pub stored_bytes_per_tenant: Option<u64>,
-    /// Task creations per second per tenant.
-    pub task_creates_per_second: Option<u32>,
-    /// Task creations at once before the rate applies.
-    pub task_create_burst: Option<u32>,
-    /// Subscription streams per tenant.
-    pub streams_per_tenant: Option<usize>,
-    /// Subscription streams in total.
-    pub streams: Option<usize>,
-    /// Task ids one stream may watch.
-    pub stream_task_ids: Option<usize>,
-    /// Linear memory all live guests may hold together.
-    pub guest_memory_total_bytes: Option<usize>,
-    /// Linear memory one guest may hold.
-    pub guest_memory_bytes: Option<usize>,
-    /// Linear memory one tenant's live guests may hold together.
-    pub guest_memory_per_tenant_bytes: Option<usize>,
-    /// The largest result a guest may return.
-    pub result_bytes: Option<usize>,
-    /// Guests of one tenant executing at once.
-    pub executing_per_tenant: Option<usize>,
-    /// Guests executing at once, all tenants together.
-    pub executing: Option<usize>,
 }
 
 impl Config {
@@ -352,41 +286,14 @@ impl Config {
         Ok(opts)
     }
 
-    /// `[deploy]`, over the defaults.
+    /// `[deploy]`, checked, its watched directory resolved against [`Config::base_dir`].
     fn deploy_settings(&self, file: &str) -> Result<DeploySettings, ConfigError> {
-        let d = &self.deploy;
-        let base = DeploySettings::default();
-        let ms = std::time::Duration::from_millis;
-        let positive = |key: &str, v: Option<u64>, default: std::time::Duration| match v {
-            Some(0) => Err(config_error(
-                file,
-                &format!("deploy.{key}"),
-                "must be at least 1".into(),
-            )),
-            Some(v) => Ok(ms(v)),
-            None => Ok(default),
-        };
-        let mut keys = Vec::new();
-        for (name, key) in &d.trusted_keys {
-            let key = crate::trust::parse_key(key)
-                .map_err(|e| config_error(file, &format!("deploy.trusted_keys.{name}"), e))?;
-            keys.push((name.clone(), key));
-        }
-        let require = d.require_signature.unwrap_or(!keys.is_empty());
-        if require && keys.is_empty() {
-            return Err(config_error(
-                file,
-                "deploy.require_signature",
-                "requires deploy.trusted_keys: no signature could be accepted".into(),
-            ));
-        }
-        Ok(DeploySettings {
-            poll: positive("poll_ms", d.poll_ms, base.poll)?,
-            retention: d.retention_ms.map_or(base.retention, ms),
-            collect_every: positive("collect_every_ms", d.collect_every_ms, base.collect_every)?,
-            trust: crate::trust::TrustPolicy { keys, require },
-            watch: d.watch.as_ref().map(|w| self.resolve(w)),
-        })
+        self.deploy
+            .check()
+            .map_err(|e| setting_error(file, e.under("deploy")))?;
+        let mut deploy = self.deploy.clone();
+        deploy.watch = deploy.watch.map(|w| self.resolve(&w));
+        Ok(deploy)
     }
 
     /// `[runner]`, checked.
@@ -397,95 +304,20 @@ impl Config {
         Ok(self.runner.clone())
     }
 
-    /// `[limits]` and `[engine]`: the edge's budgets and the guests' memory and results.
+    /// `[limits]` and `[engine]`: the edge's budgets and the guests' memory and results,
+    /// their defaults those of a node serving as many tenants as the tokens name.
     fn limits_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let l = &self.limits;
+        let under = |e: snodo_core::config::SettingError| setting_error(file, e.under("limits"));
+        self.limits.check().map_err(under)?;
         let tenants = crate::serve::tenants_in(&opts.tokens);
-        let b = TenantLimits::for_tenants(tenants);
-        let positive = |key: &str, v: Option<u64>| match v {
-            Some(0) => Err(err(&format!("limits.{key}"), "must be at least 1".into())),
-            _ => Ok(()),
+        opts.limits = self.limits.tenant_limits(tenants);
+        opts.engine = EngineConfig {
+            outbound: opts.engine.outbound.clone(),
+            ..self.engine.clone()
         };
-        positive(
-            "sync_calls_per_tenant",
-            l.sync_calls_per_tenant.map(|v| v as u64),
-        )?;
-        positive("sync_calls", l.sync_calls.map(|v| v as u64))?;
-        positive("sync_timeout_ms", l.sync_timeout_ms)?;
-        positive("live_tasks_per_tenant", l.live_tasks_per_tenant)?;
-        positive("stored_tasks_per_tenant", l.stored_tasks_per_tenant)?;
-        positive("stored_bytes_per_tenant", l.stored_bytes_per_tenant)?;
-        positive(
-            "task_creates_per_second",
-            l.task_creates_per_second.map(u64::from),
-        )?;
-        positive("task_create_burst", l.task_create_burst.map(u64::from))?;
-        positive("streams_per_tenant", l.streams_per_tenant.map(|v| v as u64))?;
-        positive("streams", l.streams.map(|v| v as u64))?;
-        positive("stream_task_ids", l.stream_task_ids.map(|v| v as u64))?;
-        positive("result_bytes", l.result_bytes.map(|v| v as u64))?;
-        opts.limits = TenantLimits {
-            sync_calls_per_tenant: l.sync_calls_per_tenant.unwrap_or(b.sync_calls_per_tenant),
-            sync_calls: l.sync_calls.unwrap_or(b.sync_calls),
-            sync_timeout_ms: l.sync_timeout_ms.unwrap_or(b.sync_timeout_ms),
-            live_tasks_per_tenant: l.live_tasks_per_tenant.unwrap_or(b.live_tasks_per_tenant),
-            stored_tasks_per_tenant: l
-                .stored_tasks_per_tenant
-                .unwrap_or(b.stored_tasks_per_tenant),
-            stored_bytes_per_tenant: l
-                .stored_bytes_per_tenant
-                .unwrap_or(b.stored_bytes_per_tenant),
-            task_creates_per_second: l
-                .task_creates_per_second
-                .unwrap_or(b.task_creates_per_second),
-            task_create_burst: l.task_create_burst.unwrap_or(b.task_create_burst),
-            streams_per_tenant: l.streams_per_tenant.unwrap_or(b.streams_per_tenant),
-            streams: l.streams.unwrap_or(b.streams),
-            stream_task_ids: l.stream_task_ids.unwrap_or(b.stream_task_ids),
-        };
-        if let Some(m) = l.guest_memory_bytes {
-            if m < (1 << 20) {
-                return Err(err("limits.guest_memory_bytes", "at least 1 MiB".into()));
-            }
-            opts.engine.max_memory_bytes = m;
-        }
-        if let Some(m) = l.guest_memory_total_bytes {
-            opts.engine.max_total_memory_bytes = m;
-        }
-        if opts.engine.max_total_memory_bytes < opts.engine.max_memory_bytes {
-            return Err(err(
-                "limits.guest_memory_total_bytes",
-                format!(
-                    "smaller than one guest's memory ({} bytes): no guest could use its cap",
-                    opts.engine.max_memory_bytes
-                ),
-            ));
-        }
-        if let Some(r) = l.result_bytes {
-            opts.engine.max_result_bytes = r;
-        }
-        positive(
-            "guest_memory_per_tenant_bytes",
-            l.guest_memory_per_tenant_bytes.map(|v| v as u64),
-        )?;
-        opts.engine.max_tenant_memory_bytes = l
-            .guest_memory_per_tenant_bytes
-            .or_else(|| crate::serve::shared_memory(&opts.engine, tenants));
-        positive(
-            "executing_per_tenant",
-            l.executing_per_tenant.map(|v| v as u64),
-        )?;
-        positive("executing", l.executing.map(|v| v as u64))?;
-        if let Some(n) = l.executing_per_tenant {
-            opts.engine.executing_per_tenant = n;
-        }
-        if let Some(n) = l.executing {
-            opts.engine.executing = n;
-        }
-        opts.engine.keep_resident_bytes = self.engine.keep_resident_bytes;
-        opts.engine.pagemap_scan = self.engine.pagemap_scan;
-        Ok(())
+        self.limits
+            .apply_to(&mut opts.engine, tenants)
+            .map_err(under)
     }
 
     /// `[http]`, checked.
@@ -669,8 +501,13 @@ subject = "alice"
     #[test]
     fn every_key_can_come_from_the_environment_over_the_file() {
         let o = env_options(
-            "[http]\nmax_connections = 4\nidle_timeout_ms = 7000\n[tools.flaky]\nttl_ms = 5000\n",
+            "[http]\nmax_connections = 4\nidle_timeout_ms = 7000\n[tools.flaky]\nttl_ms = 5000\n\
+             [[auth.oauth.issuers]]\nissuer = \"https://idp.example.com\"\ntenant = \"t\"\n",
             &[
+                ("SNODO_DEPLOY__POLL_MS", "500"),
+                ("SNODO_LIMITS__SYNC_CALLS", "7"),
+                ("SNODO_ADMIN__SESSION_MS", "60000"),
+                ("SNODO_AUTH__OAUTH__LEEWAY_MS", "30000"),
                 ("SNODO_HTTP__MAX_CONNECTIONS", "8"),
                 ("SNODO_STORE__KIND", "memory"),
                 ("SNODO_NODE__ID", "123"),
@@ -704,6 +541,12 @@ subject = "alice"
         );
         assert!(!o.engine.pagemap_scan);
         assert_eq!(o.engine.keep_resident_bytes, 4096);
+        assert_eq!(o.deploy.poll, std::time::Duration::from_millis(500));
+        assert_eq!(o.limits.sync_calls, 7);
+        assert_eq!(o.admin.session_ms, 60_000);
+        let oauth = o.oauth.expect("oauth");
+        assert_eq!(oauth.leeway, std::time::Duration::from_secs(30));
+        assert_eq!(oauth.issuers.len(), 1, "the file's issuers stay");
     }
 
     #[test]

@@ -54,6 +54,25 @@ pub mod millis {
         u64::deserialize(d).map(Duration::from_millis)
     }
 
+    /// A duration written in milliseconds and kept in whole seconds, a part of a second
+    /// rounded up, for `#[serde(with = "snodo_core::config::millis::seconds")]`: for times
+    /// compared with the whole seconds of token timestamps.
+    pub mod seconds {
+        use std::time::Duration;
+
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        /// Writes the milliseconds.
+        pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+            super::serialize(d, s)
+        }
+
+        /// Reads the milliseconds, rounded up to whole seconds.
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+            u64::deserialize(d).map(|ms| Duration::from_secs(ms.div_ceil(1000)))
+        }
+    }
+
     /// An optional duration, for `#[serde(with = "snodo_core::config::millis::option")]`.
     pub mod option {
         use std::time::Duration;
@@ -87,6 +106,8 @@ mod tests {
         lease_ms: Duration,
         #[serde(default, with = "millis::option")]
         reap_ms: Option<Duration>,
+        #[serde(default, with = "millis::seconds")]
+        leeway_ms: Duration,
     }
 
     #[test]
@@ -96,6 +117,12 @@ mod tests {
         assert_eq!(t.reap_ms, None);
         let back = serde_json::to_value(&t).unwrap();
         assert_eq!(back["lease_ms"], 1500);
+        let t: Timed = serde_json::from_str(r#"{"lease_ms": 1, "leeway_ms": 1001}"#).unwrap();
+        assert_eq!(
+            t.leeway_ms,
+            Duration::from_secs(2),
+            "whole seconds, rounded up"
+        );
         let e = SettingError::new("lease_ms", "too long").under("runner");
         assert_eq!(e.to_string(), "runner.lease_ms: too long");
     }

@@ -9,6 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use snodo_core::config::SettingError;
+use snodo_wasm::EngineConfig;
 
 use tokio::time::Instant;
 
@@ -96,6 +98,162 @@ impl Default for TenantLimits {
             streams: 1_024,
             stream_task_ids: 256,
         }
+    }
+}
+
+/// `[limits]`: the budgets that keep one tenant from starving or flooding the others, as
+/// the configuration file gives them. A key left out takes the default of a node serving
+/// as many tenants as this one ([`TenantLimits::for_tenants`], [`shared_memory`]), which is
+/// why each is optional here; the defaults are documented on [`TenantLimits`], on
+/// [`EngineConfig`] and in docs/configuration.md.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// [`TenantLimits::sync_calls_per_tenant`].
+    pub sync_calls_per_tenant: Option<usize>,
+    /// [`TenantLimits::sync_calls`].
+    pub sync_calls: Option<usize>,
+    /// [`TenantLimits::sync_timeout_ms`].
+    pub sync_timeout_ms: Option<u64>,
+    /// [`TenantLimits::live_tasks_per_tenant`].
+    pub live_tasks_per_tenant: Option<u64>,
+    /// [`TenantLimits::stored_tasks_per_tenant`].
+    pub stored_tasks_per_tenant: Option<u64>,
+    /// [`TenantLimits::stored_bytes_per_tenant`].
+    pub stored_bytes_per_tenant: Option<u64>,
+    /// [`TenantLimits::task_creates_per_second`].
+    pub task_creates_per_second: Option<u32>,
+    /// [`TenantLimits::task_create_burst`].
+    pub task_create_burst: Option<u32>,
+    /// [`TenantLimits::streams_per_tenant`].
+    pub streams_per_tenant: Option<usize>,
+    /// [`TenantLimits::streams`].
+    pub streams: Option<usize>,
+    /// [`TenantLimits::stream_task_ids`].
+    pub stream_task_ids: Option<usize>,
+    /// The engine's `max_total_memory_bytes`: linear memory all live guests may hold
+    /// together (default 1 GiB; at least one guest's).
+    pub guest_memory_total_bytes: Option<usize>,
+    /// The engine's `max_memory_bytes`: linear memory one guest may hold (default 256 MiB,
+    /// at least 1 MiB).
+    pub guest_memory_bytes: Option<usize>,
+    /// The engine's `max_tenant_memory_bytes`: linear memory one tenant's live guests may
+    /// hold together (default [`shared_memory`]).
+    pub guest_memory_per_tenant_bytes: Option<usize>,
+    /// The engine's `max_result_bytes`: the largest result a guest may return (default
+    /// 4 MiB).
+    pub result_bytes: Option<usize>,
+    /// The engine's `executing_per_tenant`: guests of one tenant executing at once
+    /// (default: the core count).
+    pub executing_per_tenant: Option<usize>,
+    /// The engine's `executing`: guests executing at once, all tenants together (default:
+    /// the core count).
+    pub executing: Option<usize>,
+}
+
+/// The guest-memory share of one tenant on a node serving `tenants`: none for one, half
+/// the total for several.
+pub fn shared_memory(engine: &EngineConfig, tenants: usize) -> Option<usize> {
+    (tenants > 1).then_some(engine.max_total_memory_bytes / 2)
+}
+
+impl LimitsConfig {
+    /// The rules of `[limits]` that need nothing else, each naming its key (relative to
+    /// the section): every count and time given is at least 1, and a guest's memory at
+    /// least 1 MiB.
+    pub fn check(&self) -> Result<(), SettingError> {
+        let wide = |v: Option<usize>| v.map(|v| v as u64);
+        for (key, v) in [
+            ("sync_calls_per_tenant", wide(self.sync_calls_per_tenant)),
+            ("sync_calls", wide(self.sync_calls)),
+            ("sync_timeout_ms", self.sync_timeout_ms),
+            ("live_tasks_per_tenant", self.live_tasks_per_tenant),
+            ("stored_tasks_per_tenant", self.stored_tasks_per_tenant),
+            ("stored_bytes_per_tenant", self.stored_bytes_per_tenant),
+            (
+                "task_creates_per_second",
+                self.task_creates_per_second.map(u64::from),
+            ),
+            ("task_create_burst", self.task_create_burst.map(u64::from)),
+            ("streams_per_tenant", wide(self.streams_per_tenant)),
+            ("streams", wide(self.streams)),
+            ("stream_task_ids", wide(self.stream_task_ids)),
+            ("result_bytes", wide(self.result_bytes)),
+            (
+                "guest_memory_per_tenant_bytes",
+                wide(self.guest_memory_per_tenant_bytes),
+            ),
+            ("executing_per_tenant", wide(self.executing_per_tenant)),
+            ("executing", wide(self.executing)),
+        ] {
+            if v == Some(0) {
+                return Err(SettingError::new(key, "must be at least 1"));
+            }
+        }
+        if self.guest_memory_bytes.is_some_and(|m| m < (1 << 20)) {
+            return Err(SettingError::new("guest_memory_bytes", "at least 1 MiB"));
+        }
+        Ok(())
+    }
+
+    /// The edge's budgets on a node serving `tenants` tenants: what is given, over the
+    /// defaults for that many.
+    pub fn tenant_limits(&self, tenants: usize) -> TenantLimits {
+        let b = TenantLimits::for_tenants(tenants);
+        TenantLimits {
+            sync_calls_per_tenant: self
+                .sync_calls_per_tenant
+                .unwrap_or(b.sync_calls_per_tenant),
+            sync_calls: self.sync_calls.unwrap_or(b.sync_calls),
+            sync_timeout_ms: self.sync_timeout_ms.unwrap_or(b.sync_timeout_ms),
+            live_tasks_per_tenant: self
+                .live_tasks_per_tenant
+                .unwrap_or(b.live_tasks_per_tenant),
+            stored_tasks_per_tenant: (self.stored_tasks_per_tenant)
+                .unwrap_or(b.stored_tasks_per_tenant),
+            stored_bytes_per_tenant: (self.stored_bytes_per_tenant)
+                .unwrap_or(b.stored_bytes_per_tenant),
+            task_creates_per_second: (self.task_creates_per_second)
+                .unwrap_or(b.task_creates_per_second),
+            task_create_burst: self.task_create_burst.unwrap_or(b.task_create_burst),
+            streams_per_tenant: self.streams_per_tenant.unwrap_or(b.streams_per_tenant),
+            streams: self.streams.unwrap_or(b.streams),
+            stream_task_ids: self.stream_task_ids.unwrap_or(b.stream_task_ids),
+        }
+    }
+
+    /// Sets the guests' memory, result and execution bounds of `engine` on a node serving
+    /// `tenants` tenants; refuses a total smaller than one guest's memory (under
+    /// `guest_memory_total_bytes`).
+    pub fn apply_to(&self, engine: &mut EngineConfig, tenants: usize) -> Result<(), SettingError> {
+        if let Some(m) = self.guest_memory_bytes {
+            engine.max_memory_bytes = m;
+        }
+        if let Some(m) = self.guest_memory_total_bytes {
+            engine.max_total_memory_bytes = m;
+        }
+        if engine.max_total_memory_bytes < engine.max_memory_bytes {
+            return Err(SettingError::new(
+                "guest_memory_total_bytes",
+                format!(
+                    "smaller than one guest's memory ({} bytes): no guest could use its cap",
+                    engine.max_memory_bytes
+                ),
+            ));
+        }
+        if let Some(r) = self.result_bytes {
+            engine.max_result_bytes = r;
+        }
+        engine.max_tenant_memory_bytes = self
+            .guest_memory_per_tenant_bytes
+            .or_else(|| shared_memory(engine, tenants));
+        if let Some(n) = self.executing_per_tenant {
+            engine.executing_per_tenant = n;
+        }
+        if let Some(n) = self.executing {
+            engine.executing = n;
+        }
+        Ok(())
     }
 }
 
@@ -387,6 +545,51 @@ impl Rate {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_take_the_defaults_of_the_tenant_count_and_check_their_keys() {
+        let none = LimitsConfig::default();
+        assert_eq!(none.tenant_limits(1), TenantLimits::default());
+        assert_eq!(none.tenant_limits(2), TenantLimits::for_tenants(2));
+        let set: LimitsConfig = serde_json::from_value(serde_json::json!({
+            "task_creates_per_second": 500, "guest_memory_bytes": 1_048_576,
+        }))
+        .expect("parses");
+        assert_eq!(set.tenant_limits(2).task_creates_per_second, 500);
+        assert_eq!(
+            set.tenant_limits(2).task_create_burst,
+            SHARED_TASK_CREATE_BURST
+        );
+        let mut engine = EngineConfig::default();
+        set.apply_to(&mut engine, 2).expect("applies");
+        assert_eq!(engine.max_memory_bytes, 1 << 20);
+        assert_eq!(
+            engine.max_tenant_memory_bytes,
+            Some(engine.max_total_memory_bytes / 2),
+            "several tenants share half the total by default"
+        );
+        let mut one = EngineConfig::default();
+        none.apply_to(&mut one, 1).expect("applies");
+        assert_eq!(one.max_tenant_memory_bytes, None);
+        for (v, key) in [
+            (serde_json::json!({"sync_calls": 0}), "sync_calls"),
+            (serde_json::json!({"executing": 0}), "executing"),
+            (
+                serde_json::json!({"guest_memory_bytes": 1024}),
+                "guest_memory_bytes",
+            ),
+        ] {
+            let l: LimitsConfig = serde_json::from_value(v).expect("parses");
+            assert_eq!(l.check().expect_err(key).key, key);
+        }
+        let small: LimitsConfig =
+            serde_json::from_value(serde_json::json!({"guest_memory_total_bytes": 1024}))
+                .expect("parses");
+        let e = small
+            .apply_to(&mut EngineConfig::default(), 1)
+            .expect_err("smaller than one guest");
+        assert_eq!(e.key, "guest_memory_total_bytes");
+    }
 
     #[test]
     fn shares_shrink_with_the_tenants_present_and_a_newcomer_always_gets_a_slot() {

@@ -69,6 +69,17 @@ impl TrustCounters {
     }
 }
 
+/// A trusted Ed25519 public key as `deploy.trusted_keys` gives it: 32 bytes, base64.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublicKey(pub [u8; 32]);
+
+impl<'de> serde::Deserialize<'de> for PublicKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_key(&text).map(Self).map_err(serde::de::Error::custom)
+    }
+}
+
 /// Reads a public key: 32 bytes, base64.
 pub fn parse_key(text: &str) -> Result<[u8; 32], String> {
     let bytes = base64::engine::general_purpose::STANDARD

@@ -25,24 +25,67 @@ pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(2);
 const CAPTURE_BYTES: usize = 64 << 10;
 
 /// What a tool may reach beyond clocks and randomness. Nothing by default.
+///
+/// Also the `grants = { env, dirs }` of a tool's settings in the configuration file; the
+/// host resolves relative directories against the file's directory and builds `http` from
+/// the tool's outbound settings.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WasiGrants {
-    /// Environment variables visible to the guest.
+    /// Environment variables visible to the guest (`env = { NAME = "value" }`, in name
+    /// order).
     pub env: Vec<(String, String)>,
-    /// Host directories mounted into the guest.
+    /// Host directories mounted into the guest (`dirs = [{ host, guest, writable }]`).
     pub dirs: Vec<DirGrant>,
     /// Outbound HTTP through the host (`wasi:http`), when granted.
     pub http: Option<Arc<crate::outbound::HttpGrant>>,
 }
 
-/// One mounted directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+impl<'de> serde::Deserialize<'de> for WasiGrants {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// The keys a file may give: `http` is never one of them, and `network` is refused
+        /// with what replaced it.
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Keys {
+            #[serde(default)]
+            env: std::collections::BTreeMap<String, String>,
+            #[serde(default)]
+            dirs: Vec<DirGrant>,
+            #[serde(default, deserialize_with = "no_raw_sockets")]
+            network: (),
+        }
+        let Keys {
+            env,
+            dirs,
+            network: (),
+        } = Keys::deserialize(d)?;
+        Ok(Self {
+            env: env.into_iter().collect(),
+            dirs,
+            http: None,
+        })
+    }
+}
+
+/// `network = ...`: raw sockets were granted once; the key stays known so that a file
+/// still naming it is told what replaced it.
+fn no_raw_sockets<'de, D: serde::Deserializer<'de>>(_: D) -> Result<(), D::Error> {
+    Err(serde::de::Error::custom(
+        "raw sockets are not granted: name the hosts the tool may reach in \
+         allowed_outbound_hosts (docs/outbound.md)",
+    ))
+}
+
+/// One mounted directory (`{ host, guest, writable }`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct DirGrant {
     /// The host path.
     pub host: PathBuf,
     /// Where the guest sees it.
     pub guest: String,
-    /// Whether the guest may write.
+    /// Whether the guest may write (default false).
+    #[serde(default)]
     pub writable: bool,
 }
 
@@ -631,5 +674,32 @@ pub(crate) async fn run(engine: &WasmEngine, linked: &Linked, env: Env, call: Ca
         dropped_logs,
         instantiate,
         run,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_read_env_and_dirs_and_refuse_raw_sockets() {
+        let g: WasiGrants = serde_json::from_value(serde_json::json!({
+            "env": {"REGION": "eu", "A": "1"},
+            "dirs": [{"host": "/srv/x", "guest": "/x"}],
+        }))
+        .expect("parses");
+        assert_eq!(
+            g.env,
+            [
+                ("A".to_owned(), "1".to_owned()),
+                ("REGION".to_owned(), "eu".to_owned())
+            ]
+        );
+        assert!(!g.dirs[0].writable, "read-only by default");
+        assert!(g.http.is_none());
+        let e = serde_json::from_value::<WasiGrants>(serde_json::json!({"network": true}))
+            .expect_err("raw sockets");
+        assert!(e.to_string().contains("allowed_outbound_hosts"), "{e}");
+        assert!(serde_json::from_value::<WasiGrants>(serde_json::json!({"http": {}})).is_err());
     }
 }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use super::{Config, ConfigError, config_error};
 use crate::model::{ExecutionLimits, RetryPolicy};
 use crate::serve::{ServeOptions, ToolSettings};
-use crate::wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Secret};
+use crate::wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Secret, ToolOutbound};
 use crate::wasm::{DirGrant, TaskMode, WasiGrants};
 
 /// `[secrets.NAME]`: where a secret's value comes from. Exactly one of `env`, `file` or
@@ -40,26 +40,6 @@ pub struct InjectSection {
     pub value: String,
 }
 
-/// `outbound = { ... }` of a tool: limits on its requests, per attempt.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolOutboundSection {
-    /// Time to connect, TLS included (default 10000).
-    pub connect_timeout_ms: Option<u64>,
-    /// Time to the response's first byte (default 30000).
-    pub first_byte_timeout_ms: Option<u64>,
-    /// Time between two chunks of a response body (default 30000).
-    pub between_bytes_timeout_ms: Option<u64>,
-    /// Request body bytes (default 1 MiB).
-    pub max_request_bytes: Option<u64>,
-    /// Response body bytes, and what one journal entry holds (default 1 MiB).
-    pub max_response_bytes: Option<u64>,
-    /// Requests per attempt (default 64).
-    pub max_requests: Option<u32>,
-    /// Requests of one attempt in flight at once (default 8).
-    pub max_concurrent: Option<u32>,
-}
-
 /// A retry policy as written: a list, `{ fixed, count }` or `{ exponential, factor, count }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -84,34 +64,6 @@ pub enum RetrySection {
     },
 }
 
-/// `[[...grants.dirs]]`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DirSection {
-    /// Host path.
-    pub host: PathBuf,
-    /// Guest path.
-    pub guest: String,
-    /// Writable (default false).
-    #[serde(default)]
-    pub writable: bool,
-}
-
-/// WASI grants.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GrantsSection {
-    /// Environment variables.
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    /// Directories.
-    #[serde(default)]
-    pub dirs: Vec<DirSection>,
-    /// Removed: raw sockets are not granted (see `allowed_outbound_hosts`). Kept so that
-    /// a file still naming it gets an error that says what replaced it.
-    pub network: Option<bool>,
-}
-
 /// `[defaults]` and `[tools.NAME]`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -127,12 +79,12 @@ pub struct ToolSection {
     /// Per-execution limits.
     pub limits: Option<LimitsSection>,
     /// What the tool may reach.
-    pub grants: Option<GrantsSection>,
+    pub grants: Option<WasiGrants>,
     /// Where the tool may send HTTP requests (`https://api.example.com`,
     /// `https://*.example.com:443`, `http://127.0.0.1:8080`). None by default.
     pub allowed_outbound_hosts: Option<Vec<String>>,
     /// Limits on the tool's outbound requests.
-    pub outbound: Option<ToolOutboundSection>,
+    pub outbound: Option<ToolOutbound>,
     /// Headers the host adds to the tool's requests (secrets the guest never sees).
     pub inject: Option<Vec<InjectSection>>,
     /// Secrets the guest may read, as environment variables of the same name upper-cased
@@ -299,26 +251,16 @@ pub(super) fn tool_settings(
         });
     }
     if let Some(g) = &s.grants {
-        if g.network.is_some() {
-            return Err((
-                format!("{key}.grants.network"),
-                "raw sockets are not granted: name the hosts the tool may reach in \
-                 allowed_outbound_hosts (docs/outbound.md)"
-                    .into(),
-            ));
-        }
         let http = out.grants.as_ref().and_then(|g| g.http.clone());
+        let dirs = (g.dirs.iter())
+            .map(|d| DirGrant {
+                host: resolve(&d.host),
+                ..d.clone()
+            })
+            .collect();
         out.grants = Some(WasiGrants {
-            env: g.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            dirs: g
-                .dirs
-                .iter()
-                .map(|d| DirGrant {
-                    host: resolve(&d.host),
-                    guest: d.guest.clone(),
-                    writable: d.writable,
-                })
-                .collect(),
+            env: g.env.clone(),
+            dirs,
             http,
         });
     }
@@ -353,7 +295,9 @@ fn outbound_grant(
             AllowList::parse(hosts).map_err(|e| (format!("{key}.allowed_outbound_hosts"), e))?;
     }
     if let Some(o) = s.outbound {
-        outbound_limits(&o, &format!("{key}.outbound"), &mut grant.limits)?;
+        o.check()
+            .map_err(|e| (format!("{key}.outbound.{}", e.key), e.reason))?;
+        o.apply_to(&mut grant.limits);
     }
     if let Some(j) = s.journal {
         grant.journal = j;
@@ -373,41 +317,6 @@ fn outbound_grant(
     }
     grant.scrub.dedup();
     grants.http = Some(std::sync::Arc::new(grant));
-    Ok(())
-}
-
-/// `outbound = { ... }` of a tool at `k`, over the limits it inherited.
-fn outbound_limits(
-    o: &ToolOutboundSection,
-    k: &str,
-    l: &mut crate::wasm::outbound::OutboundLimits,
-) -> Result<(), (String, String)> {
-    let positive = |v: Option<u64>, what: &str| match v {
-        Some(0) => Err((format!("{k}.{what}"), "must be positive".to_owned())),
-        v => Ok(v),
-    };
-    let ms = std::time::Duration::from_millis;
-    if let Some(v) = positive(o.connect_timeout_ms, "connect_timeout_ms")? {
-        l.connect_timeout = ms(v);
-    }
-    if let Some(v) = positive(o.first_byte_timeout_ms, "first_byte_timeout_ms")? {
-        l.first_byte_timeout = ms(v);
-    }
-    if let Some(v) = positive(o.between_bytes_timeout_ms, "between_bytes_timeout_ms")? {
-        l.between_bytes_timeout = ms(v);
-    }
-    if let Some(v) = positive(o.max_request_bytes, "max_request_bytes")? {
-        l.max_request_bytes = v;
-    }
-    if let Some(v) = positive(o.max_response_bytes, "max_response_bytes")? {
-        l.max_response_bytes = v;
-    }
-    if let Some(v) = positive(o.max_requests.map(u64::from), "max_requests")? {
-        l.max_requests = v as u32;
-    }
-    if let Some(v) = positive(o.max_concurrent.map(u64::from), "max_concurrent")? {
-        l.max_concurrent = v as u32;
-    }
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 //! with the same hand-offs to the runner, so a cancel stops the attempt and an answer
 //! resumes the task.
 //!
+//! - `config`: the `[admin]` section ([`AdminConfig`], [`SignIn`]) and its checks.
 //! - `operator`: who is an operator ([`Operator`], `Admin`: admin tokens, admin scopes).
 //! - `actions`: what operators do to tasks (`Operators`), and what they see ([`TaskDetail`]).
 //! - `query`: a listing's query string.
@@ -19,6 +20,7 @@
 mod actions;
 mod answer;
 pub(crate) mod api;
+mod config;
 pub(crate) mod console;
 mod operator;
 mod query;
@@ -32,6 +34,7 @@ use snodo_core::store::StoreError;
 pub(crate) use actions::Operators;
 pub use actions::{BulkFailure, BulkOutcome, Question, TaskDetail};
 pub use api::{AnswerBody, BulkBody, CancelBody};
+pub use config::{AdminConfig, AdminToken, DEFAULT_SESSION_MS, SignIn};
 pub(crate) use operator::Admin;
 pub use operator::Operator;
 pub use session::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
@@ -44,58 +47,6 @@ pub const MAX_BULK_CAP: usize = 10_000;
 /// [`snodo_core::store::LIST_SCAN`] entries: a filter that matches little cannot make it
 /// walk the whole store. Past it the outcome says `incomplete`.
 pub const MAX_BULK_PAGES: usize = 40;
-
-/// How operators are recognised (`[admin]`).
-#[derive(Debug, Clone, Default)]
-pub struct AdminConfig {
-    /// Admin bearer tokens: `(token, principal, cross_tenant)`. They work on the admin API
-    /// and the console only, never on `/mcp`.
-    pub tokens: Vec<(String, Principal, bool)>,
-    /// Tenants whose operators act on every tenant.
-    pub cross_tenant: Vec<String>,
-    /// The scopes an OAuth caller needs to be an operator (`[auth.scopes] admin`).
-    pub scopes: Vec<String>,
-    /// No authentication is configured (a loopback-only server): the local caller is an
-    /// operator of every tenant. Set by the routes from the authenticator they are built
-    /// with (`http::router` without tokens), whatever is given here.
-    pub open_locally: bool,
-    /// How long a console sign-in lasts, in ms.
-    pub session_ms: u64,
-    /// Console sign-in through the identity provider (authorization code with PKCE), when
-    /// OAuth is configured.
-    pub sign_in: Option<SignIn>,
-}
-
-/// The console's client at the identity provider (`[admin.oauth]`).
-#[derive(Clone, PartialEq, Eq)]
-pub struct SignIn {
-    /// One of `[[auth.oauth.issuers]]`.
-    pub issuer: String,
-    /// The console's client id there.
-    pub client_id: String,
-    /// Its secret, for a confidential client (HTTP Basic at the token endpoint).
-    pub client_secret: Option<String>,
-    /// The scopes asked for (default: the admin scopes).
-    pub scopes: Vec<String>,
-    /// Where the provider sends the browser back; default: this resource's origin and
-    /// `/console/oauth/callback`.
-    pub redirect_uri: Option<String>,
-}
-
-impl std::fmt::Debug for SignIn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SignIn")
-            .field("issuer", &self.issuer)
-            .field("client_id", &self.client_id)
-            .field("client_secret", &self.client_secret.as_ref().map(|_| "…"))
-            .field("scopes", &self.scopes)
-            .field("redirect_uri", &self.redirect_uri)
-            .finish()
-    }
-}
-
-/// The default console sign-in: eight hours.
-pub const DEFAULT_SESSION_MS: u64 = 8 * 60 * 60 * 1000;
 
 /// Why an operator's request failed; each maps to one HTTP status and a JSON body
 /// `{"error": {"code", "message"}}`.

@@ -131,7 +131,7 @@ impl Deployer {
         bytes: &[u8],
         signature: Option<&[u8]>,
     ) -> Result<(), DeployError> {
-        let policy = self.opts().deploy.trust;
+        let policy = self.opts().deploy.trust();
         match policy.check(bytes, signature, &self.trust) {
             Ok(Some(key)) => {
                 tracing::debug!(component = %origin.display(), key, "signature verified");

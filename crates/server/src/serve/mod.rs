@@ -28,9 +28,7 @@ use crate::deploy::{self, Deployer, DeployerSettings};
 use options::needs_restart;
 
 pub use crate::deploy::ToolSettings;
-pub use options::{
-    ServeError, ServeOptions, TracingOptions, default_node_id, shared_memory, tenants_in,
-};
+pub use options::{ServeError, ServeOptions, TracingOptions, default_node_id, tenants_in};
 pub use snodo_runner::DEFAULT_TTL_MS;
 
 /// Loads everything, serves until `shutdown` resolves, then drains the runner.

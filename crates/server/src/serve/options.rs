@@ -230,15 +230,9 @@ pub(super) fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&
 }
 
 /// How many tenants `tokens` name: the defaults of a node serving several are sized for
-/// sharing ([`TenantLimits::for_tenants`], [`shared_memory`]).
+/// sharing ([`TenantLimits::for_tenants`], [`snodo_runner::budget::shared_memory`]).
 pub fn tenants_in(tokens: &[(String, Principal)]) -> usize {
     let tenants: std::collections::HashSet<&str> =
         tokens.iter().map(|(_, p)| p.tenant.as_str()).collect();
     tenants.len()
-}
-
-/// The guest-memory share of one tenant on a node serving `tenants`: none for one, half
-/// the total for several.
-pub fn shared_memory(engine: &EngineConfig, tenants: usize) -> Option<usize> {
-    (tenants > 1).then_some(engine.max_total_memory_bytes / 2)
 }

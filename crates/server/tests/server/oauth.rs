@@ -36,6 +36,7 @@ fn issuer_of(idp: &TestIdp) -> IssuerConfig {
             endpoint: None,
             client_id: idp::CLIENT_ID.into(),
             client_secret: idp::CLIENT_SECRET.into(),
+            client_secret_env: None,
         }),
         ..IssuerConfig::new(idp.issuer(), "acme")
     }
@@ -824,6 +825,7 @@ async fn console_of(idp: &TestIdp, scopes: &[&str]) -> App {
             sign_in: Some(snodo_server::admin::SignIn {
                 issuer: idp.issuer().into(),
                 client_id: idp::CLIENT_ID.into(),
+                client_secret_env: None,
                 client_secret: Some(idp::CLIENT_SECRET.into()),
                 scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
                 redirect_uri: None,

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
+use snodo_core::config::{SettingError, millis};
 
 pub use allow::{AllowList, AllowedHost, Refusal};
 pub(crate) use send::Hooks;
@@ -331,6 +332,65 @@ impl Default for OutboundLimits {
     }
 }
 
+/// `outbound = { ... }` of a tool's settings: limits of its requests over the ones it
+/// inherits ([`OutboundLimits`]'s defaults, or those of `[defaults]`), times in
+/// milliseconds under the names with `_ms`. A key left out keeps what is inherited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolOutbound {
+    /// [`OutboundLimits::connect_timeout`] (`connect_timeout_ms`, default 10 000).
+    #[serde(rename = "connect_timeout_ms", with = "millis::option")]
+    pub connect_timeout: Option<Duration>,
+    /// [`OutboundLimits::first_byte_timeout`] (`first_byte_timeout_ms`, default 30 000).
+    #[serde(rename = "first_byte_timeout_ms", with = "millis::option")]
+    pub first_byte_timeout: Option<Duration>,
+    /// [`OutboundLimits::between_bytes_timeout`] (`between_bytes_timeout_ms`, default
+    /// 30 000).
+    #[serde(rename = "between_bytes_timeout_ms", with = "millis::option")]
+    pub between_bytes_timeout: Option<Duration>,
+    /// [`OutboundLimits::max_request_bytes`] (default 1 MiB).
+    pub max_request_bytes: Option<u64>,
+    /// [`OutboundLimits::max_response_bytes`] (default 1 MiB).
+    pub max_response_bytes: Option<u64>,
+    /// [`OutboundLimits::max_requests`] (default 64).
+    pub max_requests: Option<u32>,
+    /// [`OutboundLimits::max_concurrent`] (default 8).
+    pub max_concurrent: Option<u32>,
+}
+
+impl ToolOutbound {
+    /// Every value given is positive; the error names its key (relative to `outbound`).
+    pub fn check(&self) -> Result<(), SettingError> {
+        let ms = |d: Option<Duration>| d.map(|d| d.as_millis() as u64);
+        for (key, v) in [
+            ("connect_timeout_ms", ms(self.connect_timeout)),
+            ("first_byte_timeout_ms", ms(self.first_byte_timeout)),
+            ("between_bytes_timeout_ms", ms(self.between_bytes_timeout)),
+            ("max_request_bytes", self.max_request_bytes),
+            ("max_response_bytes", self.max_response_bytes),
+            ("max_requests", self.max_requests.map(u64::from)),
+            ("max_concurrent", self.max_concurrent.map(u64::from)),
+        ] {
+            if v == Some(0) {
+                return Err(SettingError::new(key, "must be positive"));
+            }
+        }
+        Ok(())
+    }
+
+    /// `limits` with every value given here in place of the inherited one.
+    pub fn apply_to(&self, limits: &mut OutboundLimits) {
+        let l = limits;
+        l.connect_timeout = self.connect_timeout.unwrap_or(l.connect_timeout);
+        l.first_byte_timeout = self.first_byte_timeout.unwrap_or(l.first_byte_timeout);
+        l.between_bytes_timeout = (self.between_bytes_timeout).unwrap_or(l.between_bytes_timeout);
+        l.max_request_bytes = self.max_request_bytes.unwrap_or(l.max_request_bytes);
+        l.max_response_bytes = self.max_response_bytes.unwrap_or(l.max_response_bytes);
+        l.max_requests = self.max_requests.unwrap_or(l.max_requests);
+        l.max_concurrent = self.max_concurrent.unwrap_or(l.max_concurrent);
+    }
+}
+
 /// How the host sends: roots, overrides and shared limits.
 #[derive(Debug, Clone)]
 pub struct OutboundConfig {
@@ -503,6 +563,29 @@ impl Outbound {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tools_outbound_limits_replace_only_what_they_name() {
+        let o: ToolOutbound = serde_json::from_value(serde_json::json!({
+            "max_requests": 5, "first_byte_timeout_ms": 2000,
+        }))
+        .expect("parses");
+        let mut l = OutboundLimits::default();
+        o.apply_to(&mut l);
+        assert_eq!(l.max_requests, 5);
+        assert_eq!(l.first_byte_timeout, Duration::from_secs(2));
+        assert_eq!(
+            l.max_response_bytes,
+            OutboundLimits::default().max_response_bytes,
+            "the inherited value stays"
+        );
+        assert_eq!(o.check(), Ok(()));
+        for key in ["connect_timeout_ms", "max_request_bytes", "max_concurrent"] {
+            let o: ToolOutbound =
+                serde_json::from_value(serde_json::json!({ key: 0 })).expect("parses");
+            assert_eq!(o.check().expect_err(key).key, key);
+        }
+    }
 
     /// `bytes` in base64 by `engine`, as services write it (padded or not).
     fn base64(bytes: &[u8], engine: &base64::engine::GeneralPurpose) -> String {

@@ -4,43 +4,64 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Deserialize;
+use snodo_core::config::{SettingError, millis};
 use snodo_core::model::Isolation;
 
 use super::jwt::Algorithm;
 
-/// `[auth.oauth]`: the resource server's settings.
-#[derive(Debug, Clone)]
+/// `[auth.oauth]`: the resource server's settings, as the configuration file gives them
+/// (times in milliseconds, under the names with `_ms`, kept in whole seconds rounded up),
+/// with the values the host takes from other sections (`auth.isolation`, `[auth.scopes]`)
+/// beside them. Every field has a default, documented here and in docs/configuration.md.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OAuthConfig {
     /// This resource's identifier: the URL clients call (`https://mcp.example.com/mcp`),
     /// which tokens must name as their audience. `None`: `http://{listen address}/mcp`,
     /// known once the server is bound (for servers on loopback).
     pub resource: Option<String>,
-    /// The authorization servers whose tokens are accepted.
+    /// The authorization servers whose tokens are accepted (`[[auth.oauth.issuers]]`).
     pub issuers: Vec<IssuerConfig>,
-    /// How far `exp` and `nbf` may be off (clock skew between the issuer and this server).
+    /// How far `exp` and `nbf` may be off: clock skew between the issuer and this server
+    /// (`leeway_ms`, default 60 000, at most 300 000).
+    #[serde(rename = "leeway_ms", with = "millis::seconds")]
     pub leeway: Duration,
-    /// How tasks are kept apart: by tenant, or by tenant and subject.
+    /// How tasks are kept apart: by tenant, or by tenant and subject (`auth.isolation`).
+    #[serde(skip)]
     pub isolation: Isolation,
-    /// Claims passed on with the caller (for the tools the operator allows to see them).
+    /// Claims passed on with the caller, for the tools the operator allows to see them
+    /// (`forward_claims`, none by default).
     pub forward_claims: Vec<String>,
-    /// The least time between two fetches of an issuer's key set caused by unknown keys.
+    /// The least time between two fetches of an issuer's key set caused by unknown keys
+    /// (`jwks_min_refresh_ms`, default 30 000, at least 1 000).
+    #[serde(rename = "jwks_min_refresh_ms", with = "millis::seconds")]
     pub jwks_min_refresh: Duration,
-    /// How long a fetched key set is used before it is fetched again.
+    /// How long a fetched key set is used before it is fetched again (`jwks_max_age_ms`,
+    /// default 3 600 000).
+    #[serde(rename = "jwks_max_age_ms", with = "millis::seconds")]
     pub jwks_max_age: Duration,
-    /// How long an active introspection answer is reused (never past the token's `exp`).
+    /// How long an active introspection answer is reused, never past the token's `exp`
+    /// (`introspection_cache_ms`, default 60 000).
+    #[serde(rename = "introspection_cache_ms", with = "millis::seconds")]
     pub introspection_cache: Duration,
     /// The scopes a 401 challenge asks for (what ordinary use of the server needs).
+    #[serde(skip)]
     pub challenge_scopes: Vec<String>,
     /// `scopes_supported` in the metadata: every scope the server checks.
+    #[serde(skip)]
     pub scopes_supported: Vec<String>,
-    /// How long a request to an identity provider may take.
+    /// How long a request to an identity provider may take (`fetch_timeout_ms`, default
+    /// 10 000).
+    #[serde(rename = "fetch_timeout_ms", with = "millis::seconds")]
     pub fetch_timeout: Duration,
     /// The most introspection requests sent to one issuer in one second
-    /// (`introspections_per_second`); tokens already answered are served from the cache.
+    /// (`introspections_per_second`, default 50); tokens already answered are served from
+    /// the cache.
     pub introspections_per_second: u32,
-    /// Whether issuers may put principals in the same tenants (`shared_tenants`): two
-    /// issuers with the same `tenant_claim`, or the same fixed `tenant`, are refused
-    /// without it, since either one's tokens could then act in the other's tenants.
+    /// Whether issuers may put principals in the same tenants (`shared_tenants`, default
+    /// false): two issuers with the same `tenant_claim`, or the same fixed `tenant`, are
+    /// refused without it, since either one's tokens could then act in the other's tenants.
     pub shared_tenants: bool,
 }
 
@@ -64,29 +85,76 @@ impl Default for OAuthConfig {
     }
 }
 
+/// The longest leeway: a longer one keeps expired tokens working.
+const MAX_LEEWAY: Duration = Duration::from_secs(300);
+
+impl OAuthConfig {
+    /// The rules of `[auth.oauth]`, naming the key (relative to the section; the section
+    /// itself for the rules [`check`] states in its reason).
+    pub fn check(&self) -> Result<(), SettingError> {
+        if self.leeway > MAX_LEEWAY {
+            return Err(SettingError::new(
+                "leeway_ms",
+                "at most 300000: a longer leeway keeps expired tokens working",
+            ));
+        }
+        check(self).map_err(|reason| SettingError::new("", reason))
+    }
+}
+
 /// `[[auth.oauth.issuers]]`: one authorization server.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IssuerConfig {
     /// The issuer identifier: the `iss` its tokens carry, exactly.
     pub issuer: String,
     /// Its key set. `None`: taken from its metadata (`jwks_uri`), if it has one.
+    #[serde(default)]
     pub jwks_uri: Option<String>,
     /// Introspection of its opaque tokens, if it issues any.
+    #[serde(default)]
     pub introspection: Option<IntrospectionConfig>,
     /// Audiences accepted besides the resource (empty: the resource only).
+    #[serde(default)]
     pub audiences: Vec<String>,
-    /// The signature algorithms accepted.
+    /// The signature algorithms accepted (default RS256, ES256 and EdDSA).
+    #[serde(
+        default = "default_algorithms",
+        deserialize_with = "algorithms_by_name"
+    )]
     pub algorithms: Vec<Algorithm>,
     /// The claim naming the tenant (a dotted path, e.g. `org_id` or `organization.id`).
     /// `None`: every principal of this issuer is in `tenant`.
+    #[serde(default)]
     pub tenant_claim: Option<String>,
     /// The tenant when no claim names it.
+    #[serde(default)]
     pub tenant: Option<String>,
     /// The claim naming the subject (default `sub`).
+    #[serde(default = "default_subject_claim")]
     pub subject_claim: String,
     /// A PEM file of CA certificates to trust for this issuer's endpoints, besides the
     /// WebPKI roots.
+    #[serde(default)]
     pub ca_file: Option<PathBuf>,
+}
+
+fn default_algorithms() -> Vec<Algorithm> {
+    Algorithm::DEFAULT.to_vec()
+}
+
+fn default_subject_claim() -> String {
+    "sub".into()
+}
+
+/// `algorithms = ["RS256", ...]`, refused as a whole (under the key `algorithms`) when one
+/// name is not an asymmetric algorithm.
+fn algorithms_by_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Algorithm>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    (names.iter())
+        .map(|n| Algorithm::parse(n))
+        .collect::<Result<_, _>>()
+        .map_err(serde::de::Error::custom)
 }
 
 impl IssuerConfig {
@@ -98,24 +166,31 @@ impl IssuerConfig {
             jwks_uri: None,
             introspection: None,
             audiences: Vec::new(),
-            algorithms: Algorithm::DEFAULT.to_vec(),
+            algorithms: default_algorithms(),
             tenant_claim: None,
             tenant: Some(tenant.into()),
-            subject_claim: "sub".into(),
+            subject_claim: default_subject_claim(),
             ca_file: None,
         }
     }
 }
 
-/// RFC 7662 introspection for one issuer.
-#[derive(Clone)]
+/// RFC 7662 introspection for one issuer (`[auth.oauth.issuers.introspection]`): the
+/// secret given as itself or by the variable holding it, exactly one of the two.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IntrospectionConfig {
     /// The endpoint; `None`: the issuer metadata's `introspection_endpoint`.
+    #[serde(default)]
     pub endpoint: Option<String>,
     /// This resource server's client id at the issuer.
     pub client_id: String,
-    /// Its secret.
+    /// Its secret (prefer `client_secret_env`); the host reads the variable into it.
+    #[serde(default)]
     pub client_secret: String,
+    /// An environment variable holding the secret.
+    #[serde(default)]
+    pub client_secret_env: Option<String>,
 }
 
 impl std::fmt::Debug for IntrospectionConfig {
@@ -124,6 +199,7 @@ impl std::fmt::Debug for IntrospectionConfig {
             .field("endpoint", &self.endpoint)
             .field("client_id", &self.client_id)
             .field("client_secret", &"<hidden>")
+            .field("client_secret_env", &self.client_secret_env)
             .finish()
     }
 }
