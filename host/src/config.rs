@@ -368,8 +368,9 @@ impl Config {
         };
         let mut keys = Vec::new();
         for (name, key) in &d.trusted_keys {
-            let key = crate::trust::parse_key(key)
-                .map_err(|e| config_error(file, &format!("deploy.trusted_keys.{name}"), e))?;
+            let key = crate::trust::parse_key(key).map_err(|e| {
+                config_error(file, &format!("deploy.trusted_keys.{name}"), e.to_string())
+            })?;
             keys.push((name.clone(), key));
         }
         let require = d.require_signature.unwrap_or(!keys.is_empty());

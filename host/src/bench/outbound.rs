@@ -252,8 +252,9 @@ pub(crate) async fn outbound(opts: &OutboundBenchOptions) -> Result<Vec<Outbound
         return Err("--requests must be 1..=60".into());
     }
     let addr = local_server().await?;
-    let engine = WasmEngine::new(EngineConfig::default())?;
-    let component = ComponentLoader::new(engine, None)?
+    let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+    let component = ComponentLoader::new(engine, None)
+        .map_err(|e| e.to_string())?
         .load(&opts.component)
         .await
         .map_err(|e| e.to_string())?;

@@ -525,7 +525,7 @@ fn issuer_config(
             .iter()
             .map(|n| Algorithm::parse(n))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| (format!("{key}.algorithms"), e))?,
+            .map_err(|e| (format!("{key}.algorithms"), e.to_string()))?,
     };
     let introspection = match &is.introspection {
         None => None,
