@@ -86,41 +86,34 @@ impl Metrics {
             return;
         };
         let c = outbound.counters();
-        let _ = writeln!(
+        by_tool(
             out,
-            "# HELP snodo_outbound_refused_total Outbound requests the host refused, by tool and reason.\n# TYPE snodo_outbound_refused_total counter"
+            "snodo_outbound_refused_total",
+            "Outbound requests the host refused, by tool and reason.",
+            "reason",
+            c.refused
+                .iter()
+                .map(|((tool, r), n)| (tool.as_str(), *r, *n)),
         );
-        for ((tool, reason), n) in &c.refused {
-            let _ = writeln!(
-                out,
-                "snodo_outbound_refused_total{{tool=\"{}\",reason=\"{reason}\"}} {n}",
-                escape_label(tool)
-            );
-        }
-        let _ = writeln!(
+        by_tool(
             out,
-            "# HELP snodo_outbound_limited_total Outbound requests ended by a limit, by tool and limit.\n# TYPE snodo_outbound_limited_total counter"
+            "snodo_outbound_limited_total",
+            "Outbound requests ended by a limit, by tool and limit.",
+            "limit",
+            c.limited
+                .iter()
+                .map(|((tool, l), n)| (tool.as_str(), *l, *n)),
         );
-        for ((tool, limit), n) in &c.limited {
-            let _ = writeln!(
-                out,
-                "snodo_outbound_limited_total{{tool=\"{}\",limit=\"{limit}\"}} {n}",
-                escape_label(tool)
-            );
-        }
-        let _ = writeln!(
+        let answered = [("sent", &c.sent), ("journal", &c.replayed)];
+        by_tool(
             out,
-            "# HELP snodo_outbound_requests_total Outbound requests answered, by tool and source (sent, or replayed from a task's journal).\n# TYPE snodo_outbound_requests_total counter"
+            "snodo_outbound_requests_total",
+            "Outbound requests answered, by tool and source (sent, or replayed from a task's journal).",
+            "source",
+            answered.iter().flat_map(|(source, by)| {
+                by.iter().map(move |(tool, n)| (tool.as_str(), *source, *n))
+            }),
         );
-        for (source, map) in [("sent", &c.sent), ("journal", &c.replayed)] {
-            for (tool, n) in map {
-                let _ = writeln!(
-                    out,
-                    "snodo_outbound_requests_total{{tool=\"{}\",source=\"{source}\"}} {n}",
-                    escape_label(tool)
-                );
-            }
-        }
     }
 
     /// Writes `snodo_node_info`, when this node has been named.
@@ -274,6 +267,22 @@ fn counter(out: &mut String, name: &str, help: &str, v: u64) {
         out,
         "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}"
     );
+}
+
+/// A counter family by tool and one more label: its help and type, then one line per
+/// (tool, `label` value), the tool's name escaped.
+fn by_tool<'a>(
+    out: &mut String,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = (&'a str, &'a str, u64)>,
+) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+    for (tool, value, n) in values {
+        let tool = escape_label(tool);
+        let _ = writeln!(out, "{name}{{tool=\"{tool}\",{label}=\"{value}\"}} {n}");
+    }
 }
 
 /// A counter family: its help and type, then one line per `label` value.
