@@ -258,7 +258,8 @@ pub(crate) async fn outbound(opts: &OutboundBenchOptions) -> Result<Vec<Outbound
         .load(&opts.component)
         .await
         .map_err(|e| e.to_string())?;
-    let mut grant = HttpGrant::new(AllowList::parse(&[format!("http://{addr}")])?);
+    let allowed = AllowList::parse(&[format!("http://{addr}")]).map_err(|e| e.to_string())?;
+    let mut grant = HttpGrant::new(allowed);
     grant.limits = OutboundLimits {
         max_requests: 64,
         ..OutboundLimits::default()

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-pub use allow::{AllowList, AllowedHost, Refusal};
+pub use allow::{AllowList, AllowedHost, BadEntry, Refusal};
 pub(crate) use send::Hooks;
 pub use send::JOURNAL_HEAD_BYTES;
 
