@@ -139,6 +139,34 @@ pub struct CatalogSource {
     pub grants: WasiGrants,
 }
 
+/// Why a catalog refused a tool or a component's resources and prompts: two components
+/// would serve the same name, and a call or a read must mean one thing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CatalogConflict {
+    /// A tool name another component provides.
+    Tool(String),
+    /// A resource URI another component serves.
+    Resource(String),
+    /// A resource template another component serves.
+    Template(String),
+    /// A prompt name another component serves.
+    Prompt(String),
+}
+
+impl std::fmt::Display for CatalogConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tool(name) => write!(f, "tool {name:?} is provided by two components"),
+            Self::Resource(uri) => write!(f, "resource {uri:?} is served by two components"),
+            Self::Template(t) => write!(f, "resource template {t:?} is served by two components"),
+            Self::Prompt(name) => write!(f, "prompt {name:?} is served by two components"),
+        }
+    }
+}
+
+impl std::error::Error for CatalogConflict {}
+
 /// Every served tool, by name, in the order they were added (the `tools/list` order), and
 /// every component serving resources or prompts.
 #[derive(Default, Clone)]
@@ -156,10 +184,10 @@ impl Catalog {
     }
 
     /// Adds a tool. Two tools with one name are refused: a call must mean one thing.
-    pub fn add(&mut self, tool: CatalogTool) -> Result<(), String> {
+    pub fn add(&mut self, tool: CatalogTool) -> Result<(), CatalogConflict> {
         let name = tool.info.name.clone();
         if self.by_name.contains_key(&name) {
-            return Err(format!("tool {name:?} is provided by two components"));
+            return Err(CatalogConflict::Tool(name));
         }
         self.by_name.insert(name, self.tools.len());
         self.tools.push(tool);
@@ -169,7 +197,7 @@ impl Catalog {
     /// Adds the resources, templates and prompts `source` serves (nothing for a component
     /// that serves none). A URI, template or prompt name served twice is refused: a read
     /// must mean one thing.
-    pub fn add_source(&mut self, source: CatalogSource) -> Result<(), String> {
+    pub fn add_source(&mut self, source: CatalogSource) -> Result<(), CatalogConflict> {
         let new = source.component.catalog();
         if new.resources.is_empty() && new.templates.is_empty() && new.prompts.is_empty() {
             return Ok(());
@@ -177,20 +205,17 @@ impl Catalog {
         for other in &self.sources {
             let old = other.component.catalog();
             if let Some(r) = new.resources.iter().find(|r| old.serves_uri(&r.uri)) {
-                return Err(format!("resource {:?} is served by two components", r.uri));
+                return Err(CatalogConflict::Resource(r.uri.clone()));
             }
             if let Some(t) = new.templates.iter().find(|t| {
                 old.templates
                     .iter()
                     .any(|o| o.template.as_str() == t.template.as_str())
             }) {
-                return Err(format!(
-                    "resource template {:?} is served by two components",
-                    t.template.as_str()
-                ));
+                return Err(CatalogConflict::Template(t.template.as_str().to_owned()));
             }
             if let Some(p) = new.prompts.iter().find(|p| old.prompt(&p.name).is_some()) {
-                return Err(format!("prompt {:?} is served by two components", p.name));
+                return Err(CatalogConflict::Prompt(p.name.clone()));
             }
         }
         self.sources.push(source);
@@ -199,7 +224,7 @@ impl Catalog {
 
     /// Adds every tool `component` describes, and its resources and prompts, with default
     /// settings (tests and benches).
-    pub fn with_component(mut self, component: &Arc<Component>) -> Result<Self, String> {
+    pub fn with_component(mut self, component: &Arc<Component>) -> Result<Self, CatalogConflict> {
         for info in component.tools() {
             self.add(CatalogTool::new(component.clone(), info.clone()))?;
         }

@@ -37,8 +37,8 @@ use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Reaped, Store, St
 use snodo_wasm::CancelToken;
 
 pub use catalog::{
-    Catalog, CatalogSource, CatalogTool, Catalogs, ComponentPolicy, DEFAULT_TTL_MS, Executors,
-    RETAINED_CATALOGS, Resolved, TOOL_CALL, Unresolved, tool_call_work,
+    Catalog, CatalogConflict, CatalogSource, CatalogTool, Catalogs, ComponentPolicy,
+    DEFAULT_TTL_MS, Executors, RETAINED_CATALOGS, Resolved, TOOL_CALL, Unresolved, tool_call_work,
 };
 pub use instrument::{
     EventChannel, Instrumentation, JobOutcome, NoInstrumentation, RunnerEvent,

@@ -14,7 +14,7 @@ use tokio::sync::Notify;
 use snodo_core::model::{EventId, EventKind, JournalEntry, TaskEvent, TaskId};
 use snodo_core::store::{Authority, Effect, InputReply, JournalBounds, Lease, Store, StoreError};
 use snodo_wasm::{
-    CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress,
+    CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress,
     check_capabilities,
 };
 
@@ -209,7 +209,7 @@ impl TaskIo {
 
     /// The task's journal by position, read from the store at the attempt's first request
     /// (which also counts the bytes it holds).
-    async fn journal(&self) -> Result<&HashMap<u32, JournalEntry>, String> {
+    async fn journal(&self) -> Result<&HashMap<u32, JournalEntry>, StoreError> {
         self.journal
             .get_or_try_init(|| async {
                 let entries = self.store.journal(&self.lease).await?;
@@ -218,7 +218,6 @@ impl TaskIo {
                 Ok::<_, StoreError>(entries.into_iter().map(|e| (e.seq, e)).collect())
             })
             .await
-            .map_err(|e| e.to_string())
     }
 
     /// Bounds the task's outbound journal to `bytes` (`outbound.journal_task_bytes`).
@@ -265,13 +264,16 @@ impl TaskIo {
     }
 }
 
-async fn commit_status(store: &dyn Store, lease: &Lease, message: String) -> Result<(), String> {
+async fn commit_status(
+    store: &dyn Store,
+    lease: &Lease,
+    message: String,
+) -> Result<(), StoreError> {
     let event = TaskEvent::random(EventKind::StatusMessage { message });
     store
         .transition(Authority::Worker(lease), event, None)
         .await
         .map(|_| ())
-        .map_err(|e| e.to_string())
 }
 
 fn stop(e: StoreError) -> InputFailure {
@@ -288,7 +290,7 @@ impl ExecutionIo for TaskIo {
         true
     }
 
-    async fn journal_entry(&self, seq: u32) -> Result<Option<JournalEntry>, String> {
+    async fn journal_entry(&self, seq: u32) -> Result<Option<JournalEntry>, IoError> {
         let entries = self.journal().await?;
         let found = entries.get(&seq).cloned();
         if self.spans.is_some() {
@@ -305,18 +307,18 @@ impl ExecutionIo for TaskIo {
         Ok(found)
     }
 
-    async fn journal_reserve(&self, seq: u32, bytes: u64) -> Result<(), String> {
+    async fn journal_reserve(&self, seq: u32, bytes: u64) -> Result<(), IoError> {
         self.journal().await?;
         let mut room = self.journal_room.lock();
         let held: u64 = room.reserved.values().sum();
         let bound = self.journal_bytes;
         if room.recorded + held + bytes > bound {
-            return Err(format!(
-                "the task's journal holds {} of its {bound} bytes (outbound.journal_task_bytes) \
-                 and its requests in flight reserved {held}; recording this answer needs up to \
-                 {bytes}",
-                room.recorded
-            ));
+            return Err(IoError::JournalFull {
+                recorded: room.recorded,
+                bound,
+                held,
+                needed: bytes,
+            });
         }
         room.reserved.insert(seq, bytes);
         Ok(())
@@ -326,7 +328,7 @@ impl ExecutionIo for TaskIo {
         self.journal_room.lock().reserved.remove(&seq);
     }
 
-    async fn journal_append(&self, entry: JournalEntry) -> Result<(), String> {
+    async fn journal_append(&self, entry: JournalEntry) -> Result<(), IoError> {
         if self.spans.is_some() {
             let started = self.outbound_started.lock().remove(&entry.seq);
             if let Some((start, began)) = started {
@@ -337,9 +339,7 @@ impl ExecutionIo for TaskIo {
             .store
             .journal_append_bounded(&self.lease, &entry, self.bounds());
         let (seq, size) = (entry.seq, entry.encode().len() as u64);
-        crate::attempt::store_op(&self.spans, "journal_append", append)
-            .await
-            .map_err(|e| e.to_string())?;
+        crate::attempt::store_op(&self.spans, "journal_append", append).await?;
         // The entry now counts as recorded; the room its position held is free.
         let mut room = self.journal_room.lock();
         room.reserved.remove(&seq);
@@ -426,7 +426,7 @@ impl ExecutionIo for TaskIo {
         }
     }
 
-    async fn set_status(&self, message: String) -> Result<(), String> {
+    async fn set_status(&self, message: String) -> Result<(), IoError> {
         let now = tokio::time::Instant::now();
         // `Some(message)`: commit it now; `None`: coalesced (with a flush due at `flush_at`
         // when this call scheduled one).
@@ -450,7 +450,7 @@ impl ExecutionIo for TaskIo {
             }
         };
         if let Some(m) = now_message {
-            return commit_status(&*self.store, &self.lease, m).await;
+            return Ok(commit_status(&*self.store, &self.lease, m).await?);
         }
         let Some(flush_at) = flush_at else {
             return Ok(());

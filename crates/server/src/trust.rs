@@ -32,6 +32,38 @@ impl Refusal {
     }
 }
 
+/// Why a key or a signature cannot be read, made or used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TrustError {
+    /// A key's or a signature's text is not base64.
+    #[error("not base64: {0}")]
+    NotBase64(String),
+    /// A public key of another length than Ed25519's.
+    #[error("an Ed25519 public key is 32 bytes, got {0}")]
+    KeyLength(usize),
+    /// A signature file that is neither the raw bytes nor text.
+    #[error("neither 64 raw bytes nor base64")]
+    SignatureNotText,
+    /// A signature of another length than Ed25519's.
+    #[error("an Ed25519 signature is 64 bytes, got {0}")]
+    SignatureLength(usize),
+    /// The signature beside a component cannot be read or is malformed.
+    #[error("{}: {reason}", path.display())]
+    SignatureFile {
+        /// The `.sig` file.
+        path: PathBuf,
+        /// What is wrong with it (an I/O error's text, or the signature's fault).
+        reason: String,
+    },
+    /// A private key that is not a PKCS#8 Ed25519 key.
+    #[error("not an Ed25519 private key (PKCS#8): {0}")]
+    PrivateKey(String),
+    /// A key pair could not be made (the system's randomness failed).
+    #[error("{0}")]
+    Generate(&'static str),
+}
+
 /// The keys components must be signed with. Default: none, and nothing required.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TrustPolicy {
@@ -81,28 +113,26 @@ impl<'de> serde::Deserialize<'de> for PublicKey {
 }
 
 /// Reads a public key: 32 bytes, base64.
-pub fn parse_key(text: &str) -> Result<[u8; 32], String> {
-    let bytes = base64::engine::general_purpose::STANDARD
+pub fn parse_key(text: &str) -> Result<[u8; 32], TrustError> {
+    let bytes = base64_text(text)?;
+    <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| TrustError::KeyLength(bytes.len()))
+}
+
+fn base64_text(text: &str) -> Result<Vec<u8>, TrustError> {
+    base64::engine::general_purpose::STANDARD
         .decode(text.trim())
-        .map_err(|e| format!("not base64: {e}"))?;
-    <[u8; 32]>::try_from(bytes.as_slice())
-        .map_err(|_| format!("an Ed25519 public key is 32 bytes, got {}", bytes.len()))
+        .map_err(|e| TrustError::NotBase64(e.to_string()))
 }
 
 /// Reads a signature: the 64 bytes, raw or base64.
-pub fn parse_signature(raw: &[u8]) -> Result<Vec<u8>, String> {
+pub fn parse_signature(raw: &[u8]) -> Result<Vec<u8>, TrustError> {
     if raw.len() == 64 {
         return Ok(raw.to_vec());
     }
-    let text = std::str::from_utf8(raw).map_err(|_| "neither 64 raw bytes nor base64")?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(text.trim())
-        .map_err(|e| format!("not base64: {e}"))?;
+    let text = std::str::from_utf8(raw).map_err(|_| TrustError::SignatureNotText)?;
+    let bytes = base64_text(text)?;
     if bytes.len() != 64 {
-        return Err(format!(
-            "an Ed25519 signature is 64 bytes, got {}",
-            bytes.len()
-        ));
+        return Err(TrustError::SignatureLength(bytes.len()));
     }
     Ok(bytes)
 }
@@ -115,14 +145,18 @@ pub fn signature_path(path: &Path) -> PathBuf {
 }
 
 /// The signature beside the component at `path`, if there is one.
-pub fn signature_beside(path: &Path) -> Result<Option<Vec<u8>>, String> {
+pub fn signature_beside(path: &Path) -> Result<Option<Vec<u8>>, TrustError> {
     let at = signature_path(path);
+    let fail = |reason: String| TrustError::SignatureFile {
+        path: at.clone(),
+        reason,
+    };
     match std::fs::read(&at) {
         Ok(raw) => parse_signature(&raw)
             .map(Some)
-            .map_err(|e| format!("{}: {e}", at.display())),
+            .map_err(|e| fail(e.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", at.display())),
+        Err(e) => Err(fail(e.to_string())),
     }
 }
 
@@ -175,22 +209,22 @@ impl TrustPolicy {
 }
 
 /// A new Ed25519 key pair: the private key (PKCS#8 DER) and the public key (raw 32 bytes).
-pub fn generate_key() -> Result<(Vec<u8>, [u8; 32]), String> {
+pub fn generate_key() -> Result<(Vec<u8>, [u8; 32]), TrustError> {
     use ring::signature::KeyPair;
     let rng = ring::rand::SystemRandom::new();
     let pkcs8 = ring::signature::Ed25519KeyPair::generate_pkcs8(&rng)
-        .map_err(|_| "the system's randomness failed")?;
+        .map_err(|_| TrustError::Generate("the system's randomness failed"))?;
     let pair = ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
-        .map_err(|_| "a fresh key does not parse")?;
+        .map_err(|_| TrustError::Generate("a fresh key does not parse"))?;
     let public = <[u8; 32]>::try_from(pair.public_key().as_ref())
-        .map_err(|_| "an Ed25519 public key is 32 bytes")?;
+        .map_err(|_| TrustError::Generate("an Ed25519 public key is 32 bytes"))?;
     Ok((pkcs8.as_ref().to_vec(), public))
 }
 
 /// Signs `bytes` with the PKCS#8 Ed25519 private key `pkcs8`.
-pub fn sign(pkcs8: &[u8], bytes: &[u8]) -> Result<Vec<u8>, String> {
+pub fn sign(pkcs8: &[u8], bytes: &[u8]) -> Result<Vec<u8>, TrustError> {
     let pair = ring::signature::Ed25519KeyPair::from_pkcs8_maybe_unchecked(pkcs8)
-        .map_err(|e| format!("not an Ed25519 private key (PKCS#8): {e}"))?;
+        .map_err(|e| TrustError::PrivateKey(e.to_string()))?;
     Ok(pair.sign(bytes).as_ref().to_vec())
 }
 
@@ -240,12 +274,23 @@ mod tests {
         // Keys and signatures in their text forms.
         let b64 = base64::engine::general_purpose::STANDARD;
         assert_eq!(parse_key(&b64.encode(public)), Ok(public));
-        assert!(parse_key("AAAA").is_err());
+        assert_eq!(parse_key("AAAA"), Err(TrustError::KeyLength(3)));
+        assert!(matches!(
+            parse_key("not base64!"),
+            Err(TrustError::NotBase64(_))
+        ));
         assert_eq!(
             parse_signature(b64.encode(&good).as_bytes()),
             Ok(good.clone())
         );
         assert_eq!(parse_signature(&good), Ok(good));
-        assert!(parse_signature(b"short").is_err());
+        assert!(matches!(
+            parse_signature(b"short"),
+            Err(TrustError::NotBase64(_))
+        ));
+        assert_eq!(
+            parse_signature(b64.encode([0u8; 63]).as_bytes()),
+            Err(TrustError::SignatureLength(63))
+        );
     }
 }

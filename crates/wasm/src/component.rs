@@ -27,17 +27,73 @@ use super::io::NoInput;
 use super::outbound::{Secret, scrub_text, scrub_value};
 use super::schema::{self, ArgumentsRefused, CheckBudget, Schemas};
 use super::{
-    AttemptError, CancelToken, Execution, ExecutionReport, TaskMode, ToolInfo, WasmEngine, convert,
+    AttemptError, CancelToken, EngineError, Execution, ExecutionReport, TaskMode, ToolInfo,
+    WasmEngine, convert,
 };
 
 /// A component that could not be loaded, and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{path}: {reason}")]
 pub struct LoadError {
     /// The file.
     pub path: String,
     /// What is wrong with it.
-    pub reason: String,
+    pub reason: LoadFailure,
+}
+
+/// What is wrong with a component that could not be loaded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadFailure {
+    /// The file cannot be read.
+    #[error("cannot read the file: {0}")]
+    Unreadable(String),
+    /// It is a core module, built for another target.
+    #[error("it is a core WebAssembly module, not a component (build for wasm32-wasip2): {0}")]
+    CoreModule(String),
+    /// It is not WebAssembly, or not valid.
+    #[error("it is not a valid WebAssembly component: {0}")]
+    Invalid(String),
+    /// The compilation did not finish (its thread was lost).
+    #[error("compilation was abandoned: {0}")]
+    Abandoned(String),
+    /// It imports what the host does not provide.
+    #[error(
+        "its imports cannot be satisfied (only WASI 0.2, wasi:http, snodo:tasks/context and \
+         snodo:tasks/caller are provided): {0}"
+    )]
+    Imports(String),
+    /// It does not export a `snodo:tasks` executor.
+    #[error(
+        "it is not a snodo:tasks executor of 0.1.0, 0.2.0, 0.3.0 or 0.4.0 (build it with the \
+         snodo-guest SDK): {0}"
+    )]
+    NotAnExecutor(String),
+    /// One of its exports has another shape than the version it names.
+    #[error("its {export} export {problem}")]
+    Export {
+        /// The export's name.
+        export: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A load-time call (`describe()`, `describe-catalog()`) did not return.
+    #[error("{call}() failed: {error}")]
+    DescribeFailed {
+        /// The export's function.
+        call: &'static str,
+        /// Why it produced nothing.
+        error: AttemptError,
+    },
+    /// A load-time call returned another type than its own.
+    #[error("{call}() returned the wrong type")]
+    DescribeWrongType {
+        /// The export's function.
+        call: &'static str,
+    },
+    /// What it describes is refused (a tool, a schema, a catalog entry).
+    #[error("{0}")]
+    Description(String),
 }
 
 /// How a load went.
@@ -101,20 +157,20 @@ pub struct ComponentLoader {
 
 impl ComponentLoader {
     /// A loader on `engine`, keeping precompiled code in `cache_dir` when given.
-    pub fn new(engine: WasmEngine, cache_dir: Option<PathBuf>) -> Result<Self, String> {
+    pub fn new(engine: WasmEngine, cache_dir: Option<PathBuf>) -> Result<Self, EngineError> {
+        let link = |e: wasmtime::Error| EngineError::Link(format!("{e:#}"));
         let mut linker = Linker::<HostState>::new(&engine.engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(|e| format!("{e:#}"))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(link)?;
         // Every component may import wasi:http; whether a request goes out is decided per
         // request by the execution's grant (none: refused).
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(|e| format!("{e:#}"))?;
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker).map_err(link)?;
         Executor::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| format!("{e:#}"))?;
+            .map_err(link)?;
         crate::bindings::v4::snodo::tasks0_4_0::caller::add_to_linker::<
             _,
             wasmtime::component::HasSelf<_>,
         >(&mut linker, |s| s)
-        .map_err(|e| format!("{e:#}"))?;
+        .map_err(link)?;
         Ok(Self {
             engine,
             linker: Arc::new(linker),
@@ -156,7 +212,7 @@ impl ComponentLoader {
         let path = path.as_ref().to_path_buf();
         let bytes = tokio::fs::read(&path).await.map_err(|e| LoadError {
             path: path.display().to_string(),
-            reason: format!("cannot read the file: {e}"),
+            reason: LoadFailure::Unreadable(e.to_string()),
         })?;
         self.load_bytes(path, bytes).await
     }
@@ -169,7 +225,7 @@ impl ComponentLoader {
         bytes: Vec<u8>,
     ) -> Result<Arc<Component>, LoadError> {
         let path: PathBuf = origin.into();
-        let fail = |reason: String| LoadError {
+        let fail = |reason: LoadFailure| LoadError {
             path: path.display().to_string(),
             reason,
         };
@@ -180,50 +236,45 @@ impl ComponentLoader {
         let instance = self
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| fail(format!("its imports cannot be satisfied (only WASI 0.2, wasi:http, snodo:tasks/context and snodo:tasks/caller are provided): {e:#}")))?;
-        let tools = ExecutorIndices::new(&instance).map_err(|e| {
-            fail(format!(
-                "it is not a snodo:tasks executor of 0.1.0, 0.2.0, 0.3.0 or 0.4.0 (build it with the snodo-guest SDK): {e:#}"
-            ))
-        })?;
+            .map_err(|e| fail(LoadFailure::Imports(format!("{e:#}"))))?;
+        let tools = ExecutorIndices::new(&instance)
+            .map_err(|e| fail(LoadFailure::NotAnExecutor(format!("{e:#}"))))?;
+        let export =
+            |export: &'static str, problem: String| fail(LoadFailure::Export { export, problem });
         // A 0.1.0 component has no catalog; a component that names the export with another
         // shape is refused rather than half served.
         let has_catalog = component.get_export_index(None, CATALOG_EXPORT).is_some();
-        let catalog = if has_catalog {
-            Some(CatalogIndices::new(&instance).map_err(|e| {
-                fail(format!(
-                    "its {CATALOG_EXPORT} export is not the 0.2.0 catalog: {e:#}"
-                ))
-            })?)
-        } else {
-            None
-        };
+        let catalog =
+            if has_catalog {
+                Some(CatalogIndices::new(&instance).map_err(|e| {
+                    export(CATALOG_EXPORT, format!("is not the 0.2.0 catalog: {e:#}"))
+                })?)
+            } else {
+                None
+            };
         let execute = component
             .get_export_index(None, TOOLS_EXPORT)
             .and_then(|tools| component.get_export_index(Some(&tools), "execute"))
-            .ok_or_else(|| fail(format!("its {TOOLS_EXPORT} export has no execute")))?;
+            .ok_or_else(|| export(TOOLS_EXPORT, "has no execute".into()))?;
         // A 0.3.0 component's `execute` is called through `execution`.
         let execution = match component.get_export_index(None, EXECUTION_EXPORT) {
-            Some(export) => {
+            Some(found) => {
                 let indices = ExecutionIndices::new(&instance).map_err(|e| {
-                    fail(format!(
-                        "its {EXECUTION_EXPORT} export is not the 0.3.0 one: {e:#}"
-                    ))
+                    export(EXECUTION_EXPORT, format!("is not the 0.3.0 one: {e:#}"))
                 })?;
                 let execute = component
-                    .get_export_index(Some(&export), "execute")
-                    .ok_or_else(|| fail(format!("its {EXECUTION_EXPORT} export has no execute")))?;
+                    .get_export_index(Some(&found), "execute")
+                    .ok_or_else(|| export(EXECUTION_EXPORT, "has no execute".into()))?;
                 Some((indices, execute))
             }
             None => None,
         };
         // A 0.4.0 component's mode rule is called through `modes`.
         let modes = match component.get_export_index(None, MODES_EXPORT) {
-            Some(_) => Some(ModesIndices::new(&instance).map_err(|e| {
-                fail(format!(
-                    "its {MODES_EXPORT} export is not the 0.4.0 one: {e:#}"
-                ))
-            })?),
+            Some(_) => Some(
+                ModesIndices::new(&instance)
+                    .map_err(|e| export(MODES_EXPORT, format!("is not the 0.4.0 one: {e:#}")))?,
+            ),
             None => None,
         };
         let linked = Linked {
@@ -260,25 +311,40 @@ impl ComponentLoader {
 
     /// What `linked` describes: its tools (schemas compiled) and its catalog, each call
     /// within the load-time wall clock.
-    async fn describe(&self, linked: &Linked) -> Result<Described, String> {
+    async fn describe(&self, linked: &Linked) -> Result<Described, LoadFailure> {
         let env = || {
             let mut env = describe_env();
             env.limits.wall_clock_ms = Some(self.describe_wall_clock_ms);
             env
         };
         let described = exec::run(&self.engine, linked, env(), Call::Describe).await;
+        let refused = LoadFailure::Description;
         let tools = match described.result {
-            Ok(Returned::Tools(t)) => convert::tools(t)?,
-            Ok(_) => return Err("describe() returned the wrong type".into()),
-            Err(e) => return Err(format!("describe() failed: {e}")),
+            Ok(Returned::Tools(t)) => convert::tools(t).map_err(refused)?,
+            Ok(_) => return Err(LoadFailure::DescribeWrongType { call: "describe" }),
+            Err(error) => {
+                return Err(LoadFailure::DescribeFailed {
+                    call: "describe",
+                    error,
+                });
+            }
         };
-        let schemas = Arc::new(schema::compile_all(&tools)?);
+        let schemas = Arc::new(schema::compile_all(&tools).map_err(refused)?);
         let catalog = if linked.catalog.is_some() {
             let described = exec::run(&self.engine, linked, env(), Call::DescribeCatalog).await;
             match described.result {
-                Ok(Returned::Catalog(c)) => catalog::catalog(c)?,
-                Ok(_) => return Err("describe-catalog() returned the wrong type".into()),
-                Err(e) => return Err(format!("describe-catalog() failed: {e}")),
+                Ok(Returned::Catalog(c)) => catalog::catalog(c).map_err(refused)?,
+                Ok(_) => {
+                    return Err(LoadFailure::DescribeWrongType {
+                        call: "describe-catalog",
+                    });
+                }
+                Err(error) => {
+                    return Err(LoadFailure::DescribeFailed {
+                        call: "describe-catalog",
+                        error,
+                    });
+                }
             }
         } else {
             ComponentCatalog::default()
@@ -296,7 +362,7 @@ impl ComponentLoader {
         &self,
         digest: &str,
         bytes: Vec<u8>,
-    ) -> Result<(wasmtime::component::Component, bool), String> {
+    ) -> Result<(wasmtime::component::Component, bool), LoadFailure> {
         if let Some(c) = self.loaded.lock().get(digest) {
             return Ok((c.clone(), true));
         }
@@ -322,7 +388,7 @@ impl ComponentLoader {
                 #[allow(unsafe_code)]
                 let loaded = unsafe { wasmtime::component::Component::deserialize(&engine, compiled) };
                 if let Ok(c) = loaded {
-                    return Ok::<_, String>((c, true));
+                    return Ok::<_, LoadFailure>((c, true));
                 }
             }
             if entry.is_some() {
@@ -331,9 +397,9 @@ impl ComponentLoader {
             let c = wasmtime::component::Component::new(&engine, &bytes).map_err(|e| {
                 let msg = format!("{e:#}");
                 if msg.contains("component") && msg.contains("module") {
-                    format!("it is a core WebAssembly module, not a component (build for wasm32-wasip2): {msg}")
+                    LoadFailure::CoreModule(msg)
                 } else {
-                    format!("it is not a valid WebAssembly component: {msg}")
+                    LoadFailure::Invalid(msg)
                 }
             })?;
             if let Some(path) = cache
@@ -353,7 +419,7 @@ impl ComponentLoader {
             Ok((c, false))
         })
         .await
-        .map_err(|e| format!("compilation was abandoned: {e}"))??;
+        .map_err(|e| LoadFailure::Abandoned(e.to_string()))??;
         self.loaded
             .lock()
             .insert(digest.to_owned(), component.clone());

@@ -169,9 +169,27 @@ impl std::fmt::Debug for WasmEngine {
     }
 }
 
+/// Why the wasm host could not be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// wasmtime refused the engine's configuration.
+    #[error("cannot configure wasmtime: {0}")]
+    Configure(String),
+    /// The epoch ticker's thread did not start.
+    #[error("cannot start the epoch ticker: {0}")]
+    Ticker(String),
+    /// The outbound side could not be set up (its CA bundle); the message names the key.
+    #[error("{0}")]
+    Outbound(String),
+    /// The host's imports could not be added to a loader's linker.
+    #[error("{0}")]
+    Link(String),
+}
+
 impl WasmEngine {
     /// Builds the engine and starts its epoch ticker.
-    pub fn new(config: EngineConfig) -> Result<Self, String> {
+    pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
         let mut c = Config::new();
         c.wasm_component_model(true);
         c.epoch_interruption(true);
@@ -211,7 +229,7 @@ impl WasmEngine {
                 });
             c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         }
-        let engine = Engine::new(&c).map_err(|e| format!("cannot configure wasmtime: {e:#}"))?;
+        let engine = Engine::new(&c).map_err(|e| EngineError::Configure(format!("{e:#}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let ticker_engine = engine.weak();
         let tick = config.epoch_tick;
@@ -227,9 +245,12 @@ impl WasmEngine {
                     }
                 }
             })
-            .map_err(|e| format!("cannot start the epoch ticker: {e}"))?;
+            .map_err(|e| EngineError::Ticker(e.to_string()))?;
         let cpu = crate::cpu::CpuShare::new(config.executing_per_tenant, config.executing);
-        let outbound = Arc::new(crate::outbound::Outbound::new(config.outbound.clone())?);
+        let outbound = Arc::new(
+            crate::outbound::Outbound::new(config.outbound.clone())
+                .map_err(EngineError::Outbound)?,
+        );
         Ok(Self {
             outbound,
             engine,

@@ -485,7 +485,8 @@ impl context::Host for HostState {
     async fn set_status(&mut self, message: String) -> WtResult<()> {
         let message = self.scrubbed(snodo_core::model::truncate_status_message(message));
         let io = self.io.clone();
-        if let Err(reason) = io.set_status(message).await {
+        if let Err(e) = io.set_status(message).await {
+            let reason = e.to_string();
             self.stop = Some(HostStop::Lost(reason.clone()));
             return Err(wasmtime::Error::new(HostStop::Lost(reason)));
         }

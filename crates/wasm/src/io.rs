@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use snodo_core::model::{ClientCapabilities, JournalEntry};
+use snodo_core::store::StoreError;
 
 use super::CancelToken;
 
@@ -38,6 +39,33 @@ pub enum InputFailure {
     Park,
 }
 
+/// Why an [`ExecutionIo`] call other than input failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IoError {
+    /// The execution keeps no journal (a synchronous call has nothing to replay).
+    #[error("this execution has no journal")]
+    NoJournal,
+    /// The task's journal has no room for the entry a request could need.
+    #[error(
+        "the task's journal holds {recorded} of its {bound} bytes (outbound.journal_task_bytes) \
+         and its requests in flight reserved {held}; recording this answer needs up to {needed}"
+    )]
+    JournalFull {
+        /// What the recorded entries take.
+        recorded: u64,
+        /// The bound (`outbound.journal_task_bytes`).
+        bound: u64,
+        /// What requests in flight hold.
+        held: u64,
+        /// What this request asked for.
+        needed: u64,
+    },
+    /// The store refused or failed the step (a lost lease, a finished task, an outage).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
 /// A progress report from a guest.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Progress {
@@ -56,7 +84,7 @@ pub trait ExecutionIo: Send + Sync {
     async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers;
 
     /// Sets the status message. An error stops the attempt.
-    async fn set_status(&self, message: String) -> Result<(), String>;
+    async fn set_status(&self, message: String) -> Result<(), IoError>;
 
     /// Reports progress.
     async fn progress(&self, progress: Progress);
@@ -68,15 +96,15 @@ pub trait ExecutionIo: Send + Sync {
     }
 
     /// The journal's entry at `seq`, if one was recorded.
-    async fn journal_entry(&self, _seq: u32) -> Result<Option<JournalEntry>, String> {
+    async fn journal_entry(&self, _seq: u32) -> Result<Option<JournalEntry>, IoError> {
         Ok(None)
     }
 
     /// Holds `bytes` of the task's journal for the entry at `seq` before its request is
     /// sent, so a request whose answer could not be recorded is never sent. An error says
     /// why there is no room, naming the bound and its configuration key.
-    async fn journal_reserve(&self, _seq: u32, _bytes: u64) -> Result<(), String> {
-        Err("this execution has no journal".into())
+    async fn journal_reserve(&self, _seq: u32, _bytes: u64) -> Result<(), IoError> {
+        Err(IoError::NoJournal)
     }
 
     /// Gives back what [`journal_reserve`](Self::journal_reserve) held for `seq` when no
@@ -85,8 +113,8 @@ pub trait ExecutionIo: Send + Sync {
 
     /// Records `entry` before its response reaches the guest, in the room reserved for its
     /// position. An error fails the request.
-    async fn journal_append(&self, _entry: JournalEntry) -> Result<(), String> {
-        Err("this execution has no journal".into())
+    async fn journal_append(&self, _entry: JournalEntry) -> Result<(), IoError> {
+        Err(IoError::NoJournal)
     }
 
     /// A line the guest logged (`debug` … `error`), for the client where the protocol
@@ -140,7 +168,7 @@ impl ExecutionIo for NoInput {
         ))
     }
 
-    async fn set_status(&self, _message: String) -> Result<(), String> {
+    async fn set_status(&self, _message: String) -> Result<(), IoError> {
         Ok(())
     }
 

@@ -40,15 +40,15 @@ pub use caller::GuestCaller;
 pub use catalog::{ComponentCatalog, PromptInfo, ResourceInfo, TemplateInfo, UriTemplate};
 pub use component::{
     Completing, Component, ComponentLoader, DESCRIBE_WALL_CLOCK_MS, Executable, LoadError,
-    LoadInfo, ModeChoice,
+    LoadFailure, LoadInfo, ModeChoice,
 };
-pub use engine::{Allocation, EngineConfig, MemoryHold, WasmEngine};
+pub use engine::{Allocation, EngineConfig, EngineError, MemoryHold, WasmEngine};
 pub use exec::{
     DEFAULT_CANCEL_GRACE, DEFAULT_DEADLINE, DirGrant, Execution, ExecutionReport, WasiGrants,
 };
 pub use host::{CancelToken, GUEST_LOG_LINES_PER_SECOND, LogLine};
 pub use io::{
-    ExecutionIo, InputAnswers, InputFailure, InputRequests, Progress, check_capabilities,
+    ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress, check_capabilities,
 };
 pub use schema::{
     ArgumentsRefused, CheckBudget, Exhausted, MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES,

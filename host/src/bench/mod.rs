@@ -350,9 +350,16 @@ async fn waiting_memory(
         // Every live guest may hold its whole allowance at once.
         max_total_memory_bytes: (n + 16) * (16 << 20),
         ..EngineConfig::default()
-    })?;
-    let fixtures = load(&ComponentLoader::new(engine, None)?, &opts.fixtures).await?;
-    let registry = Catalog::new().with_component(&fixtures)?;
+    })
+    .map_err(|e| e.to_string())?;
+    let fixtures = load(
+        &ComponentLoader::new(engine, None).map_err(|e| e.to_string())?,
+        &opts.fixtures,
+    )
+    .await?;
+    let registry = Catalog::new()
+        .with_component(&fixtures)
+        .map_err(|e| e.to_string())?;
     let dir = crate::scratch::temp_dir("bench-runner")?;
     let schema = format!("snodo_bench_runner_{}_{n}", std::process::id());
     let opened = crate::scratch::ScratchStore::open(
@@ -500,13 +507,14 @@ async fn cancel_to_stop(
     use snodo::runner::Catalog;
     use snodo::wasm::{ComponentLoader, EngineConfig, WasmEngine};
 
-    let engine = WasmEngine::new(EngineConfig::default())?;
-    let loader = ComponentLoader::new(engine, None)?;
+    let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+    let loader = ComponentLoader::new(engine, None).map_err(|e| e.to_string())?;
     let fixtures = load(&loader, &opts.fixtures).await?;
     let hostile = load(&loader, &opts.hostile).await?;
     let registry = Catalog::new()
-        .with_component(&fixtures)?
-        .with_component(&hostile)?;
+        .with_component(&fixtures)
+        .and_then(|c| c.with_component(&hostile))
+        .map_err(|e| e.to_string())?;
     for (tool, args) in [
         ("ignore_cancel", json!({})),
         ("slow_compute", json!({"seconds": 600})),

@@ -252,12 +252,14 @@ pub(crate) async fn outbound(opts: &OutboundBenchOptions) -> Result<Vec<Outbound
         return Err("--requests must be 1..=60".into());
     }
     let addr = local_server().await?;
-    let engine = WasmEngine::new(EngineConfig::default())?;
-    let component = ComponentLoader::new(engine, None)?
+    let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+    let component = ComponentLoader::new(engine, None)
+        .map_err(|e| e.to_string())?
         .load(&opts.component)
         .await
         .map_err(|e| e.to_string())?;
-    let mut grant = HttpGrant::new(AllowList::parse(&[format!("http://{addr}")])?);
+    let allowed = AllowList::parse(&[format!("http://{addr}")]).map_err(|e| e.to_string())?;
+    let mut grant = HttpGrant::new(allowed);
     grant.limits = OutboundLimits {
         max_requests: 64,
         ..OutboundLimits::default()

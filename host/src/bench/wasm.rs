@@ -120,7 +120,7 @@ async fn one(
         samples: 1,
     });
 
-    let engine = WasmEngine::new(EngineConfig::default())?;
+    let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
     figures.push(latency(
         label,
         "cold compile (Component::new)",
@@ -141,7 +141,8 @@ async fn one(
         let engine = WasmEngine::new(EngineConfig {
             allocation,
             ..EngineConfig::default()
-        })?;
+        })
+        .map_err(|e| e.to_string())?;
         let (instantiate, total) = warm_calls(opts, label, path, engine).await?;
         figures.push(latency(
             label,
@@ -196,11 +197,13 @@ async fn restart_loads(
     use snodo::wasm::ComponentLoader;
 
     let cache = std::env::temp_dir().join(format!("snodo-bench-cache-{}", TaskId::generate()));
-    let warm_loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+    let warm_loader =
+        ComponentLoader::new(engine.clone(), Some(cache.clone())).map_err(|e| e.to_string())?;
     load(&warm_loader, path).await?;
     let mut times = Vec::new();
     for _ in 0..loads.max(1) {
-        let loader = ComponentLoader::new(engine.clone(), Some(cache.clone()))?;
+        let loader =
+            ComponentLoader::new(engine.clone(), Some(cache.clone())).map_err(|e| e.to_string())?;
         let c = load(&loader, path).await?;
         if !c.info().cache_hit {
             return Err(format!("{label}: the disk cache was not used"));
@@ -222,7 +225,11 @@ async fn warm_calls(
     use snodo::mcp::SyncIo;
     use snodo::wasm::{ComponentLoader, Execution};
 
-    let component = load(&ComponentLoader::new(engine, None)?, path).await?;
+    let component = load(
+        &ComponentLoader::new(engine, None).map_err(|e| e.to_string())?,
+        path,
+    )
+    .await?;
     let io: Arc<dyn snodo::wasm::ExecutionIo> =
         Arc::new(SyncIo::new(Default::default(), json!({})));
     for _ in 0..opts.iterations.min(100) {
@@ -264,7 +271,7 @@ impl snodo::wasm::ExecutionIo for Hold {
         Err(InputFailure::Cancelled)
     }
 
-    async fn set_status(&self, _message: String) -> Result<(), String> {
+    async fn set_status(&self, _message: String) -> Result<(), snodo::wasm::IoError> {
         Ok(())
     }
 
@@ -288,8 +295,13 @@ async fn live_memory(
         executing: n + 16,
         executing_per_tenant: n + 16,
         ..EngineConfig::default()
-    })?;
-    let component = load(&ComponentLoader::new(engine, None)?, path).await?;
+    })
+    .map_err(|e| e.to_string())?;
+    let component = load(
+        &ComponentLoader::new(engine, None).map_err(|e| e.to_string())?,
+        path,
+    )
+    .await?;
     let hold = Arc::new(Hold {
         waiting: AtomicUsize::new(0),
         release: tokio::sync::Notify::new(),

@@ -364,7 +364,7 @@ pub(crate) fn run_sign(args: SignArgs) -> ExitCode {
         let key = std::fs::read(&args.key).map_err(|e| format!("{}: {e}", args.key.display()))?;
         let bytes = std::fs::read(&args.component)
             .map_err(|e| format!("{}: {e}", args.component.display()))?;
-        let signature = snodo::trust::sign(&key, &bytes)?;
+        let signature = snodo::trust::sign(&key, &bytes).map_err(|e| e.to_string())?;
         let at = snodo::trust::signature_path(&args.component);
         use base64::Engine as _;
         let text = base64::engine::general_purpose::STANDARD.encode(signature) + "\n";
@@ -379,7 +379,7 @@ pub(crate) fn run_keygen(args: KeygenArgs) -> ExitCode {
     let done = (|| {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        let (private, public) = snodo::trust::generate_key()?;
+        let (private, public) = snodo::trust::generate_key().map_err(|e| e.to_string())?;
         let mut file = std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -291,8 +291,8 @@ fn outbound_grant(
         .cloned()
         .unwrap_or_else(|| HttpGrant::new(AllowList::default()));
     if let Some(hosts) = &s.allowed_outbound_hosts {
-        grant.allowed =
-            AllowList::parse(hosts).map_err(|e| (format!("{key}.allowed_outbound_hosts"), e))?;
+        grant.allowed = AllowList::parse(hosts)
+            .map_err(|e| (format!("{key}.allowed_outbound_hosts"), e.to_string()))?;
     }
     if let Some(o) = s.outbound {
         o.check()
@@ -331,7 +331,8 @@ fn injections(
     grant.inject.clear();
     for (i, inj) in inject.iter().enumerate() {
         let at = format!("{key}.inject[{i}]");
-        let host = AllowedHost::parse(&inj.host).map_err(|e| (format!("{at}.host"), e))?;
+        let host =
+            AllowedHost::parse(&inj.host).map_err(|e| (format!("{at}.host"), e.to_string()))?;
         let header = inj.header.to_ascii_lowercase();
         let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
         if header.is_empty() || !header.bytes().all(token) {

@@ -995,11 +995,12 @@ impl RunnerRig {
         use crate::wasm::{ComponentLoader, EngineConfig, WasmEngine};
         use std::time::Duration;
 
-        let loader = ComponentLoader::new(WasmEngine::new(EngineConfig::default())?, None)?;
+        let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
+        let loader = ComponentLoader::new(engine, None).map_err(|e| e.to_string())?;
         let mut catalog = Catalog::new();
         for path in components {
             let c = loader.load(path).await.map_err(|e| e.to_string())?;
-            catalog = catalog.with_component(&c)?;
+            catalog = catalog.with_component(&c).map_err(|e| e.to_string())?;
         }
         let log: Arc<Mutex<StoreLog>> = Arc::default();
         let recorder: Arc<dyn Store> =

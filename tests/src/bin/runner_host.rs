@@ -35,14 +35,17 @@ fn main() {
 
 async fn serve(path: String) -> Result<(), String> {
     let store: Arc<dyn Store> = Arc::new(RedbStore::open(&path).map_err(|e| e.to_string())?);
-    let engine = WasmEngine::new(EngineConfig::default())?;
+    let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
     // Every restart of the crash test finds the fixtures compiled by an earlier one.
-    let loader = ComponentLoader::new(engine, Some(snodo_test_guests::COMPONENT_CACHE.into()))?;
+    let loader = ComponentLoader::new(engine, Some(snodo_test_guests::COMPONENT_CACHE.into()))
+        .map_err(|e| e.to_string())?;
     let fixtures = loader
         .load(snodo_test_guests::FIXTURES)
         .await
         .map_err(|e| e.to_string())?;
-    let registry = Catalog::new().with_component(&fixtures)?;
+    let registry = Catalog::new()
+        .with_component(&fixtures)
+        .map_err(|e| e.to_string())?;
     let opts = RunnerOptions {
         poll_interval: Duration::from_millis(20),
         heartbeat: Duration::from_millis(500),

@@ -42,25 +42,21 @@ impl<'a> ClientCapabilities<'a> {
     /// Whether the client can answer `request` (an MCP input request: `{"method", "params"}`),
     /// or the capability it lacks, as a dotted path. An elicitation capability of `{}` means
     /// form mode only (the MCP compatibility rule); URL mode needs `elicitation.url`.
-    pub fn can_answer(&self, request: &Value) -> Result<(), String> {
-        let (cap, sub) = match request.get("method").and_then(Value::as_str) {
-            Some("sampling/createMessage") => ("sampling", None),
-            Some("roots/list") => ("roots", None),
-            _ => {
-                let url = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
-                ("elicitation", url.then_some("url"))
-            }
+    pub fn can_answer(&self, request: &Value) -> Result<(), &'static str> {
+        let url = request.pointer("/params/mode").and_then(Value::as_str) == Some("url");
+        // The capability, the member of it the request needs (if any), and their path.
+        let (cap, sub, path) = match request.get("method").and_then(Value::as_str) {
+            Some("sampling/createMessage") => ("sampling", None, "sampling"),
+            Some("roots/list") => ("roots", None, "roots"),
+            _ if url => ("elicitation", Some("url"), "elicitation.url"),
+            _ => ("elicitation", None, "elicitation"),
         };
         let ok = match (self.0.get(cap), sub) {
             (None, _) => false,
             (Some(_), None) => true,
             (Some(d), Some(sub)) => d.get(sub).is_some(),
         };
-        if ok {
-            Ok(())
-        } else {
-            Err(sub.map_or_else(|| cap.to_owned(), |s| format!("{cap}.{s}")))
-        }
+        if ok { Ok(()) } else { Err(path) }
     }
 }
 
@@ -85,10 +81,10 @@ mod tests {
         let form = json!({"method": "elicitation/create", "params": {"mode": "form"}});
         let url = json!({"method": "elicitation/create", "params": {"mode": "url"}});
         assert_eq!(caps.can_answer(&form), Ok(()));
-        assert_eq!(caps.can_answer(&url), Err("elicitation.url".to_owned()));
+        assert_eq!(caps.can_answer(&url), Err("elicitation.url"));
         assert_eq!(
             caps.can_answer(&json!({"method": "roots/list"})),
-            Err("roots".to_owned())
+            Err("roots")
         );
         assert_eq!(
             caps.can_answer(&json!({"method": "sampling/createMessage"})),

@@ -49,7 +49,7 @@ impl ExecutionIo for Plain {
     async fn await_inputs(&self, requests: InputRequests, _: &CancelToken) -> InputAnswers {
         Err(InputFailure::Suspend(requests))
     }
-    async fn set_status(&self, _: String) -> Result<(), String> {
+    async fn set_status(&self, _: String) -> Result<(), snodo_wasm::IoError> {
         Ok(())
     }
     async fn progress(&self, _: Progress) {}
@@ -727,7 +727,7 @@ async fn https_is_verified_against_the_usual_roots_and_a_private_bundle() {
     config.outbound.ca_bundle = Some(std::path::PathBuf::from("/nonexistent/ca.pem"));
     let err = snodo_wasm::WasmEngine::new(config).expect_err("no such file");
     assert!(
-        err.contains("outbound.ca_bundle /nonexistent/ca.pem"),
+        matches!(&err, snodo_wasm::EngineError::Outbound(m) if m.contains("outbound.ca_bundle /nonexistent/ca.pem")),
         "{err}"
     );
 }
@@ -768,7 +768,7 @@ impl ExecutionIo for Statuses {
     async fn await_inputs(&self, requests: InputRequests, _: &CancelToken) -> InputAnswers {
         Err(InputFailure::Suspend(requests))
     }
-    async fn set_status(&self, message: String) -> Result<(), String> {
+    async fn set_status(&self, message: String) -> Result<(), snodo_wasm::IoError> {
         self.0.lock().push(message);
         Ok(())
     }

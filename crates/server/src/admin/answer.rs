@@ -166,24 +166,56 @@ fn kind_of(name: &str, p: &Value) -> Result<Kind, String> {
     }
 }
 
+/// Why an answer does not fit its question; its text follows "the answer to <key>".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum AnswerError {
+    /// The answer is not a JSON object.
+    #[error("must be a JSON object")]
+    NotAnObject,
+    /// An elicitation's answer without `accept`, `decline` or `cancel`.
+    #[error("needs an action: accept, decline or cancel")]
+    NoAction,
+    /// A decline, a cancel or a URL question's answer with content.
+    #[error("carries content this answer cannot have")]
+    UnexpectedContent,
+    /// `content` that is not an object.
+    #[error("has content that is not an object")]
+    ContentNotAnObject,
+    /// A field the form does not have.
+    #[error("has a field the question did not ask for: {0:?}")]
+    UnaskedField(String),
+    /// A required field left out.
+    #[error("misses the required field {0:?}")]
+    MissingField(String),
+    /// A field whose value does not fit it.
+    #[error("has {field:?} {why}")]
+    BadValue {
+        /// The field.
+        field: String,
+        /// What is wrong with its value.
+        why: String,
+    },
+}
+
 /// Checks `response` as an answer to `request`: for a form, `{"action": "accept",
 /// "content": {…}}` whose content fits the fields (or a `decline` / `cancel` without
 /// content); for any other question, a JSON object.
-pub(crate) fn check(request: &Value, response: &Value) -> Result<(), String> {
+pub(crate) fn check(request: &Value, response: &Value) -> Result<(), AnswerError> {
     let Some(obj) = response.as_object() else {
-        return Err("must be a JSON object".into());
+        return Err(AnswerError::NotAnObject);
     };
     if request.get("method").and_then(Value::as_str) != Some("elicitation/create") {
         return Ok(());
     }
     let action = obj.get("action").and_then(Value::as_str);
     if !matches!(action, Some("accept" | "decline" | "cancel")) {
-        return Err("needs an action: accept, decline or cancel".into());
+        return Err(AnswerError::NoAction);
     }
     if action != Some("accept") || request["params"]["mode"] == "url" {
         // A decline, a cancel and a URL question's answer carry no content.
         if obj.contains_key("content") {
-            return Err("carries content this answer cannot have".into());
+            return Err(AnswerError::UnexpectedContent);
         }
         return Ok(());
     }
@@ -191,7 +223,7 @@ pub(crate) fn check(request: &Value, response: &Value) -> Result<(), String> {
     let content = match obj.get("content") {
         Some(Value::Object(c)) => c,
         None => &empty,
-        Some(_) => return Err("has content that is not an object".into()),
+        Some(_) => return Err(AnswerError::ContentNotAnObject),
     };
     match form_of(request) {
         Ok(form) => check_content(&form.fields, content),
@@ -200,20 +232,23 @@ pub(crate) fn check(request: &Value, response: &Value) -> Result<(), String> {
     }
 }
 
-fn check_content(fields: &[Field], content: &Map<String, Value>) -> Result<(), String> {
+fn check_content(fields: &[Field], content: &Map<String, Value>) -> Result<(), AnswerError> {
     for key in content.keys() {
         if !fields.iter().any(|f| f.name == *key) {
-            return Err(format!("has a field the question did not ask for: {key:?}"));
+            return Err(AnswerError::UnaskedField(key.clone()));
         }
     }
     for f in fields {
         let Some(v) = content.get(&f.name) else {
             if f.required {
-                return Err(format!("misses the required field {:?}", f.name));
+                return Err(AnswerError::MissingField(f.name.clone()));
             }
             continue;
         };
-        check_value(f, v).map_err(|why| format!("has {:?} {why}", f.name))?;
+        check_value(f, v).map_err(|why| AnswerError::BadValue {
+            field: f.name.clone(),
+            why,
+        })?;
     }
     Ok(())
 }
@@ -370,17 +405,27 @@ mod tests {
             "colour": "red", "tags": ["a"], "ratio": 0.5}});
         assert_eq!(check(&q, &ok), Ok(()));
         assert_eq!(check(&q, &json!({"action": "decline"})), Ok(()));
-        assert!(check(&q, &json!({"action": "decline", "content": {}})).is_err());
+        assert_eq!(
+            check(&q, &json!({"action": "decline", "content": {}})),
+            Err(AnswerError::UnexpectedContent)
+        );
         let url = json!({"method": "elicitation/create", "params": {"mode": "url",
             "message": "Sign in", "url": "https://example.com", "elicitationId": "e1"}});
         assert_eq!(check(&url, &json!({"action": "accept"})), Ok(()));
-        assert!(check(&url, &json!({"action": "accept", "content": {"x": 1}})).is_err());
-        assert!(check(&url, &json!({"action": "maybe"})).is_err());
+        assert_eq!(
+            check(&url, &json!({"action": "accept", "content": {"x": 1}})),
+            Err(AnswerError::UnexpectedContent)
+        );
+        assert_eq!(
+            check(&url, &json!({"action": "maybe"})),
+            Err(AnswerError::NoAction)
+        );
         let nested = json!({"method": "elicitation/create", "params": {"message": "m",
             "requestedSchema": {"type": "object", "properties": {"o": {"type": "object"}}}}});
         assert!(form_of(&nested).is_err(), "no form for a nested object");
-        assert!(
-            check(&nested, &json!({})).is_err(),
+        assert_eq!(
+            check(&nested, &json!({})),
+            Err(AnswerError::NoAction),
             "an action is still needed"
         );
         assert_eq!(
@@ -427,7 +472,7 @@ mod tests {
             ),
         ] {
             let err = check(&q, &bad).expect_err(&bad.to_string());
-            assert!(err.contains(why), "{bad}: {err}");
+            assert!(err.to_string().contains(why), "{bad}: {err}");
         }
     }
 

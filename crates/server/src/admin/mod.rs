@@ -28,7 +28,6 @@ mod session;
 
 use serde_json::{Value, json};
 
-use snodo_core::model::Principal;
 use snodo_core::store::StoreError;
 
 pub(crate) use actions::Operators;

@@ -76,7 +76,8 @@ pub fn read_signed(path: &Path) -> Result<(Vec<u8>, Option<Vec<u8>>), DeployErro
     let bytes = std::fs::read(path).map_err(|e| {
         DeployError::Component(format!("{}: cannot read the file: {e}", path.display()))
     })?;
-    let signature = crate::trust::signature_beside(path).map_err(DeployError::Component)?;
+    let signature =
+        crate::trust::signature_beside(path).map_err(|e| DeployError::Component(e.to_string()))?;
     Ok((bytes, signature))
 }
 
@@ -89,9 +90,9 @@ impl Deployer {
         engine.fuel |= std::iter::once(&opts.defaults)
             .chain(opts.tool_settings.values())
             .any(|s| s.limits.is_some_and(|l| l.fuel.is_some()));
-        let engine = WasmEngine::new(engine).map_err(DeployError::Component)?;
-        let loader =
-            ComponentLoader::new(engine, opts.cache_dir.clone()).map_err(DeployError::Component)?;
+        let engine = WasmEngine::new(engine).map_err(|e| DeployError::Component(e.to_string()))?;
+        let loader = ComponentLoader::new(engine, opts.cache_dir.clone())
+            .map_err(|e| DeployError::Component(e.to_string()))?;
         Ok(Self {
             opts: parking_lot::RwLock::new(opts.clone()),
             loader,
@@ -216,7 +217,7 @@ impl Deployer {
                         grants: s.grants.clone().unwrap_or_default(),
                         claims: s.claims.clone().unwrap_or_default(),
                     })
-                    .map_err(DeployError::Component)?;
+                    .map_err(|e| DeployError::Component(e.to_string()))?;
             }
             // Resources and prompts run under the defaults' limits and grants.
             catalog
@@ -225,7 +226,7 @@ impl Deployer {
                     limits: opts.defaults.limits.unwrap_or_default(),
                     grants: opts.defaults.grants.clone().unwrap_or_default(),
                 })
-                .map_err(DeployError::Component)?;
+                .map_err(|e| DeployError::Component(e.to_string()))?;
         }
         if let Some(unknown) = opts
             .tool_settings

@@ -162,7 +162,7 @@ impl ExecutionIo for SyncIo {
             .collect())
     }
 
-    async fn set_status(&self, _message: String) -> Result<(), String> {
+    async fn set_status(&self, _message: String) -> Result<(), snodo_wasm::IoError> {
         Ok(())
     }
 

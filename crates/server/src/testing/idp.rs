@@ -105,6 +105,37 @@ struct Inner {
     codes: Mutex<HashMap<String, Grant>>,
 }
 
+impl Inner {
+    /// Claims of a valid token for `audience`: this issuer, `sub`, `scope`, five minutes
+    /// to live. The token endpoint issues these; tests forge variations of them.
+    fn claims(&self, audience: &str, subject: &str, scope: &str) -> Value {
+        let now = now();
+        json!({
+            "iss": self.issuer, "aud": audience, "sub": subject, "scope": scope,
+            "iat": now, "nbf": now, "exp": now + 300, "client_id": CLIENT_ID,
+        })
+    }
+
+    /// `claims` signed with the current key for `alg` (`RS256` or `ES256`), under `header`
+    /// or, without one, an access token's header naming the key.
+    fn sign(&self, alg: &str, header: Option<&Value>, claims: &Value) -> String {
+        let keys = self.keys.lock();
+        let want_rsa = alg == "RS256";
+        let key = keys
+            .iter()
+            .find(|k| matches!(k.pair, Pair::Rsa(_)) == want_rsa)
+            .expect("a key of that kind");
+        match header {
+            Some(header) => sign_with(key, header, claims),
+            None => sign_with(
+                key,
+                &json!({"alg": alg, "typ": "at+jwt", "kid": key.kid}),
+                claims,
+            ),
+        }
+    }
+}
+
 /// A running test identity provider; it stops when dropped.
 pub struct TestIdp {
     inner: Arc<Inner>,
@@ -207,35 +238,18 @@ impl TestIdp {
     /// Claims of a valid token for `audience`: this issuer, `sub`, `scope`, five minutes
     /// to live.
     pub fn claims(&self, audience: &str, subject: &str, scope: &str) -> Value {
-        let now = now();
-        json!({
-            "iss": self.inner.issuer, "aud": audience, "sub": subject, "scope": scope,
-            "iat": now, "nbf": now, "exp": now + 300, "client_id": CLIENT_ID,
-        })
+        self.inner.claims(audience, subject, scope)
     }
 
     /// A token of `claims` signed with the current key for `alg` (`RS256` or `ES256`).
     pub fn sign(&self, alg: &str, claims: &Value) -> String {
-        let keys = self.inner.keys.lock();
-        let want_rsa = alg == "RS256";
-        let key = keys
-            .iter()
-            .find(|k| matches!(k.pair, Pair::Rsa(_)) == want_rsa)
-            .expect("a key of that kind");
-        let header = json!({"alg": alg, "typ": "at+jwt", "kid": key.kid});
-        sign_with(key, &header, claims)
+        self.inner.sign(alg, None, claims)
     }
 
     /// A token with this `header` (whose `kid` picks nothing: the key is the current one
     /// for `alg`) and `claims`, signed.
     pub fn sign_with_header(&self, alg: &str, header: &Value, claims: &Value) -> String {
-        let keys = self.inner.keys.lock();
-        let want_rsa = alg == "RS256";
-        let key = keys
-            .iter()
-            .find(|k| matches!(k.pair, Pair::Rsa(_)) == want_rsa)
-            .expect("a key of that kind");
-        sign_with(key, header, claims)
+        self.inner.sign(alg, Some(header), claims)
     }
 
     /// A token with this `header` and `claims` and a signature made with `hmac_key` under
@@ -494,18 +508,7 @@ async fn token(
         },
         _ => return refuse("unsupported_grant_type"),
     };
-    let now = now();
-    let claims = json!({
-        "iss": idp.issuer, "aud": resource, "sub": subject, "scope": scope,
-        "iat": now, "exp": now + 300, "client_id": CLIENT_ID,
-    });
-    let keys = idp.keys.lock();
-    let key = keys
-        .iter()
-        .find(|k| matches!(k.pair, Pair::Rsa(_)))
-        .expect("an RSA key");
-    let header = json!({"alg": "RS256", "typ": "at+jwt", "kid": key.kid});
-    let access = sign_with(key, &header, &claims);
+    let access = idp.sign("RS256", None, &idp.claims(&resource, subject, &scope));
     axum::Json(json!({
         "access_token": access, "token_type": "Bearer", "expires_in": 300, "scope": scope,
     }))

@@ -9,7 +9,8 @@ use snodo_core::model::{ExecutionLimits, JsonRpcError};
 use snodo_server::mcp::SyncIo;
 use snodo_wasm::{
     AttemptError, CancelToken, Completing, Component, ComponentLoader, EngineConfig, Execution,
-    ExecutionIo, GuestOutcome, InputAnswers, InputRequests, Limit, TaskMode, WasmEngine,
+    ExecutionIo, GuestOutcome, InputAnswers, InputRequests, Limit, LoadFailure, TaskMode,
+    WasmEngine,
 };
 use tokio::sync::OnceCell;
 
@@ -41,7 +42,7 @@ impl ExecutionIo for Reports {
         Err(snodo_wasm::InputFailure::Suspend(requests))
     }
 
-    async fn set_status(&self, _message: String) -> Result<(), String> {
+    async fn set_status(&self, _message: String) -> Result<(), snodo_wasm::IoError> {
         Ok(())
     }
 
@@ -836,8 +837,11 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .await
         .expect_err("bad describe");
     assert!(err.path.ends_with("bad_describe.wasm"));
+    let LoadFailure::Description(why) = &err.reason else {
+        panic!("a refused description: {err}");
+    };
     assert!(
-        err.reason.contains("described twice") || err.reason.contains("not valid JSON"),
+        why.contains("described twice") || why.contains("not valid JSON"),
         "{err}"
     );
 
@@ -847,9 +851,11 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .load(snodo_test_guests::SCHEMA_BOMB)
         .await
         .expect_err("schema bomb");
+    let LoadFailure::Description(why) = &err.reason else {
+        panic!("a refused description: {err}");
+    };
     assert!(
-        err.reason.contains("2000 regular expressions")
-            && err.reason.contains("MAX_SCHEMA_PATTERNS"),
+        why.contains("2000 regular expressions") && why.contains("MAX_SCHEMA_PATTERNS"),
         "{err}"
     );
 
@@ -858,8 +864,9 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .load(snodo_test_guests::NOT_AN_EXECUTOR)
         .await
         .expect_err("wrong world");
+    assert!(matches!(err.reason, LoadFailure::NotAnExecutor(_)), "{err}");
     assert!(
-        err.reason
+        err.to_string()
             .contains("not a snodo:tasks executor of 0.1.0, 0.2.0, 0.3.0 or 0.4.0"),
         "{err}"
     );
@@ -868,13 +875,16 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
     let module = dir.path().join("module.wasm");
     std::fs::write(&module, b"\0asm\x01\0\0\0").expect("write");
     let err = g.loader.load(&module).await.expect_err("core module");
-    assert!(err.reason.contains("core WebAssembly module"), "{err}");
+    assert!(matches!(err.reason, LoadFailure::CoreModule(_)), "{err}");
+    assert!(err.to_string().contains("core WebAssembly module"), "{err}");
 
     let garbage = dir.path().join("garbage.wasm");
     std::fs::write(&garbage, b"definitely not wasm").expect("write");
     let err = g.loader.load(&garbage).await.expect_err("garbage");
+    assert!(matches!(err.reason, LoadFailure::Invalid(_)), "{err}");
     assert!(
-        err.reason.contains("not a valid WebAssembly component"),
+        err.to_string()
+            .contains("not a valid WebAssembly component"),
         "{err}"
     );
     assert!(err.to_string().contains("garbage.wasm"), "{err}");
@@ -884,7 +894,8 @@ async fn bad_components_are_refused_at_load_with_the_file_and_reason() {
         .load(dir.path().join("missing.wasm"))
         .await
         .expect_err("missing");
-    assert!(err.reason.contains("cannot read"), "{err}");
+    assert!(matches!(err.reason, LoadFailure::Unreadable(_)), "{err}");
+    assert!(err.to_string().contains("cannot read"), "{err}");
 }
 
 #[tokio::test]
@@ -1032,8 +1043,21 @@ async fn a_describe_that_sleeps_is_stopped_by_the_load_wall_clock() {
         .load(snodo_test_guests::SLOW_DESCRIBE)
         .await
         .expect_err("a minute of describe");
-    assert!(err.reason.contains("describe() failed"), "{err}");
-    assert!(err.reason.contains("wall"), "names the wall clock: {err}");
+    assert!(
+        matches!(
+            err.reason,
+            LoadFailure::DescribeFailed {
+                call: "describe",
+                error: snodo_wasm::AttemptError::Limit(snodo_wasm::Limit::WallClock { .. }),
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("describe() failed"), "{err}");
+    assert!(
+        err.to_string().contains("wall"),
+        "names the wall clock: {err}"
+    );
     assert_eq!(
         loader.descriptions_kept(),
         0,

@@ -62,10 +62,23 @@ impl fmt::Display for AllowedHost {
     }
 }
 
+/// An allow-list entry that does not parse, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{entry:?} is not an allowed outbound host: {why}")]
+pub struct BadEntry {
+    /// The entry, as written.
+    pub entry: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
 impl AllowedHost {
     /// Parses one entry; the error says what is wrong with it.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("{text:?} is not an allowed outbound host: {why}");
+    pub fn parse(text: &str) -> Result<Self, BadEntry> {
+        let bad = |why: &str| BadEntry {
+            entry: text.to_owned(),
+            why: why.to_owned(),
+        };
         let (scheme, rest) = text
             .split_once("://")
             .ok_or_else(|| bad("expected scheme://host[:port], e.g. https://api.example.com"))?;
@@ -338,7 +351,7 @@ pub struct AllowList {
 
 impl AllowList {
     /// Parses every entry; the first bad one is the error.
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, BadEntry> {
         let entries = entries
             .iter()
             .map(|e| AllowedHost::parse(e.as_ref()))
@@ -580,7 +593,13 @@ mod tests {
             ("https://", "empty"),
         ] {
             let err = AllowedHost::parse(entry).expect_err(entry);
-            assert!(err.contains(why), "{entry}: {err}");
+            assert_eq!(err.entry, entry);
+            assert!(err.why.contains(why), "{entry}: {err}");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("{entry:?} is not an allowed outbound host: ")),
+                "{err}"
+            );
         }
     }
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use snodo_core::config::{SettingError, millis};
 
-pub use allow::{AllowList, AllowedHost, Refusal};
+pub use allow::{AllowList, AllowedHost, BadEntry, Refusal};
 pub(crate) use send::Hooks;
 pub use send::JOURNAL_HEAD_BYTES;
 

@@ -564,7 +564,7 @@ impl OneRequest {
             Ok(None) => Ok(None),
             Err(e) => Err(Error::InternalError(Some(format!(
                 "the task's journal cannot be read: {}",
-                guest_text(&e)
+                guest_text(&e.to_string())
             )))),
         }
     }
@@ -596,7 +596,7 @@ impl OneRequest {
                  recorded: {} (the request, tools.{}.outbound.max_response_bytes = {max} \
                  and {JOURNAL_HEAD_BYTES} for the response's head)",
                 admitted.line,
-                guest_text(&why),
+                guest_text(&why.to_string()),
                 self.tool
             );
             return Err(self.limited("journal_task_bytes", Error::InternalError(Some(message))));
@@ -828,7 +828,7 @@ impl OneRequest {
             if let Err(e) = self.io.journal_append(entry).await {
                 return Err(Error::InternalError(Some(format!(
                     "the response could not be recorded in the task's journal: {}",
-                    guest_text(&e)
+                    guest_text(&e.to_string())
                 ))));
             }
             self.recorded.store(true, Ordering::Release);
@@ -1136,25 +1136,50 @@ mod tests {
 
     use super::*;
     use crate::outbound::{AllowList, OutboundConfig};
+    use snodo_core::store::StoreError;
 
-    /// A server that accepts connections, reports each, and never answers.
-    async fn silent_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    /// A server on a local port that hands each connection it accepts to `serve` (in a
+    /// task of its own), with a sender for what it reports.
+    async fn serve_each<T, F, Fut>(
+        serve: F,
+    ) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<T>)
+    where
+        T: Send + 'static,
+        F: Fn(tokio::net::TcpStream, tokio::sync::mpsc::UnboundedSender<T>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let addr = listener.local_addr().expect("addr");
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(async move {
-            let mut held = Vec::new();
             while let Ok((stream, _)) = listener.accept().await {
-                held.push(stream);
-                let _ = tx.send(());
+                tokio::spawn(serve(stream, tx.clone()));
             }
         });
         (addr, rx)
     }
 
-    fn hooks(host: &Arc<Outbound>, addr: SocketAddr, max_concurrent: u32) -> Hooks {
+    /// A server that accepts connections, reports each, and never answers.
+    async fn silent_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+        serve_each(|stream, tx| async move {
+            let _ = tx.send(());
+            std::future::pending::<()>().await;
+            drop(stream);
+        })
+        .await
+    }
+
+    /// Hooks of an attempt of tool `t` in tenant `acme` that may reach `addr` with
+    /// `max_concurrent` requests in flight, for `task`, its imports talking to `io`.
+    fn hooks_with(
+        host: &Arc<Outbound>,
+        addr: SocketAddr,
+        max_concurrent: u32,
+        task: Option<&str>,
+        io: Arc<dyn ExecutionIo>,
+    ) -> Hooks {
         let mut grant =
             HttpGrant::new(AllowList::parse(&[format!("http://{addr}")]).expect("list"));
         grant.limits.max_concurrent = max_concurrent;
@@ -1163,9 +1188,27 @@ mod tests {
             Some(Arc::new(grant)),
             "t",
             Arc::from("acme"),
+            task,
+            io,
+        )
+    }
+
+    fn hooks(host: &Arc<Outbound>, addr: SocketAddr, max_concurrent: u32) -> Hooks {
+        hooks_with(
+            host,
+            addr,
+            max_concurrent,
             None,
             Arc::new(crate::io::NoInput),
         )
+    }
+
+    /// A request without a body.
+    fn empty_request(builder: http::request::Builder) -> Request<WasiBody> {
+        let body = http_body_util::Empty::<Bytes>::new()
+            .map_err(|never| match never {})
+            .boxed_unsync();
+        builder.body(body).expect("request")
     }
 
     type Sent = Pin<Box<dyn Future<Output = Result<(Response<WasiBody>, Io), Error>> + Send>>;
@@ -1180,12 +1223,7 @@ mod tests {
     }
 
     fn get(hooks: &mut Hooks, addr: SocketAddr) -> Sent {
-        let body = http_body_util::Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed_unsync();
-        let request = Request::get(format!("http://{addr}/"))
-            .body(body)
-            .expect("request");
+        let request = empty_request(Request::get(format!("http://{addr}/")));
         Pin::from(hooks.send_request(request, None, Box::new(async { Ok(()) })))
     }
 
@@ -1193,28 +1231,21 @@ mod tests {
     /// arrived on the wire.
     async fn raw_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match stream.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
+        serve_each(|mut stream, tx| async move {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
                 }
-                let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
-                let _ = stream
-                    .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
-                    .await;
             }
-        });
-        (addr, rx)
+            let _ = tx.send(String::from_utf8_lossy(&head).into_owned());
+            let _ = stream
+                .write_all(b"HTTP/1.1 204 No Content\r\ncontent-length: 0\r\n\r\n")
+                .await;
+        })
+        .await
     }
 
     #[tokio::test]
@@ -1222,14 +1253,11 @@ mod tests {
         let (addr, mut heads) = raw_server().await;
         let host = Arc::new(Outbound::new(OutboundConfig::default()).expect("outbound"));
         let mut hooks = hooks(&host, addr, 1);
-        let body = http_body_util::Empty::<Bytes>::new()
-            .map_err(|never| match never {})
-            .boxed_unsync();
         // What the transport hands over for a guest that wrote userinfo into the URL.
-        let request = Request::get(format!("http://user:pw@{addr}/a\"b{{c}}|\u{e9}?q={{x}}^"))
-            .header(http::header::HOST, format!("user:pw@{addr}"))
-            .body(body)
-            .expect("request");
+        let request = empty_request(
+            Request::get(format!("http://user:pw@{addr}/a\"b{{c}}|\u{e9}?q={{x}}^"))
+                .header(http::header::HOST, format!("user:pw@{addr}")),
+        );
         let sent = Pin::from(hooks.send_request(request, None, Box::new(async { Ok(()) })));
         let (response, _) = sent.await.expect("answered");
         assert_eq!(response.status(), 204);
@@ -1276,18 +1304,19 @@ mod tests {
         ) -> crate::InputAnswers {
             Err(crate::InputFailure::Park)
         }
-        async fn set_status(&self, _: String) -> Result<(), String> {
+        async fn set_status(&self, _: String) -> Result<(), crate::IoError> {
             Ok(())
         }
         async fn progress(&self, _: crate::Progress) {}
         fn journaled(&self) -> bool {
             true
         }
-        async fn journal_entry(&self, _: u32) -> Result<Option<JournalEntry>, String> {
+        async fn journal_entry(&self, _: u32) -> Result<Option<JournalEntry>, crate::IoError> {
             let backtrace = std::backtrace::Backtrace::force_capture();
-            Err(format!(
-                "the task store is unavailable\n\nStack backtrace:\n{backtrace}"
+            Err(StoreError::unavailable(format!(
+                "the task store is down\n\nStack backtrace:\n{backtrace}"
             ))
+            .into())
         }
     }
 
@@ -1295,12 +1324,10 @@ mod tests {
     async fn a_host_failure_reaches_the_guest_as_one_line_without_a_backtrace() {
         let (addr, _accepted) = silent_server().await;
         let host = Arc::new(Outbound::new(OutboundConfig::default()).expect("outbound"));
-        let grant = HttpGrant::new(AllowList::parse(&[format!("http://{addr}")]).expect("list"));
-        let mut hooks = Hooks::new(
-            host,
-            Some(Arc::new(grant)),
-            "t",
-            Arc::from("acme"),
+        let mut hooks = hooks_with(
+            &host,
+            addr,
+            OutboundLimits::default().max_concurrent,
             Some("task-1"),
             Arc::new(FailingJournal),
         );
@@ -1309,7 +1336,7 @@ mod tests {
         };
         assert_eq!(
             text,
-            "the task's journal cannot be read: the task store is unavailable"
+            "the task's journal cannot be read: the store is unavailable: the task store is down"
         );
         // The backtrace the failure carried is not in it, whatever the platform prints.
         assert!(

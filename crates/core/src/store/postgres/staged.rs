@@ -206,13 +206,13 @@ impl Staged {
         }
         for (scope, &(live, stored, bytes)) in &counts {
             if (live, stored, bytes) != (0, 0, 0) {
-                out.push(Change::Counts {
+                out.push(Change::Counts(CountMove {
                     scope: scope.clone(),
                     shard: LIVE_SHARDS + shard,
                     live,
                     stored,
                     bytes,
-                });
+                }));
             }
         }
         for (digest, &delta) in &self.pinned_delta {
@@ -356,13 +356,7 @@ pub(super) enum Change {
     /// Remove tasks, by id.
     Delete(Vec<Vec<u8>>),
     /// Move a scope's live and stored counts and its stored bytes.
-    Counts {
-        scope: String,
-        shard: i16,
-        live: i64,
-        stored: i64,
-        bytes: i64,
-    },
+    Counts(CountMove),
     /// Move a component's pin count.
     Pinned {
         digest: String,
@@ -375,6 +369,17 @@ pub(super) enum Change {
         seq: u32,
         entry: Vec<u8>,
     },
+}
+
+/// A move of one scope's live and stored counts and its stored bytes on one shard, in
+/// [`BUMP_COUNTS`]'s parameter order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct CountMove {
+    scope: String,
+    shard: i16,
+    live: i64,
+    stored: i64,
+    bytes: i64,
 }
 
 /// The columns every row write sets, as `unnest` takes them.
@@ -506,15 +511,12 @@ impl Change {
                     .await
                     .map_err(pg_error)?;
             }
-            Change::Counts {
-                scope,
-                shard,
-                live,
-                stored,
-                bytes,
-            } => {
+            Change::Counts(c) => {
                 client
-                    .execute(&st.bump, &[scope, shard, live, stored, bytes])
+                    .execute(
+                        &st.bump,
+                        &[&c.scope, &c.shard, &c.live, &c.stored, &c.bytes],
+                    )
                     .await
                     .map_err(pg_error)?;
             }
@@ -739,7 +741,7 @@ impl Txn for Staged {
 mod tests {
     use std::collections::{BTreeMap, HashMap};
 
-    use super::{Change, LIVE_SHARDS, Staged};
+    use super::{Change, CountMove, LIVE_SHARDS, Staged};
     use crate::model::Scope;
     use crate::store::engine::{Caps, Count, Txn};
 
@@ -774,29 +776,24 @@ mod tests {
         staged
             .add_count(Count::Live, beta.as_str(), false)
             .expect("count");
-        let counts: Vec<(String, i16, i64, i64, i64)> = staged
+        let counts: Vec<CountMove> = staged
             .changes(3)
             .expect("changes")
             .into_iter()
             .filter_map(|c| match c {
-                Change::Counts {
-                    scope,
-                    shard,
-                    live,
-                    stored,
-                    bytes,
-                } => Some((scope, shard, live, stored, bytes)),
+                Change::Counts(c) => Some(c),
                 _ => None,
             })
             .collect();
-        assert_eq!(
-            counts,
-            vec![
-                // Two +1s were written at admission; one creation was made.
-                (acme.as_str().to_owned(), LIVE_SHARDS + 3, -1, -1, 0),
-                (beta.as_str().to_owned(), LIVE_SHARDS + 3, -1, 0, 0),
-            ]
-        );
+        let moved = |scope: &Scope, live, stored| CountMove {
+            scope: scope.as_str().to_owned(),
+            shard: LIVE_SHARDS + 3,
+            live,
+            stored,
+            bytes: 0,
+        };
+        // Two +1s were written at admission; one creation was made.
+        assert_eq!(counts, vec![moved(&acme, -1, -1), moved(&beta, -1, 0)]);
         // Near the cap the fast admission cannot decide.
         let tight = Caps {
             live: Some(100),

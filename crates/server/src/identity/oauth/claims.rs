@@ -19,7 +19,7 @@ impl ResourceServer {
         let keys = self.keys(issuer, token.kid()).await?;
         token
             .verify(&issuer.config.algorithms, &keys)
-            .map_err(Refusal::Invalid)?;
+            .map_err(|e| Refusal::Invalid(e.to_string()))?;
         let claims = &token.claims;
         let now = (self.clock)();
         let leeway = self.config.leeway.as_secs();

@@ -161,7 +161,7 @@ impl ResourceServer {
             .endpoint(issuer, issuer.config.jwks_uri.as_ref(), "jwks_uri")
             .await?;
         let doc = issuer.fetcher.get_json(&uri).await?;
-        KeySet::from_document(&doc).map_err(|e| FetchError::new(&uri, e))
+        KeySet::from_document(&doc).map_err(|e| FetchError::new(&uri, e.to_string()))
     }
 
     /// The issuer's authorization server metadata (RFC 8414, or OpenID Connect

@@ -14,6 +14,65 @@ use serde_json::{Map, Value};
 /// The largest token considered: anything longer is refused before it is decoded.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
 
+/// Why a token, an algorithm's name or a key set is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JwtError {
+    /// `none` names no signature at all.
+    #[error("`none` is never accepted")]
+    NoneAlgorithm,
+    /// An HMAC algorithm (`HS*`): a shared secret, never a key pair.
+    #[error(
+        "{0} is a shared-secret algorithm; access tokens must be signed with a key pair \
+         (RS256, ES256, EdDSA, ...)"
+    )]
+    SharedSecret(String),
+    /// A name no algorithm has.
+    #[error("unknown algorithm {0:?}")]
+    UnknownAlgorithm(String),
+    /// The algorithm is not among the issuer's configured ones.
+    #[error("{0} is not an accepted algorithm")]
+    NotAccepted(String),
+    /// The header has no `alg`.
+    #[error("the token names no algorithm")]
+    NoAlgorithm,
+    /// The header's `typ` is another kind of token's.
+    #[error("the token's type is not an access token's")]
+    NotAnAccessToken,
+    /// The header has `crit` parameters.
+    #[error("the token has critical header parameters this server does not know")]
+    Critical,
+    /// The `kid` the header names is not in the issuer's key set.
+    #[error("no key {0:?} in the issuer's key set")]
+    UnknownKey(String),
+    /// The key the header names is of another kind than the algorithm.
+    #[error("key {kid:?} is not a {alg} key")]
+    WrongKey {
+        /// The key.
+        kid: String,
+        /// The algorithm's name.
+        alg: &'static str,
+    },
+    /// No key verifies the signature.
+    #[error("the token's signature does not verify")]
+    BadSignature,
+    /// The token is longer than [`MAX_TOKEN_BYTES`].
+    #[error("the token is longer than {MAX_TOKEN_BYTES} bytes")]
+    TooLong,
+    /// The token is not three dot-separated parts.
+    #[error("the token is not a compact JWT")]
+    NotCompact,
+    /// A part (`header`, `claims`, `signature`) is not base64url.
+    #[error("the token's {0} is not base64url")]
+    NotBase64(&'static str),
+    /// A part (`header`, `claims`) is not a JSON object.
+    #[error("the token's {0} is not a JSON object")]
+    NotAnObject(&'static str),
+    /// A key set document without its `keys`.
+    #[error("the key set has no \"keys\" array")]
+    NoKeys,
+}
+
 /// A signature algorithm a token may be signed with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algorithm {
@@ -52,7 +111,7 @@ impl Algorithm {
 
     /// The algorithm named `name`; asymmetric ones only (`none` and `HS*` are refused here
     /// and can never be configured).
-    pub fn parse(name: &str) -> Result<Self, String> {
+    pub fn parse(name: &str) -> Result<Self, JwtError> {
         Ok(match name {
             "RS256" => Algorithm::Rs256,
             "RS384" => Algorithm::Rs384,
@@ -61,14 +120,9 @@ impl Algorithm {
             "ES256" => Algorithm::Es256,
             "ES384" => Algorithm::Es384,
             "EdDSA" => Algorithm::EdDsa,
-            "none" => return Err("`none` is never accepted".into()),
-            n if n.starts_with("HS") => {
-                return Err(format!(
-                    "{n} is a shared-secret algorithm; access tokens must be signed with a key \
-                     pair (RS256, ES256, EdDSA, ...)"
-                ));
-            }
-            n => return Err(format!("unknown algorithm {n:?}")),
+            "none" => return Err(JwtError::NoneAlgorithm),
+            n if n.starts_with("HS") => return Err(JwtError::SharedSecret(n.to_owned())),
+            n => return Err(JwtError::UnknownAlgorithm(n.to_owned())),
         })
     }
 
@@ -224,10 +278,8 @@ pub(crate) struct KeySet {
 
 impl KeySet {
     /// The keys of a JWK Set document.
-    pub(crate) fn from_document(doc: &Value) -> Result<Self, String> {
-        let keys = doc["keys"]
-            .as_array()
-            .ok_or("the key set has no \"keys\" array")?;
+    pub(crate) fn from_document(doc: &Value) -> Result<Self, JwtError> {
+        let keys = doc["keys"].as_array().ok_or(JwtError::NoKeys)?;
         let mut set = KeySet::default();
         for jwk in keys {
             // One malformed key must not take the issuer's other keys with it.
@@ -303,33 +355,33 @@ pub(crate) fn is_jwt_shaped(token: &str) -> bool {
         .is_some_and(|h| h.contains_key("alg"))
 }
 
-fn json_part(part: &str, what: &str) -> Result<Map<String, Value>, String> {
+fn json_part(part: &str, what: &'static str) -> Result<Map<String, Value>, JwtError> {
     let bytes = URL_SAFE_NO_PAD
         .decode(part)
-        .map_err(|_| format!("the token's {what} is not base64url"))?;
+        .map_err(|_| JwtError::NotBase64(what))?;
     match serde_json::from_slice(&bytes) {
         Ok(Value::Object(m)) => Ok(m),
-        _ => Err(format!("the token's {what} is not a JSON object")),
+        _ => Err(JwtError::NotAnObject(what)),
     }
 }
 
 impl<'t> Unverified<'t> {
     /// Splits and decodes `token`.
-    pub(crate) fn parse(token: &'t str) -> Result<Self, String> {
+    pub(crate) fn parse(token: &'t str) -> Result<Self, JwtError> {
         if token.len() > MAX_TOKEN_BYTES {
-            return Err(format!("the token is longer than {MAX_TOKEN_BYTES} bytes"));
+            return Err(JwtError::TooLong);
         }
         let mut parts = token.split('.');
         let (Some(h), Some(c), Some(s), None) =
             (parts.next(), parts.next(), parts.next(), parts.next())
         else {
-            return Err("the token is not a compact JWT".into());
+            return Err(JwtError::NotCompact);
         };
         let header = json_part(h, "header")?;
         let claims = json_part(c, "claims")?;
         let signature = URL_SAFE_NO_PAD
             .decode(s)
-            .map_err(|_| "the token's signature is not base64url".to_owned())?;
+            .map_err(|_| JwtError::NotBase64("signature"))?;
         Ok(Self {
             header,
             claims,
@@ -345,15 +397,19 @@ impl<'t> Unverified<'t> {
 
     /// Checks the header against `allowed` (the algorithm, the type, no critical
     /// extensions) and the signature against `keys`. Ok: the algorithm it was signed with.
-    pub(crate) fn verify(&self, allowed: &[Algorithm], keys: &KeySet) -> Result<Algorithm, String> {
+    pub(crate) fn verify(
+        &self,
+        allowed: &[Algorithm],
+        keys: &KeySet,
+    ) -> Result<Algorithm, JwtError> {
         let name = self
             .header
             .get("alg")
             .and_then(Value::as_str)
-            .ok_or("the token names no algorithm")?;
+            .ok_or(JwtError::NoAlgorithm)?;
         let alg = Algorithm::parse(name)?;
         if !allowed.contains(&alg) {
-            return Err(format!("{name} is not an accepted algorithm"));
+            return Err(JwtError::NotAccepted(name.to_owned()));
         }
         // RFC 9068's type, or the generic one; an ID token's or a logout token's type
         // here would be a token used for what it was not issued for.
@@ -364,13 +420,11 @@ impl<'t> Unverified<'t> {
                     .any(|x| t.eq_ignore_ascii_case(x))
             });
             if !ok {
-                return Err("the token's type is not an access token's".into());
+                return Err(JwtError::NotAnAccessToken);
             }
         }
         if self.header.contains_key("crit") {
-            return Err(
-                "the token has critical header parameters this server does not know".into(),
-            );
+            return Err(JwtError::Critical);
         }
         let message = self.signing_input.as_bytes();
         let verified = match self.kid() {
@@ -378,9 +432,12 @@ impl<'t> Unverified<'t> {
                 let key = keys
                     .by_kid
                     .get(kid)
-                    .ok_or_else(|| format!("no key {kid:?} in the issuer's key set"))?;
+                    .ok_or_else(|| JwtError::UnknownKey(kid.to_owned()))?;
                 if !key.fits(alg) {
-                    return Err(format!("key {kid:?} is not a {name} key"));
+                    return Err(JwtError::WrongKey {
+                        kid: kid.to_owned(),
+                        alg: alg.name(),
+                    });
                 }
                 key.verify(alg, message, &self.signature)
             }
@@ -395,7 +452,7 @@ impl<'t> Unverified<'t> {
         if verified {
             Ok(alg)
         } else {
-            Err("the token's signature does not verify".into())
+            Err(JwtError::BadSignature)
         }
     }
 }
@@ -406,11 +463,18 @@ mod tests {
 
     #[test]
     fn none_and_shared_secret_algorithms_can_never_be_named() {
-        assert!(Algorithm::parse("none").is_err());
-        assert!(Algorithm::parse("HS256").is_err());
-        assert!(Algorithm::parse("HS512").is_err());
-        assert!(
-            Algorithm::parse("rs256").is_err(),
+        assert_eq!(Algorithm::parse("none"), Err(JwtError::NoneAlgorithm));
+        assert_eq!(
+            Algorithm::parse("HS256"),
+            Err(JwtError::SharedSecret("HS256".into()))
+        );
+        assert!(matches!(
+            Algorithm::parse("HS512"),
+            Err(JwtError::SharedSecret(_))
+        ));
+        assert_eq!(
+            Algorithm::parse("rs256"),
+            Err(JwtError::UnknownAlgorithm("rs256".into())),
             "names are case-sensitive"
         );
         for a in Algorithm::DEFAULT {

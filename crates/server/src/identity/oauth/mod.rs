@@ -34,7 +34,7 @@ pub mod jwt;
 pub use config::{IntrospectionConfig, IssuerConfig, OAuthConfig, check};
 pub use discovery::metadata_path;
 pub(crate) use fetch::form_encode;
-pub use jwt::{Algorithm, MAX_TOKEN_BYTES};
+pub use jwt::{Algorithm, JwtError, MAX_TOKEN_BYTES};
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -231,7 +231,8 @@ impl ResourceServer {
 
     async fn authenticate_token(&self, token: &str) -> Result<Caller, Refusal> {
         if jwt::looks_like_jwt(token) {
-            let unverified = Unverified::parse(token).map_err(Refusal::Invalid)?;
+            let unverified =
+                Unverified::parse(token).map_err(|e| Refusal::Invalid(e.to_string()))?;
             let iss = unverified
                 .claims
                 .get("iss")
