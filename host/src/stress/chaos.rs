@@ -392,7 +392,8 @@ async fn poll(addr: SocketAddr, load: &Load, index: usize, id: &str) {
             match r["result"]["status"].as_str() {
                 Some("completed") => {
                     load.completed_at.lock().push(Instant::now());
-                    load.tasks.lock()[index].1.result = Some(r["result"]["result"].clone());
+                    load.tasks.lock()[index].1.result =
+                        Some(super::as_kept(&r["result"]["result"]));
                     return;
                 }
                 Some("failed" | "cancelled") => return,

@@ -286,7 +286,7 @@ async fn observe(addr: SocketAddr, model: &Model, id: &str) -> Option<String> {
     if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
         let mut m = model.lock();
         if let Some(t) = m.get_mut(id) {
-            let seen = (status.clone(), r["result"].clone());
+            let seen = (status.clone(), super::as_kept(&r["result"]));
             match &t.terminal {
                 // A different terminal state seen later is a violation the end check reports.
                 Some(first) if *first != seen => {}

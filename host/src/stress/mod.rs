@@ -34,6 +34,17 @@ use crate::store::{
     StoreResult, Transition,
 };
 
+/// A completed task's result as the store keeps it, from what `tasks/get` showed: the wire
+/// marks an inlined result `"resultType": "complete"` on 2026-07-28, as `tools/call` would
+/// return it, while the store keeps exactly what the tool returned.
+pub(crate) fn as_kept(shown: &serde_json::Value) -> serde_json::Value {
+    let mut kept = shown.clone();
+    if let Some(fields) = kept.as_object_mut() {
+        fields.remove("resultType");
+    }
+    kept
+}
+
 /// The shape of one run (the options of `snodo stress`, and their defaults).
 #[derive(Debug, Clone, clap::Args)]
 pub struct StressOptions {
