@@ -219,6 +219,8 @@ pub enum Submitted {
     Busy,
     /// A retry backoff runs; the task is due then.
     NotDue,
+    /// The task waits for an answer to its question; the answer submits it again.
+    Parked,
     /// The task has finished.
     Terminal,
     /// No such task (or it expired).
@@ -639,6 +641,7 @@ pub(crate) async fn submit_inner(
             return match e {
                 StoreError::Busy { .. } => Ok(Submitted::Busy),
                 StoreError::NotDue { .. } => Ok(Submitted::NotDue),
+                StoreError::Parked => Ok(Submitted::Parked),
                 StoreError::Terminal { .. } => Ok(Submitted::Terminal),
                 StoreError::NotFound => Ok(Submitted::NotFound),
                 e => Err(e),

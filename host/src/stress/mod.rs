@@ -595,10 +595,42 @@ impl OnTask<'_> {
         }
     }
 
+    /// Answers every question of task `id` still open, as its requester.
+    async fn answer_open(&self, id: &TaskId) {
+        let (store, o, label) = (self.store, self.o, self.label);
+        let open: serde_json::Map<String, serde_json::Value> = match store.inspect(id).await {
+            Ok(Some((t, _))) => t
+                .inputs
+                .iter()
+                .filter(|(_, entry)| entry.response.is_none())
+                .map(|(key, _)| (key.clone(), json!({"action": "accept", "content": {}})))
+                .collect(),
+            _ => return,
+        };
+        if open.is_empty() {
+            return;
+        }
+        let answered = match store
+            .authorize(&tenant(), Action::Update, &id.to_string())
+            .await
+        {
+            Ok(access) => store.accept_input(&access, EventId::random(), open).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = answered {
+            check(o, "acknowledged_writes_present", false, || {
+                format!("{label}: answering the open questions failed: {e}")
+            });
+        }
+    }
+
     /// Phase 3, fencing: releases the task and claims it again; the old lease must commit
     /// and renew nothing. Then the terminal race, under the newer lease.
     async fn fencing(&self, id: &TaskId, req: &ClaimRequest) {
         let (store, o, label, lease) = (self.store, self.o, self.label, self.lease);
+        // A released task with questions open is parked, and no claim takes it until they
+        // are answered: answer what phase 2 asked, so the release leaves it due.
+        self.answer_open(id).await;
         // 3. Fencing: release, claim again; the old lease must commit nothing.
         if store.release(lease).await.is_ok() {
             match store.claim(id, req).await {

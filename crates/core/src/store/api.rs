@@ -206,7 +206,8 @@ pub trait ClaimStore: TaskStore {
     /// Claims exactly this task for a worker.
     ///
     /// Errors: `NotFound`; `Terminal`; [`StoreError::Busy`] while another live lease holds
-    /// it; [`StoreError::NotDue`] while a retry backoff runs. The new claim's generation is
+    /// it; [`StoreError::NotDue`] while a retry backoff runs; [`StoreError::Parked`] while it
+    /// waits, with no claim, for an answer to its question. The new claim's generation is
     /// one more than the task's previous highest.
     async fn claim(&self, task_id: &TaskId, request: &ClaimRequest) -> StoreResult<Claimed>;
 

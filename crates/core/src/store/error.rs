@@ -46,6 +46,10 @@ pub enum StoreError {
         /// When that lease runs out.
         until: Timestamp,
     },
+    /// The task is parked on a question nobody has answered: it is not due until an answer
+    /// (or a cancel) comes.
+    #[error("the task waits for an answer to its question")]
+    Parked,
     /// A retry backoff is running.
     #[error("the task's retry is not due until {retry_at:?}")]
     NotDue {
@@ -116,6 +120,7 @@ impl StoreError {
             Self::LeaseLost => "lease_lost",
             Self::Busy { .. } => "busy",
             Self::NotDue { .. } => "not_due",
+            Self::Parked => "parked",
             Self::WrongAction { .. } => "wrong_action",
             Self::InputConflict { .. } => "input_conflict",
             Self::LiveLimit { .. } => "live_limit",

@@ -138,6 +138,9 @@ async fn a_parked_task_is_due_again_once_answered(s: &dyn Store) {
     ask(s, &lease, "q", elicit("?")).await.expect("request");
     s.release(&lease).await.expect("park: release the guest");
     assert!(nothing_due(s).await);
+    // Nor can a late submit of this task claim it by id and start a guest that would only
+    // ask again.
+    assert_eq!(s.claim(&id, &cr()).await.err(), Some(StoreError::Parked));
     let update = access(s, "acme", Action::Update, &id).await;
     answer(s, &update, &[("q", json!({"action": "accept"}))])
         .await

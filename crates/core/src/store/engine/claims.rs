@@ -142,6 +142,12 @@ pub(crate) fn claim(
     {
         return Err(StoreError::NotDue { retry_at: at });
     }
+    // Parked on an unanswered question with no claim: only an answer (or a cancel) makes it
+    // runnable, so a late submit (a stale queue entry) must not start a guest that would
+    // only ask again. An expired claim keeps the task due, so recovery still takes it.
+    if t.due_at().is_none() {
+        return Err(StoreError::Parked);
+    }
     take_claim(txn, ctx, rec, req)
 }
 
