@@ -1,16 +1,13 @@
 // Real TypeScript MCP clients against the fixture server: the official SDK's Client
 // (protocol 2025-11-25, the initialize handshake) and the MCP Inspector CLI, on tools,
-// resources, prompts and completion. The server is
-// `snodo serve` with the memory store and the conformance fixture component, started here
-// on a free port and stopped at the end.
+// resources, prompts and completion. The server (server.mjs) is `snodo serve` with the
+// memory store and the conformance fixture component, started for this file on a free port
+// and stopped at the end.
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, execFile } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, openSync, existsSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { execFile } from "node:child_process";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 
@@ -22,69 +19,22 @@ import {
   LoggingMessageNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
 
+import { startServer } from "./server.mjs";
+
 const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, "../..");
-const SNODO = join(ROOT, "target/debug/snodo");
-const FIXTURES = join(ROOT, "target/guests/wasm32-wasip2/release/fixtures.wasm");
 const INSPECTOR = join(HERE, "node_modules/.bin/mcp-inspector");
 
 let server;
 let url;
 let data;
 
-function freePort() {
-  return new Promise((ok, fail) => {
-    const s = createServer();
-    s.on("error", fail);
-    s.listen(0, "127.0.0.1", () => {
-      const { port } = s.address();
-      s.close(() => ok(port));
-    });
-  });
-}
-
-async function healthy(port) {
-  try {
-    const r = await fetch(`http://127.0.0.1:${port}/healthz`);
-    return r.ok;
-  } catch {
-    return false;
-  }
-}
-
 before(async () => {
-  for (const p of [SNODO, FIXTURES]) {
-    assert.ok(existsSync(p), `${p} is missing: run \`cargo test --workspace --no-run\` first`);
-  }
-  const port = await freePort();
-  data = mkdtempSync(join(tmpdir(), "snodo-interop-ts-"));
-  const log = openSync(join(data, "server.log"), "w");
-  server = spawn(
-    SNODO,
-    ["serve", "--store", "memory", "--data", data, "--component", FIXTURES],
-    { env: { ...process.env, MCP_PORT: String(port), NO_COLOR: "1" }, stdio: ["ignore", log, log] },
-  );
-  const exited = new Promise((ok) => server.once("exit", ok));
-  const deadline = Date.now() + 60_000;
-  while (!(await healthy(port))) {
-    const gone = await Promise.race([exited.then(() => true), new Promise((ok) => setTimeout(() => ok(false), 50))]);
-    assert.ok(!gone, "the server exited:\n" + readFileSync(join(data, "server.log"), "utf8"));
-    assert.ok(Date.now() < deadline, "the server did not answer /healthz within 60 s");
-  }
-  url = `http://127.0.0.1:${port}/mcp`;
+  server = await startServer();
+  ({ url, data } = server);
 });
 
 after(async () => {
-  if (server && server.exitCode === null) {
-    const exited = new Promise((ok) => server.once("exit", ok));
-    server.kill("SIGTERM");
-    await exited;
-  }
-  if (process.exitCode) {
-    console.log("--- server log (last 40 lines) ---");
-    console.log(readFileSync(join(data, "server.log"), "utf8").split("\n").slice(-40).join("\n"));
-  }
-  rmSync(data, { recursive: true, force: true });
+  await server?.stop();
 });
 
 async function connect(capabilities = {}) {
@@ -133,6 +83,9 @@ test("an optional task tool runs synchronously; a required one names what is mis
         assert.equal(e.code, -32021);
         assert.match(e.message, /2026-07-28/);
         assert.match(e.message, /io\.modelcontextprotocol\/tasks/);
+        // What a user reads: the tool, and what the operator could change.
+        assert.match(e.message, /tool "test_tool_with_task" runs only as a durable task/);
+        assert.match(e.message, /mode = "optional" under \[tools\.test_tool_with_task\]/);
         return true;
       },
     );

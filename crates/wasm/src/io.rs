@@ -119,7 +119,9 @@ pub fn check_capabilities(
     for (key, request) in requests {
         if let Err(what) = caps.can_answer(request) {
             return Err(InputFailure::Unsupported(format!(
-                "input {key:?} needs the client capability `{what}`, which the request did not declare"
+                "input {key:?} needs the client capability `{what}`, which the calling client \
+                 did not declare, so it was not asked; a client that declares `{what}` in its \
+                 capabilities is asked instead"
             )));
         }
     }

@@ -115,7 +115,7 @@ impl Dialect for Stateless {
         protocol::http_status(error)
     }
 
-    fn task_only(&self, _: &str, _: &RequestMeta) -> RpcError {
-        RpcError::tasks_required()
+    fn task_only(&self, tool: &str, _: &RequestMeta) -> RpcError {
+        protocol::refusal::task_only_undeclared(tool)
     }
 }

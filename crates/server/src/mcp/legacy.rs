@@ -17,7 +17,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::identity::Caller;
-use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError};
+use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError, TASKS_EXTENSION};
 use snodo_core::model::Principal;
 
 use super::dialect::Dialect;
@@ -46,14 +46,15 @@ impl Dialect for Handshake {
     }
 
     fn task_only(&self, tool: &str, meta: &RequestMeta) -> RpcError {
-        RpcError {
-            message: format!(
-                "tool {tool:?} runs only as a task: tasks need MCP 2026-07-28 and the \
-                 io.modelcontextprotocol/tasks extension, and this session speaks {}",
+        protocol::refusal::task_only(
+            tool,
+            &format!(
+                "this session speaks {}, which has no durable tasks here (they need MCP \
+                 2026-07-28 with the {TASKS_EXTENSION} extension)",
                 meta.protocol_version
             ),
-            ..RpcError::tasks_required()
-        }
+            "connect with MCP 2026-07-28 and declare that extension",
+        )
     }
 }
 

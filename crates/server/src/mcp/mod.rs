@@ -369,7 +369,7 @@ impl McpServer {
         check_version_header(headers, &meta)?;
         meta.check_version()?;
         if method.needs_tasks() && !meta.declares_tasks() {
-            return Err(RpcError::tasks_required());
+            return Err(protocol::refusal::tasks_method(method.as_str()));
         }
         // 4. The method's parameters.
         let protocol::Request {

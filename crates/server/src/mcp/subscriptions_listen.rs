@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::protocol::{self, RpcError};
+use crate::protocol;
 use snodo_core::model::Principal;
 use snodo_runner::budget::{Over, Refusal};
 
@@ -30,7 +30,7 @@ impl McpServer {
         let mut feed = None;
         if let Some(ids) = &listen.task_ids {
             if !ctx.meta.declares_tasks() {
-                return Err(RpcError::tasks_required());
+                return Err(protocol::refusal::task_notifications());
             }
             let max = self.config.limits.stream_task_ids;
             let mut seen = std::collections::HashSet::new();

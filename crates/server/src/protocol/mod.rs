@@ -1,9 +1,10 @@
 //! MCP 2026-07-28 over JSON-RPC: envelopes, per-request `_meta`, routing headers, error
-//! codes and wire shapes. Pure functions of their inputs; no I/O.
+//! codes, refusals and wire shapes. Pure functions of their inputs; no I/O.
 
 mod envelope;
 mod headers;
 mod meta;
+pub(crate) mod refusal;
 mod time;
 
 pub(crate) use envelope::{Incoming, Request, parse};

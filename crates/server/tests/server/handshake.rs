@@ -124,10 +124,58 @@ async fn the_handshake_opens_a_session_that_serves_tools() {
         .unwrap_or(v);
     assert_eq!(code(&v), -32021, "{v}");
     let message = v["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("2026-07-28") && message.contains("2025-11-25"),
-        "{message}"
+    for part in [
+        "tool \"test_tool_with_task\" runs only as a durable task",
+        "2026-07-28",
+        "2025-11-25",
+        "io.modelcontextprotocol/tasks",
+        "mode = \"optional\" under [tools.test_tool_with_task]",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
+}
+
+/// The JSON-RPC message of a reply that may be an event stream (its first `data:` line).
+fn message_of(v: Value) -> Value {
+    v.as_str()
+        .and_then(|t| t.lines().find_map(|l| l.strip_prefix("data:")))
+        .map(|d| serde_json::from_str(d.trim()).expect("json"))
+        .unwrap_or(v)
+}
+
+/// A completed task's inlined result is the `tools/call` result of its revision: on
+/// 2026-07-28 `tasks/get` marks it `"resultType": "complete"` (the official Tasks client
+/// parses it with that revision's `CallToolResult` schema, which requires the field); the
+/// same tool's result on 2025-11-25 has no such field, and the stored result has neither.
+#[tokio::test]
+async fn a_tasks_result_is_marked_complete_on_2026_07_28_and_not_on_2025_11_25() {
+    let app = app(vec![]).await;
+    let slow = json!({"name": "slow_compute", "arguments": {"seconds": 1, "label": "r"}});
+    let (_, v) = ask(&app, 1, "tools/call", slow.clone(), super::caps(true)).await;
+    let id = super::task_id(&v);
+    let get = rpc(2, "tasks/get", json!({"taskId": id}), super::caps(true));
+    let done = crate::common::eventually("the task to complete", || async {
+        let (_, v, _) = send(&app, super::request_of(&get)).await;
+        (v["result"]["status"] == "completed").then(|| v["result"].clone())
+    })
+    .await;
+    let result = &done["result"];
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(result["isError"], false);
+    assert_eq!(
+        done["resultType"], "complete",
+        "the tasks/get result's own mark"
     );
+
+    let (_, session) = initialize(&app, "2025-11-25").await;
+    let call = request(3, "tools/call", slow);
+    let (st, v, _) = send(&app, post_25(&call, Some(&session))).await;
+    assert_eq!(st, 200);
+    let legacy = message_of(v)["result"].clone();
+    assert!(legacy.get("resultType").is_none(), "{legacy}");
+    let mut marked = legacy;
+    marked["resultType"] = json!("complete");
+    assert_eq!(&marked, result, "the same result but for the mark");
 }
 
 /// Two servers over one store, as two nodes (or one node before and after a restart).

@@ -51,6 +51,15 @@ async fn methods_and_tools_errors() {
         v["error"]["data"],
         json!({"requiredCapabilities": {"extensions": {TASKS: {}}}})
     );
+    // The message is what many clients show: the tool, why, and what would change it.
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    for part in [
+        "tool \"failing_job\" runs only as a durable task",
+        "did not declare the io.modelcontextprotocol/tasks extension",
+        "mode = \"optional\" under [tools.failing_job]",
+    ] {
+        assert!(message.contains(part), "{part:?} in {message}");
+    }
     // A tool needing sampling.
     let sampling = json!({"name": "test_missing_capability"});
     let (s, v) = ask(&app, 5, "tools/call", sampling, caps(true)).await;
@@ -58,6 +67,12 @@ async fn methods_and_tools_errors() {
     assert_eq!(
         v["error"]["data"]["requiredCapabilities"],
         json!({"sampling": {}})
+    );
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("tool \"test_missing_capability\" asks the client for completions")
+            && message.contains("declare sampling in _meta"),
+        "{message}"
     );
     // Optional tool without the declaration runs synchronously; the legacy hint is ignored.
     let optional = json!({"name": "greet", "arguments": {"name": "h"}, "task": {"ttl": 1}});
@@ -67,6 +82,11 @@ async fn methods_and_tools_errors() {
     for m in ["tasks/get", "tasks/cancel"] {
         let (s, v) = ask(&app, 7, m, json!({"taskId": "gate-test"}), caps(false)).await;
         assert_eq!((s.as_u16(), code(&v)), (400, -32021), "{m}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with(&format!("{m} belongs to the {TASKS} extension")),
+            "{message}"
+        );
     }
     let unknown = json!({"taskId": "tasks-conformance-nonexistent-12345"});
     let (_, v) = ask(&app, 8, "tasks/get", unknown, caps(true)).await;

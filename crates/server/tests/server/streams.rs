@@ -80,6 +80,8 @@ async fn subscriptions_deliver_task_notifications() {
     let notifications = json!({"notifications": {"taskIds": [id]}});
     let (_, v) = ask(&app, 2, "subscriptions/listen", notifications, caps(false)).await;
     assert_eq!(code(&v), -32021);
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("notifications.taskIds"), "{message}");
 
     let listen = rpc(
         3,
@@ -137,6 +139,9 @@ async fn subscriptions_deliver_task_notifications() {
     assert_eq!(last["method"], "notifications/tasks");
     assert_eq!(last["params"]["taskId"], json!(id));
     assert_eq!(last["params"]["result"]["content"][0]["type"], "text");
+    // The result as 2026-07-28's tools/call gives it; the notification itself is no result.
+    assert_eq!(last["params"]["result"]["resultType"], "complete");
+    assert!(last["params"].get("resultType").is_none());
     assert_eq!(
         last["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
         3

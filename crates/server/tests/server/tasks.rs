@@ -119,6 +119,7 @@ async fn task_flow_with_input_cancel_and_tenants() {
     assert_eq!(v["result"], json!({"resultType": "complete"}));
     let done = await_status(&app, &get, Some(&alice.0), "completed").await;
     assert_eq!(done["result"]["content"][0]["text"], "Deleted a.txt");
+    assert_eq!(done["result"]["resultType"], "complete");
     assert!(done.get("inputRequests").is_none() && done.get("error").is_none());
     // Cancelling a finished task: the same ack, nothing changes.
     let (_, v, _) = as_alice(&cancel).await;

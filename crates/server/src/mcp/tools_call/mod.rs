@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::tenant_of;
-use crate::protocol::RpcError;
+use crate::protocol::{self, RpcError};
 use snodo_core::model::{ClientCapabilities, Grant, Principal};
 use snodo_runner::CatalogTool;
 use snodo_runner::budget::Slot;
@@ -82,7 +82,11 @@ impl McpServer {
         if let Some(required) = &tool.info.required_capabilities
             && !ClientCapabilities::of(&ctx.meta.client_capabilities).covers(required)
         {
-            return Err(RpcError::missing_capability(required.clone()));
+            return Err(protocol::refusal::tool_needs(
+                &tool.info.name,
+                required,
+                &ctx.meta,
+            ));
         }
         let mut calling = Calling {
             tool,
