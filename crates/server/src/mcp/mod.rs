@@ -409,7 +409,9 @@ impl McpServer {
             Call::Complete(complete) => self.complete(complete, ctx).await?,
             Call::TasksGet(task) => return self.tasks_get(task, ctx).await,
             Call::TasksUpdate(update) => self.tasks_update(update, ctx).await?,
-            Call::TasksCancel(task) => self.tasks_cancel(task, ctx).await?,
+            Call::TasksCancel(task) => return self.tasks_cancel(task, ctx).await,
+            Call::TasksResult(task) => return self.tasks_result(task, ctx).await,
+            Call::TasksList(list) => self.tasks_list(list, ctx).await?,
             Call::SubscriptionsListen(listen) => {
                 return self.subscriptions_listen(listen, ctx).await;
             }

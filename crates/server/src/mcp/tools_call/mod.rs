@@ -98,7 +98,11 @@ impl McpServer {
             choice: None,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
-        if !ctx.meta.declares_tasks() || mode == TaskMode::Sync {
+        let declared = tool.mode.unwrap_or(tool.info.mode);
+        let as_task =
+            ctx.dialect
+                .runs_as_task(&tool.info.name, call.as_task, &ctx.meta, mode, declared)?;
+        if !as_task {
             return self.run_sync(calling, ctx).await;
         }
         if let Some(asked) = self.prepare(&mut calling, ctx).await? {
@@ -165,8 +169,7 @@ impl McpServer {
     }
 
     /// The mode this call runs in: the configured one, else the tool's rule over the
-    /// arguments, else the tool's declared mode. A task-only tool called without the tasks
-    /// extension is refused here.
+    /// arguments, else the tool's declared mode.
     async fn decide_mode(
         &self,
         calling: &mut Calling<'_>,
@@ -192,9 +195,6 @@ impl McpServer {
             }
             None => tool.info.mode,
         };
-        if mode == TaskMode::Required && !ctx.meta.declares_tasks() {
-            return Err(ctx.dialect.task_only(&tool.info.name, &ctx.meta));
-        }
         Ok(mode)
     }
 
