@@ -316,15 +316,14 @@ impl McpServer {
     /// `_other`), and for `tools/call` the tool when the catalog serves one of that name.
     /// Both sets are bounded, whatever clients send.
     fn operation_labels(&self, req: &protocol::Request) -> (&'static str, Option<String>) {
-        const HANDSHAKE: [&str; 6] = [
+        const HANDSHAKE: [&str; 5] = [
             "initialize",
             "ping",
             "logging/setLevel",
             "resources/subscribe",
             "resources/unsubscribe",
-            "tasks/list",
         ];
-        let method = match Method::parse(&req.method) {
+        let method = match Method::parse_handshake(&req.method).or(Method::parse(&req.method)) {
             Some(m) => m.as_str(),
             None => HANDSHAKE
                 .iter()
