@@ -102,6 +102,9 @@ pub(crate) trait Dialect: Sync {
         mode: TaskMode,
         declared: TaskMode,
     ) -> Result<bool, RpcError>;
+    /// The reply of a `tools/call` of `tool` whose prepare phase asks for input before the
+    /// task exists: `asked` is the MRTR `input_required` result that asks it.
+    fn input_before_task(&self, tool: &str, asked: Value) -> Result<Value, RpcError>;
     /// What `tools/list` says of a tool's task support (its `execution`), if anything.
     fn tool_execution(&self, declared: TaskMode) -> Option<Value>;
     /// The reply to request `id` that carries `task`: as created, as read, or as cancelled.
@@ -156,6 +159,10 @@ impl Dialect for Stateless {
             return Err(protocol::refusal::task_only_undeclared(tool));
         }
         Ok(declared && mode != TaskMode::Sync)
+    }
+
+    fn input_before_task(&self, _: &str, asked: Value) -> Result<Value, RpcError> {
+        Ok(asked)
     }
 
     fn tool_execution(&self, _: TaskMode) -> Option<Value> {

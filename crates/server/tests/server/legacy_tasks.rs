@@ -300,6 +300,22 @@ async fn a_call_must_ask_the_way_the_tool_runs() {
         )
         .await;
     assert_eq!(code(&v), -32602, "{v}");
+    // A tool that asks before its task exists cannot be a 2025-11-25 task; it says so
+    // rather than hanging or answering a 2026-07-28 shape.
+    let v = c
+        .call(
+            4,
+            "tools/call",
+            json!({"name": "test_tool_with_task", "arguments": {}, "task": {}}),
+        )
+        .await;
+    assert_eq!(code(&v), -32021, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("before its task is created")),
+        "{v}"
+    );
 }
 
 #[tokio::test]

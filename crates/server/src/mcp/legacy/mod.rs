@@ -88,6 +88,11 @@ impl Dialect for Handshake {
         Ok(asked)
     }
 
+    /// A task call answers with a plain `CreateTaskResult`: nothing can ask before it.
+    fn input_before_task(&self, tool: &str, _: Value) -> Result<Value, RpcError> {
+        Err(protocol::refusal::asks_before_its_task(tool))
+    }
+
     fn tool_execution(&self, declared: TaskMode) -> Option<Value> {
         let support = match declared {
             TaskMode::Sync => "forbidden",

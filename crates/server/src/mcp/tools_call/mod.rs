@@ -213,7 +213,12 @@ impl McpServer {
         if calling.slot.is_none() {
             calling.slot = Some(self.sync_slot(ctx.principal)?);
         }
-        let io = SyncIo::for_request(ctx, calling.answers.clone());
+        // Answered from the request's rounds only: a question without an answer ends the
+        // phase, and the dialect says how it is answered.
+        let io = SyncIo::new(
+            calling.answers.clone(),
+            ctx.meta.client_capabilities.clone(),
+        );
         let exec = execution(tool, calling.arguments.clone(), io, ctx);
         match self.within_wall_clock(tool.component.prepare(exec)).await? {
             Ok(Ok(prepared)) => {
@@ -221,13 +226,18 @@ impl McpServer {
                 Ok(None)
             }
             Ok(Err(e)) => Err(e),
-            Err(AttemptError::NeedInput(q)) => Ok(Some(mrtr::input_required(
-                q,
-                &calling.key,
-                &calling.sealed_for,
-                ctx.principal,
-                &calling.answers,
-            ))),
+            Err(AttemptError::NeedInput(q)) => {
+                let asked = mrtr::input_required(
+                    q,
+                    &calling.key,
+                    &calling.sealed_for,
+                    ctx.principal,
+                    &calling.answers,
+                );
+                ctx.dialect
+                    .input_before_task(&tool.info.name, asked)
+                    .map(Some)
+            }
             Err(e) => Err(e.to_rpc_error()),
         }
     }
