@@ -8,7 +8,7 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp import ClientSession
-from mcp.client.streamable_http import streamablehttp_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import McpError
 
 pytestmark = [
@@ -26,7 +26,7 @@ async def accept(_context, _params):
 
 @contextlib.asynccontextmanager
 async def session(url, elicit=accept):
-    async with streamablehttp_client(url) as (read, write, _):
+    async with streamable_http_client(url) as (read, write, _):
         async with ClientSession(read, write, elicitation_callback=elicit) as s:
             init = await s.initialize()
             assert init.protocolVersion == "2025-11-25"

@@ -385,6 +385,14 @@ async fn a_question_is_asked_on_tasks_result_and_answered_by_a_posted_response()
     else {
         panic!("tasks/result waits on a stream");
     };
+    // The stream opens with the task's status, related to it.
+    let status = next(&mut first).await;
+    assert_eq!(status["method"], "notifications/tasks/status", "{status}");
+    assert_eq!(status["params"]["taskId"], id.as_str());
+    assert_eq!(
+        status["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        id.as_str()
+    );
     let asked = question(&mut first).await;
     assert_eq!(
         asked["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
