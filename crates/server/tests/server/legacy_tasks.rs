@@ -428,3 +428,35 @@ async fn a_question_is_asked_on_tasks_result_and_answered_by_a_posted_response()
         "{done}"
     );
 }
+
+/// A `tasks/result` that waits holds one of its tenant's stream slots until it ends: past
+/// `limits.streams_per_tenant` the next wait is refused at once, naming the limit.
+#[tokio::test]
+async fn a_waiting_tasks_result_holds_a_stream_slot() {
+    let fixtures = super::fixtures().await;
+    let limits = snodo_runner::budget::TenantLimits {
+        streams_per_tenant: 1,
+        ..Default::default()
+    };
+    let (server, _) =
+        common::mcp_server(common::catalog_of(&[&fixtures], Default::default()), limits);
+    let (c, _) = Client::open(&server, "ada").await;
+    let task = c
+        .task(1, "slow_compute", json!({"seconds": 60, "label": "w"}))
+        .await;
+    let id = task["taskId"].as_str().expect("id").to_owned();
+    let Reply::Stream(waiting) = c
+        .reply(2, "tasks/result", json!({"taskId": id}), true)
+        .await
+    else {
+        panic!("tasks/result waits on a stream");
+    };
+    let refused = c.call(3, "tasks/result", json!({"taskId": id})).await;
+    assert_eq!(code(&refused), -32000, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["limit"],
+        "limits.streams_per_tenant"
+    );
+    drop(waiting);
+    c.call(4, "tasks/cancel", json!({"taskId": id})).await;
+}
