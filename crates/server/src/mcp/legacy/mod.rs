@@ -16,11 +16,11 @@
 //! questions go to the client as server requests on the event stream of the call, or of the
 //! task's `tasks/result`, the way this revision asks them.
 
-use serde_json::{Map, Value, json};
-
 mod task;
 mod tasks_list;
 mod tasks_result;
+
+use serde_json::{Map, Value, json};
 
 use crate::identity::Caller;
 use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError, codes};
