@@ -1,12 +1,12 @@
 """Walkthrough: durable recovery: kill -9 the server mid-task, restart, the task completes once,
-in its caller's trace.
+in its caller's trace; and a task a 2025-11-25 client created is collected after the crash.
 
 Run on both durable single-node stores: redb (the default) and SQLite.
 """
 
 import os
 
-from snodo_client import Server, check, inspect
+from snodo_client import HandshakeClient, Server, check, inspect
 
 for store, file in (("redb", "tasks.redb"), ("sqlite", "tasks.sqlite")):
     print(f"-- store: {store}")
@@ -46,4 +46,24 @@ finally:
     server.stop()
 check(inspect(os.path.join(server.data, "tasks.redb"), task_id)["work"]["trace"] is None,
       "by default the caller's trace context is not stored")
+# A 2025-11-25 client's task (its experimental tasks) is the same durable task: it survives
+# kill -9, and the client's session, which lives in its id, follows it after the restart.
+server = Server("--store", "redb").start()
+old = HandshakeClient(server.port)
+old.initialize()
+created = old.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 3, "label": "legacy"},
+                                     "task": {"ttl": 600000}})["result"]["task"]
+server.wait(created["taskId"], lambda t: t.get("statusMessage") == "computing legacy", "running")
+server.kill9()
+print("killed the server with SIGKILL mid-task (a 2025-11-25 task)")
+server = Server("--store", "redb", data=server.data).start()
+try:
+    old.port = server.port
+    check(old.request("tasks/get", {"taskId": created["taskId"]})["result"]["taskId"] == created["taskId"],
+          "2025-11-25: the same session reads its task after the crash")
+    collected = old.request("tasks/result", {"taskId": created["taskId"]})["result"]
+    check(collected["content"][0]["text"] == "Completed legacy after 3 seconds",
+          "2025-11-25: tasks/result collects what the recovered task computed")
+finally:
+    server.stop()
 print("recovery walkthrough: ok")

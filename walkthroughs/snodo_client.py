@@ -155,6 +155,41 @@ def node_config(directory, node, store, components, rest=""):
     return path
 
 
+class HandshakeClient:
+    """What a 2025-11-25 client sends: initialize once, then the session id on every
+    request. It asks for plain JSON replies (no event stream), so a tool cannot ask it
+    anything mid-call."""
+
+    def __init__(self, port):
+        self.port = port
+        self.session = None
+        self.next_id = 0
+
+    def post(self, body):
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.session:
+            headers["Mcp-Session-Id"] = self.session
+            headers["MCP-Protocol-Version"] = "2025-11-25"
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        c.request("POST", "/mcp", json.dumps(body), headers)
+        resp = c.getresponse()
+        raw = resp.read()
+        return resp, (json.loads(raw) if raw else None)
+
+    def request(self, method, params=None):
+        self.next_id += 1
+        _, body = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
+        return body
+
+    def initialize(self):
+        resp, body = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "walkthrough", "version": "1"}}})
+        self.session = resp.getheader("Mcp-Session-Id")
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return body["result"]
+
+
 def check(cond, what):
     if not cond:
         raise SystemExit("FAILED: " + what)

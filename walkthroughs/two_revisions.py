@@ -1,48 +1,11 @@
 """Walkthrough: one component serving a tool, a resource and a prompt, used by a 2025-11-25
-client (the initialize handshake and a session) and by a 2026-07-28 client (stateless,
-with the tasks extension), side by side on the same endpoint."""
+client (the initialize handshake, a session and that revision's experimental tasks) and by a
+2026-07-28 client (stateless, with the tasks extension), side by side on the same endpoint."""
 
-import http.client
 import json
-
 import os
 
-from snodo_client import GUESTS, Server, check
-
-
-class HandshakeClient:
-    """What a 2025-11-25 client sends: initialize once, then the session id on every
-    request. It asks for plain JSON replies (no event stream), so a tool cannot ask it
-    anything mid-call."""
-
-    def __init__(self, port):
-        self.port = port
-        self.session = None
-        self.next_id = 0
-
-    def post(self, body):
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self.session:
-            headers["Mcp-Session-Id"] = self.session
-            headers["MCP-Protocol-Version"] = "2025-11-25"
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        c.request("POST", "/mcp", json.dumps(body), headers)
-        resp = c.getresponse()
-        raw = resp.read()
-        return resp, (json.loads(raw) if raw else None)
-
-    def request(self, method, params=None):
-        self.next_id += 1
-        _, body = self.post({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params or {}})
-        return body
-
-    def initialize(self):
-        resp, body = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "walkthrough", "version": "1"}}})
-        self.session = resp.getheader("Mcp-Session-Id")
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        return body["result"]
+from snodo_client import GUESTS, HandshakeClient, Server, check
 
 
 server = Server("--component", os.path.join(GUESTS, "examples.wasm")).start()
@@ -58,9 +21,19 @@ try:
     big = old.request("tools/call", {"name": "quick_report", "arguments": {"rows": 200000}})["result"]
     check("structuredContent" in big and "taskId" not in big,
           "2025-11-25: a call that would be a task for a 2026-07-28 client runs synchronously")
+    check("tasks" in init["capabilities"], "2025-11-25: its experimental tasks are advertised")
     export = old.request("tools/call", {"name": "durable_export", "arguments": {"dataset": "sales"}})
-    check(export["error"]["code"] == -32021 and "2026-07-28" in export["error"]["message"],
-          "2025-11-25: a task-only tool says the client needs 2026-07-28 and the tasks extension")
+    check(export["error"]["code"] == -32601 and "params.task" in export["error"]["message"],
+          "2025-11-25: a task-only tool called without params.task says how to call it")
+    created = old.request("tools/call", {"name": "quick_report", "arguments": {"rows": 200000},
+                                         "task": {"ttl": 60000}})["result"]["task"]
+    check(created["status"] == "working" and isinstance(created["ttl"], int),
+          "2025-11-25: with params.task the call answers at once with its task")
+    check(old.request("tasks/get", {"taskId": created["taskId"]})["result"]["taskId"] == created["taskId"],
+          "2025-11-25: tasks/get reads it")
+    collected = old.request("tasks/result", {"taskId": created["taskId"]})["result"]
+    check(collected["structuredContent"]["rows"] == 200000,
+          "2025-11-25: tasks/result waits for the task and answers as tools/call would have")
     card = old.request("resources/read", {"uri": "reports://sales"})["result"]
     check(json.loads(card["contents"][0]["text"])["dataset"] == "sales",
           "2025-11-25: a templated resource is read with its variable")

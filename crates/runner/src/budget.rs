@@ -47,7 +47,8 @@ pub struct TenantLimits {
     /// Tasks one tenant may create at once before the rate applies. Default 20,000 (one
     /// tenant) or 1,000 (several).
     pub task_create_burst: u32,
-    /// Open `subscriptions/listen` streams per tenant. Default 16.
+    /// Open `subscriptions/listen` streams (and 2025-11-25 `tasks/result` calls waiting for
+    /// their task) per tenant. Default 16.
     pub streams_per_tenant: usize,
     /// Open streams, all tenants together. Default 1,024.
     pub streams: usize,

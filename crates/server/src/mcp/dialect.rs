@@ -12,10 +12,11 @@ use serde_json::Value;
 
 use crate::identity::Caller;
 use crate::protocol::{self, RequestMeta, ResultObject, RpcError};
-use snodo_core::model::Principal;
+use snodo_core::model::{Principal, TaskStatus, TaskView};
+use snodo_wasm::TaskMode;
 
-use super::RoutingHeaders;
 use super::session::Outstanding;
+use super::{Reply, RoutingHeaders, wire};
 
 /// One request, as every handler sees it.
 pub(crate) struct Ctx<'a> {
@@ -90,9 +91,37 @@ pub(crate) trait Dialect: Sync {
     fn complete_uncached(&self, result: ResultObject) -> Value;
     /// The HTTP status of a reply that is a JSON-RPC error.
     fn error_status(&self, error: &RpcError) -> u16;
-    /// The refusal of a tool that runs only as a task, called by a request that did not
-    /// declare the tasks extension.
-    fn task_only(&self, tool: &str, meta: &RequestMeta) -> RpcError;
+    /// Whether a `tools/call` of `tool` runs as a task: `asked` is whether the call asked
+    /// for one by its own parameters, `mode` the mode decided for this call and `declared`
+    /// the one `tools/list` shows. A call that cannot run the way it asked is refused.
+    fn runs_as_task(
+        &self,
+        tool: &str,
+        asked: bool,
+        meta: &RequestMeta,
+        mode: TaskMode,
+        declared: TaskMode,
+    ) -> Result<bool, RpcError>;
+    /// The reply of a `tools/call` of `tool` whose prepare phase asks for input before the
+    /// task exists: `asked` is the MRTR `input_required` result that asks it.
+    fn input_before_task(&self, tool: &str, asked: Value) -> Result<Value, RpcError>;
+    /// What `tools/list` says of a tool's task support (its `execution`), if anything.
+    fn tool_execution(&self, declared: TaskMode) -> Option<Value>;
+    /// The reply to request `id` that carries `task`: as created, as read, or as cancelled.
+    fn task(&self, id: &Value, task: &TaskView, reply: TaskReply) -> Reply;
+    /// The reply to a `tasks/cancel` of a task already finished with `status`.
+    fn cancel_finished(&self, id: &Value, status: TaskStatus) -> Result<Reply, RpcError>;
+}
+
+/// Which reply carries a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TaskReply {
+    /// A `tools/call` created it.
+    Created,
+    /// `tasks/get` read it.
+    Got,
+    /// `tasks/cancel` cancelled it.
+    Cancelled,
 }
 
 /// 2026-07-28: results say `resultType`, lists and reads carry caching hints, errors map to
@@ -115,7 +144,41 @@ impl Dialect for Stateless {
         protocol::http_status(error)
     }
 
-    fn task_only(&self, tool: &str, _: &RequestMeta) -> RpcError {
-        protocol::refusal::task_only_undeclared(tool)
+    /// The declared tasks extension decides: a task-only tool needs it, and with it every
+    /// tool whose mode is not `sync` runs as a task.
+    fn runs_as_task(
+        &self,
+        tool: &str,
+        _asked: bool,
+        meta: &RequestMeta,
+        mode: TaskMode,
+        _declared: TaskMode,
+    ) -> Result<bool, RpcError> {
+        let declared = meta.declares_tasks();
+        if mode == TaskMode::Required && !declared {
+            return Err(protocol::refusal::task_only_undeclared(tool));
+        }
+        Ok(declared && mode != TaskMode::Sync)
+    }
+
+    fn input_before_task(&self, _: &str, asked: Value) -> Result<Value, RpcError> {
+        Ok(asked)
+    }
+
+    fn tool_execution(&self, _: TaskMode) -> Option<Value> {
+        None
+    }
+
+    fn task(&self, id: &Value, task: &TaskView, reply: TaskReply) -> Reply {
+        match reply {
+            TaskReply::Created => Reply::result(id, wire::create_task_result(task)),
+            TaskReply::Got => Reply::result(id, wire::get_task_result(task)),
+            TaskReply::Cancelled => Reply::result(id, self.complete(ResultObject::new())),
+        }
+    }
+
+    /// Cancelling a finished task is acknowledged and changes nothing.
+    fn cancel_finished(&self, id: &Value, _: TaskStatus) -> Result<Reply, RpcError> {
+        Ok(Reply::result(id, self.complete(ResultObject::new())))
     }
 }

@@ -316,15 +316,14 @@ impl McpServer {
     /// `_other`), and for `tools/call` the tool when the catalog serves one of that name.
     /// Both sets are bounded, whatever clients send.
     fn operation_labels(&self, req: &protocol::Request) -> (&'static str, Option<String>) {
-        const HANDSHAKE: [&str; 6] = [
+        const HANDSHAKE: [&str; 5] = [
             "initialize",
             "ping",
             "logging/setLevel",
             "resources/subscribe",
             "resources/unsubscribe",
-            "tasks/list",
         ];
-        let method = match Method::parse(&req.method) {
+        let method = match Method::parse_handshake(&req.method).or(Method::parse(&req.method)) {
             Some(m) => m.as_str(),
             None => HANDSHAKE
                 .iter()
@@ -409,7 +408,9 @@ impl McpServer {
             Call::Complete(complete) => self.complete(complete, ctx).await?,
             Call::TasksGet(task) => return self.tasks_get(task, ctx).await,
             Call::TasksUpdate(update) => self.tasks_update(update, ctx).await?,
-            Call::TasksCancel(task) => self.tasks_cancel(task, ctx).await?,
+            Call::TasksCancel(task) => return self.tasks_cancel(task, ctx).await,
+            Call::TasksResult(task) => return self.tasks_result(task, ctx).await,
+            Call::TasksList(list) => self.tasks_list(list, ctx).await?,
             Call::SubscriptionsListen(listen) => {
                 return self.subscriptions_listen(listen, ctx).await;
             }

@@ -43,6 +43,10 @@ pub(crate) enum Call {
     TasksCancel(TaskRef),
     /// `subscriptions/listen`.
     SubscriptionsListen(Listen),
+    /// `tasks/result` (2025-11-25).
+    TasksResult(TaskRef),
+    /// `tasks/list` (2025-11-25).
+    TasksList(TasksList),
 }
 
 /// The answers an MRTR round carries: `inputResponses` (each an MCP input result object)
@@ -64,6 +68,9 @@ pub(crate) struct ToolsCall {
     pub(crate) arguments: Map<String, Value>,
     /// MRTR answers.
     pub(crate) answers: Answers,
+    /// Whether the call asked to run as a task by its own parameters (2025-11-25's
+    /// `params.task`; 2026-07-28 asks by the declared extension instead).
+    pub(crate) as_task: bool,
 }
 
 /// `resources/read`.
@@ -116,6 +123,13 @@ pub(crate) struct TaskRef {
     pub(crate) task_id: String,
 }
 
+/// `tasks/list`: absent parameters are the first page.
+#[derive(Debug)]
+pub(crate) struct TasksList {
+    /// `cursor`, as an earlier page gave it.
+    pub(crate) cursor: Option<String>,
+}
+
 /// `tasks/update`.
 #[derive(Debug)]
 pub(crate) struct TasksUpdate {
@@ -150,6 +164,7 @@ impl Call {
                 name: take_string(p, "name")?,
                 arguments: take_object(p, "arguments")?,
                 answers: Answers::take(p)?,
+                as_task: false,
             }),
             Method::ResourcesList => Self::ResourcesList,
             Method::ResourceTemplatesList => Self::ResourceTemplatesList,
@@ -194,6 +209,18 @@ impl Call {
                 })
             }
             Method::SubscriptionsListen => Self::SubscriptionsListen(Listen::take(p)?),
+            Method::TasksResult => Self::TasksResult(TaskRef {
+                task_id: take_string(p, "taskId")?,
+            }),
+            Method::TasksList => Self::TasksList(TasksList {
+                cursor: match p.remove("cursor") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(c)) => Some(c),
+                    Some(_) => {
+                        return Err(RpcError::invalid_params("params.cursor must be a string"));
+                    }
+                },
+            }),
         })
     }
 }

@@ -14,7 +14,8 @@ pub struct ScopePolicy {
     /// `tools/call` of the tools a pattern matches (a name, `prefix*`, or `*`): needed on
     /// top of `tools_call`, by every matching entry.
     pub tools: Vec<(String, Vec<String>)>,
-    /// `tasks/get` (and `subscriptions/listen`, which reads tasks as they change).
+    /// `tasks/get` (and `subscriptions/listen`, which reads tasks as they change, and
+    /// 2025-11-25's `tasks/result` and `tasks/list`).
     pub tasks_get: Vec<String>,
     /// `tasks/update`: answering a task's questions.
     pub tasks_update: Vec<String>,
@@ -56,7 +57,10 @@ impl ScopePolicy {
             Call::ToolsCall(_) => &self.tools_call,
             Call::ResourcesRead(_) => &self.resources_read,
             Call::PromptsGet(_) => &self.prompts_get,
-            Call::TasksGet(_) | Call::SubscriptionsListen(_) => &self.tasks_get,
+            Call::TasksGet(_)
+            | Call::TasksResult(_)
+            | Call::TasksList(_)
+            | Call::SubscriptionsListen(_) => &self.tasks_get,
             Call::TasksUpdate(_) => &self.tasks_update,
             Call::TasksCancel(_) => &self.tasks_cancel,
             Call::Discover
@@ -125,6 +129,7 @@ mod tests {
             name: name.into(),
             arguments: Default::default(),
             answers: Answers::default(),
+            as_task: false,
         })
     }
 

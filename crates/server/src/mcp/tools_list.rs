@@ -27,6 +27,9 @@ impl McpServer {
                 if let Some(o) = &t.info.output_schema {
                     v.insert("outputSchema".into(), o.clone());
                 }
+                if let Some(e) = ctx.dialect.tool_execution(t.mode.unwrap_or(t.info.mode)) {
+                    v.insert("execution".into(), e);
+                }
                 Value::Object(v)
             })
             .collect();

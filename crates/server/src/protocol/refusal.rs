@@ -44,6 +44,22 @@ pub(crate) fn task_only_undeclared(tool: &str) -> RpcError {
     )
 }
 
+/// -32021 for tool `tool`, which asks its first questions before its task exists (its
+/// prepare phase), called as a 2025-11-25 task: that call is answered with a plain
+/// `CreateTaskResult`, which cannot carry a question.
+pub(crate) fn asks_before_its_task(tool: &str) -> RpcError {
+    RpcError {
+        message: format!(
+            "tool {tool:?} asks its first questions before its task is created, which a \
+             2025-11-25 call with params.task cannot carry: connect with MCP 2026-07-28 and \
+             declare the {TASKS_EXTENSION} extension to call it as a task, or, if the tool \
+             allows it, call it without params.task (it then runs on the call, asking on its \
+             event stream)"
+        ),
+        ..RpcError::tasks_required()
+    }
+}
+
 /// -32021 for `method`, one of the tasks extension's own methods, from a request that did not
 /// declare the extension.
 pub(crate) fn tasks_method(method: &str) -> RpcError {
@@ -145,6 +161,19 @@ mod tests {
             "did not declare the io.modelcontextprotocol/tasks extension",
             "clientCapabilities",
             "mode = \"optional\" under [tools.export]",
+        ] {
+            assert!(e.message.contains(part), "{part:?} in {}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_question_before_a_2025_task_names_the_tool_and_both_ways_out() {
+        let e = asks_before_its_task("export");
+        assert_eq!(e.code, -32021);
+        for part in [
+            "tool \"export\" asks its first questions before its task is created",
+            "2026-07-28",
+            "without params.task",
         ] {
             assert!(e.message.contains(part), "{part:?} in {}", e.message);
         }

@@ -24,6 +24,7 @@ mod catalog;
 mod envelope;
 mod handshake;
 mod health;
+mod legacy_tasks;
 mod methods;
 mod oauth;
 mod streams;

@@ -1,7 +1,8 @@
 //! `tasks/get`: what a client may see of the task, for its own tenant only.
 
+use super::super::dialect::TaskReply;
 use super::super::request::TaskRef;
-use super::super::{Ctx, Handled, McpServer, Reply, wire};
+use super::super::{Ctx, Handled, McpServer, Reply};
 use super::lookup_error;
 
 impl McpServer {
@@ -12,6 +13,6 @@ impl McpServer {
             .await
             .map_err(lookup_error)?;
         ctx.note_task(&task.id, task.span.as_ref());
-        Ok(Reply::result(ctx.id, wire::get_task_result(&task)))
+        Ok(ctx.dialect.task(ctx.id, &task, TaskReply::Got))
     }
 }

@@ -31,7 +31,7 @@ fn acknowledged(committed: Result<Committed, StoreError>, ctx: &Ctx<'_>) -> Hand
 }
 
 /// Unknown, malformed, expired and foreign task ids all read the same.
-fn lookup_error(e: StoreError) -> RpcError {
+pub(in crate::mcp) fn lookup_error(e: StoreError) -> RpcError {
     match e {
         StoreError::NotFound => RpcError::invalid_params("Failed to retrieve task: Task not found"),
         other => {

@@ -8,7 +8,8 @@ use snodo_runner::budget::{Over, Refusal};
 use snodo_runner::{CatalogTool, tool_call_work};
 use snodo_wasm::ModeChoice;
 
-use super::super::{Ctx, Handled, McpServer, Reply, wire};
+use super::super::dialect::TaskReply;
+use super::super::{Ctx, Handled, McpServer, Reply};
 use super::{Calling, grant_of};
 use crate::protocol::RpcError;
 
@@ -81,10 +82,9 @@ impl McpServer {
             }
         };
         ctx.note_task(&task.id, task.span.as_ref());
-        Ok(Reply::result(
-            ctx.id,
-            wire::create_task_result(&TaskView::of(&task)),
-        ))
+        Ok(ctx
+            .dialect
+            .task(ctx.id, &TaskView::of(&task), TaskReply::Created))
     }
 
     /// The refusal at a task cap. A task past its TTL keeps its place until the reaper

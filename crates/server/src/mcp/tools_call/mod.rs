@@ -98,7 +98,11 @@ impl McpServer {
             choice: None,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
-        if !ctx.meta.declares_tasks() || mode == TaskMode::Sync {
+        let declared = tool.mode.unwrap_or(tool.info.mode);
+        let as_task =
+            ctx.dialect
+                .runs_as_task(&tool.info.name, call.as_task, &ctx.meta, mode, declared)?;
+        if !as_task {
             return self.run_sync(calling, ctx).await;
         }
         if let Some(asked) = self.prepare(&mut calling, ctx).await? {
@@ -165,8 +169,7 @@ impl McpServer {
     }
 
     /// The mode this call runs in: the configured one, else the tool's rule over the
-    /// arguments, else the tool's declared mode. A task-only tool called without the tasks
-    /// extension is refused here.
+    /// arguments, else the tool's declared mode.
     async fn decide_mode(
         &self,
         calling: &mut Calling<'_>,
@@ -192,9 +195,6 @@ impl McpServer {
             }
             None => tool.info.mode,
         };
-        if mode == TaskMode::Required && !ctx.meta.declares_tasks() {
-            return Err(ctx.dialect.task_only(&tool.info.name, &ctx.meta));
-        }
         Ok(mode)
     }
 
@@ -213,7 +213,12 @@ impl McpServer {
         if calling.slot.is_none() {
             calling.slot = Some(self.sync_slot(ctx.principal)?);
         }
-        let io = SyncIo::for_request(ctx, calling.answers.clone());
+        // Answered from the request's rounds only: a question without an answer ends the
+        // phase, and the dialect says how it is answered.
+        let io = SyncIo::new(
+            calling.answers.clone(),
+            ctx.meta.client_capabilities.clone(),
+        );
         let exec = execution(tool, calling.arguments.clone(), io, ctx);
         match self.within_wall_clock(tool.component.prepare(exec)).await? {
             Ok(Ok(prepared)) => {
@@ -221,13 +226,18 @@ impl McpServer {
                 Ok(None)
             }
             Ok(Err(e)) => Err(e),
-            Err(AttemptError::NeedInput(q)) => Ok(Some(mrtr::input_required(
-                q,
-                &calling.key,
-                &calling.sealed_for,
-                ctx.principal,
-                &calling.answers,
-            ))),
+            Err(AttemptError::NeedInput(q)) => {
+                let asked = mrtr::input_required(
+                    q,
+                    &calling.key,
+                    &calling.sealed_for,
+                    ctx.principal,
+                    &calling.answers,
+                );
+                ctx.dialect
+                    .input_before_task(&tool.info.name, asked)
+                    .map(Some)
+            }
             Err(e) => Err(e.to_rpc_error()),
         }
     }

@@ -9,18 +9,25 @@
 //! (no version header, no `Mcp-Method`, no `_meta` version): that is how a client of these
 //! revisions opens. Everything else is 2026-07-28, where `initialize` is a removed method.
 //!
-//! The tasks extension is 2026-07-28 only: here an optional tool runs synchronously and a
-//! tool that runs only as a task answers with an error that names what the client lacks.
-//! A tool's questions go to the client as server requests on the call's event stream
-//! (elicitation, sampling, roots), the way this revision asks them.
+//! Tasks here are that revision's experimental tasks (SEP-1686) on the same durable tasks:
+//! `initialize` offers them for `tools/call`, a call asks for one with `params.task`, and
+//! `tasks/get`, `tasks/result`, `tasks/list` and `tasks/cancel` follow it (`task` holds the
+//! shapes, `tasks_result` and `tasks_list` the methods 2026-07-28 does not have). A tool's
+//! questions go to the client as server requests on the event stream of the call, or of the
+//! task's `tasks/result`, the way this revision asks them.
+
+mod task;
+mod tasks_list;
+mod tasks_result;
 
 use serde_json::{Map, Value, json};
 
 use crate::identity::Caller;
-use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError, TASKS_EXTENSION};
-use snodo_core::model::Principal;
+use crate::protocol::{self, LogLevel, RequestMeta, ResultObject, RpcError, codes};
+use snodo_core::model::{Principal, TaskStatus, TaskView};
+use snodo_wasm::TaskMode;
 
-use super::dialect::Dialect;
+use super::dialect::{Dialect, TaskReply};
 use super::method::Method;
 use super::request::{Call, take_object};
 use super::session::{HANDSHAKE_VERSIONS, Session};
@@ -45,16 +52,69 @@ impl Dialect for Handshake {
         200
     }
 
-    fn task_only(&self, tool: &str, meta: &RequestMeta) -> RpcError {
-        protocol::refusal::task_only(
-            tool,
-            &format!(
-                "this session speaks {}, which has no durable tasks here (they need MCP \
-                 2026-07-28 with the {TASKS_EXTENSION} extension)",
-                meta.protocol_version
-            ),
-            "connect with MCP 2026-07-28 and declare that extension",
-        )
+    /// The call asks: `params.task` makes a task of any tool that does not say
+    /// `taskSupport: "forbidden"` (a mode rule's choice of `sync` included, since the client
+    /// waits for a task), and its absence runs the tool on the request. Both refusals are
+    /// -32601, as that revision's text requires for a task-only tool called without a task.
+    fn runs_as_task(
+        &self,
+        tool: &str,
+        asked: bool,
+        _: &RequestMeta,
+        mode: TaskMode,
+        declared: TaskMode,
+    ) -> Result<bool, RpcError> {
+        if asked && declared == TaskMode::Sync {
+            return Err(RpcError::new(
+                codes::METHOD_NOT_FOUND,
+                format!(
+                    "tool {tool:?} does not run as a task (its taskSupport is \"forbidden\"): \
+                     call it without params.task"
+                ),
+            ));
+        }
+        if !asked && mode == TaskMode::Required {
+            return Err(RpcError {
+                code: codes::METHOD_NOT_FOUND,
+                data: None,
+                ..protocol::refusal::task_only(
+                    tool,
+                    "this call did not ask for one",
+                    "send it with params.task (its taskSupport is \"required\"; the TypeScript \
+                     SDK's client.experimental.tasks.callToolStream does so)",
+                )
+            });
+        }
+        Ok(asked)
+    }
+
+    /// A task call answers with a plain `CreateTaskResult`: nothing can ask before it.
+    fn input_before_task(&self, tool: &str, _: Value) -> Result<Value, RpcError> {
+        Err(protocol::refusal::asks_before_its_task(tool))
+    }
+
+    fn tool_execution(&self, declared: TaskMode) -> Option<Value> {
+        let support = match declared {
+            TaskMode::Sync => "forbidden",
+            TaskMode::Optional => "optional",
+            TaskMode::Required => "required",
+        };
+        Some(json!({ "taskSupport": support }))
+    }
+
+    fn task(&self, id: &Value, t: &TaskView, reply: TaskReply) -> Reply {
+        match reply {
+            TaskReply::Created => Reply::result(id, json!({ "task": task::task(t) })),
+            TaskReply::Got | TaskReply::Cancelled => Reply::result(id, task::task(t)),
+        }
+    }
+
+    /// A finished task cannot be cancelled: -32602, as that revision says.
+    fn cancel_finished(&self, _: &Value, status: TaskStatus) -> Result<Reply, RpcError> {
+        Err(RpcError::invalid_params(format!(
+            "Cannot cancel task: it has already finished ({status}), and a finished task \
+             never changes"
+        )))
     }
 }
 
@@ -85,6 +145,29 @@ fn progress_token(params: &Map<String, Value>) -> Result<Option<Value>, RpcError
             "progressToken must be a string or a number",
         )),
     }
+}
+
+/// Parses a request of this revision into the typed request, with the progress token a
+/// `tools/call` asked for. A `tools/call` asks to run as a task with `params.task` (its
+/// `ttl` is a wish the server may, and does, override with the tool's own).
+fn parse_call(
+    m: Method,
+    mut params: Map<String, Value>,
+) -> Result<(Call, Option<Value>), RpcError> {
+    if m != Method::ToolsCall {
+        return Ok((Call::parse(m, params)?, None));
+    }
+    let token = progress_token(&params)?;
+    let as_task = match params.remove("task") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(_)) => true,
+        Some(_) => return Err(RpcError::invalid_params("params.task must be an object")),
+    };
+    let mut call = Call::parse(m, params)?;
+    if let Call::ToolsCall(c) = &mut call {
+        c.as_task = as_task;
+    }
+    Ok((call, token))
 }
 
 impl McpServer {
@@ -155,14 +238,8 @@ impl McpServer {
                 self.subscribe(&params)?;
                 return Ok(Reply::result(&id, json!({})));
             }
-            other => match Method::parse(other).filter(|m| m.served_by_handshake()) {
-                Some(m) => {
-                    let progress_token = match m {
-                        Method::ToolsCall => progress_token(&params)?,
-                        _ => None,
-                    };
-                    (Call::parse(m, params)?, progress_token)
-                }
+            other => match Method::parse_handshake(other) {
+                Some(m) => parse_call(m, params)?,
                 None => return Err(RpcError::method_not_found(other)),
             },
         };
@@ -218,11 +295,12 @@ impl McpServer {
                 "prompts": {"listChanged": false},
                 "completions": {},
                 "logging": {},
+                "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}},
             },
             "serverInfo": {"name": self.config.name, "version": self.config.version},
-            "instructions": "Tools that run as durable tasks need MCP 2026-07-28 with the \
-                io.modelcontextprotocol/tasks extension; on this revision they run synchronously \
-                where they allow it.",
+            "instructions": "Tools whose execution.taskSupport is \"required\" or \"optional\" \
+                run as durable tasks when called with params.task: follow them with tasks/get and \
+                collect the result with tasks/result, which also asks the task's questions.",
         });
         Ok(Reply::Initialized {
             session: session_id,
