@@ -12,7 +12,7 @@ mod sources;
 mod tools;
 
 pub use auth::{AuthSection, MetricsSection, ScopesSection, TokenSection};
-pub use tools::{InjectSection, LimitsSection, RetrySection, SecretSection, ToolSection};
+pub use tools::{InjectSection, RetrySection, SecretSection, ToolSection};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -641,6 +641,23 @@ subject = "alice"
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {
         Config::parse("s.toml", text)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn a_handle_wait_is_inherited_from_the_defaults_and_bounded() {
+        let o = options("[defaults]\nhandle_after_ms = 30000\n[tools.a]\nttl_ms = 600000\n[tools.b]\nhandle_after_ms = 0\n")
+            .expect("options");
+        assert_eq!(o.defaults.handle_after_ms, Some(30_000));
+        assert_eq!(o.tool_settings["a"].handle_after_ms, Some(30_000));
+        assert_eq!(o.tool_settings["b"].handle_after_ms, Some(0));
+        assert_eq!(
+            options("").expect("options").defaults.handle_after_ms,
+            None,
+            "off by default"
+        );
+        let e = options("[tools.a]\nhandle_after_ms = 600001\n").unwrap_err();
+        assert_eq!(e.key, "tools.a.handle_after_ms");
+        assert!(e.reason.contains("at most 600000"), "{e}");
     }
 
     #[test]

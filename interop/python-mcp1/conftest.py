@@ -13,3 +13,4 @@ _spec.loader.exec_module(_server)
 
 anyio_backend = _server.anyio_backend
 server_url = _server.server_url
+configured = _server.configured

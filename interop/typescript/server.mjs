@@ -3,7 +3,7 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -36,8 +36,9 @@ async function healthy(port) {
 
 // Starts a server; resolves once it answers /healthz, with its MCP endpoint's `url`, its
 // data directory `data` (which holds `server.log`) and `stop()`, which ends it, prints the
-// end of its log when the test run failed, and removes the directory.
-export async function startServer() {
+// end of its log when the test run failed, and removes the directory. `toml`, when given,
+// is added to a configuration file that serves the same store and component.
+export async function startServer({ toml } = {}) {
   for (const p of [SNODO, FIXTURES]) {
     assert.ok(existsSync(p), `${p} is missing: build with \`scripts/build\` first`);
   }
@@ -45,9 +46,18 @@ export async function startServer() {
   const data = mkdtempSync(join(tmpdir(), "snodo-interop-ts-"));
   const logPath = join(data, "server.log");
   const log = openSync(logPath, "w");
+  let args = ["serve", "--store", "memory", "--data", data, "--component", FIXTURES];
+  if (toml !== undefined) {
+    const config = join(data, "snodo.toml");
+    writeFileSync(
+      config,
+      `[store]\nkind = "memory"\n\n[[components]]\npath = "${FIXTURES}"\n\n${toml}`,
+    );
+    args = ["serve", "--config", config];
+  }
   const server = spawn(
     SNODO,
-    ["serve", "--store", "memory", "--data", data, "--component", FIXTURES],
+    args,
     { env: { ...process.env, MCP_PORT: String(port), NO_COLOR: "1" }, stdio: ["ignore", log, log] },
   );
   const exited = new Promise((ok) => server.once("exit", ok));

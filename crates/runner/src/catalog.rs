@@ -102,7 +102,15 @@ pub struct CatalogTool {
     pub grants: WasiGrants,
     /// The token claims its guest is shown (those the resource server forwards).
     pub claims: Vec<String>,
+    /// How long a call from a client without tasks waits for the tool's task before it is
+    /// answered with a handle to it ([`TASK_RESULT_TOOL`]); `None`: such a client's call
+    /// runs on the request, as the tool's mode says.
+    pub handle_after_ms: Option<u64>,
 }
+
+/// The built-in tool a client without tasks follows a handle with, served while any tool
+/// sets `handle_after_ms`.
+pub const TASK_RESULT_TOOL: &str = "task_result";
 
 impl CatalogTool {
     /// `info` from `component` with default settings: no pinned mode, no retries, the
@@ -118,6 +126,7 @@ impl CatalogTool {
             limits: ExecutionLimits::default(),
             grants: WasiGrants::default(),
             claims: Vec::new(),
+            handle_after_ms: None,
         }
     }
 }
@@ -152,6 +161,8 @@ pub enum CatalogConflict {
     Template(String),
     /// A prompt name another component serves.
     Prompt(String),
+    /// A tool named as a built-in tool served beside it.
+    Reserved(&'static str),
 }
 
 impl std::fmt::Display for CatalogConflict {
@@ -161,6 +172,11 @@ impl std::fmt::Display for CatalogConflict {
             Self::Resource(uri) => write!(f, "resource {uri:?} is served by two components"),
             Self::Template(t) => write!(f, "resource template {t:?} is served by two components"),
             Self::Prompt(name) => write!(f, "prompt {name:?} is served by two components"),
+            Self::Reserved(name) => write!(
+                f,
+                "a component provides a tool named {name:?}, the built-in tool that follows the \
+                 handles handle_after_ms gives: rename the tool, or unset handle_after_ms"
+            ),
         }
     }
 }
@@ -175,6 +191,8 @@ pub struct Catalog {
     by_name: HashMap<String, usize>,
     sources: Vec<CatalogSource>,
     policy: ComponentPolicy,
+    /// Whether any tool sets `handle_after_ms`.
+    handles: bool,
 }
 
 impl Catalog {
@@ -183,15 +201,26 @@ impl Catalog {
         Self::default()
     }
 
-    /// Adds a tool. Two tools with one name are refused: a call must mean one thing.
+    /// Adds a tool. Two tools with one name are refused: a call must mean one thing; so is
+    /// a tool named [`TASK_RESULT_TOOL`] beside handles, which serve a tool of that name.
     pub fn add(&mut self, tool: CatalogTool) -> Result<(), CatalogConflict> {
         let name = tool.info.name.clone();
         if self.by_name.contains_key(&name) {
             return Err(CatalogConflict::Tool(name));
         }
+        let handles = self.handles || tool.handle_after_ms.is_some();
+        if handles && (name == TASK_RESULT_TOOL || self.by_name.contains_key(TASK_RESULT_TOOL)) {
+            return Err(CatalogConflict::Reserved(TASK_RESULT_TOOL));
+        }
+        self.handles = handles;
         self.by_name.insert(name, self.tools.len());
         self.tools.push(tool);
         Ok(())
+    }
+
+    /// Whether any tool sets `handle_after_ms`, so that [`TASK_RESULT_TOOL`] is served.
+    pub fn handles(&self) -> bool {
+        self.handles
     }
 
     /// Adds the resources, templates and prompts `source` serves (nothing for a component

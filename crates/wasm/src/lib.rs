@@ -25,6 +25,7 @@ mod exec;
 pub mod headers;
 mod host;
 mod io;
+mod limits;
 pub mod outbound;
 mod schema;
 #[cfg(feature = "testing")]
@@ -50,6 +51,7 @@ pub use host::{CancelToken, GUEST_LOG_LINES_PER_SECOND, LogLine};
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress, check_capabilities,
 };
+pub use limits::ToolLimits;
 pub use schema::{
     ArgumentsRefused, CheckBudget, Exhausted, MAX_PATTERN_BYTES, MAX_SCHEMA_BYTES,
     MAX_SCHEMA_PATTERNS, MAX_VALIDATION_MS, MAX_VALIDATION_STEPS,

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::{Config, ConfigError, config_error};
-use crate::model::{ExecutionLimits, RetryPolicy};
+use crate::model::RetryPolicy;
 use crate::serve::{ServeOptions, ToolSettings};
 use crate::wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Secret, ToolOutbound};
-use crate::wasm::{DirGrant, TaskMode, WasiGrants};
+use crate::wasm::{DirGrant, TaskMode, ToolLimits, WasiGrants};
 
 /// `[secrets.NAME]`: where a secret's value comes from. Exactly one of `env`, `file` or
 /// (for development only, with `development = true`) `value`.
@@ -77,7 +77,7 @@ pub struct ToolSection {
     /// Suggested poll interval in ms.
     pub poll_interval_ms: Option<u64>,
     /// Per-execution limits.
-    pub limits: Option<LimitsSection>,
+    pub limits: Option<ToolLimits>,
     /// What the tool may reach.
     pub grants: Option<WasiGrants>,
     /// Where the tool may send HTTP requests (`https://api.example.com`,
@@ -94,23 +94,14 @@ pub struct ToolSection {
     pub journal: Option<bool>,
     /// Token claims the tool's guest is shown (of those `auth.oauth.forward_claims` takes).
     pub claims: Option<Vec<String>>,
+    /// For a client that declared no tasks support: how long its call waits for the task
+    /// before it is answered with a handle the built-in `task_result` tool follows (at most
+    /// [`MAX_HANDLE_AFTER_MS`]). Off when unset.
+    pub handle_after_ms: Option<u64>,
 }
 
-/// `limits = { memory_bytes, table_elements, deadline_ms, fuel }`.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsSection {
-    /// Linear memory cap in bytes.
-    pub memory_bytes: Option<u64>,
-    /// Table elements cap.
-    pub table_elements: Option<u32>,
-    /// Running-time cap in ms.
-    pub deadline_ms: Option<u64>,
-    /// Fuel budget.
-    pub fuel: Option<u64>,
-    /// Wall-clock cap of one execution in ms.
-    pub wall_clock_ms: Option<u64>,
-}
+/// The longest `handle_after_ms`: ten minutes, past every client's own timeout.
+const MAX_HANDLE_AFTER_MS: u64 = 600_000;
 
 impl Config {
     /// `[secrets]`, each read from its source now: a missing variable or file is an error
@@ -234,21 +225,23 @@ pub(super) fn tool_settings(
     if let Some(c) = &s.claims {
         out.claims = Some(c.clone());
     }
-    if let Some(l) = s.limits {
-        let zero = |v: Option<u64>| v == Some(0);
-        if zero(l.memory_bytes) || zero(l.deadline_ms) || zero(l.fuel) || zero(l.wall_clock_ms) {
+    if let Some(h) = s.handle_after_ms {
+        if h > MAX_HANDLE_AFTER_MS {
             return Err((
-                format!("{key}.limits"),
-                "limits must be positive when set".into(),
+                format!("{key}.handle_after_ms"),
+                format!(
+                    "at most {MAX_HANDLE_AFTER_MS} (ten minutes): a call waiting longer would \
+                     outlast the client's own timeout, which the handle is there to beat"
+                ),
             ));
         }
-        out.limits = Some(ExecutionLimits {
-            memory_bytes: l.memory_bytes,
-            table_elements: l.table_elements,
-            deadline_ms: l.deadline_ms,
-            fuel: l.fuel,
-            wall_clock_ms: l.wall_clock_ms,
-        });
+        out.handle_after_ms = Some(h);
+    }
+    if let Some(l) = s.limits {
+        out.limits = Some(
+            l.check()
+                .map_err(|e| (format!("{key}.limits"), e.to_owned()))?,
+        );
     }
     if let Some(g) = &s.grants {
         let http = out.grants.as_ref().and_then(|g| g.http.clone());

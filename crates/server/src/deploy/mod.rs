@@ -216,6 +216,7 @@ impl Deployer {
                         limits: s.limits.unwrap_or_default(),
                         grants: s.grants.clone().unwrap_or_default(),
                         claims: s.claims.clone().unwrap_or_default(),
+                        handle_after_ms: s.handle_after_ms,
                     })
                     .map_err(|e| DeployError::Component(e.to_string()))?;
             }

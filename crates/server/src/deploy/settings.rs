@@ -49,6 +49,9 @@ pub struct ToolSettings {
     pub grants: Option<snodo_wasm::WasiGrants>,
     /// The token claims its guest is shown.
     pub claims: Option<Vec<String>>,
+    /// How long a call from a client without tasks waits before it is answered with a
+    /// handle to its task (off when `None`).
+    pub handle_after_ms: Option<u64>,
 }
 
 /// What a [`Deployer`] loads components and builds catalogs under: the part of a node's

@@ -105,6 +105,11 @@ pub(crate) trait Dialect: Sync {
     /// The reply of a `tools/call` of `tool` whose prepare phase asks for input before the
     /// task exists: `asked` is the MRTR `input_required` result that asks it.
     fn input_before_task(&self, tool: &str, asked: Value) -> Result<Value, RpcError>;
+
+    /// Whether a call, which asked for a task by its own parameters or not (`asked`), comes
+    /// from a client that follows tasks: a handle is for one that does not. A listing asks
+    /// with `asked` false.
+    fn follows_tasks(&self, asked: bool, meta: &RequestMeta) -> bool;
     /// What `tools/list` says of a tool's task support (its `execution`), if anything.
     fn tool_execution(&self, declared: TaskMode) -> Option<Value>;
     /// The reply to request `id` that carries `task`: as created, as read, or as cancelled.
@@ -163,6 +168,11 @@ impl Dialect for Stateless {
 
     fn input_before_task(&self, _: &str, asked: Value) -> Result<Value, RpcError> {
         Ok(asked)
+    }
+
+    /// The declared extension says it.
+    fn follows_tasks(&self, _asked: bool, meta: &RequestMeta) -> bool {
+        meta.declares_tasks()
     }
 
     fn tool_execution(&self, _: TaskMode) -> Option<Value> {

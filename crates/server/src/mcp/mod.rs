@@ -25,6 +25,8 @@ mod body;
 mod catalog_calls;
 mod dialect;
 mod discover;
+mod follow;
+mod handle;
 mod legacy;
 mod method;
 mod mrtr;

@@ -175,9 +175,81 @@ fn verify_at(
     Ok(v["answers"].as_object().cloned().unwrap_or_default())
 }
 
+/// The `requestState` of an MRTR round that asks a handle's task's questions: it names the
+/// task, so the round's retry answers that task instead of calling the tool again.
+const HANDLE_STATE: Purpose = Purpose {
+    key_label: b"snodo handle-state key v1\0",
+    aad: b"snodo/handle-state/v1",
+};
+
+/// A `requestState` that names task `task_id` to `principal`, for as long as [`STATE_TTL`].
+pub(crate) fn issue_handle(key: &[u8; 32], task_id: &str, principal: &Principal) -> String {
+    let body = json!({
+        "task": task_id,
+        "tenant": principal.tenant,
+        "subject": principal.subject,
+        "exp": now_ms() + STATE_TTL.as_millis() as u64,
+    })
+    .to_string();
+    HANDLE_STATE.seal(key, body.as_bytes())
+}
+
+/// The task a `requestState` from [`issue_handle`] names, presented by `principal`. `None`:
+/// the state is not a handle's (it may be an ordinary round's); `Some(Err)`: it is, but
+/// another principal's or expired.
+pub(crate) fn open_handle(
+    key: &[u8; 32],
+    principal: &Principal,
+    state: &str,
+) -> Option<Result<String, String>> {
+    let body = HANDLE_STATE.open(key, state)?;
+    let v: Value = serde_json::from_slice(&body).ok()?;
+    let task = v["task"].as_str()?.to_owned();
+    if v["tenant"] != principal.tenant || v["subject"] != principal.subject {
+        return Some(Err("requestState is not valid for this request".to_owned()));
+    }
+    if v["exp"].as_u64().is_none_or(|exp| exp < now_ms()) {
+        return Some(Err(format!(
+            "requestState has expired; call {} with {{\"taskId\": \"{task}\"}} to be asked again",
+            snodo_runner::TASK_RESULT_TOOL
+        )));
+    }
+    Some(Ok(task))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_handle_state_opens_only_as_one_for_its_principal() {
+        let key = [4u8; 32];
+        let ada = Principal::new("t1", "ada");
+        let state = issue_handle(&key, "019ade3f4c2a7b8e91f0c3d2a4b5e6f7", &ada);
+        assert_eq!(
+            open_handle(&key, &ada, &state),
+            Some(Ok("019ade3f4c2a7b8e91f0c3d2a4b5e6f7".to_owned()))
+        );
+        assert!(matches!(
+            open_handle(&key, &Principal::new("t1", "bob"), &state),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            open_handle(&key, &Principal::new("t2", "ada"), &state),
+            Some(Err(_))
+        ));
+        assert_eq!(open_handle(&[5u8; 32], &ada, &state), None, "another key");
+        let round = issue(&key, "greet", &ada, &Map::new());
+        assert_eq!(
+            open_handle(&key, &ada, &round),
+            None,
+            "an ordinary round's state"
+        );
+        assert!(
+            verify(&key, "greet", &ada, &state).is_err(),
+            "and the other way"
+        );
+    }
 
     #[test]
     fn tokens_sealed_by_earlier_builds_still_open_and_new_ones_use_the_derived_key() {

@@ -460,3 +460,66 @@ async fn a_waiting_tasks_result_holds_a_stream_slot() {
     drop(waiting);
     c.call(4, "tasks/cancel", json!({"taskId": id})).await;
 }
+
+/// Where a tool gives handles, a 2025-11-25 call without `params.task` reaches a task-only
+/// tool all the same: the task's question comes on the call's event stream with the
+/// related-task `_meta`, the posted answer goes to the task, and the call ends with the
+/// tool's result; `tools/list` shows `task_result`, and the tool as `optional`; a call with
+/// `params.task` is a task.
+#[tokio::test]
+async fn a_call_without_a_task_gets_its_tasks_question_on_its_stream_and_then_its_result() {
+    let catalog = super::handle::catalog_with_handles(60_000).await;
+    let (server, _) = common::mcp_server(catalog, Default::default());
+    let (c, _) = Client::open(&server, "ada").await;
+    let tools = c.call(1, "tools/list", json!({})).await;
+    let listed = |tools: &Value| {
+        tools["result"]["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .any(|t| t["name"] == snodo_runner::TASK_RESULT_TOOL)
+    };
+    assert!(listed(&tools));
+    // Task-only, it serves a call without a task too: clients check before they call.
+    let confirm = tools["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "confirm_delete")
+        .expect("listed");
+    assert_eq!(confirm["execution"]["taskSupport"], "optional");
+    let call = json!({"name": "confirm_delete", "arguments": {"filename": "c.txt"}});
+    let Reply::Stream(mut rx) = c.reply(2, "tools/call", call, true).await else {
+        panic!("the call follows its task on a stream");
+    };
+    let asked = question(&mut rx).await;
+    let task_id = asked["params"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"]
+        .as_str()
+        .expect("the related task")
+        .to_owned();
+    c.answer(
+        &asked["id"],
+        json!({"action": "accept", "content": {"confirm": true}}),
+    )
+    .await;
+    let done = next(&mut rx).await;
+    assert_eq!(done["id"], 2);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted c.txt",
+        "{done}"
+    );
+    assert_eq!(
+        done["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    assert!(
+        done["result"].get("resultType").is_none(),
+        "2025-11-25 has none"
+    );
+
+    // A call that asks for a task with params.task gets one, as without handles.
+    let task = c
+        .task(3, "slow_compute", json!({"seconds": 1, "label": "own"}))
+        .await;
+    assert_eq!(task["status"], "working", "{task}");
+}

@@ -22,6 +22,7 @@ mod common;
 mod admin;
 mod catalog;
 mod envelope;
+mod handle;
 mod handshake;
 mod health;
 mod legacy_tasks;

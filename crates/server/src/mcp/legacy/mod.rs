@@ -20,6 +20,8 @@ mod task;
 mod tasks_list;
 mod tasks_result;
 
+pub(super) use task::{status as flat_status, task as flat_task};
+
 use serde_json::{Map, Value, json};
 
 use crate::identity::Caller;
@@ -91,6 +93,12 @@ impl Dialect for Handshake {
     /// A task call answers with a plain `CreateTaskResult`: nothing can ask before it.
     fn input_before_task(&self, tool: &str, _: Value) -> Result<Value, RpcError> {
         Err(protocol::refusal::asks_before_its_task(tool))
+    }
+
+    /// The call itself says it, with `params.task`: this revision's client `tasks`
+    /// capability is about the requests a server sends the client, not about its calls.
+    fn follows_tasks(&self, asked: bool, _: &RequestMeta) -> bool {
+        asked
     }
 
     fn tool_execution(&self, declared: TaskMode) -> Option<Value> {

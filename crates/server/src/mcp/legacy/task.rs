@@ -9,13 +9,7 @@ use serde_json::{Value, json};
 use crate::protocol::{self, RpcError, codes, rfc3339};
 use snodo_core::model::{TaskStatus, TaskView, ViewOutcome};
 
-/// The `_meta` key that relates a message to its task.
-pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
-
-/// The `_meta` that relates a message to task `task_id`.
-pub(super) fn related(task_id: &str) -> Value {
-    json!({ RELATED_TASK: { "taskId": task_id } })
-}
+use super::super::follow::RELATED_TASK;
 
 /// Whether a stored result says `isError: true` (read one level deep).
 fn is_tool_error(result: &snodo_core::model::RawJson) -> bool {
@@ -30,7 +24,7 @@ fn is_tool_error(result: &snodo_core::model::RawJson) -> bool {
 /// The status this revision shows: a result with `isError: true` is `failed` here (its
 /// clients read `completed` as success and fetch no result of a failed task otherwise),
 /// while the stored task, and 2026-07-28, say `completed`.
-pub(super) fn status(t: &TaskView) -> &'static str {
+pub(in crate::mcp) fn status(t: &TaskView) -> &'static str {
     match (t.status, &t.outcome) {
         (TaskStatus::Completed, Some(ViewOutcome::Result(r))) if is_tool_error(r) => "failed",
         (s, _) => s.as_str(),
@@ -38,7 +32,7 @@ pub(super) fn status(t: &TaskView) -> &'static str {
 }
 
 /// The flat `Task`.
-pub(super) fn task(t: &TaskView) -> Value {
+pub(in crate::mcp) fn task(t: &TaskView) -> Value {
     let mut v = json!({
         "taskId": t.id.to_string(),
         "status": status(t),

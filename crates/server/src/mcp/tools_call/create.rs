@@ -2,7 +2,7 @@
 //! pinned to the tool's component, and the TTL and poll interval a mode rule may choose
 //! within bounds.
 
-use snodo_core::model::{Grant, TaskId, TaskView};
+use snodo_core::model::{Grant, Task, TaskId, TaskView};
 use snodo_core::store::{MAX_TTL_MS, NewTask, StoreError};
 use snodo_runner::budget::{Over, Refusal};
 use snodo_runner::{CatalogTool, tool_call_work};
@@ -15,8 +15,17 @@ use crate::protocol::RpcError;
 
 impl McpServer {
     /// Creates the task (and, with a free execution slot, claims and starts it in the same
-    /// commit), and answers with its handle.
+    /// commit), and answers with it.
     pub(super) async fn create_task(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Reply> {
+        let task = self.new_task(calling, ctx).await?;
+        Ok(ctx
+            .dialect
+            .task(ctx.id, &TaskView::of(&task), TaskReply::Created))
+    }
+
+    /// Creates the task of a call (and, with a free execution slot, claims and starts it
+    /// in the same commit): the creation rate and the tenant's caps are checked first.
+    pub(super) async fn new_task(&self, calling: Calling<'_>, ctx: &Ctx<'_>) -> Handled<Task> {
         let Calling {
             tool,
             arguments,
@@ -82,9 +91,7 @@ impl McpServer {
             }
         };
         ctx.note_task(&task.id, task.span.as_ref());
-        Ok(ctx
-            .dialect
-            .task(ctx.id, &TaskView::of(&task), TaskReply::Created))
+        Ok(task)
     }
 
     /// The refusal at a task cap. A task past its TTL keeps its place until the reaper

@@ -53,9 +53,14 @@ impl McpServer {
             .map_err(|r| self.refuse(&r))
     }
 
-    pub(super) async fn tools_call(&self, call: ToolsCall, ctx: &Ctx<'_>) -> Handled<Reply> {
+    pub(super) async fn tools_call(&self, mut call: ToolsCall, ctx: &Ctx<'_>) -> Handled<Reply> {
         // One snapshot for the whole call: a deployment swapped meanwhile serves the next.
         let catalog = self.config.catalog.current();
+        if catalog.handles()
+            && let Some(reply) = self.follow_up(&mut call, &catalog, ctx).await?
+        {
+            return Ok(reply);
+        }
         let tool = catalog
             .tool(&call.name)
             .ok_or_else(|| RpcError::invalid_params(format!("Unknown tool: {}", call.name)))?;
@@ -98,6 +103,16 @@ impl McpServer {
             choice: None,
         };
         let mode = self.decide_mode(&mut calling, ctx).await?;
+        if let Some(wait) = self.handle_wait(tool, mode, call.as_task, ctx) {
+            if let Some(asked) = self.prepare(&mut calling, ctx).await? {
+                return Ok(Reply::result(ctx.id, asked));
+            }
+            let task = self.new_task(calling, ctx).await?;
+            let view = snodo_core::model::TaskView::of(&task);
+            return self
+                .follow_handle(view, tool.info.name.clone(), wait, ctx)
+                .await;
+        }
         let declared = tool.mode.unwrap_or(tool.info.mode);
         let as_task =
             ctx.dialect
