@@ -11,7 +11,7 @@ mod env;
 mod sources;
 mod tools;
 
-pub use auth::{AuthSection, MetricsSection, ScopesSection, TokenSection};
+pub use auth::{AuthSection, MetricsSection, TokenSection};
 pub use tools::{InjectSection, RetrySection, SecretSection, ToolSection};
 
 use std::collections::BTreeMap;

@@ -1,8 +1,6 @@
 //! The `[auth]` and `[metrics]` sections and the tokens of `[admin]`: who may call, who
 //! operates, and the scopes and tokens each needs.
 
-use std::collections::BTreeMap;
-
 use serde::Deserialize;
 
 use super::{Config, ConfigError, config_error};
@@ -71,40 +69,7 @@ pub struct AuthSection {
     pub oauth: Option<OAuthConfig>,
     /// The scopes each operation needs.
     #[serde(default)]
-    pub scopes: ScopesSection,
-}
-
-/// `[auth.scopes]`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ScopesSection {
-    /// Needed by every MCP request.
-    #[serde(default)]
-    pub mcp: Vec<String>,
-    /// `tools/call`.
-    #[serde(default)]
-    pub tools_call: Vec<String>,
-    /// `tools/call` of the tools a pattern (`name`, `prefix*`, `*`) matches, on top.
-    #[serde(default)]
-    pub tools: BTreeMap<String, Vec<String>>,
-    /// `tasks/get` and `subscriptions/listen`.
-    #[serde(default)]
-    pub tasks_get: Vec<String>,
-    /// `tasks/update`.
-    #[serde(default)]
-    pub tasks_update: Vec<String>,
-    /// `tasks/cancel`.
-    #[serde(default)]
-    pub tasks_cancel: Vec<String>,
-    /// `resources/read`.
-    #[serde(default)]
-    pub resources_read: Vec<String>,
-    /// `prompts/get`.
-    #[serde(default)]
-    pub prompts_get: Vec<String>,
-    /// The operator API.
-    #[serde(default)]
-    pub admin: Vec<String>,
+    pub scopes: crate::mcp::ScopePolicy,
 }
 
 impl Config {
@@ -248,37 +213,10 @@ impl Config {
 
     /// `[auth.scopes]`, each scope checked.
     fn scope_policy(&self, file: &str) -> Result<crate::mcp::ScopePolicy, ConfigError> {
-        let err = |key: &str, reason: String| config_error(file, key, reason);
-        let sc = &self.auth.scopes;
-        let policy = crate::mcp::ScopePolicy {
-            mcp: sc.mcp.clone(),
-            tools_call: sc.tools_call.clone(),
-            tools: sc
-                .tools
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            tasks_get: sc.tasks_get.clone(),
-            tasks_update: sc.tasks_update.clone(),
-            tasks_cancel: sc.tasks_cancel.clone(),
-            resources_read: sc.resources_read.clone(),
-            prompts_get: sc.prompts_get.clone(),
-            admin: sc.admin.clone(),
-        };
-        for scope in policy.all() {
-            let ok = !scope.is_empty()
-                && scope
-                    .bytes()
-                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
-            if !ok {
-                return Err(err(
-                    "auth.scopes",
-                    format!(
-                        "{scope:?} is not a scope (printable ASCII without spaces, quotes or backslashes)"
-                    ),
-                ));
-            }
-        }
+        let policy = self.auth.scopes.clone();
+        policy
+            .check()
+            .map_err(|reason| config_error(file, "auth.scopes", reason))?;
         Ok(policy)
     }
 

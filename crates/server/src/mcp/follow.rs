@@ -4,7 +4,8 @@
 //! `notifications/tasks/status`, and its questions as server requests (`elicitation/create`,
 //! `sampling/createMessage`, …) with the related-task `_meta`; the client's posted answers,
 //! correlated by their JSON-RPC ids, go to the task's inbox through the task service, as
-//! `tasks/update` answers do.
+//! `tasks/update` answers do. Such a request's id names its task and question, sealed, so an
+//! answer posted to another node commits there ([`McpServer::answer_elsewhere`]).
 //!
 //! Nothing of this is kept but the stored task: a question is asked on every follow open
 //! while it is outstanding, so a client that reconnects and follows again is asked again, and
@@ -27,7 +28,7 @@ use snodo_core::store::Changed;
 
 use super::session::{Outstanding, Party};
 use super::tasks::lookup_error;
-use super::{Ctx, Handled, McpServer, Reply, STREAM_QUEUE};
+use super::{Ctx, Handled, McpServer, Reply, STREAM_QUEUE, state};
 
 /// The `_meta` key that relates a message to its task.
 pub(super) const RELATED_TASK: &str = "io.modelcontextprotocol/related-task";
@@ -57,11 +58,15 @@ pub(super) struct Asking {
     outstanding: Arc<Outstanding>,
     party: Party,
     open: Vec<String>,
+    /// The key request ids are sealed with: each names its task and question, so the answer
+    /// commits on whichever node it is posted to.
+    key: [u8; 32],
 }
 
 impl Asking {
-    /// Where a request of `ctx` can ask: its event stream, on a 2025-11-25 session.
-    pub(super) fn of(ctx: &Ctx<'_>) -> Option<Self> {
+    /// Where a request of `ctx` can ask: its event stream, on a 2025-11-25 session; request
+    /// ids are sealed with `key`.
+    pub(super) fn of(ctx: &Ctx<'_>, key: [u8; 32]) -> Option<Self> {
         match &ctx.asks {
             Some((outstanding, session)) if ctx.accepts_sse => Some(Asking {
                 outstanding: outstanding.clone(),
@@ -70,6 +75,7 @@ impl Asking {
                     session: session.clone(),
                 },
                 open: Vec::new(),
+                key,
             }),
             _ => None,
         }
@@ -157,7 +163,7 @@ impl Follow {
                     if asked.contains(key) {
                         continue;
                     }
-                    match self.ask(&id_text, request.get()).await {
+                    match self.ask(&id_text, key, request.get()).await {
                         Some(Ok(rx)) => {
                             asked.insert(key.clone());
                             let key = key.clone();
@@ -215,6 +221,7 @@ impl Follow {
     async fn ask(
         &mut self,
         task_id: &str,
+        input: &str,
         request: &str,
     ) -> Option<Result<tokio::sync::oneshot::Receiver<Result<Value, Value>>, ()>> {
         let (asking, out) = (self.asks.as_mut()?, self.out.as_ref()?);
@@ -229,7 +236,8 @@ impl Follow {
         if let Some(m) = meta.as_object_mut() {
             m.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
         }
-        let (rid, rx) = asking.outstanding.open(&asking.party);
+        let rid = state::issue_question_id(&asking.key, task_id, input, &asking.party);
+        let rx = asking.outstanding.open_as(rid.clone(), &asking.party);
         asking.open.push(rid.clone());
         let message = json!({
             "jsonrpc": "2.0",
@@ -263,6 +271,38 @@ impl Follow {
 }
 
 impl McpServer {
+    /// Commits a client's answer to a task's question that no follow of this node waits
+    /// on: the stream that asked is another node's (or has closed). Anything but the answer
+    /// of `party` to a question id this server sealed is dropped, as is an error answer
+    /// (the question stays outstanding, to be asked again).
+    pub(super) async fn answer_elsewhere(
+        &self,
+        party: &Party,
+        id: &Value,
+        outcome: Result<Value, Value>,
+    ) {
+        let (Some(id), Ok(result)) = (id.as_str(), outcome) else {
+            return;
+        };
+        if !id.starts_with(state::QUESTION_ID_PREFIX) {
+            return;
+        }
+        let Ok(key) = self.server_key().await else {
+            return;
+        };
+        let Some((task, input)) = state::open_question_id(&key, id, party) else {
+            return;
+        };
+        let responses = Map::from_iter([(input, result)]);
+        if let Err(e) = self
+            .tasks()
+            .accept_input(&party.principal, &task, responses)
+            .await
+        {
+            tracing::debug!(error = %e, "an answer posted for a task's question was not taken");
+        }
+    }
+
     /// Runs `follow` for the request `ctx`, in one of its tenant's stream slots (a follow
     /// holds one, as a subscription does, for as long as it is open), and answers with what
     /// `finish` makes of how it ended: on an event stream, after what the follow sent there,

@@ -174,15 +174,11 @@ impl McpServer {
         wait: Duration,
         ctx: &Ctx<'_>,
     ) -> Handled<Reply> {
-        let asks = Asking::of(ctx);
+        let server_key = self.server_key().await?;
+        let asks = Asking::of(ctx, server_key);
         // Where no stream can ask, a question ends the follow and is asked as an MRTR
         // round, on the revision that has them.
-        let mrtr = ctx.asks.is_none();
-        let key = if mrtr {
-            Some(self.server_key().await?)
-        } else {
-            None
-        };
+        let key = ctx.asks.is_none().then_some(server_key);
         let follow = Follow {
             stop_on_input: asks.is_none(),
             asks,

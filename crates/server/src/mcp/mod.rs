@@ -277,13 +277,16 @@ impl McpServer {
             Ok(Incoming::Request(r)) => r,
             Ok(Incoming::Notification { .. }) => return Reply::Accepted,
             Ok(Incoming::Response { id, outcome }) => {
-                // An answer nothing waits on (late, or another node's) is dropped: the
-                // call that asked has ended or lives elsewhere.
+                // An answer nothing here waits on: a task's question asked on another
+                // node's stream commits to the task all the same; any other (a synchronous
+                // call's, which lives elsewhere or has ended) is dropped.
                 let party = session::Party {
                     principal: caller.principal.clone(),
                     session: headers.session.clone().and_then(Result::ok),
                 };
-                self.outstanding.answer(&party, &id, outcome);
+                if !self.outstanding.answer(&party, &id, outcome.clone()) {
+                    self.answer_elsewhere(&party, &id, outcome).await;
+                }
                 return Reply::Accepted;
             }
             Err((id, e)) => return Reply::error(&id, &e),

@@ -2,17 +2,25 @@
 //! served: a caller without one of them is answered 403 `insufficient_scope`, with every
 //! scope the operation needs in one challenge, so a client can ask for all of them at once.
 
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Deserializer};
+
 use super::request::Call;
 
-/// The scopes each action needs; an empty list needs none beyond a valid token.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The scopes each action needs; an empty list needs none beyond a valid token. It is the
+/// `[auth.scopes]` section as written ([`check`](Self::check) it once read).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ScopePolicy {
     /// Needed by every MCP request, besides what its method needs.
     pub mcp: Vec<String>,
     /// `tools/call` of any tool.
     pub tools_call: Vec<String>,
     /// `tools/call` of the tools a pattern matches (a name, `prefix*`, or `*`): needed on
-    /// top of `tools_call`, by every matching entry.
+    /// top of `tools_call`, by every matching entry. Written as a table, read in the order
+    /// of its keys.
+    #[serde(deserialize_with = "by_pattern")]
     pub tools: Vec<(String, Vec<String>)>,
     /// `tasks/get` (and `subscriptions/listen`, which reads tasks as they change, and
     /// 2025-11-25's `tasks/result` and `tasks/list`).
@@ -27,6 +35,13 @@ pub struct ScopePolicy {
     pub prompts_get: Vec<String>,
     /// The operator API.
     pub admin: Vec<String>,
+}
+
+/// `tools = { "pattern" = [scopes] }` as pairs, in the order of the patterns.
+fn by_pattern<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, Vec<String>)>, D::Error> {
+    Ok(BTreeMap::<String, Vec<String>>::deserialize(d)?
+        .into_iter()
+        .collect())
 }
 
 /// Whether the tool `name` matches `pattern`: equal, `*`, or a prefix ending in `*`.
@@ -46,6 +61,23 @@ fn push_all(into: &mut Vec<String>, scopes: &[String]) {
 }
 
 impl ScopePolicy {
+    /// Every scope it names is a scope token (printable ASCII without spaces, quotes or
+    /// backslashes, as RFC 6749 and the challenge header need), or the first that is not.
+    pub fn check(&self) -> Result<(), String> {
+        for scope in self.all() {
+            let ok = !scope.is_empty()
+                && scope
+                    .bytes()
+                    .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\');
+            if !ok {
+                return Err(format!(
+                    "{scope:?} is not a scope (printable ASCII without spaces, quotes or backslashes)"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether no operation needs any scope.
     pub fn is_empty(&self) -> bool {
         self.ordinary().is_empty() && self.admin.is_empty()

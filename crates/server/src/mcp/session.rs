@@ -226,9 +226,15 @@ impl Outstanding {
             "snodo-{}",
             snodo_core::ids::hex(&snodo_core::ids::random_bytes::<16>())
         );
+        (id.clone(), self.open_as(id, party))
+    }
+
+    /// Where the answer to the request `id` (unique: random, or sealed with a nonce) of
+    /// `party` will arrive.
+    pub(crate) fn open_as(&self, id: String, party: &Party) -> oneshot::Receiver<Answer> {
         let (tx, rx) = oneshot::channel();
-        self.0.lock().insert(id.clone(), (party.clone(), tx));
-        (id, rx)
+        self.0.lock().insert(id, (party.clone(), tx));
+        rx
     }
 
     /// How many server requests are waited on.

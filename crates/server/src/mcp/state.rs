@@ -217,6 +217,60 @@ pub(crate) fn open_handle(
     Some(Ok(task))
 }
 
+/// The id of a server request that asks a task's question on a 2025-11-25 stream.
+const TASK_QUESTION: Purpose = Purpose {
+    key_label: b"snodo task-question key v1\0",
+    aad: b"snodo/task-question/v1",
+};
+
+/// How the id of a server request that asks a task's question begins.
+pub(crate) const QUESTION_ID_PREFIX: &str = "snodo-q-";
+
+/// The id of a server request asking the question under `input` of task `task_id` of
+/// `party`: it names both, sealed, so that the client's answer commits to the task on
+/// whichever node it is posted to, by that party only, for [`STATE_TTL`].
+pub(crate) fn issue_question_id(
+    key: &[u8; 32],
+    task_id: &str,
+    input: &str,
+    party: &super::session::Party,
+) -> String {
+    let body = json!({
+        "task": task_id,
+        "input": input,
+        "tenant": party.principal.tenant,
+        "subject": party.principal.subject,
+        "session": party.session,
+        "exp": now_ms() + STATE_TTL.as_millis() as u64,
+    })
+    .to_string();
+    format!(
+        "{QUESTION_ID_PREFIX}{}",
+        TASK_QUESTION.seal(key, body.as_bytes())
+    )
+}
+
+/// The task and the input key a server request id from [`issue_question_id`] names, when
+/// `party` answers it in time; `None` for any other id, party or time.
+pub(crate) fn open_question_id(
+    key: &[u8; 32],
+    id: &str,
+    party: &super::session::Party,
+) -> Option<(String, String)> {
+    let body = TASK_QUESTION.open(key, id.strip_prefix(QUESTION_ID_PREFIX)?)?;
+    let v: Value = serde_json::from_slice(&body).ok()?;
+    let same = v["tenant"] == party.principal.tenant
+        && v["subject"] == party.principal.subject
+        && v["session"] == json!(party.session);
+    if !same || v["exp"].as_u64().is_none_or(|exp| exp < now_ms()) {
+        return None;
+    }
+    Some((
+        v["task"].as_str()?.to_owned(),
+        v["input"].as_str()?.to_owned(),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +302,33 @@ mod tests {
         assert!(
             verify(&key, "greet", &ada, &state).is_err(),
             "and the other way"
+        );
+    }
+
+    #[test]
+    fn a_question_id_opens_for_the_party_asked_only() {
+        use super::super::session::Party;
+        let key = [6u8; 32];
+        let party = |subject: &str, session: Option<&str>| Party {
+            principal: Principal::new("t1", subject),
+            session: session.map(str::to_owned),
+        };
+        let ada = party("ada", Some("s1"));
+        let id = issue_question_id(&key, "019ade3f4c2a7b8e91f0c3d2a4b5e6f7", "confirm", &ada);
+        assert!(id.starts_with(QUESTION_ID_PREFIX));
+        assert_eq!(
+            open_question_id(&key, &id, &ada),
+            Some(("019ade3f4c2a7b8e91f0c3d2a4b5e6f7".into(), "confirm".into()))
+        );
+        assert_eq!(open_question_id(&key, &id, &party("bob", Some("s1"))), None);
+        assert_eq!(open_question_id(&key, &id, &party("ada", Some("s2"))), None);
+        assert_eq!(open_question_id(&key, &id, &party("ada", None)), None);
+        assert_eq!(open_question_id(&[7u8; 32], &id, &ada), None, "another key");
+        let state = issue_handle(&key, "019ade3f4c2a7b8e91f0c3d2a4b5e6f7", &ada.principal);
+        assert_eq!(
+            open_question_id(&key, &format!("{QUESTION_ID_PREFIX}{state}"), &ada),
+            None,
+            "another purpose"
         );
     }
 

@@ -523,3 +523,69 @@ async fn a_call_without_a_task_gets_its_tasks_question_on_its_stream_and_then_it
         .await;
     assert_eq!(task["status"], "working", "{task}");
 }
+
+/// A question asked on one node's `tasks/result` stream may be answered on another (a load
+/// balancer sends the client's POST anywhere): the request id names the task and the
+/// question, sealed, and that node commits the answer to the task.
+#[tokio::test]
+async fn an_answer_posted_to_another_node_reaches_the_task() {
+    let fixtures = super::fixtures().await;
+    let store: Arc<dyn snodo_core::store::Store> = Arc::new(snodo_core::store::MemoryStore::new());
+    let catalog = Arc::new(common::catalog_of(&[&fixtures], Default::default()));
+    // A's guest waits for the answer in-process, and nothing tells it of B's commit (a
+    // shared PostgreSQL would): parked soon, it resumes by replay once answered.
+    let options = snodo_runner::RunnerOptions {
+        poll_interval: Duration::from_millis(10),
+        park_after: Duration::from_millis(200),
+        ..Default::default()
+    };
+    let (a, _runs_a) = common::server_with(&store, catalog.clone(), options.clone());
+    let (b, _runs_b) = common::server_with(&store, catalog, options);
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let (on_a, _) = Client::open(&a, "ada").await;
+    let on_b = Client {
+        server: b,
+        caller: on_a.caller.clone(),
+        session: on_a.session.clone(),
+    };
+    let task = on_a
+        .task(1, "confirm_delete", json!({"filename": "x.txt"}))
+        .await;
+    let id = task["taskId"].as_str().expect("id").to_owned();
+    let Reply::Stream(mut rx) = on_a
+        .reply(2, "tasks/result", json!({"taskId": id}), true)
+        .await
+    else {
+        panic!("tasks/result waits on a stream");
+    };
+    let asked = question(&mut rx).await;
+    // Someone else's POST of the same id commits nothing.
+    let (mallory, _) = Client::open(&a, "mallory").await;
+    let stolen = Client {
+        server: on_b.server.clone(),
+        caller: mallory.caller.clone(),
+        session: mallory.session.clone(),
+    };
+    stolen
+        .answer(
+            &asked["id"],
+            json!({"action": "accept", "content": {"confirm": false}}),
+        )
+        .await;
+    on_b.answer(
+        &asked["id"],
+        json!({"action": "accept", "content": {"confirm": true}}),
+    )
+    .await;
+    let done = loop {
+        let m = next(&mut rx).await;
+        if m.get("method").is_none() {
+            break m;
+        }
+    };
+    assert_eq!(done["id"], 2);
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Deleted x.txt",
+        "{done}"
+    );
+}

@@ -28,9 +28,10 @@ impl McpServer {
         if view.status.is_terminal() {
             return Ok(Reply::message(200, &task::payload(ctx.id, &view)));
         }
+        let key = self.server_key().await?;
         let follow = Follow {
             notify: true,
-            asks: Asking::of(ctx),
+            asks: Asking::of(ctx, key),
             ..Follow::new(self.tasks().clone(), ctx, view.id)
         };
         self.follow_reply(ctx, follow, |id, followed| match followed {
