@@ -14,3 +14,4 @@ _spec.loader.exec_module(_server)
 anyio_backend = _server.anyio_backend
 server_url = _server.server_url
 configured = _server.configured
+HANDLES = _server.HANDLES

@@ -11,19 +11,13 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from conftest import configured
+from conftest import HANDLES, configured
 
 pytestmark = pytest.mark.anyio
 
 DEADLINE = 90
 RELATED = "io.modelcontextprotocol/related-task"
 
-HANDLES = """[tools.slow_compute]
-handle_after_ms = 300
-
-[tools.confirm_delete]
-handle_after_ms = 30000
-"""
 
 
 def text(result):

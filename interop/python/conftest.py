@@ -127,3 +127,14 @@ async def computes_at_once(client, seconds, label):
 def server_url():
     with memory_server(FIXTURES) as url:
         yield url
+
+
+# The tools that give handles in the handle tests of both Python SDKs (test_handle.py here
+# and in interop/python-mcp1/): a short wait for slow_compute, so its calls get a handle,
+# and a long one for confirm_delete, so its question is asked on the call.
+HANDLES = """[tools.slow_compute]
+handle_after_ms = 300
+
+[tools.confirm_delete]
+handle_after_ms = 30000
+"""

@@ -8,19 +8,13 @@ import pytest
 from mcp import Client
 from mcp_types import ElicitResult
 
-from conftest import configured
+from conftest import HANDLES, configured
 
 pytestmark = pytest.mark.anyio
 
 DEADLINE = 90
 RELATED = "io.modelcontextprotocol/related-task"
 
-HANDLES = """[tools.slow_compute]
-handle_after_ms = 300
-
-[tools.confirm_delete]
-handle_after_ms = 30000
-"""
 
 
 async def test_a_long_call_gives_a_handle_that_task_result_follows(tmp_path):

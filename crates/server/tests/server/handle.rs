@@ -70,6 +70,20 @@ fn related(v: &Value) -> String {
         .to_owned()
 }
 
+/// The status of Alice's task `id`, as a client with tasks reads it.
+async fn status_of(app: &App, id: &str) -> Value {
+    let got = as_(
+        app,
+        ALICE,
+        90,
+        "tasks/get",
+        json!({"taskId": id}),
+        caps(true),
+    )
+    .await;
+    got["result"]["status"].clone()
+}
+
 fn no_tasks() -> Value {
     caps(false)
 }
@@ -93,16 +107,8 @@ async fn a_call_that_finishes_in_time_answers_with_its_result_from_a_durable_tas
     assert_ne!(v["result"]["isError"], true);
     // It ran as a task, which a client with tasks can read.
     let id = related(&v);
-    let got = as_(
-        &app,
-        ALICE,
-        4,
-        "tasks/get",
-        json!({"taskId": id}),
-        caps(true),
-    )
-    .await;
-    assert_eq!(got["result"]["status"], "completed", "{got}");
+    let got = status_of(&app, &id).await;
+    assert_eq!(got, "completed");
 }
 
 #[tokio::test]
@@ -188,16 +194,8 @@ async fn a_question_is_an_mrtr_round_whose_retry_answers_the_task() {
     assert_eq!(text(&done), "Deleted a.txt", "{done}");
     // The same task, answered: the retry did not call the tool again.
     assert_eq!(related(&done), id);
-    let got = as_(
-        &app,
-        ALICE,
-        4,
-        "tasks/get",
-        json!({"taskId": id}),
-        caps(true),
-    )
-    .await;
-    assert_eq!(got["result"]["status"], "completed");
+    let got = status_of(&app, &id).await;
+    assert_eq!(got, "completed");
 }
 
 /// A client that did not declare elicitation is never asked, and the model is never handed
