@@ -93,7 +93,7 @@ pub struct Config {
     pub engine: EngineConfig,
     /// How outbound HTTP is sent.
     #[serde(default)]
-    pub outbound: OutboundSection,
+    pub outbound: crate::wasm::outbound::OutboundConfig,
     /// Secrets tools may use, by name.
     #[serde(default)]
     pub secrets: BTreeMap<String, SecretSection>,
@@ -114,22 +114,6 @@ pub struct Config {
 
 /// The `file` of an error about a flag.
 pub const COMMAND_LINE: &str = "the command line";
-
-/// `[outbound]`: how the host sends the requests tools make.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutboundSection {
-    /// A PEM file of root certificates trusted besides the usual ones (a private CA).
-    pub ca_bundle: Option<PathBuf>,
-    /// Names answered without DNS: `{ "api.internal" = ["10.0.0.7"] }`. The address rules
-    /// still apply to what they name.
-    #[serde(default)]
-    pub resolve: BTreeMap<String, Vec<std::net::IpAddr>>,
-    /// Requests of one tenant in flight at once (default 64).
-    pub max_concurrent_per_tenant: Option<u32>,
-    /// The most bytes one task's journal holds (default 8 MiB).
-    pub journal_task_bytes: Option<u64>,
-}
 
 /// `[telemetry]`.
 #[derive(Debug, Default, Deserialize)]
@@ -342,36 +326,17 @@ impl Config {
         }))
     }
 
-    /// `[outbound]` into the engine's and the runner's settings.
+    /// `[outbound]`, checked, for the engine (its bundle resolved against
+    /// [`Config::base_dir`]), and its journal budget for the runner, which hands it to each
+    /// attempt.
     fn outbound_into(&self, file: &str, opts: &mut ServeOptions) -> Result<(), ConfigError> {
-        let o = &self.outbound;
-        let out = &mut opts.engine.outbound;
-        out.ca_bundle = o.ca_bundle.as_ref().map(|p| self.resolve(p));
-        out.resolve = o
-            .resolve
-            .iter()
-            .map(|(k, v)| (k.trim_end_matches('.').to_ascii_lowercase(), v.clone()))
-            .collect();
-        if let Some(n) = o.max_concurrent_per_tenant {
-            if n == 0 {
-                return Err(config_error(
-                    file,
-                    "outbound.max_concurrent_per_tenant",
-                    "must be positive".into(),
-                ));
-            }
-            out.max_concurrent_per_tenant = n;
-        }
-        if let Some(b) = o.journal_task_bytes {
-            if b == 0 {
-                return Err(config_error(
-                    file,
-                    "outbound.journal_task_bytes",
-                    "must be positive".into(),
-                ));
-            }
-            opts.runner.journal_task_bytes = b;
-        }
+        self.outbound
+            .check()
+            .map_err(|e| setting_error(file, e.under("outbound")))?;
+        let mut outbound = self.outbound.clone();
+        outbound.ca_bundle = outbound.ca_bundle.map(|p| self.resolve(&p));
+        opts.runner.journal_task_bytes = outbound.journal_task_bytes;
+        opts.engine.outbound = outbound;
         Ok(())
     }
 }

@@ -391,20 +391,28 @@ impl ToolOutbound {
     }
 }
 
-/// How the host sends: roots, overrides and shared limits.
-#[derive(Debug, Clone)]
+/// How the host sends: roots, overrides and shared limits. It is the `[outbound]` section
+/// as written ([`check`](Self::check) it once read); `own` is learnt by the node, never
+/// written.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct OutboundConfig {
-    /// PEM file of extra root certificates (a private CA), trusted besides the usual roots.
+    /// PEM file of extra root certificates (a private CA), trusted besides the usual roots
+    /// (`ca_bundle`; a relative path is the configuration file's to resolve).
     pub ca_bundle: Option<PathBuf>,
-    /// Names answered without DNS (`outbound.resolve`, like curl's `--resolve`); the address
-    /// rules still apply to what they name.
+    /// Names answered without DNS (`resolve`, like curl's `--resolve`), matched without
+    /// case or a final dot; the address rules still apply to what they name.
     pub resolve: BTreeMap<String, Vec<IpAddr>>,
     /// The server's own listen addresses, known before it binds: refused unless an entry
     /// names them to the port. `snodo serve` adds the bound address itself.
+    #[serde(skip)]
     pub own: Vec<SocketAddr>,
-    /// Outbound requests of one tenant in flight at once, all its attempts together.
-    /// Default 64.
+    /// Outbound requests of one tenant in flight at once, all its attempts together
+    /// (`max_concurrent_per_tenant`, default 64).
     pub max_concurrent_per_tenant: u32,
+    /// The most bytes one task's journal holds (`journal_task_bytes`, default 8 MiB). The
+    /// runner gives each attempt's sender this budget; `snodo serve` hands it over.
+    pub journal_task_bytes: u64,
 }
 
 impl Default for OutboundConfig {
@@ -414,8 +422,31 @@ impl Default for OutboundConfig {
             resolve: BTreeMap::new(),
             own: Vec::new(),
             max_concurrent_per_tenant: 64,
+            journal_task_bytes: 8 << 20,
         }
     }
+}
+
+impl OutboundConfig {
+    /// The key and the reason of a setting that cannot hold: a zero limit would refuse every
+    /// request (or every journaled one).
+    pub fn check(&self) -> Result<(), SettingError> {
+        if self.max_concurrent_per_tenant == 0 {
+            return Err(SettingError::new(
+                "max_concurrent_per_tenant",
+                "must be positive",
+            ));
+        }
+        if self.journal_task_bytes == 0 {
+            return Err(SettingError::new("journal_task_bytes", "must be positive"));
+        }
+        Ok(())
+    }
+}
+
+/// A name of `resolve` as a request's host is matched against it: lower case, no final dot.
+fn resolve_key(name: &str) -> String {
+    name.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// The host-wide side of outbound HTTP.
@@ -483,9 +514,13 @@ pub fn tls_client(ca_file: Option<&std::path::Path>) -> Result<Arc<rustls::Clien
 impl Outbound {
     /// The outbound side for `config`: loads the roots (and the private bundle, whose
     /// errors name the file).
-    pub fn new(config: OutboundConfig) -> Result<Self, String> {
+    pub fn new(mut config: OutboundConfig) -> Result<Self, String> {
         let tls = tls_client(config.ca_bundle.as_deref())
             .map_err(|e| format!("outbound.ca_bundle {e}"))?;
+        config.resolve = std::mem::take(&mut config.resolve)
+            .into_iter()
+            .map(|(name, ips)| (resolve_key(&name), ips))
+            .collect();
         Ok(Self {
             own: parking_lot::RwLock::new(config.own.clone()),
             config,
@@ -666,5 +701,29 @@ mod tests {
                 "plain": 1,
             })
         );
+    }
+
+    #[test]
+    fn the_outbound_section_is_checked_and_its_names_match_without_case_or_final_dot() {
+        let zero: OutboundConfig =
+            toml_like(r#"{"max_concurrent_per_tenant": 0}"#).expect("a section");
+        assert_eq!(zero.check().unwrap_err().key, "max_concurrent_per_tenant");
+        let zero: OutboundConfig = toml_like(r#"{"journal_task_bytes": 0}"#).expect("a section");
+        assert_eq!(zero.check().unwrap_err().key, "journal_task_bytes");
+        assert!(
+            toml_like::<OutboundConfig>(r#"{"own": []}"#).is_err(),
+            "not written"
+        );
+        let named: OutboundConfig =
+            toml_like(r#"{"resolve": {"API.Internal.": ["10.0.0.7"]}}"#).expect("a section");
+        named.check().expect("defaults hold");
+        assert_eq!(named.journal_task_bytes, 8 << 20);
+        let outbound = Outbound::new(named).expect("the usual roots");
+        assert!(outbound.config.resolve.contains_key("api.internal"));
+    }
+
+    /// A section read as a configuration file gives it (JSON stands in for TOML here).
+    fn toml_like<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_json::Error> {
+        serde_json::from_str(text)
     }
 }
