@@ -21,11 +21,12 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::protocol::{self, RpcError};
+use crate::protocol::{self, ResultObject, RpcError};
 use crate::tasks::TaskService;
-use snodo_core::model::{Principal, TaskId, TaskStatus, TaskView, Timestamp};
+use snodo_core::model::{Principal, TaskId, TaskStatus, TaskView, Timestamp, ViewOutcome};
 use snodo_core::store::Changed;
 
+use super::dialect::Dialect;
 use super::session::{Outstanding, Party};
 use super::tasks::lookup_error;
 use super::{Ctx, Handled, McpServer, Reply, STREAM_QUEUE, state};
@@ -346,6 +347,35 @@ impl McpServer {
             }
         });
         Ok(Reply::Stream(rx))
+    }
+}
+
+/// The response to request `id` that the finished task `t`'s `tools/call` would have
+/// given, written in `dialect`: its result with the related-task `_meta` beside its own, or
+/// its JSON-RPC error, each with its HTTP status. `None` for a cancelled task, which has
+/// neither: each caller says so in its own way.
+pub(super) fn finished_call(
+    dialect: &dyn Dialect,
+    id: &Value,
+    t: &TaskView,
+) -> Option<(u16, Value)> {
+    match t.outcome.as_ref()? {
+        ViewOutcome::Result(r) => {
+            let mut result: ResultObject = serde_json::from_str(r.get()).unwrap_or_default();
+            let meta = result.entry("_meta").or_insert_with(|| json!({}));
+            if let Some(m) = meta.as_object_mut() {
+                m.insert(RELATED_TASK.into(), json!({ "taskId": t.id.to_string() }));
+            }
+            Some((200, protocol::result_response(id, dialect.complete(result))))
+        }
+        ViewOutcome::Error(e) => {
+            let error: RpcError = serde_json::from_str(e.get())
+                .unwrap_or_else(|_| RpcError::internal("the task failed"));
+            Some((
+                dialect.error_status(&error),
+                protocol::error_response(id, &error),
+            ))
+        }
     }
 }
 

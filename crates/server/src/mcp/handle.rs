@@ -18,13 +18,13 @@ use serde_json::{Map, Value, json};
 use tokio::time::Instant;
 
 use crate::protocol::{self, ResultObject, RpcError, rfc3339};
-use snodo_core::model::{ClientCapabilities, TaskStatus, TaskView, ViewOutcome};
+use snodo_core::model::{ClientCapabilities, TaskStatus, TaskView};
 use snodo_core::store::StoreError;
 use snodo_runner::{Catalog, CatalogTool, TASK_RESULT_TOOL};
 use snodo_wasm::TaskMode;
 
 use super::dialect::Dialect;
-use super::follow::{Asking, Follow, Followed, RELATED_TASK};
+use super::follow::{Asking, Follow, Followed, RELATED_TASK, finished_call};
 use super::request::ToolsCall;
 use super::tasks::lookup_error;
 use super::{Ctx, Handled, McpServer, Reply, state};
@@ -231,38 +231,17 @@ impl Handle {
         }
     }
 
-    /// What `tools/call` would have answered for the finished task `view`: its result (with
-    /// the related-task `_meta`), its JSON-RPC error, or, cancelled, a tool error saying so.
+    /// What `tools/call` would have answered for the finished task `view`, or, cancelled,
+    /// a tool error saying so.
     fn finished(&self, id: &Value, view: &TaskView) -> (u16, Value) {
-        match &view.outcome {
-            Some(ViewOutcome::Result(r)) => {
-                let mut result: ResultObject = serde_json::from_str(r.get()).unwrap_or_default();
-                let meta = result.entry("_meta").or_insert_with(|| json!({}));
-                if let Some(m) = meta.as_object_mut() {
-                    m.insert(RELATED_TASK.into(), json!({ "taskId": self.task_id }));
-                }
-                (
-                    200,
-                    protocol::result_response(id, self.dialect.complete(result)),
-                )
-            }
-            Some(ViewOutcome::Error(e)) => {
-                let error: RpcError = serde_json::from_str(e.get())
-                    .unwrap_or_else(|_| RpcError::internal("the task failed"));
-                (
-                    self.dialect.error_status(&error),
-                    protocol::error_response(id, &error),
-                )
-            }
-            None => {
-                let why = view.status_message.as_deref().unwrap_or("cancelled");
-                let text = format!(
-                    "{} (task {}) was cancelled ({why}): it has no result",
-                    self.tool, self.task_id
-                );
-                (200, self.text_result(id, text, true))
-            }
-        }
+        finished_call(self.dialect, id, view).unwrap_or_else(|| {
+            let why = view.status_message.as_deref().unwrap_or("cancelled");
+            let text = format!(
+                "{} (task {}) was cancelled ({why}): it has no result",
+                self.tool, self.task_id
+            );
+            (200, self.text_result(id, text, true))
+        })
     }
 
     /// The task waits for input: its questions as an MRTR round, where the client takes
@@ -327,28 +306,42 @@ impl Handle {
 
     /// A tool result of one text block, related to the task.
     fn text_result(&self, id: &Value, text: String, is_error: bool) -> Value {
-        let mut result = ResultObject::new();
-        result.insert("content".into(), json!([{ "type": "text", "text": text }]));
-        if is_error {
-            result.insert("isError".into(), Value::Bool(true));
-        }
-        result.insert(
-            "_meta".into(),
-            json!({ RELATED_TASK: { "taskId": self.task_id } }),
-        );
-        protocol::result_response(id, self.dialect.complete(result))
+        text_result(
+            self.dialect,
+            id,
+            text,
+            is_error,
+            Some(self.task_id.as_str()),
+        )
     }
 }
 
 /// The tool error of a follow-up naming a task the caller cannot reach: unknown, expired
 /// and another's read the same.
 fn not_found(ctx: &Ctx<'_>, task_id: &str) -> Reply {
-    let mut result = ResultObject::new();
     let text = format!(
         "No task {task_id} is known to this caller: it never existed, its result has expired, \
          or it is another's."
     );
+    Reply::message(200, &text_result(ctx.dialect, ctx.id, text, true, None))
+}
+
+/// The response to request `id`: a tool result of one text block in `dialect`, related to
+/// `task` when there is one.
+fn text_result(
+    dialect: &dyn Dialect,
+    id: &Value,
+    text: String,
+    is_error: bool,
+    task: Option<&str>,
+) -> Value {
+    let mut result = ResultObject::new();
     result.insert("content".into(), json!([{ "type": "text", "text": text }]));
-    result.insert("isError".into(), Value::Bool(true));
-    Reply::result(ctx.id, ctx.dialect.complete(result))
+    if is_error {
+        result.insert("isError".into(), Value::Bool(true));
+    }
+    if let Some(task) = task {
+        result.insert("_meta".into(), json!({ RELATED_TASK: { "taskId": task } }));
+    }
+    protocol::result_response(id, dialect.complete(result))
 }

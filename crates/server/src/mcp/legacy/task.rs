@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::protocol::{self, RpcError, codes, rfc3339};
 use snodo_core::model::{TaskStatus, TaskView, ViewOutcome};
 
-use super::super::follow::RELATED_TASK;
+use super::super::follow::finished_call;
 
 /// Whether a stored result says `isError: true` (read one level deep).
 fn is_tool_error(result: &snodo_core::model::RawJson) -> bool {
@@ -54,37 +54,20 @@ pub(in crate::mcp) fn task(t: &TaskView) -> Value {
 /// the related-task `_meta` beside its own. A cancelled task has no result: it is an
 /// error that says so.
 pub(super) fn payload(id: &Value, t: &TaskView) -> Value {
-    let task_id = t.id.to_string();
-    match &t.outcome {
-        Some(ViewOutcome::Result(r)) => {
-            let mut result: Value = serde_json::from_str(r.get()).unwrap_or_else(|_| json!({}));
-            if let Some(obj) = result.as_object_mut() {
-                let meta = obj.entry("_meta").or_insert_with(|| json!({}));
-                if let Some(m) = meta.as_object_mut() {
-                    m.insert(RELATED_TASK.into(), json!({ "taskId": task_id }));
-                }
-            }
-            protocol::result_response(id, result)
-        }
-        Some(ViewOutcome::Error(e)) => {
-            let error: Value = serde_json::from_str(e.get()).unwrap_or_else(
-                |_| json!({"code": codes::INTERNAL_ERROR, "message": "the task failed"}),
-            );
-            json!({"jsonrpc": "2.0", "id": id, "error": error})
-        }
-        None => {
-            let why = t.status_message.as_deref().unwrap_or("cancelled");
-            let e = RpcError::new(
-                codes::INVALID_REQUEST,
-                format!("task {task_id} was cancelled ({why}): it has no result"),
-            );
-            protocol::error_response(id, &e)
-        }
+    if let Some((_, message)) = finished_call(&super::HANDSHAKE, id, t) {
+        return message;
     }
+    let why = t.status_message.as_deref().unwrap_or("cancelled");
+    let e = RpcError::new(
+        codes::INVALID_REQUEST,
+        format!("task {} was cancelled ({why}): it has no result", t.id),
+    );
+    protocol::error_response(id, &e)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::follow::RELATED_TASK;
     use super::*;
 
     fn view(status: &str, outcome: Value) -> TaskView {
