@@ -5,6 +5,15 @@
 
 import { Form, RpcError, ToolResult, http, prompt, resource, tool, z } from "snodo-guest";
 
+/** Busy for `seconds` with a live guest, as a computation is: slices shorter than any sleep
+ * the host parks. `false` when cancelled. */
+function compute(cx, seconds) {
+  for (let left = seconds; left > 0; left -= 0.05) {
+    if (!cx.sleep(Math.min(left, 0.05))) return false;
+  }
+  return !cx.isCancelled();
+}
+
 tool(
   { name: "greet", description: "Greets someone by name (default: World)", input: z.object({ name: z.string().default("World") }) },
   (cx, { name }) => `Hello, ${name}!`,
@@ -21,13 +30,18 @@ tool(
   (cx, { seconds, label }) => {
     const s = Math.min(seconds, 3600);
     cx.setStatus(`computing ${label}`);
-    if (!cx.sleep(s)) return ToolResult.error("slow_compute was cancelled");
+    if (!compute(cx, s)) return ToolResult.error("slow_compute was cancelled");
     return ToolResult.text(`Completed ${label} after ${s} seconds`);
   },
 );
 
+tool(
+  { name: "test_sleep", description: "Sleeps the host's durable sleep, then says which attempt woke", mode: "required", input: z.object({ ms: z.number().min(0).default(0) }) },
+  (cx, { ms }) => (cx.sleep(ms / 1000) ? `woke on attempt ${cx.attempt}` : ToolResult.error("test_sleep was cancelled")),
+);
+
 tool({ name: "failing_job", description: "A job that fails in its own domain", mode: "required" }, (cx) => {
-  cx.sleep(1);
+  compute(cx, 1);
   return ToolResult.error("The job failed: the input data was rejected");
 });
 

@@ -14,6 +14,18 @@ def greet(cx: Context, name: str = "World") -> str:
     return f"Hello, {name}!"
 
 
+def _compute(cx: Context, seconds: float) -> bool:
+    """Busy for `seconds` with a live guest, as a computation is: slices shorter than any
+    sleep the host parks. `False` when cancelled."""
+    left = seconds
+    while left > 0:
+        step = min(left, 0.05)
+        if not cx.sleep(step):
+            return False
+        left -= step
+    return not cx.is_cancelled()
+
+
 def _slow_mode(arguments: dict, call: Call):
     if float(arguments.get("seconds") or 0) < 1:
         return "sync"
@@ -24,15 +36,22 @@ def _slow_mode(arguments: dict, call: Call):
 def slow_compute(cx: Context, seconds: float = 0, label: str = "computation") -> ToolResult:
     seconds = min(max(seconds, 0.0), 3600.0)
     cx.set_status(f"computing {label}")
-    if not cx.sleep(seconds):
+    if not _compute(cx, seconds):
         return ToolResult.error("slow_compute was cancelled")
     return ToolResult(f"Completed {label} after {seconds:g} seconds")
 
 
 @tool(mode="required", description="A job that fails in its own domain")
 def failing_job(cx: Context) -> ToolResult:
-    cx.sleep(1)
+    _compute(cx, 1)
     return ToolResult.error("The job failed: the input data was rejected")
+
+
+@tool(mode="required", description="Sleeps the host's durable sleep, then says which attempt woke")
+def test_sleep(cx: Context, ms: int = 0) -> str:
+    if not cx.sleep(ms / 1000):
+        return ToolResult.error("test_sleep was cancelled")
+    return f"woke on attempt {cx.attempt}"
 
 
 @tool(mode="required", description="A job that fails with a protocol error")

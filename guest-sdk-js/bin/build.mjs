@@ -6,7 +6,7 @@
 //!    world's (`tools`, `execution`, `modes`, `catalog`); the host's interfaces stay imports.
 //! 2. The WIT is assembled: Snodo's (`--wit`, default the `wit/` beside this SDK) and the
 //!    WASI 0.2 packages the SDK's `sleep` and `http` import (from jco's own WIT), under a
-//!    world that includes `snodo:tasks/executor@0.4.0`.
+//!    world that includes `snodo:tasks/executor@0.5.0`.
 //! 3. componentize-js builds the component (SpiderMonkey, pre-initialized with the app
 //!    loaded, so an instance starts from a snapshot).
 
@@ -77,7 +77,7 @@ try {
   for (const p of readdirSync(jcoWit)) cpSync(join(jcoWit, p), join(deps, p), { recursive: true });
   writeFileSync(
     join(witDir, "guest.wit"),
-    `package snodo:js-guest;\n\nworld tool {\n  include snodo:tasks/executor@0.4.0;\n` +
+    `package snodo:js-guest;\n\nworld tool {\n  include snodo:tasks/executor@0.5.0;\n` +
       `  import wasi:clocks/monotonic-clock@${WASI};\n  import wasi:io/poll@${WASI};\n` +
       `  import wasi:http/outgoing-handler@${WASI};\n}\n`,
   );

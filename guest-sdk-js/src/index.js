@@ -1,6 +1,6 @@
 //! Snodo tools in JavaScript and TypeScript: `tool()`, `resource()` and `prompt()` declare
 //! what a component serves; `snodo-guest-build` (bin/build.mjs) bundles the app with this
-//! SDK and builds it with componentize-js against Snodo's WIT (`snodo:tasks@0.4.0`).
+//! SDK and builds it with componentize-js against Snodo's WIT (`snodo:tasks@0.5.0`).
 //!
 //! ```js
 //! import { tool, z } from "snodo-guest";
@@ -14,11 +14,12 @@
 //! string (one text block), an object (structured content, also shown as text), a
 //! `ToolResult`, or throws `RpcError` (the task fails with it) or `Retry` (the attempt is
 //! retried under the task's retry policy). Every function runs synchronously: the host
-//! blocks the guest while it waits for input, and `cx.sleep` blocks on the host's clock.
+//! blocks the guest while it waits for input, and `cx.sleep` is a sleep the host keeps (a
+//! long one parks the task: see `Context.sleep`).
 
 import * as host from "snodo:tasks/context@0.1.0";
 import * as callerHost from "snodo:tasks/caller@0.4.0";
-import { subscribeDuration } from "wasi:clocks/monotonic-clock@0.2.12";
+import * as timers from "snodo:tasks/timers@0.5.0";
 import { z } from "zod";
 import { toJSONSchema } from "zod/v4/core";
 
@@ -178,6 +179,18 @@ function principal(p) {
   };
 }
 
+/** Runs one of the host's sleeps: `true` when it ran its course, `false` when the task was
+ * cancelled. */
+function hostSleep(sleep) {
+  try {
+    sleep();
+    return true;
+  } catch (e) {
+    if (e?.payload === "cancelled") return false;
+    throw e;
+  }
+}
+
 /** What an execution may ask of the host. In a `prepare` hook there is no task yet:
  * `taskId`, `attempt` and `idempotencyKey` are `undefined`. */
 export class Context {
@@ -189,17 +202,22 @@ export class Context {
   isCancelled() {
     return host.isCancelled();
   }
-  /** Sleeps `seconds`, waking early when the task is cancelled: `false` when it was. */
+  /** Sleeps `seconds`, waking early when the task is cancelled: `false` when it was.
+   *
+   * The host keeps the time. In a task, a sleep at least as long as the host's threshold
+   * (`runner.sleep_park_after_ms`, 1 s by default) parks the task: this guest stops here for
+   * good, the task holds no execution slot meanwhile, and when the time comes a fresh guest
+   * runs the tool again from the start (journaled requests and answers are handed back) and
+   * this call returns at once. What the tool does before a long sleep must be safe to do
+   * again. Shorter sleeps, and those of synchronous calls, wait in place. */
   sleep(seconds) {
-    const deadline = Date.now() + Math.max(0, seconds) * 1000;
-    for (;;) {
-      if (host.isCancelled()) return false;
-      const left = deadline - Date.now();
-      if (left <= 0) return true;
-      const tick = subscribeDuration(BigInt(Math.ceil(Math.min(left, 50))) * 1_000_000n);
-      tick.block();
-      tick[Symbol.dispose]?.();
-    }
+    return hostSleep(() => timers.sleepFor(BigInt(Math.max(0, Math.ceil(Number(seconds) * 1000)))));
+  }
+  /** Sleeps until `when` (a `Date` or milliseconds since the epoch, the host's clock), as
+   * `sleep` does; a time already past returns at once. */
+  sleepUntil(when) {
+    const ms = when instanceof Date ? when.getTime() : Number(when);
+    return hostSleep(() => timers.sleepUntil(BigInt(Math.max(0, Math.floor(ms)))));
   }
   setStatus(message) {
     host.setStatus(message);

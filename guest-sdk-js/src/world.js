@@ -1,4 +1,4 @@
-//! The component's exports: the `executor` world of `snodo:tasks@0.4.0` (`tools`,
+//! The component's exports: the `executor` world of `snodo:tasks@0.5.0` (`tools`,
 //! `execution`, `modes`, `catalog`) over what `tool()`, `resource()` and `prompt()`
 //! declared. bin/build.mjs re-exports these from the bundle it builds; an app never
 //! imports this module itself.

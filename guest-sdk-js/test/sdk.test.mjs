@@ -129,13 +129,17 @@ test("questions go to the host as forms, and their answers and errors come back"
   assert.match(out.val.error.message, /InputError: cancelled/);
 });
 
-test("sleep wakes early when the task is cancelled", async () => {
+test("sleeps are the host's, in milliseconds, and end early when the task is cancelled", async () => {
   const { Context } = await import("snodo-guest");
   const cx = new Context(undefined);
   host.cancelled = false;
-  assert.equal(cx.sleep(0.01), true);
+  host.calls.length = 0;
+  assert.equal(cx.sleep(0.0101), true);
+  assert.equal(cx.sleepUntil(new Date(1_800_000_000_000)), true);
+  assert.deepEqual(host.calls, [["sleepFor", 11n], ["sleepUntil", 1_800_000_000_000n]]);
   host.cancelled = true;
   assert.equal(cx.sleep(60), false);
+  assert.equal(cx.sleepUntil(0), false);
   host.cancelled = false;
 });
 

@@ -1,5 +1,5 @@
 """Snodo tools in Python: decorated functions, built into a WebAssembly component with
-componentize-py against Snodo's WIT (`snodo:tasks@0.4.0`, world `executor`).
+componentize-py against Snodo's WIT (`snodo:tasks@0.5.0`, world `executor`).
 
     from snodo_guest import Context, Form, tool
     from snodo_guest.exports import *  # the component's exports, for componentize-py
@@ -19,7 +19,7 @@ key. Resources and prompts are declared with `@resource` and `@prompt` (`catalog
 
 import inspect
 import json
-import time
+import math
 import typing
 
 from .catalog import PROMPTS, RESOURCES, TEMPLATES, Message, prompt, resource
@@ -216,15 +216,33 @@ class Context:
 
     def sleep(self, seconds):
         """Sleeps `seconds`, waking early when the task is cancelled. Returns `False` when
-        it was (the tool should stop), `True` otherwise."""
-        deadline = time.monotonic() + max(0.0, float(seconds))
-        while True:
-            if self.is_cancelled():
-                return False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True
-            time.sleep(min(left, 0.05))
+        it was (the tool should stop), `True` otherwise.
+
+        The host keeps the time. In a task, a sleep at least as long as the host's threshold
+        (`runner.sleep_park_after_ms`, 1 s by default) parks the task: this guest stops here
+        for good, the task holds no execution slot meanwhile, and when the time comes a
+        fresh guest runs the tool again from the start (journaled requests and answers are
+        handed back) and this call returns at once. What the tool does before a long sleep
+        must be safe to do again. Shorter sleeps, and those of synchronous calls, wait in
+        place."""
+        ms = max(0, math.ceil(float(seconds) * 1000))
+        return self._host_sleep(lambda timers: timers.sleep_for(ms))
+
+    def sleep_until(self, when):
+        """Sleeps until `when` (an aware `datetime`, or seconds since the epoch; the host's
+        clock), as `sleep` does; a time already past returns at once."""
+        at = when.timestamp() if hasattr(when, "timestamp") else float(when)
+        ms = max(0, math.floor(at * 1000))
+        return self._host_sleep(lambda timers: timers.sleep_until(ms))
+
+    @staticmethod
+    def _host_sleep(sleep):
+        w = _wit()
+        try:
+            sleep(w.timers)
+            return True
+        except w.Err:
+            return False
 
     def set_status(self, message):
         _wit().context.set_status(message)

@@ -3,7 +3,7 @@ component from the module APP (in the current directory) with componentize-py.
 
 The WIT is assembled in a temporary directory: Snodo's packages (`--wit`, the `wit/` of a
 Snodo checkout) and, when they can be found, the WASI 0.2 packages `wasi:http` needs, under
-one world that includes `snodo:tasks/executor@0.4.0` and imports
+one world that includes `snodo:tasks/executor@0.5.0` and imports
 `wasi:http/outgoing-handler` (so `snodo_guest.http` can send). The WASI packages come from
 `--wasi-wit DIR`, `$SNODO_WASI_WIT`, the JavaScript SDK's jco package beside `--wit` when it
 is installed, or the `wasip2` crate the Rust SDK beside `--wit` depends on (found with
@@ -24,7 +24,7 @@ WASI = "0.2.12"
 WORLD = f"""package snodo:py-guest;
 
 world tool {{
-  include snodo:tasks/executor@0.4.0;
+  include snodo:tasks/executor@0.5.0;
   import wasi:http/outgoing-handler@{WASI};
 }}
 """

@@ -2,7 +2,7 @@
 module given to `componentize-py componentize` makes it serve every `@tool`, `@resource`
 and `@prompt` declared.
 
-The classes implement the `executor` world of `snodo:tasks@0.4.0`: `tools` (describe,
+The classes implement the `executor` world of `snodo:tasks@0.5.0`: `tools` (describe,
 mode rule, prepare, execute), `execution` (execute with the tool's own failure status),
 `modes` (the mode each call runs in) and `catalog` (resources, prompts, completions).
 """
@@ -15,7 +15,7 @@ import types as _types
 import wit_world
 from componentize_py_types import Err
 from wit_world.exports import modes as wit_modes
-from wit_world.imports import caller, catalog_types, context, outcomes
+from wit_world.imports import caller, catalog_types, context, outcomes, timers
 
 import snodo_guest as _sdk
 
@@ -37,7 +37,7 @@ except ImportError:
 else:
     _http._wasi = _types.SimpleNamespace(types=wasi_http_types, handler=outgoing_handler, Err=Err)
 
-_sdk._host = _types.SimpleNamespace(context=context, caller=caller, types=types, Err=Err)
+_sdk._host = _types.SimpleNamespace(context=context, caller=caller, timers=timers, types=types, Err=Err)
 
 __all__ = ["Catalog", "Execution", "Modes", "Tools"]
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use crate::bindings::snodo::tasks0_1_0::{context as host, types};
+use crate::bindings::snodo::tasks0_5_0::timers;
 
 /// The execution was asked to stop.
 ///
@@ -407,24 +408,41 @@ impl Context {
     }
 
     /// Sleeps for `duration`, waking early with `Err(Cancelled)` when the execution is
-    /// cancelled (checked at least every 50 ms).
+    /// cancelled.
+    ///
+    /// The host keeps the time. In a task, a sleep at least as long as the host's threshold
+    /// (`runner.sleep_park_after_ms`, 1 s by default) parks the task: this guest is stopped
+    /// here and never returns from the call, the task holds no execution slot while it
+    /// sleeps, and when the time comes a fresh guest runs the tool again from the start,
+    /// with every journaled request and every answer handed back, and this call returns at
+    /// once. So what the tool does before a long sleep must be safe to do again, or go
+    /// through the journal (outbound requests) or `await_input`. Shorter sleeps, and sleeps
+    /// of synchronous calls, wait in place.
     ///
     /// ```
     /// # fn f(cx: &snodo_guest::Context) -> Result<(), snodo_guest::Cancelled> {
-    /// cx.sleep(std::time::Duration::from_millis(200))?;
+    /// cx.sleep(std::time::Duration::from_secs(60))?;
     /// # Ok(()) }
     /// ```
     pub fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
-        const SLICE: Duration = Duration::from_millis(50);
-        let deadline = std::time::Instant::now() + duration;
-        loop {
-            self.check_cancelled()?;
-            let now = std::time::Instant::now();
-            if now >= deadline {
-                return Ok(());
-            }
-            std::thread::sleep((deadline - now).min(SLICE));
-        }
+        let ms = u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        timers::sleep_for(ms).map_err(|timers::SleepError::Cancelled| Cancelled)
+    }
+
+    /// Sleeps until `at` (the host's clock), as [`Context::sleep`] does; a time already past
+    /// returns at once.
+    ///
+    /// ```
+    /// # fn f(cx: &snodo_guest::Context) -> Result<(), snodo_guest::Cancelled> {
+    /// let tomorrow = std::time::SystemTime::now() + std::time::Duration::from_secs(86_400);
+    /// cx.sleep_until(tomorrow)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn sleep_until(&self, at: std::time::SystemTime) -> Result<(), Cancelled> {
+        let ms = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        timers::sleep_until(ms).map_err(|timers::SleepError::Cancelled| Cancelled)
     }
 
     /// Asks the client for input and waits for the answer (the MCP result as JSON).

@@ -112,7 +112,7 @@ pub use tool::{ChooseMode, Mode, Prepare, Tool, ToolSpec};
 #[doc(hidden)]
 pub mod bindings {
     wit_bindgen::generate!({
-        world: "snodo:tasks/executor@0.4.0",
+        world: "snodo:tasks/executor@0.5.0",
         path: "../wit",
         generate_all,
         pub_export_macro: true,

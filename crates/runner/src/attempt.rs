@@ -301,6 +301,8 @@ fn execution(
         inner.waiters.clone(),
     )
     .park_after(inner.opts.park_after)
+    .sleep_park_after(inner.opts.sleep_park_after)
+    .expires_at(task.expires_at())
     .parked_when(inner.stopping.clone())
     .journal_bytes(inner.opts.journal_task_bytes)
     .scope_bytes(inner.opts.stored_bytes_per_tenant)
@@ -356,6 +358,7 @@ fn trace_execution(
             Ok(GuestOutcome::Completed(_))
             | Err(
                 AttemptError::Parked
+                | AttemptError::Sleeping { .. }
                 | AttemptError::Cancelled
                 | AttemptError::Stopped(_)
                 | AttemptError::NeedInput(_),
@@ -561,6 +564,12 @@ async fn settle(
             let _ = release(inner, lease, spans).await;
             JobOutcome::Parked
         }
+        Err(AttemptError::Sleeping { wait_ms, .. }) => {
+            // The sleep's commit gave the claim up already; the recovery loop is told when
+            // it ends, so it looks then rather than at its next poll.
+            crate::due_in(inner, task_id, Duration::from_millis(wait_ms));
+            JobOutcome::Slept
+        }
         Err(AttemptError::Unavailable(reason)) if !lost.load(Ordering::Acquire) => {
             start_failed(inner, lease, task_id, reason, spans).await
         }
@@ -688,7 +697,7 @@ async fn heartbeat(
 /// Looks again when the retry is due, `wait` after the retry was committed. The persisted
 /// `retry_at` decides: an early claim is refused by the store, so this timer can only make
 /// the retry prompt, never early.
-fn schedule_retry(inner: Arc<Inner>, task: snodo_core::model::TaskId, wait: Duration) {
+pub(crate) fn schedule_retry(inner: Arc<Inner>, task: snodo_core::model::TaskId, wait: Duration) {
     let tasks = inner.tasks.clone();
     tasks.spawn(async move {
         // Shutdown ends the timer; the retry is due in the store for the next start.
@@ -753,6 +762,7 @@ fn attempt_error_type(e: &AttemptError) -> String {
         AttemptError::JournalDivergence(_) => "journal_divergence",
         AttemptError::NeedInput(_) => "need_input",
         AttemptError::Parked => "parked",
+        AttemptError::Sleeping { .. } => "sleeping",
         AttemptError::Cancelled => "cancelled",
         AttemptError::Stopped(_) => "stopped",
         AttemptError::Unavailable(_) => "unavailable",

@@ -24,6 +24,8 @@ pub enum JobOutcome {
     LeaseLost,
     /// Released while waiting for input.
     Parked,
+    /// Released while sleeping: the task is due again when its sleep ends.
+    Slept,
     /// Released at shutdown or because the host was busy.
     Released,
     /// Stopped because the reaper removed its task (TTL).
@@ -45,6 +47,7 @@ impl JobOutcome {
             JobOutcome::Cancelled => "cancelled",
             JobOutcome::LeaseLost => "lease_lost",
             JobOutcome::Parked => "parked",
+            JobOutcome::Slept => "slept",
             JobOutcome::Released => "released",
             JobOutcome::Reaped => "reaped",
             JobOutcome::Superseded => "superseded",
@@ -184,14 +187,18 @@ impl Instrumentation for TracingInstrumentation {
                 outcome,
                 elapsed,
             } => {
-                // A completion or a guest parked on a question is the normal end of a job,
+                // A completion or a guest parked on a question or a sleep is the normal end
+                // of a job,
                 // thousands a second on a busy node: the metrics count them by outcome, and
                 // a line each would flood the log (and cost a write each). Every other
                 // outcome (failed, retried, cancelled, lease lost, released, reaped,
                 // superseded, aborted) is what an operator looks for.
                 let elapsed_ms = elapsed.as_millis() as u64;
                 let outcome_name = outcome.as_str();
-                if matches!(outcome, JobOutcome::Completed | JobOutcome::Parked) {
+                if matches!(
+                    outcome,
+                    JobOutcome::Completed | JobOutcome::Parked | JobOutcome::Slept
+                ) {
                     tracing::debug!(
                         task = %task,
                         generation,

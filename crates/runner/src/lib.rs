@@ -101,6 +101,12 @@ pub struct RunnerOptions {
     /// default 30 000).
     #[serde(rename = "park_after_ms", with = "millis")]
     pub park_after: Duration,
+    /// The shortest sleep of a task that parks it (`sleep_park_after_ms`, default 1 000):
+    /// its guest is stopped, its slot freed and its wake time committed, and a fresh guest
+    /// replays it when the time comes. Shorter sleeps wait in place. 0 parks every sleep
+    /// that has time left; shorter than `attempt_wall_clock_ms`.
+    #[serde(rename = "sleep_park_after_ms", with = "millis")]
+    pub sleep_park_after: Duration,
     /// The wall clock of an attempt whose tool sets none (`limits.wall_clock_ms`): time in
     /// imports, waiting for input and waiting for a CPU turn included. An attempt past it
     /// is stopped and its task fails with `data.limit = "wall_clock"`, so a guest that only
@@ -149,6 +155,7 @@ impl Default for RunnerOptions {
             component_policy: ComponentPolicy::default(),
             loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
+            sleep_park_after: Duration::from_secs(1),
             attempt_wall_clock: Duration::from_secs(15 * 60),
             journal_task_bytes: 8 << 20,
             stored_bytes_per_tenant: None,
@@ -186,6 +193,15 @@ impl RunnerOptions {
                 format!(
                     "must be longer than runner.park_after_ms ({} ms), or an attempt waiting for input would be stopped before it parks",
                     self.park_after.as_millis()
+                ),
+            ));
+        }
+        if self.sleep_park_after >= self.attempt_wall_clock {
+            return Err(SettingError::new(
+                "sleep_park_after_ms",
+                format!(
+                    "must be shorter than runner.attempt_wall_clock_ms ({} ms), or a sleep waiting in place would be stopped by the wall clock instead of parking",
+                    self.attempt_wall_clock.as_millis()
                 ),
             ));
         }
@@ -252,6 +268,8 @@ pub struct RunnerStats {
     pub recoveries: AtomicU64,
     /// Guests released while parked on input.
     pub parked_released: AtomicU64,
+    /// Guests released while sleeping (their tasks sleep in the store).
+    pub slept: AtomicU64,
     /// Attempts running now.
     pub active: AtomicUsize,
 }
@@ -283,6 +301,9 @@ impl Instrumentation for Counted {
                     JobOutcome::Parked => {
                         s.parked_released.fetch_add(1, Ordering::Relaxed);
                     }
+                    JobOutcome::Slept => {
+                        s.slept.fetch_add(1, Ordering::Relaxed);
+                    }
                     _ => {}
                 }
             }
@@ -307,6 +328,8 @@ pub(crate) struct Inner {
     attempts_changed: Notify,
     next_id: AtomicU64,
     wake: Notify,
+    /// When the recovery loop, idle, looks again, and the earliest wake it was told of.
+    looking: Mutex<Looking>,
     /// Cancelled when shutdown begins: loops and retry timers end on it.
     pub(crate) stopping: CancellationToken,
     /// Every attempt and retry timer, so shutdown can wait until none holds the store.
@@ -318,6 +341,33 @@ pub(crate) struct Inner {
     start_failures: Mutex<HashMap<TaskId, u32>>,
     /// Whether `start_failures` was ever written: until then an attempt's end skips it.
     any_start_failures: std::sync::atomic::AtomicBool,
+}
+
+/// The idle recovery loop's plan: when it looks for due work next (`None` while it is
+/// claiming), and the earliest time a sleep that parked here is due that the loop has not
+/// passed yet. The store answers when the next task is due with every empty claim; the hint
+/// covers a sleep committed after that answer.
+#[derive(Default)]
+struct Looking {
+    planned: Option<tokio::time::Instant>,
+    hint: Option<tokio::time::Instant>,
+}
+
+/// Tells the recovery loop that a task is due `wait` from now (a sleep parked on this node),
+/// waking it if it planned to look later. Without the recovery loop a timer submits the
+/// task then.
+pub(crate) fn due_in(inner: &Arc<Inner>, task: TaskId, wait: Duration) {
+    if !inner.opts.recover {
+        attempt::schedule_retry(inner.clone(), task, wait);
+        return;
+    }
+    let at = tokio::time::Instant::now() + wait;
+    let mut looking = inner.looking.lock();
+    looking.hint = Some(looking.hint.map_or(at, |h| h.min(at)));
+    if looking.planned.is_some_and(|p| at < p) {
+        looking.planned = Some(at);
+        inner.wake.notify_one();
+    }
 }
 
 /// The runner. Cloning shares it.
@@ -358,6 +408,7 @@ impl Runner {
             attempts_changed: Notify::new(),
             next_id: AtomicU64::new(1),
             wake: Notify::new(),
+            looking: Mutex::new(Looking::default()),
             stopping: CancellationToken::new(),
             tasks: TaskTracker::new(),
             loops_up: Mutex::new(Vec::new()),
@@ -857,9 +908,11 @@ async fn recover_loop(inner: Arc<Inner>) {
             timed(&inner, "claim_next", inner.store.claim_next(&req)),
         )
         .await;
+        let mut due_in_ms = None;
         let next = match next {
             Ok(n) => {
                 removed_at_ttl(&inner, &n.reaped).await;
+                due_in_ms = n.next_due_in_ms;
                 Ok(n.claimed)
             }
             Err(e) => Err(e),
@@ -893,10 +946,33 @@ async fn recover_loop(inner: Arc<Inner>) {
                 }
             }
         }
+        // Idle: look again at the poll interval, or sooner when a task is due sooner (a
+        // sleep, a retry, a lease running out), by the store's answer or a sleep parked
+        // here since.
+        let now = tokio::time::Instant::now();
+        let mut deadline = now + inner.opts.poll_interval;
+        if let Some(ms) = due_in_ms.filter(|ms| *ms > 0) {
+            deadline = deadline.min(now + Duration::from_millis(ms));
+        }
+        {
+            let mut looking = inner.looking.lock();
+            if let Some(hint) = looking.hint {
+                deadline = deadline.min(hint.max(now));
+            }
+            looking.planned = Some(deadline);
+        }
         tokio::select! {
             () = inner.wake.notified() => {}
-            () = tokio::time::sleep(inner.opts.poll_interval) => {}
+            () = tokio::time::sleep_until(deadline) => {}
             () = inner.stopping.cancelled() => return,
+        }
+        let mut looking = inner.looking.lock();
+        looking.planned = None;
+        if looking
+            .hint
+            .is_some_and(|h| h <= tokio::time::Instant::now())
+        {
+            looking.hint = None;
         }
     }
 }

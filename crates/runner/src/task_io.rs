@@ -11,11 +11,11 @@ use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use snodo_core::model::{EventId, EventKind, JournalEntry, TaskEvent, TaskId};
+use snodo_core::model::{EventId, EventKind, JournalEntry, SleepAsk, TaskEvent, TaskId, Timestamp};
 use snodo_core::store::{Authority, Effect, InputReply, JournalBounds, Lease, Store, StoreError};
 use snodo_wasm::{
     CancelToken, ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress,
-    check_capabilities,
+    SleepFailure, check_capabilities,
 };
 
 /// Wakes attempts parked in `await-input` when their task's inputs change.
@@ -71,6 +71,11 @@ pub struct TaskIo {
     capabilities: Value,
     waiters: Arc<InputWaiters>,
     park_after: Option<std::time::Duration>,
+    /// The shortest sleep that parks the task (`runner.sleep_park_after_ms`); `None`: every
+    /// sleep waits in place.
+    sleep_park_after: Option<std::time::Duration>,
+    /// When the task expires (store clock): no sleep may end at or after it.
+    expires_at: Option<Timestamp>,
     /// Cancelled when the runner stops: a guest waiting for input parks at once, so a
     /// shutdown never waits for an answer.
     stopping: Option<tokio_util::sync::CancellationToken>,
@@ -144,6 +149,8 @@ impl TaskIo {
             capabilities,
             waiters,
             park_after: None,
+            sleep_park_after: None,
+            expires_at: None,
             stopping: None,
             status: Arc::default(),
             tracker: None,
@@ -256,6 +263,55 @@ impl TaskIo {
         self
     }
 
+    /// Parks the task, with no guest, for every sleep of at least `threshold` (and for a
+    /// shorter one still waiting when the runner stops), so a sleeping task holds no slot.
+    pub fn sleep_park_after(mut self, threshold: std::time::Duration) -> Self {
+        self.sleep_park_after = Some(threshold);
+        self
+    }
+
+    /// Refuses sleeps that would end at or after `at`, the task's expiry.
+    pub fn expires_at(mut self, at: Option<Timestamp>) -> Self {
+        self.expires_at = at;
+        self
+    }
+
+    /// Records a sleep that parks (unless the journal holds it already), then gives the
+    /// claim up until it ends: the task is due again at `until`, on whichever node claims
+    /// it, and its replay finds the sleep recorded at its position.
+    async fn park_sleep(
+        &self,
+        seq: u32,
+        ask: SleepAsk,
+        until: u64,
+        recorded: bool,
+    ) -> Result<(), SleepFailure> {
+        if !recorded {
+            // The entry first: a crash before the claim is given up leaves a task whose
+            // replay finds its wake time and parks again, never one that sleeps afresh.
+            if let Err(e) = self
+                .journal_append(JournalEntry::sleep(seq, ask, until))
+                .await
+            {
+                return Err(match e {
+                    IoError::Store(e) if lost(&e) => SleepFailure::Stop(e.to_string()),
+                    other => SleepFailure::Unrecorded(other.to_string()),
+                });
+            }
+        }
+        let event = TaskEvent::random(EventKind::Sleeping {
+            until: Timestamp(until),
+        });
+        let sleep = self
+            .store
+            .transition(Authority::Worker(&self.lease), event, None);
+        let committed = crate::attempt::store_op(&self.spans, "sleeping", sleep)
+            .await
+            .map_err(|e| SleepFailure::Stop(e.to_string()))?;
+        let wait = until.saturating_sub(committed.task.last_updated_at.as_millis());
+        Err(SleepFailure::Parked { until, wait })
+    }
+
     /// Releases the guest (with [`InputFailure::Park`]) once it has waited `idle` for
     /// answers, so parked tasks hold no live instance.
     pub fn park_after(mut self, idle: std::time::Duration) -> Self {
@@ -274,6 +330,18 @@ async fn commit_status(
         .transition(Authority::Worker(lease), event, None)
         .await
         .map(|_| ())
+}
+
+/// Whether a store's refusal means the attempt lost its right to go on (rather than that
+/// what it asked for cannot be done).
+fn lost(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::LeaseLost
+            | StoreError::Terminal { .. }
+            | StoreError::NotFound
+            | StoreError::Unavailable(_)
+    )
 }
 
 fn stop(e: StoreError) -> InputFailure {
@@ -349,6 +417,69 @@ impl ExecutionIo for TaskIo {
 
     fn log(&self, level: &'static str, message: &str) {
         crate::spans::with(&self.spans, |s| s.log(level, message));
+    }
+
+    /// A sleep of the task: the journal's wake time at `seq` when a replay reaches it (the
+    /// same sleep, or a divergence), else the store's clock plus what it asks. One that
+    /// ends within the threshold waits in place; a longer one parks the task.
+    async fn sleep(
+        &self,
+        seq: u32,
+        ask: SleepAsk,
+        cancel: &CancelToken,
+    ) -> Result<(), SleepFailure> {
+        let entries = self
+            .journal()
+            .await
+            .map_err(|e| SleepFailure::Stop(e.to_string()))?;
+        let now = self
+            .store
+            .now()
+            .await
+            .map_err(|e| SleepFailure::Stop(e.to_string()))?
+            .as_millis();
+        let (until, recorded) = match entries.get(&seq) {
+            None => (ask.ends(now), false),
+            Some(entry) => match entry.as_sleep() {
+                Some((asked, until)) if asked == ask => (until, true),
+                _ => {
+                    return Err(SleepFailure::Diverged(format!(
+                        "position {seq} of the replay asks for {ask}, the journal recorded {}",
+                        entry.describe()
+                    )));
+                }
+            },
+        };
+        if let Some(expires) = self.expires_at
+            && until >= expires.as_millis()
+        {
+            return Err(SleepFailure::PastTtl {
+                until,
+                expires_at: expires.as_millis(),
+            });
+        }
+        let left = until.saturating_sub(now);
+        if left == 0 {
+            return Ok(());
+        }
+        let in_place = self
+            .sleep_park_after
+            .is_none_or(|threshold| u128::from(left) < threshold.as_millis());
+        if in_place {
+            let stopping = async {
+                match &self.stopping {
+                    Some(s) => s.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_millis(left)) => return Ok(()),
+                () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
+                // A shutdown does not wait out a sleep: the task sleeps in the store.
+                () = stopping, if self.sleep_park_after.is_some() => {}
+            }
+        }
+        self.park_sleep(seq, ask, until, recorded).await
     }
 
     async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {

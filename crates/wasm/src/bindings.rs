@@ -9,6 +9,8 @@
 //! the catalog of a 0.2.0 component through `v2`'s.
 //!
 //! `v4` is the 0.4.0 world (the 0.3.0 one plus the `caller` import and the `modes` export).
+//! `v5` is the 0.5.0 world (the 0.4.0 one plus the `timers` import); nothing is exported
+//! under a 0.5.0 name, so only its import is bound from it.
 //!
 //! Imports that wait (input, status writes, progress) are async; every import is trappable,
 //! so a host failure ends the attempt as a trap while guest-visible failures stay WIT
@@ -68,6 +70,27 @@ pub(crate) mod v4 {
             "snodo:tasks/context@0.1.0": super::v2::snodo::tasks0_1_0::context,
             "snodo:tasks/catalog-types@0.2.0": super::v2::snodo::tasks0_2_0::catalog_types,
             "snodo:tasks/outcomes@0.3.0": super::v3::snodo::tasks0_3_0::outcomes,
+        },
+    });
+}
+
+/// The 0.5.0 world: the 0.4.0 one plus the `timers` import, whose sleeps wait.
+pub(crate) mod v5 {
+    wasmtime::component::bindgen!({
+        world: "snodo:tasks/executor@0.5.0",
+        path: "../../wit",
+        imports: {
+            "snodo:tasks/timers@0.5.0.sleep-until": async | trappable,
+            "snodo:tasks/timers@0.5.0.sleep-for": async | trappable,
+            default: trappable,
+        },
+        exports: { default: async },
+        with: {
+            "snodo:tasks/types@0.1.0": super::v2::snodo::tasks0_1_0::types,
+            "snodo:tasks/context@0.1.0": super::v2::snodo::tasks0_1_0::context,
+            "snodo:tasks/catalog-types@0.2.0": super::v2::snodo::tasks0_2_0::catalog_types,
+            "snodo:tasks/outcomes@0.3.0": super::v3::snodo::tasks0_3_0::outcomes,
+            "snodo:tasks/caller@0.4.0": super::v4::snodo::tasks0_4_0::caller,
         },
     });
 }

@@ -171,6 +171,11 @@ impl ComponentLoader {
             wasmtime::component::HasSelf<_>,
         >(&mut linker, |s| s)
         .map_err(link)?;
+        crate::bindings::v5::snodo::tasks0_5_0::timers::add_to_linker::<
+            _,
+            wasmtime::component::HasSelf<_>,
+        >(&mut linker, |s| s)
+        .map_err(link)?;
         Ok(Self {
             engine,
             linker: Arc::new(linker),

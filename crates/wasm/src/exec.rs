@@ -296,6 +296,10 @@ fn classify(err: &wasmtime::Error, stop: Option<&HostStop>, fuel: u64) -> Attemp
             HostStop::NeedInput(q) => AttemptError::NeedInput(q.clone()),
             HostStop::Lost(m) => AttemptError::Stopped(m.clone()),
             HostStop::Parked => AttemptError::Parked,
+            HostStop::Slept { until_ms, wait_ms } => AttemptError::Sleeping {
+                until_ms: *until_ms,
+                wait_ms: *wait_ms,
+            },
             HostStop::Limit(l) => AttemptError::Limit(l.clone()),
         };
     }

@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use snodo_core::model::{ClientCapabilities, JournalEntry};
+use snodo_core::model::{ClientCapabilities, JournalEntry, SleepAsk};
 use snodo_core::store::StoreError;
 
 use super::CancelToken;
@@ -37,6 +37,52 @@ pub enum InputFailure {
     /// The guest has waited longer than the park limit: release it (the store keeps the
     /// questions and will keep the answers).
     Park,
+}
+
+/// Why a sleep did not run to its end in the guest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SleepFailure {
+    /// The execution is being cancelled (the guest sees `sleep-error::cancelled`).
+    Cancelled,
+    /// The task sleeps in the store: its claim was given up with the wake time (ms since
+    /// the epoch, store clock). Stop the guest; a fresh one replays the task then.
+    Parked {
+        /// When it wakes.
+        until: u64,
+        /// How long that was from the commit, by the store's clock.
+        wait: u64,
+    },
+    /// A replay asked for another sleep than the journal recorded at its position, or
+    /// slept where the journal recorded a request.
+    Diverged(String),
+    /// The sleep would end at or after the task's TTL.
+    PastTtl {
+        /// When it would end.
+        until: u64,
+        /// When the task expires.
+        expires_at: u64,
+    },
+    /// The attempt lost its right to continue (lease lost, task finished or gone).
+    Stop(String),
+    /// The sleep could not be recorded (a bound of the journal or of the tenant's store):
+    /// the task fails with this reason.
+    Unrecorded(String),
+}
+
+/// Waits until `until` (ms since the epoch, this host's wall clock), or until `cancel`.
+pub async fn sleep_in_place(until: u64, cancel: &CancelToken) -> Result<(), SleepFailure> {
+    let left = until.saturating_sub(wall_ms());
+    tokio::select! {
+        () = tokio::time::sleep(std::time::Duration::from_millis(left)) => Ok(()),
+        () = cancel.cancelled() => Err(SleepFailure::Cancelled),
+    }
+}
+
+/// This host's wall clock, in ms since the epoch.
+pub(crate) fn wall_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Why an [`ExecutionIo`] call other than input failed.
@@ -115,6 +161,17 @@ pub trait ExecutionIo: Send + Sync {
     /// position. An error fails the request.
     async fn journal_append(&self, _entry: JournalEntry) -> Result<(), IoError> {
         Err(IoError::NoJournal)
+    }
+
+    /// Sleeps as `ask` says, at journal position `seq`. The default waits in place on this
+    /// host's clock (a synchronous call: nothing to park, nothing to replay).
+    async fn sleep(
+        &self,
+        _seq: u32,
+        ask: SleepAsk,
+        cancel: &CancelToken,
+    ) -> Result<(), SleepFailure> {
+        sleep_in_place(ask.ends(wall_ms()), cancel).await
     }
 
     /// A line the guest logged (`debug` … `error`), for the client where the protocol

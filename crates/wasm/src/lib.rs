@@ -30,6 +30,7 @@ pub mod outbound;
 mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod timers;
 
 use std::fmt;
 
@@ -49,7 +50,8 @@ pub use exec::{
 };
 pub use host::{CancelToken, GUEST_LOG_LINES_PER_SECOND, LogLine};
 pub use io::{
-    ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress, check_capabilities,
+    ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress, SleepFailure,
+    check_capabilities, sleep_in_place,
 };
 pub use limits::ToolLimits;
 pub use schema::{
@@ -170,6 +172,13 @@ pub enum Limit {
         /// The share.
         bytes: u64,
     },
+    /// The task's TTL: a sleep asked to end at or after it.
+    Ttl {
+        /// When the sleep would end (ms since the epoch, store clock).
+        until_ms: u64,
+        /// When the task expires.
+        expires_at_ms: u64,
+    },
 }
 
 impl Limit {
@@ -184,6 +193,7 @@ impl Limit {
             Limit::MemoryBudget { .. } => "guest_memory_total",
             Limit::ResultSize { .. } => "result_bytes",
             Limit::TenantMemory { .. } => "guest_memory_per_tenant",
+            Limit::Ttl { .. } => "ttl",
         }
     }
 }
@@ -205,6 +215,19 @@ impl fmt::Display for Limit {
                 f,
                 "this tenant's share of the memory for live guests ({bytes} bytes) is spent"
             ),
+            Limit::Ttl {
+                until_ms,
+                expires_at_ms,
+            } => {
+                let at = |ms: &u64| snodo_core::model::Timestamp(*ms).rfc3339();
+                write!(
+                    f,
+                    "the tool asked to sleep until {}, but its task expires at {} (its TTL); \
+                     a task cannot outlive its TTL",
+                    at(until_ms),
+                    at(expires_at_ms)
+                )
+            }
         }
     }
 }
@@ -228,6 +251,15 @@ pub enum AttemptError {
     /// The guest waited for input longer than the park limit and was released; its answers
     /// are in the store and a fresh guest replays them when the last one arrives.
     Parked,
+    /// The guest went to sleep past the sleep threshold: its task sleeps in the store
+    /// until `until_ms` (store clock) with its claim given up, and a fresh guest replays it
+    /// then.
+    Sleeping {
+        /// When it wakes.
+        until_ms: u64,
+        /// How long that was when the sleep was committed (store clock).
+        wait_ms: u64,
+    },
     /// The host could not run it now (e.g. every instance slot is busy); try again.
     Unavailable(String),
     /// A replayed attempt sent a request that differs from the one its task's journal
@@ -246,6 +278,7 @@ impl AttemptError {
             AttemptError::NeedInput(_) => "input_required",
             AttemptError::Stopped(_) => "stopped",
             AttemptError::Parked => "parked",
+            AttemptError::Sleeping { .. } => "sleeping",
             AttemptError::Unavailable(_) => "unavailable",
             AttemptError::JournalDivergence(_) => "journal_divergence",
         }
@@ -273,6 +306,11 @@ impl fmt::Display for AttemptError {
             AttemptError::NeedInput(q) => write!(f, "{} input request(s) need answers", q.len()),
             AttemptError::Stopped(m) => write!(f, "stopped: {m}"),
             AttemptError::Parked => write!(f, "released while waiting for input"),
+            AttemptError::Sleeping { until_ms, .. } => write!(
+                f,
+                "released while sleeping until {}",
+                snodo_core::model::Timestamp(*until_ms).rfc3339()
+            ),
             AttemptError::Unavailable(m) => write!(f, "unavailable: {m}"),
             AttemptError::JournalDivergence(m) => write!(f, "journal divergence: {m}"),
         }
@@ -286,6 +324,7 @@ pub(crate) enum HostStop {
     NeedInput(InputRequests),
     Lost(String),
     Parked,
+    Slept { until_ms: u64, wait_ms: u64 },
     Limit(Limit),
 }
 
@@ -295,6 +334,7 @@ impl fmt::Display for HostStop {
             HostStop::NeedInput(_) => write!(f, "suspended for client input"),
             HostStop::Lost(m) => write!(f, "stopped by the host: {m}"),
             HostStop::Parked => write!(f, "released while waiting for input"),
+            HostStop::Slept { .. } => write!(f, "released while sleeping"),
             HostStop::Limit(l) => write!(f, "{l}"),
         }
     }

@@ -31,9 +31,15 @@ export function current() {
 export function clientCapabilities() {
   return host.capabilities;
 }
-export function subscribeDuration(ns) {
-  host.calls.push(["sleep", ns]);
-  return { block() {}, [Symbol.dispose]() {} };
+function slept(call) {
+  host.calls.push(call);
+  if (host.cancelled) throw { payload: "cancelled" };
+}
+export function sleepFor(ms) {
+  slept(["sleepFor", ms]);
+}
+export function sleepUntil(ms) {
+  slept(["sleepUntil", ms]);
 }
 export function handle() {
   throw { payload: { tag: "HTTP-request-denied" } };

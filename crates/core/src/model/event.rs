@@ -85,6 +85,12 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         status_message: Option<String>,
     },
+    /// The executor sleeps until `until` (store clock): the claim is given up and the task
+    /// is due again then, with no guest running meanwhile (worker).
+    Sleeping {
+        /// When it wakes.
+        until: super::Timestamp,
+    },
     /// The executor finished with a result (worker).
     Completed {
         /// The `CallToolResult`.
@@ -115,6 +121,7 @@ impl EventKind {
             Self::InputRequested { .. } => "input_requested",
             Self::InputAccepted { .. } => "input_accepted",
             Self::RetryRequested { .. } => "retry_requested",
+            Self::Sleeping { .. } => "sleeping",
             Self::Completed { .. } => "completed",
             Self::Failed { .. } => "failed",
             Self::Cancelled { .. } => "cancelled",
@@ -173,7 +180,7 @@ impl TaskEvent {
             }
             // Values are not validated: keys that are not outstanding are ignored whatever
             // they hold, and accepted answers are the guest's to interpret.
-            EventKind::InputAccepted { .. } => Ok(()),
+            EventKind::InputAccepted { .. } | EventKind::Sleeping { .. } => Ok(()),
             EventKind::RetryRequested {
                 error,
                 status_message,

@@ -91,6 +91,11 @@ pub enum HistoryKind {
         /// Its message (cut to [`MAX_HISTORY_TEXT`] bytes).
         message: String,
     },
+    /// The attempt went to sleep: its claim was given up and the task is due at `until`.
+    Sleeping {
+        /// When it wakes.
+        until: Timestamp,
+    },
     /// An operator made a task waiting out its retry delay due at once.
     RetryNow {
         /// When the retry would have run.
@@ -136,6 +141,7 @@ impl HistoryKind {
             Self::InputRequested { .. } => "input_requested",
             Self::InputAnswered { .. } => "input_answered",
             Self::RetryScheduled { .. } => "retry_scheduled",
+            Self::Sleeping { .. } => "sleeping",
             Self::RetryNow { .. } => "retry_now",
             Self::Parked => "parked",
             Self::Released => "released",

@@ -61,13 +61,13 @@ pub use history::{
     HISTORY_HEAD, History, HistoryEntry, HistoryKind, MAX_HISTORY, MAX_HISTORY_TEXT, history_text,
 };
 pub use id::{Isolation, Principal, Scope, TaskId};
-pub use journal::{JournalEntry, JournalRequest, JournalResponse};
+pub use journal::{JournalEntry, JournalRequest, JournalResponse, SleepAsk};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
 pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, ScheduledRetry,
     Task, TaskStatus,
 };
-pub use time::{Clock, ManualClock, SystemClock, Timestamp};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp, rfc3339};
 pub use trace::{
     IncomingTrace, MAX_BAGGAGE_BYTES, MAX_TRACESTATE_BYTES, TaskSpan, TraceContext, TraceParent,
 };

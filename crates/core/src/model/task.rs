@@ -269,6 +269,10 @@ pub struct Task {
     /// When the pending retry may run (store clock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Timestamp>,
+    /// When a sleeping task wakes (store clock): its attempt slept past the runner's
+    /// threshold and gave up its claim until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
     /// Every input request made, by key, with its answer once accepted.
     #[serde(default)]
     pub inputs: BTreeMap<String, InputEntry>,
@@ -352,7 +356,7 @@ impl Task {
     ///
     /// This is the one definition of "due" every store indexes: an unclaimed task is due
     /// at once (its last update orders the queue), a claimed one when its lease runs out,
-    /// a backing-off one at `retry_at`.
+    /// a backing-off one at `retry_at`, a sleeping one at `wake_at`.
     pub fn due_at(&self) -> Option<Timestamp> {
         if self.status.is_terminal() {
             return None;
@@ -363,7 +367,12 @@ impl Task {
         if self.has_outstanding_inputs() {
             return None;
         }
-        Some(self.retry_at.unwrap_or(self.last_updated_at))
+        Some(self.held_until().unwrap_or(self.last_updated_at))
+    }
+
+    /// Until when an unclaimed task may not be claimed: its retry delay or its sleep.
+    pub fn held_until(&self) -> Option<Timestamp> {
+        self.retry_at.or(self.wake_at)
     }
 }
 

@@ -175,6 +175,7 @@ impl Task {
                 error,
                 status_message,
             } => self.retry_or_fail(error, status_message, retry, now),
+            EventKind::Sleeping { until } => self.sleep(until),
             EventKind::Completed { result } => {
                 self.finish(TaskStatus::Completed, Some(Outcome::Result(result)), None);
                 Change::Made(HistoryKind::Completed, Effect::Applied)
@@ -298,6 +299,17 @@ impl Task {
         Change::Made(note, effect)
     }
 
+    /// `sleeping`: the claim is given up and the task is due at `until`, working, with a
+    /// status message that says until when. The guest's journal holds the sleep, so the
+    /// attempt that claims it then replays to this point and goes on at once.
+    fn sleep(&mut self, until: Timestamp) -> Change {
+        self.claim = None;
+        self.wake_at = Some(until);
+        self.status = TaskStatus::Working;
+        self.status_message = Some(format!("sleeping until {}", until.rfc3339()));
+        Change::Made(HistoryKind::Sleeping { until }, Effect::Applied)
+    }
+
     /// The next revision, its time and the event's id with what a replay reports (the
     /// retry it scheduled). Only the newest [`REMEMBERED_STATUS_EVENTS`] status messages
     /// are remembered.
@@ -336,6 +348,7 @@ impl Task {
         self.outcome = outcome;
         self.claim = None;
         self.retry_at = None;
+        self.wake_at = None;
         self.status_message = message;
     }
 
@@ -387,6 +400,7 @@ mod tests {
             attempt: 1,
             retry_count: 0,
             retry_at: None,
+            wake_at: None,
             inputs: Default::default(),
             outcome: None,
             generation: 1,

@@ -245,6 +245,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         std::future::ready(Ok(Vec::new()))
     }
 
+    /// How long until the next task is due, when `claim_next`'s write could not tell (an
+    /// adapter whose writes see only the rows they fetched). Default: `None`, for the
+    /// adapters whose write answers it.
+    fn next_due_in(&self) -> impl Future<Output = StoreResult<Option<u64>>> + Send {
+        std::future::ready(Ok(None))
+    }
+
     /// Told, after the commit, that task `id` was created or moved by an event (a replay
     /// commits nothing and is not told). Default: nothing.
     fn announce(&self, _id: TaskId, _kind: ChangeKind) {}
@@ -380,6 +387,9 @@ impl<B: Backend> ClaimStore for B {
             .await?;
         if next.claimed.is_none() {
             next.reaped.extend(self.nothing_due().await?);
+            if next.next_due_in_ms.is_none() {
+                next.next_due_in_ms = self.next_due_in().await?;
+            }
         }
         Ok(next)
     }

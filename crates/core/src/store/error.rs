@@ -50,8 +50,8 @@ pub enum StoreError {
     /// (or a cancel) comes.
     #[error("the task waits for an answer to its question")]
     Parked,
-    /// A retry backoff is running.
-    #[error("the task's retry is not due until {retry_at:?}")]
+    /// A retry backoff or a sleep is running.
+    #[error("the task is not due until {retry_at:?} (its retry delay or its sleep)")]
     NotDue {
         /// When it is due.
         retry_at: Timestamp,

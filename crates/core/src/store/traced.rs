@@ -133,6 +133,10 @@ pub fn task_span(task: &Task, span: &TaskSpan) -> SpanRecord {
                     ("error.type", code.to_string().into()),
                 ],
             ),
+            HistoryKind::Sleeping { until } => event(
+                "sleeping",
+                vec![("snodo.sleep.until_ms", until.as_millis().into())],
+            ),
             HistoryKind::RetryNow { .. } => event("retry_now", Vec::new()),
             HistoryKind::Parked => event("parked", Vec::new()),
             HistoryKind::Released => event("released", Vec::new()),

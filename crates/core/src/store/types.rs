@@ -295,6 +295,11 @@ pub struct NextClaim {
     /// Due tasks found past their TTL and removed (all of them unfinished: a finished
     /// task is never due).
     pub reaped: Vec<Reaped>,
+    /// When nothing was claimed: how long until the next task is due, by the store's
+    /// clock (`Some(0)`: one is due but was passed over); `None` when no task is waiting
+    /// for a time. A runner with nothing to claim sleeps at most this long, so a sleep or
+    /// a retry is taken when it is due, not at the next poll.
+    pub next_due_in_ms: Option<u64>,
 }
 
 /// A task removed at its TTL, by [`crate::store::ClaimStore::reap`] or on the way of a

@@ -4,4 +4,5 @@ mod common;
 
 mod outbound;
 mod runs;
+mod sleeps;
 mod wasm_task_input;

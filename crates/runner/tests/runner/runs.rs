@@ -20,7 +20,7 @@ use tokio::sync::OnceCell;
 
 use crate::common;
 
-const T0: u64 = 1_700_000_000_000;
+pub(crate) const T0: u64 = 1_700_000_000_000;
 
 static COMPONENTS: OnceCell<common::Guests> = OnceCell::const_new();
 
@@ -38,8 +38,8 @@ async fn registry() -> Arc<Catalog> {
 
 /// Records every event, and wakes waiters when one arrives.
 #[derive(Default)]
-struct Recorder {
-    events: Mutex<Vec<RunnerEvent>>,
+pub(crate) struct Recorder {
+    pub(crate) events: Mutex<Vec<RunnerEvent>>,
     notify: tokio::sync::Notify,
 }
 
@@ -61,7 +61,7 @@ impl Recorder {
             .collect()
     }
 
-    async fn until(&self, what: &str, pred: impl Fn(&[RunnerEvent]) -> bool) {
+    pub(crate) async fn until(&self, what: &str, pred: impl Fn(&[RunnerEvent]) -> bool) {
         tokio::time::timeout(Duration::from_secs(60), async {
             loop {
                 let notified = self.notify.notified();
@@ -79,7 +79,7 @@ impl Recorder {
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
     }
 
-    fn stopped(&self, task: &TaskId) -> Vec<JobOutcome> {
+    pub(crate) fn stopped(&self, task: &TaskId) -> Vec<JobOutcome> {
         stops(&self.events.lock().expect("lock"), task)
     }
 
@@ -93,7 +93,7 @@ impl Recorder {
     }
 
     /// Waits until the recovery loop has looked at the queue `n` more times.
-    async fn more_polls(&self, n: usize) {
+    pub(crate) async fn more_polls(&self, n: usize) {
         let from = self.claim_nexts();
         // The predicate gets the events (the lock is held): count from them, not from self.
         self.until("more claim_next polls", |e| {
@@ -110,7 +110,7 @@ impl Recorder {
 // The predicates of `Recorder::until` get the events (the lock is held): these read them.
 
 /// How many attempts of `task` started.
-fn starts(events: &[RunnerEvent], task: &TaskId) -> usize {
+pub(crate) fn starts(events: &[RunnerEvent], task: &TaskId) -> usize {
     events
         .iter()
         .filter(|e| matches!(e, RunnerEvent::JobStarted { task: t, .. } if t == task))
@@ -118,7 +118,7 @@ fn starts(events: &[RunnerEvent], task: &TaskId) -> usize {
 }
 
 /// The outcomes of the attempts of `task` that stopped, in order.
-fn stops(events: &[RunnerEvent], task: &TaskId) -> Vec<JobOutcome> {
+pub(crate) fn stops(events: &[RunnerEvent], task: &TaskId) -> Vec<JobOutcome> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -145,7 +145,7 @@ fn count_claim_nexts(events: &[RunnerEvent]) -> usize {
         .count()
 }
 
-fn opts(recover: bool) -> RunnerOptions {
+pub(crate) fn opts(recover: bool) -> RunnerOptions {
     RunnerOptions {
         owner: "test".into(),
         recover,
@@ -162,7 +162,12 @@ fn opts(recover: bool) -> RunnerOptions {
     }
 }
 
-async fn create(store: &dyn Store, tool: &str, args: Value, policy: RetryPolicy) -> TaskId {
+pub(crate) async fn create(
+    store: &dyn Store,
+    tool: &str,
+    args: Value,
+    policy: RetryPolicy,
+) -> TaskId {
     let id = TaskId::generate();
     let mut new = NewTask::new(
         id,
@@ -185,7 +190,7 @@ fn recorded(
 }
 
 /// A recorder and a runner over `store` that runs the example guests, with `options`.
-async fn recorded_guests(
+pub(crate) async fn recorded_guests(
     store: &Arc<dyn Store>,
     options: RunnerOptions,
 ) -> (Arc<Recorder>, Runner) {
@@ -217,7 +222,7 @@ async fn guests_on_manual_clock(
 }
 
 /// The value of one of the runner's counters.
-fn count(counter: &AtomicU64) -> u64 {
+pub(crate) fn count(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
 }
 
@@ -240,7 +245,7 @@ async fn slow_compute(runner: &Runner, store: &dyn Store, seconds: u64) -> TaskI
     submitted(runner, store, "slow_compute", args, RetryPolicy::none()).await
 }
 
-async fn task(store: &dyn Store, id: &TaskId) -> Task {
+pub(crate) async fn task(store: &dyn Store, id: &TaskId) -> Task {
     store
         .inspect(id)
         .await
@@ -250,7 +255,7 @@ async fn task(store: &dyn Store, id: &TaskId) -> Task {
 }
 
 /// Waits until the task satisfies `pred`, re-reading whenever the runner reports anything.
-async fn await_task(
+pub(crate) async fn await_task(
     store: &dyn Store,
     rec: &Recorder,
     id: &TaskId,
@@ -275,7 +280,7 @@ async fn await_task(
 }
 
 /// Waits until the task has ended, and checks that it completed.
-async fn completed(store: &dyn Store, rec: &Recorder, id: &TaskId) -> Task {
+pub(crate) async fn completed(store: &dyn Store, rec: &Recorder, id: &TaskId) -> Task {
     let t = await_task(store, rec, id, |t| t.status.is_terminal()).await;
     assert_eq!(t.status, TaskStatus::Completed, "{t:?}");
     t
@@ -292,7 +297,7 @@ fn result_text(t: &Task) -> String {
 }
 
 /// Commits a client's cancellation of `id` (tenant `acme`).
-async fn cancel_in_store(store: &dyn Store, id: &TaskId) {
+pub(crate) async fn cancel_in_store(store: &dyn Store, id: &TaskId) {
     let access = common::acme_access(store, id, Action::Cancel).await;
     store.cancel(&access, None).await.expect("cancel");
 }
@@ -314,14 +319,19 @@ fn layered_memory(layer: impl snodo_core::store::Layer) -> Arc<dyn Store> {
     ))
 }
 
-fn new_task(tool: &str, args: Value) -> NewTask {
+pub(crate) fn new_task(tool: &str, args: Value) -> NewTask {
     let id = TaskId::generate();
     NewTask::new(id, Scope::new("acme"), tool_call_work(&id, tool, args))
 }
 
 /// Creates a task of `tool` with `args` (tenant `acme`) that expires `ttl_ms` after its
 /// creation, or never; its id.
-async fn expiring(store: &dyn Store, tool: &str, args: Value, ttl_ms: Option<u64>) -> TaskId {
+pub(crate) async fn expiring(
+    store: &dyn Store,
+    tool: &str,
+    args: Value,
+    ttl_ms: Option<u64>,
+) -> TaskId {
     let mut new = new_task(tool, args);
     new.ttl_ms = ttl_ms;
     store.create(new).await.expect("create").id
@@ -546,7 +556,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
 }
 
 /// The error a failed task ended with.
-fn error_of(t: &Task) -> &snodo_core::model::JsonRpcError {
+pub(crate) fn error_of(t: &Task) -> &snodo_core::model::JsonRpcError {
     assert_eq!(t.status, TaskStatus::Failed);
     match &t.outcome {
         Some(snodo_core::model::Outcome::Error(e)) => e,
@@ -554,7 +564,7 @@ fn error_of(t: &Task) -> &snodo_core::model::JsonRpcError {
     }
 }
 
-fn kind_of(e: &snodo_core::model::JsonRpcError) -> Value {
+pub(crate) fn kind_of(e: &snodo_core::model::JsonRpcError) -> Value {
     e.data
         .as_ref()
         .map(|d| d["kind"].clone())

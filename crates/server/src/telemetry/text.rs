@@ -188,6 +188,7 @@ impl Metrics {
             JobOutcome::Cancelled,
             JobOutcome::LeaseLost,
             JobOutcome::Parked,
+            JobOutcome::Slept,
             JobOutcome::Released,
             JobOutcome::Reaped,
             JobOutcome::Superseded,
@@ -230,6 +231,12 @@ impl Metrics {
             "snodo_parked_guests_released_total",
             "Guests released while waiting for input.",
             count(JobOutcome::Parked),
+        );
+        counter(
+            out,
+            "snodo_sleeping_guests_released_total",
+            "Guests released while sleeping past runner.sleep_park_after_ms.",
+            count(JobOutcome::Slept),
         );
     }
 

@@ -127,6 +127,19 @@ impl Hooks {
     pub(crate) fn diverged(&self) -> Option<String> {
         self.0.diverged.lock().clone()
     }
+
+    /// Records a divergence met outside a request (a replayed sleep): the first one seen
+    /// is the one the attempt fails with.
+    pub(crate) fn diverge(&self, why: String) {
+        self.0.diverged.lock().get_or_insert(why);
+    }
+
+    /// Takes the next journal position for a sleep, which keeps it: a sleep is recorded
+    /// at its position when it parks, and one that waited in place leaves a hole that a
+    /// replay fills afresh.
+    pub(crate) fn take_position(&self) -> u32 {
+        self.0.next_seq.fetch_add(1, Ordering::AcqRel)
+    }
 }
 
 impl WasiHttpHooks for Hooks {

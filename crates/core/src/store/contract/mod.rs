@@ -22,6 +22,7 @@ mod revocations;
 mod stored_caps;
 mod terminal_races;
 mod transitions_and_cas;
+mod wake_times;
 
 pub use access_and_scope::access_and_scope;
 pub use claims_and_fencing::claims_and_fencing;
@@ -39,6 +40,7 @@ pub use revocations::revocations;
 pub use stored_caps::{stored_bytes_caps, stored_caps};
 pub use terminal_races::terminal_races;
 pub use transitions_and_cas::transitions_and_cas;
+pub use wake_times::wake_times;
 
 use std::sync::Arc;
 
@@ -133,6 +135,7 @@ macro_rules! store_contract_suite {
             claims_and_fencing,
             renewal_and_expiry,
             retry_scheduling,
+            wake_times,
             reaping,
             durability_across_reopen,
             journal,

@@ -77,8 +77,9 @@ fn take_claim(
         },
     );
     after.task.claim = Some(claim);
-    // The backoff, if any, is over: this claim is the retry.
+    // The backoff or the sleep, if any, is over: this claim is the retry, or the wake.
     after.task.retry_at = None;
+    after.task.wake_at = None;
     if req.start {
         // The claim and the start in one store of the record.
         let mut scratch = Scratch::new(txn);
@@ -137,7 +138,7 @@ pub(crate) fn claim(
             until: c.expires_at,
         });
     }
-    if let Some(at) = t.retry_at
+    if let Some(at) = t.held_until()
         && at > ctx.now
     {
         return Err(StoreError::NotDue { retry_at: at });
@@ -185,7 +186,23 @@ pub(crate) fn claim_next(
         next.claimed = Some(take_claim(txn, ctx, rec, req)?);
         break;
     }
+    if next.claimed.is_none() {
+        next.next_due_in_ms = next_due_in(txn, ctx)?;
+    }
     Ok(next)
+}
+
+/// How long until the first task in the due index is due (0 when it is already). An
+/// adapter whose write sees only the rows it fetched finds nothing here and answers in
+/// [`crate::store::backend::Backend::next_due_in`] instead.
+fn next_due_in(txn: &dyn Txn, ctx: &Ctx) -> StoreResult<Option<u64>> {
+    let Some(id) = txn.index_upto(Index::Due, u64::MAX, 1)?.pop() else {
+        return Ok(None);
+    };
+    Ok(txn
+        .load_task(&id)?
+        .and_then(|t| t.due_at())
+        .map(|due| due.as_millis().saturating_sub(ctx.now.as_millis())))
 }
 
 pub(crate) fn renew(

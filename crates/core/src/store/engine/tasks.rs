@@ -61,6 +61,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
         attempt: 0,
         retry_count: 0,
         retry_at: None,
+        wake_at: None,
         inputs: Default::default(),
         outcome: None,
         generation: 0,

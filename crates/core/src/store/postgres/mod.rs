@@ -695,6 +695,24 @@ impl Backend for PgStore {
         .await
     }
 
+    /// The head of the due index, read in a statement of its own (the claim's write fetched
+    /// only due rows, and found none).
+    async fn next_due_in(&self) -> StoreResult<Option<u64>> {
+        let c = self.pool.get().await.map_err(pool_error)?;
+        let row = c
+            .query_one(
+                &format!(
+                    "SELECT (SELECT due_at FROM tasks WHERE due_at IS NOT NULL
+                       ORDER BY due_at LIMIT 1) - {NOW_PARAM}"
+                ),
+                &[&self.now_param()],
+            )
+            .await
+            .map_err(pg_error)?;
+        let wait: Option<i64> = row.get(0);
+        Ok(wait.map(|w| w.max(0) as u64))
+    }
+
     /// Tells the other nodes, after the commit, coalesced (see [`notify`]).
     fn announce(&self, id: TaskId, kind: ChangeKind) {
         self.notifier.announce(id, kind);

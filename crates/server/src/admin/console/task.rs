@@ -204,6 +204,7 @@ fn history_line(e: &HistoryEntry) -> Markup {
             "retry {retry} scheduled for {} after error {code}: {message}",
             time(*due_at)
         ),
+        HistoryKind::Sleeping { until } => format!("sleeping until {}", time(*until)),
         HistoryKind::RetryNow { was_due_at } => {
             format!("retried now (was due {})", time(*was_due_at))
         }
