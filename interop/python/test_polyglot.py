@@ -95,3 +95,12 @@ async def test_resources_prompts_and_completion(polyglot_url):
             assert done.completion.values == ["gamma"]
             prompt = await client.get_prompt("test_prompt_with_arguments", {"arg1": "a", "arg2": "b"})
             assert prompt.messages[0].content.text == "Prompt with arguments: arg1='a', arg2='b'"
+
+
+async def test_a_long_sleep_parks_and_a_fresh_guest_wakes_after_it(polyglot_url):
+    # 1.5 s is past runner.sleep_park_after_ms (1 s by default): the SDK's sleep parks the
+    # task, and the guest that finishes it is attempt 2, which found the sleep journaled.
+    with anyio.fail_after(DEADLINE):
+        async with Client(polyglot_url, extensions=[TasksClientExtension()]) as client:
+            result = await client.call_tool("test_sleep", {"ms": 1500})
+            assert result.content[0].text == "woke on attempt 2"

@@ -303,7 +303,7 @@ fn execution(
     .park_after(inner.opts.park_after)
     .sleep_park_after(inner.opts.sleep_park_after)
     .expires_at(task.expires_at())
-    .parked_when(inner.stopping.clone())
+    .parked_when(inner.stopping.clone(), inner.opts.drain_timeout)
     .journal_bytes(inner.opts.journal_task_bytes)
     .scope_bytes(inner.opts.stored_bytes_per_tenant)
     .tracked(inner.tasks.clone())

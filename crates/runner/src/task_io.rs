@@ -77,8 +77,11 @@ pub struct TaskIo {
     /// When the task expires (store clock): no sleep may end at or after it.
     expires_at: Option<Timestamp>,
     /// Cancelled when the runner stops: a guest waiting for input parks at once, so a
-    /// shutdown never waits for an answer.
+    /// shutdown never waits for an answer; a sleep in place that would outlast `drain`
+    /// parks too.
     stopping: Option<tokio_util::sync::CancellationToken>,
+    /// How long a shutdown lets attempts finish (`runner.drain_timeout_ms`).
+    drain: std::time::Duration,
     status: Arc<Mutex<StatusGate>>,
     tracker: Option<tokio_util::task::TaskTracker>,
     /// The task's outbound journal, read from the store at the attempt's first request.
@@ -152,6 +155,7 @@ impl TaskIo {
             sleep_park_after: None,
             expires_at: None,
             stopping: None,
+            drain: std::time::Duration::ZERO,
             status: Arc::default(),
             tracker: None,
             journal: tokio::sync::OnceCell::new(),
@@ -257,9 +261,15 @@ impl TaskIo {
 
     /// Parks the guest (with [`InputFailure::Park`]) as soon as `stopping` is cancelled,
     /// if it waits for answers then or later: the answers may take days, a shutdown must
-    /// not wait for them.
-    pub fn parked_when(mut self, stopping: tokio_util::sync::CancellationToken) -> Self {
+    /// not wait for them. A sleep in place then parks too unless it ends within `drain`
+    /// (the shutdown's allowance), which sees it through.
+    pub fn parked_when(
+        mut self,
+        stopping: tokio_util::sync::CancellationToken,
+        drain: std::time::Duration,
+    ) -> Self {
         self.stopping = Some(stopping);
+        self.drain = drain;
         self
     }
 
@@ -466,6 +476,7 @@ impl ExecutionIo for TaskIo {
             .sleep_park_after
             .is_none_or(|threshold| u128::from(left) < threshold.as_millis());
         if in_place {
+            let end = tokio::time::Instant::now() + std::time::Duration::from_millis(left);
             let stopping = async {
                 match &self.stopping {
                     Some(s) => s.cancelled().await,
@@ -473,10 +484,17 @@ impl ExecutionIo for TaskIo {
                 }
             };
             tokio::select! {
-                () = tokio::time::sleep(std::time::Duration::from_millis(left)) => return Ok(()),
+                () = tokio::time::sleep_until(end) => return Ok(()),
                 () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
-                // A shutdown does not wait out a sleep: the task sleeps in the store.
                 () = stopping, if self.sleep_park_after.is_some() => {}
+            }
+            // A shutdown sees a sleep through that ends within its drain; a longer one
+            // sleeps in the store instead of holding the shutdown or being lost with it.
+            if end.saturating_duration_since(tokio::time::Instant::now()) <= self.drain {
+                tokio::select! {
+                    () = tokio::time::sleep_until(end) => return Ok(()),
+                    () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
+                }
             }
         }
         self.park_sleep(seq, ask, until, recorded).await

@@ -58,6 +58,15 @@ const CRASH_INVARIANTS: &[(&str, &str)] = &[
         "after the last restart every task reaches a terminal state",
     ),
     (
+        "sleeps_never_early",
+        "a task is never claimed before the wake time of a sleep it committed, across every crash",
+    ),
+    (
+        "one_wake_time",
+        "every sleep a task committed names the same wake time: a replay after a crash finds \
+         the journaled sleep and never sleeps afresh",
+    ),
+    (
         "recovery_within_bound",
         "every task finished within the documented bound after the last restart",
     ),
@@ -212,12 +221,14 @@ async fn client(
         match rng.below(10) {
             0..=3 if created < creates => {
                 created += 1;
-                let (tool, args) = match rng.below(3) {
+                let (tool, args) = match rng.below(4) {
                     0 => (
                         "slow_compute",
                         json!({"seconds": 1.0 + rng.below(10) as f64 / 10.0}),
                     ),
                     1 => ("confirm_delete", json!({"filename": "f"})),
+                    // Past runner.sleep_park_after_ms (1 s by default): parked, then woken.
+                    2 => ("test_sleep", json!({"ms": 1_100 + rng.below(900)})),
                     _ => ("flaky", json!({"succeed_on_attempt": 2})),
                 };
                 let reply = rpc(addr, "tools/call", json!({"name": tool, "arguments": args})).await;
@@ -248,6 +259,15 @@ async fn client(
             }
             _ => {
                 let Some(id) = pick(&mut rng) else { continue };
+                // Sleepers are left to wake, so every run judges wakes across its kills
+                // (a cancel ending a sleep is the runner's tests' to prove).
+                let sleeps = model
+                    .lock()
+                    .get(&id)
+                    .is_some_and(|t| t.tool == "test_sleep");
+                if sleeps {
+                    continue;
+                }
                 let acked = rpc(addr, "tasks/cancel", json!({"taskId": id}))
                     .await
                     .is_some_and(|r| r.get("result").is_some());
@@ -532,5 +552,41 @@ async fn judge(
         check(o, "answered_never_asked_again", t.inputs.len() <= 1, || {
             format!("task {id} stored {} questions", t.inputs.len())
         });
+    }
+    judge_sleeps(o, id, &t);
+}
+
+/// Checks the sleeps task `id` committed against the claims after them, from its history
+/// (store time): none before the wake time, and one wake time however often it was
+/// replayed.
+fn judge_sleeps(o: &Shared, id: &str, t: &crate::model::Task) {
+    use crate::model::HistoryKind;
+    let mut wake: Option<u64> = None;
+    let mut wakes = Vec::new();
+    for e in &t.history.entries {
+        match &e.kind {
+            HistoryKind::Sleeping { until } => {
+                let until = until.as_millis();
+                wakes.push(until);
+                wake.get_or_insert(until);
+            }
+            HistoryKind::Claimed { .. } => {
+                if let Some(until) = wake {
+                    let at = e.at.as_millis();
+                    check(o, "sleeps_never_early", at >= until, || {
+                        format!("task {id} was claimed at {at}, its sleep ends at {until}")
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(first) = wake {
+        check(
+            o,
+            "one_wake_time",
+            wakes.iter().all(|w| *w == first),
+            || format!("task {id} committed sleeps until {wakes:?}"),
+        );
     }
 }

@@ -802,9 +802,11 @@ enum Kind {
     CancelRunning,
     /// Cancelled while parked on a question.
     CancelParked,
+    /// Sleeps past the runner's threshold: parked with no guest, woken at its time.
+    Sleep,
 }
 
-const KINDS: [Kind; 7] = [
+const KINDS: [Kind; 8] = [
     Kind::Complete,
     Kind::Fail,
     Kind::Retry,
@@ -812,9 +814,13 @@ const KINDS: [Kind; 7] = [
     Kind::AnsweredParked,
     Kind::CancelRunning,
     Kind::CancelParked,
+    Kind::Sleep,
 ];
 
 const RETRY_DELAYS_MS: [u64; 2] = [20, 40];
+/// How long a [`Kind::Sleep`] task sleeps, and the runner's threshold it is past.
+const SLEEP_MS: u64 = 60;
+const SLEEP_PARK_AFTER_MS: u64 = 20;
 const LEASE_MS: u64 = 5_000;
 
 impl Kind {
@@ -828,6 +834,7 @@ impl Kind {
                 tool_call_work(id, "confirm_delete", json!({"filename": "f"}))
             }
             Kind::CancelRunning => tool_call_work(id, "slow_compute", json!({"seconds": 600})),
+            Kind::Sleep => tool_call_work(id, "test_sleep", json!({"ms": SLEEP_MS})),
         };
         if self == Kind::Retry
             && let Ok(p) = crate::model::RetryPolicy::new(RETRY_DELAYS_MS)
@@ -853,6 +860,8 @@ struct StoreLog {
     retry_at: HashMap<TaskId, Vec<u64>>,
     /// Claim times (lease expiry minus lease length), by task, in order.
     claimed_at: HashMap<TaskId, Vec<u64>>,
+    /// Wake times of each committed sleep, by task, in order.
+    wake_at: HashMap<TaskId, Vec<u64>>,
 }
 
 /// Passes every call through and writes down retries and claims.
@@ -871,6 +880,10 @@ impl Recorder {
 #[async_trait::async_trait]
 impl Layer for Recorder {
     async fn transition(&self, inner: &dyn Store, t: Transition<'_>) -> StoreResult<Committed> {
+        let sleep = match &t.event.kind {
+            EventKind::Sleeping { until } => Some(until.as_millis()),
+            _ => None,
+        };
         let c = t.apply(inner).await?;
         if let crate::store::Effect::RetryScheduled { retry_at, .. } = c.effect {
             let mut log = self.log.lock();
@@ -878,6 +891,10 @@ impl Layer for Recorder {
                 .entry(c.task.id)
                 .or_default()
                 .push(retry_at.as_millis());
+        }
+        if let Some(until) = sleep {
+            let mut log = self.log.lock();
+            log.wake_at.entry(c.task.id).or_default().push(until);
         }
         Ok(c)
     }
@@ -975,6 +992,15 @@ const RUNNER_INVARIANTS: &[(&str, &str)] = &[
     ),
     ("no_claim_left", "after a batch no task holds a claim"),
     (
+        "sleeps_never_early",
+        "a sleeping task is claimed no earlier than the wake time its sleep committed",
+    ),
+    (
+        "sleeps_wake_once",
+        "a sleeping task is claimed once to sleep and once to wake, and its replay returns \
+         from the journaled sleep",
+    ),
+    (
         "no_question_twice",
         "a question is stored once, however often its task is replayed",
     ),
@@ -1057,6 +1083,7 @@ impl RunnerRig {
                 lease: Duration::from_millis(LEASE_MS),
                 heartbeat: Duration::from_millis(1_000),
                 park_after: Duration::from_millis(100),
+                sleep_park_after: Duration::from_millis(SLEEP_PARK_AFTER_MS),
                 cancel_grace: Duration::from_millis(200),
                 poll_interval: Duration::from_millis(10),
                 reap_interval: None,
@@ -1335,6 +1362,37 @@ fn judge_task(
                 || format!("task {id}: retry {n} due at {at}, claimed at {claim:?}"),
             );
         }
+    }
+    if kind == Kind::Sleep {
+        let wakes = log.wake_at.get(id).cloned().unwrap_or_default();
+        let claims = log.claimed_at.get(id).cloned().unwrap_or_default();
+        // The claim after the n-th sleep commit is claim n + 1.
+        for (n, at) in wakes.iter().enumerate() {
+            let claim = claims.get(n + 1).copied();
+            check(
+                o,
+                "sleeps_never_early",
+                claim.is_some_and(|c| c >= *at),
+                || format!("task {id}: sleep {n} wakes at {at}, claimed at {claim:?}"),
+            );
+        }
+        let woke_on = t.outcome.as_ref().and_then(|o| match o {
+            crate::model::Outcome::Result(r) => r["structuredContent"]["attempt"].as_u64(),
+            crate::model::Outcome::Error(_) => None,
+        });
+        check(
+            o,
+            "sleeps_wake_once",
+            wakes.len() == 1 && claims.len() == 2 && t.attempt == 2 && woke_on == Some(2),
+            || {
+                format!(
+                    "task {id}: {} sleeps, {} claims, {} attempts, woke on {woke_on:?}",
+                    wakes.len(),
+                    claims.len(),
+                    t.attempt
+                )
+            },
+        );
     }
     if matches!(
         kind,

@@ -76,7 +76,7 @@ async fn runner_batches_hold_every_invariant_on_every_store_here() {
     ];
     // Each kind of task once a batch, two batches.
     let opts = StressOptions {
-        tasks: 7,
+        tasks: 8,
         rounds: 2,
         ..small()
     };
@@ -97,7 +97,7 @@ async fn runner_batches_hold_every_invariant_on_every_store_here() {
             .await
             .expect("runs");
         assert_all_pass(&report);
-        assert_eq!(verdict(&report, "every_task_terminal").checked, 14);
+        assert_eq!(verdict(&report, "every_task_terminal").checked, 16);
     }
     if !common::postgres_reachable("runner-batch stress on postgres") {
         return;
@@ -282,7 +282,7 @@ fn kill_mode(args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|_| panic!("no JSON report: {}", String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{report}");
     let invariants = report["invariants"].as_array().expect("invariants");
-    assert_eq!(invariants.len(), 7, "{report}");
+    assert_eq!(invariants.len(), 9, "{report}");
     for i in invariants {
         assert!(
             i["verdict"] == "PASS" && i["checked"].as_u64() > Some(0),

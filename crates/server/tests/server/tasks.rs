@@ -507,3 +507,34 @@ async fn a_task_keeps_its_callers_trace_context() {
     .await;
     assert_eq!(twice, None, "a repeated traceparent is invalid");
 }
+
+#[tokio::test]
+async fn a_sleeping_task_is_working_and_says_until_when_and_a_cancel_ends_it() {
+    let app = app(vec![]).await;
+    // Five minutes: within the ten-minute TTL the test catalog gives every tool.
+    let sleep = json!({"name": "test_sleep", "arguments": {"ms": 300_000}});
+    let (_, v) = ask(&app, 1, "tools/call", sleep, caps(true)).await;
+    let id = task_id(&v);
+    let get = rpc(2, "tasks/get", json!({"taskId": id}), caps(true));
+    let t = common::eventually("the task to sleep", || async {
+        let (_, v, _) = send(&app, with_token(&get, None)).await;
+        v["result"]["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("sleeping until "))
+            .then(|| v["result"].clone())
+    })
+    .await;
+    assert_eq!(t["status"], "working");
+    // The message names the instant, after the task's last update.
+    let until =
+        t["statusMessage"].as_str().unwrap_or_default()["sleeping until ".len()..].to_owned();
+    assert!(until.ends_with('Z') && until.len() == 24, "{until}");
+    assert!(
+        until.as_str() > t["lastUpdatedAt"].as_str().unwrap_or_default(),
+        "{t}"
+    );
+    let (_, v) = ask(&app, 3, "tasks/cancel", json!({"taskId": id}), caps(true)).await;
+    assert_eq!(v["result"], json!({"resultType": "complete"}));
+    let t = await_task(&app, &id, "cancelled").await;
+    assert_eq!(t["statusMessage"], "Cancelled by the client");
+}
