@@ -1,8 +1,10 @@
 //! Tools that reach the world through the host's `wasi:http`, written with `wstd` (an
 //! off-the-shelf async HTTP client for components): a plain fetch, and `open_ticket`, which
-//! reads a template, asks the user to confirm, then creates the ticket. Run as a task, its
-//! requests are journaled: a replay after a crash or a park is answered from the journal,
-//! so the template is fetched once and the ticket created once.
+//! reads a template, asks the user to confirm, then creates the ticket; `await_job`, which
+//! starts a job and polls it with durable sleeps between polls. Run as a task, its
+//! requests are journaled: a replay after a crash, a park or a sleep is answered from the
+//! journal, so the template is fetched once, the ticket created once, the job started once
+//! and each poll sent once.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -152,6 +154,67 @@ impl Tool for OpenTicket {
     }
 }
 
+/// `await_job`: starts a job on a job service (`POST {base}/jobs`), then polls it (`GET
+/// {base}/jobs/{id}`) until it says `done`, sleeping `every_ms` between polls: a sleep the
+/// host keeps, so the task holds no guest while it waits, and the polls before it are
+/// answered from the journal when a fresh guest takes over.
+pub struct AwaitJob;
+
+/// The job service and the polling.
+#[derive(Deserialize, JsonSchema)]
+pub struct JobArgs {
+    /// The service's base URL, e.g. `http://127.0.0.1:8080`.
+    base: String,
+    /// Between polls, in ms (2,000 by default).
+    #[serde(default)]
+    every_ms: Option<u64>,
+    /// Polls before giving up (30 by default).
+    #[serde(default)]
+    max_polls: Option<u32>,
+}
+
+impl Tool for AwaitJob {
+    const NAME: &'static str = "await_job";
+    type Args = JobArgs;
+
+    fn spec() -> ToolSpec {
+        ToolSpec::new()
+            .title("Run a job")
+            .description("Starts a job, then polls it with durable sleeps until it is done")
+            .mode(Mode::Required)
+    }
+
+    fn run(cx: &Context, args: JobArgs) -> Outcome {
+        let every = std::time::Duration::from_millis(args.every_ms.unwrap_or(2_000));
+        let max_polls = args.max_polls.unwrap_or(30);
+        let job = match send(Method::POST, &format!("{}/jobs", args.base), Some(json!({}))) {
+            Ok((status, body)) if status < 300 => {
+                match serde_json::from_str::<Value>(&body).ok().and_then(|v| v["id"].as_str().map(str::to_owned)) {
+                    Some(id) => id,
+                    None => return ToolResult::error(format!("the job service answered {body}")).into(),
+                }
+            }
+            Ok((status, body)) => return ToolResult::error(format!("starting the job: HTTP {status}: {body}")).into(),
+            Err(e) => return ToolResult::error(format!("starting the job: {e}")).into(),
+        };
+        for poll in 1..=max_polls {
+            let state = match send(Method::GET, &format!("{}/jobs/{job}", args.base), None) {
+                Ok((200, body)) => serde_json::from_str::<Value>(&body).unwrap_or(Value::Null),
+                Ok((status, body)) => return ToolResult::error(format!("polling the job: HTTP {status}: {body}")).into(),
+                Err(e) => return ToolResult::error(format!("polling the job: {e}")).into(),
+            };
+            if state["state"] == "done" {
+                return ToolResult::structured(json!({"job": job, "polls": poll, "result": state["result"], "attempt": cx.attempt()})).into();
+            }
+            cx.set_status(&format!("job {job} running after {poll} polls"));
+            if cx.sleep(every).is_err() {
+                return ToolResult::error("cancelled while waiting for the job").into();
+            }
+        }
+        ToolResult::error(format!("job {job} was not done after {max_polls} polls")).into()
+    }
+}
+
 /// `fetch_sdk`: the same as `fetch`, through the SDK's client (`snodo_guest::http`, on
 /// the `wasi:http` bindings of the `wasip2` crate) and its JSON helpers, with the headers
 /// the guest sets and the response's headers in its answer.
@@ -287,7 +350,7 @@ impl Prompt for RevealPrompt {
 }
 
 snodo_guest::export!(
-    tools: [Fetch, OpenTicket, FetchSdk, Reveal],
+    tools: [Fetch, OpenTicket, AwaitJob, FetchSdk, Reveal],
     resources: [EnvResource],
     prompts: [RevealPrompt],
 );

@@ -3,17 +3,19 @@
 //! `store`: operations per second for create, claim and transition on each adapter, at
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
-//! `fairness` (fairness.rs), `outbound` (outbound.rs), `listing` (listing.rs) and `wasm`
-//! (wasm.rs) have files of their own.
+//! `fairness` (fairness.rs), `outbound` (outbound.rs), `listing` (listing.rs), `sleepers`
+//! (sleepers.rs) and `wasm` (wasm.rs) have files of their own.
 
 mod fairness;
 mod listing;
 mod outbound;
+mod sleepers;
 mod wasm;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
 pub(crate) use listing::{ListingBenchOptions, ListingFigure, listing};
 pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
+pub(crate) use sleepers::{SleepersOptions, sleepers};
 pub(crate) use wasm::{WasmBenchOptions, WasmFigure, wasm};
 
 use std::path::PathBuf;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::bench::{
     FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure,
     McpBenchOptions, OutboundBenchOptions, OutboundFigure, RunnerBenchOptions, RunnerFigure,
-    StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure,
+    SleepersOptions, StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure,
 };
 
 use super::print_table;
@@ -28,6 +28,9 @@ enum BenchCommand {
     Mcp(McpBenchOptions),
     /// Resident memory of parked tasks and live guests; time from cancel to a stopped guest.
     Runner(RunnerBenchOptions),
+    /// Many tasks asleep in the store at once, then woken at a steady rate: what they hold
+    /// and how late they wake (docs/time.md).
+    Sleepers(SleepersOptions),
     /// Per component (Rust, Python, JavaScript side by side): cold compile, load on
     /// restart, the warm call, and the memory of a live instance.
     Wasm(WasmBenchOptions),
@@ -96,6 +99,12 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
             json,
         ),
         BenchCommand::Runner(opts) => runner(runtime, &opts, json),
+        BenchCommand::Sleepers(opts) => report(
+            "sleepers benchmark",
+            runtime.block_on(crate::bench::sleepers(&opts)),
+            json,
+            |figures: &[RunnerFigure]| figure_table("sleepers benchmark", figures),
+        ),
         BenchCommand::Wasm(opts) => wasm(runtime, &opts, json),
     }
 }
@@ -239,20 +248,23 @@ fn runner(runtime: &tokio::runtime::Runtime, opts: &RunnerBenchOptions, json: bo
         "runner benchmark",
         runtime.block_on(crate::bench::runner(opts)),
         json,
-        |figures: &[RunnerFigure]| {
-            println!("runner benchmark");
-            print_table(
-                ["what", ">value", "unit"],
-                figures.iter().map(|f| {
-                    [
-                        f.what.clone(),
-                        format!("{:.2}", f.value),
-                        f.unit.to_string(),
-                    ]
-                }),
-            );
-        },
+        |figures: &[RunnerFigure]| figure_table("runner benchmark", figures),
     )
+}
+
+/// Prints `figures` under `title`: what, value, unit.
+fn figure_table(title: &str, figures: &[RunnerFigure]) {
+    println!("{title}");
+    print_table(
+        ["what", ">value", "unit"],
+        figures.iter().map(|f| {
+            [
+                f.what.clone(),
+                format!("{:.2}", f.value),
+                f.unit.to_string(),
+            ]
+        }),
+    );
 }
 
 /// `snodo bench wasm`.
