@@ -303,6 +303,13 @@ fn execution(
     .park_after(inner.opts.park_after)
     .sleep_park_after(inner.opts.sleep_park_after)
     .expires_at(task.expires_at())
+    .claimed_at(
+        claimed
+            .lease
+            .expires_at()
+            .as_millis()
+            .saturating_sub(inner.opts.lease.as_millis() as u64),
+    )
     .parked_when(inner.stopping.clone(), inner.opts.drain_timeout)
     .journal_bytes(inner.opts.journal_task_bytes)
     .scope_bytes(inner.opts.stored_bytes_per_tenant)

@@ -330,6 +330,8 @@ pub(crate) struct Inner {
     wake: Notify,
     /// When the recovery loop, idle, looks again, and the earliest wake it was told of.
     looking: Mutex<Looking>,
+    /// Claimers running beside the recovery loop ([`claim_beside`]).
+    claim_helpers: AtomicUsize,
     /// Cancelled when shutdown begins: loops and retry timers end on it.
     pub(crate) stopping: CancellationToken,
     /// Every attempt and retry timer, so shutdown can wait until none holds the store.
@@ -409,6 +411,7 @@ impl Runner {
             next_id: AtomicU64::new(1),
             wake: Notify::new(),
             looking: Mutex::new(Looking::default()),
+            claim_helpers: AtomicUsize::new(0),
             stopping: CancellationToken::new(),
             tasks: TaskTracker::new(),
             loops_up: Mutex::new(Vec::new()),
@@ -877,6 +880,84 @@ where
     })
 }
 
+/// What one look at the queue found.
+enum Looked {
+    /// A task was claimed (and started, or given back at once when its tenant's share was
+    /// taken meanwhile).
+    Claimed,
+    /// Nothing was due; the store said how long until something is, when it could.
+    Idle { due_in_ms: Option<u64> },
+}
+
+/// Claims the task due longest (passing over tenants at their share, so their backlog
+/// cannot hold the slot) and starts it.
+async fn claim_due(inner: &Arc<Inner>, base: &ClaimRequest) -> Result<Looked, StoreError> {
+    let mut req = base.clone();
+    req.skip_scopes = inner
+        .running
+        .saturated_tenants()
+        .into_iter()
+        .map(Scope::new)
+        .collect();
+    let (next, claim) = ClaimTime::of(
+        "claim_next",
+        timed(inner, "claim_next", inner.store.claim_next(&req)),
+    )
+    .await;
+    let next = next?;
+    removed_at_ttl(inner, &next.reaped).await;
+    let Some(claimed) = next.claimed else {
+        return Ok(Looked::Idle {
+            due_in_ms: next.next_due_in_ms,
+        });
+    };
+    match inner.running.try_acquire(claimed.task.scope.as_str()) {
+        Ok(slot) => spawn_attempt(inner.clone(), claimed, slot, claim).await,
+        // Another path took the share meanwhile: give the claim back at once.
+        Err(_) => {
+            let _ = timed(inner, "release", inner.store.release(&claimed.lease)).await;
+        }
+    }
+    Ok(Looked::Claimed)
+}
+
+/// How many claimers may run beside the recovery loop while work is due.
+///
+/// One claim at a time is one store round trip per task: a burst of due work (wakes at a
+/// thousand a second, a backlog after an outage) would queue behind it. Helpers claim side
+/// by side until nothing is due, then end, so an idle node still looks with one query per
+/// poll. On PostgreSQL their claims lock different rows (`SKIP LOCKED`); the embedded
+/// stores commit them in one group.
+const CLAIM_HELPERS: usize = 7;
+
+/// Starts claimers beside the recovery loop, up to [`CLAIM_HELPERS`], each claiming until
+/// nothing is due, the node has no free slot, or the store fails.
+fn claim_beside(inner: &Arc<Inner>, req: &ClaimRequest) {
+    loop {
+        let running = inner.claim_helpers.load(Ordering::Acquire);
+        if running >= CLAIM_HELPERS {
+            return;
+        }
+        if inner
+            .claim_helpers
+            .compare_exchange(running, running + 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            continue;
+        }
+        let (helper, req) = (inner.clone(), req.clone());
+        inner.tasks.spawn(async move {
+            while !helper.stopping.is_cancelled() && helper.running.has_global_room() {
+                match claim_due(&helper, &req).await {
+                    Ok(Looked::Claimed) => {}
+                    Ok(Looked::Idle { .. }) | Err(_) => break,
+                }
+            }
+            helper.claim_helpers.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
+
 async fn recover_loop(inner: Arc<Inner>) {
     let mut failing = false;
     let req = ClaimRequest::new(
@@ -895,45 +976,18 @@ async fn recover_loop(inner: Arc<Inner>) {
             }
             continue;
         }
-        // Tenants at their share are skipped, so their backlog cannot hold the slot.
-        let mut req = req.clone();
-        req.skip_scopes = inner
-            .running
-            .saturated_tenants()
-            .into_iter()
-            .map(Scope::new)
-            .collect();
-        let (next, claim) = ClaimTime::of(
-            "claim_next",
-            timed(&inner, "claim_next", inner.store.claim_next(&req)),
-        )
-        .await;
         let mut due_in_ms = None;
-        let next = match next {
-            Ok(n) => {
-                removed_at_ttl(&inner, &n.reaped).await;
-                due_in_ms = n.next_due_in_ms;
-                Ok(n.claimed)
-            }
-            Err(e) => Err(e),
-        };
-        match next {
-            Ok(Some(claimed)) => {
+        match claim_due(&inner, &req).await {
+            Ok(looked) => {
                 if std::mem::take(&mut failing) {
                     tracing::info!("claim_next succeeds again: claiming resumed");
                 }
-                match inner.running.try_acquire(claimed.task.scope.as_str()) {
-                    Ok(slot) => spawn_attempt(inner.clone(), claimed, slot, claim).await,
-                    // Another path took the share meanwhile: give the claim back at once.
-                    Err(_) => {
-                        let _ = timed(&inner, "release", inner.store.release(&claimed.lease)).await;
+                match looked {
+                    Looked::Claimed => {
+                        claim_beside(&inner, &req);
+                        continue;
                     }
-                }
-                continue;
-            }
-            Ok(None) => {
-                if std::mem::take(&mut failing) {
-                    tracing::info!("claim_next succeeds again: claiming resumed");
+                    Looked::Idle { due_in_ms: d } => due_in_ms = d,
                 }
             }
             Err(e) => {

@@ -76,6 +76,9 @@ pub struct TaskIo {
     sleep_park_after: Option<std::time::Duration>,
     /// When the task expires (store clock): no sleep may end at or after it.
     expires_at: Option<Timestamp>,
+    /// When this attempt's claim was taken (store clock): a recorded sleep that ended
+    /// before it returns without a clock read, as every wake's replay does.
+    claimed_at: Option<u64>,
     /// Cancelled when the runner stops: a guest waiting for input parks at once, so a
     /// shutdown never waits for an answer; a sleep in place that would outlast `drain`
     /// parks too.
@@ -154,6 +157,7 @@ impl TaskIo {
             park_after: None,
             sleep_park_after: None,
             expires_at: None,
+            claimed_at: None,
             stopping: None,
             drain: std::time::Duration::ZERO,
             status: Arc::default(),
@@ -280,10 +284,61 @@ impl TaskIo {
         self
     }
 
+    /// Says when this attempt's claim was taken (ms, store clock).
+    pub fn claimed_at(mut self, at: u64) -> Self {
+        self.claimed_at = Some(at);
+        self
+    }
+
     /// Refuses sleeps that would end at or after `at`, the task's expiry.
     pub fn expires_at(mut self, at: Option<Timestamp>) -> Self {
         self.expires_at = at;
         self
+    }
+
+    /// Whether a sleep with `left` ms to go waits in place (shorter than the threshold).
+    fn waits_in_place(&self, left: u64) -> bool {
+        self.sleep_park_after
+            .is_none_or(|threshold| u128::from(left) < threshold.as_millis())
+    }
+
+    /// Waits `left` ms in place. `None` once it has; `Some(rest)` when a shutdown came and
+    /// the `rest` would outlast its drain (the sleep parks instead: it neither holds the
+    /// shutdown nor is lost with it); a sleep the drain sees the end of waits on.
+    async fn wait_in_place(
+        &self,
+        left: u64,
+        cancel: &CancelToken,
+    ) -> Result<Option<u64>, SleepFailure> {
+        let end = tokio::time::Instant::now() + std::time::Duration::from_millis(left);
+        let stopping = async {
+            match &self.stopping {
+                Some(s) => s.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep_until(end) => return Ok(None),
+            () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
+            () = stopping, if self.sleep_park_after.is_some() => {}
+        }
+        let rest = end.saturating_duration_since(tokio::time::Instant::now());
+        if rest > self.drain {
+            return Ok(Some(rest.as_millis() as u64));
+        }
+        tokio::select! {
+            () = tokio::time::sleep_until(end) => Ok(None),
+            () = cancel.cancelled() => Err(SleepFailure::Cancelled),
+        }
+    }
+
+    /// The store's clock, in ms.
+    async fn store_now(&self) -> Result<u64, SleepFailure> {
+        self.store
+            .now()
+            .await
+            .map(|t| t.as_millis())
+            .map_err(|e| SleepFailure::Stop(e.to_string()))
     }
 
     /// Records a sleep that parks (unless the journal holds it already), then gives the
@@ -442,16 +497,10 @@ impl ExecutionIo for TaskIo {
             .journal()
             .await
             .map_err(|e| SleepFailure::Stop(e.to_string()))?;
-        let now = self
-            .store
-            .now()
-            .await
-            .map_err(|e| SleepFailure::Stop(e.to_string()))?
-            .as_millis();
-        let (until, recorded) = match entries.get(&seq) {
-            None => (ask.ends(now), false),
+        let recorded = match entries.get(&seq) {
+            None => None,
             Some(entry) => match entry.as_sleep() {
-                Some((asked, until)) if asked == ask => (until, true),
+                Some((asked, until)) if asked == ask => Some(until),
                 _ => {
                     return Err(SleepFailure::Diverged(format!(
                         "position {seq} of the replay asks for {ask}, the journal recorded {}",
@@ -460,6 +509,27 @@ impl ExecutionIo for TaskIo {
                 }
             },
         };
+        // The wake's replay: the claim that started this attempt came at or after the end
+        // of the recorded sleep (a sleeping task is not due before), so it has passed.
+        if let (Some(until), Some(claimed)) = (recorded, self.claimed_at)
+            && claimed >= until
+        {
+            return Ok(());
+        }
+        // A fresh short sleep for a duration waits in place without reading the store's
+        // clock (a round trip on PostgreSQL): nothing is recorded, its length is all it
+        // needs. Only a shutdown makes it park, for what is left of it.
+        if let (None, SleepAsk::For(ms)) = (recorded, ask)
+            && self.waits_in_place(ms)
+        {
+            let Some(rest) = self.wait_in_place(ms, cancel).await? else {
+                return Ok(());
+            };
+            let until = self.store_now().await?.saturating_add(rest);
+            return self.park_sleep(seq, ask, until, false).await;
+        }
+        let now = self.store_now().await?;
+        let until = recorded.unwrap_or_else(|| ask.ends(now));
         if let Some(expires) = self.expires_at
             && until >= expires.as_millis()
         {
@@ -472,32 +542,10 @@ impl ExecutionIo for TaskIo {
         if left == 0 {
             return Ok(());
         }
-        let in_place = self
-            .sleep_park_after
-            .is_none_or(|threshold| u128::from(left) < threshold.as_millis());
-        if in_place {
-            let end = tokio::time::Instant::now() + std::time::Duration::from_millis(left);
-            let stopping = async {
-                match &self.stopping {
-                    Some(s) => s.cancelled().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                () = tokio::time::sleep_until(end) => return Ok(()),
-                () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
-                () = stopping, if self.sleep_park_after.is_some() => {}
-            }
-            // A shutdown sees a sleep through that ends within its drain; a longer one
-            // sleeps in the store instead of holding the shutdown or being lost with it.
-            if end.saturating_duration_since(tokio::time::Instant::now()) <= self.drain {
-                tokio::select! {
-                    () = tokio::time::sleep_until(end) => return Ok(()),
-                    () = cancel.cancelled() => return Err(SleepFailure::Cancelled),
-                }
-            }
+        if self.waits_in_place(left) && self.wait_in_place(left, cancel).await?.is_none() {
+            return Ok(());
         }
-        self.park_sleep(seq, ask, until, recorded).await
+        self.park_sleep(seq, ask, until, recorded.is_some()).await
     }
 
     async fn await_inputs(&self, requests: InputRequests, cancel: &CancelToken) -> InputAnswers {

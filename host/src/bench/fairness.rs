@@ -33,6 +33,9 @@ pub(crate) enum Scenario {
     /// `a` and `c` hold sleeping tasks and sleeping synchronous calls, `d` and `e` sleeping
     /// synchronous calls: every default share filled with guests that wait in imports.
     Sleepers,
+    /// `a` holds 1,000 tasks asleep in the store (`test_sleep` past the park threshold:
+    /// durable sleeps, no guest and no slot each).
+    DurableSleepers,
     /// `a` sends `completion/complete` on 64 connections.
     Completions,
     /// `a` sends large invalid arguments, and arguments built to make a backtracking regex
@@ -53,11 +56,12 @@ pub(crate) enum Scenario {
 }
 
 impl Scenario {
-    const ALL: [Scenario; 11] = [
+    const ALL: [Scenario; 12] = [
         Scenario::Baseline,
         Scenario::SyncCpu,
         Scenario::TaskCpu,
         Scenario::Sleepers,
+        Scenario::DurableSleepers,
         Scenario::Completions,
         Scenario::InvalidArguments,
         Scenario::SilentSockets,
@@ -73,6 +77,7 @@ impl Scenario {
             Scenario::SyncCpu => "sync-cpu",
             Scenario::TaskCpu => "task-cpu",
             Scenario::Sleepers => "sleepers",
+            Scenario::DurableSleepers => "durable-sleepers",
             Scenario::Completions => "completions",
             Scenario::InvalidArguments => "invalid-arguments",
             Scenario::SilentSockets => "silent-sockets",
@@ -178,10 +183,10 @@ async fn run_all(
         }
         let (samples, errors) = measure(server.addr, &mut victim, window).await;
         figures.push(figure(scenario.name().into(), samples, errors));
-        if scenario == Scenario::Sleepers {
+        if matches!(scenario, Scenario::Sleepers | Scenario::DurableSleepers) {
             let (samples, errors) = task_latency(server.addr, window).await;
             figures.push(figure(
-                "sleepers: a trivial task, created to completed".into(),
+                format!("{}: a trivial task, created to completed", scenario.name()),
                 samples,
                 errors,
             ));
@@ -444,6 +449,9 @@ async fn flood(scenario: Scenario, addr: SocketAddr, stop: Arc<AtomicBool>) {
             for tenant in ["a", "c", "d", "e"] {
                 each(16, tenant, hold(false));
             }
+        }
+        Scenario::DurableSleepers => {
+            create_tasks(addr, "a", "test_sleep", json!({"ms": 120_000}), 1_000).await;
         }
         Scenario::Completions => each(
             64,

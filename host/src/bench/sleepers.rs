@@ -1,12 +1,14 @@
 //! `snodo bench sleepers`: many tasks sleeping in the store at once, then waking at a
 //! steady rate.
 //!
-//! `tasks` tasks of the fixtures' `test_sleep` are created through a runner at `rate` a
-//! second, each sleeping until its own instant: the creation span plus `lead_s` after the
-//! first was created, one `1/rate` apart. So every task is asleep at once, then they wake at
-//! `rate` a second. The figures: what the sleepers hold while all of them sleep (attempts
+//! `tasks` tasks of the fixtures' `test_sleep` are created through a runner at
+//! `create_rate` a second (`rate` unless given), each sleeping until its own instant: the
+//! creation span plus `lead_s` after the first was created, one `1/rate` apart. So every
+//! task is asleep at once, then they wake at `rate` a second. The figures: what the sleepers hold while all of them sleep (attempts
 //! running, the store's bytes per task), and how late each woke: its wake claim after its
 //! wake time by the store's clock (read from its history), and its completion after it.
+//! Beside them, the mean time of each store operation the runner made and of a guest's run
+//! (which holds the sleep's journal read and clock read), where a slow store shows first.
 //! Figures are printed, never asserted: compare them across stores and commits.
 
 use std::sync::Arc;
@@ -29,9 +31,13 @@ pub(crate) struct SleepersOptions {
     /// Tasks asleep at once.
     #[arg(long, default_value_t = 100_000)]
     pub tasks: usize,
-    /// Tasks created, and woken, per second.
+    /// Tasks woken per second.
     #[arg(long, default_value_t = 1_000)]
     pub rate: u64,
+    /// Tasks created (and parked) per second; `--rate` when not given. A store whose
+    /// parks cannot keep up with the wake rate is measured waking at `--rate` all the same.
+    #[arg(long)]
+    pub create_rate: Option<u64>,
     /// Seconds between the last creation and the first wake.
     #[arg(long, default_value_t = 10.0)]
     pub lead_s: f64,
@@ -76,32 +82,36 @@ async fn one_store(
 
     let n = opts.tasks.max(1);
     let rate = opts.rate.max(1);
+    let create_rate = opts.create_rate.unwrap_or(rate).max(1);
     let engine = WasmEngine::new(EngineConfig::default()).map_err(|e| e.to_string())?;
     let loader = ComponentLoader::new(engine, None).map_err(|e| e.to_string())?;
     let fixtures = super::load(&loader, &opts.fixtures).await?;
     let catalog = Catalog::new()
         .with_component(&fixtures)
         .map_err(|e| e.to_string())?;
+    let timings = Arc::new(Timings::default());
     let runner = Runner::start(
         store.clone(),
         Arc::new(catalog),
         RunnerOptions {
             reap_interval: None,
+            // One tenant holds every sleeper here: its share is the whole runner.
+            max_running_per_tenant: RunnerOptions::default().max_concurrent,
             ..RunnerOptions::default()
         },
-        Arc::new(snodo::runner::NoInstrumentation),
+        timings.clone(),
     );
     let file_before = file_bytes(file);
 
-    // Create at `rate`, each sleeping until its own instant.
-    let span_ms = n as u64 * 1_000 / rate;
+    // Create at `create_rate`, each sleeping until its own instant, `1/rate` apart.
+    let span_ms = n as u64 * 1_000 / create_rate;
     let first_wake = wall_ms() + span_ms + (opts.lead_s.max(0.0) * 1_000.0) as u64;
     let started = Instant::now();
     let failed = Arc::new(AtomicUsize::new(0));
     let mut ids = Vec::with_capacity(n);
     let mut creating = tokio::task::JoinSet::new();
     for i in 0..n {
-        let at = started + Duration::from_micros(i as u64 * 1_000_000 / rate);
+        let at = started + Duration::from_micros(i as u64 * 1_000_000 / create_rate);
         tokio::time::sleep_until(at.into()).await;
         let id = TaskId::generate();
         ids.push(id);
@@ -137,8 +147,9 @@ async fn one_store(
     let file_after = file_bytes(file);
 
     // Every task wakes and completes.
+    let wakes_ms = n as u64 * 1_000 / rate;
     let deadline = Instant::now()
-        + Duration::from_millis(first_wake.saturating_sub(wall_ms()) + span_ms + 120_000);
+        + Duration::from_millis(first_wake.saturating_sub(wall_ms()) + wakes_ms + 120_000);
     loop {
         let counts = store
             .count_tasks(Some(TENANT))
@@ -195,6 +206,16 @@ async fn one_store(
         ),
         figure(&name, n, "completed", completed as f64, "tasks"),
     ];
+    for (what, (count, total)) in timings.means() {
+        let mean = total.as_secs_f64() * 1_000.0 / count.max(1) as f64;
+        figures.push(figure(
+            &name,
+            n,
+            &format!("{what}: mean of {count}"),
+            mean,
+            "ms",
+        ));
+    }
     if let (Some(before), Some(after)) = (file_before, file_after) {
         let per = after.saturating_sub(before) as f64 / n as f64;
         figures.push(figure(
@@ -215,6 +236,41 @@ async fn one_store(
         figures.push(figure(&name, n, &format!("{what}, max"), max, "ms"));
     }
     Ok(figures)
+}
+
+/// How many of each store operation the runner made, and of guest runs, and the time they
+/// took together.
+#[derive(Default)]
+struct Timings {
+    by_op: parking_lot::Mutex<std::collections::BTreeMap<String, (u64, Duration)>>,
+}
+
+impl Timings {
+    fn add(&self, what: String, took: Duration) {
+        let mut by_op = self.by_op.lock();
+        let (count, total) = by_op.entry(what).or_default();
+        *count += 1;
+        *total += took;
+    }
+
+    fn means(&self) -> Vec<(String, (u64, Duration))> {
+        self.by_op
+            .lock()
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+impl snodo::runner::Instrumentation for Timings {
+    fn event(&self, event: &snodo::runner::RunnerEvent) {
+        use snodo::runner::RunnerEvent;
+        match event {
+            RunnerEvent::StoreOp { op, elapsed, .. } => self.add(format!("store {op}"), *elapsed),
+            RunnerEvent::GuestRan { run, .. } => self.add("guest run".into(), *run),
+            _ => {}
+        }
+    }
 }
 
 fn figure(store: &str, n: usize, what: &str, value: f64, unit: &'static str) -> RunnerFigure {

@@ -586,6 +586,9 @@ fn detail_text(t: &TaskDetail) -> String {
     if let Some(at) = summary.retry_at {
         lines.push(format!("retry at  {}", time(at)));
     }
+    if let Some(at) = summary.wake_at {
+        lines.push(format!("wakes at  {}", time(at)));
+    }
     for q in t.questions.iter().filter(|q| !q.answered) {
         lines.push(format!(
             "waiting   {} ({})",

@@ -214,6 +214,9 @@ pub struct TaskSummary {
     /// When the pending retry may run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at: Option<Timestamp>,
+    /// When a sleeping task wakes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wake_at: Option<Timestamp>,
     /// When the TTL runs out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
@@ -240,6 +243,7 @@ impl TaskSummary {
             attempt: task.attempt,
             retry_count: task.retry_count,
             retry_at: task.retry_at,
+            wake_at: task.wake_at,
             expires_at: task.expires_at(),
             claimed_by: task.claim.as_ref().map(|c| c.owner.clone()),
             waiting_on: task

@@ -562,3 +562,29 @@ async fn admin_writes_are_json_from_this_origin() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["status"], "cancelled");
 }
+
+#[tokio::test]
+async fn an_operator_sees_when_a_sleeping_task_wakes_and_cancels_it() {
+    let app = admin_app().await;
+    let id = start(&app, ALICE, "test_sleep", json!({"ms": 300_000})).await;
+    let asleep = await_admin(&app, ACME_OPS, &id, "the task to sleep", |t| {
+        t["wakeAt"].is_number()
+    })
+    .await;
+    assert_eq!(asleep["status"], "working");
+    assert!(
+        asleep["claimedBy"].is_null(),
+        "no attempt holds it: {asleep}"
+    );
+    assert!(events(&asleep).contains(&"sleeping"), "{asleep}");
+    let (s, v) = act(&app, &id, "cancel", json!({})).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    let ended = await_admin(&app, ACME_OPS, &id, "the cancel", |t| {
+        t["status"] == "cancelled"
+    })
+    .await;
+    assert!(
+        ended["wakeAt"].is_null(),
+        "a cancelled task never wakes: {ended}"
+    );
+}

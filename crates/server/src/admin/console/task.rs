@@ -124,6 +124,7 @@ fn task_markup(session: &Session, d: &TaskDetail) -> Markup {
                 @else { " (retries used: " (t.retry_count) " of " (d.retry_delays_ms.len()) ")" }
             }
             @if let Some(at) = t.retry_at { dt { "Retry due" } dd { (time(at)) } }
+            @if let Some(at) = t.wake_at { dt { "Wakes" } dd { (time(at)) } }
             @if let Some(owner) = &t.claimed_by { dt { "Running on" } dd { (owner) } }
             dt { "Created" } dd { (time(t.created_at)) }
             dt { "Updated" } dd { (time(t.last_updated_at)) }
@@ -133,7 +134,7 @@ fn task_markup(session: &Session, d: &TaskDetail) -> Markup {
             section aria-labelledby="waiting" {
                 h2 id="waiting" { "Waiting on" }
                 @if open.is_empty() {
-                    p { @if t.retry_at.is_some() && t.claimed_by.is_none() { "Its retry delay." } @else if t.claimed_by.is_some() { "Its running attempt." } @else { "A runner to claim it." } }
+                    p { @if t.retry_at.is_some() && t.claimed_by.is_none() { "Its retry delay." } @else if let Some(at) = t.wake_at.filter(|_| t.claimed_by.is_none()) { "Its sleep, until " (time(at)) "." } @else if t.claimed_by.is_some() { "Its running attempt." } @else { "A runner to claim it." } }
                 }
                 @for q in &open { (question_form(session, &id, &q.key, &q.request)) }
             }
