@@ -12,14 +12,12 @@ parks the task and is killed, node B wakes it.
 """
 
 import json
-import os
-import subprocess
 import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, PG_URL, SNODO, Server, check, node_config, postgres_available
+from snodo_client import GUESTS, Server, check, node_config, postgres_available, two_postgres_nodes
 
 POLLS_TO_DONE = 4
 seen = []
@@ -116,16 +114,7 @@ if postgres_available("the two-node part"):
     print("-- two nodes on postgres")
     with lock:
         seen.clear()
-    data = tempfile.mkdtemp(prefix="snodo-sleep-nodes-")
-    schema = f"snodo_sleep_walk_{os.getpid()}"
-    pg = {"url": PG_URL, "schema": schema}
-    a_conf = config("postgres", data, "node-a", pg)
-    b_conf = config("postgres", data, "node-b", pg)
-    out = subprocess.run([SNODO, "migrate", "--config", a_conf], capture_output=True, text=True)
-    check(out.returncode == 0, f"snodo migrate created schema {schema}")
-    a = Server(config=a_conf).start()
-    b = Server(config=b_conf).start()
-    try:
+    with two_postgres_nodes("sleep", config) as (a, b):
         started = time.time()
         task_id = a.call("await_job", {"base": base, "every_ms": 2000})["taskId"]
         a.wait(task_id, asleep, "asleep on A")
@@ -133,8 +122,4 @@ if postgres_available("the two-node part"):
         print("killed node A with SIGKILL while its task slept")
         done = b.wait(task_id, lambda t: t["status"] == "completed", "completed on B", timeout=90)
         judge(done, started)
-    finally:
-        b.stop()
-        a.stop()
-        subprocess.run(["psql", PG_URL, "-qc", f"DROP SCHEMA IF EXISTS {schema} CASCADE"], capture_output=True)
 print("durable sleep walkthrough: ok")

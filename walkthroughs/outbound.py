@@ -16,12 +16,11 @@ B takes the answer and replays the task's journal.
 
 import json
 import os
-import subprocess
 import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, PG_URL, ROOT, SNODO, Server, check, node_config, postgres_available
+from snodo_client import GUESTS, ROOT, Server, check, node_config, postgres_available, two_postgres_nodes
 
 RUST = f"{GUESTS}/outbound.wasm"
 PYTHON = os.path.join(ROOT, "target", "guests", "python", "fixtures.wasm")
@@ -145,21 +144,11 @@ for store, component, lang in (("redb", RUST, "Rust"), ("sqlite", RUST, "Rust"),
     check(SECRET not in log, "the secret is in no log line")
     check(SECRET.encode() not in store_bytes(data, store), f"the secret is in no byte of the {store} files")
 
-URL = PG_URL
 if postgres_available("the two-node part"):
     print("-- two nodes on postgres")
     with lock:
         seen.clear()
-    data = tempfile.mkdtemp(prefix="snodo-outbound-nodes-")
-    schema = f"snodo_outbound_walk_{os.getpid()}"
-    pg = {"url": URL, "schema": schema}
-    a_conf = config("postgres", data, "node-a", pg)
-    b_conf = config("postgres", data, "node-b", pg)
-    out = subprocess.run([SNODO, "migrate", "--config", a_conf], capture_output=True, text=True)
-    check(out.returncode == 0, f"snodo migrate created schema {schema}")
-    a = Server(config=a_conf).start()
-    b = Server(config=b_conf).start()
-    try:
+    with two_postgres_nodes("outbound", config) as (a, b):
         task_id = a.call("open_ticket", {"base": base, "title": "node failover"})["taskId"]
         a.wait(task_id, lambda t: t["status"] == "input_required", "input_required on A")
         a.kill9()
@@ -174,8 +163,4 @@ if postgres_available("the two-node part"):
         check(methods == ["GET", "POST"], "one GET (on A, replayed on B from the journal) and one POST")
         replayed = b.metrics().get('snodo_outbound_requests_total{tool="open_ticket",source="journal"}', 0)
         check(replayed == 1, "node B answered the GET from the journal node A recorded")
-    finally:
-        b.stop()
-        a.stop()
-        subprocess.run(["psql", URL, "-qc", f"DROP SCHEMA IF EXISTS {schema} CASCADE"], capture_output=True)
 print("outbound walkthrough: ok")

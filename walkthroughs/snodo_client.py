@@ -1,6 +1,7 @@
 """A tiny MCP client and server launcher for the walkthroughs (standard library only)."""
 
 import atexit
+import contextlib
 import http.client
 import json
 import os
@@ -153,6 +154,29 @@ def node_config(directory, node, store, components, rest=""):
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n\n" + rest)
     return path
+
+
+@contextlib.contextmanager
+def two_postgres_nodes(what, config):
+    """Nodes A and B sharing a new PostgreSQL schema, started and yielded as (a, b); both
+    stopped and the schema dropped afterwards. `config(store, data, node, postgres)` writes
+    a node's configuration file (see `node_config`) and returns its path."""
+    data = tempfile.mkdtemp(prefix=f"snodo-{what}-nodes-")
+    _MADE.append(data)
+    schema = f"snodo_{what}_walk_{os.getpid()}"
+    pg = {"url": PG_URL, "schema": schema}
+    a_conf = config("postgres", data, "node-a", pg)
+    b_conf = config("postgres", data, "node-b", pg)
+    out = subprocess.run([SNODO, "migrate", "--config", a_conf], capture_output=True, text=True)
+    check(out.returncode == 0, f"snodo migrate created schema {schema}")
+    a = Server(config=a_conf).start()
+    b = Server(config=b_conf).start()
+    try:
+        yield a, b
+    finally:
+        b.stop()
+        a.stop()
+        subprocess.run(["psql", PG_URL, "-qc", f"DROP SCHEMA IF EXISTS {schema} CASCADE"], capture_output=True)
 
 
 class HandshakeClient:

@@ -221,6 +221,11 @@ async fn guests_on_manual_clock(
     (clock, store, rec, runner)
 }
 
+/// A redb store at `path` on `clock` (opened again after a restart the same way).
+pub(crate) fn redb_on(path: &std::path::Path, clock: &ManualClock) -> Arc<dyn Store> {
+    Arc::new(RedbStore::open_with_clock(path, Arc::new(clock.clone())).expect("open"))
+}
+
 /// The value of one of the runner's counters.
 pub(crate) fn count(counter: &AtomicU64) -> u64 {
     counter.load(Ordering::Relaxed)
@@ -503,10 +508,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("tasks.redb");
     let clock = ManualClock::new(Timestamp(T0));
-    let open = |clock: &ManualClock| {
-        RedbStore::open_with_clock(&path, Arc::new(clock.clone())).expect("open")
-    };
-    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let store = redb_on(&path, &clock);
     let (rec, runner) = recorded_guests(&store, opts(true)).await;
     let policy = RetryPolicy::new([1_000u32, 2_000]).expect("policy");
     let id = create(&*store, "flaky", json!({"succeed_on_attempt": 3}), policy).await;
@@ -525,7 +527,7 @@ async fn retries_follow_the_exact_delays_across_a_restart_and_never_run_early() 
     runner.shutdown().await;
     drop(runner);
     drop(store);
-    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let store = redb_on(&path, &clock);
     let (rec, runner) = recorded_guests(&store, opts(true)).await;
     // Many looks at the queue, none of them early.
     rec.until("claim_next polls", |_| true).await;

@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use snodo_core::model::{ManualClock, RetryPolicy, Task, TaskStatus, Timestamp};
-use snodo_core::store::{MemoryStore, RedbStore, Store};
+use snodo_core::store::{MemoryStore, Store};
 use snodo_runner::{JobOutcome, RunnerOptions};
 
 use crate::runs::{
     Recorder, T0, await_task, cancel_in_store, completed, count, create, error_of, expiring,
-    kind_of, opts, recorded_guests, starts, stops, task,
+    kind_of, opts, recorded_guests, redb_on, starts, stops, task,
 };
 
 /// A task of `test_sleep` with `args`, without retries.
@@ -41,10 +41,7 @@ async fn a_long_sleep_parks_its_task_and_wakes_it_once_at_its_time_across_a_rest
     let dir = tempfile::tempdir().expect("tmp");
     let path = dir.path().join("tasks.redb");
     let clock = ManualClock::new(Timestamp(T0));
-    let open = |clock: &ManualClock| {
-        RedbStore::open_with_clock(&path, Arc::new(clock.clone())).expect("open")
-    };
-    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let store = redb_on(&path, &clock);
     let (rec, runner) = recorded_guests(&store, opts(true)).await;
     let id = sleeper(&*store, json!({"ms": 60_000, "status": "polling the job"})).await;
     runner.wake();
@@ -67,7 +64,7 @@ async fn a_long_sleep_parks_its_task_and_wakes_it_once_at_its_time_across_a_rest
     runner.shutdown().await;
     drop(runner);
     drop(store);
-    let store: Arc<dyn Store> = Arc::new(open(&clock));
+    let store = redb_on(&path, &clock);
     let (rec, runner) = recorded_guests(&store, opts(true)).await;
     rec.more_polls(10).await;
     clock.advance(59_999);
