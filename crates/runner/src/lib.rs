@@ -330,8 +330,6 @@ pub(crate) struct Inner {
     wake: Notify,
     /// When the recovery loop, idle, looks again, and the earliest wake it was told of.
     looking: Mutex<Looking>,
-    /// Claimers running beside the recovery loop ([`claim_beside`]).
-    claim_helpers: AtomicUsize,
     /// Cancelled when shutdown begins: loops and retry timers end on it.
     pub(crate) stopping: CancellationToken,
     /// Every attempt and retry timer, so shutdown can wait until none holds the store.
@@ -411,7 +409,6 @@ impl Runner {
             next_id: AtomicU64::new(1),
             wake: Notify::new(),
             looking: Mutex::new(Looking::default()),
-            claim_helpers: AtomicUsize::new(0),
             stopping: CancellationToken::new(),
             tasks: TaskTracker::new(),
             loops_up: Mutex::new(Vec::new()),
@@ -921,43 +918,6 @@ async fn claim_due(inner: &Arc<Inner>, base: &ClaimRequest) -> Result<Looked, St
     Ok(Looked::Claimed)
 }
 
-/// How many claimers may run beside the recovery loop while work is due.
-///
-/// One claim at a time is one store round trip per task: a burst of due work (wakes at a
-/// thousand a second, a backlog after an outage) would queue behind it. Helpers claim side
-/// by side until nothing is due, then end, so an idle node still looks with one query per
-/// poll. On PostgreSQL their claims lock different rows (`SKIP LOCKED`); the embedded
-/// stores commit them in one group.
-const CLAIM_HELPERS: usize = 7;
-
-/// Starts claimers beside the recovery loop, up to [`CLAIM_HELPERS`], each claiming until
-/// nothing is due, the node has no free slot, or the store fails.
-fn claim_beside(inner: &Arc<Inner>, req: &ClaimRequest) {
-    loop {
-        let running = inner.claim_helpers.load(Ordering::Acquire);
-        if running >= CLAIM_HELPERS {
-            return;
-        }
-        if inner
-            .claim_helpers
-            .compare_exchange(running, running + 1, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
-            continue;
-        }
-        let (helper, req) = (inner.clone(), req.clone());
-        inner.tasks.spawn(async move {
-            while !helper.stopping.is_cancelled() && helper.running.has_global_room() {
-                match claim_due(&helper, &req).await {
-                    Ok(Looked::Claimed) => {}
-                    Ok(Looked::Idle { .. }) | Err(_) => break,
-                }
-            }
-            helper.claim_helpers.fetch_sub(1, Ordering::AcqRel);
-        });
-    }
-}
-
 async fn recover_loop(inner: Arc<Inner>) {
     let mut failing = false;
     let req = ClaimRequest::new(
@@ -983,10 +943,7 @@ async fn recover_loop(inner: Arc<Inner>) {
                     tracing::info!("claim_next succeeds again: claiming resumed");
                 }
                 match looked {
-                    Looked::Claimed => {
-                        claim_beside(&inner, &req);
-                        continue;
-                    }
+                    Looked::Claimed => continue,
                     Looked::Idle { due_in_ms: d } => due_in_ms = d,
                 }
             }
