@@ -103,6 +103,9 @@ pub struct Config {
     /// Operators: admin tokens and cross-tenant tenants.
     #[serde(default)]
     pub admin: crate::admin::AdminConfig,
+    /// Recurring tool calls (docs/time.md).
+    #[serde(default)]
+    pub schedules: Vec<snodo_core::model::ScheduleDeclaration>,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -267,7 +270,29 @@ impl Config {
         opts.otlp = self.otlp(file)?;
         opts.trace_context = self.telemetry.trace_context.unwrap_or(opts.otlp.is_some());
         opts.deploy = self.deploy_settings(file)?;
+        opts.schedules = self.schedules(file)?;
         Ok(opts)
+    }
+
+    /// `[[schedules]]`, each checked as far as it can be without the tools served (`serve`
+    /// checks the tool and its arguments), with no name twice.
+    fn schedules(&self, file: &str) -> Result<Vec<snodo_core::model::ScheduleSpec>, ConfigError> {
+        let mut out: Vec<snodo_core::model::ScheduleSpec> = Vec::new();
+        for (i, declared) in self.schedules.iter().enumerate() {
+            let key = format!("schedules[{i}]");
+            let spec = declared
+                .spec()
+                .map_err(|reason| config_error(file, &key, reason))?;
+            if out.iter().any(|s| s.name == spec.name) {
+                return Err(config_error(
+                    file,
+                    &key,
+                    format!("a second schedule named {:?}", spec.name),
+                ));
+            }
+            out.push(spec);
+        }
+        Ok(out)
     }
 
     /// `[deploy]`, checked, its watched directory resolved against [`Config::base_dir`].

@@ -47,6 +47,9 @@ enum Command {
     /// Operate on a running server's tasks (its admin API): list, counts, show, cancel,
     /// answer, retry, watch; `--json` for scripts.
     Tasks(cli::tasks::TasksArgs),
+    /// Operate on a running server's schedules (its admin API): list, show, pause, resume,
+    /// run-now, remove; `--json` for scripts.
+    Schedules(cli::schedules::SchedulesArgs),
     /// Show a task: from a redb or SQLite store file without a running server, or from the
     /// store a configuration names (PostgreSQL included; a read that touches no claim).
     Inspect(cli::inspect::InspectArgs),
@@ -89,6 +92,7 @@ fn main() -> ExitCode {
         Command::Tools(args) => cli::tools::run(&runtime, args),
         Command::Inspect(args) => cli::inspect::run(&runtime, args),
         Command::Tasks(args) => cli::tasks::run(&runtime, args),
+        Command::Schedules(args) => cli::schedules::run(&runtime, args),
         Command::Migrate(args) => cli::migrate::run(&runtime, args),
         Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
         Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),

@@ -12,6 +12,8 @@
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - `tasks`: the task operations the MCP server and the operators share: the store, the
 //!   runner hand-off after each commit, the change feed and the stream budget.
+//! - `schedules`: operators' recurring tool calls, fired once across nodes by a loop every
+//!   node runs, each firing's task created with its schedule's move in one commit.
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 //! - [`trust`]: the optional signature policy components are checked against.
@@ -23,6 +25,7 @@ pub mod http;
 pub mod identity;
 pub mod mcp;
 mod protocol;
+mod schedules;
 pub mod serve;
 pub mod suggest;
 mod tasks;
@@ -32,3 +35,4 @@ pub mod testing;
 pub mod trust;
 
 pub use protocol::{PROTOCOL_VERSION, rfc3339};
+pub use schedules::{Pass, ScheduleError};

@@ -6,6 +6,7 @@ pub(crate) mod deploy;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod new;
+pub(crate) mod schedules;
 pub(crate) mod serve;
 pub(crate) mod stress;
 pub(crate) mod tasks;

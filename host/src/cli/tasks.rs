@@ -25,6 +25,16 @@ use super::table;
 /// Operate on a running server's tasks through its admin API.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TasksArgs {
+    #[command(flatten)]
+    api: ApiArgs,
+    #[command(subcommand)]
+    command: TasksCommand,
+}
+
+/// Which server's admin API, as whom, and how its answers are printed: what `snodo tasks`
+/// and `snodo schedules` share.
+#[derive(Debug, clap::Args)]
+pub(super) struct ApiArgs {
     /// The server, `http://HOST:PORT` (plain HTTP: reach a remote one through a tunnel or
     /// its local address).
     #[arg(
@@ -39,9 +49,7 @@ pub(crate) struct TasksArgs {
     token_env: String,
     /// Print the API's JSON answer instead of a table.
     #[arg(long, global = true)]
-    json: bool,
-    #[command(subcommand)]
-    command: TasksCommand,
+    pub(super) json: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -184,27 +192,33 @@ struct AnswerArgs {
 
 /// Runs the subcommand.
 pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: TasksArgs) -> ExitCode {
-    match runtime.block_on(dispatch(&args)) {
+    exit("tasks", runtime.block_on(dispatch(&args)))
+}
+
+/// The exit code of a `snodo NAME` command that spoke to the admin API, its failure on
+/// stderr: 0 done, 1 refused or failed, 2 the server could not be reached.
+pub(super) fn exit(name: &str, done: Result<(), Failure>) -> ExitCode {
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Refused(m)) => {
-            eprintln!("snodo tasks: {m}");
+            eprintln!("snodo {name}: {m}");
             ExitCode::from(1)
         }
         Err(Failure::Unreachable(m)) => {
-            eprintln!("snodo tasks: {m}");
+            eprintln!("snodo {name}: {m}");
             ExitCode::from(2)
         }
     }
 }
 
-enum Failure {
+pub(super) enum Failure {
     Refused(String),
     Unreachable(String),
 }
 
 async fn dispatch(args: &TasksArgs) -> Result<(), Failure> {
-    let api = Api::new(args).await?;
-    let json = args.json;
+    let api = Api::new(&args.api).await?;
+    let json = args.api.json;
     match &args.command {
         TasksCommand::List(l) => list(&api, json, l).await,
         TasksCommand::Counts(t) => counts(&api, json, t).await,
@@ -370,7 +384,7 @@ async fn watch(api: &Api, json: bool, f: &FilterArgs) -> Result<(), Failure> {
 }
 
 /// The admin API of one server.
-struct Api {
+pub(super) struct Api {
     addr: SocketAddr,
     host: String,
     token: Option<String>,
@@ -389,7 +403,7 @@ struct RefusalError {
 }
 
 impl Api {
-    async fn new(args: &TasksArgs) -> Result<Self, Failure> {
+    pub(super) async fn new(args: &ApiArgs) -> Result<Self, Failure> {
         let rest = args.url.strip_prefix("http://").ok_or_else(|| {
             Failure::Refused(format!(
                 "--url {}: only http://HOST:PORT is spoken here",
@@ -443,11 +457,15 @@ impl Api {
             .map_err(|e| Failure::Unreachable(format!("{}: {e}", self.host)))
     }
 
-    async fn get(&self, path: &str) -> Result<Value, Failure> {
+    pub(super) async fn get(&self, path: &str) -> Result<Value, Failure> {
         self.call("GET", path, None).await
     }
 
-    async fn post(&self, path: &str, body: &impl Serialize) -> Result<Value, Failure> {
+    pub(super) async fn delete(&self, path: &str) -> Result<Value, Failure> {
+        self.call("DELETE", path, None).await
+    }
+
+    pub(super) async fn post(&self, path: &str, body: &impl Serialize) -> Result<Value, Failure> {
         let text = serde_json::to_string(body)
             .map_err(|e| Failure::Refused(format!("the request's body: {e}")))?;
         self.call("POST", path, Some(text)).await
@@ -504,7 +522,7 @@ fn decode<T: DeserializeOwned>(answer: Value) -> Result<T, Failure> {
 
 /// Prints an answer: with `--json` exactly as the API gave it, else read as its type `T`
 /// and written as the text `text` makes of it.
-fn print<T: DeserializeOwned>(
+pub(super) fn print<T: DeserializeOwned>(
     json: bool,
     answer: Value,
     text: impl FnOnce(&T) -> String,
@@ -520,7 +538,7 @@ fn print<T: DeserializeOwned>(
     Ok(())
 }
 
-fn time(t: Timestamp) -> String {
+pub(super) fn time(t: Timestamp) -> String {
     snodo_server::rfc3339(t)
 }
 

@@ -12,6 +12,7 @@ mod history;
 mod id;
 mod journal;
 mod retry;
+mod schedule;
 mod task;
 mod time;
 mod trace;
@@ -63,6 +64,11 @@ pub use history::{
 pub use id::{Isolation, Principal, Scope, TaskId};
 pub use journal::{JournalEntry, JournalRequest, JournalResponse, SleepAsk};
 pub use retry::{MAX_RETRY_DELAY_MS, MAX_RETRY_ENTRIES, RetryPolicy, RetryPolicyError};
+pub use schedule::{
+    Cadence, DEFAULT_CATCH_UP, DEFAULT_MISSED_AFTER_MS, Firing, Firings, MAX_CATCH_UP,
+    MAX_SCHEDULE_NAME, MAX_SCHEDULES, MIN_INTERVAL_MS, Missed, Plan, Schedule, ScheduleDeclaration,
+    ScheduleOrigin, ScheduleSpec, check_schedule_name, firing_id,
+};
 pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, ScheduledRetry,
     Task, TaskStatus,

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::model::{
-    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, StoredComponent, Task,
-    TaskEvent, TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Schedule,
+    StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
 #[cfg(doc)]
@@ -51,7 +51,7 @@ use super::types::{
 /// # The groups
 ///
 /// [`TaskStore`], [`ClaimStore`], [`InputStore`], [`DeploymentStore`],
-/// [`RevocationStore`], [`JournalStore`] and [`OperatorStore`] hold the methods by
+/// [`RevocationStore`], [`JournalStore`], [`OperatorStore`] and [`ScheduleStore`] hold the methods by
 /// concern; `Store` adds what concerns the store as a whole: its clock, the probe that it
 /// can commit, and its key.
 #[async_trait]
@@ -63,6 +63,7 @@ pub trait Store:
     + RevocationStore
     + JournalStore
     + OperatorStore
+    + ScheduleStore
 {
     /// The store's current time.
     async fn now(&self) -> StoreResult<Timestamp>;
@@ -91,9 +92,15 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The task starts `working`, unclaimed, revision 0, generation 0; `createdAt` and
     /// `lastUpdatedAt` are the store's commit time.
     ///
+    /// With [`NewTask::firing`], the schedule's row moves as the firing says in the same
+    /// commit (see [`ScheduleStore`]): the task exists exactly when the row says it fired.
+    ///
     /// Errors: [`StoreError::Invalid`] for a bad descriptor, TTL or poll interval;
     /// [`StoreError::AlreadyExists`] if the id is taken (ids are random, so this is a bug or
-    /// an attack, never a normal outcome).
+    /// an attack, never a normal outcome; a firing's id is derived, and a second attempt at
+    /// one meets it); for a firing, [`StoreError::Conflict`] when the schedule's row is no
+    /// longer at the revision the firing was planned from (another node fired it, or an
+    /// operator changed it), and nothing is written.
     async fn create(&self, new: NewTask) -> StoreResult<Task>;
 
     /// Checks that `principal` may perform `action` on the task named by `task_id` (the
@@ -416,4 +423,32 @@ pub trait OperatorStore: Send + Sync + 'static {
     /// [`StoreError::WrongAction`], and [`StoreError::Invalid`] for an unfinished task
     /// (cancel it first: its worker must hear of the end).
     async fn delete_finished(&self, access: &Access) -> StoreResult<()>;
+}
+
+/// Schedules: an operator's recurring tool calls and where their firings stand, one row
+/// per schedule, changed only by a compare-and-set on its revision. A firing moves its row
+/// in the commit that creates its task ([`NewTask::firing`]), so of every node that plans
+/// a firing exactly one creates its task.
+#[async_trait]
+pub trait ScheduleStore: Send + Sync + 'static {
+    /// Every schedule, by name. At most
+    /// [`MAX_SCHEDULES`](crate::model::MAX_SCHEDULES) exist.
+    async fn schedules(&self) -> StoreResult<Vec<Schedule>>;
+
+    /// The schedule named `name`, if there is one.
+    async fn schedule(&self, name: &str) -> StoreResult<Option<Schedule>>;
+
+    /// Replaces the schedule `name` at revision `expected` (`None`: there must be none)
+    /// with `after` (`None`: removes it), in one commit.
+    ///
+    /// Errors: [`StoreError::Conflict`] when the row is not at `expected` (naming what it
+    /// is); [`StoreError::Invalid`] when `after` is named otherwise, its revision is not one
+    /// more than `expected` (0 for a new one), or a new one would pass
+    /// [`MAX_SCHEDULES`](crate::model::MAX_SCHEDULES).
+    async fn swap_schedule(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&Schedule>,
+    ) -> StoreResult<()>;
 }

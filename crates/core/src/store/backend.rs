@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, StoredComponent, Task,
+    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, Schedule, StoredComponent, Task,
     TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
@@ -29,7 +29,8 @@ use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
     Access, Action, Authority, ClaimRequest, ClaimStore, Claimed, Committed, DeploymentStore,
     HeldAuthority, InputStore, JournalBounds, JournalStore, Lease, NewTask, NextClaim,
-    OperatorStore, Reaped, RevocationStore, Store, StoreError, StoreResult, TaskStore,
+    OperatorStore, Reaped, RevocationStore, ScheduleStore, Store, StoreError, StoreResult,
+    TaskStore,
 };
 
 /// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
@@ -222,6 +223,31 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn revoked(&self, key: &str) -> impl Future<Output = StoreResult<bool>> + Send {
         let key = key.to_owned();
         self.read(Touches::Revocations, move |view, _| view.revoked(&key))
+    }
+
+    /// Every schedule: what [`ScheduleStore::schedules`] answers. Default: one read.
+    fn schedules(&self) -> impl Future<Output = StoreResult<Vec<Schedule>>> + Send {
+        self.read(Touches::Schedules, |view, _| engine::schedules(view))
+    }
+
+    /// One schedule: what [`ScheduleStore::schedule`] answers. Default: one read.
+    fn schedule(&self, name: &str) -> impl Future<Output = StoreResult<Option<Schedule>>> + Send {
+        let name = name.to_owned();
+        self.read(Touches::Schedules, move |view, _| {
+            engine::schedule(view, &name)
+        })
+    }
+
+    /// What [`ScheduleStore::swap_schedule`] does. Default: one write of the rules.
+    fn swap_schedule(
+        &self,
+        name: String,
+        expected: Option<u64>,
+        after: Option<Schedule>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        self.write(Touches::Schedules, move |txn, _| {
+            engine::swap_schedule(txn, &name, expected, after.as_ref())
+        })
     }
 
     /// Runs a journal append's rules `f` on task `id`; `capped` when they admit the entry
@@ -555,6 +581,27 @@ impl<B: Backend> OperatorStore for B {
             engine::delete_finished(txn, ctx, &access)
         })
         .await
+    }
+}
+
+#[async_trait]
+impl<B: Backend> ScheduleStore for B {
+    async fn schedules(&self) -> StoreResult<Vec<Schedule>> {
+        Backend::schedules(self).await
+    }
+
+    async fn schedule(&self, name: &str) -> StoreResult<Option<Schedule>> {
+        Backend::schedule(self, name).await
+    }
+
+    async fn swap_schedule(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&Schedule>,
+    ) -> StoreResult<()> {
+        engine::check_swap(name, expected, after)?;
+        Backend::swap_schedule(self, name.to_owned(), expected, after.cloned()).await
     }
 }
 

@@ -30,6 +30,18 @@ pub enum StoreError {
         /// The current revision.
         current: u64,
     },
+    /// A schedule's row was not where a change expected it: another node fired it, or
+    /// someone changed, made or removed it meanwhile.
+    #[error("schedule {name:?} changed meanwhile: {}", match current {
+        Some(r) => format!("it is at revision {r}"),
+        None => "it does not exist".to_owned(),
+    })]
+    ScheduleConflict {
+        /// The schedule.
+        name: String,
+        /// Its revision now; `None` when there is none.
+        current: Option<u64>,
+    },
     /// An event id was reused for a different event.
     #[error("event id {id:?} was already committed with different content")]
     EventIdReused {
@@ -116,6 +128,7 @@ impl StoreError {
             Self::AlreadyExists => "already_exists",
             Self::Terminal { .. } => "terminal",
             Self::Conflict { .. } => "conflict",
+            Self::ScheduleConflict { .. } => "schedule_conflict",
             Self::EventIdReused { .. } => "event_id_reused",
             Self::LeaseLost => "lease_lost",
             Self::Busy { .. } => "busy",

@@ -18,7 +18,7 @@ use crate::model::{
 use super::{
     Access, Action, Authority, ClaimRequest, ClaimStore, Claimed, Committed, DeploymentStore,
     InputStore, JournalStore, Lease, NewTask, NextClaim, OperatorStore, Reaped, RevocationStore,
-    Store, StoreResult, TaskStore,
+    ScheduleStore, Store, StoreResult, TaskStore,
 };
 
 /// What a layer may watch or change. Each hook receives the wrapped store; the defaults
@@ -292,6 +292,26 @@ impl<L: Layer> OperatorStore for Layered<L> {
 
     async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
         self.inner.delete_finished(access).await
+    }
+}
+
+#[async_trait]
+impl<L: Layer> ScheduleStore for Layered<L> {
+    async fn schedules(&self) -> StoreResult<Vec<crate::model::Schedule>> {
+        self.inner.schedules().await
+    }
+
+    async fn schedule(&self, name: &str) -> StoreResult<Option<crate::model::Schedule>> {
+        self.inner.schedule(name).await
+    }
+
+    async fn swap_schedule(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Schedule>,
+    ) -> StoreResult<()> {
+        self.inner.swap_schedule(name, expected, after).await
     }
 }
 

@@ -53,8 +53,8 @@ mod types;
 pub mod contract;
 
 pub use api::{
-    ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore, Store,
-    TaskStore,
+    ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore,
+    ScheduleStore, Store, TaskStore,
 };
 pub(crate) use backend::Backend;
 pub use backend::ChangeKind;
@@ -84,6 +84,7 @@ pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
     InputReply, JournalBounds, Lease, MAX_LEASE_MS, MAX_TTL_MS, NewTask, NextClaim, Reaped,
+    ScheduleMove,
 };
 
 /// The result of a store operation.
@@ -98,6 +99,6 @@ pub use crate::model::REMEMBERED_STATUS_EVENTS;
 pub mod prelude {
     pub use super::{
         ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore,
-        Store, TaskStore,
+        ScheduleStore, Store, TaskStore,
     };
 }

@@ -41,6 +41,18 @@ pub struct NewTask {
     /// [`crate::model::Task::stored_bytes`]) plus the new task's record would pass this;
     /// `None` never refuses.
     pub max_stored_bytes_in_scope: Option<u64>,
+    /// The schedule firing that creates it, if one does: its row moves in the same commit.
+    pub firing: Option<ScheduleMove>,
+}
+
+/// A schedule's row moved by the commit that creates a firing's task: from revision
+/// `expected` to `after` (whose revision is one more).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduleMove {
+    /// The revision the firing was planned from.
+    pub expected: u64,
+    /// The row after the firing.
+    pub after: crate::model::Schedule,
 }
 
 impl NewTask {
@@ -57,6 +69,7 @@ impl NewTask {
             max_live_in_scope: None,
             max_stored_in_scope: None,
             max_stored_bytes_in_scope: None,
+            firing: None,
         }
     }
 }

@@ -17,6 +17,8 @@ use crate::tasks::TaskService;
 /// The operators' actions, over the server's task service.
 pub(crate) struct Operators {
     tasks: TaskService,
+    /// The server's schedules, when it fires any.
+    pub(super) schedules: Option<crate::schedules::Schedules>,
 }
 
 /// What an operator sees of one task.
@@ -125,7 +127,16 @@ fn state_conflict(e: StoreError) -> AdminError {
 impl Operators {
     /// The actions over `tasks` (the MCP server's own task service).
     pub(crate) fn new(tasks: TaskService) -> Self {
-        Self { tasks }
+        Self {
+            tasks,
+            schedules: None,
+        }
+    }
+
+    /// Acting on the server's schedules too.
+    pub(crate) fn with_schedules(mut self, schedules: crate::schedules::Schedules) -> Self {
+        self.schedules = Some(schedules);
+        self
     }
 
     /// The task service the actions go through (the console's sessions use its store and
@@ -156,7 +167,7 @@ impl Operators {
 
     /// The task `id` as an operator may see it (another tenant's, an expired one and an
     /// unknown one alike are [`AdminError::NotFound`]).
-    async fn load(&self, op: &Operator, id: &str) -> Result<(Task, Work), AdminError> {
+    pub(super) async fn load(&self, op: &Operator, id: &str) -> Result<(Task, Work), AdminError> {
         let id = TaskId::parse(id).ok_or(AdminError::NotFound)?;
         match self.tasks.load(&id).await? {
             Some((task, work)) if op.reaches(task.scope.tenant()) => Ok((task, work)),

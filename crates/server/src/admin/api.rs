@@ -16,6 +16,10 @@
 //! - `POST /admin/v1/cancel` `{"filter", "cap"?, "preview"?, "message"?}`: bulk cancel.
 //! - `GET  /admin/v1/events?tenant`: server-sent events, one `task` event (the task's
 //!   summary) per change of a task within reach, `lagged` when changes were missed.
+//! - `GET  /admin/v1/schedules`: every schedule within reach, with its next firings and its
+//!   last firing's task. `POST /admin/v1/schedules` declares one (the body is a
+//!   `[[schedules]]` table as JSON); `GET` / `DELETE /admin/v1/schedules/{name}`;
+//!   `POST /admin/v1/schedules/{name}/pause`, `/resume`, `/run` (fire now: the task).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -84,6 +88,11 @@ pub(crate) fn routes(state: AdminState) -> Router {
         .route("/tasks/{id}/retry", post(retry))
         .route("/cancel", post(bulk_cancel))
         .route("/events", get(events))
+        .route("/schedules", get(schedules).post(declare_schedule))
+        .route("/schedules/{name}", get(schedule).delete(remove_schedule))
+        .route("/schedules/{name}/pause", post(pause_schedule))
+        .route("/schedules/{name}/resume", post(resume_schedule))
+        .route("/schedules/{name}/run", post(run_schedule))
         .fallback(|| async { AdminError::Invalid("no such admin route".into()) })
         .route_layer(middleware::from_fn_with_state(state.clone(), operator))
         .with_state(state)
@@ -173,6 +182,60 @@ async fn show(
     Path(id): Path<String>,
 ) -> Answer {
     ok(s.operators.task(&op, &id).await?)
+}
+
+async fn schedules(State(s): State<AdminState>, axum::Extension(op): Op) -> Answer {
+    ok(json!({"schedules": s.operators.schedules(&op).await?}))
+}
+
+async fn schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.schedule(&op, &name).await?)
+}
+
+async fn declare_schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let declared = body(&bytes)?;
+    ok(s.operators.declare_schedule(&op, declared).await?)
+}
+
+async fn remove_schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    s.operators.remove_schedule(&op, &name).await?;
+    ok(json!({"removed": name}))
+}
+
+async fn pause_schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.pause_schedule(&op, &name, true).await?)
+}
+
+async fn resume_schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.pause_schedule(&op, &name, false).await?)
+}
+
+async fn run_schedule(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.run_schedule(&op, &name).await?)
 }
 
 /// A JSON body, refusing what does not parse with a clear 400.

@@ -14,6 +14,7 @@
 //! - `operator`: who is an operator ([`Operator`], `Admin`: admin tokens, admin scopes).
 //! - `actions`: what operators do to tasks (`Operators`), and what they see ([`TaskDetail`]).
 //! - `query`: a listing's query string.
+//! - `schedules`: what operators do to schedules, and what they see ([`ScheduleView`]).
 //! - `api`: the JSON API under `/admin/v1`; `console`: the HTML console; `session`: its
 //!   sealed sign-in cookie; `answer`: an operator's answer checked against its question.
 
@@ -24,6 +25,7 @@ mod config;
 pub(crate) mod console;
 mod operator;
 mod query;
+mod schedules;
 mod session;
 
 use serde_json::{Value, json};
@@ -36,6 +38,7 @@ pub use api::{AnswerBody, BulkBody, CancelBody};
 pub use config::{AdminConfig, AdminToken, DEFAULT_SESSION_MS, SignIn};
 pub(crate) use operator::Admin;
 pub use operator::Operator;
+pub use schedules::{LastTask, ScheduleRun, ScheduleView};
 pub use session::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
 
 /// The most tasks one bulk cancel acts on, unless the request asks for fewer.
@@ -60,6 +63,9 @@ pub enum AdminError {
     /// 404: no such task (or another tenant's).
     #[error("no such task")]
     NotFound,
+    /// 404: no such schedule (or another tenant's).
+    #[error("no schedule is named {0:?}")]
+    NoSchedule(String),
     /// 400: the request is malformed or asks for what cannot be.
     #[error("{0}")]
     Invalid(String),
@@ -77,7 +83,7 @@ impl AdminError {
         match self {
             Self::Unauthenticated(_) => 401,
             Self::Forbidden(_) => 403,
-            Self::NotFound => 404,
+            Self::NotFound | Self::NoSchedule(_) => 404,
             Self::Invalid(_) => 400,
             Self::Conflict(_) => 409,
             Self::Unavailable(_) => 503,
@@ -89,7 +95,7 @@ impl AdminError {
         match self {
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden(_) => "forbidden",
-            Self::NotFound => "not_found",
+            Self::NotFound | Self::NoSchedule(_) => "not_found",
             Self::Invalid(_) => "invalid",
             Self::Conflict(_) => "conflict",
             Self::Unavailable(_) => "unavailable",
@@ -111,6 +117,18 @@ impl From<StoreError> for AdminError {
             }
             StoreError::Unavailable(m) => Self::Unavailable(m.to_string()),
             other => Self::Unavailable(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::ScheduleError> for AdminError {
+    fn from(e: crate::ScheduleError) -> Self {
+        use crate::ScheduleError as E;
+        match e {
+            E::NotFound(name) => Self::NoSchedule(name),
+            E::Invalid(m) => Self::Invalid(m),
+            E::Configured(_) | E::Refused(_) => Self::Conflict(e.to_string()),
+            E::Store(e) => e.into(),
         }
     }
 }

@@ -198,7 +198,9 @@ fn routes(
     // admin scopes).
     config.admin.open_locally = open_locally;
     let admin = crate::admin::api::AdminState {
-        operators: Arc::new(crate::admin::Operators::new(server.tasks().clone())),
+        operators: Arc::new(
+            crate::admin::Operators::new(server.tasks().clone()).with_schedules(server.schedules()),
+        ),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
         authenticator: authenticator.clone(),
         oauth,

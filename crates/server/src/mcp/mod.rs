@@ -106,6 +106,8 @@ pub struct McpServer {
     /// The engine guests run on: a large body is parsed in its caller's CPU turn and held
     /// in its caller's memory share. Without one, bodies are parsed where they arrive.
     engine: Option<snodo_wasm::WasmEngine>,
+    /// Woken when a schedule changes on this node, so the loop looks again at once.
+    schedule_wake: Arc<tokio::sync::Notify>,
 }
 
 /// The tenant whose shares a request's guests run in.
@@ -147,7 +149,36 @@ impl McpServer {
             outstanding: Arc::default(),
             catalog_changes: tokio::sync::broadcast::channel(16).0,
             engine: None,
+            schedule_wake: Arc::default(),
         }
+    }
+
+    /// The schedules this server fires, over its task service, catalogs and limits.
+    pub(crate) fn schedules(&self) -> crate::schedules::Schedules {
+        crate::schedules::Schedules {
+            tasks: self.tasks.clone(),
+            catalog: self.config.catalog.clone(),
+            limits: self.config.limits.clone(),
+            wake: self.schedule_wake.clone(),
+        }
+    }
+
+    /// Makes the store's schedules agree with `specs` (the configuration's
+    /// `[[schedules]]`), then fires them until `stop`, on this runtime.
+    pub async fn start_schedules(
+        &self,
+        specs: &[snodo_core::model::ScheduleSpec],
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<tokio::task::JoinHandle<()>, crate::ScheduleError> {
+        let schedules = self.schedules();
+        schedules.declare_configured(specs).await?;
+        Ok(tokio::spawn(crate::schedules::run(schedules, stop)))
+    }
+
+    /// One pass over the schedules at the store's time (what the loop does each time it
+    /// wakes): for tests and tools that drive time themselves.
+    pub async fn fire_due_schedules(&self) -> Result<crate::Pass, crate::ScheduleError> {
+        self.schedules().pass().await
     }
 
     /// Parses large bodies in their caller's CPU turn and memory share on `engine` (the

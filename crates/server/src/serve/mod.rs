@@ -93,6 +93,14 @@ pub async fn serve_reloading(
         move |_| told.catalog_changed(),
         stop_following.clone(),
     ));
+    let stop_schedules = CancellationToken::new();
+    let schedules = server
+        .start_schedules(&opts.schedules, stop_schedules.clone())
+        .await
+        .map_err(|e| match e {
+            crate::ScheduleError::Store(e) => ServeError::Store(e),
+            other => ServeError::Config(other.to_string()),
+        })?;
     ready(addr);
     let app = match authenticator {
         Authentication::Static => http::router(server.clone(), http_config),
@@ -100,6 +108,8 @@ pub async fn serve_reloading(
     };
     serve_until_drained(listener, app, &server, &opts, shutdown).await?;
     tracing::info!("shutting down: draining the runner");
+    stop_schedules.cancel();
+    let _ = schedules.await;
     stop_following.cancel();
     let _ = deployments.await;
     let released = runner.shutdown().await;

@@ -82,6 +82,8 @@ pub struct ServeOptions {
     pub tracer: snodo_core::spans::Tracer,
     /// The OTLP exporter (`[telemetry.otlp]`); `None` exports no spans.
     pub otlp: Option<TracingOptions>,
+    /// The configuration's `[[schedules]]`: the store is made to agree with them at start.
+    pub schedules: Vec<snodo_core::model::ScheduleSpec>,
 }
 
 /// `[telemetry.otlp]`: where spans go and which traces are sampled.
@@ -144,6 +146,7 @@ impl ServeOptions {
             trace_context: false,
             tracer: Default::default(),
             otlp: None,
+            schedules: Vec::new(),
         }
     }
 }

@@ -11,6 +11,8 @@
 mod handoff;
 mod ops;
 
+pub(crate) use ops::tool_task;
+
 use std::sync::{Arc, OnceLock};
 
 use snodo_core::store::{Changed, ObservedStore, Store, StoreError};

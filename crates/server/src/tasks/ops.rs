@@ -8,14 +8,49 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use snodo_core::model::{
-    EventId, Principal, Task, TaskId, TaskView, Work, truncate_status_message,
+    EventId, Grant, Principal, Task, TaskId, TaskView, Work, truncate_status_message,
 };
 use snodo_core::store::{
     Access, Action, Committed, Effect, NewTask, Store, StoreError, TaskCounts, TaskPage, TaskQuery,
 };
+use snodo_runner::budget::TenantLimits;
+use snodo_runner::{CatalogTool, tool_call_work};
 
 use super::TaskService;
 use super::handoff::Handoff;
+
+/// The task a call of `tool` with `arguments` for `principal` makes, whoever calls it (a
+/// client's `tools/call`, a schedule's firing): the work pinned to the tool's component
+/// (`runner.component_policy` decides what recovery does if that version is gone) with the
+/// tool's retry policy and limits and the caller's `grant`; the tool's TTL and poll
+/// interval; the tenant's caps from `limits`.
+pub(crate) fn tool_task(
+    id: TaskId,
+    tool: &CatalogTool,
+    principal: &Principal,
+    arguments: Value,
+    grant: Grant,
+    limits: &TenantLimits,
+) -> NewTask {
+    let work = tool_call_work(&id, &tool.info.name, arguments)
+        .with_component_digest(tool.component.info().digest.clone())
+        .with_retry_policy(tool.retry_policy.clone())
+        .with_limits(tool.limits)
+        .with_principal(principal.clone());
+    // Every scope and no claims, the common case, is what a work without a grant means.
+    let work = if grant == Grant::default() {
+        work
+    } else {
+        work.with_grant(grant)
+    };
+    let mut new = NewTask::new(id, principal.scope(), work);
+    new.ttl_ms = tool.ttl_ms;
+    new.poll_interval_ms = Some(tool.poll_interval_ms);
+    new.max_live_in_scope = Some(limits.live_tasks_per_tenant);
+    new.max_stored_in_scope = Some(limits.stored_tasks_per_tenant);
+    new.max_stored_bytes_in_scope = Some(limits.stored_bytes_per_tenant);
+    new
+}
 
 impl TaskService {
     /// Creates a task (and, with a free execution slot, claims and starts it in the same

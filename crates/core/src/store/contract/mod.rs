@@ -19,6 +19,7 @@ mod reaping;
 mod renewal_and_expiry;
 mod retry_scheduling;
 mod revocations;
+mod schedules;
 mod stored_caps;
 mod terminal_races;
 mod transitions_and_cas;
@@ -37,6 +38,7 @@ pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
 pub use revocations::revocations;
+pub use schedules::schedules;
 pub use stored_caps::{stored_bytes_caps, stored_caps};
 pub use terminal_races::terminal_races;
 pub use transitions_and_cas::transitions_and_cas;
@@ -144,6 +146,7 @@ macro_rules! store_contract_suite {
             revocations,
             deployments,
             listing,
+            schedules,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

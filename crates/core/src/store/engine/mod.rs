@@ -23,6 +23,8 @@
 //!   releasing, a worker's snapshot, and fencing the claims of a process that is gone.
 //! - `components`: stored components and deployments.
 //! - `revocations`: revoked keys.
+//! - `schedules`: schedules' rows, swapped by revision (a firing's inside its task's
+//!   creation).
 //! - `journal`: a task's outbound journal.
 //! - `listing`: operators' pages of tasks and the counts by status and tool.
 
@@ -32,6 +34,7 @@ mod components;
 mod journal;
 mod listing;
 mod revocations;
+mod schedules;
 mod scratch;
 mod tasks;
 mod txn;
@@ -52,6 +55,12 @@ pub(crate) use listing::{counts, list};
 pub(crate) use revocations::revoke;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key};
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use schedules::{
+    check_swap, decode as decode_schedule, encode as encode_schedule,
+    too_many as too_many_schedules,
+};
+pub(crate) use schedules::{schedule, schedules, swap as swap_schedule};
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use tasks::delete_tasks;
 pub(crate) use tasks::{
@@ -103,6 +112,8 @@ pub(crate) enum Touches<'a> {
     Journal(TaskId),
     /// The revocations table alone (nothing of any task).
     Revocations,
+    /// The schedules' rows alone (nothing of any task).
+    Schedules,
     /// The components and deployments tables, and the pin counts (nothing of any task).
     Deployments,
     /// Every task whose claim names this owner (a shared store's node releasing the claims

@@ -164,6 +164,15 @@ impl Txn for Scratch<'_> {
         self.txn.revoke_put(key, until)
     }
 
+    fn schedule_swap(
+        &mut self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Schedule>,
+    ) -> StoreResult<()> {
+        self.txn.schedule_swap(name, expected, after)
+    }
+
     fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {
         self.txn.revoke_sweep(now, limit)
     }

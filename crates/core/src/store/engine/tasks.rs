@@ -92,6 +92,11 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
     if caps.any() {
         txn.admit(&rec.task.scope, caps, rec.task.stored_bytes)?;
     }
+    // The last check, and the first write: a schedule's row that moved meanwhile refuses
+    // the firing before anything of its task is written.
+    if let Some(firing) = &new.firing {
+        super::schedules::fire(txn, firing)?;
+    }
     txn.save(None, &rec)?;
     Ok(rec.task)
 }

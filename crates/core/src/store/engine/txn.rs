@@ -61,6 +61,8 @@ pub(crate) enum Kv {
     ComponentMeta,
     /// Revision (big-endian u64) → [`Deployment`], encoded.
     Deployments,
+    /// Schedule name → [`Schedule`](crate::model::Schedule), as JSON.
+    Schedules,
 }
 
 impl Kv {
@@ -71,6 +73,7 @@ impl Kv {
             Kv::ComponentBytes => 1,
             Kv::ComponentMeta => 2,
             Kv::Deployments => 3,
+            Kv::Schedules => 4,
         }
     }
 }
@@ -237,6 +240,17 @@ pub(crate) trait Txn: View {
     fn listing_del(&mut self, key: &[u8]) -> StoreResult<()>;
     fn kv_put(&mut self, space: Kv, key: &[u8], value: &[u8]) -> StoreResult<()>;
     fn kv_del(&mut self, space: Kv, key: &[u8]) -> StoreResult<()>;
+    /// Replaces the schedule `name` at revision `expected` (`None`: absent) with `after`
+    /// (`None`: removed); [`StoreError::ScheduleConflict`] when it is not at `expected`.
+    /// An adapter that cannot read the row in its write checks it when the write commits.
+    fn schedule_swap(
+        &mut self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Schedule>,
+    ) -> StoreResult<()> {
+        super::schedules::swap_in_kv(self, name, expected, after)
+    }
     /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
     /// keeps it).
     fn revoke_put(&mut self, key: &str, until: Timestamp) -> StoreResult<()>;

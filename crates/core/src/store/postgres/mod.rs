@@ -167,6 +167,20 @@ impl std::fmt::Debug for PgStore {
 }
 
 impl PgStore {
+    /// Schedules' rows, by name: every one, or the one named.
+    async fn pg_schedules(&self, name: Option<&str>) -> StoreResult<Vec<crate::model::Schedule>> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            "SELECT body FROM schedules WHERE $1::text IS NULL OR name = $1 ORDER BY name",
+        )
+        .await?;
+        let rows = client.query(&st, &[&name]).await.map_err(pg_error)?;
+        rows.iter()
+            .map(|r| engine::decode_schedule(r.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
     /// Connects, applies migrations when `options.migrate` (else refuses an out-of-date
     /// schema), releases the claims this node's previous life held, and starts listening
     /// for other nodes' changes.
@@ -613,6 +627,16 @@ impl Backend for PgStore {
         let id = new.id;
         let scope = new.scope.as_str().to_owned();
         let admit = Caps::of(&new).any().then_some(scope.as_str());
+        if new.firing.is_some() {
+            // A firing runs alone, counted exactly: its row's swap may refuse it as it
+            // commits, which would roll back a group's other writes with it.
+            return self
+                .writer
+                .alone(Touches::New(id), admit, admit.is_some(), move |txn, ctx| {
+                    f(txn, ctx, new)
+                })
+                .await;
+        }
         let again = new.clone();
         let f = Arc::new(f);
         let first = f.clone();
@@ -711,6 +735,26 @@ impl Backend for PgStore {
             .map_err(pg_error)?;
         let wait: Option<i64> = row.get(0);
         Ok(wait.map(|w| w.max(0) as u64))
+    }
+
+    async fn schedules(&self) -> StoreResult<Vec<crate::model::Schedule>> {
+        self.pg_schedules(None).await
+    }
+
+    async fn schedule(&self, name: &str) -> StoreResult<Option<crate::model::Schedule>> {
+        Ok(self.pg_schedules(Some(name)).await?.into_iter().next())
+    }
+
+    async fn swap_schedule(
+        &self,
+        name: String,
+        expected: Option<u64>,
+        after: Option<crate::model::Schedule>,
+    ) -> StoreResult<()> {
+        let swap = staged::ScheduleSwap::new(&name, expected, after.as_ref())?;
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(&client, staged::SWAP_SCHEDULE).await?;
+        swap.run(&client, &st).await
     }
 
     /// Tells the other nodes, after the commit, coalesced (see [`notify`]).

@@ -108,6 +108,62 @@ pub(super) struct Staged {
     pub(super) needs_exact: bool,
     /// Journal entries to insert: (task, position, entry).
     journal: Vec<(TaskId, u32, Vec<u8>)>,
+    /// A schedule's row to swap (a firing's), checked by `swap_schedule` as it commits.
+    schedule: Option<ScheduleSwap>,
+}
+
+/// A schedule's row swapped by a write: `swap_schedule`'s parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct ScheduleSwap {
+    name: String,
+    expected: Option<i64>,
+    body: Option<Vec<u8>>,
+    revision: Option<i64>,
+}
+
+impl ScheduleSwap {
+    pub(super) fn new(
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Schedule>,
+    ) -> StoreResult<Self> {
+        Ok(Self {
+            name: name.to_owned(),
+            expected: expected.map(|r| r as i64),
+            body: after
+                .map(crate::store::engine::encode_schedule)
+                .transpose()?,
+            revision: after.map(|s| s.revision as i64),
+        })
+    }
+
+    /// Runs `swap_schedule` (prepared as `st`) on `client`.
+    pub(super) async fn run(&self, client: &Object, st: &Statement) -> StoreResult<()> {
+        let max = crate::model::MAX_SCHEDULES as i64;
+        client
+            .execute(
+                st,
+                &[&self.name, &self.expected, &self.body, &self.revision, &max],
+            )
+            .await
+            .map_err(|e| schedule_error(&self.name, e))?;
+        Ok(())
+    }
+}
+
+/// `swap_schedule`, as a statement.
+pub(super) const SWAP_SCHEDULE: &str = "SELECT swap_schedule($1, $2, $3, $4, $5)";
+
+/// A driver error of `swap_schedule` in the contract's terms.
+pub(super) fn schedule_error(name: &str, e: tokio_postgres::Error) -> StoreError {
+    match e.as_db_error().map(|d| (d.code().code(), d.message())) {
+        Some(("SN409", current)) => StoreError::ScheduleConflict {
+            name: name.to_owned(),
+            current: current.parse().ok(),
+        },
+        Some(("SN413", _)) => crate::store::engine::too_many_schedules(),
+        _ => pg_error(e),
+    }
 }
 
 impl Staged {
@@ -133,6 +189,7 @@ impl Staged {
             counted,
             needs_exact: false,
             journal: Vec::new(),
+            schedule: None,
         };
         for (id, rec) in fetched {
             s.index.push(id);
@@ -154,6 +211,10 @@ impl Staged {
     /// The statements that write what the rules changed, with their parameters.
     pub(super) fn changes(&self, shard: i16) -> StoreResult<Vec<Change>> {
         let mut out = Vec::new();
+        // First: its row's lock comes before the task's insert (schema_7.sql).
+        if let Some(swap) = &self.schedule {
+            out.push(Change::Schedule(swap.clone()));
+        }
         let (mut inserts, mut updates, mut deletes) =
             (TaskRows::default(), TaskRows::default(), Vec::new());
         for id in &self.dirty {
@@ -363,6 +424,8 @@ pub(super) enum Change {
         shard: i16,
         delta: i64,
     },
+    /// Swap a schedule's row (a row not where the write expected it fails the write).
+    Schedule(ScheduleSwap),
     /// Record a journal entry (an entry already at the position fails the write).
     Journal {
         id: TaskId,
@@ -411,6 +474,7 @@ pub(super) struct Writes {
     pin: Statement,
     journal: Statement,
     tally: Statement,
+    schedule: Statement,
 }
 
 impl Writes {
@@ -446,6 +510,7 @@ impl Writes {
             pin: prepared(client, BUMP_PINNED).await?,
             journal: prepared(client, INSERT_JOURNAL).await?,
             tally: prepared(client, BUMP_TALLY).await?,
+            schedule: prepared(client, SWAP_SCHEDULE).await?,
         })
     }
 }
@@ -501,6 +566,7 @@ impl Change {
             Change::Delete(ids) => {
                 client.execute(&st.delete, &[ids]).await.map_err(pg_error)?;
             }
+            Change::Schedule(swap) => swap.run(client, &st.schedule).await?,
             Change::Pinned {
                 digest,
                 shard,
@@ -646,6 +712,23 @@ impl Txn for Staged {
 
     fn kv_put(&mut self, _: Kv, _: &[u8], _: &[u8]) -> StoreResult<()> {
         Err(own_statements())
+    }
+
+    /// Checked as the write commits: `swap_schedule` refuses a row not at `expected`, and
+    /// the transaction with it.
+    fn schedule_swap(
+        &mut self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Schedule>,
+    ) -> StoreResult<()> {
+        if self.schedule.is_some() {
+            return Err(StoreError::invalid(
+                "a shared-store write swaps at most one schedule",
+            ));
+        }
+        self.schedule = Some(ScheduleSwap::new(name, expected, after)?);
+        Ok(())
     }
 
     // The listing indexes are SQL indexes over the columns a row's write sets.

@@ -130,6 +130,91 @@ mod shared {
         })
     }
 
+    /// Two nodes that plan the same firings (or different ones from the same row) race to
+    /// fire them: each time exactly one creates its task, the other is refused as a
+    /// conflict (never as an unavailable store), and the row counts one firing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_nodes_racing_a_firing_create_one_task() {
+        use crate::model::{
+            Cadence, Firings, Missed, Schedule, ScheduleOrigin, ScheduleSpec, firing_id,
+        };
+        use crate::store::ScheduleMove;
+        let Some((_pg, a, b)) = two_nodes().await else {
+            return;
+        };
+        let spec = ScheduleSpec {
+            name: "race".into(),
+            tool: "t".into(),
+            arguments: Default::default(),
+            tenant: "acme".into(),
+            subject: "ops".into(),
+            cadence: Cadence::Every { ms: 1_000 },
+            missed: Missed::One,
+            missed_after_ms: 60_000,
+            catch_up: 10,
+        };
+        let row = Schedule::new(spec, ScheduleOrigin::Config, Timestamp(T0));
+        a.swap_schedule("race", None, Some(&row))
+            .await
+            .expect("made");
+        let firing = |row: &Schedule, at: u64| {
+            let at = Timestamp(at);
+            let id = firing_id(row.key, at);
+            let after = row.fired(
+                at,
+                id,
+                at,
+                Firings {
+                    next_at: Some(Timestamp(at.as_millis() + 1_000)),
+                    skipped: 0,
+                    manual: false,
+                },
+            );
+            let mut new = new_task("acme");
+            new.id = id;
+            new.work.idempotency_key = id.to_string();
+            new.firing = Some(ScheduleMove {
+                expected: row.revision,
+                after,
+            });
+            new
+        };
+        let mut row = row;
+        for k in 1..=20u64 {
+            // Odd rounds: the same firing on both; even ones: each node saw another time.
+            let at_a = T0 + k * 10_000;
+            let at_b = if k % 2 == 1 { at_a } else { at_a + 1_000 };
+            let (ra, rb) = tokio::join!(a.create(firing(&row, at_a)), b.create(firing(&row, at_b)));
+            let won = match (&ra, &rb) {
+                (Ok(t), Err(e)) | (Err(e), Ok(t)) => {
+                    assert!(
+                        matches!(
+                            e,
+                            StoreError::AlreadyExists | StoreError::ScheduleConflict { .. }
+                        ),
+                        "round {k}: the loser hears a conflict, not {e:?}"
+                    );
+                    t.id
+                }
+                other => panic!("round {k}: exactly one firing commits, got {other:?}"),
+            };
+            row = a.schedule("race").await.expect("read").expect("kept");
+            assert_eq!(row.fired, k, "round {k}");
+            assert_eq!(row.last.as_ref().map(|l| l.task_id), Some(won));
+            let other = if ra.is_ok() {
+                firing_id(row.key, Timestamp(at_b))
+            } else {
+                firing_id(row.key, Timestamp(at_a))
+            };
+            if other != won {
+                assert!(
+                    b.inspect(&other).await.expect("inspect").is_none(),
+                    "round {k}"
+                );
+            }
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn two_nodes_share_tasks_and_never_claim_the_same_one() {
         let Some((_pg, a, b)) = two_nodes().await else {

@@ -357,7 +357,11 @@ impl Backend for RedbStore {
         // Only the reads that need them open the journal's and the revocations' tables.
         let extra = matches!(
             touches,
-            Touches::Journal(_) | Touches::Revocations | Touches::Deployments | Touches::Listing
+            Touches::Journal(_)
+                | Touches::Revocations
+                | Touches::Deployments
+                | Touches::Listing
+                | Touches::Schedules
         );
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;

@@ -2,16 +2,17 @@
 //! pinned to the tool's component, and the TTL and poll interval a mode rule may choose
 //! within bounds.
 
-use snodo_core::model::{Grant, Task, TaskId, TaskView};
-use snodo_core::store::{MAX_TTL_MS, NewTask, StoreError};
+use snodo_core::model::{Task, TaskId, TaskView};
+use snodo_core::store::{MAX_TTL_MS, StoreError};
+use snodo_runner::CatalogTool;
 use snodo_runner::budget::{Over, Refusal};
-use snodo_runner::{CatalogTool, tool_call_work};
 use snodo_wasm::ModeChoice;
 
 use super::super::dialect::TaskReply;
 use super::super::{Ctx, Handled, McpServer, Reply};
 use super::{Calling, grant_of};
 use crate::protocol::RpcError;
+use crate::tasks::tool_task;
 
 impl McpServer {
     /// Creates the task (and, with a free execution slot, claims and starts it in the same
@@ -39,39 +40,32 @@ impl McpServer {
         self.creates
             .try_take(principal.tenant.as_str())
             .map_err(|r| self.refuse(&r))?;
-        let task_id = TaskId::generate();
-        // Pinned to the code the task was created against (runner.component_policy
-        // decides what recovery does if that version is gone).
-        let work = tool_call_work(&task_id, &tool.info.name, arguments)
-            .with_component_digest(tool.component.info().digest.clone())
-            .with_retry_policy(tool.retry_policy.clone())
-            .with_limits(tool.limits)
-            .with_principal(principal.clone());
-        // The caller's trace, with a span for the task every attempt continues.
-        let work = match (&ctx.meta.trace, ctx.notes) {
-            _ if !self.config.trace_context => work,
-            (Some(trace), _) => work.with_trace(trace.for_task()),
-            // Traced here: the task continues the request's span.
-            (None, Some(notes)) => work.with_trace(notes.task_context()),
-            (None, None) => work,
-        };
         let grant = grant_of(tool, ctx.caller);
-        // Every scope and no claims, the common case, is what a work without a grant means.
-        let work = if grant == Grant::default() {
-            work
-        } else {
-            work.with_grant(grant)
+        let mut new = tool_task(
+            TaskId::generate(),
+            tool,
+            principal,
+            arguments,
+            grant,
+            &self.config.limits,
+        );
+        // The caller's trace, with a span for the task every attempt continues.
+        let trace = match (&ctx.meta.trace, ctx.notes) {
+            _ if !self.config.trace_context => None,
+            (Some(trace), _) => Some(trace.for_task()),
+            // Traced here: the task continues the request's span.
+            (None, Some(notes)) => Some(notes.task_context()),
+            (None, None) => None,
         };
-        let mut new = NewTask::new(task_id, principal.scope(), work);
+        if let Some(trace) = trace {
+            new.work = new.work.with_trace(trace);
+        }
         let park_after_ms = self.tasks().runner().options().park_after.as_millis() as u64;
         let (ttl_ms, poll_interval_ms) = bounded_choice(tool, choice, park_after_ms);
         new.ttl_ms = ttl_ms;
         new.poll_interval_ms = Some(poll_interval_ms);
         // The capability set only: never the request's _meta.
         new.client_capabilities = ctx.meta.client_capabilities.clone();
-        new.max_live_in_scope = Some(self.config.limits.live_tasks_per_tenant);
-        new.max_stored_in_scope = Some(self.config.limits.stored_tasks_per_tenant);
-        new.max_stored_bytes_in_scope = Some(self.config.limits.stored_bytes_per_tenant);
         let task = match self.tasks().create(new).await {
             Ok(t) => t,
             Err(StoreError::LiveLimit { max }) => {
