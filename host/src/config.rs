@@ -1342,4 +1342,53 @@ journal = false
             assert!(e.reason.contains(says), "{text}: {e}");
         }
     }
+
+    #[test]
+    fn schedules_are_read_with_their_defaults_and_refused_by_their_index() {
+        let o = options(
+            "[[schedules]]\nname = \"nightly\"\ntool = \"report\"\ntenant = \"acme\"\n\
+             cron = \"0 2 * * *\"\nzone = \"Europe/Paris\"\nmissed = \"one\"\n\
+             arguments = { region = \"eu\" }\n\
+             [[schedules]]\nname = \"poll\"\ntool = \"report\"\ntenant = \"acme\"\n\
+             every_ms = 30000\ncatch_up = 5\n",
+        )
+        .expect("options");
+        let [nightly, poll] = o.schedules.as_slice() else {
+            panic!("two schedules: {:?}", o.schedules);
+        };
+        assert_eq!(nightly.subject, "scheduler", "the default subject");
+        assert_eq!(nightly.missed, snodo_core::model::Missed::One);
+        assert_eq!(nightly.arguments["region"], "eu");
+        assert_eq!(nightly.cadence.describe(), "0 2 * * * in Europe/Paris");
+        assert_eq!(poll.cadence.describe(), "every 30 s");
+        assert_eq!((poll.catch_up, poll.missed_after_ms), (5, 60_000));
+        let one = "[[schedules]]\nname = \"a\"\ntool = \"t\"\ntenant = \"acme\"\n";
+        for (text, key, says) in [
+            (one.to_string(), "schedules[0]", "give cron or every_ms"),
+            (
+                format!("{one}every_ms = 1\n"),
+                "schedules[0]",
+                "shorter than the least",
+            ),
+            (
+                format!("{one}cron = \"* * * * *\"\nzone = \"Nowhere/Else\"\n"),
+                "schedules[0]",
+                "time zone",
+            ),
+            (
+                format!("{one}every_ms = 1000\n{one}every_ms = 2000\n"),
+                "schedules[1]",
+                "a second schedule named \"a\"",
+            ),
+            (
+                format!("{one}every_ms = 1000\nmissed = \"some\"\n"),
+                "schedules[0].missed",
+                "some",
+            ),
+        ] {
+            let e = options(&text).expect_err(&text);
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
 }

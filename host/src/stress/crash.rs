@@ -70,7 +70,23 @@ const CRASH_INVARIANTS: &[(&str, &str)] = &[
         "recovery_within_bound",
         "every task finished within the documented bound after the last restart",
     ),
+    (
+        "schedule_fires_once",
+        "every firing of the nodes' schedule created one task, whichever node fired it and \
+         however often nodes were killed",
+    ),
+    (
+        "schedule_misses_none",
+        "with missed = \"all\", every firing from the schedule's anchor to its next one has \
+         its task, across every crash",
+    ),
 ];
+
+/// The schedule every node declares: `greet` every second (the shortest interval), every
+/// missed firing caught up, in a tenant of its own.
+const SCHEDULE: &str = "stress";
+const SCHEDULE_TENANT: &str = "stress-schedules";
+const SCHEDULE_EVERY_MS: u64 = 1_000;
 
 /// How the children reach their store.
 #[derive(Debug, Clone)]
@@ -115,6 +131,10 @@ fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> P
         "listen = \"127.0.0.1:0\"\ncache_dir = {:?}\n\n[node]\nid = \"stress-node-{n}\"\n\n[store]\n{store_toml}\n\n[runner]\nlease_ms = {CRASH_LEASE_MS}\nheartbeat_ms = 500\npark_after_ms = 300\n\n[tools.flaky]\nretry = [100]\n",
         dir.join("cache").display().to_string()
     );
+    text.push_str(&format!(
+        "\n[[schedules]]\nname = \"{SCHEDULE}\"\ntool = \"greet\"\ntenant = \"{SCHEDULE_TENANT}\"\n\
+         every_ms = {SCHEDULE_EVERY_MS}\nmissed = \"all\"\ncatch_up = 1000\n"
+    ));
     text.push_str(&components_toml(components));
     let path = dir.join(format!("node-{n}.toml"));
     let _ = std::fs::write(&path, text);
@@ -368,6 +388,7 @@ where
     for (id, told) in &model {
         judge(&*store, &o, id, told, finished.get(id), &mut slowest).await;
     }
+    judge_schedule(&*store, &o).await;
     let _ = std::fs::remove_dir_all(&dir);
     let mut o: Observed = observed(o);
     o.timings.insert(
@@ -589,4 +610,75 @@ fn judge_sleeps(o: &Shared, id: &str, t: &crate::model::Task) {
             || format!("task {id} committed sleeps until {wakes:?}"),
         );
     }
+}
+
+/// Checks the nodes' schedule against the tasks in `store`: each firing (the time its
+/// task's id is stamped with) has one task, the row counts them, and none from the anchor
+/// to the next firing is missing.
+async fn judge_schedule(store: &dyn Store, o: &Shared) {
+    use crate::store::{TaskFilter, TaskQuery};
+    let Some(row) = store.schedule(SCHEDULE).await.ok().flatten() else {
+        check(o, "schedule_fires_once", false, || {
+            "the nodes' schedule is not in the store".to_owned()
+        });
+        return;
+    };
+    let mut by_time: BTreeMap<u64, usize> = BTreeMap::new();
+    let filter = TaskFilter {
+        tenant: Some(SCHEDULE_TENANT.to_owned()),
+        ..TaskFilter::default()
+    };
+    let mut query = TaskQuery::new(filter, 500);
+    loop {
+        let Ok(page) = store.list_tasks(&query).await else {
+            check(o, "schedule_fires_once", false, || {
+                "the schedule's tasks could not be listed".to_owned()
+            });
+            return;
+        };
+        for t in &page.tasks {
+            let mut prefix = [0u8; 8];
+            prefix[2..].copy_from_slice(&t.id.as_bytes()[..6]);
+            *by_time.entry(u64::from_be_bytes(prefix)).or_default() += 1;
+        }
+        match page.next {
+            Some(next) => query.after = Some(next),
+            None => break,
+        }
+    }
+    let twice: Vec<u64> = by_time
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(t, _)| *t)
+        .collect();
+    check(
+        o,
+        "schedule_fires_once",
+        twice.is_empty() && by_time.len() as u64 == row.fired,
+        || {
+            format!(
+                "{} firings have tasks, the row counts {}, firings with two tasks: {twice:?}",
+                by_time.len(),
+                row.fired
+            )
+        },
+    );
+    let anchor = row.anchor.as_millis();
+    let end = row.next_at.map_or(anchor, |t| t.as_millis());
+    let missing: Vec<u64> = (1..)
+        .map(|k| anchor + k * SCHEDULE_EVERY_MS)
+        .take_while(|t| *t < end)
+        .filter(|t| !by_time.contains_key(t))
+        .collect();
+    check(
+        o,
+        "schedule_misses_none",
+        missing.is_empty() && row.skipped == 0,
+        || {
+            format!(
+                "firings without a task: {missing:?}; the row skipped {} ({:?})",
+                row.skipped, row.last_error
+            )
+        },
+    );
 }

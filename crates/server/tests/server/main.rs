@@ -28,6 +28,7 @@ mod health;
 mod legacy_tasks;
 mod methods;
 mod oauth;
+mod schedules;
 mod streams;
 mod tasks;
 mod wasm_guests;
