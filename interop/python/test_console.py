@@ -2,11 +2,14 @@
 nothing is downloaded). An operator signs in with an admin token, filters the list, answers a
 waiting task's form and watches it complete on a page that never reloads, and bulk-cancels a
 filtered set after a confirmation. Forms without the session's CSRF token, or posted from
-another origin, are refused. Screenshots go to target/artifacts/console/."""
+another origin, are refused. On the schedules page an operator sees a configured schedule's
+next firings, fires it now and follows its task, and pauses and resumes it. Screenshots go to
+target/artifacts/console/."""
 
 import http.client
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -57,6 +60,14 @@ subject = "alice"
 token = "{OPS}"
 tenant = "acme"
 subject = "ops"
+
+[[schedules]]
+name = "new-year-greeting"
+tool = "greet"
+tenant = "acme"
+arguments = {{ name = "Operator" }}
+cron = "0 0 1 1 *"
+zone = "Europe/Paris"
 """) as (port, _):
         yield port
 
@@ -162,4 +173,40 @@ def test_an_operator_filters_answers_live_and_bulk_cancels(console, browser):
     page.get_by_role("button", name="Sign out").click()
     page.goto(f"{base}/console/tasks")
     expect(page).to_have_url(f"{base}/console/login?next=/console/tasks")
+    ctx.close()
+
+
+def test_an_operator_runs_pauses_and_resumes_a_schedule(console, browser):
+    base = f"http://127.0.0.1:{console}"
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    sign_in(page, base)
+    page.get_by_role("link", name="Schedules").click()
+    expect(page).to_have_url(f"{base}/console/schedules")
+    row = page.locator('tr[data-schedule="new-year-greeting"]')
+    expect(row).to_contain_text("0 0 1 1 * in Europe/Paris")
+    expect(row).to_contain_text("configured")
+    # The next firing is midnight on the first of January in Paris: 23:00 UTC the day before.
+    expect(row.locator("ol li").first).to_contain_text("-12-31T23:00:00.000Z")
+    expect(row).to_contain_text("not yet")
+    shot(page, "09-schedules")
+
+    # Run now: the task it made, followed to its result.
+    row.get_by_role("button", name="Run now new-year-greeting").click()
+    expect(page).to_have_url(re.compile(re.escape(f"{base}/console/tasks/") + "[0-9a-f]{32}$"))
+    expect(page.locator("[data-status]")).to_have_attribute("data-status", "completed", timeout=30_000)
+    expect(page.get_by_text("Hello, Operator!")).to_be_visible()
+    task = page.url.rsplit("/", 1)[-1]
+    shot(page, "10-schedule-run")
+
+    page.goto(f"{base}/console/schedules")
+    expect(row.get_by_role("link", name=task)).to_be_visible()
+    expect(row.locator(".status-completed")).to_be_visible()
+    row.get_by_role("button", name="Pause new-year-greeting").click()
+    expect(page).to_have_url(f"{base}/console/schedules")
+    expect(row).to_contain_text("paused")
+    expect(row.locator("ol li")).to_have_count(0)
+    row.get_by_role("button", name="Resume new-year-greeting").click()
+    expect(row.locator("ol li")).to_have_count(5)
+    shot(page, "11-schedule-resumed")
     ctx.close()

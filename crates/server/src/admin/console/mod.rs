@@ -7,12 +7,13 @@
 //! carries the session's CSRF token and every POST must come from this origin. Pages:
 //! the task list (filters, counts, live rows, paging), a task's page (summary, what it
 //! waits on with an answer form built from the question's schema, its history as a
-//! timeline, cancel and retry-now), and bulk cancel with a preview and a confirmation.
+//! timeline, cancel and retry-now), bulk cancel with a preview and a confirmation, and the
+//! schedules (next and last firings, pause, resume, run now).
 //!
 //! - `requests`: what every request passes: security headers, same origin, the session,
 //!   posted forms and their CSRF token.
 //! - `signin`: sign-in with a token or through the identity provider, and sign-out.
-//! - `list`, `task`, `bulk`: the pages and the actions on them.
+//! - `list`, `task`, `bulk`, `schedules`: the pages and the actions on them.
 //! - `live`: the change feed and the script that follows it.
 //! - `render`: the page frame, the error page and the small pieces every page shows.
 
@@ -21,6 +22,7 @@ mod list;
 mod live;
 mod render;
 mod requests;
+mod schedules;
 mod signin;
 mod task;
 
@@ -87,6 +89,10 @@ pub(crate) fn routes(state: ConsoleState) -> Router {
         .route("/tasks/{id}/retry", post(retry))
         .route("/cancel", get(bulk_preview).post(bulk_run))
         .route("/events", get(events))
+        .route("/schedules", get(schedules::schedules_page))
+        .route("/schedules/{name}/pause", post(schedules::pause))
+        .route("/schedules/{name}/resume", post(schedules::resume))
+        .route("/schedules/{name}/run", post(schedules::run))
         .route("/logout", post(logout))
         .route_layer(middleware::from_fn_with_state(state.clone(), signed_in));
     Router::new()
