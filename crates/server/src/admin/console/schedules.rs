@@ -15,8 +15,12 @@ pub(super) async fn schedules_page(
     axum::Extension(session): axum::Extension<Session>,
 ) -> Response {
     match s.admin.operators.schedules(&session.op).await {
-        Ok(views) => page("Schedules", Some(&session), schedules_markup(&session, &views))
-            .into_response(),
+        Ok(views) => page(
+            "Schedules",
+            Some(&session),
+            schedules_markup(&session, &views),
+        )
+        .into_response(),
         Err(e) => error_page(&e),
     }
 }
@@ -84,7 +88,13 @@ pub(super) async fn pause(
     Path(name): Path<String>,
     p: Posted,
 ) -> Response {
-    done(s.admin.operators.pause_schedule(&p.session.op, &name, true).await.map(|_| ()))
+    done(
+        s.admin
+            .operators
+            .pause_schedule(&p.session.op, &name, true)
+            .await
+            .map(|_| ()),
+    )
 }
 
 pub(super) async fn resume(
@@ -92,7 +102,13 @@ pub(super) async fn resume(
     Path(name): Path<String>,
     p: Posted,
 ) -> Response {
-    done(s.admin.operators.pause_schedule(&p.session.op, &name, false).await.map(|_| ()))
+    done(
+        s.admin
+            .operators
+            .pause_schedule(&p.session.op, &name, false)
+            .await
+            .map(|_| ()),
+    )
 }
 
 /// Fires the schedule now and shows the task it made.
