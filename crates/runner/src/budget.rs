@@ -449,6 +449,11 @@ impl Slots {
         self.lock().total < self.global
     }
 
+    /// Slots free under the global cap now.
+    pub fn free(&self) -> usize {
+        self.global.saturating_sub(self.lock().total)
+    }
+
     /// Tenants holding slots that could not take one more now.
     pub fn saturated_tenants(&self) -> Vec<String> {
         let held = self.lock();

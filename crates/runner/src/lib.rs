@@ -224,6 +224,11 @@ impl RunnerOptions {
 /// The longest a panicked runner loop stays down before it runs again.
 pub const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(30);
 
+/// The most due tasks the recovery loop claims in one commit: as many as there are free
+/// slots, up to this (a wake or a recovery burst is taken a batch per commit, where each
+/// claim of its own would cost a commit).
+const CLAIM_BATCH: usize = 16;
+
 /// What [`Runner::submit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Submitted {
@@ -890,6 +895,9 @@ enum Looked {
 /// cannot hold the slot) and starts it.
 async fn claim_due(inner: &Arc<Inner>, base: &ClaimRequest) -> Result<Looked, StoreError> {
     let mut req = base.clone();
+    // As many tasks as there are free slots, in one commit (a slot taken meanwhile by
+    // another path gives its claim back below).
+    req.batch = inner.running.free().clamp(1, CLAIM_BATCH);
     req.skip_scopes = inner
         .running
         .saturated_tenants()
@@ -903,16 +911,19 @@ async fn claim_due(inner: &Arc<Inner>, base: &ClaimRequest) -> Result<Looked, St
     .await;
     let next = next?;
     removed_at_ttl(inner, &next.reaped).await;
-    let Some(claimed) = next.claimed else {
+    let Some(first) = next.claimed else {
         return Ok(Looked::Idle {
             due_in_ms: next.next_due_in_ms,
         });
     };
-    match inner.running.try_acquire(claimed.task.scope.as_str()) {
-        Ok(slot) => spawn_attempt(inner.clone(), claimed, slot, claim).await,
-        // Another path took the share meanwhile: give the claim back at once.
-        Err(_) => {
-            let _ = timed(inner, "release", inner.store.release(&claimed.lease)).await;
+    for claimed in std::iter::once(first).chain(next.more) {
+        match inner.running.try_acquire(claimed.task.scope.as_str()) {
+            Ok(slot) => spawn_attempt(inner.clone(), claimed, slot, claim).await,
+            // Another path took the share meanwhile, or the batch held more of a tenant's
+            // tasks than its share: give the claim back at once.
+            Err(_) => {
+                let _ = timed(inner, "release", inner.store.release(&claimed.lease)).await;
+            }
         }
     }
     Ok(Looked::Claimed)

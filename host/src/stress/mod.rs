@@ -927,7 +927,7 @@ impl Layer for Recorder {
         r: &ClaimRequest,
     ) -> crate::store::StoreResult<crate::store::NextClaim> {
         let next = inner.claim_next(r).await?;
-        if let Some(c) = &next.claimed {
+        for c in next.claimed.iter().chain(&next.more) {
             self.claimed(c);
         }
         Ok(next)

@@ -404,7 +404,7 @@ impl<B: Backend> ClaimStore for B {
     async fn claim_next(&self, request: &ClaimRequest) -> StoreResult<NextClaim> {
         // A bad request is refused before any write starts (the rules check it again).
         engine::check_claim_request(request)?;
-        let touches = Touches::NextDue(&request.skip_scopes);
+        let touches = Touches::NextDue(&request.skip_scopes, request.batch);
         let owned = request.clone();
         let mut next = self
             .write(touches, move |txn, ctx| {

@@ -247,7 +247,14 @@ pub struct ClaimRequest {
     /// that will run the task at once saves a commit. Committing that event again later is
     /// a replay.
     pub start: bool,
+    /// How many due tasks `claim_next` may claim in its one write (1..=[`MAX_CLAIM_BATCH`];
+    /// default 1): a runner with several free slots takes as many tasks in one commit
+    /// rather than one commit each.
+    pub batch: usize,
 }
+
+/// The most tasks one `claim_next` claims.
+pub const MAX_CLAIM_BATCH: usize = 32;
 
 /// How many due entries one `claim_next` looks at when it skips scopes.
 pub const CLAIM_SKIP_SCAN: usize = 1_024;
@@ -260,6 +267,7 @@ impl ClaimRequest {
             owner: owner.into(),
             skip_scopes: Vec::new(),
             start: false,
+            batch: 1,
         }
     }
 }
@@ -305,6 +313,9 @@ pub struct Claimed {
 pub struct NextClaim {
     /// The claim on the task due longest, if any was.
     pub claimed: Option<Claimed>,
+    /// Claims on the next tasks due, in due order, up to the request's `batch` with the
+    /// first: each as [`NextClaim::claimed`] is, in the same commit.
+    pub more: Vec<Claimed>,
     /// Due tasks found past their TTL and removed (all of them unfinished: a finished
     /// task is never due).
     pub reaped: Vec<Reaped>,

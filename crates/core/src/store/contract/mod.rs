@@ -7,6 +7,7 @@
 //! through [`Backend::durable`]; an assertion is never weakened for one backend.
 
 mod access_and_scope;
+mod claim_batches;
 mod claims_and_fencing;
 mod creation;
 mod deployments;
@@ -26,6 +27,7 @@ mod transitions_and_cas;
 mod wake_times;
 
 pub use access_and_scope::access_and_scope;
+pub use claim_batches::claim_batches;
 pub use claims_and_fencing::claims_and_fencing;
 pub use creation::creation;
 pub use deployments::deployments;
@@ -135,6 +137,7 @@ macro_rules! store_contract_suite {
             terminal_races,
             input_lifecycle,
             claims_and_fencing,
+            claim_batches,
             renewal_and_expiry,
             retry_scheduling,
             wake_times,

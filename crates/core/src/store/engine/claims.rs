@@ -4,8 +4,8 @@
 use crate::ids::random_u64;
 use crate::model::{Claim, EventKind, HistoryKind, Task, TaskEvent, TaskId, Work};
 use crate::store::types::{
-    Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Lease, MAX_LEASE_MS, NewTask, NextClaim,
-    Reaped,
+    Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Lease, MAX_CLAIM_BATCH, MAX_LEASE_MS,
+    NewTask, NextClaim, Reaped,
 };
 use crate::store::{StoreError, StoreResult};
 
@@ -28,6 +28,12 @@ pub(crate) fn check_claim_request(req: &ClaimRequest) -> StoreResult<()> {
     if req.owner.len() > MAX_OWNER_LEN {
         return Err(StoreError::invalid(format!(
             "a claim owner is at most {MAX_OWNER_LEN} bytes"
+        )));
+    }
+    if !(1..=MAX_CLAIM_BATCH).contains(&req.batch) {
+        return Err(StoreError::invalid(format!(
+            "a claim batch is 1..={MAX_CLAIM_BATCH} tasks, got {}",
+            req.batch
         )));
     }
     Ok(())
@@ -159,7 +165,7 @@ pub(crate) fn claim_next(
 ) -> StoreResult<NextClaim> {
     check_claim_request(req)?;
     let scan = if req.skip_scopes.is_empty() {
-        CLAIM_SCAN
+        CLAIM_SCAN.max(req.batch)
     } else {
         CLAIM_SKIP_SCAN
     };
@@ -183,8 +189,14 @@ pub(crate) fn claim_next(
         if req.skip_scopes.contains(&rec.task.scope) {
             continue;
         }
-        next.claimed = Some(take_claim(txn, ctx, rec, req)?);
-        break;
+        let claimed = take_claim(txn, ctx, rec, req)?;
+        match next.claimed {
+            None => next.claimed = Some(claimed),
+            Some(_) => next.more.push(claimed),
+        }
+        if 1 + next.more.len() >= req.batch {
+            break;
+        }
     }
     if next.claimed.is_none() {
         next.next_due_in_ms = next_due_in(txn, ctx)?;

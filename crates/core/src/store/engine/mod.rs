@@ -100,9 +100,9 @@ pub(crate) enum Touches<'a> {
     TaskWork(TaskId),
     /// A task being created: nothing to read (a taken id fails the write).
     New(TaskId),
-    /// The task due longest that is outside these scopes and not past its TTL
-    /// (`claim_next`).
-    NextDue(&'a [Scope]),
+    /// The tasks due longest, up to this many, that are outside these scopes and not past
+    /// their TTL (`claim_next`).
+    NextDue(&'a [Scope], usize),
     /// Up to this many due tasks past their TTL (cleared when nothing else is due).
     ExpiredDue(usize),
     /// Up to this many tasks past their TTL, the oldest expiry first (`reap`).

@@ -480,8 +480,9 @@ impl<'a> FetchArgs<'a> {
         };
         match *fetch {
             Fetch::Ids(ids) => args.ids = ids.iter().map(|i| i.as_bytes().as_slice()).collect(),
-            Fetch::Alone(Touches::NextDue(skip)) => {
-                args.skip = skip.iter().map(|s| s.as_str()).collect()
+            Fetch::Alone(Touches::NextDue(skip, batch)) => {
+                args.skip = skip.iter().map(|s| s.as_str()).collect();
+                args.limit = batch.min(i64::MAX as usize) as i64;
             }
             Fetch::Alone(Touches::ExpiredDue(n) | Touches::Expired(n)) => {
                 args.limit = n.min(i64::MAX as usize) as i64
@@ -500,7 +501,7 @@ impl<'a> FetchArgs<'a> {
     ) -> Vec<&'p (dyn ToSql + Sync)> {
         match fetch {
             Fetch::Ids(_) => vec![now_param, &self.ids],
-            Fetch::Alone(Touches::NextDue(_)) => vec![now_param, &self.skip],
+            Fetch::Alone(Touches::NextDue(..)) => vec![now_param, &self.skip, &self.limit],
             Fetch::Alone(Touches::ExpiredDue(_) | Touches::Expired(_)) => {
                 vec![now_param, &self.limit]
             }
@@ -519,11 +520,11 @@ fn fetch_sql(fetch: &Fetch<'_>) -> String {
         Fetch::Ids(_) => {
             format!("SELECT {cols} FROM tasks WHERE id = ANY($2) ORDER BY id FOR UPDATE")
         }
-        Fetch::Alone(Touches::NextDue(_)) => format!(
+        Fetch::Alone(Touches::NextDue(..)) => format!(
             "SELECT {cols} FROM tasks
              WHERE due_at <= {NOW_PARAM} AND (expires_at IS NULL OR expires_at > {NOW_PARAM})
                AND scope <> ALL($2)
-             ORDER BY due_at, id LIMIT 1 FOR UPDATE SKIP LOCKED"
+             ORDER BY due_at, id LIMIT $3 FOR UPDATE SKIP LOCKED"
         ),
         Fetch::Alone(Touches::ExpiredDue(_)) => format!(
             "SELECT {cols} FROM tasks WHERE due_at <= {NOW_PARAM} AND expires_at <= {NOW_PARAM}
