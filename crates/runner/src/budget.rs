@@ -449,9 +449,17 @@ impl Slots {
         self.lock().total < self.global
     }
 
-    /// Slots free under the global cap now.
-    pub fn free(&self) -> usize {
-        self.global.saturating_sub(self.lock().total)
+    /// How many slots a batch of claims may count on now: those free below the reserve
+    /// (which tenants already running cannot take), or one when only the reserve is left,
+    /// for a tenant that holds none. A tenant's share may still refuse some of a batch.
+    pub fn claimable(&self) -> usize {
+        let held = self.lock();
+        let open = self.global - self.reserved();
+        if held.total >= self.global {
+            0
+        } else {
+            open.saturating_sub(held.total).max(1)
+        }
     }
 
     /// Tenants holding slots that could not take one more now.

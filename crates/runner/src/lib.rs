@@ -107,6 +107,13 @@ pub struct RunnerOptions {
     /// that has time left; shorter than `attempt_wall_clock_ms`.
     #[serde(rename = "sleep_park_after_ms", with = "millis")]
     pub sleep_park_after: Duration,
+    /// The most due tasks the recovery loop claims in one commit (`claim_batch`, 1 to 32):
+    /// as many as there are free slots, up to this. A wake or a recovery burst then costs a
+    /// commit a batch rather than a commit a task. Unset: [`CLAIM_BATCH_SHARED`] on a
+    /// shared store, whose claims are transactions of a few milliseconds, and 1 on the
+    /// others, whose claims cost less than what a batch loses to the requests that take
+    /// the same free slots meanwhile (docs/performance.md).
+    pub claim_batch: Option<usize>,
     /// The wall clock of an attempt whose tool sets none (`limits.wall_clock_ms`): time in
     /// imports, waiting for input and waiting for a CPU turn included. An attempt past it
     /// is stopped and its task fails with `data.limit = "wall_clock"`, so a guest that only
@@ -156,6 +163,7 @@ impl Default for RunnerOptions {
             loop_backoff: Duration::from_millis(100),
             park_after: Duration::from_secs(30),
             sleep_park_after: Duration::from_secs(1),
+            claim_batch: None,
             attempt_wall_clock: Duration::from_secs(15 * 60),
             journal_task_bytes: 8 << 20,
             stored_bytes_per_tenant: None,
@@ -205,6 +213,15 @@ impl RunnerOptions {
                 ),
             ));
         }
+        if self
+            .claim_batch
+            .is_some_and(|b| !(1..=snodo_core::store::MAX_CLAIM_BATCH).contains(&b))
+        {
+            return Err(SettingError::new(
+                "claim_batch",
+                format!("1 to {}", snodo_core::store::MAX_CLAIM_BATCH),
+            ));
+        }
         if self.max_concurrent == 0 {
             return Err(SettingError::new(
                 "max_concurrent",
@@ -224,10 +241,8 @@ impl RunnerOptions {
 /// The longest a panicked runner loop stays down before it runs again.
 pub const MAX_LOOP_BACKOFF: Duration = Duration::from_secs(30);
 
-/// The most due tasks the recovery loop claims in one commit: as many as there are free
-/// slots, up to this (a wake or a recovery burst is taken a batch per commit, where each
-/// claim of its own would cost a commit).
-const CLAIM_BATCH: usize = 16;
+/// `runner.claim_batch` on a shared (PostgreSQL) store unless configured.
+pub const CLAIM_BATCH_SHARED: usize = 16;
 
 /// What [`Runner::submit`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -897,7 +912,10 @@ async fn claim_due(inner: &Arc<Inner>, base: &ClaimRequest) -> Result<Looked, St
     let mut req = base.clone();
     // As many tasks as there are free slots, in one commit (a slot taken meanwhile by
     // another path gives its claim back below).
-    req.batch = inner.running.free().clamp(1, CLAIM_BATCH);
+    req.batch = inner
+        .running
+        .claimable()
+        .clamp(1, inner.opts.claim_batch.unwrap_or(1));
     req.skip_scopes = inner
         .running
         .saturated_tenants()

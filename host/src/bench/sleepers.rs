@@ -97,6 +97,8 @@ async fn one_store(
             reap_interval: None,
             // One tenant holds every sleeper here: its share is the whole runner.
             max_running_per_tenant: RunnerOptions::default().max_concurrent,
+            // What `snodo serve` takes on each store.
+            claim_batch: (kind == StoreKind::Postgres).then_some(snodo::runner::CLAIM_BATCH_SHARED),
             ..RunnerOptions::default()
         },
         timings.clone(),

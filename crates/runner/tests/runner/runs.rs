@@ -1504,3 +1504,67 @@ async fn a_created_task_starts_though_its_caller_left_before_the_answer() {
     );
     runner.shutdown().await;
 }
+
+/// Counts the `claim_next` commits that claimed, and how many each took.
+#[derive(Default, Clone)]
+struct Batches(Arc<std::sync::Mutex<Vec<usize>>>);
+
+#[async_trait::async_trait]
+impl snodo_core::store::Layer for Batches {
+    async fn claim_next(
+        &self,
+        inner: &dyn Store,
+        request: &snodo_core::store::ClaimRequest,
+    ) -> StoreResult<snodo_core::store::NextClaim> {
+        let next = inner.claim_next(request).await?;
+        if next.claimed.is_some() {
+            self.0.lock().expect("lock").push(1 + next.more.len());
+        }
+        Ok(next)
+    }
+}
+
+/// With `claim_batch`, the recovery loop claims as many queued tasks as it has free slots
+/// in one commit: twenty tasks waiting in the store run in a few claiming commits, never
+/// more than the batch at once, and each runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_tasks_are_claimed_a_batch_per_commit() {
+    let batches = Batches::default();
+    let store = layered_memory(batches.clone());
+    let mut ids = Vec::new();
+    for _ in 0..20 {
+        ids.push(
+            store
+                .create(new_task("completes", json!({})))
+                .await
+                .expect("create")
+                .id,
+        );
+    }
+    // Nine slots, one kept for a tenant holding none: eight for this one.
+    let options = RunnerOptions {
+        claim_batch: Some(8),
+        max_concurrent: 9,
+        max_running_per_tenant: 8,
+        ..opts(true)
+    };
+    let (rec, runner) = recorded(&store, Arc::new(Fake(Arc::new(Completes))), options);
+    for id in &ids {
+        completed(&*store, &rec, id).await;
+    }
+    let events = rec.events.lock().expect("lock").clone();
+    for id in &ids {
+        assert_eq!(starts(&events, id), 1, "task {id} ran once");
+    }
+    let sizes = batches.0.lock().expect("lock").clone();
+    assert_eq!(
+        sizes.iter().sum::<usize>(),
+        20,
+        "no claim given back: a batch counts only the slots it can take: {sizes:?}"
+    );
+    assert!(
+        sizes.iter().all(|n| (1..=8).contains(n)) && sizes.len() < 20 && sizes[0] == 8,
+        "the first commit takes a full batch, none more than 8: {sizes:?}"
+    );
+    runner.shutdown().await;
+}

@@ -288,6 +288,11 @@ fn start_node(
     }
     let mut runner_opts = opts.runner.clone();
     runner_opts.owner = opts.node.clone();
+    if opts.store.kind() == snodo_core::store::StoreKind::Postgres {
+        runner_opts.claim_batch = runner_opts
+            .claim_batch
+            .or(Some(snodo_runner::CLAIM_BATCH_SHARED));
+    }
     // Journal appends count in their tenant's stored bytes, as creations do.
     runner_opts.stored_bytes_per_tenant = Some(opts.limits.stored_bytes_per_tenant);
     runner_opts.tracer = opts.tracer.clone();

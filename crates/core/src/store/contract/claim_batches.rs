@@ -30,13 +30,11 @@ pub async fn claim_batches(b: &mut dyn Backend) {
     req.batch = 3;
     req.skip_scopes = vec![Scope::new("globex")];
     let next = store.claim_next(&req).await.expect("claim_next");
-    let got: Vec<TaskId> = next
-        .claimed
-        .iter()
-        .chain(&next.more)
-        .map(|c| c.task.id)
-        .collect();
-    assert_eq!(got, [ids[0], ids[2], ids[3]], "acme's three, in due order");
+    assert_eq!(
+        claimed(&next),
+        [ids[0], ids[2], ids[3]],
+        "acme's three, in due order"
+    );
     for c in next.claimed.iter().chain(&next.more) {
         assert_eq!(c.task.generation, 1);
         assert_eq!(c.lease.generation(), 1);
@@ -50,13 +48,16 @@ pub async fn claim_batches(b: &mut dyn Backend) {
     let mut req = cr();
     req.batch = MAX_CLAIM_BATCH;
     let next = store.claim_next(&req).await.expect("claim_next");
-    let got: Vec<TaskId> = next
-        .claimed
+    assert_eq!(claimed(&next), [ids[1], ids[4]]);
+    let next = store.claim_next(&req).await.expect("claim_next");
+    assert!(next.claimed.is_none() && next.more.is_empty());
+}
+
+/// The tasks `next` claimed, in its order.
+fn claimed(next: &crate::store::NextClaim) -> Vec<TaskId> {
+    next.claimed
         .iter()
         .chain(&next.more)
         .map(|c| c.task.id)
-        .collect();
-    assert_eq!(got, [ids[1], ids[4]]);
-    let next = store.claim_next(&req).await.expect("claim_next");
-    assert!(next.claimed.is_none() && next.more.is_empty());
+        .collect()
 }

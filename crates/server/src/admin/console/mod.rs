@@ -90,9 +90,7 @@ pub(crate) fn routes(state: ConsoleState) -> Router {
         .route("/cancel", get(bulk_preview).post(bulk_run))
         .route("/events", get(events))
         .route("/schedules", get(schedules::schedules_page))
-        .route("/schedules/{name}/pause", post(schedules::pause))
-        .route("/schedules/{name}/resume", post(schedules::resume))
-        .route("/schedules/{name}/run", post(schedules::run))
+        .route("/schedules/{name}/{action}", post(schedules::act_on))
         .route("/logout", post(logout))
         .route_layer(middleware::from_fn_with_state(state.clone(), signed_in));
     Router::new()

@@ -83,43 +83,30 @@ fn act(session: &Session, name: &str, action: &str, label: &str) -> Markup {
     }
 }
 
-pub(super) async fn pause(
+/// An action on a schedule's row: pause, resume, or run now (which shows the task it made).
+pub(super) async fn act_on(
     State(s): State<ConsoleState>,
-    Path(name): Path<String>,
+    Path((name, action)): Path<(String, String)>,
     p: Posted,
 ) -> Response {
-    done(
-        s.admin
-            .operators
-            .pause_schedule(&p.session.op, &name, true)
-            .await
-            .map(|_| ()),
-    )
-}
-
-pub(super) async fn resume(
-    State(s): State<ConsoleState>,
-    Path(name): Path<String>,
-    p: Posted,
-) -> Response {
-    done(
-        s.admin
-            .operators
-            .pause_schedule(&p.session.op, &name, false)
-            .await
-            .map(|_| ()),
-    )
-}
-
-/// Fires the schedule now and shows the task it made.
-pub(super) async fn run(
-    State(s): State<ConsoleState>,
-    Path(name): Path<String>,
-    p: Posted,
-) -> Response {
-    match s.admin.operators.run_schedule(&p.session.op, &name).await {
-        Ok(run) => Redirect::to(&format!("/console/tasks/{}", run.task.summary.id)).into_response(),
-        Err(e) => error_page(&e),
+    let operators = &s.admin.operators;
+    let op = &p.session.op;
+    match action.as_str() {
+        "pause" | "resume" => done(
+            operators
+                .pause_schedule(op, &name, action == "pause")
+                .await
+                .map(|_| ()),
+        ),
+        "run" => match operators.run_schedule(op, &name).await {
+            Ok(run) => {
+                Redirect::to(&format!("/console/tasks/{}", run.task.summary.id)).into_response()
+            }
+            Err(e) => error_page(&e),
+        },
+        _ => error_page(&crate::admin::AdminError::Invalid(format!(
+            "no schedule action {action:?}"
+        ))),
     }
 }
 
