@@ -70,19 +70,12 @@ pub enum SleepFailure {
 }
 
 /// Waits until `until` (ms since the epoch, this host's wall clock), or until `cancel`.
-pub async fn sleep_in_place(until: u64, cancel: &CancelToken) -> Result<(), SleepFailure> {
-    let left = until.saturating_sub(wall_ms());
+pub(crate) async fn sleep_in_place(until: u64, cancel: &CancelToken) -> Result<(), SleepFailure> {
+    let left = until.saturating_sub(snodo_core::model::wall_millis());
     tokio::select! {
         () = tokio::time::sleep(std::time::Duration::from_millis(left)) => Ok(()),
         () = cancel.cancelled() => Err(SleepFailure::Cancelled),
     }
-}
-
-/// This host's wall clock, in ms since the epoch.
-pub(crate) fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// Why an [`ExecutionIo`] call other than input failed.
@@ -171,7 +164,7 @@ pub trait ExecutionIo: Send + Sync {
         ask: SleepAsk,
         cancel: &CancelToken,
     ) -> Result<(), SleepFailure> {
-        sleep_in_place(ask.ends(wall_ms()), cancel).await
+        sleep_in_place(ask.ends(snodo_core::model::wall_millis()), cancel).await
     }
 
     /// A line the guest logged (`debug` … `error`), for the client where the protocol

@@ -51,7 +51,7 @@ pub use exec::{
 pub use host::{CancelToken, GUEST_LOG_LINES_PER_SECOND, LogLine};
 pub use io::{
     ExecutionIo, InputAnswers, InputFailure, InputRequests, IoError, Progress, SleepFailure,
-    check_capabilities, sleep_in_place,
+    check_capabilities,
 };
 pub use limits::ToolLimits;
 pub use schema::{

@@ -107,7 +107,8 @@ async fn one_store(
 
     // Create at `create_rate`, each sleeping until its own instant, `1/rate` apart.
     let span_ms = n as u64 * 1_000 / create_rate;
-    let first_wake = wall_ms() + span_ms + (opts.lead_s.max(0.0) * 1_000.0) as u64;
+    let first_wake =
+        snodo::model::wall_millis() + span_ms + (opts.lead_s.max(0.0) * 1_000.0) as u64;
     let started = Instant::now();
     let failed = Arc::new(AtomicUsize::new(0));
     let mut ids = Vec::with_capacity(n);
@@ -137,7 +138,8 @@ async fn one_store(
 
     // All asleep: every task parked (or the first wake has come).
     let asleep = async {
-        while (runner.stats().slept.load(Ordering::Relaxed) as usize) < n && wall_ms() < first_wake
+        while (runner.stats().slept.load(Ordering::Relaxed) as usize) < n
+            && snodo::model::wall_millis() < first_wake
         {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -151,7 +153,9 @@ async fn one_store(
     // Every task wakes and completes.
     let wakes_ms = n as u64 * 1_000 / rate;
     let deadline = Instant::now()
-        + Duration::from_millis(first_wake.saturating_sub(wall_ms()) + wakes_ms + 120_000);
+        + Duration::from_millis(
+            first_wake.saturating_sub(snodo::model::wall_millis()) + wakes_ms + 120_000,
+        );
     loop {
         let counts = store
             .count_tasks(Some(TENANT))
@@ -346,12 +350,6 @@ fn percentiles(mut series: Vec<u64>) -> (f64, f64, f64) {
     series.sort_unstable();
     let at = |q: f64| series[((series.len() - 1) as f64 * q).round() as usize] as f64;
     (at(0.5), at(0.99), at(1.0))
-}
-
-fn wall_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The size of a store file, if there is one.

@@ -595,22 +595,30 @@ async fn a_deployment_reaches_every_node_without_a_restart_and_pinned_tasks_keep
     serves(&schema, b.addr, &v2, "B serves the current deployment").await;
 
     // Which tasks still need version 1: the waiting one (and the probes `serves` made,
-    // until they finish).
-    let out = run_ok(snodo(&["deployments", "--json", "--config"]).arg(&b_conf));
-    let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let old = listed["components"]
-        .as_array()
-        .expect("components")
-        .iter()
-        .find(|c| c["digest"] == v1.as_str())
-        .expect("version 1 is stored");
-    let ids = old["pinnedTaskIds"].as_array().expect("ids");
-    assert!(ids.contains(&json!(waiting)), "{listed}");
-    assert_eq!(
-        old["pinnedTasks"].as_u64(),
-        Some(ids.len() as u64),
-        "{listed}"
-    );
+    // until they finish). The count and the ids are two reads, so a probe finishing
+    // between them is waited out: they must agree once nothing moves.
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let out = run_ok(snodo(&["deployments", "--json", "--config"]).arg(&b_conf));
+        let listed: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let old = listed["components"]
+            .as_array()
+            .expect("components")
+            .iter()
+            .find(|c| c["digest"] == v1.as_str())
+            .expect("version 1 is stored")
+            .clone();
+        let ids = old["pinnedTaskIds"].as_array().expect("ids").clone();
+        assert!(ids.contains(&json!(waiting)), "{listed}");
+        if old["pinnedTasks"].as_u64() == Some(ids.len() as u64) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the pinned count agrees with the pinned ids: {listed}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 
     // The waiting task, answered on B, finishes on version 1.
     confirm(b.addr, &waiting).await;

@@ -73,7 +73,7 @@ pub use task::{
     AppliedEvent, Claim, InputEntry, JsonRpcError, MAX_INPUT_KEY_LEN, Outcome, ScheduledRetry,
     Task, TaskStatus,
 };
-pub use time::{Clock, ManualClock, SystemClock, Timestamp, rfc3339};
+pub use time::{Clock, ManualClock, SystemClock, Timestamp, rfc3339, wall_millis};
 pub use trace::{
     IncomingTrace, MAX_BAGGAGE_BYTES, MAX_TRACESTATE_BYTES, TaskSpan, TraceContext, TraceParent,
 };

@@ -63,8 +63,9 @@ impl Clock for SystemClock {
     }
 }
 
-/// The wall clock in milliseconds since the Unix epoch (0 before it), unsmoothed.
-pub(crate) fn wall_millis() -> u64 {
+/// This host's wall clock in milliseconds since the Unix epoch (0 before it), unsmoothed:
+/// for what is not store time (how long to wait in place, a benchmark's schedule).
+pub fn wall_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))

@@ -282,6 +282,9 @@ impl Schedules {
         }
         pass.next_in =
             next.map(|at| Duration::from_millis(at.as_millis().saturating_sub(now.as_millis())));
+        self.tasks
+            .metrics()
+            .schedule_firings(pass.fired, pass.skipped, pass.lost);
         Ok(pass)
     }
 

@@ -42,6 +42,9 @@ pub struct Metrics {
     /// Tasks whose pinned component version was gone: failed, or run on the deployed one.
     pinned_failed: AtomicU64,
     pinned_ran_latest: AtomicU64,
+    /// Schedule firings by outcome: fired (a task), skipped (missed or refused), lost
+    /// (another node fired it first).
+    firings: [AtomicU64; 3],
     /// Restarts of the runner's loops after a panic, by loop.
     loop_restarts: Mutex<BTreeMap<&'static str, u64>>,
     /// Attempts whose guest could not be started.
@@ -87,6 +90,13 @@ impl Metrics {
     /// A task was created by a `tools/call`.
     pub fn task_created(&self) {
         self.tasks_created.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A pass over the schedules fired, skipped and lost these many firings.
+    pub fn schedule_firings(&self, fired: u64, skipped: u64, lost: u64) {
+        for (slot, n) in self.firings.iter().zip([fired, skipped, lost]) {
+            slot.fetch_add(n, Ordering::Relaxed);
+        }
     }
 
     /// A task was cancelled by a `tasks/cancel`.

@@ -174,6 +174,18 @@ impl Metrics {
             self.pinned_failed.load(Ordering::Relaxed),
             self.pinned_ran_latest.load(Ordering::Relaxed)
         );
+        let _ = writeln!(
+            out,
+            "# HELP snodo_schedule_firings_total Schedule firings this node decided, by outcome: fired (its task created), skipped (missed, or its task refused), lost (another node fired it first).
+# TYPE snodo_schedule_firings_total counter"
+        );
+        for (outcome, n) in ["fired", "skipped", "lost"].iter().zip(&self.firings) {
+            let _ = writeln!(
+                out,
+                "snodo_schedule_firings_total{{outcome=\"{outcome}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
     }
 
     /// Writes what finished attempts add up to: attempts by outcome, tasks by terminal

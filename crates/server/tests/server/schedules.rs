@@ -163,6 +163,20 @@ async fn two_nodes_fire_each_firing_once_as_the_schedules_subject() {
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["lastTask"]["status"], "completed");
     assert_eq!(v["fired"], 3);
+    let counted = |server: &McpServer, outcome: &str| -> u64 {
+        let prefix = format!("snodo_schedule_firings_total{{outcome=\"{outcome}\"}} ");
+        server
+            .metrics_text()
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
+            .and_then(|v| v.parse().ok())
+            .expect("the counter is exposed")
+    };
+    assert_eq!(
+        counted(&n.a, "fired") + counted(&n.b, "fired"),
+        3,
+        "each firing counted by the node that fired it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
