@@ -25,8 +25,8 @@ use snodo_core::model::{
     firing_id, rfc3339,
 };
 use snodo_core::store::{ScheduleMove, StoreError};
-use snodo_runner::Catalogs;
 use snodo_runner::budget::TenantLimits;
+use snodo_runner::{Catalog, CatalogTool, Catalogs};
 use snodo_wasm::CheckBudget;
 use tokio_util::sync::CancellationToken;
 
@@ -112,30 +112,7 @@ impl Schedules {
     /// Checks `spec` against the tools served now: the tool exists, takes the arguments,
     /// and asks nobody before its task exists (a schedule has nobody to ask).
     pub(crate) fn check(&self, spec: &ScheduleSpec) -> Result<(), ScheduleError> {
-        spec.check().map_err(ScheduleError::Invalid)?;
-        let catalog = self.catalog.current();
-        let tool = catalog.tool(&spec.tool).ok_or_else(|| {
-            ScheduleError::Invalid(format!("tool: no tool named {:?} is served", spec.tool))
-        })?;
-        if tool.info.has_prepare {
-            return Err(ScheduleError::Invalid(format!(
-                "tool: {} asks its caller questions before its task exists, and a schedule has \
-                 nobody to answer them",
-                spec.tool
-            )));
-        }
-        tool.component
-            .check_arguments(
-                &spec.tool,
-                &Value::Object(spec.arguments.clone()),
-                CheckBudget::FULL,
-            )
-            .map_err(|r| {
-                ScheduleError::Invalid(format!(
-                    "arguments: {}",
-                    r.into_rpc_error(&spec.tool).message
-                ))
-            })
+        checked_tool(&self.catalog.current(), spec).map(|_| ())
     }
 
     /// Declares `spec` from `origin`: a new schedule, or a new declaration of one (a changed
@@ -360,15 +337,10 @@ impl Schedules {
         now: Timestamp,
     ) -> Result<Fired, ScheduleError> {
         let spec = &row.spec;
-        if let Err(e) = self.check(spec) {
-            return Ok(Fired::Refused(e.to_string()));
-        }
         let catalog = self.catalog.current();
-        let Some(tool) = catalog.tool(&spec.tool) else {
-            return Ok(Fired::Refused(format!(
-                "no tool named {:?} is served",
-                spec.tool
-            )));
+        let tool = match checked_tool(&catalog, spec) {
+            Ok(tool) => tool,
+            Err(e) => return Ok(Fired::Refused(e.to_string())),
         };
         let principal = Principal::new(spec.tenant.as_str(), spec.subject.as_str());
         let arguments = Value::Object(spec.arguments.clone());
@@ -467,6 +439,38 @@ enum Change {
     Remove,
     /// Replace it.
     To(Box<Schedule>),
+}
+
+/// The tool of `spec` in `catalog`, once `spec` passes its own checks and the tool takes
+/// its arguments and asks nobody before its task exists (a schedule has nobody to answer).
+fn checked_tool<'c>(
+    catalog: &'c Catalog,
+    spec: &ScheduleSpec,
+) -> Result<&'c CatalogTool, ScheduleError> {
+    spec.check().map_err(ScheduleError::Invalid)?;
+    let tool = catalog.tool(&spec.tool).ok_or_else(|| {
+        ScheduleError::Invalid(format!("tool: no tool named {:?} is served", spec.tool))
+    })?;
+    if tool.info.has_prepare {
+        return Err(ScheduleError::Invalid(format!(
+            "tool: {} asks its caller questions before its task exists, and a schedule has \
+             nobody to answer them",
+            spec.tool
+        )));
+    }
+    tool.component
+        .check_arguments(
+            &spec.tool,
+            &Value::Object(spec.arguments.clone()),
+            CheckBudget::FULL,
+        )
+        .map_err(|r| {
+            ScheduleError::Invalid(format!(
+                "arguments: {}",
+                r.into_rpc_error(&spec.tool).message
+            ))
+        })?;
+    Ok(tool)
 }
 
 fn at_cap(limit: &str, max: u64, tenant: &str) -> String {

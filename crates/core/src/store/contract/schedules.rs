@@ -57,6 +57,27 @@ fn firing(s: &Schedule, at: Timestamp, now: Timestamp) -> NewTask {
 pub async fn schedules(b: &mut dyn Backend) {
     let clock = clock();
     let mut store = b.open(&clock).await;
+    let row = rows_swap_by_revision(&*store).await;
+    let (row, task) = firings_commit_with_their_row(&*store, &clock, row).await;
+    if b.durable() {
+        drop(store);
+        store = b.open(&clock).await;
+        assert_eq!(
+            store.schedule("nightly").await.expect("read"),
+            Some(row.clone()),
+            "rows survive a reopen"
+        );
+        assert!(
+            store.inspect(&task).await.expect("inspect").is_some(),
+            "so does the firing's task"
+        );
+    }
+
+    removal_and_the_bound(&*store).await;
+}
+
+/// Rows are made, changed and refused by revision; the row ready to fire.
+async fn rows_swap_by_revision(store: &dyn Store) -> Schedule {
     assert!(store.schedules().await.expect("list").is_empty());
     assert_eq!(store.schedule("nightly").await.expect("read"), None);
 
@@ -116,7 +137,16 @@ pub async fn schedules(b: &mut dyn Backend) {
         .swap_schedule("nightly", Some(1), Some(&s2))
         .await
         .expect("resumed");
+    s2
+}
 
+/// A firing creates its task and moves its row in one commit, or does neither; the row
+/// and the task after it.
+async fn firings_commit_with_their_row(
+    store: &dyn Store,
+    clock: &ManualClock,
+    s2: Schedule,
+) -> (Schedule, TaskId) {
     // A firing: the task and the row's move in one commit.
     let at = s2.next_at.expect("a next firing");
     clock.advance(at.as_millis() - T0);
@@ -161,22 +191,11 @@ pub async fn schedules(b: &mut dyn Backend) {
         store.inspect(&stale_id).await.expect("inspect").is_none(),
         "no task without its row's move"
     );
+    (s4, task.id)
+}
 
-    if b.durable() {
-        drop(store);
-        store = b.open(&clock).await;
-        assert_eq!(
-            store.schedule("nightly").await.expect("read"),
-            Some(s4.clone()),
-            "rows survive a reopen"
-        );
-        assert!(
-            store.inspect(&task.id).await.expect("inspect").is_some(),
-            "so does the firing's task"
-        );
-    }
-
-    // Removal, and the bound on how many exist.
+/// Removal, and the bound on how many exist.
+async fn removal_and_the_bound(store: &dyn Store) {
     assert_eq!(
         store.swap_schedule("hourly", Some(1), None).await.err(),
         Some(StoreError::ScheduleConflict {
