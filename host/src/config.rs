@@ -106,6 +106,9 @@ pub struct Config {
     /// Recurring tool calls (docs/time.md).
     #[serde(default)]
     pub schedules: Vec<snodo_core::model::ScheduleDeclaration>,
+    /// Webhooks: where deliveries may go and the subscriptions declared (docs/webhooks.md).
+    #[serde(default)]
+    pub webhooks: snodo_server::WebhookSettings,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -271,6 +274,10 @@ impl Config {
         opts.trace_context = self.telemetry.trace_context.unwrap_or(opts.otlp.is_some());
         opts.deploy = self.deploy_settings(file)?;
         opts.schedules = self.schedules(file)?;
+        self.webhooks
+            .check()
+            .map_err(|e| setting_error(file, e.under("webhooks")))?;
+        opts.webhooks = self.webhooks.clone();
         Ok(opts)
     }
 

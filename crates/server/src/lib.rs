@@ -14,6 +14,8 @@
 //!   runner hand-off after each commit, the change feed and the stream budget.
 //! - `schedules`: operators' recurring tool calls, fired once across nodes by a loop every
 //!   node runs, each firing's task created with its schedule's move in one commit.
+//! - `webhooks`: tenants' subscriptions to task events, delivered from the store's outbox
+//!   by a loop every node runs, signed per Standard Webhooks, retried, dead-lettered.
 //! - [`serve`]: the store, the wasm host, the runner and HTTP wired together.
 //! - [`deploy`]: the store's deployments on a serving node: loaded, swapped, followed.
 //! - [`trust`]: the optional signature policy components are checked against.
@@ -33,6 +35,8 @@ pub mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod trust;
+mod webhooks;
 
 pub use protocol::{PROTOCOL_VERSION, rfc3339};
 pub use schedules::{Pass, ScheduleError};
+pub use webhooks::{Round, WebhookDeclaration, WebhookError, WebhookSettings};

@@ -18,6 +18,7 @@ mod time;
 mod trace;
 mod transition;
 mod view;
+mod webhook;
 mod work;
 
 pub use capabilities::ClientCapabilities;
@@ -79,6 +80,11 @@ pub use trace::{
 };
 pub use transition::{Effect, InputReply, REMEMBERED_STATUS_EVENTS, Rejected, Step};
 pub use view::{RawJson, TaskView, ViewOutcome};
+pub use webhook::{
+    DeadLetter, DeliveryLease, HookEvent, MAX_DEAD_LETTERS, MAX_RETRYING, MAX_SECRETS,
+    MAX_WEBHOOK_NAME, MAX_WEBHOOK_URL, MAX_WEBHOOKS, Notify, OutboxEvent, Retrying, SECRET_PREFIX,
+    SigningSecret, Tried, Webhook, WebhookSpec, check_secret, event_of,
+};
 pub use work::{ExecutionLimits, Grant, WORK_SCHEMA_VERSION, Work, WorkError};
 
 /// A validation failure in a value that came from outside (a caller, a guest, a file).

@@ -318,6 +318,10 @@ pub struct Task {
     /// name its span without reading the work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<super::TaskSpan>,
+    /// The webhook subscriptions told of its transitions, fixed at creation: the store
+    /// writes an event to the outbox in the commit of each transition one of them hears.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<super::Notify>,
 }
 
 impl Task {

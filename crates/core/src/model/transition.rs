@@ -419,6 +419,7 @@ mod tests {
             events: Vec::new(),
             history: Default::default(),
             span: None,
+            notify: Vec::new(),
         };
         if status == TaskStatus::InputRequired {
             t.inputs.insert(

@@ -51,7 +51,8 @@ use super::types::{
 /// # The groups
 ///
 /// [`TaskStore`], [`ClaimStore`], [`InputStore`], [`DeploymentStore`],
-/// [`RevocationStore`], [`JournalStore`], [`OperatorStore`] and [`ScheduleStore`] hold the methods by
+/// [`RevocationStore`], [`JournalStore`], [`OperatorStore`], [`ScheduleStore`] and
+/// [`OutboxStore`] hold the methods by
 /// concern; `Store` adds what concerns the store as a whole: its clock, the probe that it
 /// can commit, and its key.
 #[async_trait]
@@ -64,6 +65,7 @@ pub trait Store:
     + JournalStore
     + OperatorStore
     + ScheduleStore
+    + OutboxStore
 {
     /// The store's current time.
     async fn now(&self) -> StoreResult<Timestamp>;
@@ -451,4 +453,48 @@ pub trait ScheduleStore: Send + Sync + 'static {
         expected: Option<u64>,
         after: Option<&Schedule>,
     ) -> StoreResult<()>;
+}
+
+/// Webhook subscriptions' rows and the outbox: the events the store writes in the commit of
+/// each transition a task's subscriptions hear ([`crate::model::Task::notify`]), numbered in
+/// commit order.
+#[async_trait]
+pub trait OutboxStore: Send + Sync + 'static {
+    /// Every subscription, by name. At most [`MAX_WEBHOOKS`](crate::model::MAX_WEBHOOKS)
+    /// exist.
+    async fn webhooks(&self) -> StoreResult<Vec<crate::model::Webhook>>;
+
+    /// The subscription named `name`, if there is one.
+    async fn webhook(&self, name: &str) -> StoreResult<Option<crate::model::Webhook>>;
+
+    /// Replaces the subscription `name` at revision `expected` (`None`: there must be none)
+    /// with `after` (`None`: removes it), in one commit.
+    ///
+    /// Errors: [`StoreError::WebhookConflict`] when the row is not at `expected`;
+    /// [`StoreError::Invalid`] when `after` is named otherwise, its revision is not one more
+    /// than `expected` (0 for a new one), or a new one would pass
+    /// [`MAX_WEBHOOKS`](crate::model::MAX_WEBHOOKS).
+    async fn swap_webhook(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Webhook>,
+    ) -> StoreResult<()>;
+
+    /// Up to `limit` events numbered after `after`, in commit order. An event numbered `n`
+    /// is readable only once every event before it is: a reader that saw `n` never meets a
+    /// smaller number later.
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::model::OutboxEvent>>;
+
+    /// The last number the outbox gave (0: none yet).
+    async fn last_event(&self) -> StoreResult<u64>;
+
+    /// Removes up to `limit` events numbered below `below` that committed before `before`;
+    /// how many it removed.
+    async fn sweep_events(&self, below: u64, before: Timestamp, limit: usize)
+    -> StoreResult<usize>;
 }

@@ -20,8 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    ComponentInfo, Deployment, EventKind, JournalEntry, Principal, Schedule, StoredComponent, Task,
-    TaskEvent, TaskId, TaskView, Timestamp, Work,
+    ComponentInfo, Deployment, EventKind, JournalEntry, OutboxEvent, Principal, Schedule,
+    StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Webhook, Work,
 };
 
 use super::engine::{self, Ctx, Touches, Txn, View};
@@ -29,8 +29,8 @@ use super::listing::{TaskCounts, TaskPage, TaskQuery};
 use super::{
     Access, Action, Authority, ClaimRequest, ClaimStore, Claimed, Committed, DeploymentStore,
     HeldAuthority, InputStore, JournalBounds, JournalStore, Lease, NewTask, NextClaim,
-    OperatorStore, Reaped, RevocationStore, ScheduleStore, Store, StoreError, StoreResult,
-    TaskStore,
+    OperatorStore, OutboxStore, Reaped, RevocationStore, ScheduleStore, Store, StoreError,
+    StoreResult, TaskStore,
 };
 
 /// The rules one write runs: a closure over the write's [`Txn`] at the write's time.
@@ -247,6 +247,57 @@ pub(crate) trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = StoreResult<()>> + Send {
         self.write(Touches::Schedules, move |txn, _| {
             engine::swap_schedule(txn, &name, expected, after.as_ref())
+        })
+    }
+
+    /// Every webhook subscription: what [`OutboxStore::webhooks`] answers.
+    fn webhooks(&self) -> impl Future<Output = StoreResult<Vec<Webhook>>> + Send {
+        self.read(Touches::Outbox, |view, _| engine::webhooks(view))
+    }
+
+    /// One subscription: what [`OutboxStore::webhook`] answers.
+    fn webhook(&self, name: &str) -> impl Future<Output = StoreResult<Option<Webhook>>> + Send {
+        let name = name.to_owned();
+        self.read(Touches::Outbox, move |view, _| engine::webhook(view, &name))
+    }
+
+    /// What [`OutboxStore::swap_webhook`] does. Default: one write of the rules.
+    fn swap_webhook(
+        &self,
+        name: String,
+        expected: Option<u64>,
+        after: Option<Webhook>,
+    ) -> impl Future<Output = StoreResult<()>> + Send {
+        self.write(Touches::Outbox, move |txn, _| {
+            engine::swap_webhook(txn, &name, expected, after.as_ref())
+        })
+    }
+
+    /// What [`OutboxStore::events_after`] answers. Default: one read.
+    fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<Vec<OutboxEvent>>> + Send {
+        self.read(Touches::Outbox, move |view, _| {
+            engine::events_after(view, after, limit)
+        })
+    }
+
+    /// What [`OutboxStore::last_event`] answers. Default: one read.
+    fn last_event(&self) -> impl Future<Output = StoreResult<u64>> + Send {
+        self.read(Touches::Outbox, |view, _| engine::last_seq(view))
+    }
+
+    /// What [`OutboxStore::sweep_events`] does. Default: one write.
+    fn sweep_events(
+        &self,
+        below: u64,
+        before: Timestamp,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<usize>> + Send {
+        self.write(Touches::Outbox, move |txn, _| {
+            engine::sweep_events(txn, below, before, limit)
         })
     }
 
@@ -624,5 +675,42 @@ impl<B: Backend> Store for B {
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         Ok(self.key())
+    }
+}
+
+#[async_trait]
+impl<B: Backend> OutboxStore for B {
+    async fn webhooks(&self) -> StoreResult<Vec<Webhook>> {
+        Backend::webhooks(self).await
+    }
+
+    async fn webhook(&self, name: &str) -> StoreResult<Option<Webhook>> {
+        Backend::webhook(self, name).await
+    }
+
+    async fn swap_webhook(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&Webhook>,
+    ) -> StoreResult<()> {
+        Backend::swap_webhook(self, name.to_owned(), expected, after.cloned()).await
+    }
+
+    async fn events_after(&self, after: u64, limit: usize) -> StoreResult<Vec<OutboxEvent>> {
+        Backend::events_after(self, after, limit).await
+    }
+
+    async fn last_event(&self) -> StoreResult<u64> {
+        Backend::last_event(self).await
+    }
+
+    async fn sweep_events(
+        &self,
+        below: u64,
+        before: Timestamp,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        Backend::sweep_events(self, below, before, limit).await
     }
 }

@@ -42,6 +42,18 @@ pub enum StoreError {
         /// Its revision now; `None` when there is none.
         current: Option<u64>,
     },
+    /// A webhook subscription's row was not where a change expected it: a delivery
+    /// settled, another node took it over, or an operator changed it meanwhile.
+    #[error("webhook {name:?} changed meanwhile: {}", match current {
+        Some(r) => format!("it is at revision {r}"),
+        None => "it does not exist".to_owned(),
+    })]
+    WebhookConflict {
+        /// The subscription.
+        name: String,
+        /// Its revision now; `None` when there is none.
+        current: Option<u64>,
+    },
     /// An event id was reused for a different event.
     #[error("event id {id:?} was already committed with different content")]
     EventIdReused {
@@ -129,6 +141,7 @@ impl StoreError {
             Self::Terminal { .. } => "terminal",
             Self::Conflict { .. } => "conflict",
             Self::ScheduleConflict { .. } => "schedule_conflict",
+            Self::WebhookConflict { .. } => "webhook_conflict",
             Self::EventIdReused { .. } => "event_id_reused",
             Self::LeaseLost => "lease_lost",
             Self::Busy { .. } => "busy",

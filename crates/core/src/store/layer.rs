@@ -316,6 +316,47 @@ impl<L: Layer> ScheduleStore for Layered<L> {
 }
 
 #[async_trait]
+impl<L: Layer> crate::store::OutboxStore for Layered<L> {
+    async fn webhooks(&self) -> StoreResult<Vec<crate::model::Webhook>> {
+        self.inner.webhooks().await
+    }
+
+    async fn webhook(&self, name: &str) -> StoreResult<Option<crate::model::Webhook>> {
+        self.inner.webhook(name).await
+    }
+
+    async fn swap_webhook(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Webhook>,
+    ) -> StoreResult<()> {
+        self.inner.swap_webhook(name, expected, after).await
+    }
+
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::model::OutboxEvent>> {
+        self.inner.events_after(after, limit).await
+    }
+
+    async fn last_event(&self) -> StoreResult<u64> {
+        self.inner.last_event().await
+    }
+
+    async fn sweep_events(
+        &self,
+        below: u64,
+        before: Timestamp,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        self.inner.sweep_events(below, before, limit).await
+    }
+}
+
+#[async_trait]
 impl<L: Layer> Store for Layered<L> {
     async fn now(&self) -> StoreResult<Timestamp> {
         self.layer.now(&*self.inner).await

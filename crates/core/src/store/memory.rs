@@ -141,6 +141,21 @@ impl View for Tables {
         })
     }
 
+    fn kv_range(
+        &self,
+        space: Kv,
+        from: &[u8],
+        limit: usize,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .kv
+            .range((space, from.to_vec())..)
+            .take_while(|((s, _), _)| *s == space)
+            .take(limit)
+            .map(|((_, k), v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
     fn revoked(&self, key: &str) -> StoreResult<bool> {
         Ok(self.revoked.contains_key(key))
     }

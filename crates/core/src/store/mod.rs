@@ -53,8 +53,8 @@ mod types;
 pub mod contract;
 
 pub use api::{
-    ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore,
-    ScheduleStore, Store, TaskStore,
+    ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, OutboxStore,
+    RevocationStore, ScheduleStore, Store, TaskStore,
 };
 pub(crate) use backend::Backend;
 pub use backend::ChangeKind;
@@ -98,7 +98,7 @@ pub use crate::model::REMEMBERED_STATUS_EVENTS;
 /// `S: Store` bound) every method is callable with `Store` alone.
 pub mod prelude {
     pub use super::{
-        ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, RevocationStore,
-        ScheduleStore, Store, TaskStore,
+        ClaimStore, DeploymentStore, InputStore, JournalStore, OperatorStore, OutboxStore,
+        RevocationStore, ScheduleStore, Store, TaskStore,
     };
 }

@@ -43,6 +43,8 @@ pub struct NewTask {
     pub max_stored_bytes_in_scope: Option<u64>,
     /// The schedule firing that creates it, if one does: its row moves in the same commit.
     pub firing: Option<ScheduleMove>,
+    /// The webhook subscriptions told of its transitions ([`crate::model::Task::notify`]).
+    pub notify: Vec<crate::model::Notify>,
 }
 
 /// A schedule's row moved by the commit that creates a firing's task: from revision
@@ -70,6 +72,7 @@ impl NewTask {
             max_stored_in_scope: None,
             max_stored_bytes_in_scope: None,
             firing: None,
+            notify: Vec::new(),
         }
     }
 }

@@ -19,6 +19,8 @@ pub(crate) struct Operators {
     tasks: TaskService,
     /// The server's schedules, when it fires any.
     pub(super) schedules: Option<crate::schedules::Schedules>,
+    /// The server's webhooks, when it delivers any.
+    pub(super) webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 /// What an operator sees of one task.
@@ -130,12 +132,19 @@ impl Operators {
         Self {
             tasks,
             schedules: None,
+            webhooks: None,
         }
     }
 
     /// Acting on the server's schedules too.
     pub(crate) fn with_schedules(mut self, schedules: crate::schedules::Schedules) -> Self {
         self.schedules = Some(schedules);
+        self
+    }
+
+    /// Acting on the server's webhooks too (`None`: it delivers none).
+    pub(crate) fn with_webhooks(mut self, webhooks: Option<crate::webhooks::Webhooks>) -> Self {
+        self.webhooks = webhooks;
         self
     }
 

@@ -16,6 +16,15 @@
 //! - `POST /admin/v1/cancel` `{"filter", "cap"?, "preview"?, "message"?}`: bulk cancel.
 //! - `GET  /admin/v1/events?tenant`: server-sent events, one `task` event (the task's
 //!   summary) per change of a task within reach, `lagged` when changes were missed.
+//! - `GET  /admin/v1/events?after=N&tenant&limit`: with `after`, a JSON page of the
+//!   webhooks' outbox instead: the events numbered after `N` within reach, in commit
+//!   order, and `next`, the `after` of the next page (a receiver that was down catches up).
+//! - `GET  /admin/v1/webhooks`: every subscription within reach (secrets cut to a hint).
+//!   `POST /admin/v1/webhooks` declares one (a `[[webhooks.subscriptions]]` table as JSON;
+//!   a new one's answer holds its `secret`); `GET` / `DELETE /admin/v1/webhooks/{name}`;
+//!   `POST /admin/v1/webhooks/{name}/pause`, `/resume`, `/rotate` (a new secret, the old
+//!   one signing beside it for `webhooks.rotation_grace_ms`), `/redeliver` `{"event"?}`
+//!   (dead letters sent once more).
 //! - `GET  /admin/v1/schedules`: every schedule within reach, with its next firings and its
 //!   last firing's task. `POST /admin/v1/schedules` declares one (the body is a
 //!   `[[schedules]]` table as JSON); `GET` / `DELETE /admin/v1/schedules/{name}`;
@@ -88,6 +97,12 @@ pub(crate) fn routes(state: AdminState) -> Router {
         .route("/tasks/{id}/retry", post(retry))
         .route("/cancel", post(bulk_cancel))
         .route("/events", get(events))
+        .route("/webhooks", get(webhooks).post(declare_webhook))
+        .route("/webhooks/{name}", get(webhook).delete(remove_webhook))
+        .route("/webhooks/{name}/pause", post(pause_webhook))
+        .route("/webhooks/{name}/resume", post(resume_webhook))
+        .route("/webhooks/{name}/rotate", post(rotate_webhook))
+        .route("/webhooks/{name}/redeliver", post(redeliver_webhook))
         .route("/schedules", get(schedules).post(declare_schedule))
         .route("/schedules/{name}", get(schedule).delete(remove_schedule))
         .route("/schedules/{name}/pause", post(pause_schedule))
@@ -238,6 +253,82 @@ async fn run_schedule(
     ok(s.operators.run_schedule(&op, &name).await?)
 }
 
+async fn webhooks(State(s): State<AdminState>, axum::Extension(op): Op) -> Answer {
+    ok(json!({"webhooks": s.operators.webhooks(&op).await?}))
+}
+
+async fn webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.webhook(&op, &name).await?)
+}
+
+async fn declare_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let declared = body(&bytes)?;
+    ok(s.operators.declare_webhook(&op, declared).await?)
+}
+
+async fn remove_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    s.operators.remove_webhook(&op, &name).await?;
+    ok(json!({"removed": name}))
+}
+
+async fn pause_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.pause_webhook(&op, &name, true).await?)
+}
+
+async fn resume_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.pause_webhook(&op, &name, false).await?)
+}
+
+async fn rotate_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+) -> Answer {
+    ok(s.operators.rotate_webhook(&op, &name).await?)
+}
+
+/// The body of `POST /admin/v1/webhooks/{name}/redeliver`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RedeliverBody {
+    /// The dead letter's event id; default: every dead letter.
+    pub(crate) event: Option<String>,
+}
+
+async fn redeliver_webhook(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Path(name): Path<String>,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let asked: RedeliverBody = body(&bytes)?;
+    let (row, n) = s
+        .operators
+        .redeliver_webhook(&op, &name, asked.event.as_deref())
+        .await?;
+    ok(json!({"webhook": row, "redelivering": n}))
+}
+
 /// A JSON body, refusing what does not parse with a clear 400.
 fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
     let bytes = if bytes.is_empty() {
@@ -333,6 +424,19 @@ async fn events(
     axum::Extension(op): Op,
     Query(params): Query<BTreeMap<String, String>>,
 ) -> Answer {
+    if let Some(after) = params.get("after") {
+        let number = |key: &str, v: &str| {
+            v.parse::<u64>()
+                .map_err(|_| AdminError::Invalid(format!("{key} is a whole number, not {v:?}")))
+        };
+        let after = number("after", after)?;
+        let limit = match params.get("limit") {
+            Some(l) => number("limit", l)? as usize,
+            None => 100,
+        };
+        let tenant = params.get("tenant").filter(|t| !t.is_empty()).cloned();
+        return ok(s.operators.events_after(&op, tenant, after, limit).await?);
+    }
     let filter = filter_of(&params)?;
     let tenant = op.tenant(filter.tenant.clone())?;
     let tasks = s.operators.tasks().clone();

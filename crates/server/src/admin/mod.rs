@@ -15,6 +15,8 @@
 //! - `actions`: what operators do to tasks (`Operators`), and what they see ([`TaskDetail`]).
 //! - `query`: a listing's query string.
 //! - `schedules`: what operators do to schedules, and what they see ([`ScheduleView`]).
+//! - `webhooks`: what operators do to webhook subscriptions, and the outbox's events after
+//!   a cursor ([`WebhookView`], [`EventPage`]).
 //! - `api`: the JSON API under `/admin/v1`; `console`: the HTML console; `session`: its
 //!   sealed sign-in cookie; `answer`: an operator's answer checked against its question.
 
@@ -27,6 +29,7 @@ mod operator;
 mod query;
 mod schedules;
 mod session;
+mod webhooks;
 
 use serde_json::{Value, json};
 
@@ -40,6 +43,7 @@ pub(crate) use operator::Admin;
 pub use operator::Operator;
 pub use schedules::{LastTask, ScheduleRun, ScheduleView};
 pub use session::{SECURE_SESSION_COOKIE, SESSION_COOKIE};
+pub use webhooks::{EventEntry, EventPage, MAX_EVENTS_PAGE, WebhookView};
 
 /// The most tasks one bulk cancel acts on, unless the request asks for fewer.
 pub const DEFAULT_BULK_CAP: usize = 1_000;
@@ -66,6 +70,9 @@ pub enum AdminError {
     /// 404: no such schedule (or another tenant's).
     #[error("no schedule is named {0:?}")]
     NoSchedule(String),
+    /// 404: no such webhook subscription (or another tenant's).
+    #[error("no webhook subscription is named {0:?}")]
+    NoWebhook(String),
     /// 400: the request is malformed or asks for what cannot be.
     #[error("{0}")]
     Invalid(String),
@@ -83,7 +90,7 @@ impl AdminError {
         match self {
             Self::Unauthenticated(_) => 401,
             Self::Forbidden(_) => 403,
-            Self::NotFound | Self::NoSchedule(_) => 404,
+            Self::NotFound | Self::NoSchedule(_) | Self::NoWebhook(_) => 404,
             Self::Invalid(_) => 400,
             Self::Conflict(_) => 409,
             Self::Unavailable(_) => 503,
@@ -95,7 +102,7 @@ impl AdminError {
         match self {
             Self::Unauthenticated(_) => "unauthenticated",
             Self::Forbidden(_) => "forbidden",
-            Self::NotFound | Self::NoSchedule(_) => "not_found",
+            Self::NotFound | Self::NoSchedule(_) | Self::NoWebhook(_) => "not_found",
             Self::Invalid(_) => "invalid",
             Self::Conflict(_) => "conflict",
             Self::Unavailable(_) => "unavailable",
@@ -117,6 +124,18 @@ impl From<StoreError> for AdminError {
             }
             StoreError::Unavailable(m) => Self::Unavailable(m.to_string()),
             other => Self::Unavailable(other.to_string()),
+        }
+    }
+}
+
+impl From<crate::WebhookError> for AdminError {
+    fn from(e: crate::WebhookError) -> Self {
+        use crate::WebhookError as E;
+        match e {
+            E::NotFound(name) => Self::NoWebhook(name),
+            E::Invalid(m) => Self::Invalid(m),
+            E::Configured(_) => Self::Conflict(e.to_string()),
+            E::Store(e) => e.into(),
         }
     }
 }

@@ -199,7 +199,9 @@ fn routes(
     config.admin.open_locally = open_locally;
     let admin = crate::admin::api::AdminState {
         operators: Arc::new(
-            crate::admin::Operators::new(server.tasks().clone()).with_schedules(server.schedules()),
+            crate::admin::Operators::new(server.tasks().clone())
+                .with_schedules(server.schedules())
+                .with_webhooks(server.webhooks()),
         ),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
         authenticator: authenticator.clone(),

@@ -108,6 +108,8 @@ pub struct McpServer {
     engine: Option<snodo_wasm::WasmEngine>,
     /// Woken when a schedule changes on this node, so the loop looks again at once.
     schedule_wake: Arc<tokio::sync::Notify>,
+    /// The webhooks this server delivers, once started ([`McpServer::start_webhooks`]).
+    webhooks: Arc<std::sync::OnceLock<crate::webhooks::Webhooks>>,
 }
 
 /// The tenant whose shares a request's guests run in.
@@ -150,6 +152,7 @@ impl McpServer {
             catalog_changes: tokio::sync::broadcast::channel(16).0,
             engine: None,
             schedule_wake: Arc::default(),
+            webhooks: Arc::default(),
         }
     }
 
@@ -173,6 +176,49 @@ impl McpServer {
         let schedules = self.schedules();
         schedules.declare_configured(specs).await?;
         Ok(tokio::spawn(crate::schedules::run(schedules, stop)))
+    }
+
+    /// Delivers webhooks from the store's outbox through `outbound` under `settings`, as
+    /// the node `node`: makes the store's configured subscriptions agree with
+    /// `settings.subscriptions`, then delivers until `stop`, on this runtime. The admin
+    /// routes made after this act on them.
+    pub async fn start_webhooks(
+        &self,
+        outbound: Arc<snodo_wasm::outbound::Outbound>,
+        settings: crate::WebhookSettings,
+        node: &str,
+        stop: tokio_util::sync::CancellationToken,
+    ) -> Result<tokio::task::JoinHandle<()>, crate::WebhookError> {
+        let allowed = settings
+            .allow_list()
+            .map_err(|e| crate::WebhookError::Invalid(e.under("webhooks").to_string()))?;
+        let webhooks = crate::webhooks::Webhooks {
+            tasks: self.tasks.clone(),
+            outbound,
+            settings: Arc::new(settings),
+            allowed: Arc::new(allowed),
+            node: node.into(),
+            wake: Arc::default(),
+            looks: Arc::default(),
+        };
+        webhooks
+            .declare_configured(&webhooks.settings.subscriptions.clone())
+            .await?;
+        let _ = self.webhooks.set(webhooks.clone());
+        let changes = self.tasks.change_feed();
+        Ok(tokio::spawn(crate::webhooks::run(webhooks, changes, stop)))
+    }
+
+    /// The webhooks this server delivers, once started.
+    pub(crate) fn webhooks(&self) -> Option<crate::webhooks::Webhooks> {
+        self.webhooks.get().cloned()
+    }
+
+    /// One look at the webhooks' outbox at the store's time (what the loop does each time
+    /// it wakes): for tests and tools that drive time themselves. `None` before
+    /// [`McpServer::start_webhooks`].
+    pub async fn deliver_webhooks(&self) -> Option<Result<crate::Round, crate::WebhookError>> {
+        Some(self.webhooks()?.look().await)
     }
 
     /// One pass over the schedules at the store's time (what the loop does each time it

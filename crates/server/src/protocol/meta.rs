@@ -21,6 +21,23 @@ pub(crate) struct RequestMeta {
     /// The W3C trace context of `_meta`'s `traceparent`, `tracestate` and `baggage` (the
     /// keys MCP reserves for it); `None` without a valid `traceparent`.
     pub(crate) trace: Option<IncomingTrace>,
+    /// The webhook endpoint the call asks to be told at (`io.snodo/webhook`): a URL one of
+    /// its tenant's subscriptions has (docs/webhooks.md).
+    pub(crate) webhook: Option<String>,
+}
+
+/// The `_meta` key a call names a webhook endpoint with.
+pub(crate) const WEBHOOK_META: &str = "io.snodo/webhook";
+
+/// The endpoint `_meta` asks for, if any: a string URL, or the error naming the key.
+pub(crate) fn webhook_of(meta: Option<&Value>) -> Result<Option<String>, RpcError> {
+    match meta.and_then(|m| m.get(WEBHOOK_META)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(u)) if !u.is_empty() && u.len() <= 2_048 => Ok(Some(u.clone())),
+        Some(_) => Err(RpcError::invalid_params(format!(
+            "_meta {WEBHOOK_META} must be the URL of a webhook subscription (at most 2048 bytes)"
+        ))),
+    }
 }
 
 /// The trace context `_meta` carries, if it holds a valid `traceparent`. An invalid one is
@@ -135,6 +152,7 @@ impl RequestMeta {
             progress_token,
             log_level,
             trace: trace_of(params.get("_meta")),
+            webhook: webhook_of(params.get("_meta"))?,
         })
     }
 

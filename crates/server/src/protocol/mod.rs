@@ -9,7 +9,7 @@ mod time;
 
 pub(crate) use envelope::{Incoming, Request, parse};
 pub(crate) use headers::{NameSource, decode_header_value, name_source};
-pub(crate) use meta::{LogLevel, RequestMeta, trace_of};
+pub(crate) use meta::{LogLevel, RequestMeta, trace_of, webhook_of};
 pub use time::rfc3339;
 
 use serde::Serialize;

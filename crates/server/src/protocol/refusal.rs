@@ -145,6 +145,7 @@ mod tests {
             progress_token: None,
             log_level: None,
             trace: None,
+            webhook: None,
         }
     }
 

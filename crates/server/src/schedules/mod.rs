@@ -358,6 +358,9 @@ impl Schedules {
             spec.name,
             rfc3339(at)
         ));
+        if let Err(e) = self.tasks.hear(&mut new, &spec.tool, None) {
+            return Ok(Fired::Refused(e));
+        }
         let moved = row.fired(at, id, now, after);
         new.firing = Some(ScheduleMove {
             expected: row.revision,

@@ -101,6 +101,19 @@ pub async fn serve_reloading(
             crate::ScheduleError::Store(e) => ServeError::Store(e),
             other => ServeError::Config(other.to_string()),
         })?;
+    let stop_webhooks = CancellationToken::new();
+    let webhooks = server
+        .start_webhooks(
+            deployer.engine().outbound().clone(),
+            opts.webhooks.clone(),
+            &opts.node,
+            stop_webhooks.clone(),
+        )
+        .await
+        .map_err(|e| match e {
+            crate::WebhookError::Store(e) => ServeError::Store(e),
+            other => ServeError::Config(other.to_string()),
+        })?;
     ready(addr);
     let app = match authenticator {
         Authentication::Static => http::router(server.clone(), http_config),
@@ -110,6 +123,8 @@ pub async fn serve_reloading(
     tracing::info!("shutting down: draining the runner");
     stop_schedules.cancel();
     let _ = schedules.await;
+    stop_webhooks.cancel();
+    let _ = webhooks.await;
     stop_following.cancel();
     let _ = deployments.await;
     let released = runner.shutdown().await;

@@ -84,6 +84,9 @@ pub struct ServeOptions {
     pub otlp: Option<TracingOptions>,
     /// The configuration's `[[schedules]]`: the store is made to agree with them at start.
     pub schedules: Vec<snodo_core::model::ScheduleSpec>,
+    /// `[webhooks]`: where deliveries may go, their bounds, and the subscriptions the store
+    /// is made to agree with at start.
+    pub webhooks: crate::WebhookSettings,
 }
 
 /// `[telemetry.otlp]`: where spans go and which traces are sampled.
@@ -147,6 +150,7 @@ impl ServeOptions {
             tracer: Default::default(),
             otlp: None,
             schedules: Vec::new(),
+            webhooks: crate::WebhookSettings::default(),
         }
     }
 }

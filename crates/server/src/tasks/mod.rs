@@ -15,7 +15,8 @@ pub(crate) use ops::tool_task;
 
 use std::sync::{Arc, OnceLock};
 
-use snodo_core::store::{Changed, ObservedStore, Store, StoreError};
+use snodo_core::model::{Notify, WebhookSpec};
+use snodo_core::store::{Changed, NewTask, ObservedStore, Store, StoreError};
 use snodo_runner::Runner;
 use snodo_runner::budget::{Refusal, Slot, Slots, TenantLimits};
 use tokio_util::sync::CancellationToken;
@@ -40,6 +41,9 @@ pub(crate) struct TaskService {
     /// The store's server key once read: it is made once per store and never changes, and
     /// every call that may seal a request state or a session needs it.
     key: Arc<OnceLock<[u8; 32]>>,
+    /// The webhook subscriptions, as a creation consults them ([`TaskService::hear`]):
+    /// refreshed by the webhooks' loop and at every change on this node.
+    hearing: Arc<parking_lot::RwLock<Vec<WebhookSpec>>>,
 }
 
 impl TaskService {
@@ -59,6 +63,7 @@ impl TaskService {
             ),
             closing: CancellationToken::new(),
             key: Arc::default(),
+            hearing: Arc::default(),
         }
     }
 
@@ -116,6 +121,41 @@ impl TaskService {
     /// Subscription streams open now (all tenants).
     pub(crate) fn streams_open(&self) -> usize {
         self.stream_slots.held()
+    }
+
+    /// Replaces the subscriptions creations consult.
+    pub(crate) fn set_hearing(&self, specs: Vec<WebhookSpec>) {
+        *self.hearing.write() = specs;
+    }
+
+    /// Names in `new` the subscriptions of its tenant that hear `tool`, and the one whose
+    /// URL the call asked for (`asked`, the `_meta` key `io.snodo/webhook`): the store
+    /// writes an event in the commit of each transition they hear. A URL no subscription
+    /// of the tenant has is refused: a tenant allows an endpoint by subscribing it.
+    pub(crate) fn hear(
+        &self,
+        new: &mut NewTask,
+        tool: &str,
+        asked: Option<&str>,
+    ) -> Result<(), String> {
+        let tenant = new.scope.tenant().to_owned();
+        let asked: Vec<String> = asked.map(str::to_owned).into_iter().collect();
+        let hearing = self.hearing.read();
+        if let Some(url) = asked.first()
+            && !hearing.iter().any(|s| s.tenant == tenant && s.url == *url)
+        {
+            return Err(format!(
+                "_meta io.snodo/webhook: tenant {tenant:?} has no webhook subscription for \
+                 {url:?}; an operator subscribes an endpoint first (POST /admin/v1/webhooks, \
+                 on_request = true)"
+            ));
+        }
+        new.notify = hearing
+            .iter()
+            .filter(|s| s.hears(&tenant, tool, &asked))
+            .map(Notify::of)
+            .collect();
+        Ok(())
     }
 
     /// Cancelled at shutdown: long-lived streams end with it.

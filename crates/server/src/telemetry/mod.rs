@@ -45,6 +45,8 @@ pub struct Metrics {
     /// Schedule firings by outcome: fired (a task), skipped (missed or refused), lost
     /// (another node fired it first).
     firings: [AtomicU64; 3],
+    /// Webhook tries by outcome: delivered (2xx), failed, dead (its last try failed).
+    webhook_tries: [AtomicU64; 3],
     /// Restarts of the runner's loops after a panic, by loop.
     loop_restarts: Mutex<BTreeMap<&'static str, u64>>,
     /// Attempts whose guest could not be started.
@@ -95,6 +97,13 @@ impl Metrics {
     /// A pass over the schedules fired, skipped and lost these many firings.
     pub fn schedule_firings(&self, fired: u64, skipped: u64, lost: u64) {
         for (slot, n) in self.firings.iter().zip([fired, skipped, lost]) {
+            slot.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// A round of webhook deliveries: these many delivered, failed and given up.
+    pub fn webhook_tries(&self, delivered: u64, failed: u64, dead: u64) {
+        for (slot, n) in self.webhook_tries.iter().zip([delivered, failed, dead]) {
             slot.fetch_add(n, Ordering::Relaxed);
         }
     }

@@ -186,6 +186,21 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_webhook_tries_total Webhook tries this node made, by outcome: delivered (the receiver answered 2xx), failed, dead (the last try of an event failed: a dead letter).
+# TYPE snodo_webhook_tries_total counter"
+        );
+        for (outcome, n) in ["delivered", "failed", "dead"]
+            .iter()
+            .zip(&self.webhook_tries)
+        {
+            let _ = writeln!(
+                out,
+                "snodo_webhook_tries_total{{outcome=\"{outcome}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
     }
 
     /// Writes what finished attempts add up to: attempts by outcome, tasks by terminal

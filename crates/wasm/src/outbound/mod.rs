@@ -8,12 +8,15 @@
 //! - [`send`]: the sender (TLS by rustls with the usual roots or a private bundle), the
 //!   limits of one attempt and one tenant, header injection of secrets, and the journal:
 //!   in a task, every response is recorded in the store before the guest sees it and a
-//!   replayed attempt is answered from it.
+//!   replayed attempt is answered from it;
+//! - `post`: the host's own requests (a webhook's delivery) under the same allow-list,
+//!   address rules, TLS and bounds, through the same resolver and connector.
 //!
 //! [`Outbound`] is the host-wide part (roots, the resolver, counters, per-tenant
 //! concurrency); an [`HttpGrant`] is one tool's.
 
 pub mod allow;
+mod post;
 mod send;
 
 use std::collections::{BTreeMap, HashMap};
@@ -26,6 +29,7 @@ use parking_lot::Mutex;
 use snodo_core::config::{SettingError, millis};
 
 pub use allow::{AllowList, AllowedHost, BadEntry, Refusal};
+pub use post::{Answer, PostError, PostLimits};
 pub(crate) use send::Hooks;
 pub use send::JOURNAL_HEAD_BYTES;
 

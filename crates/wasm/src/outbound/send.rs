@@ -295,12 +295,12 @@ impl Timeouts {
 }
 
 /// A URL's parts the rules look at.
-struct Target {
-    https: bool,
-    host: Host,
+pub(super) struct Target {
+    pub(super) https: bool,
+    pub(super) host: Host,
     /// The host as written (for TLS and DNS).
-    name: String,
-    port: u16,
+    pub(super) name: String,
+    pub(super) port: u16,
 }
 
 impl Target {
@@ -309,13 +309,13 @@ impl Target {
     }
 
     /// `scheme://host:port`, for the log.
-    fn origin(&self) -> String {
+    pub(super) fn origin(&self) -> String {
         format!("{}://{}:{}", self.scheme(), self.name, self.port)
     }
 
     /// The `Host` header: the host and, when not the scheme's own, the port. Never the
     /// userinfo a URL may carry.
-    fn host_header(&self) -> String {
+    pub(super) fn host_header(&self) -> String {
         let default = if self.https { 443 } else { 80 };
         if self.port == default {
             self.name.clone()
@@ -325,7 +325,7 @@ impl Target {
     }
 
     /// The allow-list entry that names exactly this URL's scheme, host and port.
-    fn entry(&self) -> String {
+    pub(super) fn entry(&self) -> String {
         let default = if self.https { 443 } else { 80 };
         if self.port == default {
             format!("{}://{}", self.scheme(), self.name)
@@ -669,26 +669,12 @@ impl OneRequest {
         let body = Full::new(Bytes::from(std::mem::take(&mut admitted.body)));
         let request = Request::from_parts(parts, body);
 
-        let connect_timeout = timeouts.connect;
-        let stream = match tokio::time::timeout(connect_timeout, connect(&addrs)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return Err(Error::Connect(e)),
-            Err(_) => return Err(self.limited("connect_timeout", Error::ConnectionTimeout)),
-        };
-        let (mut sender, conn) = if target.https {
-            let bare = target.name.trim_start_matches('[').trim_end_matches(']');
-            let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
-                .map_err(|_| Error::HttpRequestUriInvalid)?;
-            let tls = tokio_rustls::TlsConnector::from(self.host.tls.clone());
-            let stream =
-                match tokio::time::timeout(connect_timeout, tls.connect(name, stream)).await {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => return Err(Error::Tls(e)),
-                    Err(_) => return Err(self.limited("connect_timeout", Error::ConnectionTimeout)),
-                };
-            handshake(Box::new(stream)).await?
-        } else {
-            handshake(Box::new(stream)).await?
+        let (mut sender, conn) = match open(&self.host, target, &addrs, timeouts.connect).await {
+            Ok(opened) => opened,
+            Err(Opening::TimedOut) => {
+                return Err(self.limited("connect_timeout", Error::ConnectionTimeout));
+            }
+            Err(Opening::Failed(e)) => return Err(e),
         };
         let driver = Driver(tokio::spawn(conn));
         // From here the upstream may see it: a request that is not idempotent keeps its
@@ -871,39 +857,81 @@ impl OneRequest {
         Ok(())
     }
 
-    /// The addresses to try: the configured overrides, a literal address, or a lookup by
-    /// the host (never by the guest).
     async fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Error> {
-        let name = match &target.host {
-            Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
-            Host::Name(n) => n,
-        };
-        if let Some(ips) = self.host.config.resolve.get(name.as_str()) {
-            return Ok(ips
-                .iter()
-                .map(|ip| SocketAddr::new(*ip, target.port))
-                .collect());
-        }
-        let lookup = tokio::net::lookup_host((name.as_str(), target.port));
-        match tokio::time::timeout(Duration::from_secs(10), lookup).await {
-            Ok(Ok(addrs)) => {
-                let addrs: Vec<SocketAddr> = addrs.collect();
-                if addrs.is_empty() {
-                    Err(Error::DestinationNotFound)
-                } else {
-                    Ok(addrs)
-                }
-            }
-            Ok(Err(_)) => Err(Error::DnsError {
-                rcode: Some("no address for the name".into()),
-                info_code: None,
-            }),
-            Err(_) => Err(Error::DnsTimeout),
-        }
+        resolve(&self.host, target).await
     }
 }
 
-fn target_of(uri: &http::Uri) -> Option<Target> {
+/// The addresses to try: the configured overrides, a literal address, or a lookup by the
+/// host (never by the guest).
+pub(super) async fn resolve(host: &Outbound, target: &Target) -> Result<Vec<SocketAddr>, Error> {
+    let name = match &target.host {
+        Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, target.port)]),
+        Host::Name(n) => n,
+    };
+    if let Some(ips) = host.config.resolve.get(name.as_str()) {
+        return Ok(ips
+            .iter()
+            .map(|ip| SocketAddr::new(*ip, target.port))
+            .collect());
+    }
+    let lookup = tokio::net::lookup_host((name.as_str(), target.port));
+    match tokio::time::timeout(Duration::from_secs(10), lookup).await {
+        Ok(Ok(addrs)) => {
+            let addrs: Vec<SocketAddr> = addrs.collect();
+            if addrs.is_empty() {
+                Err(Error::DestinationNotFound)
+            } else {
+                Ok(addrs)
+            }
+        }
+        Ok(Err(_)) => Err(Error::DnsError {
+            rcode: Some("no address for the name".into()),
+            info_code: None,
+        }),
+        Err(_) => Err(Error::DnsTimeout),
+    }
+}
+
+/// Why a connection was not opened.
+pub(super) enum Opening {
+    /// Connecting (or the TLS handshake) took longer than allowed.
+    TimedOut,
+    /// It failed.
+    Failed(Error),
+}
+
+/// Connects to the first of `addrs` that answers (every one already checked against the
+/// address rules), with TLS for `https`, within `connect_timeout` for each step.
+pub(super) async fn open(
+    host: &Outbound,
+    target: &Target,
+    addrs: &[SocketAddr],
+    connect_timeout: Duration,
+) -> Result<(hyper::client::conn::http1::SendRequest<Full<Bytes>>, Conn), Opening> {
+    let stream = match tokio::time::timeout(connect_timeout, connect(addrs)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(Opening::Failed(Error::Connect(e))),
+        Err(_) => return Err(Opening::TimedOut),
+    };
+    let opened = if target.https {
+        let bare = target.name.trim_start_matches('[').trim_end_matches(']');
+        let name = rustls::pki_types::ServerName::try_from(bare.to_owned())
+            .map_err(|_| Opening::Failed(Error::HttpRequestUriInvalid))?;
+        let tls = tokio_rustls::TlsConnector::from(host.tls.clone());
+        let stream = match tokio::time::timeout(connect_timeout, tls.connect(name, stream)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(Opening::Failed(Error::Tls(e))),
+            Err(_) => return Err(Opening::TimedOut),
+        };
+        handshake(Box::new(stream)).await
+    } else {
+        handshake(Box::new(stream)).await
+    };
+    opened.map_err(Opening::Failed)
+}
+
+pub(super) fn target_of(uri: &http::Uri) -> Option<Target> {
     let https = match uri.scheme() {
         Some(s) if *s == Scheme::HTTPS => true,
         Some(s) if *s == Scheme::HTTP => false,
@@ -925,7 +953,7 @@ fn target_of(uri: &http::Uri) -> Option<Target> {
 /// percent-encoded: unreserved characters, sub-delimiters, `:`, `@`, `/`, `?` and existing
 /// `%` escapes stay; a quote, a brace, a space or a byte past ASCII does not reach the
 /// wire as itself.
-fn encode_target(target: &str) -> String {
+pub(super) fn encode_target(target: &str) -> String {
     let mut out = String::with_capacity(target.len());
     for &b in target.as_bytes() {
         let kept = b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b);
@@ -1002,7 +1030,7 @@ fn recorded(answer: JournalResponse) -> Response<WasiBody> {
 /// How far past its limit a body is read (and dropped) before the stream is cut.
 const DRAIN_FACTOR: u64 = 16;
 
-enum Collect {
+pub(super) enum Collect {
     TooLarge,
     Failed(Error),
 }
@@ -1010,7 +1038,11 @@ enum Collect {
 /// Reads a whole body of at most `limit` bytes, each chunk within `between` when given.
 /// Past the limit the rest is read and dropped, up to [`DRAIN_FACTOR`] times the limit, so
 /// a writer sees the request end with the limit's error rather than a broken stream.
-async fn collect<B>(body: B, limit: u64, between: Option<Duration>) -> Result<Vec<u8>, Collect>
+pub(super) async fn collect<B>(
+    body: B,
+    limit: u64,
+    between: Option<Duration>,
+) -> Result<Vec<u8>, Collect>
 where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: Into<Error>,
@@ -1051,10 +1083,13 @@ where
     }
 }
 
-trait Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static {}
+pub(super) trait Stream:
+    tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static
+{
+}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static> Stream for T {}
 
-type Conn =
+pub(super) type Conn =
     hyper::client::conn::http1::Connection<hyper_util::rt::TokioIo<Box<dyn Stream>>, Full<Bytes>>;
 
 async fn handshake(

@@ -16,6 +16,7 @@ mod event_idempotency;
 mod input_lifecycle;
 mod journal;
 mod listing;
+mod outbox;
 mod reaping;
 mod renewal_and_expiry;
 mod retry_scheduling;
@@ -36,6 +37,7 @@ pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
 pub use journal::journal;
 pub use listing::listing;
+pub use outbox::outbox;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
 pub use retry_scheduling::retry_scheduling;
@@ -150,6 +152,7 @@ macro_rules! store_contract_suite {
             deployments,
             listing,
             schedules,
+            outbox,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

@@ -25,6 +25,8 @@
 //! - `revocations`: revoked keys.
 //! - `schedules`: schedules' rows, swapped by revision (a firing's inside its task's
 //!   creation).
+//! - `outbox`: events written in the commit of the transition they report, and webhook
+//!   subscriptions' rows, swapped by revision.
 //! - `journal`: a task's outbound journal.
 //! - `listing`: operators' pages of tasks and the counts by status and tool.
 
@@ -33,6 +35,7 @@ mod claims;
 mod components;
 mod journal;
 mod listing;
+mod outbox;
 mod revocations;
 mod schedules;
 mod scratch;
@@ -52,6 +55,14 @@ pub(crate) use components::{
 };
 pub(crate) use journal::{journal, journal_append, journal_taken};
 pub(crate) use listing::{counts, list};
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use outbox::{
+    check_swap as check_webhook_swap, decode_event, decode_webhook, encode_event, encode_webhook,
+    too_many as too_many_webhooks,
+};
+pub(crate) use outbox::{
+    events_after, last_seq, swap as swap_webhook, sweep_events, webhook, webhooks,
+};
 pub(crate) use revocations::revoke;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key};
@@ -114,6 +125,8 @@ pub(crate) enum Touches<'a> {
     Revocations,
     /// The schedules' rows alone (nothing of any task).
     Schedules,
+    /// The webhook subscriptions' rows and the outbox's events (nothing of any task).
+    Outbox,
     /// The components and deployments tables, and the pin counts (nothing of any task).
     Deployments,
     /// Every task whose claim names this owner (a shared store's node releasing the claims

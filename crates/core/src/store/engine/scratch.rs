@@ -79,6 +79,15 @@ impl View for Scratch<'_> {
         self.txn.kv_scan(space, limit, newest_first)
     }
 
+    fn kv_range(
+        &self,
+        space: Kv,
+        from: &[u8],
+        limit: usize,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.txn.kv_range(space, from, limit)
+    }
+
     fn revoked(&self, key: &str) -> StoreResult<bool> {
         self.txn.revoked(key)
     }
@@ -171,6 +180,19 @@ impl Txn for Scratch<'_> {
         after: Option<&crate::model::Schedule>,
     ) -> StoreResult<()> {
         self.txn.schedule_swap(name, expected, after)
+    }
+
+    fn event_put(&mut self, event: &crate::model::OutboxEvent) -> StoreResult<()> {
+        self.txn.event_put(event)
+    }
+
+    fn webhook_swap(
+        &mut self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Webhook>,
+    ) -> StoreResult<()> {
+        self.txn.webhook_swap(name, expected, after)
     }
 
     fn revoke_sweep(&mut self, now: Timestamp, limit: usize) -> StoreResult<()> {

@@ -82,6 +82,7 @@ pub(crate) fn create(txn: &mut dyn Txn, ctx: &Ctx, new: NewTask) -> StoreResult<
                 .and_then(serde_json::Value::as_str);
             t.task_span(tool.unwrap_or(&new.work.kind))
         }),
+        notify: new.notify,
     };
     task.history.push(ctx.now, HistoryKind::Created);
     let mut rec = Record {

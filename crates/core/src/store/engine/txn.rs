@@ -63,6 +63,13 @@ pub(crate) enum Kv {
     Deployments,
     /// Schedule name → [`Schedule`](crate::model::Schedule), as JSON.
     Schedules,
+    /// Sequence number (big-endian u64) → [`OutboxEvent`](crate::model::OutboxEvent), as
+    /// JSON.
+    Events,
+    /// The outbox's counters (`seq`: the last sequence number given).
+    Outbox,
+    /// Subscription name → [`Webhook`](crate::model::Webhook), as JSON.
+    Webhooks,
 }
 
 impl Kv {
@@ -74,6 +81,9 @@ impl Kv {
             Kv::ComponentMeta => 2,
             Kv::Deployments => 3,
             Kv::Schedules => 4,
+            Kv::Events => 5,
+            Kv::Outbox => 6,
+            Kv::Webhooks => 7,
         }
     }
 }
@@ -201,6 +211,13 @@ pub(crate) trait View {
         limit: usize,
         newest_first: bool,
     ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
+    /// Up to `limit` entries of `space` whose key is at least `from`, by key.
+    fn kv_range(
+        &self,
+        space: Kv,
+        from: &[u8],
+        limit: usize,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>>;
     /// Whether `key` is revoked (whatever its expiry: what it names expires by then).
     fn revoked(&self, key: &str) -> StoreResult<bool>;
     /// The task's journal entries (position, encoded entry), by position. A read reaches
@@ -250,6 +267,21 @@ pub(crate) trait Txn: View {
         after: Option<&crate::model::Schedule>,
     ) -> StoreResult<()> {
         super::schedules::swap_in_kv(self, name, expected, after)
+    }
+    /// Writes `event` to the outbox, numbered after every event committed before it (the
+    /// store sets its `seq`).
+    fn event_put(&mut self, event: &crate::model::OutboxEvent) -> StoreResult<()> {
+        super::outbox::put_in_kv(self, event)
+    }
+    /// Replaces the webhook `name` at revision `expected` (`None`: absent) with `after`
+    /// (`None`: removed); [`StoreError::WebhookConflict`] when it is not at `expected`.
+    fn webhook_swap(
+        &mut self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&crate::model::Webhook>,
+    ) -> StoreResult<()> {
+        super::outbox::swap_in_kv(self, name, expected, after)
     }
     /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
     /// keeps it).
@@ -333,6 +365,9 @@ pub(crate) trait Txn: View {
                     self.index_put(index, k, &after.task.id)?;
                 }
             }
+        }
+        if before.is_none_or(|t| t.status != after.task.status) {
+            super::outbox::transitioned(self, &after.task, &after.work)?;
         }
         self.put(after)
     }

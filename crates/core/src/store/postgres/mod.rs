@@ -181,6 +181,20 @@ impl PgStore {
             .collect()
     }
 
+    /// Webhook subscriptions' rows, by name: every one, or the one named.
+    async fn pg_webhooks(&self, name: Option<&str>) -> StoreResult<Vec<crate::model::Webhook>> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            "SELECT body FROM webhooks WHERE $1::text IS NULL OR name = $1 ORDER BY name",
+        )
+        .await?;
+        let rows = client.query(&st, &[&name]).await.map_err(pg_error)?;
+        rows.iter()
+            .map(|r| engine::decode_webhook(r.get::<_, &[u8]>(0)))
+            .collect()
+    }
+
     /// Connects, applies migrations when `options.migrate` (else refuses an out-of-date
     /// schema), releases the claims this node's previous life held, and starts listening
     /// for other nodes' changes.
@@ -445,6 +459,10 @@ impl View for OneRow {
     }
 
     fn kv_scan(&self, _: engine::Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(StoreError::invalid("a one-row read has no other tables"))
+    }
+
+    fn kv_range(&self, _: engine::Kv, _: &[u8], _: usize) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(StoreError::invalid("a one-row read has no other tables"))
     }
 
@@ -755,6 +773,92 @@ impl Backend for PgStore {
         let client = self.pool.get().await.map_err(pool_error)?;
         let st = prepared(&client, staged::SWAP_SCHEDULE).await?;
         swap.run(&client, &st).await
+    }
+
+    async fn webhooks(&self) -> StoreResult<Vec<crate::model::Webhook>> {
+        self.pg_webhooks(None).await
+    }
+
+    async fn webhook(&self, name: &str) -> StoreResult<Option<crate::model::Webhook>> {
+        Ok(self.pg_webhooks(Some(name)).await?.into_iter().next())
+    }
+
+    async fn swap_webhook(
+        &self,
+        name: String,
+        expected: Option<u64>,
+        after: Option<crate::model::Webhook>,
+    ) -> StoreResult<()> {
+        engine::check_webhook_swap(&name, expected, after.as_ref())?;
+        let body = after.as_ref().map(engine::encode_webhook).transpose()?;
+        let revision = after.as_ref().map(|w| w.revision as i64);
+        let max = crate::model::MAX_WEBHOOKS as i64;
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(&client, staged::SWAP_WEBHOOK).await?;
+        client
+            .execute(
+                &st,
+                &[&name, &expected.map(|r| r as i64), &body, &revision, &max],
+            )
+            .await
+            .map_err(|e| staged::webhook_error(&name, e))?;
+        Ok(())
+    }
+
+    async fn events_after(
+        &self,
+        after: u64,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::model::OutboxEvent>> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            "SELECT seq, body FROM outbox_events WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = client
+            .query(&st, &[&(after as i64), &limit])
+            .await
+            .map_err(pg_error)?;
+        rows.iter()
+            .map(|r| {
+                let mut e = engine::decode_event(r.get::<_, &[u8]>(1))?;
+                e.seq = r.get::<_, i64>(0) as u64;
+                Ok(e)
+            })
+            .collect()
+    }
+
+    async fn last_event(&self) -> StoreResult<u64> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(&client, "SELECT n FROM outbox_seq").await?;
+        let row = client.query_one(&st, &[]).await.map_err(pg_error)?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
+    async fn sweep_events(
+        &self,
+        below: u64,
+        before: Timestamp,
+        limit: usize,
+    ) -> StoreResult<usize> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            "DELETE FROM outbox_events WHERE seq IN (SELECT seq FROM outbox_events \
+             WHERE seq < $1 AND at < $2 ORDER BY seq LIMIT $3)",
+        )
+        .await?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let n = client
+            .execute(
+                &st,
+                &[&(below as i64), &(before.as_millis() as i64), &limit],
+            )
+            .await
+            .map_err(pg_error)?;
+        Ok(n as usize)
     }
 
     /// Tells the other nodes, after the commit, coalesced (see [`notify`]).

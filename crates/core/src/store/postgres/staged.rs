@@ -110,6 +110,8 @@ pub(super) struct Staged {
     journal: Vec<(TaskId, u32, Vec<u8>)>,
     /// A schedule's row to swap (a firing's), checked by `swap_schedule` as it commits.
     schedule: Option<ScheduleSwap>,
+    /// Outbox events to append, in the order the rules wrote them.
+    events: Vec<crate::model::OutboxEvent>,
 }
 
 /// A schedule's row swapped by a write: `swap_schedule`'s parameters.
@@ -148,6 +150,21 @@ impl ScheduleSwap {
             .await
             .map_err(|e| schedule_error(&self.name, e))?;
         Ok(())
+    }
+}
+
+/// `swap_webhook`, as a statement.
+pub(super) const SWAP_WEBHOOK: &str = "SELECT swap_webhook($1, $2, $3, $4, $5)";
+
+/// A driver error of `swap_webhook` in the contract's terms.
+pub(super) fn webhook_error(name: &str, e: tokio_postgres::Error) -> StoreError {
+    match e.as_db_error().map(|d| (d.code().code(), d.message())) {
+        Some(("SN409", current)) => StoreError::WebhookConflict {
+            name: name.to_owned(),
+            current: current.parse().ok(),
+        },
+        Some(("SN413", _)) => crate::store::engine::too_many_webhooks(),
+        _ => pg_error(e),
     }
 }
 
@@ -190,6 +207,7 @@ impl Staged {
             needs_exact: false,
             journal: Vec::new(),
             schedule: None,
+            events: Vec::new(),
         };
         for (id, rec) in fetched {
             s.index.push(id);
@@ -309,6 +327,16 @@ impl Staged {
             tally.shard = shard;
             out.push(Change::Tally(tally));
         }
+        // Very last: the outbox counter's lock is held from here to the commit, which
+        // serializes only the writes that report a transition, and only for that long.
+        if !self.events.is_empty() {
+            let mut append = Events::default();
+            for e in &self.events {
+                append.bodies.push(crate::store::engine::encode_event(e)?);
+                append.ats.push(e.at.as_millis() as i64);
+            }
+            out.push(Change::Events(append));
+        }
         Ok(out)
     }
 }
@@ -426,6 +454,8 @@ pub(super) enum Change {
     },
     /// Swap a schedule's row (a row not where the write expected it fails the write).
     Schedule(ScheduleSwap),
+    /// Append events to the outbox, numbered in commit order (`outbox_append`).
+    Events(Events),
     /// Record a journal entry (an entry already at the position fails the write).
     Journal {
         id: TaskId,
@@ -433,6 +463,16 @@ pub(super) enum Change {
         entry: Vec<u8>,
     },
 }
+
+/// Outbox events to append: their bodies and commit times, in [`APPEND_EVENTS`]'s order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(super) struct Events {
+    bodies: Vec<Vec<u8>>,
+    ats: Vec<i64>,
+}
+
+/// `outbox_append`, as a statement.
+const APPEND_EVENTS: &str = "SELECT outbox_append($1::bytea[], $2::bigint[])";
 
 /// A move of one scope's live and stored counts and its stored bytes on one shard, in
 /// [`BUMP_COUNTS`]'s parameter order.
@@ -475,6 +515,7 @@ pub(super) struct Writes {
     journal: Statement,
     tally: Statement,
     schedule: Statement,
+    events: Statement,
 }
 
 impl Writes {
@@ -511,6 +552,7 @@ impl Writes {
             journal: prepared(client, INSERT_JOURNAL).await?,
             tally: prepared(client, BUMP_TALLY).await?,
             schedule: prepared(client, SWAP_SCHEDULE).await?,
+            events: prepared(client, APPEND_EVENTS).await?,
         })
     }
 }
@@ -567,6 +609,12 @@ impl Change {
                 client.execute(&st.delete, &[ids]).await.map_err(pg_error)?;
             }
             Change::Schedule(swap) => swap.run(client, &st.schedule).await?,
+            Change::Events(e) => {
+                client
+                    .execute(&st.events, &[&e.bodies, &e.ats])
+                    .await
+                    .map_err(pg_error)?;
+            }
             Change::Pinned {
                 digest,
                 shard,
@@ -645,6 +693,10 @@ impl View for Staged {
     }
 
     fn kv_scan(&self, _: Kv, _: usize, _: bool) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        Err(own_statements())
+    }
+
+    fn kv_range(&self, _: Kv, _: &[u8], _: usize) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
         Err(own_statements())
     }
 
@@ -741,6 +793,21 @@ impl Txn for Staged {
     }
 
     fn kv_del(&mut self, _: Kv, _: &[u8]) -> StoreResult<()> {
+        Err(own_statements())
+    }
+
+    /// Appended as the write commits (`outbox_append`), which numbers it.
+    fn event_put(&mut self, event: &crate::model::OutboxEvent) -> StoreResult<()> {
+        self.events.push(event.clone());
+        Ok(())
+    }
+
+    fn webhook_swap(
+        &mut self,
+        _: &str,
+        _: Option<u64>,
+        _: Option<&crate::model::Webhook>,
+    ) -> StoreResult<()> {
         Err(own_statements())
     }
 

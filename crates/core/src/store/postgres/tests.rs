@@ -745,15 +745,18 @@ mod shared {
                  ALTER TABLE tasks DROP COLUMN tenant, DROP COLUMN tool,
                      DROP COLUMN created_at, DROP COLUMN updated_at;
                  ALTER TABLE live DROP COLUMN stored, DROP COLUMN bytes;
-                 DROP TABLE revoked, components, deployments, pinned, schedules;
+                 DROP TABLE revoked, components, deployments, pinned, schedules, webhooks,
+                     outbox_seq, outbox_events;
                  DROP FUNCTION swap_schedule;
-                 DELETE FROM schema_migrations WHERE version IN (4, 5, 6, 7)",
+                 DROP FUNCTION swap_webhook;
+                 DROP FUNCTION outbox_append;
+                 DELETE FROM schema_migrations WHERE version IN (4, 5, 6, 7, 8)",
             )
             .await
             .expect("to version 3");
         assert_eq!(
             crate::store::migrate_postgres(&o).await.expect("upgrade"),
-            [4, 5, 6, 7]
+            [4, 5, 6, 7, 8]
         );
         let store = PgStore::open(o.clone()).await.expect("open");
         // The listing columns and the tallies, from the tasks (schema 5).
@@ -819,7 +822,7 @@ mod shared {
             .await
             .expect("a version-1 key");
         let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
-        assert_eq!(applied, [2, 3, 4, 5, 6, 7]);
+        assert_eq!(applied, [2, 3, 4, 5, 6, 7, 8]);
         let store = PgStore::open(o.clone()).await.expect("open");
         assert_eq!(
             store.server_key().await.expect("key"),

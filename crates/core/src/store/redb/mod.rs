@@ -362,6 +362,7 @@ impl Backend for RedbStore {
                 | Touches::Deployments
                 | Touches::Listing
                 | Touches::Schedules
+                | Touches::Outbox
         );
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;

@@ -183,6 +183,29 @@ where
         Ok(out)
     }
 
+    fn kv_range(
+        &self,
+        space: Kv,
+        from: &[u8],
+        limit: usize,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let table = self.kv.as_ref().ok_or_else(|| not_open("kv"))?;
+        let lo: Vec<u8> = std::iter::once(space.tag())
+            .chain(from.iter().copied())
+            .collect();
+        let hi = [space.tag() + 1];
+        let mut out = Vec::new();
+        for e in table
+            .range::<&[u8]>(lo.as_slice()..hi.as_slice())
+            .map_err(backend)?
+            .take(limit)
+        {
+            let (k, v) = e.map_err(backend)?;
+            out.push((k.value()[1..].to_vec(), v.value().to_vec()));
+        }
+        Ok(out)
+    }
+
     fn revoked(&self, key: &str) -> StoreResult<bool> {
         let (by_key, _) = self.revoked.as_ref().ok_or_else(|| not_open("revoked"))?;
         Ok(by_key.get(key).map_err(backend)?.is_some())

@@ -47,6 +47,8 @@ const LISTING_DEL: &str = "DELETE FROM listing WHERE key = ?1";
 const KV_GET: &str = "SELECT value FROM kv WHERE space = ?1 AND key = ?2";
 const KV_SCAN_UP: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key LIMIT ?2";
 const KV_SCAN_DOWN: &str = "SELECT key, value FROM kv WHERE space = ?1 ORDER BY key DESC LIMIT ?2";
+const KV_RANGE: &str =
+    "SELECT key, value FROM kv WHERE space = ?1 AND key >= ?2 ORDER BY key LIMIT ?3";
 const KV_PUT: &str = "INSERT INTO kv (space, key, value) VALUES (?1, ?2, ?3) \
      ON CONFLICT (space, key) DO UPDATE SET value = excluded.value";
 const KV_DEL: &str = "DELETE FROM kv WHERE space = ?1 AND key = ?2";
@@ -291,6 +293,22 @@ impl View for Rows<'_> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = stmt
             .query_map(params![space.tag(), limit], |r| {
+                Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .map_err(backend)?;
+        rows.collect::<Result<_, _>>().map_err(backend)
+    }
+
+    fn kv_range(
+        &self,
+        space: Kv,
+        from: &[u8],
+        limit: usize,
+    ) -> StoreResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut stmt = self.conn.prepare_cached(KV_RANGE).map_err(backend)?;
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = stmt
+            .query_map(params![space.tag(), from, limit], |r| {
                 Ok((r.get::<_, Vec<u8>>(0)?, r.get::<_, Vec<u8>>(1)?))
             })
             .map_err(backend)?;

@@ -236,6 +236,7 @@ impl McpServer {
             bytes,
         } = req;
         let trace = protocol::trace_of(params.get("_meta"));
+        let webhook = protocol::webhook_of(params.get("_meta"))?;
         let call = match method.as_str() {
             "ping" => return Ok(Reply::result(&id, json!({}))),
             "logging/setLevel" => {
@@ -258,6 +259,7 @@ impl McpServer {
             // `_meta`'s keys (SEP-414, in every revision) before the HTTP headers.
             trace: trace.or_else(|| headers.trace.clone()),
             progress_token,
+            webhook,
             // Until the session sets a level, the client gets notices and worse.
             log_level: Some(
                 session_id

@@ -66,6 +66,9 @@ impl McpServer {
         new.poll_interval_ms = Some(poll_interval_ms);
         // The capability set only: never the request's _meta.
         new.client_capabilities = ctx.meta.client_capabilities.clone();
+        self.tasks()
+            .hear(&mut new, &tool.info.name, ctx.meta.webhook.as_deref())
+            .map_err(RpcError::invalid_params)?;
         let task = match self.tasks().create(new).await {
             Ok(t) => t,
             Err(StoreError::LiveLimit { max }) => {
