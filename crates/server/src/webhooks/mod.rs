@@ -417,7 +417,8 @@ impl Webhooks {
         }
         sending.extend(leased.replayed.iter().map(|d| d.event.clone()));
         let tried =
-            futures_util::future::join_all(sending.iter().map(|e| self.send(&leased, e))).await;
+            futures_util::future::join_all(sending.iter().map(|e| self.send(&leased, e, now)))
+                .await;
         let tried: Vec<(OutboxEvent, Tried)> = sending.into_iter().zip(tried).collect();
         let mut round = Round::default();
         for (_, t) in &tried {
@@ -475,8 +476,11 @@ impl Webhooks {
         Err(busy(name))
     }
 
-    /// One try of `event` to `row`'s endpoint: 2xx is delivered, anything else a failure.
-    async fn send(&self, row: &Webhook, event: &OutboxEvent) -> Tried {
+    /// One try of `event` to `row`'s endpoint, signed with the secrets that sign at `now`
+    /// (the store's time, which rotations are written in): 2xx is delivered, anything else
+    /// a failure. `webhook-timestamp` is this node's wall clock, which receivers compare
+    /// with their own.
+    async fn send(&self, row: &Webhook, event: &OutboxEvent, now: Timestamp) -> Tried {
         let body = match serde_json::to_vec(&event.payload()) {
             Ok(b) => b,
             Err(e) => return Tried::Failed(format!("the event does not encode: {e}")),
@@ -484,7 +488,7 @@ impl Webhooks {
         let at = snodo_core::model::wall_millis() / 1_000;
         let mut headers = HeaderMap::new();
         let signatures: Vec<String> = row
-            .signing(Timestamp(snodo_core::model::wall_millis()))
+            .signing(now)
             .filter_map(|s| signature(s, &event.id, at, &body))
             .collect();
         let values = [

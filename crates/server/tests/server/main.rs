@@ -32,6 +32,7 @@ mod schedules;
 mod streams;
 mod tasks;
 mod wasm_guests;
+mod webhooks;
 
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
 
