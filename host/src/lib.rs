@@ -18,6 +18,7 @@
 //! - [`config`]: the TOML configuration file of `snodo serve` and its validation.
 //! - [`client`]: the small HTTP/1 MCP client the stress harness, the benchmarks and the
 //!   end-to-end tests reach a server with.
+//! - [`receiver`]: a webhook receiver the stress runs and the benchmarks deliver to.
 //! - [`stress`]: `snodo stress`, the invariant-counting workloads.
 //!
 //! See ARCHITECTURE.md for the codemap and the invariants.
@@ -30,4 +31,5 @@ pub use snodo_wasm as wasm;
 
 pub mod client;
 pub mod config;
+pub mod receiver;
 pub mod stress;

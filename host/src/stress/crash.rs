@@ -80,7 +80,18 @@ const CRASH_INVARIANTS: &[(&str, &str)] = &[
         "with missed = \"all\", every firing from the schedule's anchor to its next one has \
          its task, across every crash",
     ),
+    (
+        "terminal_transitions_delivered",
+        "every task that ended reached the webhook receiver as its terminal event, at least \
+         once and under one event id, across every crash (one try in seven refused)",
+    ),
 ];
+
+/// The tenant the clients' calls run as (a loopback server's anonymous caller), whose
+/// events the receiver is subscribed to.
+const CLIENT_TENANT: &str = "local";
+/// One request in this many the receiver refuses (503), so that retries happen.
+const REFUSE_ONE_IN: u64 = 7;
 
 /// The schedule every node declares: `greet` every second (the shortest interval), every
 /// missed firing caught up, in a tenant of its own.
@@ -117,7 +128,13 @@ impl Drop for Node {
     }
 }
 
-fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> PathBuf {
+fn config(
+    dir: &Path,
+    n: usize,
+    store: &CrashStore,
+    components: &[PathBuf],
+    hooks: &crate::receiver::Receiver,
+) -> PathBuf {
     let store_toml = match store {
         CrashStore::Redb(p) => format!("kind = \"redb\"\npath = {:?}", p.display().to_string()),
         CrashStore::Sqlite(p) => {
@@ -135,6 +152,7 @@ fn config(dir: &Path, n: usize, store: &CrashStore, components: &[PathBuf]) -> P
         "\n[[schedules]]\nname = \"{SCHEDULE}\"\ntool = \"greet\"\ntenant = \"{SCHEDULE_TENANT}\"\n\
          every_ms = {SCHEDULE_EVERY_MS}\nmissed = \"all\"\ncatch_up = 1000\n"
     ));
+    text.push_str(&hooks.config_toml(CLIENT_TENANT));
     text.push_str(&components_toml(components));
     let path = dir.join(format!("node-{n}.toml"));
     let _ = std::fs::write(&path, text);
@@ -362,8 +380,11 @@ where
         TaskId::generate()
     ));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let hooks = crate::receiver::Receiver::start(REFUSE_ONE_IN, opts.seed)
+        .await
+        .map_err(|e| format!("the webhook receiver: {e}"))?;
     let configs: Vec<PathBuf> = (0..nodes)
-        .map(|n| config(&dir, n, &store, components))
+        .map(|n| config(&dir, n, &store, components, &hooks))
         .collect();
     let mut running: Vec<Node> = Vec::new();
     for c in &configs {
@@ -381,12 +402,15 @@ where
     let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
     cancel_one(addrs[0], &model).await;
     let finished = await_all(&addrs, &model, restarted).await;
+    await_deliveries(&hooks, &finished).await;
     drop(running);
     let store = open().await?;
     let model = std::mem::take(&mut *model.lock());
     let mut slowest = Duration::ZERO;
+    let delivered = hooks.seen.lock().ids();
     for (id, told) in &model {
         judge(&*store, &o, id, told, finished.get(id), &mut slowest).await;
+        judge_delivery(&*store, &o, id, &delivered).await;
     }
     judge_schedule(&*store, &o).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -506,6 +530,63 @@ async fn await_all(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     finished
+}
+
+/// Waits until the receiver has taken a terminal event for every task in `finished`, or
+/// the patience (the retry list's whole span, twice, and a lease) runs out.
+async fn await_deliveries(hooks: &crate::receiver::Receiver, finished: &HashMap<String, Duration>) {
+    let patience = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < patience {
+        let taken: std::collections::HashSet<String> = hooks
+            .seen
+            .lock()
+            .taken
+            .iter()
+            .filter(|t| t.kind != "task.input_required")
+            .map(|t| t.task.clone())
+            .collect();
+        if finished.keys().all(|id| taken.contains(id)) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Checks that task `id`, if it ended and its tenant is the receiver's, reached the
+/// receiver as its terminal event under one id.
+async fn judge_delivery(
+    store: &dyn Store,
+    o: &Shared,
+    id: &str,
+    delivered: &BTreeMap<(String, String), std::collections::BTreeSet<String>>,
+) {
+    let Some(task_id) = TaskId::parse(id) else {
+        return;
+    };
+    let Some((t, _)) = store.inspect(&task_id).await.ok().flatten() else {
+        return;
+    };
+    if !t.status.is_terminal() || t.scope.tenant() != CLIENT_TENANT {
+        return;
+    }
+    let kind = format!("task.{}", t.status.as_str());
+    let ids = delivered.get(&(id.to_owned(), kind.clone()));
+    check(
+        o,
+        "terminal_transitions_delivered",
+        !t.notify.is_empty() && ids.is_some_and(|ids| ids.len() == 1),
+        || match ids {
+            None if t.notify.is_empty() => format!("task {id} names no subscription"),
+            None => format!(
+                "task {id} ended {} and its {kind} never arrived",
+                t.status.as_str()
+            ),
+            Some(ids) => format!(
+                "task {id}'s {kind} arrived under {} ids: {ids:?}",
+                ids.len()
+            ),
+        },
+    );
 }
 
 /// Checks task `id` in `store` against what its clients were `told` and when it was

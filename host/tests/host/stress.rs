@@ -282,7 +282,7 @@ fn kill_mode(args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|_| panic!("no JSON report: {}", String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{report}");
     let invariants = report["invariants"].as_array().expect("invariants");
-    assert_eq!(invariants.len(), 11, "{report}");
+    assert_eq!(invariants.len(), 12, "{report}");
     for i in invariants {
         assert!(
             i["verdict"] == "PASS" && i["checked"].as_u64() > Some(0),
