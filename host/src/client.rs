@@ -77,6 +77,17 @@ impl Connection {
         Ok((status, value))
     }
 
+    /// `POST path` with a JSON body: the status and the body as text.
+    pub async fn post(&mut self, path: &str, body: &Value) -> Result<(u16, String), String> {
+        let request = hyper::Request::post(path)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .map_err(|e| e.to_string())?;
+        let (status, body) = self.exchange(request).await?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+
     /// `GET path`: the status and the body as text.
     pub async fn get(&mut self, path: &str) -> Result<(u16, String), String> {
         let request = hyper::Request::get(path)

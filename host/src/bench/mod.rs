@@ -4,19 +4,21 @@
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
 //! `fairness` (fairness.rs), `outbound` (outbound.rs), `listing` (listing.rs), `sleepers`
-//! (sleepers.rs) and `wasm` (wasm.rs) have files of their own.
+//! (sleepers.rs), `webhooks` (webhooks.rs) and `wasm` (wasm.rs) have files of their own.
 
 mod fairness;
 mod listing;
 mod outbound;
 mod sleepers;
 mod wasm;
+mod webhooks;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
 pub(crate) use listing::{ListingBenchOptions, ListingFigure, listing};
 pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
 pub(crate) use sleepers::{SleepersOptions, sleepers};
 pub(crate) use wasm::{WasmBenchOptions, WasmFigure, wasm};
+pub(crate) use webhooks::{WebhooksOptions, webhooks};
 
 use std::path::PathBuf;
 use std::sync::Arc;

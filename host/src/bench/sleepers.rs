@@ -343,7 +343,7 @@ fn wake_of(t: &Task) -> Option<(u64, u64)> {
 }
 
 /// p50, p99 and the maximum of `series` (ms), 0 when it is empty.
-fn percentiles(mut series: Vec<u64>) -> (f64, f64, f64) {
+pub(super) fn percentiles(mut series: Vec<u64>) -> (f64, f64, f64) {
     if series.is_empty() {
         return (0.0, 0.0, 0.0);
     }

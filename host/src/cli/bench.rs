@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use crate::bench::{
     FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure,
     McpBenchOptions, OutboundBenchOptions, OutboundFigure, RunnerBenchOptions, RunnerFigure,
-    SleepersOptions, StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure,
+    SleepersOptions, StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure, WebhooksOptions,
 };
 
 use super::print_table;
@@ -31,6 +31,9 @@ enum BenchCommand {
     /// Many tasks asleep in the store at once, then woken at a steady rate: what they hold
     /// and how late they wake (docs/time.md).
     Sleepers(SleepersOptions),
+    /// Task events delivered to a receiver: the time from a transition's commit to its
+    /// receipt, and deliveries a second, on each store.
+    Webhooks(WebhooksOptions),
     /// Per component (Rust, Python, JavaScript side by side): cold compile, load on
     /// restart, the warm call, and the memory of a live instance.
     Wasm(WasmBenchOptions),
@@ -104,6 +107,12 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
             runtime.block_on(crate::bench::sleepers(&opts)),
             json,
             |figures: &[RunnerFigure]| figure_table("sleepers benchmark", figures),
+        ),
+        BenchCommand::Webhooks(opts) => report(
+            "webhooks benchmark",
+            runtime.block_on(crate::bench::webhooks(&opts)),
+            json,
+            |figures: &[RunnerFigure]| figure_table("webhooks benchmark", figures),
         ),
         BenchCommand::Wasm(opts) => wasm(runtime, &opts, json),
     }

@@ -116,9 +116,10 @@ pub enum CrashStore {
 }
 
 /// One `snodo serve` child, killed when dropped.
-pub(super) struct Node {
+pub struct Node {
     child: Child,
-    pub(super) addr: SocketAddr,
+    /// Where it serves.
+    pub addr: SocketAddr,
 }
 
 impl Drop for Node {
@@ -171,7 +172,8 @@ pub(super) fn components_toml(components: &[PathBuf]) -> String {
         .collect()
 }
 
-pub(super) fn start(bin: &Path, config: &Path) -> Result<Node, String> {
+/// Starts `snodo serve` (the binary `bin`) on `config` and waits until it serves.
+pub fn start(bin: &Path, config: &Path) -> Result<Node, String> {
     let mut child = Command::new(bin)
         .args(["serve", "--log-json", "--config"])
         .arg(config)
@@ -211,7 +213,7 @@ pub(super) fn start(bin: &Path, config: &Path) -> Result<Node, String> {
 
 /// One JSON-RPC call over a fresh connection; `None` when no complete reply arrived (the
 /// node died, or refused the connection).
-pub(super) async fn rpc(addr: SocketAddr, method: &str, mut params: Value) -> Option<Value> {
+pub async fn rpc(addr: SocketAddr, method: &str, mut params: Value) -> Option<Value> {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {

@@ -17,7 +17,9 @@ mod crash;
 pub use chaos::{
     ChaosOptions, PgInstance, PhaseFigure, SCENARIOS, ScenarioReport, TableFigure, chaos,
 };
-pub use crash::{CRASH_LEASE_MS, CrashStore, RECOVERY_BOUND_MS, crash};
+pub use crash::{
+    CRASH_LEASE_MS, CrashStore, Node, RECOVERY_BOUND_MS, crash, rpc, start as start_node,
+};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -81,6 +81,8 @@ pub struct Round {
     pub swept: u64,
     /// How long until the earliest retry, if one waits.
     pub next_in: Option<Duration>,
+    /// A subscription had more to send than one round takes: look again at once.
+    pub more: bool,
 }
 
 /// The webhooks of one server. A cheap handle: the loop holds one, the admin routes another.
@@ -337,7 +339,11 @@ impl Webhooks {
             round.delivered += r.delivered;
             round.failed += r.failed;
             round.dead += r.dead;
+            round.more |= r.more;
         }
+        // Events the scan did not reach wait for the next look, at once while deliveries
+        // flow (a subscription that can take nothing must not make the loop spin).
+        round.more |= events.len() == SCAN && round.delivered + round.failed > 0;
         let next = self
             .store()
             .webhooks()
@@ -384,6 +390,7 @@ impl Webhooks {
             scanned = e.seq;
         }
         let mut due = row.due_retries(now);
+        let more = (room > 0 && taken.len() == room) || due.len() > WINDOW;
         due.truncate(WINDOW);
         if taken.is_empty() && due.is_empty() && row.replayed.is_empty() {
             // Nothing of its own: the cursor moves only when it is far behind, so an idle
@@ -420,7 +427,10 @@ impl Webhooks {
             futures_util::future::join_all(sending.iter().map(|e| self.send(&leased, e, now)))
                 .await;
         let tried: Vec<(OutboxEvent, Tried)> = sending.into_iter().zip(tried).collect();
-        let mut round = Round::default();
+        let mut round = Round {
+            more,
+            ..Round::default()
+        };
         for (_, t) in &tried {
             match t {
                 Tried::Delivered => round.delivered += 1,
@@ -562,6 +572,7 @@ pub(crate) async fn run(
     let wake = webhooks.wake.clone();
     loop {
         let wait = match webhooks.look().await {
+            Ok(r) if r.more => Duration::ZERO,
             Ok(r) => r.next_in.map_or(POLL, |d| d.min(POLL)),
             Err(e) => {
                 tracing::warn!(error = %e, "a look at the webhooks' outbox failed; trying again");
