@@ -50,6 +50,9 @@ enum Command {
     /// Operate on a running server's schedules (its admin API): list, show, pause, resume,
     /// run-now, remove; `--json` for scripts.
     Schedules(cli::schedules::SchedulesArgs),
+    /// Operate on a running server's webhook subscriptions (its admin API): list, show,
+    /// pause, resume, rotate, redeliver dead letters, read the outbox by cursor.
+    Webhooks(cli::webhooks::WebhooksArgs),
     /// Show a task: from a redb or SQLite store file without a running server, or from the
     /// store a configuration names (PostgreSQL included; a read that touches no claim).
     Inspect(cli::inspect::InspectArgs),
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cli::inspect::run(&runtime, args),
         Command::Tasks(args) => cli::tasks::run(&runtime, args),
         Command::Schedules(args) => cli::schedules::run(&runtime, args),
+        Command::Webhooks(args) => cli::webhooks::run(&runtime, args),
         Command::Migrate(args) => cli::migrate::run(&runtime, args),
         Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
         Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),

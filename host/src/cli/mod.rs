@@ -11,6 +11,7 @@ pub(crate) mod serve;
 pub(crate) mod stress;
 pub(crate) mod tasks;
 pub(crate) mod tools;
+pub(crate) mod webhooks;
 
 use std::path::Path;
 use std::process::ExitCode;

@@ -329,9 +329,9 @@ pub struct Webhook {
     pub origin: super::ScheduleOrigin,
     /// The secrets it signs with, the current one first.
     pub secrets: Vec<SigningSecret>,
-    /// The exact delays between tries of one event; once used up, the event is a dead
-    /// letter.
-    pub retry: RetryPolicy,
+    /// The exact delays between tries of one event, in milliseconds (a checked
+    /// [`RetryPolicy`]'s); once used up, the event is a dead letter.
+    pub retry_ms: Vec<u64>,
     /// Paused: nothing is delivered (events wait in the outbox).
     #[serde(default)]
     pub paused: bool,
@@ -396,7 +396,7 @@ impl Webhook {
                 secret,
                 until: None,
             }],
-            retry,
+            retry_ms: retry.delays_ms().to_vec(),
             paused: false,
             cursor,
             retrying: Vec::new(),
@@ -509,7 +509,7 @@ impl Webhook {
                 Tried::Delivered => self.delivered_at(now),
                 Tried::Failed(error) => {
                     self.failed_with(error);
-                    match self.retry.delays_ms().get(attempts as usize - 1) {
+                    match self.retry_ms.get(attempts as usize - 1) {
                         Some(delay) => self.retrying.push(Retrying {
                             seq: event.seq,
                             attempts,
