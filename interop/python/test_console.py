@@ -3,19 +3,23 @@ nothing is downloaded). An operator signs in with an admin token, filters the li
 waiting task's form and watches it complete on a page that never reloads, and bulk-cancels a
 filtered set after a confirmation. Forms without the session's CSRF token, or posted from
 another origin, are refused. On the schedules page an operator sees a configured schedule's
-next firings, fires it now and follows its task, and pauses and resumes it. Screenshots go to
-target/artifacts/console/."""
+next firings, fires it now and follows its task, and pauses and resumes it. On the webhooks
+page an operator sees a delivery that failed every try as a dead letter and redelivers it to
+a receiver that came back. Screenshots go to target/artifacts/console/."""
 
 import http.client
 import json
 import os
 import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import ROOT, configured
+from conftest import ROOT, configured, free_port
 
 CHROMIUM = os.environ.get("SNODO_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / "target" / "artifacts" / "console"
@@ -45,8 +49,39 @@ def call_tool(port, name, arguments):
     return reply["result"]["taskId"]
 
 
+class Receiver:
+    """A webhook receiver on a free port that answers `status` and counts what it took."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.status = 503
+        self.taken = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                self.rfile.read(int(self.headers["content-length"]))
+                if receiver.status == 204:
+                    receiver.taken += 1
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
 @pytest.fixture(scope="module")
-def console(tmp_path_factory):
+def hooks():
+    r = Receiver()
+    yield r
+    r.server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory, hooks):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: scripts/browser installs Debian's chromium")
     work = tmp_path_factory.mktemp("console")
@@ -68,6 +103,16 @@ tenant = "acme"
 arguments = {{ name = "Operator" }}
 cron = "0 0 1 1 *"
 zone = "Europe/Paris"
+
+[webhooks]
+allowed_hosts = ["http://127.0.0.1:{hooks.port}"]
+retry_ms = [100]
+
+[[webhooks.subscriptions]]
+name = "acme-hooks"
+tenant = "acme"
+url = "http://127.0.0.1:{hooks.port}/hooks"
+tools = ["test_whoami"]
 """) as (port, _):
         yield port
 
@@ -209,4 +254,42 @@ def test_an_operator_runs_pauses_and_resumes_a_schedule(console, browser):
     row.get_by_role("button", name="Resume new-year-greeting").click()
     expect(row.locator("ol li")).to_have_count(5)
     shot(page, "11-schedule-resumed")
+    ctx.close()
+
+
+def test_an_operator_redelivers_a_dead_letter(console, browser, hooks):
+    base = f"http://127.0.0.1:{console}"
+    task = call_tool(console, "test_whoami", {})
+    ctx = browser.new_context()
+    page = ctx.new_page()
+    sign_in(page, base)
+    page.get_by_role("link", name="Webhooks").click()
+    expect(page).to_have_url(f"{base}/console/webhooks")
+    row = page.locator('tr[data-webhook="acme-hooks"]')
+    expect(row).to_contain_text("configured")
+    # The receiver answers 503: tried twice (at once, then after 100 ms), then a dead letter.
+    for _ in range(200):
+        if row.locator("[data-dead]").count() == 1:
+            break
+        time.sleep(0.05)
+        page.reload()
+    dead = row.locator("[data-dead]")
+    expect(dead).to_contain_text("task.completed")
+    expect(dead.get_by_role("link", name=task)).to_be_visible()
+    expect(dead).to_contain_text("2 tries; the receiver answered 503")
+    shot(page, "12-webhook-dead-letter")
+
+    hooks.status = 204
+    event = dead.get_attribute("data-dead")
+    dead.get_by_role("button", name=f"Redeliver {event}").click()
+    expect(page).to_have_url(f"{base}/console/webhooks")
+    for _ in range(200):
+        if hooks.taken == 1 and row.locator("[data-dead]").count() == 0:
+            break
+        time.sleep(0.05)
+        page.reload()
+    assert hooks.taken == 1
+    expect(row.locator("[data-dead]")).to_have_count(0)
+    expect(row).to_contain_text("1 / 2")
+    shot(page, "13-webhook-redelivered")
     ctx.close()

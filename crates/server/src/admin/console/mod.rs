@@ -8,12 +8,13 @@
 //! the task list (filters, counts, live rows, paging), a task's page (summary, what it
 //! waits on with an answer form built from the question's schema, its history as a
 //! timeline, cancel and retry-now), bulk cancel with a preview and a confirmation, and the
-//! schedules (next and last firings, pause, resume, run now).
+//! schedules (next and last firings, pause, resume, run now), and webhook subscriptions (retries,
+//! dead letters, pause, resume, redeliver).
 //!
 //! - `requests`: what every request passes: security headers, same origin, the session,
 //!   posted forms and their CSRF token.
 //! - `signin`: sign-in with a token or through the identity provider, and sign-out.
-//! - `list`, `task`, `bulk`, `schedules`: the pages and the actions on them.
+//! - `list`, `task`, `bulk`, `schedules`, `webhooks`: the pages and the actions on them.
 //! - `live`: the change feed and the script that follows it.
 //! - `render`: the page frame, the error page and the small pieces every page shows.
 
@@ -25,6 +26,7 @@ mod requests;
 mod schedules;
 mod signin;
 mod task;
+mod webhooks;
 
 use std::sync::Arc;
 
@@ -91,6 +93,8 @@ pub(crate) fn routes(state: ConsoleState) -> Router {
         .route("/events", get(events))
         .route("/schedules", get(schedules::schedules_page))
         .route("/schedules/{name}/{action}", post(schedules::act_on))
+        .route("/webhooks", get(webhooks::webhooks_page))
+        .route("/webhooks/{name}/{action}", post(webhooks::act_on))
         .route("/logout", post(logout))
         .route_layer(middleware::from_fn_with_state(state.clone(), signed_in));
     Router::new()
