@@ -641,6 +641,55 @@ subject = "alice"
     }
 
     #[test]
+    fn webhooks_are_read_with_their_defaults_and_refused_by_their_key() {
+        let o = options(
+            "[webhooks]\nallowed_hosts = [\"https://hooks.example.com\"]\n\
+             [[webhooks.subscriptions]]\nname = \"ops\"\ntenant = \"acme\"\n\
+             url = \"https://hooks.example.com/in\"\nevents = [\"failed\"]\n",
+        )
+        .expect("options");
+        assert_eq!(o.webhooks.subscriptions.len(), 1);
+        assert_eq!(o.webhooks.retry_ms.len(), 7, "the default retry list");
+        assert_eq!(o.webhooks.lease_ms, 60_000);
+        let refused = [
+            (
+                "[webhooks]\nallowed_hosts = [\"ftp://x\"]\n",
+                "webhooks.allowed_hosts",
+                "",
+            ),
+            (
+                "[webhooks]\nallowed_hosts = [\"https://a.example\"]\n\
+                 [[webhooks.subscriptions]]\nname = \"ops\"\ntenant = \"acme\"\n\
+                 url = \"https://b.example/in\"\n",
+                "webhooks.subscriptions[0]",
+                "add \"https://b.example\" to webhooks.allowed_hosts",
+            ),
+            (
+                "[webhooks]\nallowed_hosts = [\"https://a.example\"]\n\
+                 [[webhooks.subscriptions]]\nname = \"ops\"\ntenant = \"acme\"\n\
+                 url = \"https://a.example/in\"\nevents = [\"done\"]\n",
+                "webhooks.subscriptions[0]",
+                "events: \"done\"",
+            ),
+            (
+                "[webhooks]\nlease_ms = 1000\n",
+                "webhooks.lease_ms",
+                "longer than",
+            ),
+            (
+                "[webhooks]\nretry_ms = [700000000]\n",
+                "webhooks.retry_ms",
+                "the longest allowed",
+            ),
+        ];
+        for (text, key, reason) in refused {
+            let e = options(text).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+            assert!(e.reason.contains(reason), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn a_handle_wait_is_inherited_from_the_defaults_and_bounded() {
         let o = options("[defaults]\nhandle_after_ms = 30000\n[tools.a]\nttl_ms = 600000\n[tools.b]\nhandle_after_ms = 0\n")
             .expect("options");
