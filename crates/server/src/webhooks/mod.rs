@@ -38,6 +38,9 @@ use crate::tasks::TaskService;
 
 /// The longest the loop sleeps between two looks at the outbox.
 pub(crate) const POLL: Duration = Duration::from_millis(500);
+/// The least time between two looks a task change wakes: changes come in bursts, and one
+/// look covers every event committed before it.
+const CHANGE_GAP: Duration = Duration::from_millis(5);
 /// Most events one look reads from the outbox.
 const SCAN: usize = 512;
 /// Most events of one subscription sent at once.
@@ -83,6 +86,8 @@ pub struct Round {
     pub next_in: Option<Duration>,
     /// A subscription had more to send than one round takes: look again at once.
     pub more: bool,
+    /// Subscriptions in the store: with none, task changes do not wake the loop.
+    pub subscriptions: usize,
 }
 
 /// The webhooks of one server. A cheap handle: the loop holds one, the admin routes another.
@@ -320,6 +325,7 @@ impl Webhooks {
         let look = self
             .looks
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        round.subscriptions = rows.len();
         if look.is_multiple_of(SWEEP_EVERY) {
             round.swept = self.sweep(&rows, now).await? as u64;
         }
@@ -563,7 +569,8 @@ fn busy(name: &str) -> WebhookError {
 }
 
 /// The loop every node runs until `stop`: a look, then a sleep until the next retry (at
-/// most [`POLL`]), a task change on this node or on another, or a subscription change.
+/// most [`POLL`]), a subscription change on this node, or (while there are subscriptions)
+/// a task change on this node or another, at most one look per [`CHANGE_GAP`] for those.
 pub(crate) async fn run(
     webhooks: Webhooks,
     mut changes: Option<tokio::sync::broadcast::Receiver<Changed>>,
@@ -571,18 +578,20 @@ pub(crate) async fn run(
 ) {
     let wake = webhooks.wake.clone();
     loop {
-        let wait = match webhooks.look().await {
-            Ok(r) if r.more => Duration::ZERO,
-            Ok(r) => r.next_in.map_or(POLL, |d| d.min(POLL)),
+        let began = tokio::time::Instant::now();
+        let (wait, listen) = match webhooks.look().await {
+            Ok(r) if r.more => (Duration::ZERO, true),
+            Ok(r) => (r.next_in.map_or(POLL, |d| d.min(POLL)), r.subscriptions > 0),
             Err(e) => {
                 tracing::warn!(error = %e, "a look at the webhooks' outbox failed; trying again");
-                POLL
+                (POLL, false)
             }
         };
         let changed = async {
-            match changes.as_mut() {
+            match changes.as_mut().filter(|_| listen) {
                 Some(rx) => {
                     let _ = rx.recv().await;
+                    tokio::time::sleep_until(began + CHANGE_GAP).await;
                     // Every change waiting is covered by the next look.
                     while rx.try_recv().is_ok() {}
                 }

@@ -155,3 +155,176 @@ impl Outbound {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::outbound::OutboundConfig;
+
+    /// A server that answers every connection with `response` and sends what it read.
+    async fn answering(
+        response: &'static str,
+    ) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+                let _ = s.write_all(response.as_bytes()).await;
+            }
+        });
+        (addr, rx)
+    }
+
+    fn host() -> Outbound {
+        Outbound::new(OutboundConfig::default()).expect("outbound")
+    }
+
+    fn json() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        h
+    }
+
+    #[tokio::test]
+    async fn a_post_goes_where_an_entry_names_and_a_redirect_is_an_answer_not_followed() {
+        let (addr, mut got) = answering(
+            "HTTP/1.1 302 Found\r\nlocation: http://169.254.169.254/\r\ncontent-length: 0\r\n\r\n",
+        )
+        .await;
+        let allowed = AllowList::parse(&[format!("http://{addr}")]).expect("list");
+        let url = format!("http://{addr}/hook?a=1");
+        assert!(allowed.admits(&url));
+        let answer = host()
+            .post(
+                &allowed,
+                "webhooks.allowed_hosts",
+                &url,
+                json(),
+                b"{}".to_vec(),
+                PostLimits::default(),
+            )
+            .await
+            .expect("an answer");
+        assert_eq!(answer.status, 302, "a redirect is the answer");
+        let request = got.recv().await.expect("the request");
+        assert!(
+            request.starts_with("POST /hook?a=1 HTTP/1.1\r\n"),
+            "{request}"
+        );
+        assert!(request.contains(&format!("host: {addr}")), "{request}");
+        assert!(request.ends_with("{}"), "{request}");
+        assert!(got.try_recv().is_err(), "nothing followed the redirect");
+    }
+
+    #[tokio::test]
+    async fn the_allow_list_and_the_address_rules_refuse_and_name_the_key() {
+        let (addr, mut got) = answering("HTTP/1.1 204 No Content\r\n\r\n").await;
+        let url = format!("http://{addr}/hook");
+        let elsewhere = AllowList::parse(&["https://hooks.example.com"]).expect("list");
+        let e = host()
+            .post(
+                &elsewhere,
+                "webhooks.allowed_hosts",
+                &url,
+                json(),
+                Vec::new(),
+                PostLimits::default(),
+            )
+            .await
+            .unwrap_err();
+        let PostError::Refused(text) = e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            text.contains(&format!("add \"http://{addr}\" to webhooks.allowed_hosts")),
+            "{text}"
+        );
+        // Every host is allowed, but a loopback address must be named.
+        let any = AllowList::parse(&["http://*:*"]).expect("list");
+        let e = host()
+            .post(
+                &any,
+                "webhooks.allowed_hosts",
+                &url,
+                json(),
+                Vec::new(),
+                PostLimits::default(),
+            )
+            .await
+            .unwrap_err();
+        let PostError::Refused(text) = e else {
+            panic!("{e:?}")
+        };
+        assert!(
+            text.contains("not a public address") || text.contains("public"),
+            "{text}"
+        );
+        // This server's own listener, even when an entry names the address.
+        let own = host();
+        own.listening_on(addr);
+        let named = AllowList::parse(&["http://127.0.0.1:*"]).expect("list");
+        let e = own
+            .post(
+                &named,
+                "webhooks.allowed_hosts",
+                &url,
+                json(),
+                Vec::new(),
+                PostLimits::default(),
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, PostError::Refused(ref t) if t.contains("own listen address")),
+            "{e:?}"
+        );
+        assert!(
+            got.try_recv().is_err(),
+            "no refused request reached the server"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_silent_receiver_fails_within_the_answer_timeout() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let held = tokio::spawn(async move {
+            let (s, _) = listener.accept().await.expect("accept");
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(s);
+        });
+        let allowed = AllowList::parse(&[format!("http://{addr}")]).expect("list");
+        let limits = PostLimits {
+            answer_timeout: Duration::from_millis(200),
+            ..PostLimits::default()
+        };
+        let e = host()
+            .post(
+                &allowed,
+                "k",
+                &format!("http://{addr}/"),
+                json(),
+                Vec::new(),
+                limits,
+            )
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, PostError::Failed(ref t) if t.contains("no answer within 200 ms")),
+            "{e:?}"
+        );
+        held.abort();
+    }
+}
