@@ -30,6 +30,10 @@ pub(crate) struct WebhooksOptions {
     /// Clients calling at once.
     #[arg(long, default_value_t = 32)]
     pub writers: usize,
+    /// Tasks made a second while latency is measured (the backlog is made as fast as the
+    /// writers go).
+    #[arg(long, default_value_t = 500)]
+    pub rate: u64,
     /// The fixtures component (serves `test_whoami`).
     #[arg(long, default_value_os_t = crate::guests::guest("fixtures.wasm"))]
     pub fixtures: std::path::PathBuf,
@@ -108,10 +112,10 @@ async fn one_store(
     };
     let mut out = Vec::new();
 
-    // Latency: a quarter of the tasks made by the writers as fast as they go, each event
-    // timed from its commit to its receipt.
+    // Latency: a quarter of the tasks made at a steady `rate`, each event timed from its
+    // commit to its receipt.
     let latency_n = (n / 4).max(1);
-    let made = make(addr, latency_n, opts.writers).await?;
+    let made = make(addr, latency_n, opts.writers, Some(opts.rate)).await?;
     let taken = arrived(&hooks, &made).await;
     let late: Vec<u64> = taken
         .iter()
@@ -131,7 +135,7 @@ async fn one_store(
     if pause.0 != 200 {
         return Err(format!("pausing the subscription: {pause:?}"));
     }
-    let made = make(addr, n, opts.writers).await?;
+    let made = make(addr, n, opts.writers, None).await?;
     let resumed = snodo::model::wall_millis();
     admin
         .post("/admin/v1/webhooks/receiver/resume", &json!({}))
@@ -156,19 +160,30 @@ async fn one_store(
     Ok(out)
 }
 
-/// Makes `n` tasks of `test_whoami` at `addr` with `writers` clients at once: their ids.
+/// Makes `n` tasks of `test_whoami` at `addr` with `writers` clients at once, `rate` a
+/// second at most when given: their ids.
 async fn make(
     addr: std::net::SocketAddr,
     n: usize,
     writers: usize,
+    rate: Option<u64>,
 ) -> Result<BTreeSet<String>, String> {
     let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let started = Instant::now();
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..writers.max(1) {
         let next = next.clone();
         set.spawn(async move {
             let mut made = Vec::new();
-            while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                if let Some(rate) = rate {
+                    let at = started + Duration::from_micros(i as u64 * 1_000_000 / rate.max(1));
+                    tokio::time::sleep_until(at.into()).await;
+                }
                 let reply = snodo::stress::rpc(
                     addr,
                     "tools/call",

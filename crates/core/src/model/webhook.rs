@@ -314,6 +314,10 @@ pub struct DeadLetter {
 pub struct DeliveryLease {
     /// The node's name.
     pub node: String,
+    /// The round that holds it (random): only that round settles under it, so two rounds
+    /// of one node never deliver a subscription at once.
+    #[serde(default)]
+    pub round: String,
     /// Until when (store clock); another node may take over after.
     pub until: Timestamp,
 }
@@ -445,11 +449,9 @@ impl Webhook {
         self.secrets.truncate(MAX_SECRETS);
     }
 
-    /// Whether another node's lease keeps `node` from delivering at `now`.
-    pub fn leased_elsewhere(&self, node: &str, now: Timestamp) -> bool {
-        self.lease
-            .as_ref()
-            .is_some_and(|l| l.node != node && l.until > now)
+    /// Whether a lease holds at `now`: whoever holds it delivers, nobody else.
+    pub fn leased(&self, now: Timestamp) -> bool {
+        self.lease.as_ref().is_some_and(|l| l.until > now)
     }
 
     /// How many new events it may take now: none while paused, or while its retries or

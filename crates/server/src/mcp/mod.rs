@@ -204,6 +204,7 @@ impl McpServer {
         webhooks
             .declare_configured(&webhooks.settings.subscriptions.clone())
             .await?;
+        webhooks.release_own_leases().await?;
         let _ = self.webhooks.set(webhooks.clone());
         let changes = self.tasks.change_feed();
         Ok(tokio::spawn(crate::webhooks::run(webhooks, changes, stop)))

@@ -205,6 +205,26 @@ impl Webhooks {
         self.refresh_hearing().await
     }
 
+    /// Lets go of the leases this node's previous life held (node ids are unique among live
+    /// nodes, as for task claims): its rounds ended with it, and their tries are sent again
+    /// now rather than when the leases run out.
+    pub(crate) async fn release_own_leases(&self) -> Result<(), WebhookError> {
+        for row in self.list().await? {
+            if row.lease.as_ref().is_some_and(|l| *l.node == *self.node) {
+                let node = self.node.clone();
+                self.change(&row.spec.name, move |current, _| {
+                    let mut next = current.next();
+                    if next.lease.as_ref().is_some_and(|l| *l.node == *node) {
+                        next.lease = None;
+                    }
+                    Ok(Some(next))
+                })
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// Changes the row `name` by `f` (given the row and the store's time; `None`:
     /// removes it), tried again while the row keeps moving.
     async fn change(
@@ -331,7 +351,7 @@ impl Webhooks {
         }
         let mine: Vec<&Webhook> = rows
             .iter()
-            .filter(|w| !w.paused && !w.leased_elsewhere(&self.node, now))
+            .filter(|w| !w.paused && !w.leased(now))
             .collect();
         let Some(from) = mine.iter().map(|w| w.cursor).min() else {
             return Ok(round);
@@ -402,14 +422,16 @@ impl Webhooks {
             // Nothing of its own: the cursor moves only when it is far behind, so an idle
             // subscription does not cost a write per look.
             if scanned >= row.cursor + SCAN as u64 / 2 {
-                self.settle(row, &[], scanned, false).await?;
+                self.settle(row, &[], scanned, None).await?;
             }
             return Ok(Round::default());
         }
         let store = self.store();
         let mut leased = row.next();
+        let round_id = snodo_core::ids::hex(&snodo_core::ids::random_bytes::<8>());
         leased.lease = Some(DeliveryLease {
             node: self.node.to_string(),
+            round: round_id.clone(),
             until: now.plus_ms(self.settings.lease_ms),
         });
         match store
@@ -421,18 +443,24 @@ impl Webhooks {
             Err(e) => return Err(e.into()),
         }
         let mut sending = taken;
+        // A retry whose event the outbox no longer holds (the sweep keeps what a row needs,
+        // so only a store changed by hand) is a failed try without a request.
+        let mut gone = Vec::new();
         for seq in due {
             match store.events_after(seq - 1, 1).await?.pop() {
                 Some(e) if e.seq == seq => sending.push(e),
-                // Swept past a retry (the sweep keeps what a row needs, so only by hand).
-                _ => sending.push(missing(seq, name)),
+                _ => gone.push((
+                    missing(seq, name),
+                    Tried::Failed(format!("event {seq} is no longer in the outbox")),
+                )),
             }
         }
         sending.extend(leased.replayed.iter().map(|d| d.event.clone()));
         let tried =
             futures_util::future::join_all(sending.iter().map(|e| self.send(&leased, e, now)))
                 .await;
-        let tried: Vec<(OutboxEvent, Tried)> = sending.into_iter().zip(tried).collect();
+        let mut tried: Vec<(OutboxEvent, Tried)> = sending.into_iter().zip(tried).collect();
+        tried.extend(gone);
         let mut round = Round {
             more,
             ..Round::default()
@@ -444,7 +472,9 @@ impl Webhooks {
             }
         }
         let before = leased.dead.len();
-        let settled = self.settle(&leased, &tried, scanned, true).await?;
+        let settled = self
+            .settle(&leased, &tried, scanned, Some(&round_id))
+            .await?;
         if let Some(after) = settled {
             round.dead = after.dead.len().saturating_sub(before) as u64;
         }
@@ -454,15 +484,15 @@ impl Webhooks {
         Ok(round)
     }
 
-    /// Applies `tried` and the cursor move to the row as it is now, releasing the lease
-    /// when `leased` (and only while this node still holds it: a lease that ran out and
-    /// was taken over leaves the settling to its new holder, who sends again).
+    /// Applies `tried` and the cursor move to the row as it is now, releasing the lease of
+    /// `round` when one is given (and only while that round still holds it: a lease that
+    /// ran out and was taken over leaves the settling to its new holder, who sends again).
     async fn settle(
         &self,
         row: &Webhook,
         tried: &[(OutboxEvent, Tried)],
         scanned: u64,
-        leased: bool,
+        round: Option<&str>,
     ) -> Result<Option<Webhook>, WebhookError> {
         let store = self.store();
         let name = row.spec.name.as_str();
@@ -470,14 +500,14 @@ impl Webhooks {
             let Some(current) = store.webhook(name).await? else {
                 return Ok(None);
             };
-            let holder = current.lease.as_ref().map(|l| l.node.as_str());
-            if leased && holder != Some(&*self.node) {
+            let holder = current.lease.as_ref().map(|l| l.round.as_str());
+            if round.is_some() && holder != round {
                 return Ok(None);
             }
             let now = store.now().await?;
             let mut next = current.next();
             next.settle(tried, scanned, now);
-            if leased {
+            if round.is_some() {
                 next.lease = None;
             }
             match store
