@@ -13,12 +13,11 @@ On two nodes sharing PostgreSQL where it answers; else on one redb node killed a
 restarted (the firings missed while it was down are caught up when it comes back).
 """
 
-import json
 import subprocess
 import tempfile
 import time
 
-from snodo_client import GUESTS, SNODO, Server, check, node_config, postgres_available, two_postgres_nodes
+from snodo_client import GUESTS, SNODO, Server, check, cli, node_config, postgres_available, two_postgres_nodes
 
 TENANT = "greeters"
 EVERY_S = 2
@@ -41,14 +40,6 @@ zone = "UTC"
 missed = "all"
 catch_up = 100
 """)
-
-
-def cli(server, *args):
-    out = subprocess.run([SNODO, *args, "--url", f"http://127.0.0.1:{server.port}", "--json"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"snodo {' '.join(args)} failed: {out.stderr}")
-    return json.loads(out.stdout)
 
 
 def schedule(server):

@@ -214,6 +214,15 @@ class HandshakeClient:
         return body["result"]
 
 
+def cli(server, *args):
+    """`snodo ARGS --url <server> --json`: what the admin API answered, as JSON."""
+    out = subprocess.run([SNODO, *args, "--url", f"http://127.0.0.1:{server.port}", "--json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"snodo {' '.join(args)} failed: {out.stderr}")
+    return json.loads(out.stdout)
+
+
 def check(cond, what):
     if not cond:
         raise SystemExit("FAILED: " + what)

@@ -25,7 +25,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from snodo_client import GUESTS, SNODO, Server, check, free_port, node_config
+from snodo_client import GUESTS, SNODO, Server, check, cli, free_port, node_config
 
 SECRET = "whsec_" + base64.b64encode(os.urandom(32)).decode()
 
@@ -82,14 +82,6 @@ url = "http://127.0.0.1:{hooks.port}/hooks"
 events = ["completed", "failed", "cancelled"]
 secret = "{SECRET}"
 """)
-
-
-def cli(server, *args):
-    out = subprocess.run([SNODO, *args, "--url", f"http://127.0.0.1:{server.port}", "--json"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"snodo {' '.join(args)} failed: {out.stderr}")
-    return json.loads(out.stdout)
 
 
 def until(what, probe, timeout=60):

@@ -174,17 +174,30 @@ impl Webhooks {
                     (Some(row.revision), next)
                 }
             };
-            match store.swap_webhook(&spec.name, expected, Some(&after)).await {
-                Ok(()) => {
-                    self.refresh_hearing().await?;
-                    self.wake.notify_one();
-                    return Ok(after);
-                }
-                Err(StoreError::WebhookConflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
+            if self.swapped(&spec.name, expected, Some(&after)).await? {
+                return Ok(after);
             }
         }
         Err(busy(&spec.name))
+    }
+
+    /// Swaps the row `name` from `expected` to `after` and, once it is, refreshes what
+    /// creations consult and wakes the loop; `false` when the row moved meanwhile.
+    async fn swapped(
+        &self,
+        name: &str,
+        expected: Option<u64>,
+        after: Option<&Webhook>,
+    ) -> Result<bool, WebhookError> {
+        match self.store().swap_webhook(name, expected, after).await {
+            Ok(()) => {
+                self.refresh_hearing().await?;
+                self.wake.notify_one();
+                Ok(true)
+            }
+            Err(StoreError::WebhookConflict { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Makes the store's configured subscriptions agree with `decls`: each declared, and
@@ -237,17 +250,11 @@ impl Webhooks {
             let row = self.get(name).await?;
             let now = store.now().await?;
             let after = f(&row, now)?;
-            match store
-                .swap_webhook(name, Some(row.revision), after.as_ref())
-                .await
+            if self
+                .swapped(name, Some(row.revision), after.as_ref())
+                .await?
             {
-                Ok(()) => {
-                    self.refresh_hearing().await?;
-                    self.wake.notify_one();
-                    return Ok(after);
-                }
-                Err(StoreError::WebhookConflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
+                return Ok(after);
             }
         }
         Err(busy(name))

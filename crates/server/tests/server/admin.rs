@@ -8,14 +8,11 @@ use serde_json::{Value, json};
 
 use snodo_core::model::RetryPolicy;
 use snodo_runner::{Catalog, CatalogSource, CatalogTool};
-use snodo_server::admin::AdminConfig;
 
 use super::*;
 
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
-const ACME_OPS: &str = "acme-ops-token-0123456789";
-const ROOT_OPS: &str = "root-ops-token-0123456789";
 const METRICS: &str = "metrics-token-0123456789";
 
 /// The fixtures, `test_whoami` retrying once after an hour.
@@ -56,16 +53,7 @@ async fn admin_app_under(limits: snodo_runner::budget::TenantLimits) -> snodo_se
                 (ALICE.into(), Principal::new("acme", "alice")),
                 (BOB.into(), Principal::new("globex", "bob")),
             ],
-            admin: AdminConfig {
-                tokens: vec![
-                    (ACME_OPS.into(), Principal::new("acme", "ops"), false),
-                    (ROOT_OPS.into(), Principal::new("ops", "root"), true),
-                ],
-                scopes: vec!["admin".into()],
-                open_locally: false,
-                session_ms: 3_600_000,
-                ..Default::default()
-            },
+            admin: ops_admin(),
             metrics_token: Some(METRICS.into()),
             ..HttpConfig::default()
         },

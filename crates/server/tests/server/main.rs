@@ -35,6 +35,52 @@ mod wasm_guests;
 mod webhooks;
 
 pub(crate) const TASKS: &str = "io.modelcontextprotocol/tasks";
+/// An operator of tenant `acme`.
+pub(crate) const ACME_OPS: &str = "acme-ops-token-0123456789";
+/// An operator of every tenant.
+pub(crate) const ROOT_OPS: &str = "root-ops-token-0123456789";
+
+/// The operators of the tests: [`ACME_OPS`] and [`ROOT_OPS`], holding scope `admin`.
+pub(crate) fn ops_admin() -> snodo_server::admin::AdminConfig {
+    snodo_server::admin::AdminConfig {
+        tokens: vec![
+            (ACME_OPS.into(), Principal::new("acme", "ops"), false),
+            (ROOT_OPS.into(), Principal::new("ops", "root"), true),
+        ],
+        scopes: vec!["admin".into()],
+        open_locally: false,
+        session_ms: 3_600_000,
+        ..Default::default()
+    }
+}
+
+/// `method path` of the admin API as `token`, with `body` as JSON (a POST without one
+/// sends an empty JSON request): the status and the answer.
+pub(crate) async fn as_operator(
+    app: &snodo_server::http::App,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let b = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost:3001")
+        .header("authorization", format!("Bearer {token}"));
+    let req = match body {
+        Some(v) => b
+            .header("content-type", "application/json")
+            .body(Body::from(v.to_string())),
+        None if method == "POST" => b
+            .header("content-type", "application/json")
+            .body(Body::empty()),
+        None => b.body(Body::empty()),
+    }
+    .expect("request");
+    let (s, v, _) = send(app, req).await;
+    (s, v)
+}
 
 /// The fixtures component, loaded once for the whole binary.
 pub(crate) async fn fixtures() -> Arc<Component> {

@@ -2,20 +2,16 @@
 //! store's clock (exactly one task per firing, with the id derived from the firing), missed
 //! firings caught up to their bound, paused, resumed, run now, and refused clearly.
 
-use axum::body::Body;
-use axum::http::{Request, StatusCode};
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use snodo_core::model::{Clock, ManualClock, Schedule, TaskId, TaskStatus, Timestamp, firing_id};
 use snodo_core::store::{MemoryStore, Store};
 use snodo_runner::RunnerOptions;
-use snodo_server::admin::AdminConfig;
 use snodo_server::mcp::McpServer;
 
 use super::*;
 
-const ROOT_OPS: &str = "root-ops-token-0123456789";
-const ACME_OPS: &str = "acme-ops-token-0123456789";
 /// 2026-12-07T00:00:00Z.
 const T0: u64 = 1_796_601_600_000;
 const MIN: u64 = 60_000;
@@ -45,16 +41,7 @@ async fn nodes() -> Nodes {
         a.clone(),
         HttpConfig {
             max_body_bytes: 64 << 10,
-            admin: AdminConfig {
-                tokens: vec![
-                    (ACME_OPS.into(), Principal::new("acme", "ops"), false),
-                    (ROOT_OPS.into(), Principal::new("ops", "root"), true),
-                ],
-                scopes: vec!["admin".into()],
-                open_locally: false,
-                session_ms: 3_600_000,
-                ..Default::default()
-            },
+            admin: ops_admin(),
             ..HttpConfig::default()
         },
     );
@@ -74,23 +61,7 @@ async fn admin(
     token: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let b = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost:3001")
-        .header("authorization", format!("Bearer {token}"));
-    let req = match body {
-        Some(v) => b
-            .header("content-type", "application/json")
-            .body(Body::from(v.to_string())),
-        None if method == "POST" => b
-            .header("content-type", "application/json")
-            .body(Body::empty()),
-        None => b.body(Body::empty()),
-    }
-    .expect("request");
-    let (s, v, _) = send(app, req).await;
-    (s, v)
+    as_operator(app, method, path, token, body).await
 }
 
 /// Advances the clock to `at` and fires what is due on both nodes at once; the tasks fired.

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU16, Ordering};
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Request, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::{Value, json};
@@ -15,15 +15,12 @@ use snodo_core::model::{ManualClock, Timestamp, Webhook};
 use snodo_core::store::{MemoryStore, Store};
 use snodo_runner::RunnerOptions;
 use snodo_server::WebhookSettings;
-use snodo_server::admin::AdminConfig;
 use snodo_server::mcp::McpServer;
 use snodo_wasm::outbound::{Outbound, OutboundConfig};
 use tokio_util::sync::CancellationToken;
 
 use super::*;
 
-const ROOT_OPS: &str = "root-ops-token-0123456789";
-const ACME_OPS: &str = "acme-ops-token-0123456789";
 const ALICE: &str = "alice-token-0123456789";
 /// 2026-12-07T00:00:00Z.
 const T0: u64 = 1_796_601_600_000;
@@ -123,16 +120,7 @@ async fn node() -> Node {
         HttpConfig {
             max_body_bytes: 64 << 10,
             tokens: vec![(ALICE.into(), Principal::new("acme", "alice"))],
-            admin: AdminConfig {
-                tokens: vec![
-                    (ACME_OPS.into(), Principal::new("acme", "ops"), false),
-                    (ROOT_OPS.into(), Principal::new("ops", "root"), true),
-                ],
-                scopes: vec!["admin".into()],
-                open_locally: false,
-                session_ms: 3_600_000,
-                ..Default::default()
-            },
+            admin: ops_admin(),
             ..HttpConfig::default()
         },
     );
@@ -153,16 +141,7 @@ async fn admin(
     token: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "localhost:3001")
-        .header("authorization", format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .body(body.map_or_else(Body::empty, |v| Body::from(v.to_string())))
-        .expect("request");
-    let (s, v, _) = send(&n.app, req).await;
-    (s, v)
+    as_operator(&n.app, method, path, token, body).await
 }
 
 /// `tools/call` of `test_whoami` as alice, with `meta` added to `_meta`: the answer.

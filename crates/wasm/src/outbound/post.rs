@@ -162,6 +162,7 @@ mod tests {
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    use super::super::send::tests::{serve_each, silent_server};
     use super::*;
     use crate::outbound::OutboundConfig;
 
@@ -169,20 +170,13 @@ mod tests {
     async fn answering(
         response: &'static str,
     ) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<String>) {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            while let Ok((mut s, _)) = listener.accept().await {
-                let mut buf = vec![0u8; 8192];
-                let n = s.read(&mut buf).await.unwrap_or(0);
-                let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
-                let _ = s.write_all(response.as_bytes()).await;
-            }
-        });
-        (addr, rx)
+        serve_each(move |mut s, tx| async move {
+            let mut buf = vec![0u8; 8192];
+            let n = s.read(&mut buf).await.unwrap_or(0);
+            let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+            let _ = s.write_all(response.as_bytes()).await;
+        })
+        .await
     }
 
     fn host() -> Outbound {
@@ -296,15 +290,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_silent_receiver_fails_within_the_answer_timeout() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let held = tokio::spawn(async move {
-            let (s, _) = listener.accept().await.expect("accept");
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            drop(s);
-        });
+        let (addr, _accepted) = silent_server().await;
         let allowed = AllowList::parse(&[format!("http://{addr}")]).expect("list");
         let limits = PostLimits {
             answer_timeout: Duration::from_millis(200),
@@ -325,6 +311,5 @@ mod tests {
             matches!(e, PostError::Failed(ref t) if t.contains("no answer within 200 ms")),
             "{e:?}"
         );
-        held.abort();
     }
 }

@@ -1179,7 +1179,7 @@ impl<H: Unpin> http_body::Body for Bounded<H> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::pin::Pin;
 
     use super::*;
@@ -1188,7 +1188,7 @@ mod tests {
 
     /// A server on a local port that hands each connection it accepts to `serve` (in a
     /// task of its own), with a sender for what it reports.
-    async fn serve_each<T, F, Fut>(
+    pub(in crate::outbound) async fn serve_each<T, F, Fut>(
         serve: F,
     ) -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<T>)
     where
@@ -1210,7 +1210,8 @@ mod tests {
     }
 
     /// A server that accepts connections, reports each, and never answers.
-    async fn silent_server() -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
+    pub(in crate::outbound) async fn silent_server()
+    -> (SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
         serve_each(|stream, tx| async move {
             let _ = tx.send(());
             std::future::pending::<()>().await;

@@ -23,6 +23,8 @@
 //!   releasing, a worker's snapshot, and fencing the claims of a process that is gone.
 //! - `components`: stored components and deployments.
 //! - `revocations`: revoked keys.
+//! - `rows`: rows swapped by revision (schedules, webhook subscriptions), over a
+//!   key-value space.
 //! - `schedules`: schedules' rows, swapped by revision (a firing's inside its task's
 //!   creation).
 //! - `outbox`: events written in the commit of the transition they report, and webhook
@@ -37,6 +39,7 @@ mod journal;
 mod listing;
 mod outbox;
 mod revocations;
+mod rows;
 mod schedules;
 mod scratch;
 mod tasks;

@@ -2,10 +2,11 @@
 //! transition it reports ([`Txn::save`] calls [`transitioned`]), events read after a cursor
 //! and swept once every subscription is past them, and rows swapped by revision.
 
-use crate::model::{MAX_WEBHOOKS, OutboxEvent, Task, Timestamp, Webhook, event_of};
+use crate::model::{OutboxEvent, Task, Timestamp, Webhook, event_of};
 use crate::store::listing;
 use crate::store::{StoreError, StoreResult};
 
+use super::rows;
 use super::{Kv, Txn, View};
 
 /// The key of the outbox's sequence counter in [`Kv::Outbox`].
@@ -21,12 +22,11 @@ pub(crate) fn encode_event(e: &OutboxEvent) -> StoreResult<Vec<u8>> {
 }
 
 pub(crate) fn decode_webhook(bytes: &[u8]) -> StoreResult<Webhook> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| StoreError::corrupt(format!("a stored webhook does not decode: {e}")))
+    rows::decode(bytes)
 }
 
 pub(crate) fn encode_webhook(w: &Webhook) -> StoreResult<Vec<u8>> {
-    serde_json::to_vec(w).map_err(|e| StoreError::invalid(format!("a webhook: {e}")))
+    rows::encode(w)
 }
 
 /// Writes the event `task` makes by reaching its status, if one of its subscriptions hears
@@ -98,41 +98,19 @@ pub(crate) fn sweep_events(
 
 /// Every subscription, by name.
 pub(crate) fn webhooks(view: &dyn View) -> StoreResult<Vec<Webhook>> {
-    view.kv_scan(Kv::Webhooks, MAX_WEBHOOKS, false)?
-        .iter()
-        .map(|(_, v)| decode_webhook(v))
-        .collect()
+    rows::all(view)
 }
 
 pub(crate) fn webhook(view: &dyn View, name: &str) -> StoreResult<Option<Webhook>> {
-    view.kv_get(Kv::Webhooks, name.as_bytes())?
-        .map(|b| decode_webhook(&b))
-        .transpose()
+    rows::one(view, name)
 }
 
-/// What a swap must be before it is tried: `after` named `name`, one revision on.
 pub(crate) fn check_swap(
     name: &str,
     expected: Option<u64>,
     after: Option<&Webhook>,
 ) -> StoreResult<()> {
-    let Some(after) = after else {
-        return Ok(());
-    };
-    if after.spec.name != name {
-        return Err(StoreError::invalid(format!(
-            "webhook {name:?} cannot be replaced by one named {:?}",
-            after.spec.name
-        )));
-    }
-    let want = expected.map_or(0, |r| r + 1);
-    if after.revision != want {
-        return Err(StoreError::invalid(format!(
-            "webhook {name:?}: the new row's revision must be {want}, not {}",
-            after.revision
-        )));
-    }
-    Ok(())
+    rows::check_swap(name, expected, after)
 }
 
 /// The swap of [`crate::store::OutboxStore::swap_webhook`].
@@ -153,31 +131,9 @@ pub(crate) fn swap_in_kv<T: Txn + ?Sized>(
     expected: Option<u64>,
     after: Option<&Webhook>,
 ) -> StoreResult<()> {
-    let current = match txn.kv_get(Kv::Webhooks, name.as_bytes())? {
-        Some(b) => Some(decode_webhook(&b)?.revision),
-        None => None,
-    };
-    if current != expected {
-        return Err(StoreError::WebhookConflict {
-            name: name.to_owned(),
-            current,
-        });
-    }
-    match after {
-        Some(w) => {
-            if current.is_none()
-                && txn.kv_scan(Kv::Webhooks, MAX_WEBHOOKS, false)?.len() >= MAX_WEBHOOKS
-            {
-                return Err(too_many());
-            }
-            txn.kv_put(Kv::Webhooks, name.as_bytes(), &encode_webhook(w)?)
-        }
-        None => txn.kv_del(Kv::Webhooks, name.as_bytes()),
-    }
+    rows::swap_in_kv(txn, name, expected, after)
 }
 
 pub(crate) fn too_many() -> StoreError {
-    StoreError::invalid(format!(
-        "a store keeps at most {MAX_WEBHOOKS} webhook subscriptions; remove one first"
-    ))
+    rows::too_many::<Webhook>()
 }
