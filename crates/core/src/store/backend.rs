@@ -227,15 +227,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Every schedule: what [`ScheduleStore::schedules`] answers. Default: one read.
     fn schedules(&self) -> impl Future<Output = StoreResult<Vec<Schedule>>> + Send {
-        self.read(Touches::Schedules, |view, _| engine::schedules(view))
+        self.read(Touches::Schedules, |view, _| engine::rows(view))
     }
 
     /// One schedule: what [`ScheduleStore::schedule`] answers. Default: one read.
     fn schedule(&self, name: &str) -> impl Future<Output = StoreResult<Option<Schedule>>> + Send {
         let name = name.to_owned();
-        self.read(Touches::Schedules, move |view, _| {
-            engine::schedule(view, &name)
-        })
+        self.read(Touches::Schedules, move |view, _| engine::row(view, &name))
     }
 
     /// What [`ScheduleStore::swap_schedule`] does. Default: one write of the rules.
@@ -252,13 +250,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Every webhook subscription: what [`OutboxStore::webhooks`] answers.
     fn webhooks(&self) -> impl Future<Output = StoreResult<Vec<Webhook>>> + Send {
-        self.read(Touches::Outbox, |view, _| engine::webhooks(view))
+        self.read(Touches::Outbox, |view, _| engine::rows(view))
     }
 
     /// One subscription: what [`OutboxStore::webhook`] answers.
     fn webhook(&self, name: &str) -> impl Future<Output = StoreResult<Option<Webhook>>> + Send {
         let name = name.to_owned();
-        self.read(Touches::Outbox, move |view, _| engine::webhook(view, &name))
+        self.read(Touches::Outbox, move |view, _| engine::row(view, &name))
     }
 
     /// What [`OutboxStore::swap_webhook`] does. Default: one write of the rules.

@@ -59,22 +59,15 @@ pub(crate) use components::{
 pub(crate) use journal::{journal, journal_append, journal_taken};
 pub(crate) use listing::{counts, list};
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
-pub(crate) use outbox::{
-    check_swap as check_webhook_swap, decode_event, decode_webhook, encode_event, encode_webhook,
-    too_many as too_many_webhooks,
-};
-pub(crate) use outbox::{
-    events_after, last_seq, swap as swap_webhook, sweep_events, webhook, webhooks,
-};
+pub(crate) use outbox::{decode_event, encode_event};
+pub(crate) use outbox::{events_after, last_seq, swap as swap_webhook, sweep_events};
 pub(crate) use revocations::revoke;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use revocations::{REVOKE_SWEEP, check_revoke_key};
+pub(crate) use rows::{all as rows, one as row};
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
-pub(crate) use schedules::{
-    check_swap, decode as decode_schedule, encode as encode_schedule,
-    too_many as too_many_schedules,
-};
-pub(crate) use schedules::{schedule, schedules, swap as swap_schedule};
+pub(crate) use rows::{check_swap, decode as decode_row, encode as encode_row, too_many};
+pub(crate) use schedules::swap as swap_schedule;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use tasks::delete_tasks;
 pub(crate) use tasks::{

@@ -21,14 +21,6 @@ pub(crate) fn encode_event(e: &OutboxEvent) -> StoreResult<Vec<u8>> {
     serde_json::to_vec(e).map_err(|e| StoreError::invalid(format!("an outbox event: {e}")))
 }
 
-pub(crate) fn decode_webhook(bytes: &[u8]) -> StoreResult<Webhook> {
-    rows::decode(bytes)
-}
-
-pub(crate) fn encode_webhook(w: &Webhook) -> StoreResult<Vec<u8>> {
-    rows::encode(w)
-}
-
 /// Writes the event `task` makes by reaching its status, if one of its subscriptions hears
 /// it: called by every save that changes a task's status, in the same write.
 pub(crate) fn transitioned<T: Txn + ?Sized>(
@@ -96,23 +88,6 @@ pub(crate) fn sweep_events(
     Ok(n)
 }
 
-/// Every subscription, by name.
-pub(crate) fn webhooks(view: &dyn View) -> StoreResult<Vec<Webhook>> {
-    rows::all(view)
-}
-
-pub(crate) fn webhook(view: &dyn View, name: &str) -> StoreResult<Option<Webhook>> {
-    rows::one(view, name)
-}
-
-pub(crate) fn check_swap(
-    name: &str,
-    expected: Option<u64>,
-    after: Option<&Webhook>,
-) -> StoreResult<()> {
-    rows::check_swap(name, expected, after)
-}
-
 /// The swap of [`crate::store::OutboxStore::swap_webhook`].
 pub(crate) fn swap(
     txn: &mut dyn Txn,
@@ -120,20 +95,6 @@ pub(crate) fn swap(
     expected: Option<u64>,
     after: Option<&Webhook>,
 ) -> StoreResult<()> {
-    check_swap(name, expected, after)?;
+    rows::check_swap(name, expected, after)?;
     txn.webhook_swap(name, expected, after)
-}
-
-/// [`Txn::webhook_swap`] over the key-value space.
-pub(crate) fn swap_in_kv<T: Txn + ?Sized>(
-    txn: &mut T,
-    name: &str,
-    expected: Option<u64>,
-    after: Option<&Webhook>,
-) -> StoreResult<()> {
-    rows::swap_in_kv(txn, name, expected, after)
-}
-
-pub(crate) fn too_many() -> StoreError {
-    rows::too_many::<Webhook>()
 }

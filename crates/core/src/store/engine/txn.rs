@@ -266,7 +266,7 @@ pub(crate) trait Txn: View {
         expected: Option<u64>,
         after: Option<&crate::model::Schedule>,
     ) -> StoreResult<()> {
-        super::schedules::swap_in_kv(self, name, expected, after)
+        super::rows::swap_in_kv(self, name, expected, after)
     }
     /// Writes `event` to the outbox, numbered after every event committed before it (the
     /// store sets its `seq`).
@@ -281,7 +281,7 @@ pub(crate) trait Txn: View {
         expected: Option<u64>,
         after: Option<&crate::model::Webhook>,
     ) -> StoreResult<()> {
-        super::outbox::swap_in_kv(self, name, expected, after)
+        super::rows::swap_in_kv(self, name, expected, after)
     }
     /// Records `key` as revoked until `until` (a later `until` extends it; an earlier one
     /// keeps it).

@@ -177,7 +177,7 @@ impl PgStore {
         .await?;
         let rows = client.query(&st, &[&name]).await.map_err(pg_error)?;
         rows.iter()
-            .map(|r| engine::decode_schedule(r.get::<_, &[u8]>(0)))
+            .map(|r| engine::decode_row(r.get::<_, &[u8]>(0)))
             .collect()
     }
 
@@ -191,7 +191,7 @@ impl PgStore {
         .await?;
         let rows = client.query(&st, &[&name]).await.map_err(pg_error)?;
         rows.iter()
-            .map(|r| engine::decode_webhook(r.get::<_, &[u8]>(0)))
+            .map(|r| engine::decode_row(r.get::<_, &[u8]>(0)))
             .collect()
     }
 
@@ -789,8 +789,8 @@ impl Backend for PgStore {
         expected: Option<u64>,
         after: Option<crate::model::Webhook>,
     ) -> StoreResult<()> {
-        engine::check_webhook_swap(&name, expected, after.as_ref())?;
-        let body = after.as_ref().map(engine::encode_webhook).transpose()?;
+        engine::check_swap(&name, expected, after.as_ref())?;
+        let body = after.as_ref().map(engine::encode_row).transpose()?;
         let revision = after.as_ref().map(|w| w.revision as i64);
         let max = crate::model::MAX_WEBHOOKS as i64;
         let client = self.pool.get().await.map_err(pool_error)?;

@@ -132,9 +132,7 @@ impl ScheduleSwap {
         Ok(Self {
             name: name.to_owned(),
             expected: expected.map(|r| r as i64),
-            body: after
-                .map(crate::store::engine::encode_schedule)
-                .transpose()?,
+            body: after.map(crate::store::engine::encode_row).transpose()?,
             revision: after.map(|s| s.revision as i64),
         })
     }
@@ -163,7 +161,7 @@ pub(super) fn webhook_error(name: &str, e: tokio_postgres::Error) -> StoreError 
             name: name.to_owned(),
             current: current.parse().ok(),
         },
-        Some(("SN413", _)) => crate::store::engine::too_many_webhooks(),
+        Some(("SN413", _)) => crate::store::engine::too_many::<crate::model::Webhook>(),
         _ => pg_error(e),
     }
 }
@@ -178,7 +176,7 @@ pub(super) fn schedule_error(name: &str, e: tokio_postgres::Error) -> StoreError
             name: name.to_owned(),
             current: current.parse().ok(),
         },
-        Some(("SN413", _)) => crate::store::engine::too_many_schedules(),
+        Some(("SN413", _)) => crate::store::engine::too_many::<crate::model::Schedule>(),
         _ => pg_error(e),
     }
 }
