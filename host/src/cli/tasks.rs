@@ -1,9 +1,9 @@
 //! `snodo tasks`: the admin API from a terminal (for people) or a script (for agents: every
 //! subcommand takes `--json` and prints exactly what the API answered).
 //!
-//! It speaks to a running server (`--url`, or `SNODO_URL`) with an admin token
-//! (`--token-env NAME`, default `SNODO_ADMIN_TOKEN`; a server without authentication on
-//! loopback needs none). Exit codes: 0 done, 1 refused or failed (the API's message on
+//! It speaks to a running server (`--url`, or `SNODO_URL`, or `--config FILE`'s `listen`)
+//! with an admin token (`--token-env NAME`, default `SNODO_ADMIN_TOKEN`; a server without
+//! authentication on loopback needs none). Exit codes: 0 done, 1 refused or failed (the API's message on
 //! stderr), 2 the server could not be reached.
 
 use std::net::SocketAddr;
@@ -31,19 +31,20 @@ pub(crate) struct TasksArgs {
     command: TasksCommand,
 }
 
+/// Where a server is looked for when neither `--url` nor `--config` says.
+const DEFAULT_URL: &str = "http://127.0.0.1:3001";
+
 /// Which server's admin API, as whom, and how its answers are printed: what `snodo tasks`
 /// and `snodo schedules` share.
 #[derive(Debug, clap::Args)]
 pub(super) struct ApiArgs {
     /// The server, `http://HOST:PORT` (plain HTTP: reach a remote one through a tunnel or
-    /// its local address).
-    #[arg(
-        long,
-        env = "SNODO_URL",
-        default_value = "http://127.0.0.1:3001",
-        global = true
-    )]
-    url: String,
+    /// its local address); default: `--config`'s `listen`, else `http://127.0.0.1:3001`.
+    #[arg(long, env = "SNODO_URL", global = true)]
+    url: Option<String>,
+    /// The server's configuration file: its `listen` is where to reach it.
+    #[arg(long, global = true)]
+    config: Option<std::path::PathBuf>,
     /// The environment variable holding the admin token.
     #[arg(long, default_value = "SNODO_ADMIN_TOKEN", global = true)]
     token_env: String,
@@ -404,11 +405,26 @@ struct RefusalError {
 
 impl Api {
     pub(super) async fn new(args: &ApiArgs) -> Result<Self, Failure> {
-        let rest = args.url.strip_prefix("http://").ok_or_else(|| {
-            Failure::Refused(format!(
-                "--url {}: only http://HOST:PORT is spoken here",
-                args.url
-            ))
+        let url = match (&args.url, &args.config) {
+            (Some(url), _) => url.clone(),
+            (None, Some(path)) => {
+                let config = snodo::config::Config::load(path)
+                    .map_err(|e| Failure::Refused(e.to_string()))?;
+                let listen = config.listen.ok_or_else(|| {
+                    Failure::Refused(format!("{}: no listen address; give --url", path.display()))
+                })?;
+                // A server listening on every interface is reached on loopback.
+                let ip = if listen.ip().is_unspecified() {
+                    std::net::IpAddr::from([127, 0, 0, 1])
+                } else {
+                    listen.ip()
+                };
+                format!("http://{}", SocketAddr::new(ip, listen.port()))
+            }
+            (None, None) => DEFAULT_URL.to_owned(),
+        };
+        let rest = url.strip_prefix("http://").ok_or_else(|| {
+            Failure::Refused(format!("--url {url}: only http://HOST:PORT is spoken here"))
         })?;
         let host = rest.trim_end_matches('/').to_owned();
         let addr = tokio::net::lookup_host(&host)
@@ -452,9 +468,13 @@ impl Api {
     }
 
     async fn connect(&self) -> Result<Connection, Failure> {
-        Connection::open(self.addr)
-            .await
-            .map_err(|e| Failure::Unreachable(format!("{}: {e}", self.host)))
+        Connection::open(self.addr).await.map_err(|e| {
+            Failure::Unreachable(format!(
+                "{}: {e}; is the server there? Name it with --url http://HOST:PORT (or \
+                 SNODO_URL), or --config FILE to use the file's listen",
+                self.host
+            ))
+        })
     }
 
     pub(super) async fn get(&self, path: &str) -> Result<Value, Failure> {
@@ -548,13 +568,19 @@ fn s(v: &Value) -> String {
 
 fn page_text(page: &TaskPage) -> String {
     let rows = page.tasks.iter().map(|t| {
+        // A waiting task shows what it asks: that is what an operator answers.
+        let message = match t.asking.first().filter(|q| !q.is_empty()) {
+            Some(q) if t.asking.len() > 1 => format!("asks: {q} (+{} more)", t.asking.len() - 1),
+            Some(q) => format!("asks: {q}"),
+            None => t.status_message.clone().unwrap_or_default(),
+        };
         [
             t.id.to_string(),
             t.tenant.clone(),
             t.tool.clone(),
             t.status.to_string(),
             time(t.created_at),
-            t.status_message.clone().unwrap_or_default(),
+            message,
         ]
     });
     let mut out = table(
@@ -614,9 +640,43 @@ fn detail_text(t: &TaskDetail) -> String {
             s(&q.request["params"]["message"])
         ));
     }
+    if let Some(outcome) = &t.outcome {
+        lines.extend(outcome_lines(outcome));
+    }
     lines.push("history".to_owned());
     lines.extend(t.history.entries.iter().map(history_line));
     lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// A finished task's outcome: a tool result's text and structured content, or the error.
+fn outcome_lines(outcome: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(error) = outcome.get("error") {
+        out.push(format!(
+            "error     {} {}",
+            s(&error["code"]),
+            s(&error["message"])
+        ));
+        return out;
+    }
+    let result = outcome.get("result").unwrap_or(outcome);
+    if result["isError"] == Value::Bool(true) {
+        out.push("result    (the tool reported an error)".to_owned());
+    }
+    for c in result["content"].as_array().into_iter().flatten() {
+        match c["type"].as_str() {
+            Some("text") => out.push(format!("result    {}", s(&c["text"]))),
+            Some(kind) => out.push(format!("result    ({kind} content)")),
+            None => {}
+        }
+    }
+    if let Some(structured) = result.get("structuredContent") {
+        out.push(format!("result    {structured}"));
+    }
+    if out.is_empty() {
+        out.push(format!("result    {result}"));
+    }
+    out
 }
 
 /// One history entry: its time, its event, and its fields as sorted `key=value` pairs.

@@ -1411,3 +1411,51 @@ async fn a_component_dropped_into_the_watched_directory_is_deployed() {
         "{now}"
     );
 }
+
+/// Under a service manager (a socket the test owns stands for systemd's): `READY=1` once
+/// serving, with the address and the main pid; `WATCHDOG=1` every half of `WATCHDOG_USEC`
+/// while the store commits; `STOPPING=1` when SIGTERM drains the node.
+#[test]
+fn a_service_manager_hears_ready_then_the_watchdog_then_stopping() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&path).expect("bind");
+    socket.set_read_timeout(Some(PATIENCE)).expect("timeout");
+    let recv = || {
+        let mut buf = [0u8; 512];
+        let n = socket.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let data = dir.path().join("data");
+    let server = spawn_serve(
+        &[
+            "--store",
+            "memory",
+            "--data",
+            data.to_str().expect("utf-8"),
+            "--component",
+            snodo_test_guests::FIXTURES,
+        ],
+        &[
+            ("NOTIFY_SOCKET", path.to_str().expect("utf-8")),
+            ("WATCHDOG_USEC", "200000"),
+        ],
+    );
+    let ready = recv();
+    assert!(
+        ready.starts_with("READY=1\n")
+            && ready.contains(&format!("http://{}/mcp", server.addr))
+            && ready.contains(&format!("MAINPID={}", server.child.id())),
+        "{ready}"
+    );
+    assert_eq!(recv(), "WATCHDOG=1");
+    assert_eq!(recv(), "WATCHDOG=1");
+    run_ok(std::process::Command::new("kill").args(["-TERM", &server.child.id().to_string()]));
+    loop {
+        let m = recv();
+        if m.starts_with("STOPPING=1") {
+            break;
+        }
+        assert_eq!(m, "WATCHDOG=1", "only pets before stopping");
+    }
+}

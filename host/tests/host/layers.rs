@@ -176,7 +176,8 @@ fn raw_string_len(rest: &str, prev: char) -> usize {
 }
 
 /// The code of a file that is not its unit tests: up to a `#[cfg(test)]` followed by an
-/// inline `mod tests {`, which by the workspace's convention closes the file (a `mod tests;`
+/// inline `mod tests {` (`pub(super) mod tests {` when a sibling's tests share its
+/// helpers), which by the workspace's convention closes the file (a `mod tests;`
 /// declaration is not a cut: its `tests.rs` is left out whole).
 fn without_tests(text: &str) -> &str {
     let mut offset = 0;
@@ -184,7 +185,12 @@ fn without_tests(text: &str) -> &str {
     while let Some(line) = lines.next() {
         if line.trim() == "#[cfg(test)]"
             && lines.peek().is_some_and(|next| {
-                next.trim_start().starts_with("mod tests") && next.trim_end().ends_with('{')
+                let item = next.trim_start();
+                let item = ["pub(super) ", "pub(crate) "]
+                    .iter()
+                    .find_map(|v| item.strip_prefix(v))
+                    .unwrap_or(item);
+                item.starts_with("mod tests") && next.trim_end().ends_with('{')
             })
         {
             return &text[..offset];
@@ -424,6 +430,12 @@ fn references_are_found_in_every_form() {
         .map(|(n, _)| n)
         .collect();
     assert_eq!(names, ["a", "b", "c", "f", "h", "q"]);
+    let shared = "use crate::a;\n#[cfg(test)]\npub(super) mod tests {\n    use crate::b;\n}\n";
+    let names: Vec<String> = crate_paths(without_tests(shared))
+        .into_iter()
+        .map(|(n, _)| n)
+        .collect();
+    assert_eq!(names, ["a"], "tests a sibling's tests share are tests too");
 }
 
 /// A cycle is reported with both modules and a place for each direction; a reference up

@@ -97,7 +97,33 @@ async fn an_operator_lists_answers_watches_and_cancels_from_the_terminal() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
     let nowhere = closed.local_addr().expect("addr");
     drop(closed);
-    assert_eq!(tasks(nowhere, Some(OPS), &["list"]).status.code(), Some(2));
+    let out = tasks(nowhere, Some(OPS), &["list"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--url") && err.contains("SNODO_URL") && err.contains("--config"),
+        "the refusal says how to name the server: {err}"
+    );
+    // --config FILE: the file's listen is where the server is.
+    let pointer = dir.path().join("cli.toml");
+    std::fs::write(&pointer, format!("listen = \"{addr}\"\n")).expect("config");
+    let out = snodo(&["tasks", "list", "--json", "--config"])
+        .arg(&pointer)
+        .env_remove("SNODO_URL")
+        .env("SNODO_ADMIN_TOKEN", OPS)
+        .output()
+        .expect("run snodo tasks");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        listed["tasks"].as_array().map(Vec::len),
+        Some(2),
+        "{listed}"
+    );
 
     // List: JSON for scripts, a table for people.
     let listed = json_of(addr, &["list"]);
@@ -122,6 +148,13 @@ async fn an_operator_lists_answers_watches_and_cancels_from_the_terminal() {
     })
     .await;
     assert_eq!(shown["waitingOn"], json!(["confirm"]));
+    assert_eq!(shown["asking"], json!(["Delete a.txt?"]));
+    let table = tasks(addr, Some(OPS), &["list", "--tool", "confirm_delete"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains("asks: Delete a.txt?"),
+        "the list shows the question: {table}"
+    );
 
     // Watch while answering: the change arrives on the stream.
     let mut watch = snodo(&["tasks", "watch", "--json", "--tool", "confirm_delete"])
@@ -163,6 +196,12 @@ async fn an_operator_lists_answers_watches_and_cancels_from_the_terminal() {
         }
     };
     assert_eq!(completed["tool"], "confirm_delete");
+    let shown = tasks(addr, Some(OPS), &["show", &confirm]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains("result    Deleted a.txt"),
+        "show prints the result: {shown}"
+    );
     let _ = watch.kill();
     let _ = watch.wait();
 

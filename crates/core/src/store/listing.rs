@@ -226,6 +226,9 @@ pub struct TaskSummary {
     /// The keys of the questions waiting for an answer.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_on: Vec<String>,
+    /// What those questions ask (each one's `message`, by key; empty for one without).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asking: Vec<String>,
 }
 
 impl TaskSummary {
@@ -249,6 +252,15 @@ impl TaskSummary {
             waiting_on: task
                 .outstanding_inputs()
                 .map(|(k, _)| k.to_owned())
+                .collect(),
+            asking: task
+                .outstanding_inputs()
+                .map(|(_, request)| {
+                    request["params"]["message"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned()
+                })
                 .collect(),
         }
     }

@@ -8,8 +8,10 @@
 //! runner's drain timeout. Failures are a typed `ServeError` (settings, listening, store,
 //! components; a `DeployError` becomes the kind it names), each with its own exit code.
 //! [`spawn`] runs the same server in the background of the caller's runtime and answers a
-//! [`Running`]: the benchmarks and the tests serve through it.
+//! [`Running`]: the benchmarks and the tests serve through it. Under a service manager
+//! (`NOTIFY_SOCKET`), `notify` tells it when the node is ready, alive and stopping.
 
+mod notify;
 mod options;
 
 use std::net::SocketAddr;
@@ -115,12 +117,36 @@ pub async fn serve_reloading(
             other => ServeError::Config(other.to_string()),
         })?;
     ready(addr);
+    let notifier = notify::Notifier::from_env();
+    let stop_watchdog = CancellationToken::new();
+    let mut watchdog = None;
+    if let Some(n) = &notifier {
+        n.send(&format!(
+            "READY=1\nSTATUS=serving MCP at http://{addr}/mcp\nMAINPID={}",
+            std::process::id()
+        ));
+        if let Some(every) = notify::Notifier::watchdog_every() {
+            watchdog = Some(tokio::spawn(notify::watchdog(
+                n.clone(),
+                server.tasks().store().clone(),
+                every,
+                stop_watchdog.clone(),
+            )));
+        }
+    }
     let app = match authenticator {
         Authentication::Static => http::router(server.clone(), http_config),
         Authentication::OAuth(rs) => http::router_oauth(server.clone(), http_config, rs),
     };
     serve_until_drained(listener, app, &server, &opts, shutdown).await?;
     tracing::info!("shutting down: draining the runner");
+    if let Some(n) = &notifier {
+        n.send("STOPPING=1\nSTATUS=draining");
+    }
+    stop_watchdog.cancel();
+    if let Some(w) = watchdog {
+        let _ = w.await;
+    }
     stop_schedules.cancel();
     let _ = schedules.await;
     stop_webhooks.cancel();
