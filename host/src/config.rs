@@ -116,6 +116,10 @@ pub struct Config {
     /// The keys given by a variable or a flag rather than by the file, and which.
     #[serde(skip)]
     origins: Vec<sources::Origin>,
+    /// Secret values (tokens, client secrets, tools' secrets) are not read: a command
+    /// that only reads the store or lists the tools needs none ([`Config::without_secret_values`]).
+    #[serde(skip)]
+    unread_secrets: bool,
 }
 
 /// The `file` of an error about a flag.
@@ -191,6 +195,33 @@ impl Config {
             Some(base) if path.is_relative() => base.join(path),
             _ => path.to_path_buf(),
         }
+    }
+
+    /// The same configuration, its secret values left unread: each stands as a placeholder
+    /// naming where it would come from, so a command that never uses them (`snodo tools`,
+    /// `snodo deployments`, `snodo inspect`) runs without the variables and files that
+    /// hold them. The store's own connection string is still read: it is how to reach it.
+    pub fn without_secret_values(mut self) -> Self {
+        self.unread_secrets = true;
+        self
+    }
+
+    /// The secret value the environment variable `var` holds: `None` when it is not set;
+    /// a placeholder when secret values are not read.
+    fn env_secret(&self, var: &str) -> Option<String> {
+        if self.unread_secrets {
+            return Some(format!("(unread secret {var})"));
+        }
+        std::env::var(var).ok()
+    }
+
+    /// The secret value the file at `path` holds, trimmed; a placeholder when secret
+    /// values are not read.
+    fn file_secret(&self, path: &Path) -> std::io::Result<String> {
+        if self.unread_secrets {
+            return Ok(format!("(unread secret {})", path.display()));
+        }
+        Ok(std::fs::read_to_string(path)?.trim().to_owned())
     }
 
     /// The serve options this configuration describes, with everything validated except
@@ -638,6 +669,22 @@ subject = "alice"
 
     fn options(text: &str) -> Result<ServeOptions, ConfigError> {
         Config::parse("s.toml", text)?.to_serve_options("s.toml")
+    }
+
+    #[test]
+    fn a_read_only_command_needs_no_secret_value() {
+        let text = "[[auth.tokens]]\ntoken_env = \"SNODO_TEST_UNSET_TOKEN\"\ntenant = \"a\"\n\
+                    subject = \"s\"\n[secrets.api]\nenv = \"SNODO_TEST_UNSET_SECRET\"\n\
+                    [secrets.key]\nfile = \"/nonexistent/snodo-key\"\n";
+        let e = options(text).unwrap_err();
+        assert!(e.reason.contains("is not set"), "{e}");
+        let o = Config::parse("s.toml", text)
+            .expect("parse")
+            .without_secret_values()
+            .to_serve_options("s.toml")
+            .expect("no secret value is read");
+        assert_eq!(o.tokens.len(), 1);
+        assert_eq!(o.tokens[0].0, "(unread secret SNODO_TEST_UNSET_TOKEN)");
     }
 
     #[test]

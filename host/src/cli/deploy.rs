@@ -209,7 +209,7 @@ fn deployment_json(d: &Deployment) -> serde_json::Value {
 }
 
 async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
-    let opts = super::load_config(&args.config)?;
+    let opts = super::load_config_read_only(&args.config)?;
     let store = open(&opts).await?;
     let list = store
         .deployments(args.limit)

@@ -52,7 +52,7 @@ fn inspect(
     let id = TaskId::parse(task_id).ok_or("a task id is 32 lowercase hex digits")?;
     let (found, place) = match config {
         None => (inspect_file(store, &id)?, store.display().to_string()),
-        Some(file) => match super::load_config(file)?.store {
+        Some(file) => match super::load_config_read_only(file)?.store {
             StoreConfig::Redb(p) | StoreConfig::Sqlite(p) => {
                 (inspect_file(&p, &id)?, p.display().to_string())
             }

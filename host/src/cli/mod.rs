@@ -27,6 +27,17 @@ pub(crate) fn load_config(file: &Path) -> Result<snodo::serve::ServeOptions, Str
     config.to_serve_options(&name).map_err(|e| e.to_string())
 }
 
+/// [`load_config`] for a command that never uses a secret value (it lists tools, reads
+/// deployments or a task): the secrets' variables and files need not be there.
+pub(crate) fn load_config_read_only(file: &Path) -> Result<snodo::serve::ServeOptions, String> {
+    let name = file.display().to_string();
+    let config = snodo::config::Config::load(file).map_err(|e| e.to_string())?;
+    config
+        .without_secret_values()
+        .to_serve_options(&name)
+        .map_err(|e| e.to_string())
+}
+
 /// Joins `items` with commas, or `-` for none.
 pub(crate) fn listed<T: AsRef<str>>(items: impl IntoIterator<Item = T>) -> String {
     let joined: Vec<T> = items.into_iter().collect();

@@ -19,7 +19,7 @@ pub(crate) struct ToolsArgs {
 /// Loads the components and prints their tools, resources and prompts.
 pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: ToolsArgs) -> ExitCode {
     let opts = match (args.config, args.components) {
-        (Some(file), _) => super::load_config(&file),
+        (Some(file), _) => super::load_config_read_only(&file),
         (None, c) if c.is_empty() => super::default_components()
             .map(|c| snodo::serve::ServeOptions::new(PathBuf::from(".snodo"), c)),
         (None, c) => Ok(snodo::serve::ServeOptions::new(PathBuf::from(".snodo"), c)),

@@ -23,13 +23,14 @@ pub struct MetricsSection {
 /// A token given as itself or by the environment variable holding it (exactly one of the
 /// two), or the key under `key` and the reason it cannot be read.
 fn token_of(
+    config: &Config,
     token: &Option<String>,
     token_env: &Option<String>,
     key: &str,
 ) -> Result<String, (String, String)> {
     match (token, token_env) {
         (Some(t), None) => Ok(t.clone()),
-        (None, Some(var)) => std::env::var(var).map_err(|_| {
+        (None, Some(var)) => config.env_secret(var).ok_or_else(|| {
             (
                 format!("{key}.token_env"),
                 format!("the environment variable {var} is not set"),
@@ -103,7 +104,7 @@ impl Config {
         };
         for (i, issuer) in config.issuers.iter_mut().enumerate() {
             if let Some(x) = &mut issuer.introspection {
-                introspection_secret(x, &format!("auth.oauth.issuers[{i}].introspection"))
+                introspection_secret(self, x, &format!("auth.oauth.issuers[{i}].introspection"))
                     .map_err(|(k, r)| err(&k, r))?;
             }
         }
@@ -121,7 +122,8 @@ impl Config {
         let mut tokens: Vec<(String, Principal)> = Vec::new();
         for (i, t) in self.auth.tokens.iter().enumerate() {
             let key = format!("auth.tokens[{i}]");
-            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
+            let token =
+                token_of(self, &t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
             let principal = Principal::new(&t.tenant, &t.subject);
             if let Err(e) = identity::check_token(&token, &principal, &tokens) {
                 let field = match e {
@@ -168,7 +170,7 @@ impl Config {
                 ));
             }
             if let Some(var) = &s.client_secret_env {
-                s.client_secret = Some(std::env::var(var).map_err(|_| {
+                s.client_secret = Some(self.env_secret(var).ok_or_else(|| {
                     err(
                         "admin.oauth.client_secret_env",
                         format!("the environment variable {var} is not set"),
@@ -185,7 +187,7 @@ impl Config {
         let token = match (&self.metrics.token, &self.metrics.token_env) {
             (None, None) => None,
             (Some(t), None) => Some(t.clone()),
-            (None, Some(var)) => Some(std::env::var(var).map_err(|_| {
+            (None, Some(var)) => Some(self.env_secret(var).ok_or_else(|| {
                 err(
                     "metrics.token_env",
                     format!("the environment variable {var} is not set"),
@@ -231,7 +233,8 @@ impl Config {
         let mut seen: Vec<(String, Principal)> = Vec::new();
         for (i, t) in self.admin.token_entries.iter().enumerate() {
             let key = format!("admin.tokens[{i}]");
-            let token = token_of(&t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
+            let token =
+                token_of(self, &t.token, &t.token_env, &key).map_err(|(k, r)| err(&k, r))?;
             let principal = t.principal();
             let field = if t.token.is_some() {
                 "token"
@@ -267,11 +270,15 @@ impl Config {
 
 /// The introspection secret at `key`, given as itself or read from its variable (exactly
 /// one of the two), or the key and the reason it cannot be had.
-fn introspection_secret(x: &mut IntrospectionConfig, key: &str) -> Result<(), (String, String)> {
+fn introspection_secret(
+    config: &Config,
+    x: &mut IntrospectionConfig,
+    key: &str,
+) -> Result<(), (String, String)> {
     match (x.client_secret.is_empty(), &x.client_secret_env) {
         (false, None) => Ok(()),
         (true, Some(var)) => {
-            x.client_secret = std::env::var(var).map_err(|_| {
+            x.client_secret = config.env_secret(var).ok_or_else(|| {
                 (
                     format!("{key}.client_secret_env"),
                     format!("the environment variable {var} is not set"),

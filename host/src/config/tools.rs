@@ -112,14 +112,13 @@ impl Config {
             let key = format!("secrets.{name}");
             let err = |reason: String| config_error(file, &key, reason);
             let value = match (&s.env, &s.file, &s.value) {
-                (Some(var), None, None) => std::env::var(var)
-                    .map_err(|_| err(format!("the environment variable {var} is not set")))?,
+                (Some(var), None, None) => self
+                    .env_secret(var)
+                    .ok_or_else(|| err(format!("the environment variable {var} is not set")))?,
                 (None, Some(path), None) => {
                     let path = self.resolve(path);
-                    std::fs::read_to_string(&path)
+                    self.file_secret(&path)
                         .map_err(|e| err(format!("cannot read {}: {e}", path.display())))?
-                        .trim()
-                        .to_owned()
                 }
                 (None, None, Some(v)) if s.development => v.clone(),
                 (None, None, Some(_)) => {

@@ -593,6 +593,21 @@ async fn a_deployment_reaches_every_node_without_a_restart_and_pinned_tasks_keep
     .await;
     let b = spawn_serve(&["--config", b_conf.to_str().expect("utf-8")], &[]);
     serves(&schema, b.addr, &v2, "B serves the current deployment").await;
+    // ... and says so at its start: which deployment its files are, which it serves, and
+    // how to serve its files again.
+    let said = b
+        .started
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["fields"]["configured"] == 1)
+        .unwrap_or_else(|| panic!("no word of the configured deployment: {:?}", b.started));
+    assert_eq!(said["fields"]["serving"], 2, "{said}");
+    assert!(
+        said["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("snodo rollback --config FILE --to 1")),
+        "{said}"
+    );
 
     // Which tasks still need version 1: the waiting one (and the probes `serves` made,
     // until they finish). The count and the ids are two reads, so a probe finishing

@@ -301,6 +301,25 @@ impl Deployer {
             Seed::Changed => history.first().is_some_and(same),
         };
         if deployed {
+            // The configured files were deployed once, and another deployment is current
+            // since (a later deploy, or a rollback): the node serves the current one, and
+            // says so, so that nobody expects it to serve its files.
+            if matches!(when, Seed::AtStart)
+                && let Some(now) = history.first()
+                && !same(now)
+                && let Some(configured) = history.iter().find(|d| same(d))
+            {
+                tracing::warn!(
+                    configured = configured.revision,
+                    serving = now.revision,
+                    "this node's configured components are deployment {}, an earlier one: it \
+                     serves the current deployment {} (the store's). `snodo rollback --config FILE --to {}` \
+                     serves the configured ones again; `snodo deploy` makes other files current",
+                    configured.revision,
+                    now.revision,
+                    configured.revision
+                );
+            }
             return Ok(None);
         }
         // Checked before anything is stored: a component that does not load is refused

@@ -17,6 +17,8 @@ pub(crate) struct ServeProcess {
     pub(crate) addr: SocketAddr,
     /// Its stdout, line by line.
     pub(crate) log: std::sync::mpsc::Receiver<String>,
+    /// What it logged before it served (its start).
+    pub(crate) started: Vec<String>,
 }
 
 impl Drop for ServeProcess {
@@ -77,6 +79,7 @@ pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
         }
     });
     let deadline = Instant::now() + Duration::from_secs(120);
+    let mut started = Vec::new();
     let addr = loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let line = rx.recv_timeout(left).expect("snodo serve logs its address");
@@ -85,11 +88,13 @@ pub(crate) fn spawn_serve(args: &[&str], env: &[(&str, &str)]) -> ServeProcess {
             let addr = rest.split("/mcp").next().expect("address");
             break addr.parse().expect("a socket address");
         }
+        started.push(line);
     };
     ServeProcess {
         child,
         addr,
         log: rx,
+        started,
     }
 }
 
