@@ -410,9 +410,21 @@ where
     let model = std::mem::take(&mut *model.lock());
     let mut slowest = Duration::ZERO;
     let delivered = hooks.seen.lock().ids();
+    // Why an event that never arrived did not: a dead letter names its last error.
+    let dead: HashMap<String, String> = match store.webhook("receiver").await {
+        Ok(Some(row)) => row
+            .dead
+            .iter()
+            .map(|d| {
+                let why = format!("a dead letter after {} tries: {}", d.attempts, d.error);
+                (d.event.task_id.clone(), why)
+            })
+            .collect(),
+        _ => HashMap::new(),
+    };
     for (id, told) in &model {
         judge(&*store, &o, id, told, finished.get(id), &mut slowest).await;
-        judge_delivery(&*store, &o, id, &delivered).await;
+        judge_delivery(&*store, &o, id, &delivered, &dead).await;
     }
     judge_schedule(&*store, &o).await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -535,9 +547,10 @@ async fn await_all(
 }
 
 /// Waits until the receiver has taken a terminal event for every task in `finished`, or
-/// the patience (the retry list's whole span, twice, and a lease) runs out.
+/// the patience (the retry list's whole span and its answer timeouts, and a lease) runs
+/// out.
 async fn await_deliveries(hooks: &crate::receiver::Receiver, finished: &HashMap<String, Duration>) {
-    let patience = Instant::now() + Duration::from_secs(20);
+    let patience = Instant::now() + Duration::from_secs(60);
     while Instant::now() < patience {
         let taken: std::collections::HashSet<String> = hooks
             .seen
@@ -561,6 +574,7 @@ async fn judge_delivery(
     o: &Shared,
     id: &str,
     delivered: &BTreeMap<(String, String), std::collections::BTreeSet<String>>,
+    dead: &HashMap<String, String>,
 ) {
     let Some(task_id) = TaskId::parse(id) else {
         return;
@@ -580,8 +594,9 @@ async fn judge_delivery(
         || match ids {
             None if t.notify.is_empty() => format!("task {id} names no subscription"),
             None => format!(
-                "task {id} ended {} and its {kind} never arrived",
-                t.status.as_str()
+                "task {id} ended {} and its {kind} never arrived ({})",
+                t.status.as_str(),
+                dead.get(id).map_or("not a dead letter", String::as_str)
             ),
             Some(ids) => format!(
                 "task {id}'s {kind} arrived under {} ids: {ids:?}",
