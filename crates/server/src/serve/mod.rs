@@ -117,36 +117,14 @@ pub async fn serve_reloading(
             other => ServeError::Config(other.to_string()),
         })?;
     ready(addr);
-    let notifier = notify::Notifier::from_env();
-    let stop_watchdog = CancellationToken::new();
-    let mut watchdog = None;
-    if let Some(n) = &notifier {
-        n.send(&format!(
-            "READY=1\nSTATUS=serving MCP at http://{addr}/mcp\nMAINPID={}",
-            std::process::id()
-        ));
-        if let Some(every) = notify::Notifier::watchdog_every() {
-            watchdog = Some(tokio::spawn(notify::watchdog(
-                n.clone(),
-                server.tasks().store().clone(),
-                every,
-                stop_watchdog.clone(),
-            )));
-        }
-    }
+    let manager = notify::Manager::ready(addr, server.tasks().store().clone());
     let app = match authenticator {
         Authentication::Static => http::router(server.clone(), http_config),
         Authentication::OAuth(rs) => http::router_oauth(server.clone(), http_config, rs),
     };
     serve_until_drained(listener, app, &server, &opts, shutdown).await?;
     tracing::info!("shutting down: draining the runner");
-    if let Some(n) = &notifier {
-        n.send("STOPPING=1\nSTATUS=draining");
-    }
-    stop_watchdog.cancel();
-    if let Some(w) = watchdog {
-        let _ = w.await;
-    }
+    manager.stopping().await;
     stop_schedules.cancel();
     let _ = schedules.await;
     stop_webhooks.cancel();

@@ -87,3 +87,51 @@ pub(crate) async fn watchdog(
         }
     }
 }
+
+/// What the service manager is told over a node's life: [`Manager::ready`] once it serves
+/// (and the watchdog from then on), [`Manager::stopping`] when it drains.
+pub(crate) struct Manager {
+    notifier: Option<Arc<Notifier>>,
+    stop: CancellationToken,
+    watchdog: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Manager {
+    /// Tells the manager (if there is one) that the node serves at `addr`, and pets its
+    /// watchdog while `store` commits.
+    pub(crate) fn ready(addr: std::net::SocketAddr, store: Arc<dyn Store>) -> Self {
+        let notifier = Notifier::from_env();
+        let stop = CancellationToken::new();
+        let mut watchdog = None;
+        if let Some(n) = &notifier {
+            n.send(&format!(
+                "READY=1\nSTATUS=serving MCP at http://{addr}/mcp\nMAINPID={}",
+                std::process::id()
+            ));
+            if let Some(every) = Notifier::watchdog_every() {
+                watchdog = Some(tokio::spawn(self::watchdog(
+                    n.clone(),
+                    store,
+                    every,
+                    stop.clone(),
+                )));
+            }
+        }
+        Self {
+            notifier,
+            stop,
+            watchdog,
+        }
+    }
+
+    /// Tells the manager the node drains, and stops the watchdog.
+    pub(crate) async fn stopping(self) {
+        if let Some(n) = &self.notifier {
+            n.send("STOPPING=1\nSTATUS=draining");
+        }
+        self.stop.cancel();
+        if let Some(w) = self.watchdog {
+            let _ = w.await;
+        }
+    }
+}

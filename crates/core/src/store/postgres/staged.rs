@@ -327,15 +327,21 @@ impl Staged {
         }
         // Very last: the outbox counter's lock is held from here to the commit, which
         // serializes only the writes that report a transition, and only for that long.
-        if !self.events.is_empty() {
-            let mut append = Events::default();
-            for e in &self.events {
-                append.bodies.push(crate::store::engine::encode_event(e)?);
-                append.ats.push(e.at.as_millis() as i64);
-            }
-            out.push(Change::Events(append));
-        }
+        out.extend(self.events_change()?);
         Ok(out)
+    }
+
+    /// The outbox events this write appends, as one change (none without events).
+    fn events_change(&self) -> StoreResult<Option<Change>> {
+        if self.events.is_empty() {
+            return Ok(None);
+        }
+        let mut append = Events::default();
+        for e in &self.events {
+            append.bodies.push(crate::store::engine::encode_event(e)?);
+            append.ats.push(e.at.as_millis() as i64);
+        }
+        Ok(Some(Change::Events(append)))
     }
 }
 
