@@ -66,6 +66,11 @@ enum Command {
     Deployments(cli::deploy::DeploymentsArgs),
     /// Deploy again what an earlier deployment named.
     Rollback(cli::deploy::RollbackArgs),
+    /// Copy a redb or SQLite store to a new file while its server runs (a snapshot of one
+    /// commit, read back and counted before success is reported).
+    Backup(cli::backup::BackupArgs),
+    /// Put a backup in place of a stopped node's store (the replaced store is kept aside).
+    Restore(cli::backup::RestoreArgs),
     /// Sign a component for `deploy.trusted_keys` (writes COMPONENT.sig).
     Sign(cli::deploy::SignArgs),
     /// Make an Ed25519 key pair for signing components (prints the public key).
@@ -101,6 +106,8 @@ fn main() -> ExitCode {
         Command::Deploy(args) => cli::deploy::run_deploy(&runtime, args),
         Command::Deployments(args) => cli::deploy::run_deployments(&runtime, args),
         Command::Rollback(args) => cli::deploy::run_rollback(&runtime, args),
+        Command::Backup(args) => cli::backup::run_backup(&runtime, args),
+        Command::Restore(args) => cli::backup::run_restore(args),
         Command::Sign(args) => cli::deploy::run_sign(args),
         Command::Keygen(args) => cli::deploy::run_keygen(args),
         Command::Stress(args) => cli::stress::run(&runtime, args),

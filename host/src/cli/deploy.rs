@@ -1,16 +1,17 @@
 //! `snodo deploy`, `snodo deployments` and `snodo rollback`: change and read which
-//! component versions the store a configuration names serves, without restarting a node.
+//! component versions the store a configuration names serves, without restarting a node:
+//! on the store itself, or, when a server holds its single file, through that server's
+//! admin API.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use serde_json::json;
-use snodo::deploy::{Deployer, provides, read_signed};
-use snodo::model::Deployment;
-use snodo::serve::ServeOptions;
-use snodo::store::{Store, StoreConfig};
-use snodo_server::rfc3339;
+use snodo::admin::{DeployBody, RollbackBody, RolledBack, Uploaded};
+use snodo::deploy::operate::{self, Deployed, NewComponent};
+use snodo::deploy::{Deployer, read_signed};
+
+use super::reach::{Reached, reach};
+use super::tasks::{decode, encoded};
 
 /// Deploy components to the store a configuration names: every node serving it swaps
 /// them in within `deploy.poll_ms` (at once on PostgreSQL), and tasks created before keep
@@ -62,35 +63,30 @@ pub(crate) struct RollbackArgs {
     to: Option<u64>,
 }
 
-/// Opens the store `opts` names for an operator command: under a one-off identity (a
-/// serving node's name would release its claims). A file store a server holds is refused
-/// by its lock.
-async fn open(opts: &ServeOptions) -> Result<Arc<dyn Store>, String> {
-    let mut config = opts.store.clone();
-    match &mut config {
-        StoreConfig::Postgres(pg) => {
-            pg.node = snodo::serve::default_node_id();
-            pg.migrate = false;
-        }
-        StoreConfig::Memory => {
-            return Err(
-                "a memory store lives only inside its server: deploy to a redb, SQLite or PostgreSQL store"
-                    .into(),
-            );
-        }
-        _ => {}
-    }
-    match config.open().await {
-        Ok(o) => Ok(o.store),
-        Err(e) if e.to_string().contains("already open") => Err(format!(
-            "{e}: a server is using this store file; stop it to deploy, or serve from PostgreSQL, where nodes pick deployments up while running"
-        )),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
 fn short(digest: &str) -> &str {
     &digest[..digest.len().min(12)]
+}
+
+/// The lines reporting a deployment.
+fn deployed_lines(d: &Deployed) -> String {
+    let dep = &d.deployment;
+    let mut out = format!(
+        "deployed revision {} ({} component{})",
+        dep.revision,
+        dep.components.len(),
+        if dep.components.len() == 1 { "" } else { "s" }
+    );
+    for c in &dep.components {
+        out.push_str(&format!("\n  {c}"));
+    }
+    for r in &d.retired {
+        out.push_str(&format!(
+            "\n  retired {} (replaced by {})",
+            short(&r.digest),
+            r.replaced_by
+        ));
+    }
+    out
 }
 
 pub(crate) fn run_deploy(runtime: &tokio::runtime::Runtime, args: DeployArgs) -> ExitCode {
@@ -100,61 +96,6 @@ pub(crate) fn run_deploy(runtime: &tokio::runtime::Runtime, args: DeployArgs) ->
 
 async fn deploy(args: &DeployArgs) -> Result<String, String> {
     let opts = super::load_config(&args.config)?;
-    let deployer = Deployer::new(&opts.deployer_settings()).map_err(|e| e.to_string())?;
-    // Every file loads (compiles, describes) before anything is stored.
-    let mut new = Vec::new();
-    for path in &args.components {
-        let (bytes, signature) = read_signed(path).map_err(|e| e.to_string())?;
-        let component = deployer
-            .load(path.clone(), bytes.clone(), signature.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
-        new.push((path, bytes, signature, component));
-    }
-    let store = open(&opts).await?;
-    let current = store.deployment(None).await.map_err(|e| e.to_string())?;
-    let revision = current.as_ref().map_or(0, |d| d.revision);
-    let mut kept: Vec<(String, Arc<snodo::wasm::Component>)> = Vec::new();
-    if let (Some(cur), false) = (&current, args.exact) {
-        let loaded = deployer
-            .load_stored(
-                &*store,
-                &cur.components,
-                &format!("deployment {}", cur.revision),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        kept = cur.components.iter().cloned().zip(loaded).collect();
-    }
-    let mut replaced = Vec::new();
-    let mut components: Vec<String> = Vec::new();
-    let mut catalog_parts = Vec::new();
-    for (path, bytes, signature, component) in &new {
-        let offers = provides(component);
-        let (gone, stay): (Vec<_>, Vec<_>) = kept
-            .into_iter()
-            .partition(|(_, c)| !provides(c).is_disjoint(&offers));
-        kept = stay;
-        for (d, _) in gone {
-            replaced.push(format!("{} (replaced by {})", short(&d), path.display()));
-        }
-        let digest = store
-            .store_component(bytes, signature.as_deref())
-            .await
-            .map_err(|e| e.to_string())?;
-        components.push(digest);
-        catalog_parts.push(component.clone());
-    }
-    for (d, c) in kept {
-        if !components.contains(&d) {
-            components.push(d);
-            catalog_parts.push(c);
-        }
-    }
-    // The result must be servable: nothing provided twice.
-    deployer
-        .catalog_of(&catalog_parts, false)
-        .map_err(|e| format!("the deployment would not serve: {e}"))?;
     let note = args.note.clone().unwrap_or_else(|| {
         let files: Vec<String> = args
             .components
@@ -167,28 +108,80 @@ async fn deploy(args: &DeployArgs) -> Result<String, String> {
             snodo::serve::default_node_id()
         )
     });
-    let dep = store
-        .deploy(&components, &note, Some(revision))
-        .await
-        .map_err(|e| match e {
-            snodo::store::StoreError::Conflict { current } => format!(
-                "another deployment (revision {current}) was committed meanwhile; run the command again"
-            ),
-            other => other.to_string(),
-        })?;
-    let mut out = format!(
-        "deployed revision {} ({} component{})",
-        dep.revision,
-        dep.components.len(),
-        if dep.components.len() == 1 { "" } else { "s" }
-    );
-    for d in &dep.components {
-        out.push_str(&format!("\n  {d}"));
+    match reach(&opts, &args.config).await? {
+        Reached::Store(store) => {
+            let deployer = Deployer::new(&opts.deployer_settings()).map_err(|e| e.to_string())?;
+            // Every file loads (compiles, describes) before anything is stored.
+            let mut loaded = Vec::new();
+            for path in &args.components {
+                let (bytes, signature) = read_signed(path).map_err(|e| e.to_string())?;
+                let component = deployer
+                    .load(path.clone(), bytes.clone(), signature.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                loaded.push((path, bytes, signature, component));
+            }
+            let mut new = Vec::new();
+            for (path, bytes, signature, component) in loaded {
+                let digest = store
+                    .store_component(&bytes, signature.as_deref())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                new.push(NewComponent {
+                    label: path.display().to_string(),
+                    digest,
+                    component,
+                });
+            }
+            let d = operate::deploy(&deployer, &*store, new, args.exact, &note)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(deployed_lines(&d))
+        }
+        Reached::Server(api) => {
+            // The server loads each upload under its own trust policy before storing it.
+            let mut digests = Vec::new();
+            for path in &args.components {
+                let (bytes, signature) = read_signed(path).map_err(|e| e.to_string())?;
+                let headers = signature
+                    .map(|s| {
+                        use base64::Engine as _;
+                        let text = base64::engine::general_purpose::STANDARD.encode(s);
+                        vec![(snodo::admin::SIGNATURE_HEADER, text)]
+                    })
+                    .unwrap_or_default();
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let up = api
+                    .post_bytes(
+                        &format!("/admin/v1/components?name={}", encoded(&name)),
+                        "application/wasm",
+                        bytes,
+                        headers,
+                    )
+                    .await
+                    .map_err(|f| format!("{}: {f}", path.display()))?;
+                let up: Uploaded = decode(up).map_err(|f| f.to_string())?;
+                digests.push(up.digest);
+            }
+            let body = DeployBody {
+                components: digests,
+                exact: args.exact,
+                note: Some(note),
+            };
+            let answer = api
+                .post("/admin/v1/deployments", &body)
+                .await
+                .map_err(|f| f.to_string())?;
+            let d: Deployed = decode(answer).map_err(|f| f.to_string())?;
+            Ok(format!(
+                "{}\n(through the server holding the store)",
+                deployed_lines(&d)
+            ))
+        }
     }
-    for r in replaced {
-        out.push_str(&format!("\n  retired {r}"));
-    }
-    Ok(out)
 }
 
 pub(crate) fn run_deployments(
@@ -199,61 +192,34 @@ pub(crate) fn run_deployments(
     super::exit("snodo deployments", done, 1)
 }
 
-fn deployment_json(d: &Deployment) -> serde_json::Value {
-    json!({
-        "revision": d.revision,
-        "deployedAt": rfc3339(d.deployed_at),
-        "components": d.components,
-        "note": d.note,
-    })
-}
-
 async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
     let opts = super::load_config_read_only(&args.config)?;
-    let store = open(&opts).await?;
-    let list = store
-        .deployments(args.limit)
-        .await
-        .map_err(|e| e.to_string())?;
-    let components = store.components().await.map_err(|e| e.to_string())?;
-    // Which live tasks pin each component (a scan of the live tasks, per component).
-    let mut pinning = Vec::with_capacity(components.len());
-    for c in &components {
-        let ids = if c.pinned == 0 {
-            Vec::new()
-        } else {
-            store
-                .pinned_tasks(&c.digest, args.tasks)
-                .await
-                .map_err(|e| e.to_string())?
-        };
-        pinning.push(ids.iter().map(ToString::to_string).collect::<Vec<_>>());
-    }
+    let view = match reach(&opts, &args.config).await? {
+        Reached::Store(store) => operate::overview(&*store, args.limit, args.tasks)
+            .await
+            .map_err(|e| e.to_string())?,
+        Reached::Server(api) => {
+            let path = format!(
+                "/admin/v1/deployments?limit={}&tasks={}",
+                args.limit, args.tasks
+            );
+            let answer = api.get(&path).await.map_err(|f| f.to_string())?;
+            decode(answer).map_err(|f| f.to_string())?
+        }
+    };
     if args.json {
-        let v = json!({
-            "deployments": list.iter().map(deployment_json).collect::<Vec<_>>(),
-            "components": components.iter().zip(&pinning).map(|(c, ids)| json!({
-                "digest": c.digest,
-                "size": c.size,
-                "storedAt": rfc3339(c.stored_at),
-                "retiredAt": c.retired_at.map(rfc3339),
-                "signed": c.signed,
-                "pinnedTasks": c.pinned,
-                "pinnedTaskIds": ids,
-            })).collect::<Vec<_>>(),
-        });
-        let _ = super::print_json(&v);
+        let _ = super::print_json(&view);
         return Ok(());
     }
-    if list.is_empty() {
+    if view.deployments.is_empty() {
         println!("no deployment yet: a node deploys its configured components when it starts");
     }
     super::print_table(
         ["REVISION", "DEPLOYED", "COMPONENTS", "NOTE"],
-        list.iter().map(|d| {
+        view.deployments.iter().map(|d| {
             [
                 d.revision.to_string(),
-                rfc3339(d.deployed_at),
+                d.deployed_at.clone(),
                 d.components
                     .iter()
                     .map(|c| short(c))
@@ -266,16 +232,15 @@ async fn deployments(args: &DeploymentsArgs) -> Result<(), String> {
     println!();
     super::print_table(
         ["COMPONENT", "BYTES", "STATE", "PINNED TASKS", "PINNED BY"],
-        components.iter().zip(&pinning).map(|(c, ids)| {
+        view.components.iter().map(|c| {
             [
                 short(&c.digest).to_owned(),
                 c.size.to_string(),
-                c.retired_at.map_or_else(
-                    || "serving".to_owned(),
-                    |t| format!("retired {}", rfc3339(t)),
-                ),
-                c.pinned.to_string(),
-                super::listed(ids),
+                c.retired_at
+                    .as_ref()
+                    .map_or_else(|| "serving".to_owned(), |t| format!("retired {t}")),
+                c.pinned_tasks.to_string(),
+                super::listed(&c.pinned_task_ids),
             ]
         }),
     );
@@ -289,49 +254,26 @@ pub(crate) fn run_rollback(runtime: &tokio::runtime::Runtime, args: RollbackArgs
 
 async fn rollback(args: &RollbackArgs) -> Result<String, String> {
     let opts = super::load_config(&args.config)?;
-    let store = open(&opts).await?;
-    let current = store
-        .deployment(None)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or("nothing is deployed yet")?;
-    let to = match args.to {
-        Some(r) => r,
-        None if current.revision > 1 => current.revision - 1,
-        None => {
-            return Err(
-                "the current deployment is the first: there is nothing to roll back to".into(),
-            );
+    let (d, to) = match reach(&opts, &args.config).await? {
+        Reached::Store(store) => {
+            let by = format!("from {}", snodo::serve::default_node_id());
+            operate::roll_back(&*store, args.to, &by)
+                .await
+                .map_err(|e| e.to_string())?
+        }
+        Reached::Server(api) => {
+            let answer = api
+                .post("/admin/v1/rollback", &RollbackBody { to: args.to })
+                .await
+                .map_err(|f| f.to_string())?;
+            let r: RolledBack = decode(answer).map_err(|f| f.to_string())?;
+            (r.deployment, r.components_of)
         }
     };
-    if to == current.revision {
-        return Err(format!("revision {to} is the current deployment"));
-    }
-    let target = store
-        .deployment(Some(to))
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("there is no deployment {to}"))?;
-    let note = format!(
-        "rollback to revision {to} (from {})",
-        snodo::serve::default_node_id()
-    );
-    let dep = store
-        .deploy(&target.components, &note, Some(current.revision))
-        .await
-        .map_err(|e| match e {
-            snodo::store::StoreError::Invalid(m) => format!(
-                "{m} (collected after its retention: deploy its file again with snodo deploy)"
-            ),
-            snodo::store::StoreError::Conflict { current } => format!(
-                "another deployment (revision {current}) was committed meanwhile; run the command again"
-            ),
-            other => other.to_string(),
-        })?;
     Ok(format!(
         "deployed revision {}: the components of revision {to} ({})",
-        dep.revision,
-        dep.components
+        d.revision,
+        d.components
             .iter()
             .map(|c| short(c))
             .collect::<Vec<_>>()

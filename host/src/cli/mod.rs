@@ -1,11 +1,13 @@
 //! The `snodo` subcommands, one file each, and what their output shares.
 
+pub(crate) mod backup;
 pub(crate) mod bench;
 pub(crate) mod config;
 pub(crate) mod deploy;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod new;
+mod reach;
 pub(crate) mod schedules;
 pub(crate) mod serve;
 pub(crate) mod stress;

@@ -384,6 +384,9 @@ async fn watch(api: &Api, json: bool, f: &FilterArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A request's body: its content type, its bytes, and the headers that go with it.
+type Body<'a> = (&'a str, Bytes, Vec<(&'static str, String)>);
+
 /// The admin API of one server.
 pub(super) struct Api {
     addr: SocketAddr,
@@ -401,6 +404,28 @@ struct Refusal {
 struct RefusalError {
     code: Option<String>,
     message: Option<String>,
+}
+
+impl ApiArgs {
+    /// The admin API of the server whose configuration is `path` (its `listen`, unless
+    /// `SNODO_URL` names it), with the token in `SNODO_ADMIN_TOKEN`: what the commands that
+    /// otherwise open the store themselves speak to when a server holds it.
+    pub(super) fn of_config(path: &std::path::Path) -> Self {
+        Self {
+            url: std::env::var("SNODO_URL").ok().filter(|u| !u.is_empty()),
+            config: Some(path.to_owned()),
+            token_env: "SNODO_ADMIN_TOKEN".into(),
+            json: false,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Refused(m) | Self::Unreachable(m) => f.write_str(m),
+        }
+    }
 }
 
 impl Api {
@@ -448,6 +473,17 @@ impl Api {
         path: &str,
         body: Option<String>,
     ) -> hyper::Request<Full<Bytes>> {
+        let typed = body.map(|text| ("application/json", Bytes::from(text), Vec::new()));
+        self.typed_request(method, path, typed)
+    }
+
+    /// A request of `path` with a body of the given type and extra headers.
+    fn typed_request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Body<'_>>,
+    ) -> hyper::Request<Full<Bytes>> {
         let mut b = hyper::Request::builder()
             .method(method)
             .uri(path)
@@ -457,9 +493,12 @@ impl Api {
             b = b.header("authorization", format!("Bearer {t}"));
         }
         let bytes = match body {
-            Some(text) => {
-                b = b.header("content-type", "application/json");
-                Bytes::from(text)
+            Some((content_type, bytes, headers)) => {
+                b = b.header("content-type", content_type);
+                for (k, v) in headers {
+                    b = b.header(k, v);
+                }
+                bytes
             }
             None => Bytes::new(),
         };
@@ -491,13 +530,26 @@ impl Api {
         self.call("POST", path, Some(text)).await
     }
 
+    /// `POST path` with `bytes` of `content_type` and `headers`: the JSON answer.
+    pub(super) async fn post_bytes(
+        &self,
+        path: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+        headers: Vec<(&'static str, String)>,
+    ) -> Result<Value, Failure> {
+        let request = self.typed_request("POST", path, Some((content_type, bytes.into(), headers)));
+        self.exchange(request).await
+    }
+
     /// One exchange: the JSON answer of a 2xx, else the API's error message.
     async fn call(&self, method: &str, path: &str, body: Option<String>) -> Result<Value, Failure> {
+        self.exchange(self.request(method, path, body)).await
+    }
+
+    async fn exchange(&self, request: hyper::Request<Full<Bytes>>) -> Result<Value, Failure> {
         let mut c = self.connect().await?;
-        let (status, bytes) = c
-            .exchange(self.request(method, path, body))
-            .await
-            .map_err(Failure::Unreachable)?;
+        let (status, bytes) = c.exchange(request).await.map_err(Failure::Unreachable)?;
         let v: Value = serde_json::from_slice(&bytes)
             .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
         if (200..300).contains(&status) {
@@ -513,26 +565,28 @@ impl Api {
     }
 }
 
+/// `s` with every byte outside the URL's unreserved set percent-encoded.
+pub(super) fn encoded(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn query_string(pairs: &[(&str, String)]) -> String {
-    let enc = |s: &str| {
-        s.bytes()
-            .map(|b| match b {
-                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                    (b as char).to_string()
-                }
-                _ => format!("%{b:02X}"),
-            })
-            .collect::<String>()
-    };
     pairs
         .iter()
-        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .map(|(k, v)| format!("{k}={}", encoded(v)))
         .collect::<Vec<_>>()
         .join("&")
 }
 
 /// An answer read as the admin API's type `T`.
-fn decode<T: DeserializeOwned>(answer: Value) -> Result<T, Failure> {
+pub(super) fn decode<T: DeserializeOwned>(answer: Value) -> Result<T, Failure> {
     serde_json::from_value(answer).map_err(|e| {
         Failure::Refused(format!(
             "the server's answer is not what this version of the admin API gives: {e}"

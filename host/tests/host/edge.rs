@@ -1412,6 +1412,119 @@ async fn a_component_dropped_into_the_watched_directory_is_deployed() {
     );
 }
 
+/// A server holding its single store file takes `snodo deploy`, `snodo deployments` and
+/// `snodo rollback` through its admin API: the commands find the file locked and speak to
+/// the server (`SNODO_URL` here, the port being chosen at start), which swaps each deployment
+/// in at once (its poll is a minute away). Only an operator of every tenant deploys; a
+/// component that does not load deploys nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_file_server_takes_deploys_through_its_admin_api() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let conf = dir.path().join("node.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen = \"127.0.0.1:0\"\n[store]\nkind = \"redb\"\npath = \"{}\"\n\n[deploy]\npoll_ms = 60000\n\n\
+             [[admin.tokens]]\ntoken = \"acme-operator-token-0123\"\ntenant = \"acme\"\n\n\
+             [[components]]\npath = \"{}\"\n",
+            dir.path().join("tasks.redb").display(),
+            snodo_test_guests::FIXTURES,
+        ),
+    )
+    .expect("config");
+    let server = spawn_serve(&["--config", conf.to_str().expect("utf-8")], &[]);
+    let url = format!("http://{}", server.addr);
+    let cli = |args: &[&str]| {
+        let mut c = snodo(args);
+        c.arg("--config").arg(&conf).env("SNODO_URL", &url);
+        c
+    };
+    let listed = |addr| async move {
+        let (_, reply) = post_mcp(addr, &request("tools/list", json!({}), false)).await;
+        reply.to_string()
+    };
+    assert!(!listed(server.addr).await.contains("quick_report"));
+
+    let out = run_ok(&mut cli(&["deploy", snodo_test_guests::EXAMPLES]));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("deployed revision 2") && said.contains("through the server"),
+        "{said}"
+    );
+    await_log(&server, "the deployment swapped in", |v| {
+        v["fields"]["message"] == "deployment swapped in" && v["fields"]["revision"] == 2
+    });
+    let tools = listed(server.addr).await;
+    assert!(
+        tools.contains("quick_report") && tools.contains("greet"),
+        "added beside the fixtures: {tools}"
+    );
+    let examples = snodo::model::component_digest(
+        &std::fs::read(snodo_test_guests::EXAMPLES).expect("examples"),
+    );
+    let out = run_ok(&mut cli(&["deployments", "--json"]));
+    let view: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let revisions: Vec<u64> = view["deployments"]
+        .as_array()
+        .expect("deployments")
+        .iter()
+        .filter_map(|d| d["revision"].as_u64())
+        .collect();
+    assert_eq!(revisions, [2, 1], "{view}");
+    assert!(
+        view["deployments"][0]["components"]
+            .as_array()
+            .is_some_and(|c| c.contains(&json!(examples))),
+        "{view}"
+    );
+
+    // A file that is no component: refused with the server's reason, nothing deployed.
+    let junk = dir.path().join("junk.wasm");
+    std::fs::write(&junk, b"\0asm not really").expect("junk");
+    let out = cli(&["deploy", junk.to_str().expect("utf-8")])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("junk.wasm") && err.contains("HTTP 400"),
+        "{err}"
+    );
+    // An operator of one tenant may not deploy for all.
+    let out = cli(&["rollback"])
+        .env("SNODO_ADMIN_TOKEN", "acme-operator-token-0123")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("operator of every tenant"),
+        "{err}"
+    );
+
+    let out = run_ok(&mut cli(&["rollback"]));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("deployed revision 3: the components of revision 1"),
+        "{said}"
+    );
+    await_log(&server, "the rollback swapped in", |v| {
+        v["fields"]["message"] == "deployment swapped in" && v["fields"]["revision"] == 3
+    });
+    assert!(!listed(server.addr).await.contains("quick_report"));
+
+    // A held file and no server where the commands look: what to do, said.
+    let out = snodo(&["deployments", "--config"])
+        .arg(&conf)
+        .env("SNODO_URL", "http://127.0.0.1:1")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("SNODO_URL"),
+        "{err}"
+    );
+}
+
 /// Under a service manager (a socket the test owns stands for systemd's): `READY=1` once
 /// serving, with the address and the main pid; `WATCHDOG=1` every half of `WATCHDOG_USEC`
 /// while the store commits; `STOPPING=1` when SIGTERM drains the node.

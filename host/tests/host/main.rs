@@ -3,6 +3,7 @@
 
 mod common;
 
+mod backup;
 mod edge;
 mod hostile_tenant;
 mod layers;

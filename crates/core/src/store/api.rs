@@ -78,6 +78,12 @@ pub trait Store:
     /// naming the bound (the probe may still commit later; it changes nothing).
     async fn check_writable(&self, within: std::time::Duration) -> StoreResult<()>;
 
+    /// Copies the whole store, as of one commit, into a new file at `to` while it keeps
+    /// serving, and reads the copy back (integrity, and every table's rows against the
+    /// snapshot's) before linking it at `to`: see [`super::backup`]. A redb or SQLite store
+    /// only ([`StoreError::Invalid`] otherwise); `to` must not exist.
+    async fn backup(&self, to: &std::path::Path) -> StoreResult<super::Backup>;
+
     /// A 256-bit secret created once per store and kept with it, for integrity tags the
     /// server hands to clients (MRTR `requestState`): they verify after restarts and on
     /// every node sharing the store.

@@ -109,6 +109,18 @@ pub(crate) trait Backend: Send + Sync + 'static {
         std::future::ready(Ok(None))
     }
 
+    /// Copies the store as of one commit into a new file at `to`: what [`Store::backup`]
+    /// does. Default: the kind keeps no file of its own to copy.
+    fn backup(
+        &self,
+        _to: std::path::PathBuf,
+    ) -> impl Future<Output = StoreResult<super::Backup>> + Send {
+        std::future::ready(Err(StoreError::invalid(
+            "snodo backs up a redb or SQLite store: back PostgreSQL up with pg_dump \
+             (docs/operators.md), and a memory store keeps nothing to copy",
+        )))
+    }
+
     /// Stores a component: what [`DeploymentStore::store_component`] does (the digest is computed
     /// before). Default: one write of the rules.
     fn store_component(
@@ -669,6 +681,10 @@ impl<B: Backend> Store for B {
                 within.as_millis()
             ))),
         }
+    }
+
+    async fn backup(&self, to: &std::path::Path) -> StoreResult<super::Backup> {
+        Backend::backup(self, to.to_owned()).await
     }
 
     async fn server_key(&self) -> StoreResult<[u8; 32]> {

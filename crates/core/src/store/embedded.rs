@@ -44,7 +44,6 @@ impl FileBoot {
     }
 }
 
-#[cfg(any(feature = "redb", feature = "sqlite"))]
 /// An I/O failure on a store file, naming the file and what was being done.
 pub(crate) fn io_error(path: &std::path::Path, what: &str, e: std::io::Error) -> super::StoreError {
     super::StoreError::unavailable(format!("{}: {what}: {e}", path.display()))
@@ -79,7 +78,6 @@ pub(crate) fn check_existing_file(
     Ok(())
 }
 
-#[cfg(any(feature = "redb", feature = "sqlite"))]
 /// Creates a new, empty 0600 file under a temporary name beside `path`, where a new store
 /// is built before it is linked or renamed to `path`, so that the path never names a
 /// half-created store. `fallback` names the file when `path` has no file name.

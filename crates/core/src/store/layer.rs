@@ -366,6 +366,10 @@ impl<L: Layer> Store for Layered<L> {
         self.inner.check_writable(within).await
     }
 
+    async fn backup(&self, to: &std::path::Path) -> StoreResult<super::Backup> {
+        self.inner.backup(to).await
+    }
+
     async fn server_key(&self) -> StoreResult<[u8; 32]> {
         self.inner.server_key().await
     }

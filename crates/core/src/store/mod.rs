@@ -23,6 +23,7 @@
 
 mod api;
 mod backend;
+pub mod backup;
 mod config;
 mod engine;
 mod error;
@@ -58,6 +59,7 @@ pub use api::{
 };
 pub(crate) use backend::Backend;
 pub use backend::ChangeKind;
+pub use backup::{Backup, FileKind, Restored};
 pub use config::{OpenedStore, StoreConfig, StoreKind, StoreSection};
 pub use error::StoreError;
 #[cfg(feature = "redb")]

@@ -21,6 +21,8 @@ pub(crate) struct Operators {
     pub(super) schedules: Option<crate::schedules::Schedules>,
     /// The server's webhooks, when it delivers any.
     pub(super) webhooks: Option<crate::webhooks::Webhooks>,
+    /// What deploys to the server's store, when it takes deployments.
+    pub(super) deploying: Option<crate::deploy::operate::Deploying>,
 }
 
 /// What an operator sees of one task.
@@ -133,6 +135,7 @@ impl Operators {
             tasks,
             schedules: None,
             webhooks: None,
+            deploying: None,
         }
     }
 
@@ -145,6 +148,15 @@ impl Operators {
     /// Acting on the server's webhooks too (`None`: it delivers none).
     pub(crate) fn with_webhooks(mut self, webhooks: Option<crate::webhooks::Webhooks>) -> Self {
         self.webhooks = webhooks;
+        self
+    }
+
+    /// Acting on the server's deployments too (`None`: it takes none through its API).
+    pub(crate) fn with_deploying(
+        mut self,
+        deploying: Option<crate::deploy::operate::Deploying>,
+    ) -> Self {
+        self.deploying = deploying;
         self
     }
 

@@ -25,6 +25,16 @@
 //!   `POST /admin/v1/webhooks/{name}/pause`, `/resume`, `/rotate` (a new secret, the old
 //!   one signing beside it for `webhooks.rotation_grace_ms`), `/redeliver` `{"event"?}`
 //!   (dead letters sent once more).
+//! - `GET  /admin/v1/deployments?limit&tasks`: the newest deployments and every stored
+//!   component with the live tasks pinned to it. `POST /admin/v1/components?name` with the
+//!   component's bytes (`Content-Type: application/wasm`, its signature base64 in
+//!   `snodo-signature`) stores it once it loads and the trust policy takes it: its digest;
+//!   `POST /admin/v1/deployments` `{"components": [digest], "exact"?, "note"?}` deploys,
+//!   `POST /admin/v1/rollback` `{"to"?}` deploys an earlier revision's components again.
+//!   The node swaps them in at once. Only an operator of every tenant acts on deployments.
+//! - `POST /admin/v1/backup` `{"to"}`: an online backup of the store's single file to the
+//!   absolute path `to` on the server's machine (a new file), read back and counted before
+//!   the answer ([`snodo_core::store::Backup`]). An operator of every tenant only.
 //! - `GET  /admin/v1/schedules`: every schedule within reach, with its next firings and its
 //!   last firing's task. `POST /admin/v1/schedules` declares one (the body is a
 //!   `[[schedules]]` table as JSON); `GET` / `DELETE /admin/v1/schedules/{name}`;
@@ -103,6 +113,15 @@ pub(crate) fn routes(state: AdminState) -> Router {
         .route("/webhooks/{name}/resume", post(resume_webhook))
         .route("/webhooks/{name}/rotate", post(rotate_webhook))
         .route("/webhooks/{name}/redeliver", post(redeliver_webhook))
+        .route("/deployments", get(deployments).post(deploy))
+        .route("/rollback", post(rollback))
+        .route("/backup", post(backup))
+        .route(
+            "/components",
+            post(upload).layer(axum::extract::DefaultBodyLimit::max(
+                snodo_core::model::MAX_COMPONENT_BYTES,
+            )),
+        )
         .route("/schedules", get(schedules).post(declare_schedule))
         .route("/schedules/{name}", get(schedule).delete(remove_schedule))
         .route("/schedules/{name}/pause", post(pause_schedule))
@@ -121,18 +140,21 @@ pub(crate) fn routes(state: AdminState) -> Router {
 async fn operator(State(s): State<AdminState>, mut request: Request, next: Next) -> Response {
     if request.method() == axum::http::Method::POST {
         let h = request.headers();
-        let json = h
+        // A component's upload is its bytes; every other body is JSON. Neither type is one
+        // a cross-site form may send without asking first.
+        let wanted = if request.uri().path().ends_with("/components") {
+            "application/wasm"
+        } else {
+            "application/json"
+        };
+        let typed = h
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.trim()
-                    .to_ascii_lowercase()
-                    .starts_with("application/json")
-            });
-        if !json {
-            return AdminError::Invalid(
-                "an admin request's body is JSON (Content-Type: application/json)".into(),
-            )
+            .is_some_and(|v| v.trim().to_ascii_lowercase().starts_with(wanted));
+        if !typed {
+            return AdminError::Invalid(format!(
+                "this admin request's body is {wanted} (Content-Type: {wanted})"
+            ))
             .into_response();
         }
         if let Some(origin) = h.get(header::ORIGIN) {
@@ -330,6 +352,90 @@ async fn redeliver_webhook(
 }
 
 /// A JSON body, refusing what does not parse with a clear 400.
+/// A listing's count parameter `key`, `default` when absent.
+fn count(
+    params: &BTreeMap<String, String>,
+    key: &str,
+    default: usize,
+) -> Result<usize, AdminError> {
+    params.get(key).map_or(Ok(default), |v| {
+        v.parse()
+            .map_err(|_| AdminError::Invalid(format!("{key}: not a count: {v:?}")))
+    })
+}
+
+async fn deployments(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Answer {
+    let limit = count(&params, "limit", 20)?.min(1_000);
+    let tasks = count(&params, "tasks", 10)?.min(1_000);
+    ok(s.operators.deployments(&op, limit, tasks).await?)
+}
+
+/// The header carrying an uploaded component's signature (base64, as `snodo sign` writes).
+pub const SIGNATURE_HEADER: &str = "snodo-signature";
+
+async fn upload(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+    headers: axum::http::HeaderMap,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    use base64::Engine as _;
+    let signature = match headers.get(SIGNATURE_HEADER) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|t| {
+                    base64::engine::general_purpose::STANDARD
+                        .decode(t.trim())
+                        .ok()
+                })
+                .ok_or_else(|| AdminError::Invalid(format!("{SIGNATURE_HEADER}: not base64")))?,
+        ),
+    };
+    let name = params
+        .get("name")
+        .cloned()
+        .unwrap_or_else(|| "upload".into());
+    let uploaded = s
+        .operators
+        .upload(&op, &name, bytes.to_vec(), signature)
+        .await?;
+    Ok((StatusCode::CREATED, Json(uploaded)).into_response())
+}
+
+async fn deploy(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let asked: super::DeployBody = body(&bytes)?;
+    ok(s.operators.deploy(&op, asked).await?)
+}
+
+async fn backup(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let asked: super::BackupBody = body(&bytes)?;
+    ok(s.operators.backup(&op, asked).await?)
+}
+
+async fn rollback(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    bytes: axum::body::Bytes,
+) -> Answer {
+    let asked: super::RollbackBody = body(&bytes)?;
+    ok(s.operators.rollback(&op, asked).await?)
+}
+
 fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, AdminError> {
     let bytes = if bytes.is_empty() {
         b"{}" as &[u8]

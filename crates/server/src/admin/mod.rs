@@ -15,6 +15,8 @@
 //! - `actions`: what operators do to tasks (`Operators`), and what they see ([`TaskDetail`]).
 //! - `query`: a listing's query string.
 //! - `schedules`: what operators do to schedules, and what they see ([`ScheduleView`]).
+//! - `backup`: an online backup of the store the server holds.
+//! - `deployments`: what operators do to deployments through a running server.
 //! - `webhooks`: what operators do to webhook subscriptions, and the outbox's events after
 //!   a cursor ([`WebhookView`], [`EventPage`]).
 //! - `api`: the JSON API under `/admin/v1`; `console`: the HTML console; `session`: its
@@ -23,8 +25,10 @@
 mod actions;
 mod answer;
 pub(crate) mod api;
+mod backup;
 mod config;
 pub(crate) mod console;
+mod deployments;
 mod operator;
 mod query;
 mod schedules;
@@ -37,8 +41,10 @@ use snodo_core::store::StoreError;
 
 pub(crate) use actions::Operators;
 pub use actions::{BulkFailure, BulkOutcome, Question, TaskDetail};
-pub use api::{AnswerBody, BulkBody, CancelBody};
+pub use api::{AnswerBody, BulkBody, CancelBody, SIGNATURE_HEADER};
+pub use backup::BackupBody;
 pub use config::{AdminConfig, AdminToken, DEFAULT_SESSION_MS, SignIn};
+pub use deployments::{DeployBody, RollbackBody, RolledBack, Uploaded};
 pub(crate) use operator::Admin;
 pub use operator::Operator;
 pub use schedules::{LastTask, ScheduleRun, ScheduleView};

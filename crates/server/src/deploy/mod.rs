@@ -10,6 +10,7 @@
 //! with the files of an earlier deployment does not roll the others back).
 
 mod follow;
+pub mod operate;
 mod settings;
 
 use std::collections::BTreeSet;

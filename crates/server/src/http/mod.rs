@@ -201,7 +201,8 @@ fn routes(
         operators: Arc::new(
             crate::admin::Operators::new(server.tasks().clone())
                 .with_schedules(server.schedules())
-                .with_webhooks(server.webhooks()),
+                .with_webhooks(server.webhooks())
+                .with_deploying(server.deploying()),
         ),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
         authenticator: authenticator.clone(),

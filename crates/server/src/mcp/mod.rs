@@ -110,6 +110,8 @@ pub struct McpServer {
     schedule_wake: Arc<tokio::sync::Notify>,
     /// The webhooks this server delivers, once started ([`McpServer::start_webhooks`]).
     webhooks: Arc<std::sync::OnceLock<crate::webhooks::Webhooks>>,
+    /// What deploys to this server's store, once serving ([`McpServer::set_deploying`]).
+    deploying: Arc<std::sync::OnceLock<crate::deploy::operate::Deploying>>,
 }
 
 /// The tenant whose shares a request's guests run in.
@@ -153,6 +155,7 @@ impl McpServer {
             engine: None,
             schedule_wake: Arc::default(),
             webhooks: Arc::default(),
+            deploying: Arc::default(),
         }
     }
 
@@ -208,6 +211,17 @@ impl McpServer {
         let _ = self.webhooks.set(webhooks.clone());
         let changes = self.tasks.change_feed();
         Ok(tokio::spawn(crate::webhooks::run(webhooks, changes, stop)))
+    }
+
+    /// Lets operators deploy through this server (the admin API's `/deployments`): what a
+    /// single-file store's server must do for them, since the file is its alone.
+    pub fn set_deploying(&self, deploying: crate::deploy::operate::Deploying) {
+        let _ = self.deploying.set(deploying);
+    }
+
+    /// What deploys through this server, once set.
+    pub(crate) fn deploying(&self) -> Option<crate::deploy::operate::Deploying> {
+        self.deploying.get().cloned()
     }
 
     /// The webhooks this server delivers, once started.

@@ -71,8 +71,12 @@ pub async fn serve_reloading(
         catalogs.clone(),
         deployer.engine(),
         deployer.trust_counters().clone(),
-        nudge,
+        nudge.clone(),
     );
+    server.set_deploying(deploy::operate::Deploying {
+        deployer: deployer.clone(),
+        nudge,
+    });
     let http_config = http_config(&opts);
     let (listener, addr) = listen(&opts).await?;
     let authenticator = authenticator(&opts, addr)?;

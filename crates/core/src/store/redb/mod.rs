@@ -139,6 +139,8 @@ macro_rules! open_tables {
     };
 }
 
+mod backup;
+pub(crate) use backup::count_copy;
 mod boot;
 mod codec;
 mod tables;
@@ -339,6 +341,22 @@ impl RedbStore {
 }
 
 impl Backend for RedbStore {
+    /// Copies every table under one read snapshot on the blocking pool: the writer goes on
+    /// committing meanwhile (MVCC), and the snapshot's pages stay until the copy ends.
+    async fn backup(&self, to: PathBuf) -> StoreResult<super::Backup> {
+        let db = self.db.clone();
+        let at = self.ctx().now.as_millis();
+        tokio::task::spawn_blocking(move || {
+            catch_unwind(AssertUnwindSafe(|| backup::backup(&db, &to, at))).unwrap_or_else(|_| {
+                Err(StoreError::corrupt(
+                    "copying the store failed a consistency check; the file is likely damaged",
+                ))
+            })
+        })
+        .await
+        .map_err(|e| StoreError::unavailable(format!("the backup was abandoned: {e}")))?
+    }
+
     /// Runs `f` inside one write the group-commit writer makes durable before it answers.
     async fn write<T: Send + 'static>(&self, _: Touches<'_>, f: impl WriteFn<T>) -> StoreResult<T> {
         self.writer.submit(f).await

@@ -36,6 +36,8 @@ use super::backend::{ReadFn, WriteFn};
 use super::engine::{self, Ctx, Touches};
 use super::{Backend, StoreError, StoreResult};
 
+mod backup;
+pub(crate) use backup::count_copy;
 mod rows;
 #[cfg(test)]
 mod tests;
@@ -601,6 +603,29 @@ impl SqliteStore {
 }
 
 impl Backend for SqliteStore {
+    /// Runs SQLite's backup on a reader connection, on the blocking pool: a WAL snapshot,
+    /// so the writer goes on committing meanwhile.
+    async fn backup(&self, to: PathBuf) -> StoreResult<super::Backup> {
+        let permit = self
+            .readers
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| StoreError::unavailable("the store is closed"))?;
+        let readers = self.readers.clone();
+        let at = self.ctx().now.as_millis();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let conn = readers.take()?;
+            let done = backup::backup(&conn, &to, at);
+            readers.give_back(conn);
+            done
+        })
+        .await
+        .map_err(|e| StoreError::unavailable(format!("the backup was abandoned: {e}")))?
+    }
+
     /// Runs `f` inside one write the group-commit writer makes durable before it answers.
     async fn write<T: Send + 'static>(&self, _: Touches<'_>, f: impl WriteFn<T>) -> StoreResult<T> {
         self.writer.submit(f).await
