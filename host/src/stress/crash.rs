@@ -87,6 +87,22 @@ const CRASH_INVARIANTS: &[(&str, &str)] = &[
     ),
 ];
 
+/// What crash mode checks of backups, on the file stores: backups are taken through the
+/// node while the clients write, one of them with the kill at its heels.
+const BACKUP_INVARIANTS: &[(&str, &str)] = &[
+    (
+        "backups_whole_or_absent",
+        "a backup taken while clients wrote is, whether the kill cut it short or not, absent \
+         from its path or whole (it reads back and counts); one reported done is whole",
+    ),
+    (
+        "backups_restore",
+        "each whole backup restores onto a stopped node, which starts on it and finishes every \
+         task acknowledged before the backup began; those tasks are then judged by every \
+         invariant above, against what clients were told before the backup",
+    ),
+];
+
 /// The tenant the clients' calls run as (a loopback server's anonymous caller), whose
 /// events the receiver is subscribed to.
 const CLIENT_TENANT: &str = "local";
@@ -395,8 +411,17 @@ where
     let model: Model = Arc::default();
     let mut rng = Rng(opts.seed);
     let o: Shared = Arc::default();
-    for _ in 0..opts.rounds.max(1) {
-        kill_round(bin, &configs, &mut running, &model, &mut rng, opts).await?;
+    let file_store = !matches!(store, CrashStore::Postgres { .. });
+    let mut backups: Vec<Taken> = Vec::new();
+    for round in 0..opts.rounds.max(1) {
+        // The first round also takes backups through the node (a file store's only).
+        let taking = (file_store && round == 0).then(|| Backups {
+            bin,
+            config: &configs[0],
+            dir: &dir,
+            taken: &mut backups,
+        });
+        kill_round(bin, &configs, &mut running, &model, &mut rng, opts, taking).await?;
     }
 
     // The end: answer every question, await every task, then stop.
@@ -427,20 +452,182 @@ where
         judge_delivery(&*store, &o, id, &delivered, &dead).await;
     }
     judge_schedule(&*store, &o).await;
+    drop(store);
+    for (n, taken) in backups.iter().enumerate() {
+        judge_backup(bin, &configs[0], &dir, n, taken, &o).await;
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let mut o: Observed = observed(o);
     o.timings.insert(
         "last restart to all finished",
         vec![slowest.as_micros() as u64],
     );
+    let invariants: Vec<(&'static str, &'static str)> = CRASH_INVARIANTS
+        .iter()
+        .chain(if file_store { BACKUP_INVARIANTS } else { &[] })
+        .copied()
+        .collect();
     Ok(StressReport::judged(
         name,
         "kill",
         opts.seed,
         o,
-        CRASH_INVARIANTS,
+        &invariants,
         began,
     ))
+}
+
+/// Where a round takes its backups, and the list it adds them to.
+struct Backups<'a> {
+    bin: &'a Path,
+    /// The node's configuration (`snodo backup` finds the node through it).
+    config: &'a Path,
+    dir: &'a Path,
+    taken: &'a mut Vec<Taken>,
+}
+
+/// A backup asked for during a round.
+struct Taken {
+    /// Where it was asked to be written.
+    path: PathBuf,
+    /// What the clients had been told when it began.
+    before: BTreeMap<String, Told>,
+    /// Whether `snodo backup` reported success.
+    done: bool,
+}
+
+impl Backups<'_> {
+    /// `snodo backup` of the node at `addr`, to a new file in the run's directory, with a
+    /// snapshot of what the clients had been told when it began.
+    fn start(&mut self, addr: SocketAddr, model: &Model) -> Result<(Child, usize), String> {
+        let path = self.dir.join(format!("backup-{}.store", self.taken.len()));
+        let before = model.lock().clone();
+        let child = Command::new(self.bin)
+            .args(["backup", "--config"])
+            .arg(self.config)
+            .arg("--to")
+            .arg(&path)
+            .env("SNODO_URL", format!("http://{addr}"))
+            .env_remove("SNODO_ADMIN_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot run snodo backup: {e}"))?;
+        self.taken.push(Taken {
+            path,
+            before,
+            done: false,
+        });
+        Ok((child, self.taken.len() - 1))
+    }
+
+    /// Waits for the backup `n` started as `child` to end, noting whether it reported done.
+    async fn finish(&mut self, mut child: Child, n: usize) {
+        let status = tokio::task::spawn_blocking(move || child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        self.taken[n].done = status.is_some_and(|s| s.success());
+    }
+}
+
+/// Judges backup `n`: whole or absent; a whole one restored onto a new store, a node started
+/// on it and every task acknowledged before the backup awaited, then judged as the main
+/// store is.
+async fn judge_backup(bin: &Path, config: &Path, dir: &Path, n: usize, taken: &Taken, o: &Shared) {
+    let exists = taken.path.exists();
+    let whole = exists && crate::store::backup::verify(&taken.path).is_ok();
+    check(
+        o,
+        "backups_whole_or_absent",
+        whole || (!exists && !taken.done),
+        || match (exists, taken.done) {
+            (true, _) => format!("backup {n} is at its path and does not read back whole"),
+            _ => format!("backup {n} was reported done and is not at its path"),
+        },
+    );
+    if !whole {
+        return;
+    }
+    let restored = match restore_and_await(bin, config, dir, n, taken).await {
+        Ok(r) => r,
+        Err(e) => {
+            check(o, "backups_restore", false, || format!("backup {n}: {e}"));
+            return;
+        }
+    };
+    let (store, model, finished) = restored;
+    check(
+        o,
+        "backups_restore",
+        taken.before.keys().all(|id| finished.contains_key(id)),
+        || {
+            let left = taken.before.len() - finished.len().min(taken.before.len());
+            format!("backup {n}: {left} task(s) acknowledged before it did not finish")
+        },
+    );
+    let mut slowest = Duration::ZERO;
+    for (id, told) in &model {
+        judge(&*store, o, id, told, finished.get(id), &mut slowest).await;
+    }
+}
+
+/// Restores backup `n` onto a new store file, serves it with the node's configuration, and
+/// awaits (answering questions) every task acknowledged before the backup: the store, the
+/// model as it then stands, and when each task was seen finished.
+async fn restore_and_await(
+    bin: &Path,
+    config: &Path,
+    dir: &Path,
+    n: usize,
+    taken: &Taken,
+) -> Result<
+    (
+        Arc<dyn Store>,
+        BTreeMap<String, Told>,
+        HashMap<String, Duration>,
+    ),
+    String,
+> {
+    let text = std::fs::read_to_string(config).map_err(|e| e.to_string())?;
+    let (kind, store_path) = if text.contains("kind = \"sqlite\"") {
+        (
+            crate::store::FileKind::Sqlite,
+            dir.join(format!("restored-{n}.sqlite")),
+        )
+    } else {
+        (
+            crate::store::FileKind::Redb,
+            dir.join(format!("restored-{n}.redb")),
+        )
+    };
+    crate::store::backup::restore(&taken.path, &store_path, kind).map_err(|e| e.to_string())?;
+    // The node's configuration, on the restored file.
+    let restored_config = dir.join(format!("restored-{n}.toml"));
+    let path_line = text
+        .lines()
+        .find(|l| l.starts_with("path = ") && !l.contains(".wasm"))
+        .ok_or("the node's configuration names no store path")?;
+    let text = text.replacen(
+        path_line,
+        &format!("path = {:?}", store_path.display().to_string()),
+        1,
+    );
+    std::fs::write(&restored_config, text).map_err(|e| e.to_string())?;
+    let node = start(bin, &restored_config)?;
+    let model: Model = Arc::new(Mutex::new(taken.before.clone()));
+    let finished = await_all(&[node.addr], &model, Instant::now()).await;
+    drop(node);
+    let store = match kind {
+        crate::store::FileKind::Redb => crate::store::StoreConfig::Redb(store_path),
+        crate::store::FileKind::Sqlite => crate::store::StoreConfig::Sqlite(store_path),
+    }
+    .open()
+    .await
+    .map_err(|e| e.to_string())?
+    .store;
+    let model = std::mem::take(&mut *model.lock());
+    Ok((store, model, finished))
 }
 
 /// One round: `opts.writers` clients in flight until a seeded moment, then one node
@@ -452,10 +639,12 @@ async fn kill_round(
     model: &Model,
     rng: &mut Rng,
     opts: &StressOptions,
+    backups: Option<Backups<'_>>,
 ) -> Result<(), String> {
     let addrs: Vec<SocketAddr> = running.iter().map(|n| n.addr).collect();
     // The kill comes at a seeded moment, with the clients in full flight.
-    let until = Instant::now() + Duration::from_millis(200 + rng.below(1_300));
+    let began = Instant::now();
+    let until = began + Duration::from_millis(200 + rng.below(1_300));
     let mut clients = Vec::new();
     for _ in 0..opts.writers.max(1) {
         clients.push(tokio::spawn(client(
@@ -466,10 +655,30 @@ async fn kill_round(
             opts.tasks,
         )));
     }
+    // Backups through node 0 while the clients write: one awaited halfway to the kill,
+    // and one started just before it, which the kill may cut short.
+    let mut cut_short = None;
+    let mut backups = backups;
+    if let Some(b) = backups.as_mut() {
+        tokio::time::sleep_until((began + (until - began) / 2).into()).await;
+        let (child, n) = b.start(addrs[0], model)?;
+        b.finish(child, n).await;
+        let lead = Duration::from_millis(rng.below(30));
+        tokio::time::sleep_until((until.checked_sub(lead).unwrap_or(until)).into()).await;
+        cut_short = Some(b.start(addrs[0], model)?);
+    }
     tokio::time::sleep_until(until.into()).await;
-    let victim = rng.below(running.len() as u64) as usize;
+    // With backups, node 0 (the one backing up) is the one killed.
+    let victim = if cut_short.is_some() {
+        0
+    } else {
+        rng.below(running.len() as u64) as usize
+    };
     let _ = running[victim].child.kill();
     let _ = running[victim].child.wait();
+    if let (Some(b), Some((child, n))) = (backups.as_mut(), cut_short) {
+        b.finish(child, n).await;
+    }
     for c in &clients {
         c.abort();
     }
