@@ -71,6 +71,9 @@ enum Command {
     Backup(cli::backup::BackupArgs),
     /// Put a backup in place of a stopped node's store (the replaced store is kept aside).
     Restore(cli::backup::RestoreArgs),
+    /// Ask a node's `/readyz` (or `--path /healthz`): exit 0 when it answers 200, else 1
+    /// with what it answered (the container image's health check).
+    Probe(cli::probe::ProbeArgs),
     /// Sign a component for `deploy.trusted_keys` (writes COMPONENT.sig).
     Sign(cli::deploy::SignArgs),
     /// Make an Ed25519 key pair for signing components (prints the public key).
@@ -108,6 +111,7 @@ fn main() -> ExitCode {
         Command::Rollback(args) => cli::deploy::run_rollback(&runtime, args),
         Command::Backup(args) => cli::backup::run_backup(&runtime, args),
         Command::Restore(args) => cli::backup::run_restore(args),
+        Command::Probe(args) => cli::probe::run(&runtime, args),
         Command::Sign(args) => cli::deploy::run_sign(args),
         Command::Keygen(args) => cli::deploy::run_keygen(args),
         Command::Stress(args) => cli::stress::run(&runtime, args),

@@ -7,6 +7,7 @@ pub(crate) mod deploy;
 pub(crate) mod inspect;
 pub(crate) mod migrate;
 pub(crate) mod new;
+pub(crate) mod probe;
 mod reach;
 pub(crate) mod schedules;
 pub(crate) mod serve;

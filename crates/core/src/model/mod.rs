@@ -5,6 +5,7 @@
 //! version, so a record written today can be read, or refused with a clear error, by a later
 //! build.
 
+mod audit;
 mod capabilities;
 mod deployment;
 mod event;
@@ -21,6 +22,7 @@ mod view;
 mod webhook;
 mod work;
 
+pub use audit::{AUDIT_RETENTION_MS, AuditPage, AuditRecord, MAX_AUDIT_PAGE};
 pub use capabilities::ClientCapabilities;
 pub use deployment::{
     ComponentInfo, Deployment, MAX_COMPONENT_BYTES, MAX_DEPLOYED_COMPONENTS,

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::model::{
-    ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Schedule,
+    AuditPage, AuditRecord, ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Schedule,
     StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
@@ -431,6 +431,16 @@ pub trait OperatorStore: Send + Sync + 'static {
     /// [`StoreError::WrongAction`], and [`StoreError::Invalid`] for an unfinished task
     /// (cancel it first: its worker must hear of the end).
     async fn delete_finished(&self, access: &Access) -> StoreResult<()>;
+
+    /// Records an operator's action, stamped with the store's time, and returns it as
+    /// stored; each record written sweeps a few older than
+    /// [`AUDIT_RETENTION_MS`](crate::model::AUDIT_RETENTION_MS).
+    async fn record_audit(&self, record: AuditRecord) -> StoreResult<AuditRecord>;
+
+    /// A page of the audit, newest first: at most `limit` records
+    /// (1..=[`MAX_AUDIT_PAGE`](crate::model::MAX_AUDIT_PAGE), else [`StoreError::Invalid`])
+    /// after the cursor `from` (a page's `next`; `None`: the newest).
+    async fn audit(&self, from: Option<&str>, limit: usize) -> StoreResult<AuditPage>;
 }
 
 /// Schedules: an operator's recurring tool calls and where their firings stand, one row

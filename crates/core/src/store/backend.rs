@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    ComponentInfo, Deployment, EventKind, JournalEntry, OutboxEvent, Principal, Schedule,
+    AuditPage, AuditRecord, ComponentInfo, Deployment, EventKind, JournalEntry, OutboxEvent, Principal, Schedule,
     StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Webhook, Work,
 };
 
@@ -107,6 +107,27 @@ pub(crate) trait Backend: Send + Sync + 'static {
         _lease_ms: u64,
     ) -> impl Future<Output = StoreResult<Option<Lease>>> + Send {
         std::future::ready(Ok(None))
+    }
+
+    /// What [`OperatorStore::record_audit`] does. Default: one write of the rules.
+    fn record_audit(
+        &self,
+        record: AuditRecord,
+    ) -> impl Future<Output = StoreResult<AuditRecord>> + Send {
+        self.write(Touches::Audit, move |txn, ctx| {
+            engine::audit_append(txn, ctx, record)
+        })
+    }
+
+    /// What [`OperatorStore::audit`] answers. Default: one read.
+    fn audit(
+        &self,
+        from: Option<String>,
+        limit: usize,
+    ) -> impl Future<Output = StoreResult<AuditPage>> + Send {
+        self.read(Touches::Audit, move |view, _| {
+            engine::audit_page(view, from.as_deref(), limit)
+        })
     }
 
     /// Copies the store as of one commit into a new file at `to`: what [`Store::backup`]
@@ -642,6 +663,14 @@ impl<B: Backend> OperatorStore for B {
             engine::delete_finished(txn, ctx, &access)
         })
         .await
+    }
+
+    async fn record_audit(&self, record: AuditRecord) -> StoreResult<AuditRecord> {
+        Backend::record_audit(self, record).await
+    }
+
+    async fn audit(&self, from: Option<&str>, limit: usize) -> StoreResult<AuditPage> {
+        Backend::audit(self, from.map(str::to_owned), limit).await
     }
 }
 

@@ -293,6 +293,17 @@ impl<L: Layer> OperatorStore for Layered<L> {
     async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
         self.inner.delete_finished(access).await
     }
+
+    async fn record_audit(
+        &self,
+        record: crate::model::AuditRecord,
+    ) -> StoreResult<crate::model::AuditRecord> {
+        self.inner.record_audit(record).await
+    }
+
+    async fn audit(&self, from: Option<&str>, limit: usize) -> StoreResult<crate::model::AuditPage> {
+        self.inner.audit(from, limit).await
+    }
 }
 
 #[async_trait]

@@ -35,6 +35,10 @@
 //! - `POST /admin/v1/backup` `{"to"}`: an online backup of the store's single file to the
 //!   absolute path `to` on the server's machine (a new file), read back and counted before
 //!   the answer ([`snodo_core::store::Backup`]). An operator of every tenant only.
+//! - `GET  /admin/v1/audit?limit&cursor`: the operators' actions, newest first
+//!   (`{"records": [...], "next"}`), each `{id, at, tenant, subject, crossTenant, via,
+//!   action, target?, outcome}`; an operator of one tenant sees its own tenant's. Every
+//!   POST and DELETE here, the console's actions and the operators' MCP tools leave one.
 //! - `GET  /admin/v1/schedules`: every schedule within reach, with its next firings and its
 //!   last firing's task. `POST /admin/v1/schedules` declares one (the body is a
 //!   `[[schedules]]` table as JSON); `GET` / `DELETE /admin/v1/schedules/{name}`;
@@ -128,8 +132,32 @@ pub(crate) fn routes(state: AdminState) -> Router {
         .route("/schedules/{name}/resume", post(resume_schedule))
         .route("/schedules/{name}/run", post(run_schedule))
         .fallback(|| async { AdminError::Invalid("no such admin route".into()) })
+        .route("/audit", get(audit))
+        // Inside the operator's check: the operator is known when the action is recorded.
+        .route_layer(middleware::from_fn_with_state(
+            super::audit::Door {
+                operators: state.operators.clone(),
+                via: "api",
+            },
+            super::audit::audited,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), operator))
         .with_state(state)
+}
+
+/// The operators' MCP endpoint (nested at `/admin/mcp`), behind the same authentication
+/// as the API: POST only (it is stateless; there is no stream to GET and no session to
+/// DELETE).
+pub(crate) fn mcp_routes(state: AdminState) -> Router {
+    let endpoint = post(super::mcp::post)
+        .route_layer(middleware::from_fn_with_state(state.clone(), operator))
+        .fallback(|| async {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                Json(json!({"error": {"code": "method_not_allowed", "message": "/admin/mcp takes POST"}})),
+            )
+        });
+    Router::new().route("/", endpoint).with_state(state)
 }
 
 /// Puts the [`Operator`] into the request's extensions, or answers 401/403.
@@ -416,6 +444,16 @@ async fn deploy(
 ) -> Answer {
     let asked: super::DeployBody = body(&bytes)?;
     ok(s.operators.deploy(&op, asked).await?)
+}
+
+async fn audit(
+    State(s): State<AdminState>,
+    axum::Extension(op): Op,
+    Query(params): Query<BTreeMap<String, String>>,
+) -> Answer {
+    let limit = count(&params, "limit", 100)?;
+    let from = params.get("cursor").map(String::as_str);
+    ok(s.operators.audit(&op, from, limit).await?)
 }
 
 async fn backup(

@@ -15,20 +15,25 @@
 //! - `actions`: what operators do to tasks (`Operators`), and what they see ([`TaskDetail`]).
 //! - `query`: a listing's query string.
 //! - `schedules`: what operators do to schedules, and what they see ([`ScheduleView`]).
+//! - `audit`: the record every operator action leaves in the store, and its reads.
 //! - `backup`: an online backup of the store the server holds.
 //! - `deployments`: what operators do to deployments through a running server.
 //! - `webhooks`: what operators do to webhook subscriptions, and the outbox's events after
 //!   a cursor ([`WebhookView`], [`EventPage`]).
+//! - `mcp`: the admin operations as MCP tools at `/admin/mcp`, for an operator's own MCP
+//!   client.
 //! - `api`: the JSON API under `/admin/v1`; `console`: the HTML console; `session`: its
 //!   sealed sign-in cookie; `answer`: an operator's answer checked against its question.
 
 mod actions;
 mod answer;
+pub(crate) mod audit;
 pub(crate) mod api;
 mod backup;
 mod config;
 pub(crate) mod console;
 mod deployments;
+mod mcp;
 mod operator;
 mod query;
 mod schedules;

@@ -249,6 +249,7 @@ fn routes(
             "/.well-known/oauth-protected-resource/{*resource}",
             get(resource_metadata).fallback(read_only),
         )
+        .nest_service("/admin/mcp", crate::admin::api::mcp_routes(admin.clone()))
         .nest_service("/admin/v1", crate::admin::api::routes(admin))
         .nest_service("/console", crate::admin::console::routes(console))
         .fallback(|| async { StatusCode::NOT_FOUND })

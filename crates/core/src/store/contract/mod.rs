@@ -16,6 +16,7 @@ mod event_idempotency;
 mod input_lifecycle;
 mod journal;
 mod listing;
+mod audit;
 mod outbox;
 mod reaping;
 mod renewal_and_expiry;
@@ -37,6 +38,7 @@ pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
 pub use journal::journal;
 pub use listing::listing;
+pub use audit::audit;
 pub use outbox::outbox;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;
@@ -153,6 +155,7 @@ macro_rules! store_contract_suite {
             listing,
             schedules,
             outbox,
+            audit,
         );
     };
     (@groups $make:expr; $guard:expr; $($group:ident),* $(,)?) => {

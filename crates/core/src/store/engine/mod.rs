@@ -32,6 +32,7 @@
 //! - `journal`: a task's outbound journal.
 //! - `listing`: operators' pages of tasks and the counts by status and tool.
 
+mod audit;
 mod checks;
 mod claims;
 mod components;
@@ -46,6 +47,9 @@ mod tasks;
 mod txn;
 
 #[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(unused_imports))]
+pub(crate) use audit::{append as audit_append, page as audit_page};
+#[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
+pub(crate) use audit::{after as audit_after, check_limit as check_audit_limit, cursor_key as audit_cursor_key};
 pub(crate) use claims::fence_previous_epochs;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use claims::release_dead_claims;
@@ -125,6 +129,8 @@ pub(crate) enum Touches<'a> {
     Outbox,
     /// The components and deployments tables, and the pin counts (nothing of any task).
     Deployments,
+    /// The operators' audit records alone (nothing of any task).
+    Audit,
     /// Every task whose claim names this owner (a shared store's node releasing the claims
     /// of its previous life).
     Owner(&'a str),

@@ -70,6 +70,8 @@ pub(crate) enum Kv {
     Outbox,
     /// Subscription name → [`Webhook`](crate::model::Webhook), as JSON.
     Webhooks,
+    /// [`AuditRecord::key`](crate::model::AuditRecord::key) → the record, as JSON.
+    Audit,
 }
 
 impl Kv {
@@ -84,6 +86,7 @@ impl Kv {
             Kv::Events => 5,
             Kv::Outbox => 6,
             Kv::Webhooks => 7,
+            Kv::Audit => 8,
         }
     }
 }

@@ -805,6 +805,75 @@ impl Backend for PgStore {
         Ok(())
     }
 
+    async fn record_audit(
+        &self,
+        mut record: crate::model::AuditRecord,
+    ) -> StoreResult<crate::model::AuditRecord> {
+        record.at = self.time().await?;
+        let body = serde_json::to_vec(&record)
+            .map_err(|e| StoreError::invalid(format!("an audit record: {e}")))?;
+        let cutoff = record
+            .at
+            .as_millis()
+            .saturating_sub(crate::model::AUDIT_RETENTION_MS);
+        // Every key of a record older than the cutoff is greater than this one.
+        let mut past = (u64::MAX - cutoff).to_be_bytes().to_vec();
+        past.extend_from_slice(&[0xff; 8]);
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let insert = prepared(&client, "INSERT INTO audit (k, at, body) VALUES ($1, $2, $3)").await?;
+        client
+            .execute(
+                &insert,
+                &[&record.key(), &(record.at.as_millis() as i64), &body],
+            )
+            .await
+            .map_err(pg_error)?;
+        let sweep = prepared(
+            &client,
+            "DELETE FROM audit WHERE k IN (SELECT k FROM audit WHERE k > $1 ORDER BY k DESC LIMIT 8)",
+        )
+        .await?;
+        client.execute(&sweep, &[&past]).await.map_err(pg_error)?;
+        Ok(record)
+    }
+
+    async fn audit(
+        &self,
+        from: Option<String>,
+        limit: usize,
+    ) -> StoreResult<crate::model::AuditPage> {
+        engine::check_audit_limit(limit)?;
+        let start = match &from {
+            Some(c) => engine::audit_after(&engine::audit_cursor_key(c)?),
+            None => Vec::new(),
+        };
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let st = prepared(
+            &client,
+            "SELECT k, body FROM audit WHERE k >= $1 ORDER BY k LIMIT $2",
+        )
+        .await?;
+        let rows = client
+            .query(&st, &[&start, &(limit as i64 + 1)])
+            .await
+            .map_err(pg_error)?;
+        let more = rows.len() > limit;
+        let mut page = crate::model::AuditPage::default();
+        let mut last: Option<Vec<u8>> = None;
+        for r in rows.iter().take(limit) {
+            page.records.push(
+                serde_json::from_slice(r.get::<_, &[u8]>(1)).map_err(|e| {
+                    StoreError::corrupt(format!("a stored audit record does not decode: {e}"))
+                })?,
+            );
+            last = Some(r.get::<_, Vec<u8>>(0));
+        }
+        if more {
+            page.next = last.map(|k| crate::ids::hex(&k));
+        }
+        Ok(page)
+    }
+
     async fn events_after(
         &self,
         after: u64,

@@ -10,7 +10,7 @@ use super::{PgOptions, pg_error, pool_error};
 
 /// The schema version this build writes. A database at a newer version is refused; an
 /// older one is brought up to date by [`migrate`].
-pub const POSTGRES_SCHEMA_VERSION: i64 = 8;
+pub const POSTGRES_SCHEMA_VERSION: i64 = 9;
 
 /// The migrations, by the version they bring the schema to.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -22,6 +22,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("schema_6.sql")),
     (7, include_str!("schema_7.sql")),
     (8, include_str!("schema_8.sql")),
+    (9, include_str!("schema_9.sql")),
 ];
 
 /// Brings the configured schema up to [`POSTGRES_SCHEMA_VERSION`], creating it if needed,

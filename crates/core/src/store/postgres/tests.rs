@@ -746,17 +746,17 @@ mod shared {
                      DROP COLUMN created_at, DROP COLUMN updated_at;
                  ALTER TABLE live DROP COLUMN stored, DROP COLUMN bytes;
                  DROP TABLE revoked, components, deployments, pinned, schedules, webhooks,
-                     outbox_seq, outbox_events;
+                     outbox_seq, outbox_events, audit;
                  DROP FUNCTION swap_schedule;
                  DROP FUNCTION swap_webhook;
                  DROP FUNCTION outbox_append;
-                 DELETE FROM schema_migrations WHERE version IN (4, 5, 6, 7, 8)",
+                 DELETE FROM schema_migrations WHERE version IN (4, 5, 6, 7, 8, 9)",
             )
             .await
             .expect("to version 3");
         assert_eq!(
             crate::store::migrate_postgres(&o).await.expect("upgrade"),
-            [4, 5, 6, 7, 8]
+            [4, 5, 6, 7, 8, 9]
         );
         let store = PgStore::open(o.clone()).await.expect("open");
         // The listing columns and the tallies, from the tasks (schema 5).
@@ -822,7 +822,7 @@ mod shared {
             .await
             .expect("a version-1 key");
         let applied = crate::store::migrate_postgres(&o).await.expect("upgrade");
-        assert_eq!(applied, [2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(applied, [2, 3, 4, 5, 6, 7, 8, 9]);
         let store = PgStore::open(o.clone()).await.expect("open");
         assert_eq!(
             store.server_key().await.expect("key"),

@@ -381,6 +381,7 @@ impl Backend for RedbStore {
                 | Touches::Listing
                 | Touches::Schedules
                 | Touches::Outbox
+                | Touches::Audit
         );
         catch_unwind(AssertUnwindSafe(|| {
             let txn = self.db.begin_read().map_err(backend)?;

@@ -18,6 +18,7 @@
 //! - `live`: the change feed and the script that follows it.
 //! - `render`: the page frame, the error page and the small pieces every page shows.
 
+mod audit;
 mod bulk;
 mod list;
 mod live;
@@ -95,7 +96,16 @@ pub(crate) fn routes(state: ConsoleState) -> Router {
         .route("/schedules/{name}/{action}", post(schedules::act_on))
         .route("/webhooks", get(webhooks::webhooks_page))
         .route("/webhooks/{name}/{action}", post(webhooks::act_on))
+        .route("/audit", get(audit::audit_page))
         .route("/logout", post(logout))
+        // Inside the sign-in: the operator is known when the action is recorded.
+        .route_layer(middleware::from_fn_with_state(
+            crate::admin::audit::Door {
+                operators: state.admin.operators.clone(),
+                via: "console",
+            },
+            crate::admin::audit::audited,
+        ))
         .route_layer(middleware::from_fn_with_state(state.clone(), signed_in));
     Router::new()
         .route("/", get(|| async { Redirect::to("/console/tasks") }))

@@ -60,7 +60,7 @@ pub(super) fn page(title: &str, session: Option<&Session>, body: Markup) -> Html
                     header {
                         strong { "Snodo" }
                         @if let Some(s) = session {
-                            nav aria-label="Console" { a href="/console/tasks" { "Tasks" } " " a href="/console/schedules" { "Schedules" } " " a href="/console/webhooks" { "Webhooks" } }
+                            nav aria-label="Console" { a href="/console/tasks" { "Tasks" } " " a href="/console/schedules" { "Schedules" } " " a href="/console/webhooks" { "Webhooks" } " " a href="/console/audit" { "Audit" } }
                             span.note {
                                 (s.op.principal.subject) " · "
                                 @if s.op.cross_tenant { "every tenant" } @else { "tenant " (s.op.principal.tenant) }

@@ -100,6 +100,8 @@ pub(super) async fn signed_in(
         Some((op, v)) => {
             let csrf = sessions.csrf(&v);
             let revocation = revocation_key(&v);
+            // The operator on its own too: what the audit of the console's actions reads.
+            request.extensions_mut().insert(op.clone());
             request.extensions_mut().insert(Session {
                 op,
                 csrf,
