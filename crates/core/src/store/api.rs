@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 use crate::model::{
-    AuditPage, AuditRecord, ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal, Schedule,
-    StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
+    AuditPage, AuditRecord, ComponentInfo, Deployment, EventId, EventKind, JournalEntry, Principal,
+    Schedule, StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Work,
 };
 
 #[cfg(doc)]

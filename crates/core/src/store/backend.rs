@@ -20,8 +20,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::model::{
-    AuditPage, AuditRecord, ComponentInfo, Deployment, EventKind, JournalEntry, OutboxEvent, Principal, Schedule,
-    StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Webhook, Work,
+    AuditPage, AuditRecord, ComponentInfo, Deployment, EventKind, JournalEntry, OutboxEvent,
+    Principal, Schedule, StoredComponent, Task, TaskEvent, TaskId, TaskView, Timestamp, Webhook,
+    Work,
 };
 
 use super::engine::{self, Ctx, Touches, Txn, View};

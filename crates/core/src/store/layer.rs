@@ -301,7 +301,11 @@ impl<L: Layer> OperatorStore for Layered<L> {
         self.inner.record_audit(record).await
     }
 
-    async fn audit(&self, from: Option<&str>, limit: usize) -> StoreResult<crate::model::AuditPage> {
+    async fn audit(
+        &self,
+        from: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<crate::model::AuditPage> {
         self.inner.audit(from, limit).await
     }
 }

@@ -153,10 +153,26 @@ mod tests {
     #[test]
     fn routes_name_their_actions_and_targets() {
         let cases = [
-            ("POST", "/tasks/abc/cancel", Some(("task.cancel", Some("abc")))),
-            ("DELETE", "/webhooks/w1", Some(("webhook.remove", Some("w1")))),
-            ("POST", "/admin/v1/webhooks/w1/rotate", Some(("webhook.rotate", Some("w1")))),
-            ("POST", "/schedules/nightly/pause", Some(("schedule.pause", Some("nightly")))),
+            (
+                "POST",
+                "/tasks/abc/cancel",
+                Some(("task.cancel", Some("abc"))),
+            ),
+            (
+                "DELETE",
+                "/webhooks/w1",
+                Some(("webhook.remove", Some("w1"))),
+            ),
+            (
+                "POST",
+                "/admin/v1/webhooks/w1/rotate",
+                Some(("webhook.rotate", Some("w1"))),
+            ),
+            (
+                "POST",
+                "/schedules/nightly/pause",
+                Some(("schedule.pause", Some("nightly"))),
+            ),
             ("POST", "/rollback", Some(("deployment.rollback", None))),
             ("GET", "/tasks/abc", None),
             ("POST", "/tasks/abc/look", None),

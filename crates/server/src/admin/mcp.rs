@@ -48,7 +48,10 @@ fn filter_properties() -> Value {
 }
 
 fn id_schema() -> Value {
-    object(json!({"id": {"type": "string", "description": "the task id"}}), &["id"])
+    object(
+        json!({"id": {"type": "string", "description": "the task id"}}),
+        &["id"],
+    )
 }
 
 fn name_schema() -> Value {
@@ -126,7 +129,12 @@ const TOOLS: &[Tool] = &[
     Tool {
         name: "list_deployments",
         description: "The deployments, newest first, and the stored components with the live tasks pinned to each (an operator of every tenant).",
-        schema: || object(json!({"limit": {"type": "integer", "minimum": 1, "maximum": 1000}}), &[]),
+        schema: || {
+            object(
+                json!({"limit": {"type": "integer", "minimum": 1, "maximum": 1000}}),
+                &[],
+            )
+        },
         read_only: true,
     },
     Tool {
@@ -294,7 +302,11 @@ pub(crate) async fn post(
             complete(call(&s, &op, tool, args).await, false)
         }
         other => {
-            return rpc_error(&id, -32601, &format!("{other}: not a method of this endpoint"));
+            return rpc_error(
+                &id,
+                -32601,
+                &format!("{other}: not a method of this endpoint"),
+            );
         }
     };
     Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
@@ -384,20 +396,31 @@ async fn run(
 ) -> Result<Value, AdminError> {
     let ops = &s.operators;
     match tool {
-        "list_tasks" => json_of(ops.list(op, super::query::query_of(&query_params(&args))?).await?),
+        "list_tasks" => json_of(
+            ops.list(op, super::query::query_of(&query_params(&args))?)
+                .await?,
+        ),
         "count_tasks" => {
-            let tenant = args.get("tenant").and_then(Value::as_str).map(str::to_owned);
+            let tenant = args
+                .get("tenant")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             json_of(ops.counts(op, tenant).await?)
         }
         "show_task" => json_of(ops.task(op, &string(&args, "id")?).await?),
         "cancel_task" => {
-            let message = args.get("message").and_then(Value::as_str).map(str::to_owned);
+            let message = args
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
             json_of(ops.cancel(op, &string(&args, "id")?, message).await?)
         }
         "answer_task" => {
             let id = string(&args, "id")?;
             let Some(Value::Object(responses)) = args.remove("responses") else {
-                return Err(AdminError::Invalid("responses: an object is required".into()));
+                return Err(AdminError::Invalid(
+                    "responses: an object is required".into(),
+                ));
             };
             json_of(ops.answer(op, &id, responses).await?)
         }
@@ -406,7 +429,10 @@ async fn run(
             // Unless told otherwise, a bulk cancel only counts.
             args.entry("preview").or_insert(Value::Bool(true));
             let b: BulkBody = args_as(args)?;
-            json_of(ops.bulk_cancel(op, b.filter, b.cap, b.preview, b.message).await?)
+            json_of(
+                ops.bulk_cancel(op, b.filter, b.cap, b.preview, b.message)
+                    .await?,
+            )
         }
         "list_deployments" => {
             let limit = args.get("limit").and_then(Value::as_u64).unwrap_or(20) as usize;
@@ -415,10 +441,14 @@ async fn run(
         "rollback" => json_of(ops.rollback(op, args_as::<RollbackBody>(args)?).await?),
         "list_schedules" => Ok(json!({"schedules": ops.schedules(op).await?})),
         "run_schedule" => json_of(ops.run_schedule(op, &string(&args, "name")?).await?),
-        "pause_schedule" => json_of(ops.pause_schedule(op, &string(&args, "name")?, true).await?),
-        "resume_schedule" => {
-            json_of(ops.pause_schedule(op, &string(&args, "name")?, false).await?)
-        }
+        "pause_schedule" => json_of(
+            ops.pause_schedule(op, &string(&args, "name")?, true)
+                .await?,
+        ),
+        "resume_schedule" => json_of(
+            ops.pause_schedule(op, &string(&args, "name")?, false)
+                .await?,
+        ),
         "list_webhooks" => Ok(json!({"webhooks": ops.webhooks(op).await?})),
         "redeliver_webhook" => {
             let name = string(&args, "name")?;
@@ -432,6 +462,8 @@ async fn run(
             json_of(ops.audit(op, cursor, limit).await?)
         }
         // Deploys are not offered here: a component's bytes are a file, not an argument.
-        _ => Err(AdminError::Invalid(format!("no operator tool is named {tool:?}"))),
+        _ => Err(AdminError::Invalid(format!(
+            "no operator tool is named {tool:?}"
+        ))),
     }
 }

@@ -27,8 +27,8 @@
 
 mod actions;
 mod answer;
-pub(crate) mod audit;
 pub(crate) mod api;
+pub(crate) mod audit;
 mod backup;
 mod config;
 pub(crate) mod console;

@@ -576,3 +576,253 @@ async fn an_operator_sees_when_a_sleeping_task_wakes_and_cancels_it() {
         "a cancelled task never wakes: {ended}"
     );
 }
+
+/// A JSON-RPC request to the operators' MCP endpoint as `token`.
+fn admin_mcp(token: &str, id: i64, method: &str, params: Value) -> Request<Body> {
+    admin(
+        "POST",
+        "/admin/mcp",
+        Some(token),
+        Some(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})),
+    )
+}
+
+/// A tool of the operators' MCP endpoint, called as `token`: its result.
+async fn admin_tool(app: &snodo_server::http::App, token: &str, tool: &str, args: Value) -> Value {
+    let (s, v, _) = send(
+        app,
+        admin_mcp(
+            token,
+            7,
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    v["result"].clone()
+}
+
+/// Every action an operator takes leaves an audit record, whichever door it came through,
+/// and the record never holds what was sent: an answer's content stays out of it. An
+/// operator of one tenant reads its own tenant's records; one of every tenant reads all.
+#[tokio::test]
+async fn every_operator_action_is_audited_without_its_arguments() {
+    let app = admin_app().await;
+    let asked = start(&app, ALICE, "confirm_delete", json!({"filename": "a.txt"})).await;
+    await_admin(&app, ACME_OPS, &asked, "the question", |t| {
+        t["status"] == "input_required"
+    })
+    .await;
+    let secret = "the-answer-holds-this-secret";
+    let (s, v) = act(
+        &app,
+        &asked,
+        "answer",
+        json!({"responses": {"confirm": {"action": "accept", "content": {"confirm": true, "note": secret}}}}),
+    )
+    .await;
+    // The answer is refused (a field the question did not ask for) and still audited.
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+    let (s, _) = act(&app, &asked, "cancel", json!({})).await;
+    assert_eq!(s, StatusCode::OK);
+    let globex = start(&app, BOB, "slow_compute", json!({"seconds": 600})).await;
+    let (s, _) = post_to(
+        &app,
+        &format!("/admin/v1/tasks/{globex}/cancel"),
+        ROOT_OPS,
+        json!({}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    // A read is not an action.
+    let (s, _) = get(&app, &format!("/admin/v1/tasks/{asked}"), ACME_OPS).await;
+    assert_eq!(s, StatusCode::OK);
+
+    let (s, all) = get(&app, "/admin/v1/audit", ROOT_OPS).await;
+    assert_eq!(s, StatusCode::OK, "{all}");
+    let records = all["records"].as_array().expect("records");
+    let seen: Vec<(&str, &str, &str, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["subject"].as_str().unwrap_or(""),
+                r["action"].as_str().unwrap_or(""),
+                r["target"].as_str().unwrap_or(""),
+                r["outcome"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("root", "task.cancel", globex.as_str(), "ok"),
+            ("ops", "task.cancel", asked.as_str(), "ok"),
+            ("ops", "task.answer", asked.as_str(), "invalid"),
+        ],
+        "{all}"
+    );
+    assert!(
+        records
+            .iter()
+            .all(|r| r["via"] == "api" && r["at"].is_u64()),
+        "{all}"
+    );
+    assert!(
+        !all.to_string().contains(secret),
+        "no argument is kept: {all}"
+    );
+    // The acme operator reads acme's records only.
+    let (_, own) = get(&app, "/admin/v1/audit", ACME_OPS).await;
+    assert_eq!(own["records"].as_array().map(Vec::len), Some(2), "{own}");
+    // Pages: one record at a time, newest first, to the end.
+    let (_, first) = get(&app, "/admin/v1/audit?limit=1", ROOT_OPS).await;
+    let next = first["next"].as_str().expect("a next page");
+    let (_, second) = get(
+        &app,
+        &format!("/admin/v1/audit?limit=1&cursor={next}"),
+        ROOT_OPS,
+    )
+    .await;
+    assert_eq!(second["records"][0]["target"], json!(asked), "{second}");
+    let (s, v) = get(&app, "/admin/v1/audit?limit=0", ROOT_OPS).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST, "{v}");
+}
+
+/// The operators' MCP endpoint: the admin operations as tools, for operators only, within
+/// their reach, audited as `mcp`; a bulk cancel previews unless told otherwise.
+#[tokio::test]
+async fn operators_act_through_their_own_mcp_endpoint() {
+    let app = admin_app().await;
+    let slow = start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await;
+    let other = start(&app, ALICE, "slow_compute", json!({"seconds": 600})).await;
+    let globex = start(&app, BOB, "slow_compute", json!({"seconds": 600})).await;
+
+    // An MCP caller's token is no operator's; no token is nobody.
+    let (s, _, _) = send(&app, admin_mcp(ALICE, 1, "tools/list", json!({}))).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = send(
+        &app,
+        admin(
+            "POST",
+            "/admin/mcp",
+            None,
+            Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+        ),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _, _) = send(&app, admin("GET", "/admin/mcp", Some(ACME_OPS), None)).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+
+    // Both handshakes.
+    let (_, v, _) = send(&app, admin_mcp(ACME_OPS, 1, "server/discover", json!({}))).await;
+    assert_eq!(v["result"]["resultType"], "complete", "{v}");
+    assert!(v["result"]["capabilities"]["tools"].is_object(), "{v}");
+    let (_, v, _) = send(
+        &app,
+        admin_mcp(ACME_OPS, 2, "initialize", json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})),
+    )
+    .await;
+    assert_eq!(v["result"]["protocolVersion"], "2025-11-25", "{v}");
+    let (_, v, _) = send(&app, admin_mcp(ACME_OPS, 3, "tools/list", json!({}))).await;
+    let names: Vec<&str> = v["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    for want in [
+        "list_tasks",
+        "show_task",
+        "cancel_task",
+        "answer_task",
+        "retry_task",
+        "bulk_cancel",
+        "rollback",
+        "list_audit",
+    ] {
+        assert!(names.contains(&want), "{want} in {names:?}");
+    }
+
+    // Reads within reach: acme's tasks, not globex's.
+    let listed = admin_tool(&app, ACME_OPS, "list_tasks", json!({"status": "working"})).await;
+    let ids: Vec<&str> = listed["structuredContent"]["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert!(
+        ids.contains(&slow.as_str()) && !ids.contains(&globex.as_str()),
+        "{listed}"
+    );
+    let unknown = admin_tool(&app, ACME_OPS, "show_task", json!({"id": globex})).await;
+    assert_eq!(
+        unknown["isError"], true,
+        "another tenant's task is unknown: {unknown}"
+    );
+    assert_eq!(unknown["structuredContent"]["error"]["code"], "not_found");
+
+    // A bulk cancel previews by default, then acts when told.
+    let preview = admin_tool(
+        &app,
+        ACME_OPS,
+        "bulk_cancel",
+        json!({"filter": {"tool": "slow_compute"}}),
+    )
+    .await;
+    assert_eq!(preview["structuredContent"]["preview"], true, "{preview}");
+    assert_eq!(preview["structuredContent"]["matched"], 2, "{preview}");
+    let cancelled = admin_tool(
+        &app,
+        ACME_OPS,
+        "cancel_task",
+        json!({"id": slow, "message": "from my client"}),
+    )
+    .await;
+    assert_eq!(cancelled["isError"], false, "{cancelled}");
+    assert_eq!(cancelled["structuredContent"]["status"], "cancelled");
+    let bulk = admin_tool(
+        &app,
+        ACME_OPS,
+        "bulk_cancel",
+        json!({"filter": {"tool": "slow_compute"}, "preview": false}),
+    )
+    .await;
+    assert_eq!(bulk["structuredContent"]["cancelled"], 1, "{bulk}");
+    let (_, v) = get(&app, &format!("/admin/v1/tasks/{other}"), ACME_OPS).await;
+    assert_eq!(v["status"], "cancelled");
+    // Deployments are every tenant's: refused to an operator of one.
+    let refused = admin_tool(&app, ACME_OPS, "rollback", json!({})).await;
+    assert_eq!(
+        refused["structuredContent"]["error"]["code"], "forbidden",
+        "{refused}"
+    );
+
+    let audit = admin_tool(&app, ROOT_OPS, "list_audit", json!({})).await;
+    let seen: Vec<(String, String)> = audit["structuredContent"]["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap_or("").to_owned(),
+                format!(
+                    "{}/{}",
+                    r["via"].as_str().unwrap_or(""),
+                    r["outcome"].as_str().unwrap_or("")
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("deployment.rollback".to_owned(), "mcp/forbidden".to_owned()),
+            ("tasks.bulk_cancel".to_owned(), "mcp/ok".to_owned()),
+            ("task.cancel".to_owned(), "mcp/ok".to_owned()),
+        ],
+        "the preview and the reads are not actions: {audit}"
+    );
+}

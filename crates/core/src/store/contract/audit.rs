@@ -23,7 +23,14 @@ fn record(action: &str, target: &str) -> AuditRecord {
 pub async fn audit(b: &mut dyn Backend) {
     let clock = clock();
     let mut store = b.open(&clock).await;
-    assert!(store.audit(None, 10).await.expect("empty").records.is_empty());
+    assert!(
+        store
+            .audit(None, 10)
+            .await
+            .expect("empty")
+            .records
+            .is_empty()
+    );
     let mut written = Vec::new();
     for i in 0..7 {
         clock.advance(5);
@@ -31,7 +38,11 @@ pub async fn audit(b: &mut dyn Backend) {
             .record_audit(record("task.cancel", &format!("t{i}")))
             .await
             .expect("record");
-        assert_eq!(r.at, crate::model::Clock::now(&clock), "stamped with the store's time");
+        assert_eq!(
+            r.at,
+            crate::model::Clock::now(&clock),
+            "stamped with the store's time"
+        );
         written.push(r);
     }
     // Newest first, in pages of three whose cursors neither repeat nor skip.
@@ -40,7 +51,11 @@ pub async fn audit(b: &mut dyn Backend) {
     loop {
         let page = store.audit(from.as_deref(), 3).await.expect("page");
         assert!(page.records.len() <= 3);
-        seen.extend(page.records.iter().map(|r| r.target.clone().unwrap_or_default()));
+        seen.extend(
+            page.records
+                .iter()
+                .map(|r| r.target.clone().unwrap_or_default()),
+        );
         match page.next {
             Some(n) => from = Some(n),
             None => break,

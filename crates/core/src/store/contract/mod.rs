@@ -7,6 +7,7 @@
 //! through [`Backend::durable`]; an assertion is never weakened for one backend.
 
 mod access_and_scope;
+mod audit;
 mod claim_batches;
 mod claims_and_fencing;
 mod creation;
@@ -16,7 +17,6 @@ mod event_idempotency;
 mod input_lifecycle;
 mod journal;
 mod listing;
-mod audit;
 mod outbox;
 mod reaping;
 mod renewal_and_expiry;
@@ -29,6 +29,7 @@ mod transitions_and_cas;
 mod wake_times;
 
 pub use access_and_scope::access_and_scope;
+pub use audit::audit;
 pub use claim_batches::claim_batches;
 pub use claims_and_fencing::claims_and_fencing;
 pub use creation::creation;
@@ -38,7 +39,6 @@ pub use event_idempotency::event_idempotency;
 pub use input_lifecycle::input_lifecycle;
 pub use journal::journal;
 pub use listing::listing;
-pub use audit::audit;
 pub use outbox::outbox;
 pub use reaping::reaping;
 pub use renewal_and_expiry::renewal_and_expiry;

@@ -17,7 +17,11 @@ fn decode(bytes: &[u8]) -> StoreResult<AuditRecord> {
 
 /// Stamps `record` with the write's time and stores it; removes up to [`SWEEP`] records
 /// older than the retention. Returns the record as stored.
-pub(crate) fn append(txn: &mut dyn Txn, ctx: &Ctx, mut record: AuditRecord) -> StoreResult<AuditRecord> {
+pub(crate) fn append(
+    txn: &mut dyn Txn,
+    ctx: &Ctx,
+    mut record: AuditRecord,
+) -> StoreResult<AuditRecord> {
     record.at = ctx.now;
     let body = serde_json::to_vec(&record)
         .map_err(|e| StoreError::invalid(format!("an audit record: {e}")))?;
@@ -40,10 +44,12 @@ pub(crate) fn cursor_key(cursor: &str) -> StoreResult<Vec<u8>> {
     }
     bytes
         .chunks(2)
-        .map(|p| match (crate::ids::hex_digit(p[0]), crate::ids::hex_digit(p[1])) {
-            (Some(a), Some(b)) => Ok(a << 4 | b),
-            _ => Err(StoreError::invalid("not an audit cursor")),
-        })
+        .map(
+            |p| match (crate::ids::hex_digit(p[0]), crate::ids::hex_digit(p[1])) {
+                (Some(a), Some(b)) => Ok(a << 4 | b),
+                _ => Err(StoreError::invalid("not an audit cursor")),
+            },
+        )
         .collect()
 }
 

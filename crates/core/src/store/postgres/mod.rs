@@ -820,7 +820,11 @@ impl Backend for PgStore {
         let mut past = (u64::MAX - cutoff).to_be_bytes().to_vec();
         past.extend_from_slice(&[0xff; 8]);
         let client = self.pool.get().await.map_err(pool_error)?;
-        let insert = prepared(&client, "INSERT INTO audit (k, at, body) VALUES ($1, $2, $3)").await?;
+        let insert = prepared(
+            &client,
+            "INSERT INTO audit (k, at, body) VALUES ($1, $2, $3)",
+        )
+        .await?;
         client
             .execute(
                 &insert,
@@ -861,11 +865,10 @@ impl Backend for PgStore {
         let mut page = crate::model::AuditPage::default();
         let mut last: Option<Vec<u8>> = None;
         for r in rows.iter().take(limit) {
-            page.records.push(
-                serde_json::from_slice(r.get::<_, &[u8]>(1)).map_err(|e| {
+            page.records
+                .push(serde_json::from_slice(r.get::<_, &[u8]>(1)).map_err(|e| {
                     StoreError::corrupt(format!("a stored audit record does not decode: {e}"))
-                })?,
-            );
+                })?);
             last = Some(r.get::<_, Vec<u8>>(0));
         }
         if more {
