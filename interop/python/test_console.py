@@ -5,7 +5,8 @@ filtered set after a confirmation. Forms without the session's CSRF token, or po
 another origin, are refused. On the schedules page an operator sees a configured schedule's
 next firings, fires it now and follows its task, and pauses and resumes it. On the webhooks
 page an operator sees a delivery that failed every try as a dead letter and redelivers it to
-a receiver that came back. Screenshots go to target/artifacts/console/."""
+a receiver that came back. The audit page lists the schedule's actions as done through the
+console. Screenshots go to target/artifacts/console/."""
 
 import http.client
 import json
@@ -254,6 +255,16 @@ def test_an_operator_runs_pauses_and_resumes_a_schedule(console, browser):
     row.get_by_role("button", name="Resume new-year-greeting").click()
     expect(row.locator("ol li")).to_have_count(5)
     shot(page, "11-schedule-resumed")
+
+    # The audit: each of those actions, newest first, as done through the console.
+    page.get_by_role("link", name="Audit").click()
+    expect(page).to_have_url(f"{base}/console/audit")
+    rows = page.locator("tr[data-audit]")
+    ours = [r for r in rows.all_inner_texts() if "new-year-greeting" in r]
+    assert [next(a for a in ("schedule.resume", "schedule.pause", "schedule.run") if a in r) for r in ours[:3]] == [
+        "schedule.resume", "schedule.pause", "schedule.run"], ours
+    assert all("console" in r and "ok" in r for r in ours[:3]), ours
+    shot(page, "11b-audit")
     ctx.close()
 
 
