@@ -2,6 +2,7 @@
 the memory store and the conformance fixture component."""
 
 import contextlib
+import json
 import http.client
 import os
 import shutil
@@ -138,3 +139,26 @@ handle_after_ms = 300
 [tools.confirm_delete]
 handle_after_ms = 30000
 """
+
+
+def start_task(port, name, arguments, token):
+    """Starts a task of `name` over the raw wire as the caller of `token`, from a client that
+    declares the tasks extension and can answer questions: the task's id."""
+    body = {
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "interop", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {
+                "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+        }},
+    }
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", "/mcp", json.dumps(body), {
+        "content-type": "application/json", "accept": "application/json",
+        "authorization": f"Bearer {token}", "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call", "mcp-name": name,
+    })
+    reply = json.loads(c.getresponse().read())
+    c.close()
+    return reply["result"]["taskId"]

@@ -8,8 +8,6 @@ page an operator sees a delivery that failed every try as a dead letter and rede
 a receiver that came back. The audit page lists the schedule's actions as done through the
 console. Screenshots go to target/artifacts/console/."""
 
-import http.client
-import json
 import os
 import re
 import threading
@@ -20,7 +18,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import ROOT, configured, free_port
+from conftest import ROOT, configured, free_port, start_task
 
 CHROMIUM = os.environ.get("SNODO_CHROMIUM", "/usr/bin/chromium")
 SHOTS = ROOT / "target" / "artifacts" / "console"
@@ -29,25 +27,8 @@ OPS = "acme-ops-token-0123456789"
 
 
 def call_tool(port, name, arguments):
-    """Starts a task of `name` as alice, from a client that can answer questions."""
-    body = {
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": name, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "console-test", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {
-                "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
-        }},
-    }
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", "/mcp", json.dumps(body), {
-        "content-type": "application/json", "accept": "application/json",
-        "authorization": f"Bearer {ALICE}", "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call", "mcp-name": name,
-    })
-    reply = json.loads(c.getresponse().read())
-    c.close()
-    return reply["result"]["taskId"]
+    """Starts a task of `name` as alice."""
+    return start_task(port, name, arguments, ALICE)
 
 
 class Receiver:

@@ -3,7 +3,6 @@ connects to `/admin/mcp`, lists the operator tools, finds a waiting task, reads 
 answers it, previews and then runs a bulk cancel, and reads the audit, where every action it
 took is recorded as coming through MCP. A caller without an operator's token is refused."""
 
-import http.client
 import json
 
 import anyio
@@ -11,7 +10,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from conftest import configured
+from conftest import configured, start_task
 
 pytestmark = pytest.mark.anyio
 
@@ -32,24 +31,8 @@ cross_tenant = true
 
 
 def start(port, name, arguments):
-    """Starts a task of `name` as alice, from a client that can answer questions."""
-    body = {
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": name, "arguments": arguments, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {
-                "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
-        }},
-    }
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    c.request("POST", "/mcp", json.dumps(body), {
-        "content-type": "application/json", "accept": "application/json",
-        "authorization": f"Bearer {ALICE}", "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call", "mcp-name": name,
-    })
-    reply = json.loads(c.getresponse().read())
-    c.close()
-    return reply["result"]["taskId"]
+    """Starts a task of `name` as alice."""
+    return start_task(port, name, arguments, ALICE)
 
 
 def operator(port, token=OPS):

@@ -110,7 +110,7 @@ pub(crate) fn check_destination(to: &Path) -> StoreResult<()> {
 /// Syncs the copy at `temp`, links it at `to` (a link never replaces a file another process
 /// made there meanwhile), removes the temporary name and syncs the directory, so the path
 /// names a whole, durable copy or nothing.
-pub(crate) fn publish(temp: &Path, to: &Path) -> StoreResult<()> {
+fn publish(temp: &Path, to: &Path) -> StoreResult<()> {
     let synced = std::fs::File::open(temp)
         .and_then(|f| f.sync_all())
         .map_err(|e| io_error(temp, "cannot sync the copy", e));
@@ -133,7 +133,7 @@ fn sync_dir(path: &Path) {
 
 /// Checks that `read` (the copy's counts, read back) agrees with `taken` (the snapshot's),
 /// table by table.
-pub(crate) fn agree(
+fn agree(
     path: &Path,
     taken: &BTreeMap<String, u64>,
     read: &BTreeMap<String, u64>,
@@ -158,6 +158,33 @@ pub(crate) fn agree(
         path.display(),
         differ.join("; ")
     )))
+}
+
+/// Ends a backup whose copy at `temp` is `copied` (the snapshot's counts, or why it
+/// failed): the copy is read back with `read_back` and must count as taken, then it is
+/// published at `to`. On any failure the temporary file is removed and nothing is at `to`.
+pub(crate) fn conclude(
+    temp: &Path,
+    to: &Path,
+    kind: FileKind,
+    taken_at_ms: u64,
+    copied: StoreResult<BTreeMap<String, u64>>,
+    read_back: fn(&Path) -> StoreResult<BTreeMap<String, u64>>,
+) -> StoreResult<Backup> {
+    let checked = copied.and_then(|taken| {
+        agree(to, &taken, &read_back(temp)?)?;
+        Ok(taken)
+    });
+    match checked {
+        Ok(taken) => {
+            publish(temp, to)?;
+            described(to, kind, taken, taken_at_ms)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(temp);
+            Err(e)
+        }
+    }
 }
 
 /// The backup at `path`, read back: its kind, integrity and counts (nothing is written).

@@ -9,7 +9,7 @@ use redb::{
     TableHandle, WriteTransaction,
 };
 
-use super::super::backup::{Backup, FileKind, agree, check_destination, described, publish};
+use super::super::backup::{Backup, FileKind, check_destination, conclude};
 use super::super::embedded::create_beside;
 use super::*;
 
@@ -128,21 +128,10 @@ pub(super) fn backup(db: &Database, to: &Path, taken_at_ms: u64) -> StoreResult<
         }
         let taken = nonzero(each_table!(copied))?;
         write.commit().map_err(backend)?;
-        drop(copy_db);
-        let read_back = count_copy(&temp)?;
-        agree(to, &taken, &read_back)?;
         Ok(taken)
     })();
     drop(read);
-    let taken = match copied {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(e);
-        }
-    };
-    publish(&temp, to)?;
-    described(to, FileKind::Redb, taken, taken_at_ms)
+    conclude(&temp, to, FileKind::Redb, taken_at_ms, copied, count_copy)
 }
 
 /// The rows of every table of the redb file at `path`, after a full integrity check (every

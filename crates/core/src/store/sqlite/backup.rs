@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::super::backup::{Backup, FileKind, agree, check_destination, described, publish};
+use super::super::backup::{Backup, FileKind, check_destination, conclude};
 use super::super::embedded::create_beside;
 use super::*;
 
@@ -65,20 +65,7 @@ pub(super) fn backup(conn: &Connection, to: &Path, taken_at_ms: u64) -> StoreRes
         Ok(taken)
     })();
     let _ = conn.execute_batch("ROLLBACK");
-    let checked = copied.and_then(|taken| {
-        let read_back = count_copy(&temp)?;
-        agree(to, &taken, &read_back)?;
-        Ok(taken)
-    });
-    let taken = match checked {
-        Ok(t) => t,
-        Err(e) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(e);
-        }
-    };
-    publish(&temp, to)?;
-    described(to, FileKind::Sqlite, taken, taken_at_ms)
+    conclude(&temp, to, FileKind::Sqlite, taken_at_ms, copied, count_copy)
 }
 
 /// The rows of every table of the SQLite file at `path`, opened read-only, after SQLite's

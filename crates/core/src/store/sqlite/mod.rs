@@ -602,10 +602,14 @@ impl SqliteStore {
     }
 }
 
-impl Backend for SqliteStore {
-    /// Runs SQLite's backup on a reader connection, on the blocking pool: a WAL snapshot,
-    /// so the writer goes on committing meanwhile.
-    async fn backup(&self, to: PathBuf) -> StoreResult<super::Backup> {
+impl SqliteStore {
+    /// Runs `f` on one of the reader connections, on the blocking pool, once one of the
+    /// [`READERS`] permits is free; `what` names it if the pool abandons it.
+    async fn on_reader<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        f: impl FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
         let permit = self
             .readers
             .permits
@@ -614,16 +618,25 @@ impl Backend for SqliteStore {
             .await
             .map_err(|_| StoreError::unavailable("the store is closed"))?;
         let readers = self.readers.clone();
-        let at = self.ctx().now.as_millis();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            let conn = readers.take()?;
-            let done = backup::backup(&conn, &to, at);
+            let mut conn = readers.take()?;
+            let result = f(&mut conn);
             readers.give_back(conn);
-            done
+            result
         })
         .await
-        .map_err(|e| StoreError::unavailable(format!("the backup was abandoned: {e}")))?
+        .map_err(|e| StoreError::unavailable(format!("{what} was abandoned: {e}")))?
+    }
+}
+
+impl Backend for SqliteStore {
+    /// Runs SQLite's backup on a reader connection: a WAL snapshot, so the writer goes on
+    /// committing meanwhile.
+    async fn backup(&self, to: PathBuf) -> StoreResult<super::Backup> {
+        let at = self.ctx().now.as_millis();
+        self.on_reader("the backup", move |conn| backup::backup(conn, &to, at))
+            .await
     }
 
     /// Runs `f` inside one write the group-commit writer makes durable before it answers.
@@ -632,29 +645,16 @@ impl Backend for SqliteStore {
     }
 
     async fn read<T: Send + 'static>(&self, _: Touches<'_>, f: impl ReadFn<T>) -> StoreResult<T> {
-        let permit = self
-            .readers
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| StoreError::unavailable("the store is closed"))?;
-        let readers = self.readers.clone();
         let ctx = self.ctx();
-        tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            let mut conn = readers.take()?;
-            let result = conn.transaction().map_err(backend).and_then(|txn| {
+        self.on_reader("a store read", move |conn| {
+            conn.transaction().map_err(backend).and_then(|txn| {
                 let out = f(&Rows::new(&txn), &ctx);
                 // A read transaction has nothing to keep; ending it releases the snapshot.
                 txn.rollback().map_err(backend)?;
                 out
-            });
-            readers.give_back(conn);
-            result
+            })
         })
         .await
-        .map_err(|e| StoreError::unavailable(format!("a store read was abandoned: {e}")))?
     }
 
     async fn time(&self) -> StoreResult<Timestamp> {
