@@ -160,6 +160,25 @@ fn agree(
     )))
 }
 
+/// Checks a copy's layout `version` (its file's `path`) against the newest this build
+/// writes, `ours`: a copy without one is no store, a newer one is not this build's to read.
+pub(crate) fn check_layout(path: &Path, version: Option<u64>, ours: u64) -> StoreResult<()> {
+    match version {
+        Some(v) if v <= ours => Ok(()),
+        Some(v) => Err(StoreError::IncompatibleSchema(
+            format!(
+                "{}: layout version {v} is newer than this build's",
+                path.display()
+            )
+            .into(),
+        )),
+        None => Err(StoreError::corrupt(format!(
+            "{}: no layout version, so not a snodo store",
+            path.display()
+        ))),
+    }
+}
+
 /// Ends a backup whose copy at `temp` is `copied` (the snapshot's counts, or why it
 /// failed): the copy is read back with `read_back` and must count as taken, then it is
 /// published at `to`. On any failure the temporary file is removed and nothing is at `to`.

@@ -9,7 +9,7 @@ use redb::{
     TableHandle, WriteTransaction,
 };
 
-use super::super::backup::{Backup, FileKind, check_destination, conclude};
+use super::super::backup::{Backup, FileKind, check_destination, check_layout, conclude};
 use super::super::embedded::create_beside;
 use super::*;
 
@@ -150,24 +150,7 @@ pub(crate) fn count_copy(path: &Path) -> StoreResult<BTreeMap<String, u64>> {
         Err(redb::TableError::TableDoesNotExist(_)) => None,
         Err(e) => return Err(backend(e)),
     };
-    match version {
-        Some(v) if v <= REDB_SCHEMA_VERSION => {}
-        Some(v) => {
-            return Err(StoreError::IncompatibleSchema(
-                format!(
-                    "{}: layout version {v} is newer than this build's",
-                    path.display()
-                )
-                .into(),
-            ));
-        }
-        None => {
-            return Err(StoreError::corrupt(format!(
-                "{}: no layout version, so not a snodo store",
-                path.display()
-            )));
-        }
-    }
+    check_layout(path, version, REDB_SCHEMA_VERSION)?;
     macro_rules! counted {
         ($t:ident) => {
             count(&read, $t)

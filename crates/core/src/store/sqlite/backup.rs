@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::super::backup::{Backup, FileKind, check_destination, conclude};
+use super::super::backup::{Backup, FileKind, check_destination, check_layout, conclude};
 use super::super::embedded::create_beside;
 use super::*;
 
@@ -85,23 +85,10 @@ pub(crate) fn count_copy(path: &Path) -> StoreResult<BTreeMap<String, u64>> {
             path.display()
         )));
     }
-    match meta_u64(&conn, "schema_version")? {
-        Some(v) if v <= SQLITE_SCHEMA_VERSION => {}
-        Some(v) => {
-            return Err(StoreError::IncompatibleSchema(
-                format!(
-                    "{}: layout version {v} is newer than this build's",
-                    path.display()
-                )
-                .into(),
-            ));
-        }
-        None => {
-            return Err(StoreError::corrupt(format!(
-                "{}: no layout version, so not a snodo store",
-                path.display()
-            )));
-        }
-    }
+    check_layout(
+        path,
+        meta_u64(&conn, "schema_version")?,
+        SQLITE_SCHEMA_VERSION,
+    )?;
     rows(&conn)
 }
