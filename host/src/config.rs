@@ -295,6 +295,17 @@ impl Config {
         opts.component_policy = self.runner.component_policy;
         opts.tokens = self.tokens(file)?;
         opts.admin = self.admin(file, &opts.tokens)?;
+        if opts.admin.backup_dir.is_none() {
+            // Backups through the server land beside the store file unless told otherwise.
+            opts.admin.backup_dir = match &opts.store {
+                crate::store::StoreConfig::Redb(p) | crate::store::StoreConfig::Sqlite(p) => {
+                    std::path::absolute(p)
+                        .ok()
+                        .and_then(|p| p.parent().map(std::path::Path::to_path_buf))
+                }
+                _ => None,
+            };
+        }
         self.oauth_into(file, &mut opts)?;
         self.limits_into(file, &mut opts)?;
         opts.http_limits = self.http_limits(file)?;

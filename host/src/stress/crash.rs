@@ -411,16 +411,24 @@ where
     let model: Model = Arc::default();
     let mut rng = Rng(opts.seed);
     let o: Shared = Arc::default();
-    let file_store = !matches!(store, CrashStore::Postgres { .. });
+    // Backups through the node go beside its store file (`admin.backup_dir`'s default).
+    let beside_store = match &store {
+        CrashStore::Redb(p) | CrashStore::Sqlite(p) => p.parent().map(Path::to_path_buf),
+        CrashStore::Postgres { .. } => None,
+    };
+    let file_store = beside_store.is_some();
     let mut backups: Vec<Taken> = Vec::new();
     for round in 0..opts.rounds.max(1) {
         // The first round also takes backups through the node (a file store's only).
-        let taking = (file_store && round == 0).then(|| Backups {
-            bin,
-            config: &configs[0],
-            dir: &dir,
-            taken: &mut backups,
-        });
+        let taking = beside_store
+            .as_deref()
+            .filter(|_| round == 0)
+            .map(|at| Backups {
+                bin,
+                config: &configs[0],
+                dir: at,
+                taken: &mut backups,
+            });
         kill_round(bin, &configs, &mut running, &model, &mut rng, opts, taking).await?;
     }
 
@@ -455,6 +463,7 @@ where
     drop(store);
     for (n, taken) in backups.iter().enumerate() {
         judge_backup(bin, &configs[0], &dir, n, taken, &o).await;
+        let _ = std::fs::remove_file(&taken.path);
     }
     let _ = std::fs::remove_dir_all(&dir);
     let mut o: Observed = observed(o);
@@ -500,7 +509,11 @@ impl Backups<'_> {
     /// `snodo backup` of the node at `addr`, to a new file in the run's directory, with a
     /// snapshot of what the clients had been told when it began.
     fn start(&mut self, addr: SocketAddr, model: &Model) -> Result<(Child, usize), String> {
-        let path = self.dir.join(format!("backup-{}.store", self.taken.len()));
+        let path = self.dir.join(format!(
+            "stress-backup-{}-{}.store",
+            std::process::id(),
+            self.taken.len()
+        ));
         let before = model.lock().clone();
         let child = Command::new(self.bin)
             .args(["backup", "--config"])

@@ -131,6 +131,23 @@ async fn a_backup_under_load_restores_after_a_kill(kind: &str) {
         "{taken}"
     );
 
+    // The server writes backups inside admin.backup_dir (by default the store's directory)
+    // and nowhere else.
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    let outside = elsewhere.path().join("stolen");
+    let out = snodo(&["backup", "--config"])
+        .arg(&conf)
+        .arg("--to")
+        .arg(&outside)
+        .env("SNODO_URL", &url)
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(1) && err.contains("admin.backup_dir") && !outside.exists(),
+        "{err}"
+    );
+
     // A second backup, with the server killed while it may be under way: whole or absent.
     let cut = dir.path().join("cut-short");
     let mut second = snodo(&["backup", "--config"]);

@@ -23,6 +23,8 @@ pub(crate) struct Operators {
     pub(super) webhooks: Option<crate::webhooks::Webhooks>,
     /// What deploys to the server's store, when it takes deployments.
     pub(super) deploying: Option<crate::deploy::operate::Deploying>,
+    /// Where backups through the server may be written (`admin.backup_dir`).
+    pub(super) backup_dir: Option<std::path::PathBuf>,
 }
 
 /// What an operator sees of one task.
@@ -136,6 +138,7 @@ impl Operators {
             schedules: None,
             webhooks: None,
             deploying: None,
+            backup_dir: None,
         }
     }
 
@@ -148,6 +151,12 @@ impl Operators {
     /// Acting on the server's webhooks too (`None`: it delivers none).
     pub(crate) fn with_webhooks(mut self, webhooks: Option<crate::webhooks::Webhooks>) -> Self {
         self.webhooks = webhooks;
+        self
+    }
+
+    /// Writing backups through the server in `dir` (`None`: none).
+    pub(crate) fn with_backup_dir(mut self, dir: Option<std::path::PathBuf>) -> Self {
+        self.backup_dir = dir;
         self
     }
 

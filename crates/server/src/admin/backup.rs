@@ -1,9 +1,10 @@
 //! What operators do to the store itself through a running server: take an online backup of
 //! the single file it holds (which no other process may open while it serves). The file is
-//! written on the server's machine, where the store is; only an operator of every tenant
-//! may, since it holds every tenant's tasks and the server key.
+//! written on the server's machine, where the store is, and only inside `admin.backup_dir`
+//! (by default the store file's directory); only an operator of every tenant may take one,
+//! since it holds every tenant's tasks and the server key.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -40,6 +41,13 @@ impl Operators {
                 body.to.display()
             )));
         }
+        let dir = self.backup_dir.as_deref().ok_or_else(|| {
+            AdminError::Invalid(
+                "this server writes no backup: set admin.backup_dir to the directory backups go in"
+                    .into(),
+            )
+        })?;
+        within(dir, &body.to)?;
         let started = std::time::Instant::now();
         let backup = self.tasks().store().backup(&body.to).await?;
         tracing::info!(
@@ -51,5 +59,25 @@ impl Operators {
             "backup written and read back"
         );
         Ok(backup)
+    }
+}
+
+/// Refuses `to` unless its directory, symbolic links resolved, is `dir` or inside it.
+fn within(dir: &Path, to: &Path) -> Result<(), AdminError> {
+    let outside = || {
+        AdminError::Invalid(format!(
+            "to: {} is not inside admin.backup_dir ({}): a backup through the server is written there",
+            to.display(),
+            dir.display()
+        ))
+    };
+    let parent = to.parent().ok_or_else(outside)?;
+    let (Ok(parent), Ok(dir)) = (parent.canonicalize(), dir.canonicalize()) else {
+        return Err(outside());
+    };
+    if parent.starts_with(&dir) {
+        Ok(())
+    } else {
+        Err(outside())
     }
 }

@@ -41,6 +41,10 @@ pub struct AdminConfig {
     /// OAuth is configured (`[admin.oauth]`).
     #[serde(rename = "oauth")]
     pub sign_in: Option<SignIn>,
+    /// The directory a backup through the server may be written in (`admin.backup_dir`;
+    /// default: the one holding the store file). A backup names a path on the server's
+    /// machine, so the server writes nowhere else; `None` refuses every such backup.
+    pub backup_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for AdminConfig {
@@ -53,6 +57,7 @@ impl Default for AdminConfig {
             open_locally: false,
             session_ms: DEFAULT_SESSION_MS,
             sign_in: None,
+            backup_dir: None,
         }
     }
 }

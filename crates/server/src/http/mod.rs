@@ -202,7 +202,8 @@ fn routes(
             crate::admin::Operators::new(server.tasks().clone())
                 .with_schedules(server.schedules())
                 .with_webhooks(server.webhooks())
-                .with_deploying(server.deploying()),
+                .with_deploying(server.deploying())
+                .with_backup_dir(config.admin.backup_dir.clone()),
         ),
         admin: Arc::new(crate::admin::Admin::new(config.admin.clone())),
         authenticator: authenticator.clone(),
