@@ -209,20 +209,27 @@ pub(crate) fn conclude(
 /// The backup at `path`, read back: its kind, integrity and counts (nothing is written).
 pub fn verify(path: &Path) -> StoreResult<Backup> {
     let kind = FileKind::of(path)?;
-    let rows = match kind {
-        #[cfg(feature = "redb")]
-        FileKind::Redb => super::redb::count_copy(path)?,
-        #[cfg(feature = "sqlite")]
-        FileKind::Sqlite => super::sqlite::count_copy(path)?,
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(StoreError::invalid(format!(
-                "this build reads no {} file",
-                other.name()
-            )));
-        }
-    };
+    let rows = count(path, kind)?;
     described(path, kind, rows, 0)
+}
+
+/// The rows of every table of the copy at `path`, of kind `kind`, after its integrity check.
+#[cfg_attr(
+    not(any(feature = "redb", feature = "sqlite")),
+    allow(unused_variables)
+)]
+fn count(path: &Path, kind: FileKind) -> StoreResult<BTreeMap<String, u64>> {
+    match kind {
+        #[cfg(feature = "redb")]
+        FileKind::Redb => super::redb::count_copy(path),
+        #[cfg(feature = "sqlite")]
+        FileKind::Sqlite => super::sqlite::count_copy(path),
+        #[allow(unreachable_patterns)]
+        other => Err(StoreError::invalid(format!(
+            "this build reads no {} file",
+            other.name()
+        ))),
+    }
 }
 
 /// What a copy at `path` holding `rows` is.

@@ -50,8 +50,8 @@ mod txn;
 pub(crate) use audit::{
     after as audit_after, check_limit as check_audit_limit, cursor_key as audit_cursor_key,
 };
-#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(unused_imports))]
 pub(crate) use audit::{append as audit_append, page as audit_page};
+#[cfg_attr(not(any(feature = "redb", feature = "sqlite")), allow(unused_imports))]
 pub(crate) use claims::fence_previous_epochs;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use claims::release_dead_claims;
