@@ -94,10 +94,12 @@ async def test_an_operator_works_from_an_mcp_client_and_every_action_is_audited(
             assert refused.is_error and "conflict" in refused.content[0].text, refused.content[0].text
 
             audit = (await ops.call_tool("list_audit", {})).structured_content["records"]
-            assert [(r["action"], r["via"], r["outcome"], r.get("target")) for r in audit] == [
-                ("task.retry", "mcp", "conflict", waiting),
-                ("tasks.bulk_cancel", "mcp", "ok", None),
+            # Newest first by time (records of one millisecond come in no set order).
+            assert [r["at"] for r in audit] == sorted((r["at"] for r in audit), reverse=True), audit
+            assert sorted((r["action"], r["via"], r["outcome"], r.get("target") or "") for r in audit) == [
                 ("task.answer", "mcp", "ok", waiting),
+                ("task.retry", "mcp", "conflict", waiting),
+                ("tasks.bulk_cancel", "mcp", "ok", ""),
             ], audit
             assert all(r["subject"] == "root" for r in audit)
             assert "report.txt" not in json.dumps(audit), "the audit keeps no argument"
