@@ -1,5 +1,6 @@
 """Walkthrough: an online backup of a serving redb node, taken while clients create tasks,
-survives a kill -9 of the node and restores.
+survives a kill -9 of the node and restores; a finished task is archived when its TTL runs
+out and read back after the reaper removed it.
 
 A redb node serves while a client thread keeps creating tasks. `snodo backup` finds the
 store file held by the node and asks the node, through its admin API, for a backup: one
@@ -7,6 +8,10 @@ snapshot of every table, written beside its path, read back and counted, then li
 path. The node is then killed with SIGKILL. `snodo restore` refuses nothing it should not:
 it checks the backup, keeps the killed store aside and puts the copy in place; a node
 started on it has every task acknowledged before the backup began, and finishes them.
+
+The node archives into a directory (`[archive]`). A task of a tool with a 3 s TTL finishes;
+when the TTL runs out the reaper writes it to the archive, then removes it: the node answers
+that it does not know the task, and `snodo archive show` prints it from the archive.
 """
 
 import json
@@ -20,7 +25,17 @@ from snodo_client import GUESTS, SNODO, Server, check, node_config
 
 data = tempfile.mkdtemp(prefix="snodo-backup-")
 store = f"{data}/tasks.redb"
-conf = node_config(data, "node-a", {"kind": "redb", "path": store}, [f"{GUESTS}/fixtures.wasm"])
+archive = f"{data}/archive"
+conf = node_config(data, "node-a", {"kind": "redb", "path": store}, [f"{GUESTS}/fixtures.wasm"], f"""[runner]
+park_after_ms = 500
+
+[tools.test_sleep]
+ttl_ms = 3000
+
+[archive]
+directory = "{archive}"
+interval_ms = 250
+""")
 
 
 def snodo(*args, url=None):
@@ -79,6 +94,28 @@ try:
     for task in before:
         server.wait(task, lambda t: t["status"] == "completed", "completed on the restored store")
     check(True, f"all {len(before)} tasks acknowledged before the backup are in the restored store and completed")
+
+    short = server.call("test_sleep", {"ms": 10})["taskId"]
+    server.wait(short, lambda t: t["status"] == "completed", "completed")
+    print(f"-- task {short} completed; its TTL is 3 s")
+    expected = os.path.join(archive, short[-2:], f"{short}.ndjson")
+    deadline = time.time() + 60
+    while not os.path.exists(expected):
+        if time.time() > deadline:
+            raise SystemExit("the reaper never archived the task")
+        time.sleep(0.1)
+    objects = [os.path.join(d, f) for d, _, fs in os.walk(archive) for f in fs if not f.startswith(".")]
+    check(objects == [expected], f"the reaper archived it as one object: {objects}")
+    try:
+        server.get(short)
+        raise SystemExit("the node still answers for a task past its TTL")
+    except SystemExit as gone:
+        check("not found" in str(gone).lower(), f"the node no longer knows it: {gone}")
+    shown = snodo("archive", "show", short, "--config", conf)
+    print(shown)
+    check(f"task      {short}" in shown and "status    completed" in shown, "snodo archive show reads it back after the reap")
+    record = json.loads(snodo("archive", "show", short, "--config", conf, "--json"))
+    check([e["event"] for e in record["task"]["history"]["entries"]][-1] == "completed", "with its whole history")
 finally:
     stop.set()
     server.stop()

@@ -109,6 +109,9 @@ pub struct Config {
     /// Webhooks: where deliveries may go and the subscriptions declared (docs/webhooks.md).
     #[serde(default)]
     pub webhooks: snodo_server::WebhookSettings,
+    /// Where tasks past their TTL are kept before the reaper removes them (docs/operators.md).
+    #[serde(default)]
+    pub archive: Option<snodo_server::archive::ArchiveSettings>,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -320,7 +323,23 @@ impl Config {
             .check()
             .map_err(|e| setting_error(file, e.under("webhooks")))?;
         opts.webhooks = self.webhooks.clone();
+        opts.archive = self.archive(file)?;
         Ok(opts)
+    }
+
+    /// `[archive]`, checked, its directory resolved against [`Config::base_dir`].
+    fn archive(
+        &self,
+        file: &str,
+    ) -> Result<Option<snodo_server::archive::ArchiveSettings>, ConfigError> {
+        let Some(a) = &self.archive else {
+            return Ok(None);
+        };
+        a.check()
+            .map_err(|e| setting_error(file, e.under("archive")))?;
+        let mut a = a.clone();
+        a.directory = a.directory.as_deref().map(|d| self.resolve(d));
+        Ok(Some(a))
     }
 
     /// `[[schedules]]`, each checked as far as it can be without the tools served (`serve`
@@ -696,6 +715,29 @@ subject = "alice"
             .expect("no secret value is read");
         assert_eq!(o.tokens.len(), 1);
         assert_eq!(o.tokens[0].0, "(unread secret SNODO_TEST_UNSET_TOKEN)");
+    }
+
+    #[test]
+    fn an_archive_is_read_resolved_and_refused_by_its_key() {
+        let c = Config::parse(
+            "/etc/snodo/s.toml",
+            "[archive]\ndirectory = \"archive\"\njournal = true\ninterval_ms = 5000\n",
+        )
+        .expect("parse");
+        let mut c = c;
+        c.base_dir = Some(PathBuf::from("/etc/snodo"));
+        let o = c.to_serve_options("s.toml").expect("options");
+        let a = o.archive.expect("an archive");
+        assert_eq!(a.directory, Some(PathBuf::from("/etc/snodo/archive")));
+        assert!(a.journal);
+        assert_eq!(a.interval_ms, Some(5_000));
+        assert_eq!(options("").expect("options").archive, None);
+        let e = options("[archive]\njournal = true\n").unwrap_err();
+        assert_eq!(e.key, "archive.directory", "{e}");
+        let e = options("[archive.s3]\nbucket = \"B\"\n").unwrap_err();
+        assert_eq!(e.key, "archive.s3.bucket", "{e}");
+        let e = options("[archive]\ndirectory = \"a\"\nevery = 1\n").unwrap_err();
+        assert!(e.to_string().contains("every"), "{e}");
     }
 
     #[test]

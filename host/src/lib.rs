@@ -26,7 +26,9 @@
 pub use snodo_core::{ids, model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
-pub use snodo_server::{admin, deploy, http, identity, mcp, serve, suggest, telemetry, trust};
+pub use snodo_server::{
+    admin, archive, deploy, http, identity, mcp, serve, suggest, telemetry, trust,
+};
 pub use snodo_wasm as wasm;
 
 pub mod client;

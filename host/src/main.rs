@@ -71,6 +71,8 @@ enum Command {
     Backup(cli::backup::BackupArgs),
     /// Put a backup in place of a stopped node's store (the replaced store is kept aside).
     Restore(cli::backup::RestoreArgs),
+    /// Read tasks back from the archive (`[archive]`) after the reaper removed them.
+    Archive(cli::archive::ArchiveArgs),
     /// Ask a node's `/readyz` (or `--path /healthz`): exit 0 when it answers 200, else 1
     /// with what it answered (the container image's health check).
     Probe(cli::probe::ProbeArgs),
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Rollback(args) => cli::deploy::run_rollback(&runtime, args),
         Command::Backup(args) => cli::backup::run_backup(&runtime, args),
         Command::Restore(args) => cli::backup::run_restore(args),
+        Command::Archive(args) => cli::archive::run(&runtime, args),
         Command::Probe(args) => cli::probe::run(&runtime, args),
         Command::Sign(args) => cli::deploy::run_sign(args),
         Command::Keygen(args) => cli::deploy::run_keygen(args),

@@ -32,7 +32,7 @@ use tokio_util::task::TaskTracker;
 use crate::budget::{Slot, Slots};
 use crate::spans::ClaimTime;
 use snodo_core::config::{SettingError, millis};
-use snodo_core::model::{Scope, Task, TaskId};
+use snodo_core::model::{Scope, Task, TaskId, Work};
 use snodo_core::store::{ClaimRequest, Claimed, Lease, NewTask, Reaped, Store, StoreError};
 use snodo_wasm::CancelToken;
 
@@ -145,7 +145,28 @@ pub struct RunnerOptions {
     /// Where attempts' spans go, and which are sampled (disabled by default).
     #[serde(skip)]
     pub tracer: snodo_core::spans::Tracer,
+    /// What keeps tasks before the reaper removes them (`[archive]`); none by default,
+    /// and then the reaper removes them at once.
+    #[serde(skip)]
+    pub archive: Option<Arc<dyn Archive>>,
 }
+
+/// What keeps tasks past their TTL before the reaper removes them: an archive.
+///
+/// The reaper hands it a batch of tasks past their TTL and removes exactly those it kept,
+/// only after [`Archive::keep`] returned: no task is reaped unkept. A batch may come again
+/// (a crash between keeping and removing, another node's reaper reading the same tasks),
+/// so keeping a task twice must leave what keeping it once leaves; a task past its TTL
+/// never changes, so both keep the same thing.
+#[async_trait::async_trait]
+pub trait Archive: std::fmt::Debug + Send + Sync + 'static {
+    /// Keeps every task of `tasks` durably, or fails and keeps the reaper from removing
+    /// any of them (it tries again at its next round).
+    async fn keep(&self, tasks: &[(Task, Work)]) -> Result<(), String>;
+}
+
+/// How many tasks past their TTL the reaper hands an archive at once.
+pub const ARCHIVE_BATCH: usize = 100;
 
 impl Default for RunnerOptions {
     fn default() -> Self {
@@ -171,6 +192,7 @@ impl Default for RunnerOptions {
             poll_interval: Duration::from_millis(500),
             drain_timeout: Duration::from_secs(10),
             tracer: snodo_core::spans::Tracer::disabled(),
+            archive: None,
         }
     }
 }
@@ -1140,18 +1162,64 @@ async fn reap_loop(inner: Arc<Inner>, every: Duration) {
             () = tokio::time::sleep(every) => {}
             () = inner.stopping.cancelled() => return,
         }
-        loop {
-            let reaped = match timed(&inner, "reap", inner.store.reap(1_000)).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(error = %e, "reap failed");
-                    break;
-                }
-            };
-            removed_at_ttl(&inner, &reaped).await;
-            if reaped.len() < 1_000 {
-                break;
+        match inner.opts.archive.clone() {
+            None => reap_all(&inner).await,
+            Some(archive) => archive_and_reap(&inner, &*archive).await,
+        }
+    }
+}
+
+/// Removes every task past its TTL, a thousand at a time.
+async fn reap_all(inner: &Inner) {
+    loop {
+        let reaped = match timed(inner, "reap", inner.store.reap(1_000)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "reap failed");
+                return;
             }
+        };
+        removed_at_ttl(inner, &reaped).await;
+        if reaped.len() < 1_000 {
+            return;
+        }
+    }
+}
+
+/// Hands the tasks past their TTL to `archive` a batch at a time, and removes each batch
+/// once it is kept. A batch the archive fails to keep stays stored (it holds its place
+/// under the tenant's caps, and clients still cannot see it) until a later round keeps it.
+async fn archive_and_reap(inner: &Inner, archive: &dyn Archive) {
+    loop {
+        let batch = match timed(inner, "expired", inner.store.expired(ARCHIVE_BATCH)).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the tasks past their TTL failed");
+                return;
+            }
+        };
+        if batch.is_empty() {
+            return;
+        }
+        if let Err(e) = archive.keep(&batch).await {
+            tracing::warn!(
+                error = %e,
+                tasks = batch.len(),
+                "archiving failed: the tasks past their TTL stay stored until it succeeds"
+            );
+            return;
+        }
+        let ids: Vec<TaskId> = batch.iter().map(|(t, _)| t.id).collect();
+        let reaped = match timed(inner, "reap", inner.store.reap_ids(&ids)).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "reap failed");
+                return;
+            }
+        };
+        removed_at_ttl(inner, &reaped).await;
+        if batch.len() < ARCHIVE_BATCH {
+            return;
         }
     }
 }

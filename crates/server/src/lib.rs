@@ -9,6 +9,8 @@
 //! - [`http`]: Streamable HTTP: headers, limits, authentication, SSE, the connection loop.
 //! - [`admin`]: operators: the admin API (`/admin/v1`) and the console (`/console`), over
 //!   the same task operations as the MCP server, never through it.
+//! - [`archive`]: tasks past their TTL kept in a directory or an S3-compatible bucket by
+//!   the reaper before it removes them, and read back by id.
 //! - [`telemetry`]: metrics (Prometheus text at `GET /metrics`).
 //! - `tasks`: the task operations the MCP server and the operators share: the store, the
 //!   runner hand-off after each commit, the change feed and the stream budget.
@@ -22,6 +24,7 @@
 //! - [`suggest`]: the nearest valid name to a mistyped one, for errors.
 
 pub mod admin;
+pub mod archive;
 pub mod deploy;
 pub mod http;
 pub mod identity;

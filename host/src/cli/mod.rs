@@ -1,5 +1,6 @@
 //! The `snodo` subcommands, one file each, and what their output shares.
 
+pub(crate) mod archive;
 pub(crate) mod backup;
 pub(crate) mod bench;
 pub(crate) mod config;

@@ -669,7 +669,7 @@ fn counts_text(counts: &TaskCounts) -> String {
     )
 }
 
-fn detail_text(t: &TaskDetail) -> String {
+pub(super) fn detail_text(t: &TaskDetail) -> String {
     let summary = &t.summary;
     let mut lines = vec![
         format!("task      {}", summary.id),

@@ -252,6 +252,17 @@ pub trait ClaimStore: TaskStore {
     /// ones included, and reports each with its status, so running attempts can be stopped
     /// and cut-off work counted. Tasks with no TTL are never reaped.
     async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>>;
+
+    /// Up to `limit` tasks past their TTL, the oldest expiry first, with their work: what
+    /// an archive keeps before [`ClaimStore::reap_ids`] removes them. Changes nothing. A
+    /// task past its TTL never changes again (every operation treats it as gone), so what
+    /// this returns is what a later removal deletes.
+    async fn expired(&self, limit: usize) -> StoreResult<Vec<(Task, Work)>>;
+
+    /// Removes the tasks among `ids` that are still stored and past their TTL, and reports
+    /// each as [`ClaimStore::reap`] does; the others are left as they are. At most
+    /// [`MAX_REAP_IDS`](super::MAX_REAP_IDS) ids ([`StoreError::Invalid`]).
+    async fn reap_ids(&self, ids: &[TaskId]) -> StoreResult<Vec<Reaped>>;
 }
 
 /// Input a running task asks its client for, and the client's answers: the
@@ -431,6 +442,11 @@ pub trait OperatorStore: Send + Sync + 'static {
     /// [`StoreError::WrongAction`], and [`StoreError::Invalid`] for an unfinished task
     /// (cancel it first: its worker must hear of the end).
     async fn delete_finished(&self, access: &Access) -> StoreResult<()>;
+
+    /// A task's outbound journal, by position, whatever its scope and whether or not its
+    /// TTL has run out (an archive reads it before the reaper removes the task): empty for
+    /// a task without entries or without a record.
+    async fn task_journal(&self, task_id: &TaskId) -> StoreResult<Vec<JournalEntry>>;
 
     /// Records an operator's action, stamped with the store's time, and returns it as
     /// stored; each record written sweeps a few older than

@@ -536,6 +536,28 @@ impl<B: Backend> ClaimStore for B {
         })
         .await
     }
+
+    async fn expired(&self, limit: usize) -> StoreResult<Vec<(Task, Work)>> {
+        self.read(Touches::Expired(limit), move |view, ctx| {
+            engine::expired(view, ctx, limit)
+        })
+        .await
+    }
+
+    async fn reap_ids(&self, ids: &[TaskId]) -> StoreResult<Vec<Reaped>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Sorted and without repeats: a shared store locks the rows in this order.
+        let mut ids = ids.to_vec();
+        ids.sort_unstable();
+        ids.dedup();
+        let owned = ids.clone();
+        self.write(Touches::Ids(&ids), move |txn, ctx| {
+            engine::reap_ids(txn, ctx, &owned)
+        })
+        .await
+    }
 }
 
 impl<B: Backend> InputStore for B {}
@@ -662,6 +684,14 @@ impl<B: Backend> OperatorStore for B {
         let access = access.clone();
         self.write(Touches::Task(access.task_id), move |txn, ctx| {
             engine::delete_finished(txn, ctx, &access)
+        })
+        .await
+    }
+
+    async fn task_journal(&self, task_id: &TaskId) -> StoreResult<Vec<JournalEntry>> {
+        let id = *task_id;
+        self.read(Touches::Journal(id), move |view, _| {
+            engine::journal_of(view, &id)
         })
         .await
     }

@@ -199,6 +199,14 @@ impl<L: Layer> ClaimStore for Layered<L> {
     async fn reap(&self, limit: usize) -> StoreResult<Vec<Reaped>> {
         self.inner.reap(limit).await
     }
+
+    async fn expired(&self, limit: usize) -> StoreResult<Vec<(Task, Work)>> {
+        self.inner.expired(limit).await
+    }
+
+    async fn reap_ids(&self, ids: &[TaskId]) -> StoreResult<Vec<Reaped>> {
+        self.inner.reap_ids(ids).await
+    }
 }
 
 impl<L: Layer> InputStore for Layered<L> {}
@@ -292,6 +300,10 @@ impl<L: Layer> OperatorStore for Layered<L> {
 
     async fn delete_finished(&self, access: &Access) -> StoreResult<()> {
         self.inner.delete_finished(access).await
+    }
+
+    async fn task_journal(&self, task_id: &TaskId) -> StoreResult<Vec<crate::model::JournalEntry>> {
+        self.inner.task_journal(task_id).await
     }
 
     async fn record_audit(

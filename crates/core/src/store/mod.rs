@@ -85,8 +85,8 @@ pub use traced::{TaskSpans, TracedStore, system_time, task_span};
 pub(crate) use types::HeldAuthority;
 pub use types::{
     Access, Action, Authority, CLAIM_SKIP_SCAN, ClaimRequest, Claimed, Committed, Effect,
-    InputReply, JournalBounds, Lease, MAX_CLAIM_BATCH, MAX_LEASE_MS, MAX_TTL_MS, NewTask,
-    NextClaim, Reaped, ScheduleMove,
+    InputReply, JournalBounds, Lease, MAX_CLAIM_BATCH, MAX_LEASE_MS, MAX_REAP_IDS, MAX_TTL_MS,
+    NewTask, NextClaim, Reaped, ScheduleMove,
 };
 
 /// The result of a store operation.

@@ -259,6 +259,9 @@ pub struct ClaimRequest {
 /// The most tasks one `claim_next` claims.
 pub const MAX_CLAIM_BATCH: usize = 32;
 
+/// The most ids one [`ClaimStore::reap_ids`](super::ClaimStore::reap_ids) removes.
+pub const MAX_REAP_IDS: usize = 1_000;
+
 /// How many due entries one `claim_next` looks at when it skips scopes.
 pub const CLAIM_SKIP_SCAN: usize = 1_024;
 

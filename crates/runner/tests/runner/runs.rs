@@ -786,6 +786,107 @@ async fn reaping_removes_expired_tasks_and_stops_their_attempts() {
     runner.shutdown().await;
 }
 
+/// An archive that records what it was handed, and whether the store still held each task
+/// then, and refuses every batch while `refuse` is set.
+struct Keeper {
+    store: Arc<dyn Store>,
+    refuse: std::sync::atomic::AtomicBool,
+    calls: AtomicU64,
+    kept: Mutex<Vec<(TaskId, bool)>>,
+}
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Keeper")
+    }
+}
+
+#[async_trait::async_trait]
+impl snodo_runner::Archive for Keeper {
+    async fn keep(&self, tasks: &[(Task, snodo_core::model::Work)]) -> Result<(), String> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.refuse.load(Ordering::Relaxed) {
+            return Err("the archive is unreachable".into());
+        }
+        for (task, _) in tasks {
+            let stored = self
+                .store
+                .inspect(&task.id)
+                .await
+                .expect("inspect")
+                .is_some();
+            self.kept.lock().expect("lock").push((task.id, stored));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archive_keeps_every_task_before_the_reaper_removes_it() {
+    let (clock, store) = memory_on_manual_clock();
+    let keeper = Arc::new(Keeper {
+        store: store.clone(),
+        refuse: true.into(),
+        calls: AtomicU64::new(0),
+        kept: Mutex::new(Vec::new()),
+    });
+    let (rec, runner) = recorded_guests(
+        &store,
+        RunnerOptions {
+            reap_interval: Some(Duration::from_millis(5)),
+            archive: Some(keeper.clone()),
+            ..opts(false)
+        },
+    )
+    .await;
+    let running = expiring(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 60}),
+        Some(10_000),
+    )
+    .await;
+    runner.submit(&running).await.expect("submit");
+    rec.started("started").await;
+    let waiting = expiring(
+        &*store,
+        "slow_compute",
+        json!({"seconds": 60}),
+        Some(10_000),
+    )
+    .await;
+    clock.advance(10_000);
+
+    // An archive that refuses keeps the reaper from removing anything; it tries again.
+    rec.until("two refused rounds", |_| count(&keeper.calls) >= 2)
+        .await;
+    for id in [running, waiting] {
+        assert!(
+            store.inspect(&id).await.expect("inspect").is_some(),
+            "nothing is reaped unkept"
+        );
+    }
+    assert!(keeper.kept.lock().expect("lock").is_empty());
+
+    keeper.refuse.store(false, Ordering::Relaxed);
+    rec.until("both reaped", |e| {
+        e.iter()
+            .filter(|e| matches!(e, RunnerEvent::ReapedActive { .. }))
+            .count()
+            == 2
+    })
+    .await;
+    for id in [running, waiting] {
+        assert!(store.inspect(&id).await.expect("inspect").is_none());
+    }
+    let mut kept = keeper.kept.lock().expect("lock").clone();
+    kept.sort();
+    let mut want = vec![(running, true), (waiting, true)];
+    want.sort();
+    assert_eq!(kept, want, "each kept once, while it was still stored");
+    runner.shutdown().await;
+}
+
 /// Every `ReapedActive` the runner reported: the task and its status when removed.
 fn reaped_active(rec: &Recorder) -> Vec<(TaskId, TaskStatus)> {
     rec.picked(|e| match e {

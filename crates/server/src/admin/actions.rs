@@ -65,7 +65,8 @@ pub struct Question {
 }
 
 impl TaskDetail {
-    fn of(task: &Task, work: &Work) -> Self {
+    /// What an operator sees of `task`, run with `work`.
+    pub fn of(task: &Task, work: &Work) -> Self {
         Self {
             summary: TaskSummary::of(task, tool_of(work)),
             arguments: work.input.get("arguments").cloned().unwrap_or(Value::Null),

@@ -23,7 +23,6 @@ use crate::mcp::{McpServer, ServerConfig};
 use crate::telemetry::{Metrics, MetricsAndTracing};
 use snodo_core::store::{ObservedStore, OpenedStore, Store, StoreConfig};
 use snodo_runner::{Catalog, Catalogs, Runner};
-use snodo_wasm::WasmEngine;
 use tokio_util::sync::CancellationToken;
 
 use crate::deploy::{self, Deployer, DeployerSettings};
@@ -54,6 +53,18 @@ pub async fn serve_reloading(
 ) -> Result<(), ServeError> {
     check_exposure(&opts)?;
     tracing::info!(node = %opts.node, "node identity");
+    let archive = opts
+        .archive
+        .as_ref()
+        .map(crate::archive::TaskArchive::open)
+        .transpose()
+        .map_err(|e| ServeError::Config(e.to_string()))?;
+    if let Some(a) = &archive {
+        tracing::info!(
+            archive = a.place(),
+            "tasks past their TTL are archived before the reaper removes them"
+        );
+    }
     let exporter = start_exporter(&mut opts)?;
     let opened = open_store(&opts).await?;
     let (store, remote) = (opened.store, opened.remote);
@@ -69,9 +80,9 @@ pub async fn serve_reloading(
         store.clone(),
         remote,
         catalogs.clone(),
-        deployer.engine(),
-        deployer.trust_counters().clone(),
+        &deployer,
         nudge.clone(),
+        archive,
     );
     server.set_deploying(deploy::operate::Deploying {
         deployer: deployer.clone(),
@@ -285,10 +296,11 @@ fn start_node(
     store: Arc<dyn Store>,
     remote: Option<snodo_core::store::RemoteChanges>,
     catalog: Arc<Catalogs>,
-    engine: &WasmEngine,
-    trust: Arc<crate::trust::TrustCounters>,
+    deployer: &Deployer,
     deployed: tokio::sync::mpsc::Sender<()>,
+    archive: Option<crate::archive::TaskArchive>,
 ) -> (Arc<McpServer>, Runner, Option<tokio::task::JoinHandle<()>>) {
+    let engine = deployer.engine();
     // A commit that ends a task writes the task's span.
     let store: Arc<dyn Store> = if opts.tracer.enabled() {
         Arc::new(snodo_core::store::TracedStore::over(
@@ -305,7 +317,7 @@ fn start_node(
     metrics.set_node(&opts.node);
     // Every component runs on one engine; its outbound side counts for the node.
     metrics.set_outbound(engine.outbound().clone());
-    metrics.set_trust(trust);
+    metrics.set_trust(deployer.trust_counters().clone());
     if let Some(counters) = opts.tracer.counters() {
         metrics.set_spans(counters);
     }
@@ -319,6 +331,12 @@ fn start_node(
     // Journal appends count in their tenant's stored bytes, as creations do.
     runner_opts.stored_bytes_per_tenant = Some(opts.limits.stored_bytes_per_tenant);
     runner_opts.tracer = opts.tracer.clone();
+    if let Some(archive) = archive {
+        runner_opts.archive = Some(Arc::new(archive.keeping(store.clone(), metrics.clone())));
+        if let Some(ms) = opts.archive.as_ref().and_then(|a| a.interval_ms) {
+            runner_opts.reap_interval = Some(std::time::Duration::from_millis(ms));
+        }
+    }
     let runner = Runner::start(
         store.clone(),
         catalog.clone(),

@@ -87,6 +87,9 @@ pub struct ServeOptions {
     /// `[webhooks]`: where deliveries may go, their bounds, and the subscriptions the store
     /// is made to agree with at start.
     pub webhooks: crate::WebhookSettings,
+    /// `[archive]`: where tasks past their TTL are kept before the reaper removes them
+    /// (checked already, its directory resolved); none: they are removed unkept.
+    pub archive: Option<crate::archive::ArchiveSettings>,
 }
 
 /// `[telemetry.otlp]`: where spans go and which traces are sampled.
@@ -151,6 +154,7 @@ impl ServeOptions {
             otlp: None,
             schedules: Vec::new(),
             webhooks: crate::WebhookSettings::default(),
+            archive: None,
         }
     }
 }
@@ -229,6 +233,7 @@ pub(super) fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&
         format!("{:?}", before.runner) == format!("{:?}", next.runner),
     );
     check("limits", before.limits == next.limits);
+    check("archive", before.archive == next.archive);
     check(
         "engine",
         format!("{:?}", before.engine) == format!("{:?}", next.engine),

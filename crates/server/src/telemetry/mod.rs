@@ -47,6 +47,8 @@ pub struct Metrics {
     firings: [AtomicU64; 3],
     /// Webhook tries by outcome: delivered (2xx), failed, dead (its last try failed).
     webhook_tries: [AtomicU64; 3],
+    /// The archive: tasks kept, batches failed.
+    archive: [AtomicU64; 2],
     /// Restarts of the runner's loops after a panic, by loop.
     loop_restarts: Mutex<BTreeMap<&'static str, u64>>,
     /// Attempts whose guest could not be started.
@@ -104,6 +106,13 @@ impl Metrics {
     /// A round of webhook deliveries: these many delivered, failed and given up.
     pub fn webhook_tries(&self, delivered: u64, failed: u64, dead: u64) {
         for (slot, n) in self.webhook_tries.iter().zip([delivered, failed, dead]) {
+            slot.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// The reaper's archive kept these many tasks, and failed these many batches.
+    pub fn archived(&self, kept: u64, failed: u64) {
+        for (slot, n) in self.archive.iter().zip([kept, failed]) {
             slot.fetch_add(n, Ordering::Relaxed);
         }
     }

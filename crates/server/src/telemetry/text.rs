@@ -201,6 +201,18 @@ impl Metrics {
                 n.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_archive_total What this node's reaper archived: kept (tasks written to the archive, then removable), failed (batches the archive refused: their tasks stay stored).
+# TYPE snodo_archive_total counter"
+        );
+        for (outcome, n) in ["kept", "failed"].iter().zip(&self.archive) {
+            let _ = writeln!(
+                out,
+                "snodo_archive_total{{outcome=\"{outcome}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
     }
 
     /// Writes what finished attempts add up to: attempts by outcome, tasks by terminal

@@ -20,6 +20,7 @@ static FIXTURES: OnceCell<Arc<Component>> = OnceCell::const_new();
 mod common;
 
 mod admin;
+mod archive;
 mod catalog;
 mod envelope;
 mod handle;

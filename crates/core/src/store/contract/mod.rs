@@ -7,6 +7,7 @@
 //! through [`Backend::durable`]; an assertion is never weakened for one backend.
 
 mod access_and_scope;
+mod archiving;
 mod audit;
 mod claim_batches;
 mod claims_and_fencing;
@@ -29,6 +30,7 @@ mod transitions_and_cas;
 mod wake_times;
 
 pub use access_and_scope::access_and_scope;
+pub use archiving::archiving;
 pub use audit::audit;
 pub use claim_batches::claim_batches;
 pub use claims_and_fencing::claims_and_fencing;
@@ -146,6 +148,7 @@ macro_rules! store_contract_suite {
             retry_scheduling,
             wake_times,
             reaping,
+            archiving,
             durability_across_reopen,
             journal,
             stored_caps,

@@ -1,7 +1,7 @@
 //! A task's outbound journal: entries appended under the live lease, bounded per task and
 //! counted under the scope's stored bytes, read back by position.
 
-use crate::model::JournalEntry;
+use crate::model::{JournalEntry, TaskId};
 use crate::store::types::{JournalBounds, Lease};
 use crate::store::{StoreError, StoreResult};
 
@@ -60,14 +60,19 @@ pub(crate) fn journal(view: &dyn View, ctx: &Ctx, lease: &Lease) -> StoreResult<
         _ => return Err(StoreError::NotFound),
     };
     check_lease(&task, lease, ctx)?;
-    view.journal(&lease.task_id)?
+    journal_of(view, &lease.task_id)
+}
+
+/// A task's journal as stored, by position, its TTL aside: an operator's read.
+pub(crate) fn journal_of(view: &dyn View, id: &TaskId) -> StoreResult<Vec<JournalEntry>> {
+    view.journal(id)?
         .into_iter()
         .map(|(seq, bytes)| {
             let entry = JournalEntry::decode(&bytes).map_err(StoreError::corrupt)?;
             if entry.seq != seq {
                 return Err(StoreError::corrupt(format!(
-                    "journal entry {seq} of task {} says it is entry {}",
-                    lease.task_id, entry.seq
+                    "journal entry {seq} of task {id} says it is entry {}",
+                    entry.seq
                 )));
             }
             Ok(entry)

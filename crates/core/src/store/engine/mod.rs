@@ -62,7 +62,7 @@ pub(crate) use components::{
     check_component, collect_components, component, components, current_deployment, deploy,
     deployment, deployments, store_component,
 };
-pub(crate) use journal::{journal, journal_append, journal_taken};
+pub(crate) use journal::{journal, journal_append, journal_of, journal_taken};
 pub(crate) use listing::{counts, list};
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use outbox::{decode_event, encode_event};
@@ -77,7 +77,8 @@ pub(crate) use schedules::swap as swap_schedule;
 #[cfg_attr(not(feature = "postgres"), allow(unused_imports))]
 pub(crate) use tasks::delete_tasks;
 pub(crate) use tasks::{
-    authorize, authorize_read, create, delete_finished, get, inspect, reap, retry_now, transition,
+    authorize, authorize_read, create, delete_finished, expired, get, inspect, reap, reap_ids,
+    retry_now, transition,
 };
 pub(crate) use txn::{Caps, Count, Head, Index, Kv, Record, Txn, View};
 
@@ -118,8 +119,10 @@ pub(crate) enum Touches<'a> {
     NextDue(&'a [Scope], usize),
     /// Up to this many due tasks past their TTL (cleared when nothing else is due).
     ExpiredDue(usize),
-    /// Up to this many tasks past their TTL, the oldest expiry first (`reap`).
+    /// Up to this many tasks past their TTL, the oldest expiry first (`reap`, `expired`).
     Expired(usize),
+    /// These tasks, by id (sorted, without repeats; absent is an answer too).
+    Ids(&'a [TaskId]),
     /// One task by id and its journal: a read for a worker replaying its attempt, or a
     /// write appending to it.
     Journal(TaskId),

@@ -7,7 +7,9 @@ use crate::model::{
     EventKind, HistoryKind, Principal, Rejected, Task, TaskEvent, TaskId, TaskStatus, TaskView,
     Work,
 };
-use crate::store::types::{Access, Action, Authority, Committed, MAX_TTL_MS, NewTask, Reaped};
+use crate::store::types::{
+    Access, Action, Authority, Committed, MAX_REAP_IDS, MAX_TTL_MS, NewTask, Reaped,
+};
 use crate::store::{StoreError, StoreResult};
 
 use super::checks::{check_access, check_lease, check_message, load_for_access, load_live};
@@ -250,6 +252,41 @@ fn rejected(r: Rejected) -> StoreError {
 pub(crate) fn reap(txn: &mut dyn Txn, ctx: &Ctx, limit: usize) -> StoreResult<Vec<Reaped>> {
     let ids = txn.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
     delete_tasks(txn, ids)
+}
+
+/// Up to `limit` tasks past their TTL, the oldest expiry first, with their work.
+pub(crate) fn expired(view: &dyn View, ctx: &Ctx, limit: usize) -> StoreResult<Vec<(Task, Work)>> {
+    let ids = view.index_upto(Index::Expiry, ctx.now.as_millis(), limit)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(rec) = view.load(&id)? {
+            out.push((rec.task, rec.work));
+        }
+    }
+    Ok(out)
+}
+
+/// Deletes the tasks among `ids` that are still stored and past their TTL.
+pub(crate) fn reap_ids(txn: &mut dyn Txn, ctx: &Ctx, ids: &[TaskId]) -> StoreResult<Vec<Reaped>> {
+    if ids.len() > MAX_REAP_IDS {
+        return Err(StoreError::invalid(format!(
+            "{} ids to reap at once, more than {MAX_REAP_IDS}",
+            ids.len()
+        )));
+    }
+    let mut reaped = Vec::new();
+    for id in ids {
+        if let Some(rec) = txn.load(id)?
+            && rec.task.is_expired(ctx.now)
+        {
+            txn.delete(&rec)?;
+            reaped.push(Reaped {
+                id: *id,
+                status: rec.task.status,
+            });
+        }
+    }
+    Ok(reaped)
 }
 
 /// Deletes the tasks among `ids` that still exist, saying what each one was.

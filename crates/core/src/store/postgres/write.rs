@@ -176,9 +176,10 @@ impl Writer {
             (Some(scope), true) => Admit::Exact(scope),
         };
         let ids = id.map(|id| [id]);
-        let fetch = match &ids {
-            Some(one) => Fetch::Ids(one),
-            None => Fetch::Alone(touches),
+        let fetch = match (&ids, touches) {
+            (Some(one), _) => Fetch::Ids(one),
+            (None, Touches::Ids(many)) => Fetch::Ids(many),
+            (None, _) => Fetch::Alone(touches),
         };
         self.transact(fetch, mode, vec![job]).await;
         rx.await
