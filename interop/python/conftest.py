@@ -141,6 +141,22 @@ handle_after_ms = 30000
 """
 
 
+# A tenant's caller and an operator of every tenant, for the tests that act as both.
+ALICE = "alice-token-0123456789"
+OPS = "root-ops-token-0123456789"
+ALICE_AND_OPS = f"""[[auth.tokens]]
+token = "{ALICE}"
+tenant = "acme"
+subject = "alice"
+
+[[admin.tokens]]
+token = "{OPS}"
+tenant = "ops"
+subject = "root"
+cross_tenant = true
+"""
+
+
 def start_task(port, name, arguments, token):
     """Starts a task of `name` over the raw wire as the caller of `token`, from a client that
     declares the tasks extension and can answer questions: the task's id."""

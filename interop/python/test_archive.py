@@ -13,12 +13,10 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from conftest import SNODO, configured, free_port, start_task
+from conftest import ALICE, ALICE_AND_OPS, OPS, SNODO, configured, free_port, start_task
 
 pytestmark = pytest.mark.anyio
 
-ALICE = "alice-token-0123456789"
-OPS = "root-ops-token-0123456789"
 BUCKET = "snodo-archive"
 PREFIX = "snodo/tasks"
 # moto takes any credentials; the node reads them from the environment, as it would AWS's.
@@ -44,17 +42,7 @@ def bucket():
 
 
 def config(url):
-    return f"""[[auth.tokens]]
-token = "{ALICE}"
-tenant = "acme"
-subject = "alice"
-
-[[admin.tokens]]
-token = "{OPS}"
-tenant = "ops"
-subject = "root"
-cross_tenant = true
-
+    return ALICE_AND_OPS + f"""
 [runner]
 park_after_ms = 200
 

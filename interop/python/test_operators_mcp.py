@@ -10,24 +10,12 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
-from conftest import configured, start_task
+from conftest import ALICE, ALICE_AND_OPS, OPS, configured, start_task
 
 pytestmark = pytest.mark.anyio
 
 DEADLINE = 90
-ALICE = "alice-token-0123456789"
-OPS = "root-ops-token-0123456789"
-ADMIN = f"""[[auth.tokens]]
-token = "{ALICE}"
-tenant = "acme"
-subject = "alice"
-
-[[admin.tokens]]
-token = "{OPS}"
-tenant = "ops"
-subject = "root"
-cross_tenant = true
-"""
+ADMIN = ALICE_AND_OPS
 
 
 def start(port, name, arguments):
