@@ -156,6 +156,10 @@ pub fn start(config: &OtlpConfig) -> Result<(Arc<OtlpSink>, Exporter), String> {
 }
 
 fn build(config: &OtlpConfig) -> Result<opentelemetry_otlp::SpanExporter, String> {
+    // The http/protobuf exporter's reqwest client takes rustls's process-wide provider:
+    // ring, as the rest of the process's TLS. The first install stays; a second is refused,
+    // harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let built = match config.protocol {
         Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
             .with_http()
