@@ -27,6 +27,14 @@ async fn create(store: &dyn Store, tenant: &str, tool: &str, ttl_ms: u64) -> Tas
     store.create(new).await.expect("create").id
 }
 
+/// A redb store in `dir` on a manual clock.
+fn redb_on_clock(dir: &std::path::Path) -> (ManualClock, Arc<dyn Store>) {
+    let clock = ManualClock::new(Timestamp(1_800_000_000_000));
+    let store =
+        RedbStore::open_with_clock(dir.join("tasks.redb"), Arc::new(clock.clone())).expect("open");
+    (clock, Arc::new(store))
+}
+
 fn entry(seq: u32, body: &[u8]) -> JournalEntry {
     JournalEntry {
         seq,
@@ -81,11 +89,7 @@ fn files(dir: &std::path::Path) -> Vec<String> {
 #[tokio::test]
 async fn a_directory_archive_keeps_each_task_once_as_a_line_read_back_by_id() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let clock = ManualClock::new(Timestamp(1_800_000_000_000));
-    let store: Arc<dyn Store> = Arc::new(
-        RedbStore::open_with_clock(tmp.path().join("tasks.redb"), Arc::new(clock.clone()))
-            .expect("open"),
-    );
+    let (clock, store) = redb_on_clock(tmp.path());
     let done = create(&*store, "acme", "export", 1_000).await;
     let lease = store
         .claim(&done, &ClaimRequest::new(30_000, "test"))
@@ -199,11 +203,7 @@ async fn a_directory_archive_keeps_each_task_once_as_a_line_read_back_by_id() {
 #[tokio::test]
 async fn an_archive_that_cannot_be_written_refuses_the_batch() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let clock = ManualClock::new(Timestamp(1_800_000_000_000));
-    let store: Arc<dyn Store> = Arc::new(
-        RedbStore::open_with_clock(tmp.path().join("tasks.redb"), Arc::new(clock.clone()))
-            .expect("open"),
-    );
+    let (clock, store) = redb_on_clock(tmp.path());
     let id = create(&*store, "acme", "export", 10).await;
     clock.advance(10);
     let expired = store.expired(100).await.expect("expired");
