@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const COMPONENTS: [(&str, &str); 9] = [
+const COMPONENTS: [(&str, &str); 10] = [
     ("FIXTURES", "fixtures.wasm"),
     ("EXAMPLES", "examples.wasm"),
     ("HOSTILE", "hostile.wasm"),
@@ -15,6 +15,7 @@ const COMPONENTS: [(&str, &str); 9] = [
     ("SCHEMA_BOMB", "schema_bomb.wasm"),
     ("OUTBOUND", "outbound.wasm"),
     ("CATALOG_V2", "catalog_v2.wasm"),
+    ("GATEWAY", "gateway.wasm"),
 ];
 
 fn main() {
@@ -36,6 +37,7 @@ fn main() {
         guests.join("schema-bomb"),
         guests.join("outbound"),
         guests.join("catalog-v2"),
+        guests.join("gateway"),
         guests.join("shared"),
         root.join("guest-sdk"),
         root.join("wit"),

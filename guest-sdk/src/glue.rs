@@ -7,8 +7,8 @@ use crate::bindings::exports::snodo::tasks0_4_0::modes;
 use crate::bindings::snodo::tasks0_1_0::types;
 use crate::bindings::snodo::tasks0_3_0::outcomes;
 use crate::{
-    Caller, ChooseMode, Content, Context, Mode, ModeCall, ModeChoice, Outcome, Prepare, RpcError,
-    Tool, ToolResult,
+    Caller, ChooseMode, Content, Context, Dispatch, Mode, ModeCall, ModeChoice, Outcome, Prepare,
+    RpcError, Tool, ToolResult,
 };
 
 fn mode(m: Mode) -> types::TaskMode {
@@ -45,6 +45,16 @@ fn content(c: Content) -> types::ContentBlock {
             mime_type,
             text: Some(text),
             blob: None,
+        }),
+        Content::ResourceBlob {
+            uri,
+            mime_type,
+            blob,
+        } => types::ContentBlock::EmbeddedResource(types::EmbeddedResource {
+            uri,
+            mime_type,
+            text: None,
+            blob: Some(blob),
         }),
         Content::ResourceLink { uri, name } => {
             types::ContentBlock::ResourceLink(types::ResourceLink {
@@ -245,15 +255,31 @@ impl<T: Tool> LacksPrepare for &Hooks<T> {
     }
 }
 
-/// Runs one tool on `work`.
-fn run<T: Tool>(work: types::Work) -> Outcome {
+/// The context and the arguments (as written) of `work`.
+fn context_of(work: types::Work) -> (Context, String) {
     let cx = Context {
         task_id: work.task_id,
         idempotency_key: work.idempotency_key,
         attempt: work.attempt,
     };
-    match typed_arguments::<T>(&work.arguments) {
+    (cx, work.arguments)
+}
+
+/// Runs one tool on `work`.
+fn run<T: Tool>(work: types::Work) -> Outcome {
+    let (cx, arguments) = context_of(work);
+    match typed_arguments::<T>(&arguments) {
         Ok(args) => T::run(&cx, args),
+        Err(e) => Outcome::Failed(e),
+    }
+}
+
+/// Runs `work`, whatever tool it names, through `D`.
+fn dispatch<D: Dispatch>(work: types::Work) -> Outcome {
+    let tool = work.tool.clone();
+    let (cx, arguments) = context_of(work);
+    match parse_arguments(&arguments) {
+        Ok(args) => D::dispatch(&cx, &tool, args),
         Err(e) => Outcome::Failed(e),
     }
 }
@@ -261,7 +287,26 @@ fn run<T: Tool>(work: types::Work) -> Outcome {
 /// `tools.execute` (0.1.0) for one tool: what a host that does not know 0.3.0 calls. A
 /// failure's status message has no place in it.
 pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
-    match run::<T>(work) {
+    outcome_v1(run::<T>(work))
+}
+
+/// `execution.execute` (0.3.0) for one tool.
+pub fn execute_v3<T: Tool>(work: types::Work) -> outcomes::Outcome {
+    outcome_v3(run::<T>(work))
+}
+
+/// `tools.execute` (0.1.0) of a dispatching component.
+pub fn dispatch_v1<D: Dispatch>(work: types::Work) -> types::Outcome {
+    outcome_v1(dispatch::<D>(work))
+}
+
+/// `execution.execute` (0.3.0) of a dispatching component.
+pub fn dispatch_v3<D: Dispatch>(work: types::Work) -> outcomes::Outcome {
+    outcome_v3(dispatch::<D>(work))
+}
+
+fn outcome_v1(outcome: Outcome) -> types::Outcome {
+    match outcome {
         Outcome::Completed(r) => types::Outcome::Completed(result(r)),
         Outcome::Failed(e) | Outcome::FailedWithStatus { error: e, .. } => {
             types::Outcome::Failed(rpc_error(e))
@@ -276,9 +321,8 @@ pub fn execute<T: Tool>(work: types::Work) -> types::Outcome {
     }
 }
 
-/// `execution.execute` (0.3.0) for one tool.
-pub fn execute_v3<T: Tool>(work: types::Work) -> outcomes::Outcome {
-    match run::<T>(work) {
+fn outcome_v3(outcome: Outcome) -> outcomes::Outcome {
+    match outcome {
         Outcome::Completed(r) => outcomes::Outcome::Completed(result(r)),
         Outcome::Failed(e) => outcomes::Outcome::Failed(outcomes::Failure {
             error: rpc_error(e),

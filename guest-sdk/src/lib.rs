@@ -106,7 +106,7 @@ pub use context::{
     Cancelled, Context, ElicitAction, Elicited, Form, InputError, InputRequest, LogLevel,
 };
 pub use result::{Content, Outcome, RpcError, ToolResult};
-pub use tool::{ChooseMode, Mode, Prepare, Tool, ToolSpec};
+pub use tool::{ChooseMode, Dispatch, Mode, Prepare, Tool, ToolSpec};
 
 /// The generated WIT bindings. Not a stable interface: use the types above.
 #[doc(hidden)]
@@ -356,6 +356,102 @@ macro_rules! export {
                         )*)?
                     }
                 }
+                ::std::result::Result::Ok($crate::__private::no_completion())
+            }
+        }
+
+        $crate::bindings::__export_executor!(__SnodoExecutor with_types_in $crate::bindings);
+    };
+}
+
+/// Exports a [`Dispatch`] type as this component's executor: it describes the type's own
+/// tool, and runs every call, of whatever tool the host names, through
+/// [`Dispatch::dispatch`]. It serves no resources or prompts. Use it once per component,
+/// instead of [`export!`].
+#[macro_export]
+macro_rules! export_dispatch {
+    ($ty:ty) => {
+        #[doc(hidden)]
+        pub struct __SnodoExecutor;
+
+        impl $crate::bindings::exports::snodo::tasks0_1_0::tools::Guest for __SnodoExecutor {
+            fn describe() -> ::std::vec::Vec<$crate::bindings::snodo::tasks0_1_0::types::Tool> {
+                ::std::vec![$crate::__private::describe::<$ty>(false, false)]
+            }
+
+            fn choose_mode(
+                _tool: ::std::string::String,
+                _arguments: ::std::string::String,
+            ) -> $crate::bindings::snodo::tasks0_1_0::types::TaskMode {
+                $crate::bindings::snodo::tasks0_1_0::types::TaskMode::Sync
+            }
+
+            fn prepare(
+                _tool: ::std::string::String,
+                arguments: ::std::string::String,
+            ) -> ::std::result::Result<
+                ::std::string::String,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                ::std::result::Result::Ok(arguments)
+            }
+
+            fn execute(
+                work: $crate::bindings::snodo::tasks0_1_0::types::Work,
+            ) -> $crate::bindings::snodo::tasks0_1_0::types::Outcome {
+                $crate::__private::dispatch_v1::<$ty>(work)
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_4_0::modes::Guest for __SnodoExecutor {
+            fn choose(
+                _call: $crate::bindings::exports::snodo::tasks0_4_0::modes::Call,
+            ) -> $crate::bindings::exports::snodo::tasks0_4_0::modes::Choice {
+                $crate::__private::unknown_choice()
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_3_0::execution::Guest for __SnodoExecutor {
+            fn execute(
+                work: $crate::bindings::snodo::tasks0_1_0::types::Work,
+            ) -> $crate::bindings::snodo::tasks0_3_0::outcomes::Outcome {
+                $crate::__private::dispatch_v3::<$ty>(work)
+            }
+        }
+
+        impl $crate::bindings::exports::snodo::tasks0_2_0::catalog::Guest for __SnodoExecutor {
+            fn describe_catalog() -> $crate::bindings::snodo::tasks0_2_0::catalog_types::Catalog {
+                $crate::__private::empty_catalog()
+            }
+
+            fn read_resource(
+                request: $crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceRequest,
+            ) -> ::std::result::Result<
+                ::std::vec::Vec<$crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceContents>,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                ::std::result::Result::Err($crate::__private::unknown_resource(&request.uri))
+            }
+
+            fn get_prompt(
+                name: ::std::string::String,
+                _arguments: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::snodo::tasks0_2_0::catalog_types::PromptResult,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
+                ::std::result::Result::Err($crate::__private::unknown_prompt(&name))
+            }
+
+            fn complete(
+                _target: $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef,
+                _argument: ::std::string::String,
+                _value: ::std::string::String,
+                _context: ::std::string::String,
+            ) -> ::std::result::Result<
+                $crate::bindings::snodo::tasks0_2_0::catalog_types::Completion,
+                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
+            > {
                 ::std::result::Result::Ok($crate::__private::no_completion())
             }
         }

@@ -40,6 +40,15 @@ pub enum Content {
         /// Its text.
         text: String,
     },
+    /// An embedded binary resource.
+    ResourceBlob {
+        /// The resource's URI.
+        uri: String,
+        /// Its MIME type.
+        mime_type: Option<String>,
+        /// Its bytes, base64-encoded.
+        blob: String,
+    },
     /// A link to a resource.
     ResourceLink {
         /// The resource's URI.

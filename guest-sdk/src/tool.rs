@@ -309,3 +309,43 @@ pub trait Prepare: Tool<Args: Serialize> {
     /// Returns the arguments the task runs with, or the call's error.
     fn prepare(cx: &Context, args: Self::Args) -> Result<Self::Args, RpcError>;
 }
+
+/// A component whose tools are named by the host rather than built in: every call, of
+/// whatever tool, reaches [`Dispatch::dispatch`] with the name it was called by and its
+/// arguments as given. The gateway serves an upstream MCP server's tools this way: the
+/// host lists them, serves each under its own name and settings, and tells the component
+/// which upstream tool a name stands for through the tool's grants (its environment).
+///
+/// A component describes at least one tool: the type's own [`Tool`] (its name and spec)
+/// is what it describes; a host that serves it under other names ignores that
+/// description. Export it with [`export_dispatch!`](crate::export_dispatch).
+///
+/// ```
+/// use serde_json::{Value, json};
+/// use snodo_guest::{Context, Dispatch, Outcome, Tool, ToolResult, ToolSpec};
+///
+/// struct Echo;
+///
+/// impl Tool for Echo {
+///     const NAME: &'static str = "echo";
+///     type Args = Value;
+///     fn spec() -> ToolSpec {
+///         ToolSpec::with_input_schema(json!({"type": "object"}))
+///     }
+///     fn run(cx: &Context, args: Value) -> Outcome {
+///         Self::dispatch(cx, Self::NAME, args)
+///     }
+/// }
+///
+/// impl Dispatch for Echo {
+///     fn dispatch(_cx: &Context, tool: &str, args: Value) -> Outcome {
+///         ToolResult::text(format!("{tool}: {args}")).into()
+///     }
+/// }
+///
+/// snodo_guest::export_dispatch!(Echo);
+/// ```
+pub trait Dispatch: Tool<Args = Value> {
+    /// Runs `tool` with `arguments`: the result, a protocol error, or a retry.
+    fn dispatch(cx: &Context, tool: &str, arguments: Value) -> Outcome;
+}

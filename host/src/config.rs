@@ -112,6 +112,12 @@ pub struct Config {
     /// Where tasks past their TTL are kept before the reaper removes them (docs/operators.md).
     #[serde(default)]
     pub archive: Option<snodo_server::archive::ArchiveSettings>,
+    /// Upstream MCP servers whose tools are served through the gateway (docs/gateway.md).
+    #[serde(default)]
+    pub upstreams: Vec<snodo_server::gateway::UpstreamSection>,
+    /// Where the gateway component is, and how upstreams are listed.
+    #[serde(default)]
+    pub gateway: snodo_server::gateway::GatewaySettings,
     /// The directory relative paths in the file are resolved against: the file's own
     /// directory when loaded with [`Config::load`], the working directory otherwise.
     #[serde(skip)]
@@ -324,7 +330,37 @@ impl Config {
             .map_err(|e| setting_error(file, e.under("webhooks")))?;
         opts.webhooks = self.webhooks.clone();
         opts.archive = self.archive(file)?;
+        opts.upstreams = self.upstreams(file, &secrets)?;
+        self.gateway
+            .check()
+            .map_err(|e| setting_error(file, e.under("gateway")))?;
+        opts.gateway = self.gateway.clone();
+        opts.gateway.component = opts.gateway.component.as_deref().map(|p| self.resolve(p));
         Ok(opts)
+    }
+
+    /// `[[upstreams]]`, each checked, its bearer token read from `[secrets]`, no name twice.
+    fn upstreams(
+        &self,
+        file: &str,
+        secrets: &BTreeMap<String, crate::wasm::outbound::Secret>,
+    ) -> Result<Vec<snodo_server::gateway::Upstream>, ConfigError> {
+        let mut out: Vec<snodo_server::gateway::Upstream> = Vec::new();
+        for (i, section) in self.upstreams.iter().enumerate() {
+            let at = format!("upstreams[{i}]");
+            let u =
+                snodo_server::gateway::Upstream::new(section.clone(), |n| secrets.get(n).cloned())
+                    .map_err(|e| setting_error(file, e.under(&at)))?;
+            if out.iter().any(|o| o.section.name == u.section.name) {
+                return Err(config_error(
+                    file,
+                    &format!("{at}.name"),
+                    format!("{:?} names two upstreams", u.section.name),
+                ));
+            }
+            out.push(u);
+        }
+        Ok(out)
     }
 
     /// `[archive]`, checked, its directory resolved against [`Config::base_dir`].
@@ -715,6 +751,50 @@ subject = "alice"
             .expect("no secret value is read");
         assert_eq!(o.tokens.len(), 1);
         assert_eq!(o.tokens[0].0, "(unread secret SNODO_TEST_UNSET_TOKEN)");
+    }
+
+    #[test]
+    fn upstreams_are_read_with_their_token_and_refused_by_their_key() {
+        let secret = "[secrets.tickets]\nvalue = \"t0ken\"\ndevelopment = true\n";
+        let o = options(&format!(
+            "{secret}[[upstreams]]\nname = \"tickets\"\nurl = \"http://127.0.0.1:9000/mcp\"\n\
+             confirm = [\"*\"]\nbearer = \"tickets\"\n[gateway]\ncomponent = \"gw.wasm\"\n\
+             refresh_ms = 5000\n"
+        ))
+        .expect("options");
+        assert_eq!(o.upstreams.len(), 1);
+        let u = &o.upstreams[0];
+        assert_eq!(u.bearer.as_ref().map(|s| s.expose()), Some("t0ken"));
+        assert!(u.confirms("anything"));
+        assert_eq!(o.gateway.refresh, std::time::Duration::from_secs(5));
+        assert!(
+            o.gateway
+                .component
+                .expect("a component")
+                .ends_with("gw.wasm")
+        );
+        for (text, key) in [
+            (
+                "[[upstreams]]\nname = \"a\"\nurl = \"http://a/\"\nbearer = \"nope\"\n",
+                "upstreams[0].bearer",
+            ),
+            (
+                "[[upstreams]]\nname = \"a\"\nurl = \"http://a/\"\n\
+                 [[upstreams]]\nname = \"a\"\nurl = \"http://b/\"\n",
+                "upstreams[1].name",
+            ),
+            (
+                "[[upstreams]]\nname = \"a\"\nurl = \"mailto:x\"\n",
+                "upstreams[0].url",
+            ),
+            (
+                "[gateway]\nlist_timeout_ms = 0\n",
+                "gateway.list_timeout_ms",
+            ),
+        ] {
+            let e = options(text).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+        }
     }
 
     #[test]

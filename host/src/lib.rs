@@ -27,7 +27,7 @@ pub use snodo_core::{ids, model, store};
 pub use snodo_runner as runner;
 pub use snodo_runner::budget;
 pub use snodo_server::{
-    admin, archive, deploy, http, identity, mcp, serve, suggest, telemetry, trust,
+    admin, archive, deploy, gateway, http, identity, mcp, serve, suggest, telemetry, trust,
 };
 pub use snodo_wasm as wasm;
 

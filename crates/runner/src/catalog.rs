@@ -183,6 +183,11 @@ impl std::fmt::Display for CatalogConflict {
 
 impl std::error::Error for CatalogConflict {}
 
+/// Where work finds its tool when the catalog does not list it: tools served by names
+/// not known yet (an upstream server's, before it could be listed), so that work created
+/// for them before a restart still runs. Never consulted for `tools/list` or a new call.
+pub type Fallback = Arc<dyn Fn(&str) -> Option<CatalogTool> + Send + Sync>;
+
 /// Every served tool, by name, in the order they were added (the `tools/list` order), and
 /// every component serving resources or prompts.
 #[derive(Default, Clone)]
@@ -193,6 +198,8 @@ pub struct Catalog {
     policy: ComponentPolicy,
     /// Whether any tool sets `handle_after_ms`.
     handles: bool,
+    /// Tools found by name for work only.
+    fallback: Option<Fallback>,
 }
 
 impl Catalog {
@@ -307,6 +314,11 @@ impl Catalog {
         })
     }
 
+    /// Sets where work finds a tool this catalog does not list ([`Fallback`]).
+    pub fn set_fallback(&mut self, fallback: Fallback) {
+        self.fallback = Some(fallback);
+    }
+
     /// Sets what happens to work pinned to a component version no longer deployed.
     pub fn set_component_policy(&mut self, policy: ComponentPolicy) {
         self.policy = policy;
@@ -343,9 +355,18 @@ impl Executors for Catalog {
         let tool = work.input["tool"]
             .as_str()
             .ok_or_else(|| missing("the work input names no tool".into()))?;
-        let entry = self
-            .tool(tool)
-            .ok_or_else(|| missing(format!("tool {tool:?} is not deployed on this host")))?;
+        let found;
+        let entry = match self.tool(tool) {
+            Some(entry) => entry,
+            None => {
+                found = (self.fallback.as_ref())
+                    .and_then(|f| f(tool))
+                    .ok_or_else(|| {
+                        missing(format!("tool {tool:?} is not deployed on this host"))
+                    })?;
+                &found
+            }
+        };
         let (component, grants) = (&entry.component, &entry.grants);
         let mut replaced = None;
         if let Some(digest) = &work.component_digest

@@ -38,7 +38,7 @@ use snodo_wasm::CancelToken;
 
 pub use catalog::{
     Catalog, CatalogConflict, CatalogSource, CatalogTool, Catalogs, ComponentPolicy,
-    DEFAULT_TTL_MS, Executors, RETAINED_CATALOGS, Resolved, TASK_RESULT_TOOL, TOOL_CALL,
+    DEFAULT_TTL_MS, Executors, Fallback, RETAINED_CATALOGS, Resolved, TASK_RESULT_TOOL, TOOL_CALL,
     Unresolved, tool_call_work,
 };
 pub use instrument::{

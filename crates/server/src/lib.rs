@@ -26,6 +26,7 @@
 pub mod admin;
 pub mod archive;
 pub mod deploy;
+pub mod gateway;
 pub mod http;
 pub mod identity;
 pub mod mcp;

@@ -3,10 +3,11 @@
 //! `store`: operations per second for create, claim and transition on each adapter, at
 //! one caller and at many concurrent callers, as the median of several rounds on fresh
 //! stores. The machine is shared and noisy: compare medians and ratios, not single runs.
-//! `fairness` (fairness.rs), `outbound` (outbound.rs), `listing` (listing.rs), `sleepers`
+//! `fairness` (fairness.rs), `gateway` (gateway.rs), `outbound` (outbound.rs), `listing` (listing.rs), `sleepers`
 //! (sleepers.rs), `webhooks` (webhooks.rs) and `wasm` (wasm.rs) have files of their own.
 
 mod fairness;
+mod gateway;
 mod listing;
 mod outbound;
 mod sleepers;
@@ -14,6 +15,7 @@ mod wasm;
 mod webhooks;
 
 pub(crate) use fairness::{FairnessFigure, FairnessOptions, fairness};
+pub(crate) use gateway::{GatewayBenchOptions, GatewayFigure, gateway};
 pub(crate) use listing::{ListingBenchOptions, ListingFigure, listing};
 pub(crate) use outbound::{OutboundBenchOptions, OutboundFigure, outbound};
 pub(crate) use sleepers::{SleepersOptions, sleepers};

@@ -3,9 +3,10 @@
 use std::process::ExitCode;
 
 use crate::bench::{
-    FairnessFigure, FairnessOptions, LatencyFigure, ListingBenchOptions, ListingFigure,
-    McpBenchOptions, OutboundBenchOptions, OutboundFigure, RunnerBenchOptions, RunnerFigure,
-    SleepersOptions, StoreBenchOptions, StoreFigure, WasmBenchOptions, WasmFigure, WebhooksOptions,
+    FairnessFigure, FairnessOptions, GatewayBenchOptions, GatewayFigure, LatencyFigure,
+    ListingBenchOptions, ListingFigure, McpBenchOptions, OutboundBenchOptions, OutboundFigure,
+    RunnerBenchOptions, RunnerFigure, SleepersOptions, StoreBenchOptions, StoreFigure,
+    WasmBenchOptions, WasmFigure, WebhooksOptions,
 };
 
 use super::print_table;
@@ -42,6 +43,9 @@ enum BenchCommand {
     /// A guest's HTTP request against the same request made natively, and the journal's
     /// cost per request on redb and PostgreSQL.
     Outbound(OutboundBenchOptions),
+    /// A call of an upstream MCP server's tool fronted by the gateway, against calling the
+    /// upstream directly (docs/gateway.md).
+    Gateway(GatewayBenchOptions),
     /// The operators' queries (first pages, counts) on a store holding many tasks.
     Listing(ListingBenchOptions),
     /// An OTLP collector (http/protobuf and gRPC on one port) that counts and discards
@@ -96,6 +100,28 @@ pub(crate) fn run(runtime: &tokio::runtime::Runtime, args: BenchArgs) -> ExitCod
         BenchCommand::Listing(opts) => listing(runtime, &opts, json),
         BenchCommand::Fairness(opts) => fairness(runtime, &opts, json),
         BenchCommand::Outbound(opts) => outbound(runtime, &opts, json),
+        BenchCommand::Gateway(opts) => report(
+            "gateway benchmark",
+            runtime.block_on(crate::bench::gateway(&opts)),
+            json,
+            |figures: &[GatewayFigure]| {
+                println!(
+                    "gateway benchmark: upstream answers after {} ms, {} calls per figure, one at a time",
+                    opts.service_ms, opts.calls
+                );
+                print_table(
+                    ["what", ">median µs", ">p99 µs", ">× direct"],
+                    figures.iter().map(|f| {
+                        [
+                            f.what.clone(),
+                            format!("{:.0}", f.median_us),
+                            format!("{:.0}", f.p99_us),
+                            format!("{:.2}", f.ratio),
+                        ]
+                    }),
+                );
+            },
+        ),
         BenchCommand::Mcp(opts) => figures(
             "mcp benchmark",
             runtime.block_on(crate::bench::mcp(&opts)),

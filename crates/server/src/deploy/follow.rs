@@ -93,6 +93,9 @@ pub struct Inbox {
     pub deployed: Option<tokio::sync::mpsc::Receiver<()>>,
     /// A reloaded configuration, already validated as a file.
     pub reloads: Option<tokio::sync::mpsc::Receiver<DeployerSettings>>,
+    /// Told when what the deployer adds to every catalog changed (the upstreams' tools):
+    /// the catalog serving now is built again.
+    pub rebuilds: Option<tokio::sync::mpsc::Receiver<()>>,
 }
 
 /// Why a node following deployments woke up.
@@ -103,6 +106,8 @@ enum Wake {
     Look,
     /// A reloaded configuration arrived.
     Reload(Box<DeployerSettings>),
+    /// The serving catalog is to be built again from the same components.
+    Rebuild,
 }
 
 impl Inbox {
@@ -125,6 +130,12 @@ impl Inbox {
                     None => std::future::pending().await,
                 }
             };
+            let rebuild = async {
+                match self.rebuilds.as_mut() {
+                    Some(r) => r.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = stop.cancelled() => return Wake::Stop,
                 () = &mut sleep => return Wake::Look,
@@ -136,6 +147,10 @@ impl Inbox {
                 next = reload => match next {
                     Some(next) => return Wake::Reload(Box::new(next)),
                     None => self.reloads = None,
+                },
+                asked = rebuild => match asked {
+                    Some(()) => return Wake::Rebuild,
+                    None => self.rebuilds = None,
                 },
             }
         }
@@ -207,7 +222,7 @@ pub struct Following {
 pub async fn follow(
     node: Following,
     mut inbox: Inbox,
-    changed: impl Fn(&Deployment) + Send + 'static,
+    changed: impl Fn() + Send + 'static,
     stop: CancellationToken,
 ) {
     let Following {
@@ -228,7 +243,21 @@ pub async fn follow(
                 if let Some(d) = reload_settings(&deployer, &*store, &catalogs, *next).await {
                     settings = deploy;
                     revision = d.revision;
-                    changed(&d);
+                    changed();
+                }
+                continue;
+            }
+            Wake::Rebuild => {
+                let serving = catalogs.current().components();
+                match deployer.catalog_of(&serving, false) {
+                    Ok(next) => {
+                        catalogs.swap(Arc::new(next));
+                        tracing::info!(revision, "the upstreams' tools changed; serving them");
+                        changed();
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "the upstreams' tools cannot be served with this configuration; still serving the ones before");
+                    }
                 }
                 continue;
             }
@@ -254,7 +283,7 @@ pub async fn follow(
                         catalogs.swap(Arc::new(next));
                         revision = d.revision;
                         tracing::info!(revision, components = d.components.len(), note = %d.note, "deployment swapped in");
-                        changed(&d);
+                        changed();
                     }
                     Some(Err(e)) => {
                         tracing::error!(revision = d.revision, error = %e, "a deployment could not be loaded; still serving the one before");
@@ -340,6 +369,7 @@ mod tests {
         let mut inbox = Inbox {
             deployed: Some(deployed),
             reloads: Some(reloads),
+            rebuilds: None,
         };
         let stop = CancellationToken::new();
         let poll = Duration::from_secs(60);
@@ -358,6 +388,7 @@ mod tests {
         let mut inbox = Inbox {
             deployed: Some(deployed),
             reloads: None,
+            rebuilds: None,
         };
         announce.send(()).await.expect("send");
         let stop = CancellationToken::new();

@@ -46,6 +46,32 @@ pub struct Deployer {
     opts: parking_lot::RwLock<DeployerSettings>,
     loader: ComponentLoader,
     trust: Arc<TrustCounters>,
+    /// The upstream servers' tools every catalog serves beside a deployment's.
+    upstream: parking_lot::RwLock<Vec<UpstreamTool>>,
+    /// The gateway component, once loaded: it serves no tool of its own.
+    gateway: parking_lot::RwLock<Option<Arc<Component>>>,
+    /// The tool a served name stands for when no listing names it yet (an upstream not
+    /// listed since this node started): work created for it before runs all the same.
+    unlisted: parking_lot::RwLock<Option<Unlisted>>,
+}
+
+/// Finds the upstream tool a name stands for without a listing ([`Deployer::set_unlisted`]).
+pub type Unlisted = Arc<dyn Fn(&str) -> Option<UpstreamTool> + Send + Sync>;
+
+/// An upstream MCP server's tool, served on the gateway component: what the upstream
+/// listed, and what the component is told and allowed for it. The operator's settings of
+/// the name it is served under apply over these as they do to any tool.
+#[derive(Clone)]
+pub struct UpstreamTool {
+    /// The gateway component.
+    pub component: Arc<Component>,
+    /// The tool under its served name, as the upstream described it.
+    pub info: snodo_wasm::ToolInfo,
+    /// What the component reads to know where the name leads.
+    pub env: Vec<(String, String)>,
+    /// The upstream's origin alone, and its credential, injected by the host. The tool's
+    /// own outbound limits and journal setting replace this grant's.
+    pub http: Arc<snodo_wasm::outbound::HttpGrant>,
 }
 
 /// The `.wasm` files in `dir`, sorted, each with what tells a change: its length and
@@ -98,7 +124,32 @@ impl Deployer {
             opts: parking_lot::RwLock::new(opts.clone()),
             loader,
             trust: Arc::default(),
+            upstream: parking_lot::RwLock::default(),
+            gateway: parking_lot::RwLock::default(),
+            unlisted: parking_lot::RwLock::default(),
         })
+    }
+
+    /// Serves `tools` beside every deployment's from the next catalog built (replacing
+    /// the upstream tools before); whether they differ from those.
+    pub fn set_upstream_tools(&self, tools: Vec<UpstreamTool>) -> bool {
+        let mut held = self.upstream.write();
+        let same = held.len() == tools.len()
+            && held.iter().zip(&tools).all(|(a, b)| {
+                a.info == b.info && a.env == b.env && Arc::ptr_eq(&a.component, &b.component)
+            });
+        *held = tools;
+        !same
+    }
+
+    /// Sets where work finds an upstream tool no listing names yet.
+    pub fn set_unlisted(&self, unlisted: Unlisted) {
+        *self.unlisted.write() = Some(unlisted);
+    }
+
+    /// Whether `component` is the gateway, which serves no tool of its own.
+    fn is_gateway(&self, component: &Arc<Component>) -> bool {
+        (self.gateway.read().as_ref()).is_some_and(|g| Arc::ptr_eq(g, component))
     }
 
     fn opts(&self) -> DeployerSettings {
@@ -146,6 +197,22 @@ impl Deployer {
         }
     }
 
+    /// Loads the gateway component shipped beside the binary. The trust policy is for what
+    /// is deployed; this file is trusted as the binary is.
+    pub async fn load_gateway(&self, path: &Path) -> Result<Arc<Component>, DeployError> {
+        let bytes = std::fs::read(path).map_err(|e| {
+            DeployError::Component(format!(
+                "the gateway component {}: cannot read the file: {e}",
+                path.display()
+            ))
+        })?;
+        let loaded = self.loader.load_bytes(path.to_path_buf(), bytes).await;
+        let component =
+            loaded.map_err(|e| DeployError::Component(format!("the gateway component: {e}")))?;
+        *self.gateway.write() = Some(component.clone());
+        Ok(component)
+    }
+
     /// Loads one component from its bytes (named by `origin` in messages), after the
     /// trust policy accepted them with `signature`.
     pub async fn load(
@@ -184,43 +251,24 @@ impl Deployer {
         let opts = &self.opts();
         let mut catalog = Catalog::new();
         catalog.set_component_policy(opts.component_policy);
-        for component in components {
-            for info in component.tools() {
-                let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
-                let ttl_ms = match s.ttl_ms {
-                    Some(0) => None,
-                    Some(t) => Some(t),
-                    None => opts.ttl_ms,
-                };
-                let retry_policy = s.retry_policy.clone().unwrap_or_default();
-                // The TTL runs from creation: it must outlive every retry delay plus the
-                // time a guest may wait for input before it is parked, or a default setup
-                // would reap work that is still going (decision 25).
-                let must_outlive: u64 = retry_policy.delays_ms().iter().sum::<u64>()
-                    + opts.park_after.as_millis() as u64;
-                if let Some(ttl) = ttl_ms
-                    && ttl <= must_outlive
-                {
-                    return Err(DeployError::Config(format!(
-                        "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
-                        info.name
-                    )));
-                }
-                catalog
-                    .add(CatalogTool {
-                        component: component.clone(),
-                        info: info.clone(),
-                        mode: s.mode,
-                        retry_policy,
-                        ttl_ms,
-                        poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
-                        limits: s.limits.unwrap_or_default(),
-                        grants: s.grants.clone().unwrap_or_default(),
-                        claims: s.claims.clone().unwrap_or_default(),
-                        handle_after_ms: s.handle_after_ms,
-                    })
-                    .map_err(|e| DeployError::Component(e.to_string()))?;
-            }
+        let upstream = self.upstream.read().clone();
+        let own = (components.iter())
+            .filter(|c| !self.is_gateway(c))
+            .flat_map(|c| c.tools().iter().map(move |info| (c, info, None)));
+        let served = (upstream.iter()).map(|t| (&t.component, &t.info, Some(t)));
+        for (component, info, upstream) in own.chain(served) {
+            catalog
+                .add(catalog_tool(opts, component, info, upstream)?)
+                .map_err(|e| DeployError::Component(e.to_string()))?;
+        }
+        if let Some(unlisted) = self.unlisted.read().clone() {
+            let opts = opts.clone();
+            catalog.set_fallback(Arc::new(move |name: &str| {
+                let u = unlisted(name)?;
+                catalog_tool(&opts, &u.component, &u.info, Some(&u)).ok()
+            }));
+        }
+        for component in components.iter().filter(|c| !self.is_gateway(c)) {
             // Resources and prompts run under the defaults' limits and grants.
             catalog
                 .add_source(CatalogSource {
@@ -414,6 +462,80 @@ impl Deployer {
             .map(|c| self.catalog_of(std::slice::from_ref(c), false))
             .collect()
     }
+}
+
+/// The catalog entry of `info` on `component` under `opts` (the settings of its name, over
+/// the defaults), with an upstream's environment and grant when it is one's.
+fn catalog_tool(
+    opts: &DeployerSettings,
+    component: &Arc<Component>,
+    info: &snodo_wasm::ToolInfo,
+    upstream: Option<&UpstreamTool>,
+) -> Result<CatalogTool, DeployError> {
+    let s = opts.tool_settings.get(&info.name).unwrap_or(&opts.defaults);
+    let ttl_ms = match s.ttl_ms {
+        Some(0) => None,
+        Some(t) => Some(t),
+        None => opts.ttl_ms,
+    };
+    let retry_policy = s.retry_policy.clone().unwrap_or_default();
+    // The TTL runs from creation: it must outlive every retry delay plus the time a guest
+    // may wait for input before it is parked, or a default setup would reap work that is
+    // still going (decision 25).
+    let must_outlive: u64 =
+        retry_policy.delays_ms().iter().sum::<u64>() + opts.park_after.as_millis() as u64;
+    if let Some(ttl) = ttl_ms
+        && ttl <= must_outlive
+    {
+        return Err(DeployError::Config(format!(
+            "tools.{}.ttl_ms: a TTL of {ttl} ms does not outlive the retry schedule plus runner.park_after_ms ({must_outlive} ms); tasks would be reaped while still running",
+            info.name
+        )));
+    }
+    let mut grants = s.grants.clone().unwrap_or_default();
+    if let Some(u) = upstream {
+        grants = upstream_grants(grants, u);
+    }
+    Ok(CatalogTool {
+        component: component.clone(),
+        info: info.clone(),
+        mode: s.mode,
+        retry_policy,
+        ttl_ms,
+        poll_interval_ms: s.poll_interval_ms.unwrap_or(opts.poll_interval_ms),
+        limits: s.limits.unwrap_or_default(),
+        grants,
+        claims: s.claims.clone().unwrap_or_default(),
+        handle_after_ms: s.handle_after_ms,
+    })
+}
+
+/// An upstream tool's grants: the operator's for its served name, with the environment
+/// that tells the gateway where the name leads, and the upstream's origin as the only
+/// host it may reach (with its credential), under the tool's own outbound limits and
+/// journal setting when it has them.
+fn upstream_grants(
+    mut grants: snodo_wasm::WasiGrants,
+    tool: &UpstreamTool,
+) -> snodo_wasm::WasiGrants {
+    grants
+        .env
+        .retain(|(k, _)| !tool.env.iter().any(|(t, _)| t == k));
+    grants.env.extend(tool.env.iter().cloned());
+    let mut http = (*tool.http).clone();
+    if let Some(own) = &grants.http {
+        http.limits = own.limits;
+        http.journal = own.journal;
+    }
+    // Under the journal the host keys each request of a task itself; the component keys
+    // its call only where the host does not.
+    let journal = if http.journal { "true" } else { "false" };
+    grants.env.retain(|(k, _)| k != "SNODO_UPSTREAM_JOURNAL");
+    grants
+        .env
+        .push(("SNODO_UPSTREAM_JOURNAL".into(), journal.into()));
+    grants.http = Some(Arc::new(http));
+    grants
 }
 
 /// What a component provides that no other component of a deployment may: its tools,

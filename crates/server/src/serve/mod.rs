@@ -73,6 +73,18 @@ pub async fn serve_reloading(
         pagemap_scan = deployer.engine().pagemap_scan_active(),
         "wasm engine ready (recycled instance slots reset with PAGEMAP_SCAN when the kernel has it)"
     );
+    let gateway = match opts.upstreams.is_empty() {
+        true => None,
+        false => Some(
+            crate::gateway::Gateway::start(
+                deployer.clone(),
+                deployer.engine().outbound().clone(),
+                opts.upstreams.clone(),
+                opts.gateway.clone(),
+            )
+            .await?,
+        ),
+    };
     let (catalogs, revision) = deploy::start(&deployer, &*store).await?;
     let (nudge, nudged) = tokio::sync::mpsc::channel(1);
     let (server, runner, following) = start_node(
@@ -94,6 +106,16 @@ pub async fn serve_reloading(
     // Tools may not call this server back unless an entry names it (docs/outbound.md).
     deployer.engine().outbound().listening_on(addr);
     let stop_following = CancellationToken::new();
+    let (rebuild, rebuilds) = tokio::sync::mpsc::channel(1);
+    let upstreams = gateway.map(|g| {
+        let stop = stop_following.clone();
+        tokio::spawn(g.run(
+            move || {
+                let _ = rebuild.try_send(());
+            },
+            stop,
+        ))
+    });
     let told = server.clone();
     let deployments = tokio::spawn(deploy::follow(
         deploy::Following {
@@ -106,8 +128,9 @@ pub async fn serve_reloading(
         deploy::Inbox {
             deployed: Some(nudged),
             reloads: reloads.map(|r| deployer_reloads(opts.clone(), r)),
+            rebuilds: Some(rebuilds),
         },
-        move |_| told.catalog_changed(),
+        move || told.catalog_changed(),
         stop_following.clone(),
     ));
     let stop_schedules = CancellationToken::new();
@@ -146,6 +169,9 @@ pub async fn serve_reloading(
     let _ = webhooks.await;
     stop_following.cancel();
     let _ = deployments.await;
+    if let Some(listing) = upstreams {
+        let _ = listing.await;
+    }
     let released = runner.shutdown().await;
     if let Some(following) = following {
         following.abort();
@@ -543,7 +569,18 @@ async fn follow_remote_changes(
 /// error). Used by the operator commands that validate a configuration; `serve` serves
 /// the store's deployment instead (see [`crate::deploy`]).
 pub async fn load_tools(opts: &ServeOptions) -> Result<Catalog, ServeError> {
-    let deployer = Deployer::new(&opts.deployer_settings())?;
+    let deployer = Arc::new(Deployer::new(&opts.deployer_settings())?);
+    if !opts.upstreams.is_empty() {
+        // The upstreams' tools are listed as a node lists them, so that their settings
+        // are checked against what they are.
+        crate::gateway::Gateway::start(
+            deployer.clone(),
+            deployer.engine().outbound().clone(),
+            opts.upstreams.clone(),
+            opts.gateway.clone(),
+        )
+        .await?;
+    }
     let components = deployer.load_files().await?;
     Ok(deployer.catalog_of(&components, true)?)
 }

@@ -90,6 +90,11 @@ pub struct ServeOptions {
     /// `[archive]`: where tasks past their TTL are kept before the reaper removes them
     /// (checked already, its directory resolved); none: they are removed unkept.
     pub archive: Option<crate::archive::ArchiveSettings>,
+    /// `[[upstreams]]`: MCP servers whose tools are served through the gateway component
+    /// (checked already, their credentials read).
+    pub upstreams: Vec<crate::gateway::Upstream>,
+    /// `[gateway]`: where the gateway component is, and how upstreams are listed.
+    pub gateway: crate::gateway::GatewaySettings,
 }
 
 /// `[telemetry.otlp]`: where spans go and which traces are sampled.
@@ -155,6 +160,8 @@ impl ServeOptions {
             schedules: Vec::new(),
             webhooks: crate::WebhookSettings::default(),
             archive: None,
+            upstreams: Vec::new(),
+            gateway: Default::default(),
         }
     }
 }
@@ -234,6 +241,11 @@ pub(super) fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&
     );
     check("limits", before.limits == next.limits);
     check("archive", before.archive == next.archive);
+    check(
+        "upstreams",
+        format!("{:?}", before.upstreams) == format!("{:?}", next.upstreams),
+    );
+    check("gateway", before.gateway == next.gateway);
     check(
         "engine",
         format!("{:?}", before.engine) == format!("{:?}", next.engine),

@@ -52,6 +52,8 @@ pub enum PostError {
 pub struct Answer {
     /// The status code (a redirect is an answer like any other: never followed).
     pub status: u16,
+    /// Its headers.
+    pub headers: HeaderMap,
     /// The start of the body, at most [`PostLimits::max_answer_bytes`].
     pub body: Vec<u8>,
 }
@@ -137,13 +139,18 @@ impl Outbound {
         let exchange = async {
             let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
             let status = response.status().as_u16();
+            let headers = response.headers().clone();
             let body = match collect(response.into_body(), limits.max_answer_bytes, None).await {
                 Ok(b) => b,
                 // An answer longer than read is still an answer: its status stands.
                 Err(Collect::TooLarge) => Vec::new(),
                 Err(Collect::Failed(e)) => return Err(failed(&e)),
             };
-            Ok(Answer { status, body })
+            Ok(Answer {
+                status,
+                headers,
+                body,
+            })
         };
         let answered = tokio::time::timeout(limits.answer_timeout, exchange).await;
         driver.abort();

@@ -1,0 +1,343 @@
+//! Listing an upstream's tools: the revision it speaks (asked with `server/discover`, else
+//! the 2025-11-25 handshake) and every page of `tools/list`. The host sends these itself,
+//! through the outbound sender's host path: the upstream's origin is the only host it
+//! reaches, under the address rules every request meets.
+
+use hyper::http::{self, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use snodo_wasm::outbound::{AllowList, Answer, Outbound, PostLimits};
+
+use super::Upstream;
+use super::settings::PROTOCOLS;
+
+/// What an upstream listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed {
+    /// The revision it speaks.
+    pub protocol: &'static str,
+    /// Its tools, as it described them.
+    pub tools: Vec<Value>,
+}
+
+/// At most this many pages of `tools/list` are read: a cursor that never ends is the
+/// upstream's fault, not a reason to list forever.
+const MAX_PAGES: usize = 100;
+
+/// The most bytes of one answer read.
+const MAX_ANSWER_BYTES: u64 = 4 << 20;
+
+/// One conversation with an upstream: its allow-list, limits, and the session a
+/// 2025-11-25 upstream gave.
+struct Conversation<'a> {
+    outbound: &'a Outbound,
+    upstream: &'a Upstream,
+    allowed: AllowList,
+    limits: PostLimits,
+    protocol: Option<&'static str>,
+    session: Option<HeaderValue>,
+    next_id: u64,
+}
+
+/// Lists `upstream`'s tools, each request within `timeout`.
+pub async fn list(
+    outbound: &Outbound,
+    upstream: &Upstream,
+    timeout: std::time::Duration,
+) -> Result<Listed, String> {
+    let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
+    let mut c = Conversation {
+        outbound,
+        upstream,
+        allowed,
+        limits: PostLimits {
+            connect_timeout: timeout,
+            answer_timeout: timeout,
+            max_answer_bytes: MAX_ANSWER_BYTES,
+        },
+        protocol: None,
+        session: None,
+        next_id: 1,
+    };
+    let protocol = match upstream.section.protocol.as_deref() {
+        Some(p) if p == PROTOCOLS[1] => {
+            c.protocol = Some(PROTOCOLS[1]);
+            c.discover().await?;
+            PROTOCOLS[1]
+        }
+        Some(_) => {
+            c.handshake().await?;
+            PROTOCOLS[0]
+        }
+        // An upstream that does not know `server/discover` speaks an earlier revision.
+        None => match c.discover_quietly().await {
+            Some(p) => p,
+            None => {
+                c.handshake().await?;
+                PROTOCOLS[0]
+            }
+        },
+    };
+    c.protocol = Some(protocol);
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let mut params = json!({});
+        if let Some(next) = &cursor {
+            params["cursor"] = next.clone().into();
+        }
+        let page = c.request("tools/list", params).await?;
+        let listed = page["tools"]
+            .as_array()
+            .ok_or("tools/list answered without a tools array")?;
+        tools.extend(listed.iter().cloned());
+        cursor = page
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() {
+            return Ok(Listed { protocol, tools });
+        }
+    }
+    Err(format!(
+        "tools/list gave more than {MAX_PAGES} pages; the cursor does not end"
+    ))
+}
+
+impl Conversation<'_> {
+    /// `server/discover` on a 2026-07-28 upstream: it must list that revision.
+    async fn discover(&mut self) -> Result<(), String> {
+        self.protocol = Some(PROTOCOLS[1]);
+        let found = self.request("server/discover", json!({})).await?;
+        let supported = found["supportedVersions"].as_array();
+        if !supported.is_some_and(|v| v.iter().any(|v| v == PROTOCOLS[1])) {
+            return Err(format!(
+                "server/discover does not list {} among its supportedVersions",
+                PROTOCOLS[1]
+            ));
+        }
+        Ok(())
+    }
+
+    /// The revision `server/discover` finds, or `None` when the upstream does not take it.
+    async fn discover_quietly(&mut self) -> Option<&'static str> {
+        match self.discover().await {
+            Ok(()) => Some(PROTOCOLS[1]),
+            Err(why) => {
+                tracing::debug!(upstream = %self.upstream.section.name, %why, "server/discover not taken; trying the 2025-11-25 handshake");
+                self.protocol = None;
+                None
+            }
+        }
+    }
+
+    /// The 2025-11-25 handshake: `initialize`, its session kept, then `initialized`.
+    async fn handshake(&mut self) -> Result<(), String> {
+        self.protocol = None;
+        let params = json!({
+            "protocolVersion": PROTOCOLS[0],
+            "capabilities": {},
+            "clientInfo": {"name": "snodo", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let id = self.next_id;
+        self.next_id += 1;
+        let answer = self.post("initialize", Some(id), params).await?;
+        self.session = answer.headers.get("mcp-session-id").cloned();
+        result_of(&answer, id)?;
+        self.protocol = Some(PROTOCOLS[0]);
+        let sent = self
+            .post("notifications/initialized", None, json!({}))
+            .await?;
+        if !(200..300).contains(&sent.status) {
+            return Err(format!(
+                "notifications/initialized was answered HTTP {}",
+                sent.status
+            ));
+        }
+        Ok(())
+    }
+
+    /// One request and its `result`.
+    async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let answer = self.post(method, Some(id), params).await?;
+        result_of(&answer, id)
+    }
+
+    /// POSTs one message (a request with `id`, or a notification).
+    async fn post(
+        &self,
+        method: &str,
+        id: Option<u64>,
+        mut params: Value,
+    ) -> Result<Answer, String> {
+        let mut headers = HeaderMap::new();
+        let mut set = |name: &'static str, value: &str| {
+            let v = HeaderValue::from_str(value)
+                .map_err(|_| format!("the {name} header cannot carry {value:?}"))?;
+            headers.insert(HeaderName::from_static(name), v);
+            Ok::<_, String>(())
+        };
+        set("content-type", "application/json")?;
+        set("accept", "application/json, text/event-stream")?;
+        if let Some(p) = self.protocol {
+            set("mcp-protocol-version", p)?;
+        }
+        if self.protocol == Some(PROTOCOLS[1]) {
+            set("mcp-method", method)?;
+            params["_meta"] = json!({
+                "io.modelcontextprotocol/protocolVersion": PROTOCOLS[1],
+                "io.modelcontextprotocol/clientCapabilities": {},
+                "io.modelcontextprotocol/clientInfo": {"name": "snodo", "version": env!("CARGO_PKG_VERSION")},
+            });
+        }
+        if let Some(bearer) = &self.upstream.bearer {
+            let v = format!("Bearer {}", bearer.expose());
+            let mut v = HeaderValue::from_str(&v)
+                .map_err(|_| "the bearer secret cannot be sent in a header".to_owned())?;
+            v.set_sensitive(true);
+            headers.insert(http::header::AUTHORIZATION, v);
+        }
+        if let Some(s) = &self.session {
+            headers.insert(HeaderName::from_static("mcp-session-id"), s.clone());
+        }
+        let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
+        if let Some(id) = id {
+            message["id"] = id.into();
+        }
+        let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+        let key = format!("upstreams.{}.url", self.upstream.section.name);
+        let answer = self
+            .outbound
+            .post(
+                &self.allowed,
+                &key,
+                &self.upstream.section.url,
+                headers,
+                body,
+                self.limits,
+            )
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        if answer.status == 401 || answer.status == 403 {
+            return Err(format!(
+                "{method} was refused (HTTP {}): check upstreams.{}.bearer",
+                answer.status, self.upstream.section.name
+            ));
+        }
+        Ok(answer)
+    }
+}
+
+/// The `result` answering request `id` in `answer` (a JSON body, or the matching event of
+/// an event stream), or why there is none.
+pub(crate) fn result_of(answer: &Answer, id: u64) -> Result<Value, String> {
+    let text = String::from_utf8_lossy(&answer.body);
+    let sse = (answer.headers.get(http::header::CONTENT_TYPE))
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    let messages: Vec<Value> = if sse {
+        events(&text)
+            .filter_map(|data| serde_json::from_str(&data).ok())
+            .collect()
+    } else {
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Array(batch)) => batch,
+            Ok(one) => vec![one],
+            Err(_) => {
+                return Err(format!(
+                    "HTTP {} and no JSON-RPC answer: {}",
+                    answer.status,
+                    excerpt(&text)
+                ));
+            }
+        }
+    };
+    let found = (messages.into_iter())
+        .find(|m| m.get("id").and_then(Value::as_u64) == Some(id) && m.get("method").is_none());
+    match found {
+        Some(m) => match (m.get("result"), m.get("error")) {
+            (Some(r), None) => Ok(r.clone()),
+            (_, Some(e)) => Err(format!(
+                "error {}: {}",
+                e["code"],
+                e["message"].as_str().unwrap_or("(no message)")
+            )),
+            (None, None) => Err("an answer with neither result nor error".into()),
+        },
+        None => Err(format!(
+            "HTTP {} without an answer to request {id}: {}",
+            answer.status,
+            excerpt(&text)
+        )),
+    }
+}
+
+/// The `data` of each event of an event stream, its lines joined.
+fn events(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split("\n\n")
+        .flat_map(|event| event.split("\r\n\r\n"))
+        .map(|event| {
+            event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .filter(|data| !data.is_empty())
+}
+
+/// At most 200 characters of `text`, for a message.
+fn excerpt(text: &str) -> String {
+    let t = text.trim();
+    match t.char_indices().nth(200) {
+        Some((at, _)) => format!("{}…", &t[..at]),
+        None => t.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(content_type: &str, body: &str) -> Answer {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_str(content_type).expect("header"),
+        );
+        Answer {
+            status: 200,
+            headers,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn an_answer_is_found_in_json_or_in_an_event_stream_past_notifications() {
+        let json = answer(
+            "application/json",
+            r#"{"jsonrpc":"2.0","id":3,"result":{"a":1}}"#,
+        );
+        assert_eq!(result_of(&json, 3), Ok(json!({"a": 1})));
+        assert!(
+            result_of(&json, 4)
+                .expect_err("another id")
+                .contains("request 4")
+        );
+        let stream = answer(
+            "text/event-stream",
+            "event: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n\
+             event: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32601,\"message\":\"no such method\"}}\r\n\r\n",
+        );
+        let e = result_of(&stream, 7).expect_err("an error");
+        assert!(e.contains("-32601") && e.contains("no such method"), "{e}");
+        let html = answer("text/html", "<html>gateway timeout</html>");
+        assert!(
+            result_of(&html, 1)
+                .expect_err("not JSON")
+                .contains("gateway timeout")
+        );
+    }
+}

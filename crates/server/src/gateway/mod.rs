@@ -1,0 +1,273 @@
+//! Upstream MCP servers' tools served as this host's (docs/gateway.md, decision 37): each
+//! `[[upstreams]]` entry is listed at start and every `gateway.refresh_ms`, and its tools
+//! are handed to the deployer as tools of the gateway component, which every catalog then
+//! serves beside the deployment's. A call of one is a task's execution like any other: the
+//! component sends it upstream through the host's outbound sender, under the grants built
+//! here (the upstream's origin as the only host, its credential injected by the host) and
+//! the operator's settings of the served name.
+//!
+//! Listing is discovery, not a call: the host sends it itself ([`list`]). An upstream that
+//! cannot be listed serves nothing until it can (its earlier listing, if any, stays).
+
+mod list;
+mod settings;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde_json::Value;
+use snodo_wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Outbound, Secret};
+use snodo_wasm::{Component, TaskMode, ToolInfo};
+use tokio_util::sync::CancellationToken;
+
+use crate::deploy::{DeployError, Deployer, UpstreamTool};
+
+pub use list::{Listed, list};
+pub use settings::{GatewaySettings, PROTOCOLS, Upstream, UpstreamSection};
+
+/// Where the gateway component is looked for when `gateway.component` is not set: beside
+/// the binary (a release archive's `components/`), in `../share/snodo/components/` from it
+/// (the image's layout), then where the build puts it.
+pub fn default_component() -> Option<PathBuf> {
+    let dir = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(PathBuf::from));
+    let installed = dir
+        .into_iter()
+        .flat_map(|d| [d.join("components"), d.join("../share/snodo/components")]);
+    let built = PathBuf::from("target/guests/wasm32-wasip2/release");
+    installed
+        .chain([built])
+        .map(|d| d.join("gateway.wasm"))
+        .find(|p| p.is_file())
+}
+
+/// The upstreams of a node, their last listings, and the component their tools run on.
+pub struct Gateway {
+    deployer: Arc<Deployer>,
+    outbound: Arc<Outbound>,
+    component: Arc<Component>,
+    upstreams: Vec<Upstream>,
+    settings: GatewaySettings,
+    /// The last listing of each upstream that could be listed, by name.
+    listed: parking_lot::Mutex<BTreeMap<String, Listed>>,
+}
+
+impl Gateway {
+    /// Loads the gateway component and lists every upstream once (those that cannot be
+    /// listed are logged, and tried again by [`Gateway::run`]); their tools are the
+    /// deployer's from the next catalog it builds.
+    pub async fn start(
+        deployer: Arc<Deployer>,
+        outbound: Arc<Outbound>,
+        upstreams: Vec<Upstream>,
+        settings: GatewaySettings,
+    ) -> Result<Arc<Self>, DeployError> {
+        let path = match &settings.component {
+            Some(p) => p.clone(),
+            None => default_component().ok_or_else(|| {
+                DeployError::Config(
+                    "gateway.component: no gateway component beside the binary \
+                     (components/gateway.wasm) or in the build; set it"
+                        .into(),
+                )
+            })?,
+        };
+        let component = deployer.load_gateway(&path).await?;
+        deployer.set_unlisted(unlisted(component.clone(), upstreams.clone()));
+        let gateway = Arc::new(Self {
+            deployer,
+            outbound,
+            component,
+            upstreams,
+            settings,
+            listed: parking_lot::Mutex::default(),
+        });
+        gateway.refresh().await;
+        Ok(gateway)
+    }
+
+    /// Lists every upstream again and hands the tools to the deployer; whether they
+    /// changed (the catalog must then be built again). Whether every upstream answered is
+    /// the second value.
+    pub async fn refresh(&self) -> (bool, bool) {
+        let timeout = self.settings.list_timeout;
+        let listings = futures_util::future::join_all(
+            (self.upstreams.iter()).map(|u| list(&self.outbound, u, timeout)),
+        )
+        .await;
+        let mut all = true;
+        {
+            let mut listed = self.listed.lock();
+            for (u, got) in self.upstreams.iter().zip(listings) {
+                let name = &u.section.name;
+                match got {
+                    Ok(l) => {
+                        if listed.get(name) != Some(&l) {
+                            tracing::info!(upstream = %name, protocol = l.protocol, tools = l.tools.len(), "upstream listed");
+                        }
+                        listed.insert(name.clone(), l);
+                    }
+                    Err(why) => {
+                        all = false;
+                        tracing::warn!(upstream = %name, url = %u.section.url, error = %why, "the upstream could not be listed; its tools are served as last listed, if ever");
+                    }
+                }
+            }
+        }
+        let tools = self.tools();
+        (self.deployer.set_upstream_tools(tools), all)
+    }
+
+    /// Every served upstream tool, as last listed.
+    fn tools(&self) -> Vec<UpstreamTool> {
+        let listed = self.listed.lock();
+        let mut out = Vec::new();
+        for u in &self.upstreams {
+            let Some(l) = listed.get(&u.section.name) else {
+                continue;
+            };
+            let http = Arc::new(grant(u));
+            for t in &l.tools {
+                let Some(name) = t["name"].as_str() else {
+                    continue;
+                };
+                if !u.serves(name) {
+                    continue;
+                }
+                match info(u, name, t) {
+                    Ok(info) => out.push(UpstreamTool {
+                        component: self.component.clone(),
+                        env: env(u, l.protocol, name),
+                        info,
+                        http: http.clone(),
+                    }),
+                    Err(why) => {
+                        tracing::warn!(upstream = %u.section.name, tool = name, %why, "an upstream tool is not served");
+                    }
+                }
+            }
+            for wanted in u.section.tools.iter().flatten() {
+                if !l.tools.iter().any(|t| t["name"] == wanted.as_str()) {
+                    tracing::warn!(upstream = %u.section.name, tool = %wanted, "upstreams.tools names a tool the upstream does not list");
+                }
+            }
+        }
+        out
+    }
+
+    /// Lists the upstreams again every `gateway.refresh_ms` (a fifth of it while one
+    /// cannot be listed) until `stop`, calling `changed` when the tools served change.
+    pub async fn run(
+        self: Arc<Self>,
+        changed: impl Fn() + Send + 'static,
+        stop: CancellationToken,
+    ) {
+        let mut all = self.listed.lock().len() == self.upstreams.len();
+        loop {
+            let wait = if all {
+                self.settings.refresh
+            } else {
+                self.settings.refresh / 5
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+            let (differ, answered) = self.refresh().await;
+            all = answered;
+            if differ {
+                changed();
+            }
+        }
+    }
+}
+
+/// The upstream tool a served name stands for without a listing: an upstream whose
+/// prefix begins the name (a prefix that is not empty) or whose `tools` names what follows
+/// it. The revision is the configured one, else the component asks (`auto`); the schema
+/// is the upstream's to check.
+fn unlisted(component: Arc<Component>, upstreams: Vec<Upstream>) -> crate::deploy::Unlisted {
+    Arc::new(move |served: &str| {
+        let (u, tool) = upstreams.iter().find_map(|u| {
+            let prefix = u.served_name("");
+            let tool = served.strip_prefix(prefix.as_str())?;
+            let named = (u.section.tools.iter()).flatten().any(|t| t == tool);
+            (!tool.is_empty() && (named || (!prefix.is_empty() && u.serves(tool))))
+                .then_some((u, tool))
+        })?;
+        let protocol = u.section.protocol.as_deref().unwrap_or("auto");
+        let schema = serde_json::json!({"type": "object"});
+        let described = serde_json::json!({"name": tool, "inputSchema": schema});
+        Some(UpstreamTool {
+            component: component.clone(),
+            info: info(u, tool, &described).ok()?,
+            env: env(u, protocol, tool),
+            http: Arc::new(grant(u)),
+        })
+    })
+}
+
+/// What the gateway component reads to know where a served name leads.
+fn env(u: &Upstream, protocol: &str, tool: &str) -> Vec<(String, String)> {
+    let confirm = if u.confirms(tool) { "true" } else { "false" };
+    [
+        ("SNODO_UPSTREAM_NAME", u.section.name.as_str()),
+        ("SNODO_UPSTREAM_URL", u.section.url.as_str()),
+        ("SNODO_UPSTREAM_TOOL", tool),
+        ("SNODO_UPSTREAM_PROTOCOL", protocol),
+        ("SNODO_UPSTREAM_CONFIRM", confirm),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// The upstream's origin as the only host, its bearer token injected there.
+fn grant(u: &Upstream) -> HttpGrant {
+    let allowed = AllowList::parse(&[u.origin.as_str()]).unwrap_or_default();
+    let mut grant = HttpGrant::new(allowed);
+    if let (Some(token), Ok(host)) = (&u.bearer, AllowedHost::parse(&u.origin)) {
+        let value = Secret::new(format!("Bearer {}", token.expose()));
+        grant.scrub.push(token.clone());
+        grant.scrub.push(value.clone());
+        grant.inject.push(Injection {
+            host,
+            header: "authorization".into(),
+            value,
+        });
+    }
+    grant
+}
+
+/// The served tool: the upstream's description under the served name. It is optional as
+/// a task (a client with tasks gets one; the operator may pin a mode); its arguments are
+/// checked by the upstream, which owns the schema.
+fn info(u: &Upstream, name: &str, t: &Value) -> Result<ToolInfo, String> {
+    let served = u.served_name(name);
+    let valid = (1..=128).contains(&served.len())
+        && (served.bytes()).all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if !valid {
+        return Err(format!(
+            "{served:?} is not a tool name this host serves (1..=128 of A-Z a-z 0-9 _ - .)"
+        ));
+    }
+    let input_schema = match t.get("inputSchema") {
+        Some(s @ Value::Object(_)) => s.clone(),
+        _ => return Err("it has no inputSchema object".into()),
+    };
+    let text = |k: &str| t.get(k).and_then(Value::as_str).map(str::to_owned);
+    Ok(ToolInfo {
+        name: served,
+        title: text("title"),
+        description: text("description"),
+        input_schema,
+        output_schema: t.get("outputSchema").filter(|s| s.is_object()).cloned(),
+        mode: TaskMode::Optional,
+        required_capabilities: None,
+        has_prepare: false,
+        has_mode_rule: false,
+        header_params: Vec::new(),
+    })
+}

@@ -1,0 +1,324 @@
+"""The gateway against a real upstream: a FastMCP server (interop/upstreams/fastmcp_tickets.py)
+whose tools a Snodo node serves as its own, called by the FastMCP client with tasks. The
+upstream's log of the calls it received is the judge of how often a call reached it, with
+which idempotency key and which credential."""
+
+import contextlib
+import http.client
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from fastmcp import Client
+from fastmcp.client.elicitation import ElicitResult
+from fastmcp_tasks import call_tool_task
+
+from conftest import FIXTURES, ROOT, SNODO, START_SECONDS, configured, free_port, healthy
+
+pytestmark = pytest.mark.anyio
+
+DEADLINE = 60
+TOKEN = "upstream-token-0123456789"
+UPSTREAM = ROOT / "interop" / "upstreams" / "fastmcp_tickets.py"
+
+
+@contextlib.contextmanager
+def upstream(work, port=None):
+    """The FastMCP ticket desk on `port` (a free one by default), requiring TOKEN: yields
+    its port, its log's path and the process."""
+    port = port or free_port()
+    log = Path(work) / f"upstream-{port}.log"
+    log.touch()
+    out = open(Path(work) / f"upstream-{port}.out", "wb")
+    proc = subprocess.Popen([sys.executable, str(UPSTREAM), str(port), str(log), TOKEN],
+                            stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the upstream did not start:\n" + (Path(work) / f"upstream-{port}.out").read_text())
+            time.sleep(0.05)
+        yield port, log, proc
+    finally:
+        proc.kill()
+        proc.wait()
+        out.close()
+
+
+def listening(port):
+    import socket
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def calls(log):
+    return [json.loads(line) for line in Path(log).read_text().splitlines() if line.strip()]
+
+
+def gateway_config(port, retry="[]"):
+    return f"""[secrets]
+tickets_token = {{ value = "{TOKEN}", development = true }}
+
+[[upstreams]]
+name = "tickets"
+url = "http://127.0.0.1:{port}/mcp"
+confirm = ["create_ticket"]
+bearer = "tickets_token"
+
+[[upstreams]]
+name = "legacy"
+url = "http://127.0.0.1:{port}/mcp"
+protocol = "2025-11-25"
+prefix = "old_"
+tools = ["slow_echo"]
+bearer = "tickets_token"
+
+[tools.tickets_slow_echo]
+retry = {retry}
+"""
+
+
+@pytest.fixture(scope="module")
+def desk():
+    """One upstream and one node serving it (memory store): the node's URL and the log."""
+    work = tempfile.mkdtemp(prefix="snodo-gateway-")
+    with upstream(work) as (port, log, _):
+        with configured(work, {"kind": "memory"}, gateway_config(port)) as (_, url):
+            yield url, log
+
+
+def accept(answer):
+    seen = []
+
+    async def handler(message, response_type, params, context):
+        seen.append(message)
+        return answer
+
+    return handler, seen
+
+
+async def test_the_upstreams_tools_are_listed_under_their_prefixes(desk):
+    url, _ = desk
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            tools = {t.name: t for t in await client.list_tools()}
+    assert {"tickets_create_ticket", "tickets_slow_echo", "tickets_refuse", "old_slow_echo"} <= set(tools)
+    assert "old_create_ticket" not in tools, "upstreams.tools leaves it out"
+    assert "gateway" not in tools, "the gateway component serves no tool of its own"
+    t = tools["tickets_create_ticket"]
+    assert t.description == "Opens a ticket and says its number."
+    assert t.input_schema["properties"]["title"]["type"] == "string"
+    assert t.input_schema["required"] == ["title"]
+
+
+async def test_a_call_is_a_task_that_reaches_the_upstream_once_with_its_key_and_credential(desk):
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            task = await call_tool_task(client, "tickets_slow_echo", {"text": "hi", "seconds": 0.2})
+            result = await task.result()
+    assert not result.is_error
+    assert result.content[0].text == "echo: hi"
+    got = calls(log)[before:]
+    assert [c["tool"] for c in got] == ["slow_echo"]
+    assert got[0]["arguments"] == {"text": "hi", "seconds": 0.2}
+    assert got[0]["idempotency_key"].startswith(task.task_id + "-"), "the task's request key goes upstream"
+    assert got[0]["authorization"] == f"Bearer {TOKEN}", "the host injects the bearer token"
+
+
+async def test_a_2025_11_25_upstream_is_called_after_its_handshake(desk):
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            task = await call_tool_task(client, "old_slow_echo", {"text": "old", "seconds": 0})
+            result = await task.result()
+    assert result.content[0].text == "echo: old"
+    got = calls(log)[before:]
+    assert [c["tool"] for c in got] == ["slow_echo"]
+    assert got[0]["idempotency_key"].startswith(task.task_id + "-")
+
+
+async def test_a_confirmed_tool_asks_first_and_sends_only_when_accepted(desk):
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        handler, seen = accept({"confirm": True})
+        async with Client(url, elicitation_handler=handler) as client:
+            task = await call_tool_task(client, "tickets_create_ticket", {"title": "printer on fire"})
+            parked = await task.wait(state="input_required", timeout=30)
+            assert list(parked.input_requests) == ["confirm"]
+            assert calls(log)[before:] == [], "nothing goes upstream before the answer"
+            result = await task.result()
+    assert len(seen) == 1
+    assert "create_ticket" in seen[0] and "printer on fire" in seen[0], seen[0]
+    assert not result.is_error
+    assert "printer on fire" in result.content[0].text
+    assert [c["tool"] for c in calls(log)[before:]] == ["create_ticket"]
+
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        handler, seen = accept(ElicitResult(action="decline"))
+        async with Client(url, elicitation_handler=handler) as client:
+            task = await call_tool_task(client, "tickets_create_ticket", {"title": "not this one"},
+                                        raise_on_error=False)
+            result = await task.result()
+    assert len(seen) == 1
+    assert result.is_error
+    assert "not confirmed" in result.content[0].text
+    assert calls(log)[before:] == [], "a declined call never goes upstream"
+
+
+async def test_an_upstream_failure_comes_back_as_its_result(desk):
+    url, log = desk
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            task = await call_tool_task(client, "tickets_refuse", {"reason": "closed on sundays"})
+            final = await task.wait(timeout=30)
+    assert final.status == "completed", final
+    assert final.result["isError"] is True
+    assert "closed on sundays" in final.result["content"][0]["text"]
+    assert calls(log)[-1]["tool"] == "refuse"
+
+
+async def test_an_upstream_that_is_down_is_retried_then_named_in_the_failure():
+    work = tempfile.mkdtemp(prefix="snodo-gateway-down-")
+    with upstream(work) as (port, log, proc):
+        with configured(work, {"kind": "memory"}, gateway_config(port, retry="[100, 100]")) as (_, url):
+            proc.kill()
+            proc.wait()
+            with anyio.fail_after(DEADLINE):
+                async with Client(url) as client:
+                    task = await call_tool_task(client, "tickets_slow_echo", {"text": "x", "seconds": 0})
+                    final = await task.wait(timeout=30)
+    assert final.status == "failed", final
+    assert "upstream tickets" in final.status_message, final
+    assert "no answer" in final.status_message, final
+
+
+# kill -9: the node on redb, killed while a confirmation waits and while an upstream call
+# is in flight, then started again on the same file under the same node id.
+
+@contextlib.contextmanager
+def node(work, port, rest):
+    """`snodo serve` on redb in `work`, on `port`, with `rest`: yields the process, which a
+    test may kill; the node id is fixed, so a restart takes back its own claims at once."""
+    config = Path(work) / "snodo.toml"
+    config.write_text(f"""listen = "127.0.0.1:{port}"
+
+[node]
+id = "gateway-test"
+
+[store]
+kind = "redb"
+path = "{Path(work) / 'tasks.redb'}"
+
+[[components]]
+path = "{FIXTURES}"
+
+{rest}""")
+    log = open(Path(work) / "node.log", "ab")
+    proc = subprocess.Popen([str(SNODO), "serve", "--config", str(config)], stdout=log,
+                            stderr=subprocess.STDOUT, cwd=ROOT, env=dict(os.environ, NO_COLOR="1"))
+    try:
+        deadline = time.monotonic() + START_SECONDS
+        while not healthy(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the node did not start:\n" + (Path(work) / "node.log").read_text())
+            time.sleep(0.05)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+def rpc(port, method, params):
+    """One 2026-07-28 request from a client with tasks and elicitation: its result."""
+    params = dict(params, _meta={
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}},
+    })
+    headers = {"content-type": "application/json", "accept": "application/json",
+               "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+    name = params.get("name") or params.get("taskId")
+    if name:
+        headers["mcp-name"] = name
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}), headers)
+    reply = json.loads(c.getresponse().read())
+    c.close()
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+def until(port, task_id, statuses, seconds=60):
+    deadline = time.monotonic() + seconds
+    while True:
+        got = rpc(port, "tasks/get", {"taskId": task_id})
+        if got["status"] in statuses:
+            return got
+        assert time.monotonic() < deadline, got
+        time.sleep(0.05)
+
+
+def test_a_confirmation_waiting_across_kill_9_sends_the_call_once():
+    # The upstream is down too when the node starts again, so that its tools are not
+    # listed: the waiting task still finds its way to it once it is back.
+    work = tempfile.mkdtemp(prefix="snodo-gateway-kill-")
+    port, up = free_port(), free_port()
+    with upstream(work, up) as (_, log, _):
+        with node(work, port, gateway_config(up)) as proc:
+            created = rpc(port, "tools/call", {"name": "tickets_create_ticket", "arguments": {"title": "survives"}})
+            task_id = created["taskId"]
+            asked = until(port, task_id, {"input_required"})
+            assert list(asked["inputRequests"]) == ["confirm"]
+            proc.kill()
+            proc.wait()
+    assert calls(log) == [], "nothing went upstream before the answer"
+    with node(work, port, gateway_config(up)):
+        listed = rpc(port, "tools/list", {})
+        assert "tickets_create_ticket" not in {t["name"] for t in listed["tools"]}, "not listed yet"
+        asked = until(port, task_id, {"input_required"})
+        assert list(asked["inputRequests"]) == ["confirm"]
+        with upstream(work, up):
+            rpc(port, "tasks/update", {"taskId": task_id, "inputResponses": {
+                "confirm": {"action": "accept", "content": {"confirm": True}}}})
+            done = until(port, task_id, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    assert "survives" in done["result"]["content"][0]["text"]
+    got = calls(log)
+    assert [c["tool"] for c in got] == ["create_ticket"], got
+    assert got[0]["idempotency_key"].startswith(task_id + "-")
+
+
+def test_a_call_in_flight_at_kill_9_is_sent_again_with_the_same_key():
+    work = tempfile.mkdtemp(prefix="snodo-gateway-flight-")
+    port = free_port()
+    with upstream(work) as (up, log, _):
+        with node(work, port, gateway_config(up)) as proc:
+            created = rpc(port, "tools/call", {"name": "tickets_slow_echo", "arguments": {"text": "again", "seconds": 2}})
+            task_id = created["taskId"]
+            deadline = time.monotonic() + 30
+            while not calls(log):
+                assert time.monotonic() < deadline, "the call never reached the upstream"
+                time.sleep(0.02)
+            proc.kill()
+            proc.wait()
+        with node(work, port, gateway_config(up)):
+            done = until(port, task_id, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "echo: again"
+    got = calls(log)
+    assert [c["tool"] for c in got] == ["slow_echo", "slow_echo"], got
+    keys = {c["idempotency_key"] for c in got}
+    assert len(keys) == 1 and keys.pop().startswith(task_id + "-"), "one key for both sends"

@@ -1,0 +1,81 @@
+"""An upstream MCP server for the gateway tests, built with FastMCP: a small ticket desk.
+
+Every call it receives is appended to a log file (one JSON line: the tool, its arguments,
+the Idempotency-Key and Authorization headers it came with), so that a test can judge how
+many times a call reached it. Usage: fastmcp_tickets.py PORT LOG [TOKEN]; with TOKEN, a
+request without `Authorization: Bearer TOKEN` is refused with 401."""
+
+import json
+import sys
+import time
+
+from fastmcp import FastMCP
+from fastmcp.server.dependencies import get_http_headers
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
+
+PORT = int(sys.argv[1])
+LOG = sys.argv[2]
+TOKEN = sys.argv[3] if len(sys.argv) > 3 else None
+
+mcp = FastMCP("tickets")
+
+
+def record(tool, arguments):
+    headers = get_http_headers(include_all=True)
+    line = {
+        "tool": tool,
+        "arguments": arguments,
+        "idempotency_key": headers.get("idempotency-key"),
+        "authorization": headers.get("authorization"),
+        "at": time.time(),
+    }
+    with open(LOG, "a") as f:
+        f.write(json.dumps(line) + "\n")
+        f.flush()
+
+
+@mcp.tool
+def create_ticket(title: str, priority: int = 3) -> str:
+    """Opens a ticket and says its number."""
+    record("create_ticket", {"title": title, "priority": priority})
+    with open(LOG) as f:
+        n = sum(1 for line in f if json.loads(line)["tool"] == "create_ticket")
+    return f"ticket {n}: {title} (priority {priority})"
+
+
+@mcp.tool
+def slow_echo(text: str, seconds: float) -> str:
+    """Waits, then answers with the text."""
+    record("slow_echo", {"text": text, "seconds": seconds})
+    time.sleep(seconds)
+    return f"echo: {text}"
+
+
+@mcp.tool
+def refuse(reason: str) -> str:
+    """Always fails, with the reason."""
+    record("refuse", {"reason": reason})
+    raise ValueError(f"refused: {reason}")
+
+
+class Bearer:
+    """Refuses a request without the expected bearer token."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and TOKEN is not None:
+            auth = dict(scope["headers"]).get(b"authorization", b"").decode()
+            if auth != f"Bearer {TOKEN}":
+                await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+if __name__ == "__main__":
+    import uvicorn
+
+    app = mcp.http_app(path="/mcp", middleware=[Middleware(Bearer)])
+    uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
