@@ -15,3 +15,6 @@ anyio_backend = _server.anyio_backend
 server_url = _server.server_url
 configured = _server.configured
 HANDLES = _server.HANDLES
+upstream = _server.upstream
+calls = _server.calls
+gateway_config = _server.gateway_config

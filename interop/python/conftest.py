@@ -178,3 +178,73 @@ def start_task(port, name, arguments, token):
     reply = json.loads(c.getresponse().read())
     c.close()
     return reply["result"]["taskId"]
+
+
+# The gateway's upstreams (interop/upstreams/, interop/typescript/upstream.mjs): ticket desks
+# that log every call they receive, fronted by a node in test_gateway.py here and in
+# interop/python-mcp1/.
+TOKEN = "upstream-token-0123456789"
+UPSTREAM = ROOT / "interop" / "upstreams" / "fastmcp_tickets.py"
+TS_UPSTREAM = ROOT / "interop" / "typescript" / "upstream.mjs"
+# FastMCP lives in this suite's virtualenv, whichever one runs the test.
+VENV_PYTHON = ROOT / ".tools" / "venv" / "bin" / "python"
+
+
+@contextlib.contextmanager
+def upstream(work, port=None, typescript=False):
+    """The FastMCP ticket desk (the TypeScript SDK's with `typescript`) on `port` (a free
+    one by default), requiring TOKEN: yields its port, its log's path and the process."""
+    port = port or free_port()
+    log = Path(work) / f"upstream-{port}.log"
+    log.touch()
+    out = open(Path(work) / f"upstream-{port}.out", "wb")
+    program = [str(ROOT / "scripts" / "node"), str(TS_UPSTREAM)] if typescript else [str(VENV_PYTHON), str(UPSTREAM)]
+    proc = subprocess.Popen([*program, str(port), str(log), TOKEN], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while not listening(port):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the upstream did not start:\n" + (Path(work) / f"upstream-{port}.out").read_text())
+            time.sleep(0.05)
+        yield port, log, proc
+    finally:
+        proc.kill()
+        proc.wait()
+        out.close()
+
+
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def calls(log):
+    """The calls an upstream logged, oldest first."""
+    return [json.loads(line) for line in Path(log).read_text().splitlines() if line.strip()]
+
+
+def gateway_config(port, retry="[]"):
+    """Two upstreams on the desk at `port`: `tickets` (asked, confirming create_ticket) and
+    `legacy` (spoken to as 2025-11-25, serving slow_echo as old_slow_echo)."""
+    return f"""[secrets]
+tickets_token = {{ value = "{TOKEN}", development = true }}
+
+[[upstreams]]
+name = "tickets"
+url = "http://127.0.0.1:{port}/mcp"
+confirm = ["create_ticket"]
+bearer = "tickets_token"
+
+[[upstreams]]
+name = "legacy"
+url = "http://127.0.0.1:{port}/mcp"
+protocol = "2025-11-25"
+prefix = "old_"
+tools = ["slow_echo"]
+bearer = "tickets_token"
+
+[tools.tickets_slow_echo]
+retry = {retry}
+"""
+
+

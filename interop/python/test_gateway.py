@@ -8,7 +8,6 @@ import http.client
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,69 +18,14 @@ from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from fastmcp_tasks import call_tool_task
 
-from conftest import FIXTURES, ROOT, SNODO, START_SECONDS, configured, free_port, healthy
+from conftest import (
+    FIXTURES, ROOT, SNODO, START_SECONDS, TOKEN, calls, configured, free_port, gateway_config, healthy,
+    upstream,
+)
 
 pytestmark = pytest.mark.anyio
 
 DEADLINE = 60
-TOKEN = "upstream-token-0123456789"
-UPSTREAM = ROOT / "interop" / "upstreams" / "fastmcp_tickets.py"
-
-
-@contextlib.contextmanager
-def upstream(work, port=None):
-    """The FastMCP ticket desk on `port` (a free one by default), requiring TOKEN: yields
-    its port, its log's path and the process."""
-    port = port or free_port()
-    log = Path(work) / f"upstream-{port}.log"
-    log.touch()
-    out = open(Path(work) / f"upstream-{port}.out", "wb")
-    proc = subprocess.Popen([sys.executable, str(UPSTREAM), str(port), str(log), TOKEN],
-                            stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while not listening(port):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("the upstream did not start:\n" + (Path(work) / f"upstream-{port}.out").read_text())
-            time.sleep(0.05)
-        yield port, log, proc
-    finally:
-        proc.kill()
-        proc.wait()
-        out.close()
-
-
-def listening(port):
-    import socket
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def calls(log):
-    return [json.loads(line) for line in Path(log).read_text().splitlines() if line.strip()]
-
-
-def gateway_config(port, retry="[]"):
-    return f"""[secrets]
-tickets_token = {{ value = "{TOKEN}", development = true }}
-
-[[upstreams]]
-name = "tickets"
-url = "http://127.0.0.1:{port}/mcp"
-confirm = ["create_ticket"]
-bearer = "tickets_token"
-
-[[upstreams]]
-name = "legacy"
-url = "http://127.0.0.1:{port}/mcp"
-protocol = "2025-11-25"
-prefix = "old_"
-tools = ["slow_echo"]
-bearer = "tickets_token"
-
-[tools.tickets_slow_echo]
-retry = {retry}
-"""
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +130,37 @@ async def test_an_upstream_failure_comes_back_as_its_result(desk):
     assert final.result["isError"] is True
     assert "closed on sundays" in final.result["content"][0]["text"]
     assert calls(log)[-1]["tool"] == "refuse"
+
+
+async def test_a_typescript_sdk_upstream_with_sessions_is_fronted_the_same_way():
+    work = tempfile.mkdtemp(prefix="snodo-gateway-ts-")
+    with upstream(work, typescript=True) as (port, log, _):
+        config = f"""[secrets]
+tickets_token = {{ value = "{TOKEN}", development = true }}
+
+[[upstreams]]
+name = "desk"
+url = "http://127.0.0.1:{port}/mcp"
+confirm = ["create_ticket"]
+bearer = "tickets_token"
+"""
+        with configured(work, {"kind": "memory"}, config) as (_, url):
+            with anyio.fail_after(DEADLINE):
+                handler, seen = accept({"confirm": True})
+                async with Client(url, elicitation_handler=handler) as client:
+                    tools = {t.name for t in await client.list_tools()}
+                    assert {"desk_create_ticket", "desk_slow_echo"} <= tools
+                    echo = await call_tool_task(client, "desk_slow_echo", {"text": "ts", "seconds": 0.1})
+                    assert (await echo.result()).content[0].text == "echo: ts"
+                    ticket = await call_tool_task(client, "desk_create_ticket", {"title": "from ts"})
+                    result = await ticket.result()
+            assert len(seen) == 1
+            assert result.content[0].text == "ticket 1: from ts (priority 3)"
+    got = calls(log)
+    assert [c["tool"] for c in got] == ["slow_echo", "create_ticket"], got
+    assert got[0]["idempotency_key"].startswith(echo.task_id + "-")
+    assert got[1]["idempotency_key"].startswith(ticket.task_id + "-")
+    assert {c["authorization"] for c in got} == {f"Bearer {TOKEN}"}
 
 
 async def test_an_upstream_that_is_down_is_retried_then_named_in_the_failure():
