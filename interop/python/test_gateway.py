@@ -120,6 +120,26 @@ async def test_a_confirmed_tool_asks_first_and_sends_only_when_accepted(desk):
     assert calls(log)[before:] == [], "a declined call never goes upstream"
 
 
+async def test_an_upstreams_own_question_reaches_the_client_and_its_answer_goes_back(desk):
+    # The upstream asks with an incomplete result (2026-07-28's multi-round-trip request):
+    # its question becomes the task's, and the answer is sent back with the call again.
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        handler, seen = accept({"ok": True})
+        async with Client(url, elicitation_handler=handler) as client:
+            task = await call_tool_task(client, "tickets_refund", {"amount": 7})
+            parked = await task.wait(state="input_required", timeout=30)
+            [(key, request)] = parked.input_requests.items()
+            assert key.endswith("approve"), key
+            assert request["params"]["message"] == "Refund 7?"
+            result = await task.result()
+    assert seen == ["Refund 7?"]
+    assert result.content[0].text == "refunded 7"
+    got = calls(log)[before:]
+    assert got == [dict(got[0], tool="refund", arguments={"amount": 7, "approved": True})], got
+
+
 async def test_an_upstream_failure_comes_back_as_its_result(desk):
     url, log = desk
     with anyio.fail_after(DEADLINE):

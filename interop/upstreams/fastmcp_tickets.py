@@ -9,7 +9,8 @@ import json
 import sys
 import time
 
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
+from mcp_types import InputRequiredResult
 from fastmcp.server.dependencies import get_http_headers
 from starlette.middleware import Middleware
 from starlette.responses import JSONResponse
@@ -57,6 +58,24 @@ def refuse(reason: str) -> str:
     """Always fails, with the reason."""
     record("refuse", {"reason": reason})
     raise ValueError(f"refused: {reason}")
+
+
+@mcp.tool
+def refund(amount: int, ctx: Context) -> str:
+    """Refunds an amount once a person approves it (asked by the upstream itself, as an
+    incomplete result: the 2026-07-28 multi-round-trip request)."""
+    answers = ctx.input_responses
+    if not answers or "approve" not in answers:
+        return InputRequiredResult(input_requests={"approve": {
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": f"Refund {amount}?", "requestedSchema": {
+                "type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}},
+        }})
+    answer = answers["approve"]
+    answer = answer.model_dump() if hasattr(answer, "model_dump") else answer
+    approved = answer.get("action") == "accept" and (answer.get("content") or {}).get("ok") is True
+    record("refund", {"amount": amount, "approved": approved})
+    return f"refunded {amount}" if approved else f"refund of {amount} declined"
 
 
 class Bearer:

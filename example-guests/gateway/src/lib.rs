@@ -28,7 +28,8 @@
 use serde_json::{Map, Value, json};
 use snodo_guest::http::{self, HttpError, Response};
 use snodo_guest::{
-    Content, Context, Dispatch, Form, InputError, Outcome, RpcError, Tool, ToolResult, ToolSpec,
+    Content, Context, Dispatch, Form, InputError, InputRequest, Outcome, RpcError, Tool,
+    ToolResult, ToolSpec,
 };
 
 /// The revision a 2025-11-25 upstream is asked for in its handshake.
@@ -47,6 +48,8 @@ const CALL_ID: u64 = 2;
 const FIRST_POLL_ID: u64 = 3;
 /// The bounds put on an upstream task's suggested poll interval.
 const MIN_POLL_MS: u64 = 100;
+/// The most rounds of questions one call may ask before it is failed.
+const MAX_ROUNDS: u64 = 16;
 const MAX_POLL_MS: u64 = 60_000;
 
 /// The component's own tool, which a host serving upstream tools never lists: it
@@ -74,6 +77,7 @@ impl Dispatch for Gateway {
             Ok(u) => u,
             Err(e) => return Outcome::Failed(e),
         };
+        upstream.client = cx.client_capabilities();
         if upstream.confirm {
             match confirmed(cx, &upstream, &arguments) {
                 Ok(true) => {}
@@ -112,6 +116,8 @@ struct Upstream {
     protocol: String,
     /// Whether each call is confirmed by a person first.
     confirm: bool,
+    /// The capabilities of the client that called (for a task, the one that created it).
+    client: Value,
 }
 
 impl Upstream {
@@ -137,6 +143,7 @@ impl Upstream {
             tool: var("SNODO_UPSTREAM_TOOL")?,
             protocol,
             confirm: std::env::var("SNODO_UPSTREAM_CONFIRM").is_ok_and(|v| v == "true"),
+            client: Value::Null,
         };
         if upstream.protocol == "auto" {
             upstream.protocol = V2026.into();
@@ -186,40 +193,87 @@ impl Upstream {
         if self.protocol == V2026 {
             meta.extend(self.request_meta());
         }
-        let params = json!({"name": self.tool, "arguments": arguments, "_meta": meta});
+        let mut params = json!({"name": self.tool, "arguments": arguments, "_meta": meta});
         // In a journaled task the host keys the request itself (`<task id>-<position>`, the
         // same on every attempt) and refuses the header from a guest; elsewhere the call
         // carries the task's key.
         let journaled = cx.task_id().is_some()
             && std::env::var("SNODO_UPSTREAM_JOURNAL").is_ok_and(|j| j == "true");
         let key = (!journaled).then(|| cx.idempotency_key());
-        let call = || {
-            self.request(
-                CALL_ID,
-                "tools/call",
-                params.clone(),
-                session.as_deref(),
-                key,
-            )
-        };
-        let answer = match call() {
-            // The upstream forgot the session (it restarted): a new one, and the call again.
-            Err(Sent::SessionGone) if session.is_some() => {
-                let session = self.handshake()?;
-                self.request(CALL_ID, "tools/call", params.clone(), session.as_deref(), key)
+        let mut session = session;
+        // Each round of an upstream that asks (an incomplete result) is the call again,
+        // with the answers: the same request id keeps the rounds the same on a replay.
+        for round in 0..=MAX_ROUNDS {
+            let id = CALL_ID + 1_000 * round;
+            let answer = match self.request(id, "tools/call", params.clone(), session.as_deref(), key)
+            {
+                // The upstream forgot the session (it restarted): a new one, and the call
+                // again.
+                Err(Sent::SessionGone) if session.is_some() => {
+                    session = self.handshake()?;
+                    self.request(id, "tools/call", params.clone(), session.as_deref(), key)
+                }
+                other => other,
+            };
+            let result = answer.map_err(|e| self.failure(e))?;
+            match result.get("resultType").and_then(Value::as_str) {
+                Some("task") => return self.follow(cx, &result),
+                Some("input_required") => {
+                    let answers = self.ask(cx, &format!("upstream-{round}"), &result)?;
+                    params["inputResponses"] = Value::Object(answers);
+                    match result.get("requestState") {
+                        Some(state) => params["requestState"] = state.clone(),
+                        None => {
+                            if let Some(p) = params.as_object_mut() {
+                                p.remove("requestState");
+                            }
+                        }
+                    }
+                }
+                _ => return Ok(tool_result(&result)),
             }
-            other => other,
-        };
-        let result = answer.map_err(|e| self.failure(e))?;
-        match result.get("resultType").and_then(Value::as_str) {
-            Some("task") => self.follow(cx, &result),
-            Some("input_required") => Err(Outcome::Failed(RpcError::internal(format!(
-                "{} asked for input during {} (an incomplete result), which the gateway does \
-                 not forward",
-                self.name, self.tool
-            )))),
-            _ => Ok(tool_result(&result)),
         }
+        Err(Outcome::Failed(RpcError::internal(format!(
+            "{} asked for input more than {MAX_ROUNDS} times during {}",
+            self.name, self.tool
+        ))))
+    }
+
+    /// Asks the client the questions of an upstream's `inputRequests` (of an incomplete
+    /// result or a task waiting for input), as this task's questions under keys beginning
+    /// with `prefix`: the answers by the upstream's keys. A replay gets the stored answers
+    /// back without asking again.
+    fn ask(&self, cx: &Context, prefix: &str, asking: &Value) -> Result<Map<String, Value>, Outcome> {
+        let Some(requests) = asking.get("inputRequests").and_then(Value::as_object) else {
+            return Err(Outcome::Failed(RpcError::internal(format!(
+                "{} asked for input during {} without inputRequests",
+                self.name, self.tool
+            ))));
+        };
+        let mut keys = Vec::new();
+        let mut questions = Vec::new();
+        for (key, request) in requests {
+            let question = input_request(request).map_err(|why| {
+                Outcome::Failed(RpcError::internal(format!(
+                    "{} asked during {} for what the gateway cannot forward: {why}",
+                    self.name, self.tool
+                )))
+            })?;
+            keys.push((key.clone(), format!("{prefix}-{key}")));
+            questions.push(question);
+        }
+        let asked: Vec<(&str, InputRequest)> = (keys.iter())
+            .map(|(_, ours)| ours.as_str())
+            .zip(questions)
+            .collect();
+        let answers = cx.await_inputs(&asked).map_err(|e| match e {
+            InputError::Cancelled => Outcome::Failed(RpcError::new(-32800, "cancelled")),
+            e => Outcome::Failed(RpcError::internal(format!(
+                "{} asked during {}, and the question cannot be put to this client: {e}",
+                self.name, self.tool
+            ))),
+        })?;
+        Ok(keys.into_iter().map(|(theirs, _)| theirs).zip(answers).collect())
     }
 
     /// A 2025-11-25 upstream's handshake: `initialize`, then `notifications/initialized`;
@@ -243,13 +297,23 @@ impl Upstream {
     }
 
     /// `_meta` every 2026-07-28 request carries: the revision and the client's
-    /// capabilities (the Tasks extension: the upstream may answer with a task).
+    /// capabilities: those of the client that called (what it can be asked, which the
+    /// gateway forwards) and the Tasks extension (the upstream may answer with a task,
+    /// which the gateway follows).
     fn request_meta(&self) -> Map<String, Value> {
         let mut meta = Map::new();
         meta.insert("io.modelcontextprotocol/protocolVersion".into(), V2026.into());
+        let mut caps = match &self.client {
+            Value::Object(c) => c.clone(),
+            _ => Map::new(),
+        };
+        let extensions = caps.entry("extensions").or_insert_with(|| json!({}));
+        if let Some(e) = extensions.as_object_mut() {
+            e.insert(TASKS.into(), json!({}));
+        }
         meta.insert(
             "io.modelcontextprotocol/clientCapabilities".into(),
-            json!({"extensions": {TASKS: {}}}),
+            Value::Object(caps),
         );
         meta.insert(
             "io.modelcontextprotocol/clientInfo".into(),
@@ -304,11 +368,12 @@ impl Upstream {
                     ))));
                 }
                 Some("input_required") => {
-                    return Err(Outcome::Failed(RpcError::internal(format!(
-                        "{}'s task {task_id} for {} asks for input, which the gateway does not \
-                         forward",
-                        self.name, self.tool
-                    ))));
+                    let answers = self.ask(cx, &format!("upstream-task-{id}"), &state)?;
+                    let mut params = json!({"taskId": task_id, "inputResponses": answers});
+                    params["_meta"] = Value::Object(self.request_meta());
+                    self.request(id, "tasks/update", params, None, None)
+                        .map_err(|e| self.failure(e))?;
+                    id += 1;
                 }
                 _ => {}
             }
@@ -522,6 +587,36 @@ fn confirmed(cx: &Context, upstream: &Upstream, arguments: &Value) -> Result<boo
             "{} needs a confirmation before it is sent to {}: {e}",
             upstream.tool, upstream.name
         )))),
+    }
+}
+
+/// An upstream's input request as a question this task asks its client.
+fn input_request(request: &Value) -> Result<InputRequest, String> {
+    let params = &request["params"];
+    let text = |k: &str| params.get(k).and_then(Value::as_str).map(str::to_owned);
+    match request["method"].as_str() {
+        Some("elicitation/create") if params["mode"] == "url" => Ok(InputRequest::Url {
+            message: text("message").unwrap_or_default(),
+            url: text("url").ok_or("a url elicitation without a url")?,
+            elicitation_id: text("elicitationId").unwrap_or_default(),
+        }),
+        Some("elicitation/create") => {
+            let schema = &params["requestedSchema"];
+            let mut form = Form::new(text("message").unwrap_or_default());
+            for (name, field) in schema["properties"].as_object().into_iter().flatten() {
+                form = form.field(name, field.clone());
+            }
+            for name in schema["required"].as_array().into_iter().flatten() {
+                if let Some(name) = name.as_str() {
+                    form = form.require(name);
+                }
+            }
+            Ok(InputRequest::Form(form))
+        }
+        Some("sampling/createMessage") => Ok(InputRequest::Sampling(params.clone())),
+        Some("roots/list") => Ok(InputRequest::Roots),
+        Some(other) => Err(format!("{other:?}")),
+        None => Err("a request without a method".into()),
     }
 }
 
