@@ -140,6 +140,19 @@ async def test_an_upstreams_own_question_reaches_the_client_and_its_answer_goes_
     assert got == [dict(got[0], tool="refund", arguments={"amount": 7, "approved": True})], got
 
 
+async def test_an_upstream_task_is_followed_to_its_result(desk):
+    # FastMCP answers `report` with a task of its own (2026-07-28 Tasks): the gateway
+    # polls it between durable sleeps, and the Snodo task ends with its result.
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            task = await call_tool_task(client, "tickets_report", {"name": "q3", "seconds": 0.2})
+            result = await task.result()
+    assert result.content[0].text == "report q3 is ready"
+    assert [c["tool"] for c in calls(log)[before:]] == ["report"]
+
+
 async def test_an_upstream_failure_comes_back_as_its_result(desk):
     url, log = desk
     with anyio.fail_after(DEADLINE):
@@ -256,11 +269,11 @@ def rpc(port, method, params):
     return reply["result"]
 
 
-def until(port, task_id, statuses, seconds=60):
+def until(port, task_id, statuses, seconds=60, pred=lambda _: True):
     deadline = time.monotonic() + seconds
     while True:
         got = rpc(port, "tasks/get", {"taskId": task_id})
-        if got["status"] in statuses:
+        if got["status"] in statuses and pred(got):
             return got
         assert time.monotonic() < deadline, got
         time.sleep(0.05)
@@ -294,6 +307,26 @@ def test_a_confirmation_waiting_across_kill_9_sends_the_call_once():
     got = calls(log)
     assert [c["tool"] for c in got] == ["create_ticket"], got
     assert got[0]["idempotency_key"].startswith(task_id + "-")
+
+
+def test_an_upstream_task_followed_across_kill_9_is_started_once():
+    # The upstream answered the call with its task before the kill: the journal holds that
+    # answer, so the node started again follows the same upstream task.
+    work = tempfile.mkdtemp(prefix="snodo-gateway-follow-")
+    port = free_port()
+    with upstream(work) as (up, log, _):
+        with node(work, port, gateway_config(up)) as proc:
+            created = rpc(port, "tools/call", {"name": "tickets_report", "arguments": {"name": "kill", "seconds": 3}})
+            task_id = created["taskId"]
+            # It sleeps between polls only once the upstream answered with its task.
+            until(port, task_id, {"working"}, pred=lambda t: t.get("statusMessage", "").startswith("sleeping until"))
+            proc.kill()
+            proc.wait()
+        with node(work, port, gateway_config(up)):
+            done = until(port, task_id, {"completed", "failed"})
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "report kill is ready"
+    assert [c["tool"] for c in calls(log)] == ["report"], "the upstream started the report once"
 
 
 def test_a_call_in_flight_at_kill_9_is_sent_again_with_the_same_key():

@@ -10,6 +10,7 @@ import sys
 import time
 
 from fastmcp import Context, FastMCP
+from fastmcp_tasks import TasksExtension
 from mcp_types import InputRequiredResult
 from fastmcp.server.dependencies import get_http_headers
 from starlette.middleware import Middleware
@@ -20,6 +21,8 @@ LOG = sys.argv[2]
 TOKEN = sys.argv[3] if len(sys.argv) > 3 else None
 
 mcp = FastMCP("tickets")
+# 2026-07-28 Tasks (SEP-2663) on FastMCP's in-memory task engine: `report` runs as a task.
+mcp.add_extension(TasksExtension(url="memory://"))
 
 
 def record(tool, arguments):
@@ -51,6 +54,15 @@ def slow_echo(text: str, seconds: float) -> str:
     record("slow_echo", {"text": text, "seconds": seconds})
     time.sleep(seconds)
     return f"echo: {text}"
+
+
+@mcp.tool(task=True)
+async def report(name: str, seconds: float) -> str:
+    """Builds a report in the background (an upstream task), taking `seconds`."""
+    record("report", {"name": name, "seconds": seconds})
+    import asyncio
+    await asyncio.sleep(seconds)
+    return f"report {name} is ready"
 
 
 @mcp.tool
