@@ -284,81 +284,10 @@ macro_rules! export {
             }
         }
 
-        impl $crate::bindings::exports::snodo::tasks0_2_0::catalog::Guest for __SnodoExecutor {
-            fn describe_catalog() -> $crate::bindings::snodo::tasks0_2_0::catalog_types::Catalog {
-                #[allow(unused_mut)]
-                let mut c = $crate::__private::empty_catalog();
-                $($($crate::__private::add_resource::<$res>(&mut c);)*)?
-                $($($crate::__private::add_prompt::<$prompt>(&mut c);)*)?
-                c
-            }
-
-            fn read_resource(
-                request: $crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceRequest,
-            ) -> ::std::result::Result<
-                ::std::vec::Vec<$crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceContents>,
-                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
-            > {
-                $($(
-                    if $crate::__private::resource_matches::<$res>(&request) {
-                        return $crate::__private::read_resource::<$res>(request);
-                    }
-                )*)?
-                ::std::result::Result::Err($crate::__private::unknown_resource(&request.uri))
-            }
-
-            fn get_prompt(
-                name: ::std::string::String,
-                arguments: ::std::string::String,
-            ) -> ::std::result::Result<
-                $crate::bindings::snodo::tasks0_2_0::catalog_types::PromptResult,
-                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
-            > {
-                let _ = &arguments;
-                $($(
-                    if name == <$prompt as $crate::Prompt>::NAME {
-                        return $crate::__private::get_prompt::<$prompt>(&arguments);
-                    }
-                )*)?
-                ::std::result::Result::Err($crate::__private::unknown_prompt(&name))
-            }
-
-            fn complete(
-                target: $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef,
-                argument: ::std::string::String,
-                value: ::std::string::String,
-                context: ::std::string::String,
-            ) -> ::std::result::Result<
-                $crate::bindings::snodo::tasks0_2_0::catalog_types::Completion,
-                $crate::bindings::snodo::tasks0_1_0::types::RpcError,
-            > {
-                use $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef;
-                let _ = (&argument, &value, &context);
-                match &target {
-                    CompletionRef::Prompt(name) => {
-                        let _ = name;
-                        $($(
-                            if name == <$prompt as $crate::Prompt>::NAME {
-                                return ::std::result::Result::Ok(
-                                    $crate::__private::complete_prompt::<$prompt>(&argument, &value, &context),
-                                );
-                            }
-                        )*)?
-                    }
-                    CompletionRef::ResourceTemplate(template) => {
-                        let _ = template;
-                        $($(
-                            if template == <$res as $crate::Resource>::URI {
-                                return ::std::result::Result::Ok(
-                                    $crate::__private::complete_resource::<$res>(&argument, &value),
-                                );
-                            }
-                        )*)?
-                    }
-                }
-                ::std::result::Result::Ok($crate::__private::no_completion())
-            }
-        }
+        $crate::__export_catalog!(
+            resources: [$($($res),*)?],
+            prompts: [$($($prompt),*)?]
+        );
 
         $crate::bindings::__export_executor!(__SnodoExecutor with_types_in $crate::bindings);
     };
@@ -419,9 +348,26 @@ macro_rules! export_dispatch {
             }
         }
 
+        $crate::__export_catalog!(resources: [], prompts: []);
+
+        $crate::bindings::__export_executor!(__SnodoExecutor with_types_in $crate::bindings);
+    };
+}
+
+/// The catalog interface of a component exported by [`export!`] or [`export_dispatch!`]:
+/// the listed resources and prompts (none for a dispatching component). Not a stable
+/// interface.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_catalog {
+    (resources: [$($res:ty),* $(,)?], prompts: [$($prompt:ty),* $(,)?]) => {
         impl $crate::bindings::exports::snodo::tasks0_2_0::catalog::Guest for __SnodoExecutor {
             fn describe_catalog() -> $crate::bindings::snodo::tasks0_2_0::catalog_types::Catalog {
-                $crate::__private::empty_catalog()
+                #[allow(unused_mut)]
+                let mut c = $crate::__private::empty_catalog();
+                $($crate::__private::add_resource::<$res>(&mut c);)*
+                $($crate::__private::add_prompt::<$prompt>(&mut c);)*
+                c
             }
 
             fn read_resource(
@@ -430,32 +376,65 @@ macro_rules! export_dispatch {
                 ::std::vec::Vec<$crate::bindings::snodo::tasks0_2_0::catalog_types::ResourceContents>,
                 $crate::bindings::snodo::tasks0_1_0::types::RpcError,
             > {
+                $(
+                    if $crate::__private::resource_matches::<$res>(&request) {
+                        return $crate::__private::read_resource::<$res>(request);
+                    }
+                )*
                 ::std::result::Result::Err($crate::__private::unknown_resource(&request.uri))
             }
 
             fn get_prompt(
                 name: ::std::string::String,
-                _arguments: ::std::string::String,
+                arguments: ::std::string::String,
             ) -> ::std::result::Result<
                 $crate::bindings::snodo::tasks0_2_0::catalog_types::PromptResult,
                 $crate::bindings::snodo::tasks0_1_0::types::RpcError,
             > {
+                let _ = &arguments;
+                $(
+                    if name == <$prompt as $crate::Prompt>::NAME {
+                        return $crate::__private::get_prompt::<$prompt>(&arguments);
+                    }
+                )*
                 ::std::result::Result::Err($crate::__private::unknown_prompt(&name))
             }
 
             fn complete(
-                _target: $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef,
-                _argument: ::std::string::String,
-                _value: ::std::string::String,
-                _context: ::std::string::String,
+                target: $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef,
+                argument: ::std::string::String,
+                value: ::std::string::String,
+                context: ::std::string::String,
             ) -> ::std::result::Result<
                 $crate::bindings::snodo::tasks0_2_0::catalog_types::Completion,
                 $crate::bindings::snodo::tasks0_1_0::types::RpcError,
             > {
+                use $crate::bindings::snodo::tasks0_2_0::catalog_types::CompletionRef;
+                let _ = (&argument, &value, &context);
+                match &target {
+                    CompletionRef::Prompt(name) => {
+                        let _ = name;
+                        $(
+                            if name == <$prompt as $crate::Prompt>::NAME {
+                                return ::std::result::Result::Ok(
+                                    $crate::__private::complete_prompt::<$prompt>(&argument, &value, &context),
+                                );
+                            }
+                        )*
+                    }
+                    CompletionRef::ResourceTemplate(template) => {
+                        let _ = template;
+                        $(
+                            if template == <$res as $crate::Resource>::URI {
+                                return ::std::result::Result::Ok(
+                                    $crate::__private::complete_resource::<$res>(&argument, &value),
+                                );
+                            }
+                        )*
+                    }
+                }
                 ::std::result::Result::Ok($crate::__private::no_completion())
             }
         }
-
-        $crate::bindings::__export_executor!(__SnodoExecutor with_types_in $crate::bindings);
     };
 }

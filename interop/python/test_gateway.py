@@ -18,10 +18,15 @@ from fastmcp import Client
 from fastmcp.client.elicitation import ElicitResult
 from fastmcp_tasks import call_tool_task
 
+import sys
+
 from conftest import (
     FIXTURES, ROOT, SNODO, START_SECONDS, TOKEN, calls, configured, free_port, gateway_config, healthy,
     upstream,
 )
+
+sys.path.insert(0, str(ROOT / "walkthroughs"))
+from idp import Client as Registered, IdentityProvider  # noqa: E402
 
 pytestmark = pytest.mark.anyio
 
@@ -194,6 +199,40 @@ bearer = "tickets_token"
     assert got[0]["idempotency_key"].startswith(echo.task_id + "-")
     assert got[1]["idempotency_key"].startswith(ticket.task_id + "-")
     assert {c["authorization"] for c in got} == {f"Bearer {TOKEN}"}
+
+
+async def test_an_upstream_behind_oauth_is_called_with_tokens_from_its_authorization_server():
+    # The upstream is another Snodo node, a resource server trusting the provider: the
+    # gateway node gets its tokens with the client credentials grant, for that resource.
+    idp = IdentityProvider({"gateway": Registered("gateway-secret", claims={"org_id": "acme"})})
+    inner, outer = tempfile.mkdtemp(prefix="snodo-gateway-rs-"), tempfile.mkdtemp(prefix="snodo-gateway-oauth-")
+    try:
+        with configured(inner, {"kind": "memory"}, idp.trusted_as("org_id")) as (_, upstream_url):
+            config = f"""[secrets]
+gateway_client = {{ value = "gateway-secret", development = true }}
+
+[[upstreams]]
+name = "inner"
+url = "{upstream_url}"
+tools = ["greet"]
+
+[upstreams.oauth]
+token_url = "{idp.issuer}/token"
+client_id = "gateway"
+client_secret = "gateway_client"
+"""
+            with configured(outer, {"kind": "memory"}, config) as (_, url):
+                with anyio.fail_after(DEADLINE):
+                    async with Client(url) as client:
+                        assert "inner_greet" in {t.name for t in await client.list_tools()}
+                        task = await call_tool_task(client, "inner_greet", {"name": "Ada"})
+                        result = await task.result()
+        assert result.content[0].text == "Hello, Ada!"
+        assert idp.issued, "the gateway node asked the provider for a token"
+        client_id, resource, _, _ = idp.issued[0]
+        assert (client_id, resource) == ("gateway", upstream_url), "for the upstream as resource"
+    finally:
+        idp.close()
 
 
 async def test_an_upstream_that_is_down_is_retried_then_named_in_the_failure():

@@ -20,8 +20,8 @@
 //! The requests are the same on every replay given the same answers: fixed JSON-RPC ids,
 //! no clock and no randomness in what is sent.
 //!
-//! An upstream that cannot be reached, times out or answers 408, 429, 500, 502, 503 or
-//! 504 is tried again on the tool's retry list (the same idempotency key each time); an
+//! An upstream that cannot be reached, times out or answers 401, 408, 429, 500, 502, 503
+//! or 504 is tried again on the tool's retry list (the same idempotency key each time); an
 //! upstream's JSON-RPC error fails the task with that error, its code and message as
 //! the upstream gave them.
 
@@ -430,7 +430,9 @@ impl Upstream {
             request = request.header("idempotency-key", k);
         }
         let response = request.send().map_err(Sent::Http)?;
-        if matches!(response.status, 408 | 429 | 500 | 502 | 503 | 504) {
+        // 401 too: the host renews an upstream's access token before it expires, and a
+        // request that raced the renewal goes again with the new one.
+        if matches!(response.status, 401 | 408 | 429 | 500 | 502 | 503 | 504) {
             return Err(Sent::Busy(response.status, excerpt(&response.text())));
         }
         Ok(response)

@@ -8,8 +8,8 @@
 //! - direct: the `tools/call` POSTed to the upstream;
 //! - fronted, synchronous (memory store): the same call to the node, which runs the
 //!   gateway component in the request;
-//! - fronted as a task (redb, journal on and off): `tools/call` to the task's completion,
-//!   seen by polling `tasks/get` every millisecond.
+//! - fronted as a task (memory; redb, journal on and off): `tools/call` to the task's
+//!   completion, seen by polling `tasks/get` every millisecond.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,53 +51,41 @@ pub(crate) struct GatewayFigure {
 /// answered after `service`.
 async fn upstream(service: Duration) -> Result<std::net::SocketAddr, String> {
     use http_body_util::BodyExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(
-                    move |req: hyper::Request<hyper::body::Incoming>| async move {
-                        let body = req.into_body().collect().await.map(|b| b.to_bytes());
-                        let message: Value = body
-                            .ok()
-                            .and_then(|b| serde_json::from_slice(&b).ok())
-                            .unwrap_or(Value::Null);
-                        let result = match message["method"].as_str() {
-                            Some("server/discover") => json!({
-                                "resultType": "complete", "supportedVersions": ["2026-07-28"],
-                                "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"}),
-                            Some("tools/list") => json!({"resultType": "complete", "tools": [{
-                                "name": "echo",
-                                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
-                            _ => {
-                                tokio::time::sleep(service).await;
-                                json!({"resultType": "complete", "content": [
-                                    {"type": "text", "text": message["params"]["arguments"]["text"]}]})
-                            }
-                        };
-                        let reply =
-                            json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
-                        let mut response = hyper::Response::new(http_body_util::Full::new(
-                            hyper::body::Bytes::from(reply.to_string()),
-                        ));
-                        response.headers_mut().insert(
-                            "content-type",
-                            hyper::header::HeaderValue::from_static("application/json"),
-                        );
-                        Ok::<_, std::convert::Infallible>(response)
-                    },
-                );
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
+    super::local_http(
+        move |req: hyper::Request<hyper::body::Incoming>| async move {
+            let body = req.into_body().collect().await.map(|b| b.to_bytes());
+            let message: Value = body
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .unwrap_or(Value::Null);
+            let result = match message["method"].as_str() {
+                Some("server/discover") => json!({
+                "resultType": "complete", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}}, "ttlMs": 0, "cacheScope": "public"}),
+                Some("tools/list") => json!({"resultType": "complete", "tools": [{
+                "name": "echo",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}),
+                _ => {
+                    // A zero service time answers at once (a zero sleep still waits a tick).
+                    if !service.is_zero() {
+                        tokio::time::sleep(service).await;
+                    }
+                    json!({"resultType": "complete", "content": [
+                    {"type": "text", "text": message["params"]["arguments"]["text"]}]})
+                }
+            };
+            let reply = json!({"jsonrpc": "2.0", "id": message["id"], "result": result});
+            let mut response = hyper::Response::new(http_body_util::Full::new(
+                hyper::body::Bytes::from(reply.to_string()),
+            ));
+            response.headers_mut().insert(
+                "content-type",
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            response
+        },
+    )
+    .await
 }
 
 fn meta() -> Value {

@@ -610,6 +610,37 @@ async fn cancel_samples(
     Ok(samples)
 }
 
+/// A local HTTP/1 server whose every request is answered by `answer`, each connection on
+/// a task of its own, for as long as the process runs: the far end of a benchmark.
+pub(crate) async fn local_http<F, Fut>(answer: F) -> Result<std::net::SocketAddr, String>
+where
+    F: Fn(hyper::Request<hyper::body::Incoming>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = hyper::Response<http_body_util::Full<hyper::body::Bytes>>>
+        + Send
+        + 'static,
+{
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let answer = answer.clone();
+                    async move { Ok::<_, std::convert::Infallible>(answer(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    Ok(addr)
+}
+
 /// Parameters of the MCP latency benchmark.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct McpBenchOptions {

@@ -100,26 +100,12 @@ where
 
 /// A local server answering every request with `template-1`.
 async fn local_server() -> Result<std::net::SocketAddr, String> {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let _ = stream.set_nodelay(true);
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(|_req| async {
-                    Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                        http_body_util::Full::new(hyper::body::Bytes::from_static(b"template-1")),
-                    ))
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
-        }
-    });
-    Ok(addr)
+    super::local_http(|_req| async {
+        hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from_static(
+            b"template-1",
+        )))
+    })
+    .await
 }
 
 /// One native GET on a new connection, as the host's sender makes it.

@@ -136,7 +136,10 @@ impl Deployer {
         let mut held = self.upstream.write();
         let same = held.len() == tools.len()
             && held.iter().zip(&tools).all(|(a, b)| {
-                a.info == b.info && a.env == b.env && Arc::ptr_eq(&a.component, &b.component)
+                a.info == b.info
+                    && a.env == b.env
+                    && a.http == b.http
+                    && Arc::ptr_eq(&a.component, &b.component)
             });
         *held = tools;
         !same

@@ -5,7 +5,7 @@
 
 use hyper::http::{self, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use snodo_wasm::outbound::{AllowList, Answer, Outbound, PostLimits};
+use snodo_wasm::outbound::{AllowList, Answer, Outbound, PostLimits, Secret};
 
 use super::Upstream;
 use super::settings::PROTOCOLS;
@@ -31,6 +31,7 @@ const MAX_ANSWER_BYTES: u64 = 4 << 20;
 struct Conversation<'a> {
     outbound: &'a Outbound,
     upstream: &'a Upstream,
+    bearer: Option<&'a Secret>,
     allowed: AllowList,
     limits: PostLimits,
     protocol: Option<&'static str>,
@@ -38,16 +39,18 @@ struct Conversation<'a> {
     next_id: u64,
 }
 
-/// Lists `upstream`'s tools, each request within `timeout`.
+/// Lists `upstream`'s tools with its credential `bearer`, each request within `timeout`.
 pub async fn list(
     outbound: &Outbound,
     upstream: &Upstream,
+    bearer: Option<&Secret>,
     timeout: std::time::Duration,
 ) -> Result<Listed, String> {
     let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
     let mut c = Conversation {
         outbound,
         upstream,
+        bearer,
         allowed,
         limits: PostLimits {
             connect_timeout: timeout,
@@ -191,7 +194,7 @@ impl Conversation<'_> {
                 "io.modelcontextprotocol/clientInfo": {"name": "snodo", "version": env!("CARGO_PKG_VERSION")},
             });
         }
-        if let Some(bearer) = &self.upstream.bearer {
+        if let Some(bearer) = self.bearer {
             let v = format!("Bearer {}", bearer.expose());
             let mut v = HeaderValue::from_str(&v)
                 .map_err(|_| "the bearer secret cannot be sent in a header".to_owned())?;
@@ -221,7 +224,7 @@ impl Conversation<'_> {
             .map_err(|e| format!("{method}: {e}"))?;
         if answer.status == 401 || answer.status == 403 {
             return Err(format!(
-                "{method} was refused (HTTP {}): check upstreams.{}.bearer",
+                "{method} was refused (HTTP {}): check upstreams.{}.bearer or .oauth",
                 answer.status, self.upstream.section.name
             ));
         }

@@ -10,6 +10,7 @@
 //! cannot be listed serves nothing until it can (its earlier listing, if any, stays).
 
 mod list;
+mod oauth;
 mod settings;
 
 use std::collections::BTreeMap;
@@ -24,7 +25,9 @@ use tokio_util::sync::CancellationToken;
 use crate::deploy::{DeployError, Deployer, UpstreamTool};
 
 pub use list::{Listed, list};
-pub use settings::{GatewaySettings, PROTOCOLS, Upstream, UpstreamSection};
+pub use settings::{
+    GatewaySettings, OAuthClient, OAuthSection, PROTOCOLS, Upstream, UpstreamSection,
+};
 
 /// Where the gateway component is looked for when `gateway.component` is not set: beside
 /// the binary (a release archive's `components/`), in `../share/snodo/components/` from it
@@ -52,7 +55,13 @@ pub struct Gateway {
     settings: GatewaySettings,
     /// The last listing of each upstream that could be listed, by name.
     listed: parking_lot::Mutex<BTreeMap<String, Listed>>,
+    /// The current access token of each upstream with `oauth`, by name.
+    tokens: Tokens,
 }
+
+/// The current access token of each upstream with `oauth`, by name: shared with the
+/// routes of work before a listing.
+type Tokens = Arc<parking_lot::Mutex<BTreeMap<String, oauth::Token>>>;
 
 impl Gateway {
     /// Loads the gateway component and lists every upstream once (those that cannot be
@@ -75,7 +84,12 @@ impl Gateway {
             })?,
         };
         let component = deployer.load_gateway(&path).await?;
-        deployer.set_unlisted(unlisted(component.clone(), upstreams.clone()));
+        let tokens = Tokens::default();
+        deployer.set_unlisted(unlisted(
+            component.clone(),
+            upstreams.clone(),
+            tokens.clone(),
+        ));
         let gateway = Arc::new(Self {
             deployer,
             outbound,
@@ -83,6 +97,7 @@ impl Gateway {
             upstreams,
             settings,
             listed: parking_lot::Mutex::default(),
+            tokens,
         });
         gateway.refresh().await;
         Ok(gateway)
@@ -93,8 +108,12 @@ impl Gateway {
     /// the second value.
     pub async fn refresh(&self) -> (bool, bool) {
         let timeout = self.settings.list_timeout;
+        self.renew_tokens().await;
+        let credentials: Vec<Option<Secret>> =
+            self.upstreams.iter().map(|u| self.credential(u)).collect();
         let listings = futures_util::future::join_all(
-            (self.upstreams.iter()).map(|u| list(&self.outbound, u, timeout)),
+            (self.upstreams.iter().zip(&credentials))
+                .map(|(u, c)| list(&self.outbound, u, c.as_ref(), timeout)),
         )
         .await;
         let mut all = true;
@@ -120,6 +139,38 @@ impl Gateway {
         (self.deployer.set_upstream_tools(tools), all)
     }
 
+    /// Asks for a token for each upstream with `oauth` whose token is due for renewal (or
+    /// that has none); a failure is logged and the token before, if any, kept.
+    async fn renew_tokens(&self) {
+        let now = tokio::time::Instant::now();
+        for u in self.upstreams.iter().filter(|u| u.oauth.is_some()) {
+            let name = &u.section.name;
+            let due = (self.tokens.lock().get(name)).is_none_or(|t| t.renew_at <= now);
+            if !due {
+                continue;
+            }
+            match oauth::token(&self.outbound, u, self.settings.list_timeout).await {
+                Ok(t) => {
+                    tracing::info!(upstream = %name, "upstream access token obtained");
+                    self.tokens.lock().insert(name.clone(), t);
+                }
+                Err(why) => {
+                    tracing::warn!(upstream = %name, error = %why, "no access token for the upstream; its requests go with the token before, if any");
+                }
+            }
+        }
+    }
+
+    /// When the next token is due for renewal, if any upstream has one.
+    fn next_renewal(&self) -> Option<tokio::time::Instant> {
+        self.tokens.lock().values().map(|t| t.renew_at).min()
+    }
+
+    /// What `u`'s requests carry as `Authorization: Bearer`: its token, fixed or current.
+    fn credential(&self, u: &Upstream) -> Option<Secret> {
+        credential(u, &self.tokens)
+    }
+
     /// Every served upstream tool, as last listed.
     fn tools(&self) -> Vec<UpstreamTool> {
         let listed = self.listed.lock();
@@ -128,7 +179,7 @@ impl Gateway {
             let Some(l) = listed.get(&u.section.name) else {
                 continue;
             };
-            let http = Arc::new(grant(u));
+            let http = Arc::new(grant(u, self.credential(u).as_ref()));
             for t in &l.tools {
                 let Some(name) = t["name"].as_str() else {
                     continue;
@@ -171,9 +222,13 @@ impl Gateway {
             } else {
                 self.settings.refresh / 5
             };
+            let mut at = tokio::time::Instant::now() + wait;
+            if let Some(renew) = self.next_renewal() {
+                at = at.min(renew);
+            }
             tokio::select! {
                 () = stop.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
+                () = tokio::time::sleep_until(at) => {}
             }
             let (differ, answered) = self.refresh().await;
             all = answered;
@@ -188,7 +243,11 @@ impl Gateway {
 /// prefix begins the name (a prefix that is not empty) or whose `tools` names what follows
 /// it. The revision is the configured one, else the component asks (`auto`); the schema
 /// is the upstream's to check.
-fn unlisted(component: Arc<Component>, upstreams: Vec<Upstream>) -> crate::deploy::Unlisted {
+fn unlisted(
+    component: Arc<Component>,
+    upstreams: Vec<Upstream>,
+    tokens: Tokens,
+) -> crate::deploy::Unlisted {
     Arc::new(move |served: &str| {
         let (u, tool) = upstreams.iter().find_map(|u| {
             let prefix = u.served_name("");
@@ -204,9 +263,15 @@ fn unlisted(component: Arc<Component>, upstreams: Vec<Upstream>) -> crate::deplo
             component: component.clone(),
             info: info(u, tool, &described).ok()?,
             env: env(u, protocol, tool),
-            http: Arc::new(grant(u)),
+            http: Arc::new(grant(u, credential(u, &tokens).as_ref())),
         })
     })
+}
+
+/// What `u`'s requests carry as `Authorization: Bearer`: its fixed token, or the current
+/// one from its authorization server.
+fn credential(u: &Upstream, tokens: &Tokens) -> Option<Secret> {
+    (u.bearer.clone()).or_else(|| tokens.lock().get(&u.section.name).map(|t| t.value.clone()))
 }
 
 /// What the gateway component reads to know where a served name leads.
@@ -224,11 +289,11 @@ fn env(u: &Upstream, protocol: &str, tool: &str) -> Vec<(String, String)> {
     .collect()
 }
 
-/// The upstream's origin as the only host, its bearer token injected there.
-fn grant(u: &Upstream) -> HttpGrant {
+/// The upstream's origin as the only host, its bearer token (`credential`) injected there.
+fn grant(u: &Upstream, credential: Option<&Secret>) -> HttpGrant {
     let allowed = AllowList::parse(&[u.origin.as_str()]).unwrap_or_default();
     let mut grant = HttpGrant::new(allowed);
-    if let (Some(token), Ok(host)) = (&u.bearer, AllowedHost::parse(&u.origin)) {
+    if let (Some(token), Ok(host)) = (credential, AllowedHost::parse(&u.origin)) {
         let value = Secret::new(format!("Bearer {}", token.expose()));
         grant.scrub.push(token.clone());
         grant.scrub.push(value.clone());

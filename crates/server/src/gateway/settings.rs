@@ -36,6 +36,37 @@ pub struct UpstreamSection {
     /// The `[secrets]` entry sent as `Authorization: Bearer <value>`, added by the host to
     /// every request to the upstream (the gateway component never sees it).
     pub bearer: Option<String>,
+    /// Access tokens from the upstream's authorization server (the client credentials
+    /// grant), sent as the bearer token is and renewed before they expire.
+    pub oauth: Option<OAuthSection>,
+}
+
+/// `[upstreams.oauth]`: the client credentials grant (RFC 6749 §4.4) against the upstream's
+/// authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthSection {
+    /// The token endpoint.
+    pub token_url: String,
+    /// This client's id there.
+    pub client_id: String,
+    /// The `[secrets]` entry holding its secret (sent with HTTP Basic authentication).
+    pub client_secret: String,
+    /// The scope asked for (default none).
+    pub scope: Option<String>,
+    /// The RFC 8707 resource the token is for (default: the upstream's URL).
+    pub resource: Option<String>,
+}
+
+/// An upstream's OAuth client, its secret read.
+#[derive(Clone)]
+pub struct OAuthClient {
+    /// What was written.
+    pub section: OAuthSection,
+    /// The client secret.
+    pub secret: Secret,
+    /// `scheme://host:port` of the token endpoint.
+    pub origin: String,
 }
 
 /// An upstream, checked, its credential read.
@@ -47,6 +78,8 @@ pub struct Upstream {
     pub origin: String,
     /// The bearer token's value.
     pub bearer: Option<Secret>,
+    /// The OAuth client tokens come from, instead of a fixed bearer token.
+    pub oauth: Option<OAuthClient>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -55,6 +88,7 @@ impl std::fmt::Debug for Upstream {
             .field("section", &self.section)
             .field("origin", &self.origin)
             .field("bearer", &self.bearer.as_ref().map(|_| "<secret>"))
+            .field("oauth", &self.oauth.as_ref().map(|o| &o.section))
             .finish()
     }
 }
@@ -109,19 +143,38 @@ impl Upstream {
                 ));
             }
         }
-        let bearer = match &section.bearer {
-            Some(name) => Some(secret(name).ok_or_else(|| {
+        let named = |key: &str, name: &str| {
+            secret(name).ok_or_else(|| {
                 SettingError::new(
-                    "bearer",
+                    key,
                     format!("no secret {name:?} is configured under [secrets]"),
                 )
-            })?),
+            })
+        };
+        let bearer = match &section.bearer {
+            Some(name) => Some(named("bearer", name)?),
+            None => None,
+        };
+        let oauth = match &section.oauth {
+            Some(_) if bearer.is_some() => {
+                return Err(SettingError::new(
+                    "oauth",
+                    "give bearer or oauth, not both: each is the upstream's credential",
+                ));
+            }
+            Some(o) => Some(OAuthClient {
+                origin: origin_of(&o.token_url)
+                    .map_err(|why| SettingError::new("oauth.token_url", why))?,
+                secret: named("oauth.client_secret", &o.client_secret)?,
+                section: o.clone(),
+            }),
             None => None,
         };
         Ok(Self {
             section,
             origin,
             bearer,
+            oauth,
         })
     }
 
