@@ -7,6 +7,7 @@ import contextlib
 import http.client
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -194,8 +195,19 @@ bearer = "tickets_token"
                     result = await ticket.result()
             assert len(seen) == 1
             assert result.content[0].text == "ticket 1: from ts (priority 3)"
+            # A tool added upstream is served at once: the node follows the session's
+            # stream, where the upstream says its tools changed (the listing alone would
+            # take gateway.refresh_ms, a minute).
+            with anyio.fail_after(DEADLINE):
+                async with Client(url) as client:
+                    grown = await call_tool_task(client, "desk_grow", {"name": "stapler"})
+                    await grown.result()
+                    while "desk_stapler" not in {t.name for t in await client.list_tools()}:
+                        await anyio.sleep(0.05)
+                    stapler = await call_tool_task(client, "desk_stapler", {})
+                    assert (await stapler.result()).content[0].text == "stapler here"
     got = calls(log)
-    assert [c["tool"] for c in got] == ["slow_echo", "create_ticket"], got
+    assert [c["tool"] for c in got] == ["slow_echo", "create_ticket", "grow"], got
     assert got[0]["idempotency_key"].startswith(echo.task_id + "-")
     assert got[1]["idempotency_key"].startswith(ticket.task_id + "-")
     assert {c["authorization"] for c in got} == {f"Bearer {TOKEN}"}
@@ -206,33 +218,69 @@ async def test_an_upstream_behind_oauth_is_called_with_tokens_from_its_authoriza
     # gateway node gets its tokens with the client credentials grant, for that resource.
     idp = IdentityProvider({"gateway": Registered("gateway-secret", claims={"org_id": "acme"})})
     inner, outer = tempfile.mkdtemp(prefix="snodo-gateway-rs-"), tempfile.mkdtemp(prefix="snodo-gateway-oauth-")
+    # Its fixture tool test_trigger_tool_change moves a component into the directory it
+    # deploys from: its tool list changes (examples' flaky among them).
+    deploy = Path(inner) / "deploy"
+    deploy.mkdir()
+    shutil.copy(FIXTURES.parent / "examples.wasm", deploy / "extra.wasm.off")
+    watching = f"""{idp.trusted_as("org_id")}
+[deploy]
+poll_ms = 100
+watch = "{deploy}"
+
+[tools.test_trigger_tool_change.grants]
+dirs = [{{ host = "{deploy}", guest = "/deploy", writable = true }}]
+"""
     try:
-        with configured(inner, {"kind": "memory"}, idp.trusted_as("org_id")) as (_, upstream_url):
+        with configured(inner, {"kind": "memory"}, watching) as (_, upstream_url):
             config = f"""[secrets]
 gateway_client = {{ value = "gateway-secret", development = true }}
 
 [[upstreams]]
 name = "inner"
 url = "{upstream_url}"
-tools = ["greet"]
+tools = ["greet", "test_trigger_tool_change", "flaky"]
 
 [upstreams.oauth]
 token_url = "{idp.issuer}/token"
 client_id = "gateway"
 client_secret = "gateway_client"
 """
-            with configured(outer, {"kind": "memory"}, config) as (_, url):
+            with configured(outer, {"kind": "memory"}, config) as (port, url):
                 with anyio.fail_after(DEADLINE):
                     async with Client(url) as client:
                         assert "inner_greet" in {t.name for t in await client.list_tools()}
                         task = await call_tool_task(client, "inner_greet", {"name": "Ada"})
                         result = await task.result()
+                        # The upstream announces a change of its tools on the stream its
+                        # subscriptions/listen opened: the node hears it, and lists again.
+                        heard = 'snodo_upstream_changes_total{upstream="inner"}'
+                        assert metric(port, heard) == 0
+                        listed = metric(port, 'snodo_upstream_listings_total{upstream="inner",outcome="listed"}')
+                        assert "inner_flaky" not in {t.name for t in await client.list_tools()}
+                        await client.call_tool("inner_test_trigger_tool_change", {})
+                        while "inner_flaky" not in {t.name for t in await client.list_tools()}:
+                            await anyio.sleep(0.05)
+                        assert metric(port, heard) >= 1
+                        assert metric(port, 'snodo_upstream_listings_total{upstream="inner",outcome="listed"}') > listed
         assert result.content[0].text == "Hello, Ada!"
         assert idp.issued, "the gateway node asked the provider for a token"
         client_id, resource, _, _ = idp.issued[0]
         assert (client_id, resource) == ("gateway", upstream_url), "for the upstream as resource"
     finally:
         idp.close()
+
+
+def metric(port, series):
+    """The value of `series` on the node's /metrics."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0
 
 
 async def test_an_upstream_that_is_down_is_retried_then_named_in_the_failure():

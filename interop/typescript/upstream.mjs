@@ -28,8 +28,23 @@ function record(tool, args, extra) {
   appendFileSync(log, JSON.stringify(line) + "\n");
 }
 
+// Tools added while serving (`grow`), on every session's server, each of which tells its
+// client that its tools changed.
+const grown = [];
+const servers = new Set();
+
+function addGrown(server, name) {
+  server.registerTool(
+    name,
+    { description: `A tool added while serving (${name}).`, inputSchema: {} },
+    async () => ({ content: [{ type: "text", text: `${name} here` }] }),
+  );
+}
+
 function desk() {
   const server = new McpServer({ name: "tickets-ts", version: "1.0.0" });
+  servers.add(server);
+  for (const name of grown) addGrown(server, name);
   server.registerTool(
     "create_ticket",
     {
@@ -51,6 +66,22 @@ function desk() {
       record("slow_echo", { text, seconds }, extra);
       await new Promise((ok) => setTimeout(ok, seconds * 1000));
       return { content: [{ type: "text", text: `echo: ${text}` }] };
+    },
+  );
+  server.registerTool(
+    "grow",
+    { description: "Adds a tool named `name` to the desk.", inputSchema: { name: z.string() } },
+    async ({ name }, extra) => {
+      record("grow", { name }, extra);
+      grown.push(name);
+      for (const s of servers) {
+        try {
+          addGrown(s, name);
+        } catch {
+          // A server of a closed session.
+        }
+      }
+      return { content: [{ type: "text", text: `added ${name}` }] };
     },
   );
   return server;
@@ -83,8 +114,12 @@ createServer(async (req, res) => {
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (sid) => sessions.set(sid, transport),
     });
-    transport.onclose = () => transport.sessionId && sessions.delete(transport.sessionId);
-    await desk().connect(transport);
+    const server = desk();
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+      servers.delete(server);
+    };
+    await server.connect(transport);
   }
   await transport.handleRequest(req, res, parsed);
 }).listen(Number(port), "127.0.0.1");

@@ -13,7 +13,7 @@ mod follow;
 pub mod operate;
 mod settings;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,9 +50,33 @@ pub struct Deployer {
     upstream: parking_lot::RwLock<Vec<UpstreamTool>>,
     /// The gateway component, once loaded: it serves no tool of its own.
     gateway: parking_lot::RwLock<Option<Arc<Component>>>,
+    /// What listing the upstreams did, for the metrics.
+    upstream_counters: Arc<UpstreamCounters>,
     /// The tool a served name stands for when no listing names it yet (an upstream not
     /// listed since this node started): work created for it before runs all the same.
     unlisted: parking_lot::RwLock<Option<Unlisted>>,
+}
+
+/// Listings of each upstream by outcome, and the tool changes it announced, by upstream
+/// name (`snodo_upstream_listings_total`, `snodo_upstream_changes_total`).
+#[derive(Debug, Default)]
+pub struct UpstreamCounters(parking_lot::Mutex<BTreeMap<String, [u64; 3]>>);
+
+impl UpstreamCounters {
+    /// A listing of `upstream` that succeeded (`listed`) or failed.
+    pub fn listing(&self, upstream: &str, listed: bool) {
+        self.0.lock().entry(upstream.to_owned()).or_default()[usize::from(!listed)] += 1;
+    }
+
+    /// `upstream` announced that its tools changed.
+    pub fn change(&self, upstream: &str) {
+        self.0.lock().entry(upstream.to_owned()).or_default()[2] += 1;
+    }
+
+    /// Per upstream: listings that succeeded, listings that failed, changes announced.
+    pub fn snapshot(&self) -> BTreeMap<String, [u64; 3]> {
+        self.0.lock().clone()
+    }
 }
 
 /// Finds the upstream tool a name stands for without a listing ([`Deployer::set_unlisted`]).
@@ -127,6 +151,7 @@ impl Deployer {
             upstream: parking_lot::RwLock::default(),
             gateway: parking_lot::RwLock::default(),
             unlisted: parking_lot::RwLock::default(),
+            upstream_counters: Arc::default(),
         })
     }
 
@@ -143,6 +168,11 @@ impl Deployer {
             });
         *held = tools;
         !same
+    }
+
+    /// What listing the upstreams did.
+    pub fn upstream_counters(&self) -> &Arc<UpstreamCounters> {
+        &self.upstream_counters
     }
 
     /// Sets where work finds an upstream tool no listing names yet.

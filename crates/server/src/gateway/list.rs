@@ -5,7 +5,7 @@
 
 use hyper::http::{self, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use snodo_wasm::outbound::{AllowList, Answer, Outbound, PostLimits, Secret};
+use snodo_wasm::outbound::{AllowList, Answer, Listening, Outbound, PostLimits, Secret};
 
 use super::Upstream;
 use super::settings::PROTOCOLS;
@@ -167,13 +167,9 @@ impl Conversation<'_> {
         result_of(&answer, id)
     }
 
-    /// POSTs one message (a request with `id`, or a notification).
-    async fn post(
-        &self,
-        method: &str,
-        id: Option<u64>,
-        mut params: Value,
-    ) -> Result<Answer, String> {
+    /// The headers of a message of `method` (and its `params` given `_meta` on 2026-07-28):
+    /// the revision, the credential, the session.
+    fn headers(&self, method: &str, params: &mut Value) -> Result<HeaderMap, String> {
         let mut headers = HeaderMap::new();
         let mut set = |name: &'static str, value: &str| {
             let v = HeaderValue::from_str(value)
@@ -204,17 +200,32 @@ impl Conversation<'_> {
         if let Some(s) = &self.session {
             headers.insert(HeaderName::from_static("mcp-session-id"), s.clone());
         }
+        Ok(headers)
+    }
+
+    /// The configuration key naming where requests go, for refusals.
+    fn key(&self) -> String {
+        format!("upstreams.{}.url", self.upstream.section.name)
+    }
+
+    /// POSTs one message (a request with `id`, or a notification).
+    async fn post(
+        &self,
+        method: &str,
+        id: Option<u64>,
+        mut params: Value,
+    ) -> Result<Answer, String> {
+        let headers = self.headers(method, &mut params)?;
         let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
         if let Some(id) = id {
             message["id"] = id.into();
         }
         let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
-        let key = format!("upstreams.{}.url", self.upstream.section.name);
         let answer = self
             .outbound
             .post(
                 &self.allowed,
-                &key,
+                &self.key(),
                 &self.upstream.section.url,
                 headers,
                 body,
@@ -222,13 +233,132 @@ impl Conversation<'_> {
             )
             .await
             .map_err(|e| format!("{method}: {e}"))?;
-        if answer.status == 401 || answer.status == 403 {
+        refused(method, answer.status, self.upstream)?;
+        Ok(answer)
+    }
+
+    /// The stream the upstream tells its tool changes on: `subscriptions/listen` for
+    /// `toolsListChanged` (2026-07-28), or the session's GET stream (2025-11-25).
+    async fn changes(&mut self) -> Result<Listening, String> {
+        let (method, verb, body) = if self.protocol == Some(PROTOCOLS[1]) {
+            let id = self.next_id;
+            self.next_id += 1;
+            let mut params = json!({"notifications": {"toolsListChanged": true}});
+            let mut headers = self.headers("subscriptions/listen", &mut params)?;
+            headers.insert(
+                http::header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": params});
+            let body = serde_json::to_vec(&message).map_err(|e| e.to_string())?;
+            ("subscriptions/listen", (http::Method::POST, headers), body)
+        } else {
+            let mut headers = self.headers("GET", &mut json!({}))?;
+            headers.remove(http::header::CONTENT_TYPE);
+            headers.insert(
+                http::header::ACCEPT,
+                HeaderValue::from_static("text/event-stream"),
+            );
+            ("the GET stream", (http::Method::GET, headers), Vec::new())
+        };
+        let (verb, headers) = verb;
+        let listening = self
+            .outbound
+            .listen(
+                verb,
+                &self.allowed,
+                &self.key(),
+                &self.upstream.section.url,
+                headers,
+                body,
+                self.limits.connect_timeout,
+            )
+            .await
+            .map_err(|e| format!("{method}: {e}"))?;
+        refused(method, listening.status, self.upstream)?;
+        let sse = (listening.headers.get(http::header::CONTENT_TYPE))
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if listening.status != 200 || !sse {
             return Err(format!(
-                "{method} was refused (HTTP {}): check upstreams.{}.bearer or .oauth",
-                answer.status, self.upstream.section.name
+                "{method} was answered HTTP {} without an event stream: the upstream does not \
+                 tell its changes (they are found by listing every gateway.refresh_ms)",
+                listening.status
             ));
         }
-        Ok(answer)
+        Ok(listening)
+    }
+}
+
+/// A refusal of the upstream's credential, named.
+fn refused(method: &str, status: u16, upstream: &Upstream) -> Result<(), String> {
+    if status == 401 || status == 403 {
+        return Err(format!(
+            "{method} was refused (HTTP {status}): check upstreams.{}.bearer or .oauth",
+            upstream.section.name
+        ));
+    }
+    Ok(())
+}
+
+/// Opens the stream `upstream` (which speaks `protocol`) tells its tool changes on, with its
+/// credential `bearer`: `subscriptions/listen` (2026-07-28), or the handshake and the
+/// session's GET stream (2025-11-25).
+pub(super) async fn changes(
+    outbound: &Outbound,
+    upstream: &Upstream,
+    bearer: Option<&Secret>,
+    protocol: &'static str,
+    timeout: std::time::Duration,
+) -> Result<Listening, String> {
+    let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
+    let mut c = Conversation {
+        outbound,
+        upstream,
+        bearer,
+        allowed,
+        limits: PostLimits {
+            connect_timeout: timeout,
+            answer_timeout: timeout,
+            max_answer_bytes: MAX_ANSWER_BYTES,
+        },
+        protocol: Some(protocol),
+        session: None,
+        next_id: 1,
+    };
+    if protocol == PROTOCOLS[0] {
+        c.handshake().await?;
+    }
+    c.changes().await
+}
+
+/// Reads `listening` until it ends: whether each event announced a change of the tools.
+pub(super) async fn next_change(listening: &mut Listening, text: &mut String) -> Option<bool> {
+    use http_body_util::BodyExt;
+    loop {
+        let end = text
+            .find("\n\n")
+            .map(|i| (i, 2))
+            .or_else(|| text.find("\r\n\r\n").map(|i| (i, 4)));
+        if let Some((at, len)) = end {
+            let event: String = text.drain(..at + len).collect();
+            let changed = events(&event)
+                .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
+                .any(|m| m["method"] == "notifications/tools/list_changed");
+            return Some(changed);
+        }
+        match listening.body.frame().await? {
+            Ok(frame) => {
+                if let Some(data) = frame.data_ref() {
+                    text.push_str(&String::from_utf8_lossy(data));
+                }
+                // An upstream that streams without ever ending an event is cut off.
+                if text.len() > MAX_ANSWER_BYTES as usize {
+                    return None;
+                }
+            }
+            Err(_) => return None,
+        }
     }
 }
 

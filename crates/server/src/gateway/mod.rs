@@ -121,6 +121,7 @@ impl Gateway {
             let mut listed = self.listed.lock();
             for (u, got) in self.upstreams.iter().zip(listings) {
                 let name = &u.section.name;
+                self.deployer.upstream_counters().listing(name, got.is_ok());
                 match got {
                     Ok(l) => {
                         if listed.get(name) != Some(&l) {
@@ -209,12 +210,17 @@ impl Gateway {
     }
 
     /// Lists the upstreams again every `gateway.refresh_ms` (a fifth of it while one
-    /// cannot be listed) until `stop`, calling `changed` when the tools served change.
+    /// cannot be listed), at once when one announces that its tools changed, and when an
+    /// access token is due, until `stop`; calls `changed` when the tools served change.
     pub async fn run(
         self: Arc<Self>,
         changed: impl Fn() + Send + 'static,
         stop: CancellationToken,
     ) {
+        let heard = Arc::new(tokio::sync::Notify::new());
+        let followers: Vec<_> = (0..self.upstreams.len())
+            .map(|i| tokio::spawn(self.clone().follow(i, heard.clone(), stop.clone())))
+            .collect();
         let mut all = self.listed.lock().len() == self.upstreams.len();
         loop {
             let wait = if all {
@@ -227,13 +233,78 @@ impl Gateway {
                 at = at.min(renew);
             }
             tokio::select! {
-                () = stop.cancelled() => return,
+                () = stop.cancelled() => break,
                 () = tokio::time::sleep_until(at) => {}
+                () = heard.notified() => {}
             }
             let (differ, answered) = self.refresh().await;
             all = answered;
             if differ {
                 changed();
+            }
+        }
+        for f in followers {
+            let _ = f.await;
+        }
+    }
+
+    /// Follows upstream `index`'s announcements of tool changes (its `subscriptions/listen`
+    /// or session stream), telling `heard` of each, until `stop`. A stream that ends is
+    /// opened again after a fifth of `refresh_ms`; an upstream that has none is asked
+    /// again every `refresh_ms` (the listing finds its changes meanwhile).
+    async fn follow(
+        self: Arc<Self>,
+        index: usize,
+        heard: Arc<tokio::sync::Notify>,
+        stop: CancellationToken,
+    ) {
+        let u = &self.upstreams[index];
+        let name = &u.section.name;
+        let mut text = String::new();
+        loop {
+            let protocol = self.listed.lock().get(name).map(|l| l.protocol);
+            let opened = match protocol {
+                Some(p) => {
+                    let credential = self.credential(u);
+                    let timeout = self.settings.list_timeout;
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        o = list::changes(&self.outbound, u, credential.as_ref(), p, timeout) => o,
+                    }
+                }
+                None => Err(String::new()),
+            };
+            let wait = match opened {
+                Ok(mut listening) => {
+                    tracing::info!(upstream = %name, "following the upstream's tool changes");
+                    text.clear();
+                    loop {
+                        let next = tokio::select! {
+                            () = stop.cancelled() => return,
+                            n = list::next_change(&mut listening, &mut text) => n,
+                        };
+                        match next {
+                            Some(true) => {
+                                self.deployer.upstream_counters().change(name);
+                                heard.notify_one();
+                            }
+                            Some(false) => {}
+                            None => break,
+                        }
+                    }
+                    tracing::info!(upstream = %name, "the upstream's change stream ended; opened again shortly");
+                    self.settings.refresh / 5
+                }
+                // Not listed yet: tried again once it may be.
+                Err(why) if why.is_empty() => self.settings.refresh / 5,
+                Err(why) => {
+                    tracing::debug!(upstream = %name, %why, "the upstream's tool changes are not followed; they are found by listing");
+                    self.settings.refresh
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
             }
         }
     }

@@ -344,6 +344,7 @@ fn start_node(
     // Every component runs on one engine; its outbound side counts for the node.
     metrics.set_outbound(engine.outbound().clone());
     metrics.set_trust(deployer.trust_counters().clone());
+    metrics.set_upstreams(deployer.upstream_counters().clone());
     if let Some(counters) = opts.tracer.counters() {
         metrics.set_spans(counters);
     }

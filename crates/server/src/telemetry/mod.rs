@@ -62,6 +62,8 @@ pub struct Metrics {
     /// Components the trust policy refused (the deployer keeps them).
     trust: Mutex<Option<std::sync::Arc<crate::trust::TrustCounters>>>,
     spans: Mutex<Option<std::sync::Arc<snodo_core::spans::SpanCounters>>>,
+    /// The upstreams' listings (the deployer keeps them).
+    upstreams: Mutex<Option<std::sync::Arc<crate::deploy::UpstreamCounters>>>,
 }
 
 impl Metrics {
@@ -84,6 +86,11 @@ impl Metrics {
     /// Renders the trust policy's refusals.
     pub fn set_trust(&self, counters: std::sync::Arc<crate::trust::TrustCounters>) {
         *self.trust.lock() = Some(counters);
+    }
+
+    /// Renders the upstreams' listings and announced changes.
+    pub fn set_upstreams(&self, counters: std::sync::Arc<crate::deploy::UpstreamCounters>) {
+        *self.upstreams.lock() = Some(counters);
     }
 
     /// Renders what the span exporter did (`snodo_spans_total`).

@@ -44,6 +44,7 @@ impl Metrics {
             refusals,
         );
         self.render_outbound(&mut out);
+        self.render_upstreams(&mut out);
         if let Some(spans) = self.spans.lock().clone() {
             let _ = writeln!(
                 out,
@@ -211,6 +212,36 @@ impl Metrics {
                 out,
                 "snodo_archive_total{{outcome=\"{outcome}\"}} {}",
                 n.load(Ordering::Relaxed)
+            );
+        }
+    }
+
+    /// Writes the upstreams' listings by outcome and their announced tool changes.
+    fn render_upstreams(&self, out: &mut String) {
+        let Some(counters) = self.upstreams.lock().clone() else {
+            return;
+        };
+        let each = counters.snapshot();
+        let _ = writeln!(
+            out,
+            "# HELP snodo_upstream_listings_total Listings of each upstream's tools, by outcome.\n# TYPE snodo_upstream_listings_total counter"
+        );
+        for (upstream, [listed, failed, _]) in &each {
+            for (outcome, n) in [("listed", listed), ("failed", failed)] {
+                let _ = writeln!(
+                    out,
+                    "snodo_upstream_listings_total{{upstream=\"{upstream}\",outcome=\"{outcome}\"}} {n}"
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP snodo_upstream_changes_total Tool changes each upstream announced (list_changed).\n# TYPE snodo_upstream_changes_total counter"
+        );
+        for (upstream, [_, _, changes]) in &each {
+            let _ = writeln!(
+                out,
+                "snodo_upstream_changes_total{{upstream=\"{upstream}\"}} {changes}"
             );
         }
     }

@@ -29,7 +29,7 @@ use parking_lot::Mutex;
 use snodo_core::config::{SettingError, millis};
 
 pub use allow::{AllowList, AllowedHost, BadEntry, Refusal};
-pub use post::{Answer, PostError, PostLimits};
+pub use post::{Answer, Listening, PostError, PostLimits};
 pub(crate) use send::Hooks;
 pub use send::JOURNAL_HEAD_BYTES;
 

@@ -82,6 +82,104 @@ impl Outbound {
         body: Vec<u8>,
         limits: PostLimits,
     ) -> Result<Answer, PostError> {
+        let exchange = async {
+            let opened = self
+                .open(
+                    Method::POST,
+                    allowed,
+                    allow_key,
+                    url,
+                    headers,
+                    body,
+                    limits.connect_timeout,
+                )
+                .await?;
+            let Opened {
+                response,
+                driver,
+                origin,
+            } = opened;
+            let status = response.status().as_u16();
+            let headers = response.headers().clone();
+            let read = collect(response.into_body(), limits.max_answer_bytes, None).await;
+            drop(driver);
+            let body = match read {
+                Ok(b) => b,
+                // An answer longer than read is still an answer: its status stands.
+                Err(Collect::TooLarge) => Vec::new(),
+                Err(Collect::Failed(e)) => return Err(PostError::Failed(format!("{origin}: {e}"))),
+            };
+            Ok(Answer {
+                status,
+                headers,
+                body,
+            })
+        };
+        let answered = tokio::time::timeout(limits.answer_timeout, exchange).await;
+        answered.unwrap_or_else(|_| {
+            Err(PostError::Failed(format!(
+                "{}: no answer within {} ms",
+                origin_of(url),
+                limits.answer_timeout.as_millis()
+            )))
+        })
+    }
+
+    /// Sends `method` with `body` to `url` under the same rules as [`Outbound::post`], and
+    /// answers as soon as the response's head arrives: its body (an event stream, say) is
+    /// read by the caller for as long as it keeps [`Listening`], which holds the connection.
+    /// `connect_timeout` bounds the connection and the wait for the head.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn listen(
+        &self,
+        method: Method,
+        allowed: &AllowList,
+        allow_key: &str,
+        url: &str,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        connect_timeout: Duration,
+    ) -> Result<Listening, PostError> {
+        let opening = self.open(
+            method,
+            allowed,
+            allow_key,
+            url,
+            headers,
+            body,
+            connect_timeout,
+        );
+        let opened = tokio::time::timeout(connect_timeout.saturating_mul(2), opening)
+            .await
+            .unwrap_or_else(|_| {
+                Err(PostError::Failed(format!(
+                    "{}: no answer within {} ms",
+                    origin_of(url),
+                    connect_timeout.saturating_mul(2).as_millis()
+                )))
+            })?;
+        let (parts, body) = opened.response.into_parts();
+        Ok(Listening {
+            status: parts.status.as_u16(),
+            headers: parts.headers,
+            body,
+            _driver: opened.driver,
+        })
+    }
+
+    /// Connects to `url` where the rules allow and sends the request: the response head
+    /// and the task driving the connection.
+    #[allow(clippy::too_many_arguments)]
+    async fn open(
+        &self,
+        method: Method,
+        allowed: &AllowList,
+        allow_key: &str,
+        url: &str,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        connect_timeout: Duration,
+    ) -> Result<Opened, PostError> {
         let uri: http::Uri = url
             .parse()
             .map_err(|_| PostError::Refused(format!("{url:?} is not a URL")))?;
@@ -116,51 +214,70 @@ impl Outbound {
                 check_address(&allowing, *addr, &own).map_err(refused)?;
             }
         }
-        let (mut sender, conn) = match open(self, &target, &addrs, limits.connect_timeout).await {
+        let (mut sender, conn) = match open(self, &target, &addrs, connect_timeout).await {
             Ok(o) => o,
             Err(Opening::TimedOut) => {
                 return Err(failed(&format_args!(
                     "no connection within {} ms",
-                    limits.connect_timeout.as_millis()
+                    connect_timeout.as_millis()
                 )));
             }
             Err(Opening::Failed(e)) => return Err(failed(&e)),
         };
-        let driver = tokio::spawn(conn);
+        let driver = Driver(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
         let path = encode_target(uri.path_and_query().map_or("/", |p| p.as_str()));
         let mut request = Request::builder()
-            .method(Method::POST)
+            .method(method)
             .uri(path)
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| failed(&e))?;
         *request.headers_mut() = headers;
         let host = HeaderValue::from_str(&target.host_header()).map_err(|e| failed(&e))?;
         request.headers_mut().insert(http::header::HOST, host);
-        let exchange = async {
-            let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
-            let status = response.status().as_u16();
-            let headers = response.headers().clone();
-            let body = match collect(response.into_body(), limits.max_answer_bytes, None).await {
-                Ok(b) => b,
-                // An answer longer than read is still an answer: its status stands.
-                Err(Collect::TooLarge) => Vec::new(),
-                Err(Collect::Failed(e)) => return Err(failed(&e)),
-            };
-            Ok(Answer {
-                status,
-                headers,
-                body,
-            })
-        };
-        let answered = tokio::time::timeout(limits.answer_timeout, exchange).await;
-        driver.abort();
-        answered.unwrap_or_else(|_| {
-            Err(failed(&format_args!(
-                "no answer within {} ms",
-                limits.answer_timeout.as_millis()
-            )))
+        let response = sender.send_request(request).await.map_err(|e| failed(&e))?;
+        Ok(Opened {
+            response,
+            driver,
+            origin: target.origin(),
         })
     }
+}
+
+/// `scheme://host:port` of `url` for a message, or the URL's text when it has none.
+fn origin_of(url: &str) -> String {
+    (url.parse::<http::Uri>().ok())
+        .and_then(|u| target_of(&u).map(|t| t.origin()))
+        .unwrap_or_else(|| url.to_owned())
+}
+
+/// A sent request's response head, and its connection.
+struct Opened {
+    response: http::Response<hyper::body::Incoming>,
+    driver: Driver,
+    origin: String,
+}
+
+/// The task driving one connection, stopped when dropped.
+struct Driver(tokio::task::JoinHandle<()>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A response whose body is read as it comes ([`Outbound::listen`]): dropping it closes the
+/// connection.
+pub struct Listening {
+    /// The status code.
+    pub status: u16,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// The body, read by the caller.
+    pub body: hyper::body::Incoming,
+    _driver: Driver,
 }
 
 #[cfg(test)]
