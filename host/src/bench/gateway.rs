@@ -211,6 +211,12 @@ pub(crate) async fn gateway(opts: &GatewayBenchOptions) -> Result<Vec<GatewayFig
             snodo::wasm::TaskMode::Sync,
         ),
         (
+            "fronted task to completion (memory store)",
+            true,
+            true,
+            snodo::wasm::TaskMode::Required,
+        ),
+        (
             "fronted task to completion (redb, journal on)",
             false,
             true,

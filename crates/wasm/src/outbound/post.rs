@@ -1,4 +1,5 @@
-//! The host's own requests (a webhook's delivery) under the rules a guest's request meets:
+//! The host's own requests (a webhook's delivery, an upstream's listing and its stream of
+//! changes) under the rules a guest's request meets:
 //! an allow-list the operator wrote, the address rules (no private, loopback or metadata
 //! address unless an entry names it; never this server's own listener unless an entry
 //! names it to the port), TLS against the configured roots, no redirects followed, and
@@ -311,6 +312,81 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert("content-type", HeaderValue::from_static("application/json"));
         h
+    }
+
+    #[tokio::test]
+    async fn a_listen_answers_at_the_head_and_its_body_streams_while_held() {
+        // The server sends the head and a first event, then holds the stream open until
+        // it is told to send the second.
+        let (go, went) = tokio::sync::watch::channel(false);
+        let (addr, mut got) = serve_each(move |mut s, tx| {
+            let mut went = went.clone();
+            async move {
+                let mut buf = vec![0u8; 8192];
+                let n = s.read(&mut buf).await.unwrap_or(0);
+                let _ = tx.send(String::from_utf8_lossy(&buf[..n]).into_owned());
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                            transfer-encoding: chunked\r\n\r\n";
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(b"9\r\ndata: 1\n\n\r\n").await;
+                let _ = went.wait_for(|g| *g).await;
+                let _ = s.write_all(b"9\r\ndata: 2\n\n\r\n0\r\n\r\n").await;
+            }
+        })
+        .await;
+        let allowed = AllowList::parse(&[format!("http://{addr}")]).expect("list");
+        let mut listening = host()
+            .listen(
+                Method::GET,
+                &allowed,
+                "k",
+                &format!("http://{addr}/events"),
+                HeaderMap::new(),
+                Vec::new(),
+                Duration::from_secs(5),
+            )
+            .await
+            .expect("a head");
+        assert_eq!(listening.status, 200);
+        assert!(
+            got.recv()
+                .await
+                .expect("a request")
+                .starts_with("GET /events")
+        );
+        use http_body_util::BodyExt;
+        let first = listening
+            .body
+            .frame()
+            .await
+            .expect("a frame")
+            .expect("data");
+        assert_eq!(first.data_ref().map(|b| &b[..]), Some(&b"data: 1\n\n"[..]));
+        go.send(true).expect("send");
+        let second = listening
+            .body
+            .frame()
+            .await
+            .expect("a frame")
+            .expect("data");
+        assert_eq!(second.data_ref().map(|b| &b[..]), Some(&b"data: 2\n\n"[..]));
+        // A refused place is refused before anything is sent.
+        let elsewhere = host()
+            .listen(
+                Method::GET,
+                &allowed,
+                "upstreams.x.url",
+                "http://127.0.0.1:1/",
+                HeaderMap::new(),
+                Vec::new(),
+                Duration::from_secs(5),
+            )
+            .await;
+        match elsewhere {
+            Err(PostError::Refused(why)) => assert!(why.contains("upstreams.x.url"), "{why}"),
+            Err(other) => panic!("expected a refusal, got {other}"),
+            Ok(_) => panic!("expected a refusal, got an answer"),
+        }
     }
 
     #[tokio::test]
