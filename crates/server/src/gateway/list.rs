@@ -46,21 +46,7 @@ pub async fn list(
     bearer: Option<&Secret>,
     timeout: std::time::Duration,
 ) -> Result<Listed, String> {
-    let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
-    let mut c = Conversation {
-        outbound,
-        upstream,
-        bearer,
-        allowed,
-        limits: PostLimits {
-            connect_timeout: timeout,
-            answer_timeout: timeout,
-            max_answer_bytes: MAX_ANSWER_BYTES,
-        },
-        protocol: None,
-        session: None,
-        next_id: 1,
-    };
+    let mut c = Conversation::new(outbound, upstream, bearer, timeout)?;
     let protocol = match upstream.section.protocol.as_deref() {
         Some(p) if p == PROTOCOLS[1] => {
             c.protocol = Some(PROTOCOLS[1]);
@@ -106,7 +92,32 @@ pub async fn list(
     ))
 }
 
-impl Conversation<'_> {
+impl<'a> Conversation<'a> {
+    /// A conversation with `upstream` on its origin alone, each request within `timeout`,
+    /// its revision not known yet.
+    fn new(
+        outbound: &'a Outbound,
+        upstream: &'a Upstream,
+        bearer: Option<&'a Secret>,
+        timeout: std::time::Duration,
+    ) -> Result<Self, String> {
+        let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
+        Ok(Self {
+            outbound,
+            upstream,
+            bearer,
+            allowed,
+            limits: PostLimits {
+                connect_timeout: timeout,
+                answer_timeout: timeout,
+                max_answer_bytes: MAX_ANSWER_BYTES,
+            },
+            protocol: None,
+            session: None,
+            next_id: 1,
+        })
+    }
+
     /// `server/discover` on a 2026-07-28 upstream: it must list that revision.
     async fn discover(&mut self) -> Result<(), String> {
         self.protocol = Some(PROTOCOLS[1]);
@@ -311,21 +322,8 @@ pub(super) async fn changes(
     protocol: &'static str,
     timeout: std::time::Duration,
 ) -> Result<Listening, String> {
-    let allowed = AllowList::parse(&[upstream.origin.as_str()]).map_err(|e| e.to_string())?;
-    let mut c = Conversation {
-        outbound,
-        upstream,
-        bearer,
-        allowed,
-        limits: PostLimits {
-            connect_timeout: timeout,
-            answer_timeout: timeout,
-            max_answer_bytes: MAX_ANSWER_BYTES,
-        },
-        protocol: Some(protocol),
-        session: None,
-        next_id: 1,
-    };
+    let mut c = Conversation::new(outbound, upstream, bearer, timeout)?;
+    c.protocol = Some(protocol);
     if protocol == PROTOCOLS[0] {
         c.handshake().await?;
     }
