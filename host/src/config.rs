@@ -358,6 +358,25 @@ impl Config {
                     format!("{:?} names two upstreams", u.section.name),
                 ));
             }
+            // A served name must lead to one upstream: no prefix may begin another.
+            let prefix = u.served_name("");
+            if let Some(o) = out.iter().find(|o| {
+                let theirs = o.served_name("");
+                !prefix.is_empty()
+                    && !theirs.is_empty()
+                    && (prefix.starts_with(&theirs) || theirs.starts_with(&prefix))
+            }) {
+                return Err(config_error(
+                    file,
+                    &format!("{at}.prefix"),
+                    format!(
+                        "{prefix:?} and upstream {:?}'s {:?} begin one another: a served name \
+                         could be either's; give them prefixes that do not",
+                        o.section.name,
+                        o.served_name("")
+                    ),
+                ));
+            }
             out.push(u);
         }
         Ok(out)

@@ -245,6 +245,9 @@ bearer = "tickets_token"
 
 [tools.tickets_slow_echo]
 retry = {retry}
+
+[tools.tickets_busy_once]
+retry = [100]
 """
 
 

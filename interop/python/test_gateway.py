@@ -159,6 +159,22 @@ async def test_an_upstream_task_is_followed_to_its_result(desk):
     assert [c["tool"] for c in calls(log)[before:]] == ["report"]
 
 
+async def test_an_upstream_that_answers_503_gets_the_call_again_with_its_key(desk):
+    # A 503 is not recorded in the task's journal: the retry sends the call again, at its
+    # position, with the same Idempotency-Key (a recorded failure would only be replayed).
+    url, log = desk
+    before = len(calls(log))
+    with anyio.fail_after(DEADLINE):
+        async with Client(url) as client:
+            task = await call_tool_task(client, "tickets_busy_once", {"label": "x"})
+            result = await task.result()
+    assert result.content[0].text == "done x"
+    got = calls(log)[before:]
+    assert [c["tool"] for c in got] == ["busy", "busy_once"], got
+    assert got[0]["idempotency_key"] == got[1]["idempotency_key"]
+    assert got[0]["idempotency_key"].startswith(task.task_id + "-")
+
+
 async def test_an_upstream_failure_comes_back_as_its_result(desk):
     url, log = desk
     with anyio.fail_after(DEADLINE):

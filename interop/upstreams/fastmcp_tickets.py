@@ -90,8 +90,20 @@ def refund(amount: int, ctx: Context) -> str:
     return f"refunded {amount}" if approved else f"refund of {amount} declined"
 
 
+@mcp.tool
+def busy_once(label: str) -> str:
+    """Answers at once; its first call under an Idempotency-Key is refused with HTTP 503."""
+    record("busy_once", {"label": label})
+    return f"done {label}"
+
+
+# Idempotency keys of busy_once calls already refused once.
+REFUSED = set()
+
+
 class Bearer:
-    """Refuses a request without the expected bearer token."""
+    """Refuses a request without the expected bearer token, and the first busy_once call
+    under each Idempotency-Key with HTTP 503 (logged as `busy`)."""
 
     def __init__(self, app):
         self.app = app
@@ -102,6 +114,31 @@ class Bearer:
             if auth != f"Bearer {TOKEN}":
                 await JSONResponse({"error": "unauthorized"}, status_code=401)(scope, receive, send)
                 return
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body, more = b"", True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+            key = dict(scope["headers"]).get(b"idempotency-key", b"").decode()
+            if b'"busy_once"' in body and b'"tools/call"' in body and key not in REFUSED:
+                REFUSED.add(key)
+                with open(LOG, "a") as f:
+                    f.write(json.dumps({"tool": "busy", "arguments": {}, "idempotency_key": key,
+                                        "authorization": None, "at": time.time()}) + "\n")
+                await JSONResponse({"error": "busy"}, status_code=503)(scope, receive, send)
+                return
+            given = False
+
+            async def replay():
+                nonlocal given
+                if not given:
+                    given = True
+                    return {"type": "http.request", "body": body, "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send)
+            return
         await self.app(scope, receive, send)
 
 

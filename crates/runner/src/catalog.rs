@@ -437,6 +437,12 @@ impl Catalogs {
         retained.truncate(RETAINED_CATALOGS);
     }
 
+    /// Serves `next` from now on in place of the current catalog, which is not retained:
+    /// for a catalog of the same components built again (the tools of an upstream changed).
+    pub fn replace(&self, next: Arc<Catalog>) {
+        *self.current.write() = next;
+    }
+
     /// Keeps `catalog` for pinned work without serving it (components a restarted node
     /// loads for the tasks still pinned to them).
     pub fn retain(&self, catalog: Arc<Catalog>) {

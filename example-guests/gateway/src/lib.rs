@@ -347,6 +347,10 @@ impl Upstream {
                 state["status"].as_str().unwrap_or("working")
             ));
             if cx.sleep(std::time::Duration::from_millis(wait)).is_err() {
+                // This task is cancelled: so is the upstream's, as far as it listens.
+                let mut params = json!({"taskId": task_id});
+                params["_meta"] = Value::Object(self.request_meta());
+                let _ = self.request(id, "tasks/cancel", params, None, None);
                 return Err(Outcome::Failed(RpcError::new(-32800, "cancelled")));
             }
             let mut params = json!({"taskId": task_id});
@@ -446,6 +450,7 @@ impl Upstream {
         };
         match sent {
             Sent::Http(HttpError::Request(why)) => again(format!("no answer ({why})")),
+            Sent::Http(HttpError::Body(why)) => again(format!("the answer broke off ({why})")),
             Sent::Busy(status, body) => again(format!("answered HTTP {status}: {body}")),
             Sent::Http(HttpError::Denied(why)) => Outcome::Failed(RpcError::internal(format!(
                 "upstream {}: the host refused the request: {why}",

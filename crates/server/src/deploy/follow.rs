@@ -94,8 +94,8 @@ pub struct Inbox {
     /// A reloaded configuration, already validated as a file.
     pub reloads: Option<tokio::sync::mpsc::Receiver<DeployerSettings>>,
     /// Told when what the deployer adds to every catalog changed (the upstreams' tools):
-    /// the catalog serving now is built again.
-    pub rebuilds: Option<tokio::sync::mpsc::Receiver<()>>,
+    /// the catalog serving now is built again, and its clients told when `true`.
+    pub rebuilds: Option<tokio::sync::mpsc::Receiver<bool>>,
 }
 
 /// Why a node following deployments woke up.
@@ -106,8 +106,9 @@ enum Wake {
     Look,
     /// A reloaded configuration arrived.
     Reload(Box<DeployerSettings>),
-    /// The serving catalog is to be built again from the same components.
-    Rebuild,
+    /// The serving catalog is to be built again from the same components (its clients
+    /// told when `true`).
+    Rebuild(bool),
 }
 
 impl Inbox {
@@ -149,7 +150,7 @@ impl Inbox {
                     None => self.reloads = None,
                 },
                 asked = rebuild => match asked {
-                    Some(()) => return Wake::Rebuild,
+                    Some(tell) => return Wake::Rebuild(tell),
                     None => self.rebuilds = None,
                 },
             }
@@ -247,13 +248,17 @@ pub async fn follow(
                 }
                 continue;
             }
-            Wake::Rebuild => {
+            Wake::Rebuild(tell) => {
                 let serving = catalogs.current().components();
                 match deployer.catalog_of(&serving, false) {
                     Ok(next) => {
-                        catalogs.swap(Arc::new(next));
+                        // The same deployment: nothing pinned to the catalog it replaces
+                        // needs it kept.
+                        catalogs.replace(Arc::new(next));
                         tracing::info!(revision, "the upstreams' tools changed; serving them");
-                        changed();
+                        if tell {
+                            changed();
+                        }
                     }
                     Err(e) => {
                         tracing::error!(error = %e, "the upstreams' tools cannot be served with this configuration; still serving the ones before");

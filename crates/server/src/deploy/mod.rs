@@ -57,6 +57,17 @@ pub struct Deployer {
     unlisted: parking_lot::RwLock<Option<Unlisted>>,
 }
 
+/// What changed in the upstream tools handed to a [`Deployer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamChange {
+    /// Nothing.
+    None,
+    /// What they run under (a renewed credential): clients see nothing new.
+    Grants,
+    /// What they are: clients are told.
+    Tools,
+}
+
 /// Listings of each upstream by outcome, and the tool changes it announced, by upstream
 /// name (`snodo_upstream_listings_total`, `snodo_upstream_changes_total`).
 #[derive(Debug, Default)]
@@ -156,18 +167,22 @@ impl Deployer {
     }
 
     /// Serves `tools` beside every deployment's from the next catalog built (replacing
-    /// the upstream tools before); whether they differ from those.
-    pub fn set_upstream_tools(&self, tools: Vec<UpstreamTool>) -> bool {
+    /// the upstream tools before): whether anything differs from those, and whether what
+    /// clients see does (a renewed credential changes only the grants).
+    pub fn set_upstream_tools(&self, tools: Vec<UpstreamTool>) -> UpstreamChange {
         let mut held = self.upstream.write();
-        let same = held.len() == tools.len()
+        let same_len = held.len() == tools.len();
+        let seen = same_len && held.iter().zip(&tools).all(|(a, b)| a.info == b.info);
+        let same = seen
             && held.iter().zip(&tools).all(|(a, b)| {
-                a.info == b.info
-                    && a.env == b.env
-                    && a.http == b.http
-                    && Arc::ptr_eq(&a.component, &b.component)
+                a.env == b.env && a.http == b.http && Arc::ptr_eq(&a.component, &b.component)
             });
         *held = tools;
-        !same
+        match (same, seen) {
+            (true, _) => UpstreamChange::None,
+            (false, true) => UpstreamChange::Grants,
+            (false, false) => UpstreamChange::Tools,
+        }
     }
 
     /// What listing the upstreams did.
@@ -290,6 +305,12 @@ impl Deployer {
             .flat_map(|c| c.tools().iter().map(move |info| (c, info, None)));
         let served = (upstream.iter()).map(|t| (&t.component, &t.info, Some(t)));
         for (component, info, upstream) in own.chain(served) {
+            // An upstream names its tools itself: one that takes a name already served
+            // is left out, never the deployment refused for it.
+            if upstream.is_some() && catalog.tool(&info.name).is_some() {
+                tracing::warn!(tool = %info.name, "an upstream tool takes a name already served; it is not served (change its upstream's prefix)");
+                continue;
+            }
             catalog
                 .add(catalog_tool(opts, component, info, upstream)?)
                 .map_err(|e| DeployError::Component(e.to_string()))?;
@@ -557,8 +578,15 @@ fn upstream_grants(
     grants.env.extend(tool.env.iter().cloned());
     let mut http = (*tool.http).clone();
     if let Some(own) = &grants.http {
+        let max_requests = http.limits.max_requests;
         http.limits = own.limits;
+        if own.limits.max_requests == snodo_wasm::outbound::OutboundLimits::default().max_requests {
+            http.limits.max_requests = max_requests;
+        }
         http.journal = own.journal;
+        // What the operator's secrets put in the environment stays scrubbed.
+        http.scrub.extend(own.scrub.iter().cloned());
+        http.scrub.dedup();
     }
     // Under the journal the host keys each request of a task itself; the component keys
     // its call only where the host does not.

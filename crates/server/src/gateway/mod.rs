@@ -22,7 +22,7 @@ use snodo_wasm::outbound::{AllowList, AllowedHost, HttpGrant, Injection, Outboun
 use snodo_wasm::{Component, TaskMode, ToolInfo};
 use tokio_util::sync::CancellationToken;
 
-use crate::deploy::{DeployError, Deployer, UpstreamTool};
+use crate::deploy::{DeployError, Deployer, UpstreamChange, UpstreamTool};
 
 pub use list::{Listed, list};
 pub use settings::{
@@ -103,10 +103,9 @@ impl Gateway {
         Ok(gateway)
     }
 
-    /// Lists every upstream again and hands the tools to the deployer; whether they
-    /// changed (the catalog must then be built again). Whether every upstream answered is
-    /// the second value.
-    pub async fn refresh(&self) -> (bool, bool) {
+    /// Lists every upstream again and hands the tools to the deployer: what changed (the
+    /// catalog must then be built again), and whether every upstream answered.
+    pub async fn refresh(&self) -> (UpstreamChange, bool) {
         let timeout = self.settings.list_timeout;
         self.renew_tokens().await;
         let credentials: Vec<Option<Secret>> =
@@ -157,6 +156,10 @@ impl Gateway {
                 }
                 Err(why) => {
                     tracing::warn!(upstream = %name, error = %why, "no access token for the upstream; its requests go with the token before, if any");
+                    // Asked again after a fifth of refresh_ms, not at once and again.
+                    if let Some(t) = self.tokens.lock().get_mut(name) {
+                        t.renew_at = tokio::time::Instant::now() + self.settings.refresh / 5;
+                    }
                 }
             }
         }
@@ -191,7 +194,7 @@ impl Gateway {
                 match info(u, name, t) {
                     Ok(info) => out.push(UpstreamTool {
                         component: self.component.clone(),
-                        env: env(u, l.protocol, name),
+                        env: env(u, call_protocol(u), name),
                         info,
                         http: http.clone(),
                     }),
@@ -211,10 +214,11 @@ impl Gateway {
 
     /// Lists the upstreams again every `gateway.refresh_ms` (a fifth of it while one
     /// cannot be listed), at once when one announces that its tools changed, and when an
-    /// access token is due, until `stop`; calls `changed` when the tools served change.
+    /// access token is due, until `stop`; calls `changed` with what changed, when
+    /// anything did.
     pub async fn run(
         self: Arc<Self>,
-        changed: impl Fn() + Send + 'static,
+        changed: impl Fn(UpstreamChange) + Send + 'static,
         stop: CancellationToken,
     ) {
         let heard = Arc::new(tokio::sync::Notify::new());
@@ -237,10 +241,10 @@ impl Gateway {
                 () = tokio::time::sleep_until(at) => {}
                 () = heard.notified() => {}
             }
-            let (differ, answered) = self.refresh().await;
+            let (change, answered) = self.refresh().await;
             all = answered;
-            if differ {
-                changed();
+            if change != UpstreamChange::None {
+                changed(change);
             }
         }
         for f in followers {
@@ -320,14 +324,20 @@ fn unlisted(
     tokens: Tokens,
 ) -> crate::deploy::Unlisted {
     Arc::new(move |served: &str| {
-        let (u, tool) = upstreams.iter().find_map(|u| {
-            let prefix = u.served_name("");
-            let tool = served.strip_prefix(prefix.as_str())?;
-            let named = (u.section.tools.iter()).flatten().any(|t| t == tool);
-            (!tool.is_empty() && (named || (!prefix.is_empty() && u.serves(tool))))
-                .then_some((u, tool))
-        })?;
-        let protocol = u.section.protocol.as_deref().unwrap_or("auto");
+        // The longest prefix that fits decides (checked at configuration: no two are
+        // prefixes of each other, but an empty one fits every name `tools` lists).
+        let (u, tool) =
+            (upstreams.iter())
+                .filter_map(|u| {
+                    let prefix = u.served_name("");
+                    let tool = served.strip_prefix(prefix.as_str())?;
+                    let named = (u.section.tools.iter()).flatten().any(|t| t == tool);
+                    (!tool.is_empty() && (named || (!prefix.is_empty() && u.serves(tool))))
+                        .then_some((prefix.len(), u, tool))
+                })
+                .max_by_key(|(len, _, _)| *len)
+                .map(|(_, u, tool)| (u, tool))?;
+        let protocol = call_protocol(u);
         let schema = serde_json::json!({"type": "object"});
         let described = serde_json::json!({"name": tool, "inputSchema": schema});
         Some(UpstreamTool {
@@ -337,6 +347,17 @@ fn unlisted(
             http: Arc::new(grant(u, credential(u, &tokens).as_ref())),
         })
     })
+}
+
+/// The requests one attempt of an upstream call may make, replayed ones included, unless
+/// the operator set `outbound.max_requests` for the served name.
+pub(crate) const UPSTREAM_MAX_REQUESTS: u32 = 100_000;
+
+/// The revision a call is made in: the configured one, else `auto` (the component asks
+/// the upstream with `server/discover` first), the same whether or not the upstream was
+/// listed when the call ran, so that every replay sends what the first attempt sent.
+fn call_protocol(u: &Upstream) -> &str {
+    u.section.protocol.as_deref().unwrap_or("auto")
 }
 
 /// What `u`'s requests carry as `Authorization: Bearer`: its fixed token, or the current
@@ -364,6 +385,11 @@ fn env(u: &Upstream, protocol: &str, tool: &str) -> Vec<(String, String)> {
 fn grant(u: &Upstream, credential: Option<&Secret>) -> HttpGrant {
     let allowed = AllowList::parse(&[u.origin.as_str()]).unwrap_or_default();
     let mut grant = HttpGrant::new(allowed);
+    // A failed answer is not kept, so the retry list sends the call again with its key.
+    grant.retry_transient = true;
+    // Following an upstream task polls it, and a replay counts what it replays: the
+    // journal's size (`outbound.journal_task_bytes`) bounds a task's requests instead.
+    grant.limits.max_requests = UPSTREAM_MAX_REQUESTS;
     if let (Some(token), Ok(host)) = (credential, AllowedHost::parse(&u.origin)) {
         let value = Secret::new(format!("Bearer {}", token.expose()));
         grant.scrub.push(token.clone());

@@ -88,9 +88,11 @@ pub(super) async fn token(
     let Some(access) = reply["access_token"].as_str().filter(|t| !t.is_empty()) else {
         return Err("the token endpoint answered without an access_token".into());
     };
+    // Bounded: a token said to live a second would have the node renew, list and rebuild
+    // its catalog every second; one said to live for ages would overflow the clock.
     let lifetime = (reply["expires_in"].as_u64())
         .map_or(UNSTATED_LIFETIME, Duration::from_secs)
-        .max(Duration::from_secs(1));
+        .clamp(Duration::from_secs(30), Duration::from_secs(24 * 3_600));
     Ok(Token {
         value: Secret::new(access),
         renew_at: tokio::time::Instant::now() + lifetime.mul_f64(0.8),

@@ -106,12 +106,14 @@ pub async fn serve_reloading(
     // Tools may not call this server back unless an entry names it (docs/outbound.md).
     deployer.engine().outbound().listening_on(addr);
     let stop_following = CancellationToken::new();
-    let (rebuild, rebuilds) = tokio::sync::mpsc::channel(1);
+    let (rebuild, rebuilds) = tokio::sync::mpsc::channel(16);
     let upstreams = gateway.map(|g| {
         let stop = stop_following.clone();
         tokio::spawn(g.run(
-            move || {
-                let _ = rebuild.try_send(());
+            move |change| {
+                // Rebuilds are rare (a listing that changed, a renewed credential): a full
+                // queue means several wait already, each building from the latest tools.
+                let _ = rebuild.try_send(change == crate::deploy::UpstreamChange::Tools);
             },
             stop,
         ))

@@ -47,6 +47,11 @@ pub struct HttpGrant {
     /// Secret values this tool's requests or environment carry, scrubbed from what the
     /// guest logs and from responses before they are recorded or seen.
     pub scrub: Vec<Secret>,
+    /// Transient answers (401, 408, 429, 5xx) to any method go unrecorded, not only to
+    /// idempotent ones: a retry of the attempt sends the request again, at its position and
+    /// with its key. For a caller whose far end deduplicates by the key (the gateway's
+    /// upstream calls); off by default, where a replay must not repeat a POST.
+    pub retry_transient: bool,
 }
 
 impl HttpGrant {
@@ -58,6 +63,7 @@ impl HttpGrant {
             inject: Vec::new(),
             journal: true,
             scrub: Vec::new(),
+            retry_transient: false,
         }
     }
 

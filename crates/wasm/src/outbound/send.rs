@@ -806,7 +806,9 @@ impl OneRequest {
         let answer = self.scrubbed_answer(&head, body);
         // A transient answer to an idempotent request is not recorded: a later attempt (a
         // retry) asks again instead of replaying the failure. It has no effect to protect.
-        let transient = idempotent && transient(answer.status);
+        // A grant may say the same of every request (its far end deduplicates by the key).
+        let transient = (idempotent && transient(answer.status))
+            || (grant.retry_transient && (transient(answer.status) || answer.status == 401));
         if let Some(request) = asked.filter(|_| !transient) {
             let entry = JournalEntry {
                 seq: self.seq,
