@@ -187,6 +187,19 @@ async def test_an_upstream_failure_comes_back_as_its_result(desk):
     assert calls(log)[-1]["tool"] == "refuse"
 
 
+def sessions(log):
+    """The sessions the TypeScript upstream opened, and those that were closed."""
+    opened, closed = set(), set()
+    try:
+        with open(f"{log}.sessions") as f:
+            for line in f:
+                what, sid = line.split()
+                (opened if what == "open" else closed).add(sid)
+    except FileNotFoundError:
+        pass
+    return opened, closed
+
+
 async def test_a_typescript_sdk_upstream_with_sessions_is_fronted_the_same_way():
     work = tempfile.mkdtemp(prefix="snodo-gateway-ts-")
     with upstream(work, typescript=True) as (port, log, _):
@@ -222,6 +235,14 @@ bearer = "tickets_token"
                         await anyio.sleep(0.05)
                     stapler = await call_tool_task(client, "desk_stapler", {})
                     assert (await stapler.result()).content[0].text == "stapler here"
+            # Every session the node opened (a listing's, a call's) is ended with DELETE,
+            # but the one its change stream is held on.
+            with anyio.fail_after(DEADLINE):
+                while True:
+                    opened, closed = sessions(log)
+                    if len(opened) >= 5 and len(opened - closed) == 1:
+                        break
+                    await anyio.sleep(0.05)
     got = calls(log)
     assert [c["tool"] for c in got] == ["slow_echo", "create_ticket", "grow"], got
     assert got[0]["idempotency_key"].startswith(echo.task_id + "-")

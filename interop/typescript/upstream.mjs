@@ -2,7 +2,8 @@
 // (1.x, 2025-11-25, Streamable HTTP with sessions, the SDK's usual setup): a small ticket
 // desk. Every call it receives is appended to a log file (one JSON line: the tool, its
 // arguments, the Idempotency-Key and Authorization headers), so that a test can judge how
-// many times a call reached it. Usage: upstream.mjs PORT LOG TOKEN; a request without
+// many times a call reached it. Each session opened and closed is appended to LOG.sessions
+// (`open ID`, `close ID`). Usage: upstream.mjs PORT LOG TOKEN; a request without
 // `Authorization: Bearer TOKEN` is refused with 401.
 
 import { randomUUID } from "node:crypto";
@@ -112,11 +113,17 @@ createServer(async (req, res) => {
     }
     transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (sid) => sessions.set(sid, transport),
+      onsessioninitialized: (sid) => {
+        sessions.set(sid, transport);
+        appendFileSync(`${log}.sessions`, `open ${sid}\n`);
+      },
     });
     const server = desk();
     transport.onclose = () => {
-      if (transport.sessionId) sessions.delete(transport.sessionId);
+      if (transport.sessionId) {
+        sessions.delete(transport.sessionId);
+        appendFileSync(`${log}.sessions`, `close ${transport.sessionId}\n`);
+      }
       servers.delete(server);
     };
     await server.connect(transport);

@@ -183,11 +183,33 @@ impl Upstream {
 
     /// The call, and the upstream task it became when it did, followed to its end.
     fn call(&self, cx: &Context, arguments: Value) -> Result<ToolResult, Outcome> {
-        let session = if self.protocol == V2025 {
+        let mut session = if self.protocol == V2025 {
             self.handshake()?
         } else {
             None
         };
+        let done = self.converse(cx, arguments, &mut session);
+        // A 2025-11-25 session lives on the upstream until it is told otherwise: ended here,
+        // once the call and any task it started are over. (A task parked in a long sleep or
+        // waiting for input never reaches this line in that instance; its replay does.) An
+        // upstream that keeps sessions until they expire answers 405, which is as good.
+        if let Some(s) = session {
+            let _ = http::delete(&self.url)
+                .header("mcp-session-id", &s)
+                .header("mcp-protocol-version", V2025)
+                .send();
+        }
+        done
+    }
+
+    /// The call on `session` (a 2025-11-25 upstream's, replaced if the upstream forgets
+    /// it): its rounds of questions, then the task it started, if it started one.
+    fn converse(
+        &self,
+        cx: &Context,
+        arguments: Value,
+        session: &mut Option<String>,
+    ) -> Result<ToolResult, Outcome> {
         let mut meta = Map::new();
         meta.insert(IDEMPOTENCY_META.into(), cx.idempotency_key().into());
         if self.protocol == V2026 {
@@ -200,7 +222,6 @@ impl Upstream {
         let journaled = cx.task_id().is_some()
             && std::env::var("SNODO_UPSTREAM_JOURNAL").is_ok_and(|j| j == "true");
         let key = (!journaled).then(|| cx.idempotency_key());
-        let mut session = session;
         // Each round of an upstream that asks (an incomplete result) is the call again,
         // with the answers: the same request id keeps the rounds the same on a replay.
         for round in 0..=MAX_ROUNDS {
@@ -210,14 +231,14 @@ impl Upstream {
                 // The upstream forgot the session (it restarted): a new one, and the call
                 // again.
                 Err(Sent::SessionGone) if session.is_some() => {
-                    session = self.handshake()?;
+                    *session = self.handshake()?;
                     self.request(id, "tools/call", params.clone(), session.as_deref(), key)
                 }
                 other => other,
             };
             let result = answer.map_err(|e| self.failure(e))?;
             match result.get("resultType").and_then(Value::as_str) {
-                Some("task") => return self.follow(cx, &result),
+                Some("task") => return self.follow(cx, &result, session.as_deref()),
                 Some("input_required") => {
                     let answers = self.ask(cx, &format!("upstream-{round}"), &result)?;
                     params["inputResponses"] = Value::Object(answers);
@@ -325,7 +346,12 @@ impl Upstream {
     /// Polls an upstream task until it finishes, sleeping its suggested interval between
     /// polls (a sleep the host keeps: a long one parks this task, and the replay that
     /// wakes it is answered from the journal up to here).
-    fn follow(&self, cx: &Context, created: &Value) -> Result<ToolResult, Outcome> {
+    fn follow(
+        &self,
+        cx: &Context,
+        created: &Value,
+        session: Option<&str>,
+    ) -> Result<ToolResult, Outcome> {
         let Some(task_id) = created.get("taskId").and_then(Value::as_str) else {
             return Err(Outcome::Failed(RpcError::internal(format!(
                 "{} answered a task without a taskId",
@@ -350,13 +376,13 @@ impl Upstream {
                 // This task is cancelled: so is the upstream's, as far as it listens.
                 let mut params = json!({"taskId": task_id});
                 params["_meta"] = Value::Object(self.request_meta());
-                let _ = self.request(id, "tasks/cancel", params, None, None);
+                let _ = self.request(id, "tasks/cancel", params, session, None);
                 return Err(Outcome::Failed(RpcError::new(-32800, "cancelled")));
             }
             let mut params = json!({"taskId": task_id});
             params["_meta"] = Value::Object(self.request_meta());
             state = self
-                .request(id, "tasks/get", params, None, None)
+                .request(id, "tasks/get", params, session, None)
                 .map_err(|e| self.failure(e))?;
             id += 1;
             match state.get("status").and_then(Value::as_str) {
@@ -375,7 +401,7 @@ impl Upstream {
                     let answers = self.ask(cx, &format!("upstream-task-{id}"), &state)?;
                     let mut params = json!({"taskId": task_id, "inputResponses": answers});
                     params["_meta"] = Value::Object(self.request_meta());
-                    self.request(id, "tasks/update", params, None, None)
+                    self.request(id, "tasks/update", params, session, None)
                         .map_err(|e| self.failure(e))?;
                     id += 1;
                 }

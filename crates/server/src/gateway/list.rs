@@ -39,7 +39,8 @@ struct Conversation<'a> {
     next_id: u64,
 }
 
-/// Lists `upstream`'s tools with its credential `bearer`, each request within `timeout`.
+/// Lists `upstream`'s tools with its credential `bearer`, each request within `timeout`. A
+/// 2025-11-25 session opened for it is ended after.
 pub async fn list(
     outbound: &Outbound,
     upstream: &Upstream,
@@ -47,49 +48,9 @@ pub async fn list(
     timeout: std::time::Duration,
 ) -> Result<Listed, String> {
     let mut c = Conversation::new(outbound, upstream, bearer, timeout)?;
-    let protocol = match upstream.section.protocol.as_deref() {
-        Some(p) if p == PROTOCOLS[1] => {
-            c.protocol = Some(PROTOCOLS[1]);
-            c.discover().await?;
-            PROTOCOLS[1]
-        }
-        Some(_) => {
-            c.handshake().await?;
-            PROTOCOLS[0]
-        }
-        // An upstream that does not know `server/discover` speaks an earlier revision.
-        None => match c.discover_quietly().await {
-            Some(p) => p,
-            None => {
-                c.handshake().await?;
-                PROTOCOLS[0]
-            }
-        },
-    };
-    c.protocol = Some(protocol);
-    let mut tools = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..MAX_PAGES {
-        let mut params = json!({});
-        if let Some(next) = &cursor {
-            params["cursor"] = next.clone().into();
-        }
-        let page = c.request("tools/list", params).await?;
-        let listed = page["tools"]
-            .as_array()
-            .ok_or("tools/list answered without a tools array")?;
-        tools.extend(listed.iter().cloned());
-        cursor = page
-            .get("nextCursor")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if cursor.is_none() {
-            return Ok(Listed { protocol, tools });
-        }
-    }
-    Err(format!(
-        "tools/list gave more than {MAX_PAGES} pages; the cursor does not end"
-    ))
+    let listed = c.list().await;
+    c.end().await;
+    listed
 }
 
 impl<'a> Conversation<'a> {
@@ -116,6 +77,90 @@ impl<'a> Conversation<'a> {
             session: None,
             next_id: 1,
         })
+    }
+
+    /// The revision the upstream speaks (the configured one, else asked) and every page of
+    /// its `tools/list`.
+    async fn list(&mut self) -> Result<Listed, String> {
+        let protocol = match self.upstream.section.protocol.as_deref() {
+            Some(p) if p == PROTOCOLS[1] => {
+                self.discover().await?;
+                PROTOCOLS[1]
+            }
+            Some(_) => {
+                self.handshake().await?;
+                PROTOCOLS[0]
+            }
+            // An upstream that does not know `server/discover` speaks an earlier revision.
+            None => match self.discover_quietly().await {
+                Some(p) => p,
+                None => {
+                    self.handshake().await?;
+                    PROTOCOLS[0]
+                }
+            },
+        };
+        self.protocol = Some(protocol);
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = json!({});
+            if let Some(next) = &cursor {
+                params["cursor"] = next.clone().into();
+            }
+            let page = self.request("tools/list", params).await?;
+            let listed = page["tools"]
+                .as_array()
+                .ok_or("tools/list answered without a tools array")?;
+            tools.extend(listed.iter().cloned());
+            cursor = page
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            if cursor.is_none() {
+                return Ok(Listed { protocol, tools });
+            }
+        }
+        Err(format!(
+            "tools/list gave more than {MAX_PAGES} pages; the cursor does not end"
+        ))
+    }
+
+    /// Ends the 2025-11-25 session the upstream gave, if it gave one (`DELETE`, as the
+    /// revision asks of a client done with a session): an upstream keeps each session
+    /// until then or until it expires them, and this host opens one per listing. Best
+    /// effort: an upstream that answers 405 keeps its sessions until they expire.
+    async fn end(&mut self) {
+        let Some(session) = self.session.take() else {
+            return;
+        };
+        let mut headers = match self.headers("DELETE", &mut json!({})) {
+            Ok(h) => h,
+            Err(_) => return,
+        };
+        headers.remove(http::header::CONTENT_TYPE);
+        headers.insert(HeaderName::from_static("mcp-session-id"), session);
+        let key = self.key();
+        let ending = self.outbound.listen(
+            http::Method::DELETE,
+            &self.allowed,
+            &key,
+            &self.upstream.section.url,
+            headers,
+            Vec::new(),
+            self.limits.connect_timeout,
+        );
+        match tokio::time::timeout(self.limits.answer_timeout, ending).await {
+            Ok(Ok(answer)) => {
+                tracing::debug!(upstream = %self.upstream.section.name, status = answer.status, "session ended");
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(upstream = %self.upstream.section.name, error = %e, "the session could not be ended");
+            }
+            Err(_) => {
+                tracing::debug!(upstream = %self.upstream.section.name, "the session's end was not answered in time");
+            }
+        }
     }
 
     /// `server/discover` on a 2026-07-28 upstream: it must list that revision.
@@ -312,51 +357,99 @@ fn refused(method: &str, status: u16, upstream: &Upstream) -> Result<(), String>
     Ok(())
 }
 
-/// Opens the stream `upstream` (which speaks `protocol`) tells its tool changes on, with its
-/// credential `bearer`: `subscriptions/listen` (2026-07-28), or the handshake and the
-/// session's GET stream (2025-11-25).
-pub(super) async fn changes(
-    outbound: &Outbound,
-    upstream: &Upstream,
-    bearer: Option<&Secret>,
-    protocol: &'static str,
-    timeout: std::time::Duration,
-) -> Result<Listening, String> {
-    let mut c = Conversation::new(outbound, upstream, bearer, timeout)?;
-    c.protocol = Some(protocol);
-    if protocol == PROTOCOLS[0] {
-        c.handshake().await?;
-    }
-    c.changes().await
+/// An upstream's announcements of tool changes, open, on its conversation (the 2025-11-25
+/// session it holds, ended by [`Changes::end`]).
+pub(super) struct Changes<'a> {
+    conversation: Conversation<'a>,
+    listening: Listening,
+    /// What has arrived of the event being read. Bytes, not text: a frame may end inside a
+    /// character.
+    buffered: Vec<u8>,
 }
 
-/// Reads `listening` until it ends: whether each event announced a change of the tools.
-pub(super) async fn next_change(listening: &mut Listening, text: &mut String) -> Option<bool> {
-    use http_body_util::BodyExt;
-    loop {
-        let end = text
-            .find("\n\n")
-            .map(|i| (i, 2))
-            .or_else(|| text.find("\r\n\r\n").map(|i| (i, 4)));
-        if let Some((at, len)) = end {
-            let event: String = text.drain(..at + len).collect();
-            let changed = events(&event)
-                .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
-                .any(|m| m["method"] == "notifications/tools/list_changed");
-            return Some(changed);
+/// Opens the stream `upstream` (which speaks `protocol`) tells its tool changes on, with its
+/// credential `bearer`: `subscriptions/listen` (2026-07-28), or the handshake and the
+/// session's GET stream (2025-11-25). A session opened for a stream that could not be is
+/// ended at once.
+pub(super) async fn changes<'a>(
+    outbound: &'a Outbound,
+    upstream: &'a Upstream,
+    bearer: Option<&'a Secret>,
+    protocol: &'static str,
+    timeout: std::time::Duration,
+) -> Result<Changes<'a>, String> {
+    let mut c = Conversation::new(outbound, upstream, bearer, timeout)?;
+    c.protocol = Some(protocol);
+    let opened = if protocol == PROTOCOLS[0] {
+        match c.handshake().await {
+            Ok(()) => c.changes().await,
+            Err(why) => Err(why),
         }
-        match listening.body.frame().await? {
-            Ok(frame) => {
-                if let Some(data) = frame.data_ref() {
-                    text.push_str(&String::from_utf8_lossy(data));
-                }
-                // An upstream that streams without ever ending an event is cut off.
-                if text.len() > MAX_ANSWER_BYTES as usize {
-                    return None;
-                }
+    } else {
+        c.changes().await
+    };
+    match opened {
+        Ok(listening) => Ok(Changes {
+            conversation: c,
+            listening,
+            buffered: Vec::new(),
+        }),
+        Err(why) => {
+            c.end().await;
+            Err(why)
+        }
+    }
+}
+
+impl Changes<'_> {
+    /// Reads the stream up to the end of its next event: whether it announced a change of
+    /// the tools; `None` once the stream ends or breaks.
+    pub(super) async fn next(&mut self) -> Option<bool> {
+        use http_body_util::BodyExt;
+        loop {
+            if let Some((at, len)) = event_end(&self.buffered) {
+                let event: Vec<u8> = self.buffered.drain(..at + len).collect();
+                let changed = events(&String::from_utf8_lossy(&event))
+                    .filter_map(|d| serde_json::from_str::<Value>(&d).ok())
+                    .any(|m| m["method"] == "notifications/tools/list_changed");
+                return Some(changed);
             }
-            Err(_) => return None,
+            match self.listening.body.frame().await? {
+                Ok(frame) => {
+                    if let Some(data) = frame.data_ref() {
+                        self.buffered.extend_from_slice(data);
+                    }
+                    // An upstream that streams without ever ending an event is cut off.
+                    if self.buffered.len() > MAX_ANSWER_BYTES as usize {
+                        return None;
+                    }
+                }
+                Err(_) => return None,
+            }
         }
+    }
+
+    /// Closes the stream and ends the session it was on, if any.
+    pub(super) async fn end(self) {
+        let Changes {
+            mut conversation,
+            listening,
+            ..
+        } = self;
+        drop(listening);
+        conversation.end().await;
+    }
+}
+
+/// Where the first event in `buffered` ends (a blank line, `\n\n` or `\r\n\r\n`): the
+/// offset of the blank line and its length.
+fn event_end(buffered: &[u8]) -> Option<(usize, usize)> {
+    let find = |needle: &[u8]| buffered.windows(needle.len()).position(|w| w == needle);
+    match (find(b"\n\n"), find(b"\r\n\r\n")) {
+        (Some(a), Some(b)) if b < a => Some((b, 4)),
+        (Some(a), _) => Some((a, 2)),
+        (None, Some(b)) => Some((b, 4)),
+        (None, None) => None,
     }
 }
 
@@ -430,7 +523,129 @@ fn excerpt(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::response::IntoResponse;
+    use snodo_wasm::outbound::OutboundConfig;
+
     use super::*;
+    use crate::gateway::UpstreamSection;
+
+    type Seen = Arc<Mutex<Vec<String>>>;
+
+    /// Records `what` with the session it was sent on.
+    fn note(seen: &Seen, what: &str, headers: &HeaderMap) {
+        let session = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+        let line = format!("{what} {}", session.unwrap_or("-"));
+        seen.lock().expect("lock").push(line);
+    }
+
+    /// A 2025-11-25 upstream with sessions, recording `<verb or method> <session>` of each
+    /// request: one tool, and a GET stream of two events (the first a character split
+    /// across writes, the second a tool change) that then ends.
+    async fn upstream_2025(seen: Seen) -> String {
+        async fn post(
+            axum::extract::State(seen): axum::extract::State<Seen>,
+            headers: HeaderMap,
+            body: axum::body::Bytes,
+        ) -> axum::response::Response {
+            let message: Value = serde_json::from_slice(&body).expect("JSON");
+            let method = message["method"].as_str().unwrap_or_default().to_owned();
+            note(&seen, &method, &headers);
+            let id = message["id"].clone();
+            let result = match method.as_str() {
+                "initialize" => {
+                    json!({"protocolVersion": "2025-11-25", "capabilities": {"tools": {"listChanged": true}},
+                    "serverInfo": {"name": "u", "version": "1"}})
+                }
+                "tools/list" => {
+                    json!({"tools": [{"name": "a", "inputSchema": {"type": "object"}}]})
+                }
+                _ => return http::StatusCode::ACCEPTED.into_response(),
+            };
+            let body = json!({"jsonrpc": "2.0", "id": id, "result": result});
+            ([("mcp-session-id", "s-1")], axum::Json(body)).into_response()
+        }
+        async fn verb(
+            axum::extract::State(seen): axum::extract::State<Seen>,
+            method: http::Method,
+            headers: HeaderMap,
+        ) -> axum::response::Response {
+            note(&seen, method.as_str(), &headers);
+            if method == http::Method::DELETE {
+                return http::StatusCode::OK.into_response();
+            }
+            let first = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"caf\u{e9}\"}}\n\n";
+            let split = first.find('\u{e9}').expect("the character") + 1;
+            let chunks: Vec<Result<axum::body::Bytes, std::io::Error>> = vec![
+                Ok(first.as_bytes()[..split].to_vec().into()),
+                Ok(first.as_bytes()[split..].to_vec().into()),
+                Ok("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\r\n\r\n".into()),
+            ];
+            let body = axum::body::Body::from_stream(futures_util::stream::iter(chunks));
+            ([("content-type", "text/event-stream")], body).into_response()
+        }
+        let app = axum::Router::new()
+            .route("/mcp", axum::routing::post(post).get(verb).delete(verb))
+            .with_state(seen);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/mcp")
+    }
+
+    #[tokio::test]
+    async fn a_2025_session_is_ended_after_a_listing_and_after_its_change_stream() {
+        let seen = Seen::default();
+        let url = upstream_2025(seen.clone()).await;
+        let section: UpstreamSection =
+            serde_json::from_value(json!({"name": "u", "url": url, "protocol": "2025-11-25"}))
+                .expect("parses");
+        let upstream = Upstream::new(section, |_| None).expect("valid");
+        let outbound = Outbound::new(OutboundConfig::default()).expect("outbound");
+        let timeout = std::time::Duration::from_secs(30);
+        let listed = list(&outbound, &upstream, None, timeout)
+            .await
+            .expect("listed");
+        assert_eq!(listed.protocol, PROTOCOLS[0]);
+        assert_eq!(listed.tools.len(), 1);
+        let requests = std::mem::take(&mut *seen.lock().expect("lock"));
+        assert_eq!(
+            requests,
+            [
+                "initialize -",
+                "notifications/initialized s-1",
+                "tools/list s-1",
+                "DELETE s-1"
+            ]
+        );
+        let mut changes = changes(&outbound, &upstream, None, PROTOCOLS[0], timeout)
+            .await
+            .expect("a stream");
+        assert_eq!(changes.next().await, Some(false), "a message, not a change");
+        assert_eq!(changes.next().await, Some(true), "the tools changed");
+        assert_eq!(changes.next().await, None, "the stream ended");
+        changes.end().await;
+        let requests = std::mem::take(&mut *seen.lock().expect("lock"));
+        assert_eq!(
+            requests,
+            [
+                "initialize -",
+                "notifications/initialized s-1",
+                "GET s-1",
+                "DELETE s-1"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_event_ends_at_the_first_blank_line_of_either_kind() {
+        assert_eq!(event_end(b"data: a\r\n\r\ndata: b\n\n"), Some((7, 4)));
+        assert_eq!(event_end(b"data: a\n\ndata: b\r\n\r\n"), Some((7, 2)));
+        assert_eq!(event_end(b"data: a\r\n"), None);
+    }
 
     fn answer(content_type: &str, body: &str) -> Answer {
         let mut headers = HeaderMap::new();

@@ -130,6 +130,7 @@ impl Gateway {
                     }
                     Err(why) => {
                         all = false;
+                        let why = self.scrubbed(u, why);
                         tracing::warn!(upstream = %name, url = %u.section.url, error = %why, "the upstream could not be listed; its tools are served as last listed, if ever");
                     }
                 }
@@ -155,6 +156,7 @@ impl Gateway {
                     self.tokens.lock().insert(name.clone(), t);
                 }
                 Err(why) => {
+                    let why = self.scrubbed(u, why);
                     tracing::warn!(upstream = %name, error = %why, "no access token for the upstream; its requests go with the token before, if any");
                     // Asked again after a fifth of refresh_ms, not at once and again.
                     if let Some(t) = self.tokens.lock().get_mut(name) {
@@ -253,9 +255,11 @@ impl Gateway {
     }
 
     /// Follows upstream `index`'s announcements of tool changes (its `subscriptions/listen`
-    /// or session stream), telling `heard` of each, until `stop`. A stream that ends is
-    /// opened again after a fifth of `refresh_ms`; an upstream that has none is asked
-    /// again every `refresh_ms` (the listing finds its changes meanwhile).
+    /// or session stream), telling `heard` of each, until `stop`. A stream that ends, or
+    /// stays silent for [`IDLE_REFRESHES`] × `refresh_ms` (a connection that died without
+    /// a word looks the same), is closed, its session ended, and opened again after a
+    /// fifth of `refresh_ms`; an upstream that has none is asked again every `refresh_ms`
+    /// (the listing finds its changes meanwhile).
     async fn follow(
         self: Arc<Self>,
         index: usize,
@@ -264,12 +268,12 @@ impl Gateway {
     ) {
         let u = &self.upstreams[index];
         let name = &u.section.name;
-        let mut text = String::new();
+        let idle = self.settings.refresh * IDLE_REFRESHES;
         loop {
             let protocol = self.listed.lock().get(name).map(|l| l.protocol);
+            let credential = self.credential(u);
             let opened = match protocol {
                 Some(p) => {
-                    let credential = self.credential(u);
                     let timeout = self.settings.list_timeout;
                     tokio::select! {
                         () = stop.cancelled() => return,
@@ -279,29 +283,35 @@ impl Gateway {
                 None => Err(String::new()),
             };
             let wait = match opened {
-                Ok(mut listening) => {
+                Ok(mut changes) => {
                     tracing::info!(upstream = %name, "following the upstream's tool changes");
-                    text.clear();
-                    loop {
+                    let why = loop {
                         let next = tokio::select! {
-                            () = stop.cancelled() => return,
-                            n = list::next_change(&mut listening, &mut text) => n,
+                            () = stop.cancelled() => None,
+                            n = tokio::time::timeout(idle, changes.next()) => Some(n),
+                        };
+                        let Some(next) = next else {
+                            changes.end().await;
+                            return;
                         };
                         match next {
-                            Some(true) => {
+                            Ok(Some(true)) => {
                                 self.deployer.upstream_counters().change(name);
                                 heard.notify_one();
                             }
-                            Some(false) => {}
-                            None => break,
+                            Ok(Some(false)) => {}
+                            Ok(None) => break "ended",
+                            Err(_) => break "was silent for gateway.refresh_ms × 5",
                         }
-                    }
-                    tracing::info!(upstream = %name, "the upstream's change stream ended; opened again shortly");
+                    };
+                    changes.end().await;
+                    tracing::info!(upstream = %name, "the upstream's change stream {why}; opened again shortly");
                     self.settings.refresh / 5
                 }
                 // Not listed yet: tried again once it may be.
                 Err(why) if why.is_empty() => self.settings.refresh / 5,
                 Err(why) => {
+                    let why = self.scrubbed(u, why);
                     tracing::debug!(upstream = %name, %why, "the upstream's tool changes are not followed; they are found by listing");
                     self.settings.refresh
                 }
@@ -312,7 +322,20 @@ impl Gateway {
             }
         }
     }
+
+    /// `text` with every form of `u`'s credentials replaced (its bearer token, its client
+    /// secret, its current access token): an upstream or its authorization server may echo
+    /// them in an error body, and the excerpt of one is logged.
+    fn scrubbed(&self, u: &Upstream, text: String) -> String {
+        let mut secrets: Vec<Secret> = u.bearer.iter().cloned().collect();
+        secrets.extend(u.oauth.as_ref().map(|o| o.secret.clone()));
+        secrets.extend(self.credential(u));
+        snodo_wasm::outbound::scrub_text(&text, &secrets).unwrap_or(text)
+    }
 }
+
+/// How many `refresh_ms` a change stream may stay silent before it is opened again.
+const IDLE_REFRESHES: u32 = 5;
 
 /// The upstream tool a served name stands for without a listing: an upstream whose
 /// prefix begins the name (a prefix that is not empty) or whose `tools` names what follows

@@ -59,7 +59,7 @@ pub struct OAuthSection {
 }
 
 /// An upstream's OAuth client, its secret read.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct OAuthClient {
     /// What was written.
     pub section: OAuthSection,
@@ -69,8 +69,9 @@ pub struct OAuthClient {
     pub origin: String,
 }
 
-/// An upstream, checked, its credential read.
-#[derive(Clone)]
+/// An upstream, checked, its credential read. Equal only when the credentials' values are
+/// too, so a rotated secret is a change a reload reports.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Upstream {
     /// What was written.
     pub section: UpstreamSection,

@@ -241,10 +241,8 @@ pub(super) fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&
     );
     check("limits", before.limits == next.limits);
     check("archive", before.archive == next.archive);
-    check(
-        "upstreams",
-        format!("{:?}", before.upstreams) == format!("{:?}", next.upstreams),
-    );
+    // Compared by value, secrets included: their Debug form hides them.
+    check("upstreams", before.upstreams == next.upstreams);
     check("gateway", before.gateway == next.gateway);
     check(
         "engine",
@@ -259,4 +257,33 @@ pub fn tenants_in(tokens: &[(String, Principal)]) -> usize {
     let tenants: std::collections::HashSet<&str> =
         tokens.iter().map(|(_, p)| p.tenant.as_str()).collect();
     tenants.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::{Upstream, UpstreamSection};
+    use snodo_wasm::outbound::Secret;
+
+    fn with_bearer(value: &str) -> ServeOptions {
+        let mut opts = ServeOptions::new(PathBuf::from("/data"), Vec::new());
+        let section: UpstreamSection = serde_json::from_value(serde_json::json!({
+            "name": "tickets", "url": "http://127.0.0.1:9000/mcp", "bearer": "tok"
+        }))
+        .expect("parses");
+        let upstream =
+            Upstream::new(section, |_| Some(Secret::new(value.to_owned()))).expect("valid");
+        opts.upstreams.push(upstream);
+        opts
+    }
+
+    #[test]
+    fn a_rotated_upstream_secret_is_a_change_that_needs_a_restart() {
+        let before = with_bearer("first");
+        assert!(needs_restart(&before, &with_bearer("first")).is_empty());
+        assert_eq!(
+            needs_restart(&before, &with_bearer("second")),
+            ["upstreams"]
+        );
+    }
 }
