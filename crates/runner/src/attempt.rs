@@ -94,6 +94,8 @@ async fn commit(
     // outcome is known does not wait out its lease to be recovered and run again.
     let give_up = began + inner.opts.lease / 4;
     let mut pause = Duration::from_millis(25);
+    // A read of the task meanwhile may wait for this commit (Runner::settled).
+    let _settling = (what == "outcome").then(|| inner.settling.begin(lease.task_id()));
     let r = loop {
         let r = timed(
             inner,

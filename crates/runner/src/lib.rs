@@ -296,6 +296,52 @@ struct Local {
     stop_reason: Arc<Mutex<Option<JobOutcome>>>,
 }
 
+/// The tasks whose outcome this node is committing, each with what wakes those waiting for
+/// the commit to end ([`Runner::settled`]).
+#[derive(Default)]
+pub(crate) struct Settling(Mutex<HashMap<TaskId, Arc<Notify>>>);
+
+impl Settling {
+    /// Marks `task` settling until the guard is dropped (the commit answered, or failed).
+    pub(crate) fn begin(&self, task: &TaskId) -> SettlingGuard<'_> {
+        self.0.lock().entry(*task).or_default();
+        SettlingGuard {
+            settling: self,
+            task: *task,
+        }
+    }
+
+    /// Waits, at most `within`, until `task` is no longer settling: whether it was.
+    async fn wait(&self, task: &TaskId, within: Duration) -> bool {
+        let Some(done) = self.0.lock().get(task).cloned() else {
+            return false;
+        };
+        let committed = done.notified();
+        tokio::pin!(committed);
+        committed.as_mut().enable();
+        // The commit may have ended between the lookup and the registration.
+        if !self.0.lock().contains_key(task) {
+            return true;
+        }
+        let _ = tokio::time::timeout(within, committed).await;
+        true
+    }
+}
+
+/// Ends a task's settling when dropped, waking whoever waits for it.
+pub(crate) struct SettlingGuard<'a> {
+    settling: &'a Settling,
+    task: TaskId,
+}
+
+impl Drop for SettlingGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(done) = self.settling.0.lock().remove(&self.task) {
+            done.notify_waiters();
+        }
+    }
+}
+
 /// Counters an operator can read, counted from the same events the instrumentation
 /// receives, so they always agree with the metrics.
 #[derive(Debug, Default)]
@@ -381,6 +427,8 @@ pub(crate) struct Inner {
     loops_up: Mutex<Vec<(&'static str, bool)>>,
     /// Start failures per task on this node (see [`RunnerOptions::max_start_failures`]).
     start_failures: Mutex<HashMap<TaskId, u32>>,
+    /// The tasks whose outcome this node is committing ([`Runner::settled`]).
+    pub(crate) settling: Settling,
     /// Whether `start_failures` was ever written: until then an attempt's end skips it.
     any_start_failures: std::sync::atomic::AtomicBool,
 }
@@ -448,6 +496,7 @@ impl Runner {
             stats,
             attempts: Mutex::new(HashMap::new()),
             attempts_changed: Notify::new(),
+            settling: Settling::default(),
             next_id: AtomicU64::new(1),
             wake: Notify::new(),
             looking: Mutex::new(Looking::default()),
@@ -643,6 +692,15 @@ impl Runner {
         F: std::future::Future<Output = ()> + Send + 'static,
     {
         self.inner.tasks.spawn(work);
+    }
+
+    /// Waits, at most `within`, for the commit of `task`'s outcome when this node is
+    /// committing one (its guest has returned): whether it was. A read of a task about to
+    /// finish then answers the status it reaches, not the one it is leaving: on a store
+    /// whose commit waits for the disk, a client polling at short intervals otherwise sees
+    /// it working once or twice more. A task not settling here returns `false` at once.
+    pub async fn settled(&self, task: &TaskId, within: Duration) -> bool {
+        self.inner.settling.wait(task, within).await
     }
 
     /// Wakes the recovery loop (e.g. after creating tasks).
@@ -1227,6 +1285,31 @@ async fn archive_and_reap(inner: &Inner, archive: &dyn Archive) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waits_for_a_settling_commit_and_no_longer_than_told() {
+        let settling = Arc::new(Settling::default());
+        let task = TaskId::generate();
+        let hour = Duration::from_secs(3600);
+        assert!(!settling.wait(&task, hour).await, "not settling: no wait");
+        let guard = settling.begin(&task);
+        let waiting = tokio::spawn({
+            let settling = settling.clone();
+            async move { settling.wait(&task, hour).await }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!waiting.is_finished(), "waits while the commit runs");
+        drop(guard);
+        assert!(waiting.await.expect("joined"), "woken by the commit's end");
+        assert!(!settling.wait(&task, hour).await, "settled: no wait");
+        // A commit that does not end: the read goes on after `within` (paused time).
+        let _stuck = settling.begin(&task);
+        let began = tokio::time::Instant::now();
+        assert!(settling.wait(&task, Duration::from_millis(100)).await);
+        assert_eq!(began.elapsed(), Duration::from_millis(100));
+    }
 
     #[test]
     fn queued_work_is_served_round_robin_to_tenants_with_room() {
