@@ -226,19 +226,9 @@ impl Upstream {
         // with the answers: the same request id keeps the rounds the same on a replay.
         for round in 0..=MAX_ROUNDS {
             let id = CALL_ID + 1_000 * round;
-            let answer = match self.request(id, "tools/call", params.clone(), session.as_deref(), key)
-            {
-                // The upstream forgot the session (it restarted): a new one, and the call
-                // again.
-                Err(Sent::SessionGone) if session.is_some() => {
-                    *session = self.handshake()?;
-                    self.request(id, "tools/call", params.clone(), session.as_deref(), key)
-                }
-                other => other,
-            };
-            let result = answer.map_err(|e| self.failure(e))?;
+            let result = self.on_session(session, id, "tools/call", params.clone(), key)?;
             match result.get("resultType").and_then(Value::as_str) {
-                Some("task") => return self.follow(cx, &result, session.as_deref()),
+                Some("task") => return self.follow(cx, &result, session),
                 Some("input_required") => {
                     let answers = self.ask(cx, &format!("upstream-{round}"), &result)?;
                     params["inputResponses"] = Value::Object(answers);
@@ -264,7 +254,12 @@ impl Upstream {
     /// result or a task waiting for input), as this task's questions under keys beginning
     /// with `prefix`: the answers by the upstream's keys. A replay gets the stored answers
     /// back without asking again.
-    fn ask(&self, cx: &Context, prefix: &str, asking: &Value) -> Result<Map<String, Value>, Outcome> {
+    fn ask(
+        &self,
+        cx: &Context,
+        prefix: &str,
+        asking: &Value,
+    ) -> Result<Map<String, Value>, Outcome> {
         let Some(requests) = asking.get("inputRequests").and_then(Value::as_object) else {
             return Err(Outcome::Failed(RpcError::internal(format!(
                 "{} asked for input during {} without inputRequests",
@@ -294,7 +289,11 @@ impl Upstream {
                 self.name, self.tool
             ))),
         })?;
-        Ok(keys.into_iter().map(|(theirs, _)| theirs).zip(answers).collect())
+        Ok(keys
+            .into_iter()
+            .map(|(theirs, _)| theirs)
+            .zip(answers)
+            .collect())
     }
 
     /// A 2025-11-25 upstream's handshake: `initialize`, then `notifications/initialized`;
@@ -306,7 +305,12 @@ impl Upstream {
             "clientInfo": {"name": "snodo-gateway", "version": env!("CARGO_PKG_VERSION")},
         });
         let response = self
-            .post(&envelope(INITIALIZE_ID, "initialize", params), None, None, &[])
+            .post(
+                &envelope(INITIALIZE_ID, "initialize", params),
+                None,
+                None,
+                &[],
+            )
             .map_err(|e| self.failure(e))?;
         let session = response.header("mcp-session-id").map(str::to_owned);
         answer_of(&response, INITIALIZE_ID).map_err(|e| self.failure(e))?;
@@ -323,7 +327,10 @@ impl Upstream {
     /// which the gateway follows).
     fn request_meta(&self) -> Map<String, Value> {
         let mut meta = Map::new();
-        meta.insert("io.modelcontextprotocol/protocolVersion".into(), V2026.into());
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            V2026.into(),
+        );
         let mut caps = match &self.client {
             Value::Object(c) => c.clone(),
             _ => Map::new(),
@@ -350,7 +357,7 @@ impl Upstream {
         &self,
         cx: &Context,
         created: &Value,
-        session: Option<&str>,
+        session: &mut Option<String>,
     ) -> Result<ToolResult, Outcome> {
         let Some(task_id) = created.get("taskId").and_then(Value::as_str) else {
             return Err(Outcome::Failed(RpcError::internal(format!(
@@ -376,14 +383,12 @@ impl Upstream {
                 // This task is cancelled: so is the upstream's, as far as it listens.
                 let mut params = json!({"taskId": task_id});
                 params["_meta"] = Value::Object(self.request_meta());
-                let _ = self.request(id, "tasks/cancel", params, session, None);
+                let _ = self.on_session(session, id, "tasks/cancel", params, None);
                 return Err(Outcome::Failed(RpcError::new(-32800, "cancelled")));
             }
             let mut params = json!({"taskId": task_id});
             params["_meta"] = Value::Object(self.request_meta());
-            state = self
-                .request(id, "tasks/get", params, session, None)
-                .map_err(|e| self.failure(e))?;
+            state = self.on_session(session, id, "tasks/get", params, None)?;
             id += 1;
             match state.get("status").and_then(Value::as_str) {
                 Some("completed") => return Ok(tool_result(&state["result"])),
@@ -401,13 +406,39 @@ impl Upstream {
                     let answers = self.ask(cx, &format!("upstream-task-{id}"), &state)?;
                     let mut params = json!({"taskId": task_id, "inputResponses": answers});
                     params["_meta"] = Value::Object(self.request_meta());
-                    self.request(id, "tasks/update", params, session, None)
-                        .map_err(|e| self.failure(e))?;
+                    self.on_session(session, id, "tasks/update", params, None)?;
                     id += 1;
                 }
                 _ => {}
             }
         }
+    }
+
+    /// One request on `session` and its answer's `result`, or what its failure makes of
+    /// the task. A 2025-11-25 upstream that forgot the session (it restarted, or expired
+    /// it while a task slept) gets a new one and the request again.
+    fn on_session(
+        &self,
+        session: &mut Option<String>,
+        id: u64,
+        method: &str,
+        params: Value,
+        idempotency_key: Option<&str>,
+    ) -> Result<Value, Outcome> {
+        let answer = match self.request(
+            id,
+            method,
+            params.clone(),
+            session.as_deref(),
+            idempotency_key,
+        ) {
+            Err(Sent::SessionGone) if session.is_some() => {
+                *session = self.handshake()?;
+                self.request(id, method, params, session.as_deref(), idempotency_key)
+            }
+            other => other,
+        };
+        answer.map_err(|e| self.failure(e))
     }
 
     /// One JSON-RPC request and its answer's `result`.
@@ -482,10 +513,9 @@ impl Upstream {
                 "upstream {}: the host refused the request: {why}",
                 self.name
             ))),
-            Sent::Http(e) => Outcome::Failed(RpcError::internal(format!(
-                "upstream {}: {e:?}",
-                self.name
-            ))),
+            Sent::Http(e) => {
+                Outcome::Failed(RpcError::internal(format!("upstream {}: {e:?}", self.name)))
+            }
             Sent::SessionGone => Outcome::Failed(RpcError::internal(format!(
                 "upstream {}: the session ended again at once",
                 self.name
@@ -569,7 +599,9 @@ fn answer_of(response: &Response, id: u64) -> Result<Value, Sent> {
             }
             match m.get_mut("result") {
                 Some(result) => Ok(result.take()),
-                None => Err(Sent::Malformed("an answer with neither result nor error".into())),
+                None => Err(Sent::Malformed(
+                    "an answer with neither result nor error".into(),
+                )),
             }
         }
         None => Err(Sent::Malformed(format!(

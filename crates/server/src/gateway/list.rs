@@ -26,6 +26,9 @@ const MAX_PAGES: usize = 100;
 /// The most bytes of one answer read.
 const MAX_ANSWER_BYTES: u64 = 4 << 20;
 
+/// The longest a session's end (`DELETE`) is waited for.
+const END_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// One conversation with an upstream: its allow-list, limits, and the session a
 /// 2025-11-25 upstream gave.
 struct Conversation<'a> {
@@ -141,6 +144,9 @@ impl<'a> Conversation<'a> {
         headers.remove(http::header::CONTENT_TYPE);
         headers.insert(HeaderName::from_static("mcp-session-id"), session);
         let key = self.key();
+        // An end is asked for on the way out too (a node shutting down): an upstream that
+        // does not answer at once does not hold it up.
+        let within = self.limits.answer_timeout.min(END_WAIT);
         let ending = self.outbound.listen(
             http::Method::DELETE,
             &self.allowed,
@@ -148,9 +154,9 @@ impl<'a> Conversation<'a> {
             &self.upstream.section.url,
             headers,
             Vec::new(),
-            self.limits.connect_timeout,
+            within,
         );
-        match tokio::time::timeout(self.limits.answer_timeout, ending).await {
+        match tokio::time::timeout(within, ending).await {
             Ok(Ok(answer)) => {
                 tracing::debug!(upstream = %self.upstream.section.name, status = answer.status, "session ended");
             }

@@ -327,8 +327,7 @@ impl Gateway {
     /// secret, its current access token): an upstream or its authorization server may echo
     /// them in an error body, and the excerpt of one is logged.
     fn scrubbed(&self, u: &Upstream, text: String) -> String {
-        let mut secrets: Vec<Secret> = u.bearer.iter().cloned().collect();
-        secrets.extend(u.oauth.as_ref().map(|o| o.secret.clone()));
+        let mut secrets = u.secrets();
         secrets.extend(self.credential(u));
         snodo_wasm::outbound::scrub_text(&text, &secrets).unwrap_or(text)
     }

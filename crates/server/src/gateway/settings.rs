@@ -95,6 +95,14 @@ impl std::fmt::Debug for Upstream {
 }
 
 impl Upstream {
+    /// The secrets written for it (its bearer token, its OAuth client secret): what is
+    /// scrubbed from anything of its answers that is logged, with its current token.
+    pub fn secrets(&self) -> Vec<Secret> {
+        let mut out: Vec<Secret> = self.bearer.iter().cloned().collect();
+        out.extend(self.oauth.as_ref().map(|o| o.secret.clone()));
+        out
+    }
+
     /// `section` checked, each refusal naming its key (relative to the entry), with the
     /// bearer token found by `secret`.
     pub fn new(
@@ -291,6 +299,13 @@ mod tests {
         assert!(u.confirms("create") && !u.confirms("get"));
         assert!(u.bearer.is_some());
         assert!(!format!("{u:?}").contains("s3cret"), "{u:?}");
+        // An error body that echoes the credential is logged without it.
+        let echoed = "HTTP 400: bad header Authorization: Bearer s3cret";
+        let logged = snodo_wasm::outbound::scrub_text(echoed, &u.secrets()).expect("scrubbed");
+        assert!(
+            !logged.contains("s3cret") && logged.starts_with("HTTP 400"),
+            "{logged}"
+        );
         let plain = Upstream::new(
             section(json!({"name": "a", "url": "https://x.example/mcp", "prefix": ""})),
             token,
