@@ -268,7 +268,6 @@ impl Gateway {
     ) {
         let u = &self.upstreams[index];
         let name = &u.section.name;
-        let idle = self.settings.refresh * IDLE_REFRESHES;
         loop {
             let protocol = self.listed.lock().get(name).map(|l| l.protocol);
             let credential = self.credential(u);
@@ -285,26 +284,11 @@ impl Gateway {
             let wait = match opened {
                 Ok(mut changes) => {
                     tracing::info!(upstream = %name, "following the upstream's tool changes");
-                    let why = loop {
-                        let next = tokio::select! {
-                            () = stop.cancelled() => None,
-                            n = tokio::time::timeout(idle, changes.next()) => Some(n),
-                        };
-                        let Some(next) = next else {
-                            changes.end().await;
-                            return;
-                        };
-                        match next {
-                            Ok(Some(true)) => {
-                                self.deployer.upstream_counters().change(name);
-                                heard.notify_one();
-                            }
-                            Ok(Some(false)) => {}
-                            Ok(None) => break "ended",
-                            Err(_) => break "was silent for gateway.refresh_ms × 5",
-                        }
-                    };
+                    let why = self.read_changes(name, &mut changes, &heard, &stop).await;
                     changes.end().await;
+                    let Some(why) = why else {
+                        return;
+                    };
                     tracing::info!(upstream = %name, "the upstream's change stream {why}; opened again shortly");
                     self.settings.refresh / 5
                 }
@@ -319,6 +303,34 @@ impl Gateway {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// Reads upstream `name`'s `changes`, telling `heard` of each change of its tools, until
+    /// the stream ends or stays silent for [`IDLE_REFRESHES`] × `refresh_ms`: why it
+    /// stopped, or `None` when `stop` came first.
+    async fn read_changes(
+        &self,
+        name: &str,
+        changes: &mut list::Changes<'_>,
+        heard: &tokio::sync::Notify,
+        stop: &CancellationToken,
+    ) -> Option<&'static str> {
+        let idle = self.settings.refresh * IDLE_REFRESHES;
+        loop {
+            let next = tokio::select! {
+                () = stop.cancelled() => return None,
+                n = tokio::time::timeout(idle, changes.next()) => n,
+            };
+            match next {
+                Ok(Some(true)) => {
+                    self.deployer.upstream_counters().change(name);
+                    heard.notify_one();
+                }
+                Ok(Some(false)) => {}
+                Ok(None) => return Some("ended"),
+                Err(_) => return Some("stayed silent past its idle limit"),
             }
         }
     }
