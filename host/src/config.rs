@@ -508,7 +508,7 @@ mod tests {
     use super::*;
     use crate::model::Principal;
     use crate::wasm::TaskMode;
-    use crate::wasm::outbound::AllowList;
+    use crate::wasm::outbound::{AllowList, ToolOutbound};
 
     #[test]
     fn a_full_file_parses() {
@@ -1452,6 +1452,7 @@ github = {{ file = "{}" }}
 dev = {{ value = "dev-value", development = true }}
 [defaults]
 allowed_outbound_hosts = ["https://api.example.com"]
+outbound = {{ connect_timeout_ms = 3000 }}
 [tools.open_ticket]
 allowed_outbound_hosts = ["https://api.github.com", "http://127.0.0.1:8080"]
 outbound = {{ max_requests = 5, first_byte_timeout_ms = 2000 }}
@@ -1487,6 +1488,30 @@ journal = false
         assert_eq!(http.limits.max_requests, 5);
         assert_eq!(http.limits.first_byte_timeout.as_millis(), 2000);
         assert_eq!(http.limits.max_response_bytes, 1 << 20, "the default stays");
+        assert_eq!(
+            http.limits.connect_timeout.as_millis(),
+            3000,
+            "[defaults]'s"
+        );
+        // What was written is kept as written too (an upstream tool applies it over the
+        // gateway's own limits): each key given at either depth, no other.
+        let ms = |m| Some(std::time::Duration::from_millis(m));
+        assert_eq!(
+            tool.outbound,
+            Some(ToolOutbound {
+                connect_timeout: ms(3000),
+                first_byte_timeout: ms(2000),
+                max_requests: Some(5),
+                ..ToolOutbound::default()
+            })
+        );
+        assert_eq!(
+            o.defaults.outbound,
+            Some(ToolOutbound {
+                connect_timeout: ms(3000),
+                ..ToolOutbound::default()
+            })
+        );
         assert!(!http.journal);
         assert_eq!(http.inject.len(), 1);
         assert_eq!(http.inject[0].header, "authorization");

@@ -191,15 +191,15 @@ VENV_PYTHON = ROOT / ".tools" / "venv" / "bin" / "python"
 
 
 @contextlib.contextmanager
-def upstream(work, port=None, typescript=False):
+def upstream(work, port=None, typescript=False, token=TOKEN):
     """The FastMCP ticket desk (the TypeScript SDK's with `typescript`) on `port` (a free
-    one by default), requiring TOKEN: yields its port, its log's path and the process."""
+    one by default), requiring `token`: yields its port, its log's path and the process."""
     port = port or free_port()
     log = Path(work) / f"upstream-{port}.log"
     log.touch()
     out = open(Path(work) / f"upstream-{port}.out", "wb")
     program = [str(ROOT / "scripts" / "node"), str(TS_UPSTREAM)] if typescript else [str(VENV_PYTHON), str(UPSTREAM)]
-    proc = subprocess.Popen([*program, str(port), str(log), TOKEN], stdout=out, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*program, str(port), str(log), token], stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 60
         while not listening(port):

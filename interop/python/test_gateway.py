@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -222,8 +223,14 @@ bearer = "tickets_token"
                     assert (await echo.result()).content[0].text == "echo: ts"
                     ticket = await call_tool_task(client, "desk_create_ticket", {"title": "from ts"})
                     result = await ticket.result()
+                    # A 2025-11-25 upstream asks on the call's own stream, which is not
+                    # forwarded (decisions.md 38): the gateway's handshake says it cannot
+                    # be asked, so the SDK's tool learns so at once instead of waiting.
+                    asking = await call_tool_task(client, "desk_ask_priority", {})
+                    asked = (await asking.result()).content[0].text
             assert len(seen) == 1
             assert result.content[0].text == "ticket 1: from ts (priority 3)"
+            assert asked.startswith("cannot ask: ") and "elicitation" in asked, asked
             # A tool added upstream is served at once: the node follows the session's
             # stream, where the upstream says its tools changed (the listing alone would
             # take gateway.refresh_ms, a minute).
@@ -244,10 +251,80 @@ bearer = "tickets_token"
                         break
                     await anyio.sleep(0.05)
     got = calls(log)
-    assert [c["tool"] for c in got] == ["slow_echo", "create_ticket", "grow"], got
+    assert [c["tool"] for c in got] == ["slow_echo", "create_ticket", "ask_priority", "grow"], got
     assert got[0]["idempotency_key"].startswith(echo.task_id + "-")
     assert got[1]["idempotency_key"].startswith(ticket.task_id + "-")
     assert {c["authorization"] for c in got} == {f"Bearer {TOKEN}"}
+
+
+def server_pid(config):
+    """The pid of the `snodo serve` reading `config`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if str(config).encode() in argv and b"serve" in argv:
+            return int(proc.name)
+    pytest.fail(f"no server reads {config}")
+
+
+async def wait_for_log(log_path, line, times):
+    """Waits until `line` is in the server's log `times` times."""
+    with anyio.fail_after(DEADLINE):
+        while Path(log_path).read_text(errors="replace").count(line) < times:
+            await anyio.sleep(0.05)
+
+
+async def test_a_rotated_upstream_credential_is_taken_on_reload_without_a_restart():
+    # The operator rotates the upstream's token: a new value in the secret's file, the
+    # upstream restarted to accept only it, then SIGHUP. The node takes it while serving:
+    # its next listing and its next call carry the new one, and neither reaches its log.
+    work = Path(tempfile.mkdtemp(prefix="snodo-gateway-rotate-"))
+    secret = work / "tickets-token"
+    secret.write_text(TOKEN + "\n")
+    rotated = "rotated-" + TOKEN
+    port = free_port()
+    config = f"""[secrets]
+tickets_token = {{ file = "{secret}" }}
+
+[[upstreams]]
+name = "tickets"
+url = "http://127.0.0.1:{port}/mcp"
+protocol = "2026-07-28"
+tools = ["slow_echo"]
+bearer = "tickets_token"
+"""
+    server_log = work / "server.log"
+    serving_line = "the upstreams' tools changed; serving them"
+    with contextlib.ExitStack() as stack:
+        first_upstream = contextlib.ExitStack()
+        _, log, _ = first_upstream.enter_context(upstream(work, port))
+        stack.push(first_upstream)
+        _, url = stack.enter_context(configured(work, {"kind": "memory"}, config))
+        with anyio.fail_after(DEADLINE):
+            async with Client(url) as client:
+                assert "tickets_slow_echo" in {t.name for t in await client.list_tools()}
+                first = await call_tool_task(client, "tickets_slow_echo", {"text": "a", "seconds": 0})
+                assert (await first.result()).content[0].text == "echo: a"
+        assert [c["authorization"] for c in calls(log)] == [f"Bearer {TOKEN}"]
+        first_upstream.close()
+        with upstream(work, port, token=rotated) as (_, log, _):
+            served = server_log.read_text(errors="replace").count(serving_line)
+            secret.write_text(rotated + "\n")
+            os.kill(server_pid(work / "snodo.toml"), signal.SIGHUP)
+            await wait_for_log(server_log, "upstream credentials rotated", 1)
+            # Listed again with the new token, and the tools' grants rebuilt with it.
+            await wait_for_log(server_log, serving_line, served + 1)
+            with anyio.fail_after(DEADLINE):
+                async with Client(url) as client:
+                    second = await call_tool_task(client, "tickets_slow_echo", {"text": "b", "seconds": 0})
+                    assert (await second.result()).content[0].text == "echo: b"
+            got = calls(log)
+            assert [c["authorization"] for c in got if c["tool"] == "slow_echo"][-1:] == [f"Bearer {rotated}"], got
+        text = server_log.read_text(errors="replace")
+        assert "apply after a restart" not in text, "a rotated credential needs no restart"
+        assert TOKEN not in text, "no token is logged"
 
 
 async def test_an_upstream_behind_oauth_is_called_with_tokens_from_its_authorization_server():

@@ -70,6 +70,22 @@ function desk() {
     },
   );
   server.registerTool(
+    "ask_priority",
+    { description: "Asks its client for a priority, and says what came of asking.", inputSchema: {} },
+    async (_args, extra) => {
+      record("ask_priority", {}, extra);
+      try {
+        const answer = await server.server.elicitInput({
+          message: "Which priority?",
+          requestedSchema: { type: "object", properties: { priority: { type: "number" } } },
+        });
+        return { content: [{ type: "text", text: `asked: ${JSON.stringify(answer)}` }] };
+      } catch (e) {
+        return { content: [{ type: "text", text: `cannot ask: ${e.message}` }] };
+      }
+    },
+  );
+  server.registerTool(
     "grow",
     { description: "Adds a tool named `name` to the desk.", inputSchema: { name: z.string() } },
     async ({ name }, extra) => {

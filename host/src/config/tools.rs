@@ -290,6 +290,7 @@ fn outbound_grant(
         o.check()
             .map_err(|e| (format!("{key}.outbound.{}", e.key), e.reason))?;
         o.apply_to(&mut grant.limits);
+        out.outbound = Some(o.over(out.outbound));
     }
     if let Some(j) = s.journal {
         grant.journal = j;

@@ -548,7 +548,7 @@ fn catalog_tool(
     }
     let mut grants = s.grants.clone().unwrap_or_default();
     if let Some(u) = upstream {
-        grants = upstream_grants(grants, u);
+        grants = upstream_grants(grants, s.outbound.as_ref(), u);
     }
     Ok(CatalogTool {
         component: component.clone(),
@@ -566,28 +566,19 @@ fn catalog_tool(
 
 /// An upstream tool's grants: the operator's for its served name, with the environment
 /// that tells the gateway where the name leads, and the upstream's origin as the only
-/// host it may reach (with its credential), under the tool's own outbound limits and
-/// journal setting when it has them.
+/// host it may reach (with its credential). Its limits are the gateway's, with each one
+/// the operator wrote (`written`, at `[defaults]` or for the served name) in its place,
+/// and the tool's journal setting.
 fn upstream_grants(
     mut grants: snodo_wasm::WasiGrants,
+    written: Option<&snodo_wasm::outbound::ToolOutbound>,
     tool: &UpstreamTool,
 ) -> snodo_wasm::WasiGrants {
     grants
         .env
         .retain(|(k, _)| !tool.env.iter().any(|(t, _)| t == k));
     grants.env.extend(tool.env.iter().cloned());
-    let mut http = (*tool.http).clone();
-    if let Some(own) = &grants.http {
-        let max_requests = http.limits.max_requests;
-        http.limits = own.limits;
-        if own.limits.max_requests == snodo_wasm::outbound::OutboundLimits::default().max_requests {
-            http.limits.max_requests = max_requests;
-        }
-        http.journal = own.journal;
-        // What the operator's secrets put in the environment stays scrubbed.
-        http.scrub.extend(own.scrub.iter().cloned());
-        http.scrub.dedup();
-    }
+    let http = upstream_http(&tool.http, written, grants.http.as_deref());
     // Under the journal the host keys each request of a task itself; the component keys
     // its call only where the host does not.
     let journal = if http.journal { "true" } else { "false" };
@@ -597,6 +588,26 @@ fn upstream_grants(
         .push(("SNODO_UPSTREAM_JOURNAL".into(), journal.into()));
     grants.http = Some(Arc::new(http));
     grants
+}
+
+/// The gateway's grant for an upstream (`base`) under what the operator set for the served
+/// name: each limit written in place of the gateway's, the tool's journal setting (`own`,
+/// resolved), and the secrets its environment carries still scrubbed.
+fn upstream_http(
+    base: &snodo_wasm::outbound::HttpGrant,
+    written: Option<&snodo_wasm::outbound::ToolOutbound>,
+    own: Option<&snodo_wasm::outbound::HttpGrant>,
+) -> snodo_wasm::outbound::HttpGrant {
+    let mut http = base.clone();
+    if let Some(w) = written {
+        w.apply_to(&mut http.limits);
+    }
+    if let Some(own) = own {
+        http.journal = own.journal;
+        http.scrub.extend(own.scrub.iter().cloned());
+        http.scrub.dedup();
+    }
+    http
 }
 
 /// What a component provides that no other component of a deployment may: its tools,
@@ -621,4 +632,46 @@ pub fn provides(component: &Component) -> BTreeSet<String> {
         )
         .chain(served.prompts.iter().map(|p| format!("prompt:{}", p.name)))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use snodo_wasm::outbound::{AllowList, HttpGrant, OutboundLimits, Secret, ToolOutbound};
+
+    #[test]
+    fn an_upstream_grant_keeps_the_gateway_limits_the_operator_did_not_write() {
+        let mut base = HttpGrant::new(AllowList::parse(&["http://127.0.0.1:9"]).expect("list"));
+        base.limits.max_requests = crate::gateway::UPSTREAM_MAX_REQUESTS;
+        base.retry_transient = true;
+        let defaults = OutboundLimits::default();
+        // Nothing written: the gateway's own limits, whatever the tool's resolved ones are.
+        let http = upstream_http(&base, None, None);
+        assert_eq!(
+            http.limits.max_requests,
+            crate::gateway::UPSTREAM_MAX_REQUESTS
+        );
+        assert!(http.journal && http.retry_transient);
+        // A value written is taken even when it equals the host's default.
+        let written = ToolOutbound {
+            max_requests: Some(defaults.max_requests),
+            max_response_bytes: Some(4096),
+            ..ToolOutbound::default()
+        };
+        let mut own = HttpGrant::new(AllowList::default());
+        own.journal = false;
+        own.limits.max_requests = 1;
+        own.scrub.push(Secret::new("from-the-environment"));
+        let http = upstream_http(&base, Some(&written), Some(&own));
+        assert_eq!(http.limits.max_requests, defaults.max_requests);
+        assert_eq!(http.limits.max_response_bytes, 4096);
+        assert_eq!(http.limits.connect_timeout, defaults.connect_timeout);
+        assert!(!http.journal, "the tool's journal setting");
+        assert_eq!(http.allowed, base.allowed, "the upstream's origin alone");
+        assert!(
+            http.scrub
+                .iter()
+                .any(|s| s.expose() == "from-the-environment")
+        );
+    }
 }

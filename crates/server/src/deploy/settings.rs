@@ -47,6 +47,11 @@ pub struct ToolSettings {
     pub limits: Option<snodo_core::model::ExecutionLimits>,
     /// WASI grants.
     pub grants: Option<snodo_wasm::WasiGrants>,
+    /// The outbound limits as the operator wrote them (`[defaults]` then `[tools.NAME]`,
+    /// each key only where given). `grants` holds them resolved over the host's defaults;
+    /// an upstream tool applies them over the gateway's own grant instead, whose
+    /// defaults differ.
+    pub outbound: Option<snodo_wasm::outbound::ToolOutbound>,
     /// The token claims its guest is shown.
     pub claims: Option<Vec<String>>,
     /// How long a call from a client without tasks waits before it is answered with a

@@ -27,6 +27,7 @@ use crate::deploy::{DeployError, Deployer, UpstreamChange, UpstreamTool};
 pub use list::{Listed, list};
 pub use settings::{
     GatewaySettings, OAuthClient, OAuthSection, PROTOCOLS, Upstream, UpstreamSection,
+    same_but_credentials,
 };
 
 /// Where the gateway component is looked for when `gateway.component` is not set: beside
@@ -51,7 +52,11 @@ pub struct Gateway {
     deployer: Arc<Deployer>,
     outbound: Arc<Outbound>,
     component: Arc<Component>,
-    upstreams: Vec<Upstream>,
+    /// The upstreams as configured; a reload may replace their credentials, nothing else
+    /// ([`Gateway::rotate`]), so their number and order never change.
+    upstreams: Upstreams,
+    /// Wakes [`Gateway::run`] for a listing at once (credentials were rotated).
+    wake: tokio::sync::Notify,
     settings: GatewaySettings,
     /// The last listing of each upstream that could be listed, by name.
     listed: parking_lot::Mutex<BTreeMap<String, Listed>>,
@@ -62,6 +67,22 @@ pub struct Gateway {
 /// The current access token of each upstream with `oauth`, by name: shared with the
 /// routes of work before a listing.
 type Tokens = Arc<parking_lot::Mutex<BTreeMap<String, oauth::Token>>>;
+
+/// The upstreams with their current credentials: shared with the routes of work before a
+/// listing.
+type Upstreams = Arc<parking_lot::RwLock<Arc<Vec<Upstream>>>>;
+
+/// What a reloaded configuration's upstreams did to those served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rotation {
+    /// Nothing changed.
+    Same,
+    /// Only credentials changed, and these upstreams' were taken at once.
+    Rotated(Vec<String>),
+    /// Something else changed too (an upstream added, removed, or moved elsewhere): the
+    /// node takes it at its next start.
+    NeedsRestart,
+}
 
 impl Gateway {
     /// Loads the gateway component and lists every upstream once (those that cannot be
@@ -85,6 +106,7 @@ impl Gateway {
         };
         let component = deployer.load_gateway(&path).await?;
         let tokens = Tokens::default();
+        let upstreams: Upstreams = Arc::new(parking_lot::RwLock::new(Arc::new(upstreams)));
         deployer.set_unlisted(unlisted(
             component.clone(),
             upstreams.clone(),
@@ -95,6 +117,7 @@ impl Gateway {
             outbound,
             component,
             upstreams,
+            wake: tokio::sync::Notify::new(),
             settings,
             listed: parking_lot::Mutex::default(),
             tokens,
@@ -108,17 +131,18 @@ impl Gateway {
     pub async fn refresh(&self) -> (UpstreamChange, bool) {
         let timeout = self.settings.list_timeout;
         self.renew_tokens().await;
+        let upstreams = self.upstreams();
         let credentials: Vec<Option<Secret>> =
-            self.upstreams.iter().map(|u| self.credential(u)).collect();
+            upstreams.iter().map(|u| self.credential(u)).collect();
         let listings = futures_util::future::join_all(
-            (self.upstreams.iter().zip(&credentials))
+            (upstreams.iter().zip(&credentials))
                 .map(|(u, c)| list(&self.outbound, u, c.as_ref(), timeout)),
         )
         .await;
         let mut all = true;
         {
             let mut listed = self.listed.lock();
-            for (u, got) in self.upstreams.iter().zip(listings) {
+            for (u, got) in upstreams.iter().zip(listings) {
                 let name = &u.section.name;
                 self.deployer.upstream_counters().listing(name, got.is_ok());
                 match got {
@@ -140,11 +164,48 @@ impl Gateway {
         (self.deployer.set_upstream_tools(tools), all)
     }
 
+    /// The upstreams with their current credentials.
+    fn upstreams(&self) -> Arc<Vec<Upstream>> {
+        self.upstreams.read().clone()
+    }
+
+    /// Takes the credentials of `next` (a reloaded configuration's upstreams) when nothing
+    /// else of them changed: the next listing, change stream and call of each upstream
+    /// whose credential changed carry the new one (an OAuth client's next token is asked
+    /// for with its new secret at once); tasks running meanwhile finish on the one they
+    /// started with. Anything else waits for a restart, and nothing is taken.
+    pub fn rotate(&self, next: &[Upstream]) -> Rotation {
+        let rotated: Vec<String> = {
+            let mut held = self.upstreams.write();
+            if !settings::same_but_credentials(&held, next) {
+                return Rotation::NeedsRestart;
+            }
+            let rotated: Vec<String> = (held.iter().zip(next))
+                .filter(|(a, b)| a != b)
+                .map(|(a, _)| a.section.name.clone())
+                .collect();
+            if rotated.is_empty() {
+                return Rotation::Same;
+            }
+            *held = Arc::new(next.to_vec());
+            rotated
+        };
+        {
+            // A token from the client before is not the new client's: asked for again.
+            let mut tokens = self.tokens.lock();
+            for name in &rotated {
+                tokens.remove(name);
+            }
+        }
+        self.wake.notify_one();
+        Rotation::Rotated(rotated)
+    }
+
     /// Asks for a token for each upstream with `oauth` whose token is due for renewal (or
     /// that has none); a failure is logged and the token before, if any, kept.
     async fn renew_tokens(&self) {
         let now = tokio::time::Instant::now();
-        for u in self.upstreams.iter().filter(|u| u.oauth.is_some()) {
+        for u in self.upstreams().iter().filter(|u| u.oauth.is_some()) {
             let name = &u.section.name;
             let due = (self.tokens.lock().get(name)).is_none_or(|t| t.renew_at <= now);
             if !due {
@@ -179,9 +240,10 @@ impl Gateway {
 
     /// Every served upstream tool, as last listed.
     fn tools(&self) -> Vec<UpstreamTool> {
+        let upstreams = self.upstreams();
         let listed = self.listed.lock();
         let mut out = Vec::new();
-        for u in &self.upstreams {
+        for u in upstreams.iter() {
             let Some(l) = listed.get(&u.section.name) else {
                 continue;
             };
@@ -224,10 +286,11 @@ impl Gateway {
         stop: CancellationToken,
     ) {
         let heard = Arc::new(tokio::sync::Notify::new());
-        let followers: Vec<_> = (0..self.upstreams.len())
+        let count = self.upstreams().len();
+        let followers: Vec<_> = (0..count)
             .map(|i| tokio::spawn(self.clone().follow(i, heard.clone(), stop.clone())))
             .collect();
-        let mut all = self.listed.lock().len() == self.upstreams.len();
+        let mut all = self.listed.lock().len() == count;
         loop {
             let wait = if all {
                 self.settings.refresh
@@ -242,6 +305,7 @@ impl Gateway {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep_until(at) => {}
                 () = heard.notified() => {}
+                () = self.wake.notified() => {}
             }
             let (change, answered) = self.refresh().await;
             all = answered;
@@ -266,9 +330,10 @@ impl Gateway {
         heard: Arc<tokio::sync::Notify>,
         stop: CancellationToken,
     ) {
-        let u = &self.upstreams[index];
-        let name = &u.section.name;
         loop {
+            // Taken again on each opening: a rotated credential is used from the next one.
+            let u = &self.upstreams()[index];
+            let name = &u.section.name;
             let protocol = self.listed.lock().get(name).map(|l| l.protocol);
             let credential = self.credential(u);
             let opened = match protocol {
@@ -354,10 +419,11 @@ const IDLE_REFRESHES: u32 = 5;
 /// is the upstream's to check.
 fn unlisted(
     component: Arc<Component>,
-    upstreams: Vec<Upstream>,
+    upstreams: Upstreams,
     tokens: Tokens,
 ) -> crate::deploy::Unlisted {
     Arc::new(move |served: &str| {
+        let upstreams = upstreams.read().clone();
         // The longest prefix that fits decides (checked at configuration: no two are
         // prefixes of each other, but an empty one fits every name `tools` lists).
         let (u, tool) =
@@ -384,7 +450,7 @@ fn unlisted(
 }
 
 /// The requests one attempt of an upstream call may make, replayed ones included, unless
-/// the operator set `outbound.max_requests` for the served name.
+/// the operator wrote `outbound.max_requests` (in `[defaults]` or for the served name).
 pub(crate) const UPSTREAM_MAX_REQUESTS: u32 = 100_000;
 
 /// The revision a call is made in: the configured one, else `auto` (the component asks

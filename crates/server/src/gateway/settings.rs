@@ -187,6 +187,19 @@ impl Upstream {
         })
     }
 
+    /// Whether `other` is this upstream with at most its credentials changed (the bearer
+    /// token or the OAuth client, their `[secrets]` names or values): what a reload may
+    /// replace while serving. Everything that decides where calls go and under which names
+    /// must be the same.
+    pub fn same_but_credentials(&self, other: &Upstream) -> bool {
+        let place = |u: &Upstream| UpstreamSection {
+            bearer: None,
+            oauth: None,
+            ..u.section.clone()
+        };
+        place(self) == place(other) && self.origin == other.origin
+    }
+
     /// The name the upstream's tool `tool` is served under.
     pub fn served_name(&self, tool: &str) -> String {
         match &self.section.prefix {
@@ -204,6 +217,16 @@ impl Upstream {
     pub fn confirms(&self, tool: &str) -> bool {
         self.section.confirm.iter().any(|c| c == "*" || c == tool)
     }
+}
+
+/// Whether `next` are the upstreams `before`, in the same order, with at most their
+/// credentials changed ([`Upstream::same_but_credentials`]).
+pub fn same_but_credentials(before: &[Upstream], next: &[Upstream]) -> bool {
+    before.len() == next.len()
+        && before
+            .iter()
+            .zip(next)
+            .all(|(a, b)| a.same_but_credentials(b))
 }
 
 /// `scheme://host:port` of an `http` or `https` URL.

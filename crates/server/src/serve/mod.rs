@@ -85,6 +85,7 @@ pub async fn serve_reloading(
             .await?,
         ),
     };
+    let rotating = gateway.clone();
     let (catalogs, revision) = deploy::start(&deployer, &*store).await?;
     let (nudge, nudged) = tokio::sync::mpsc::channel(1);
     let (server, runner, following) = start_node(
@@ -129,7 +130,7 @@ pub async fn serve_reloading(
         },
         deploy::Inbox {
             deployed: Some(nudged),
-            reloads: reloads.map(|r| deployer_reloads(opts.clone(), r)),
+            reloads: reloads.map(|r| deployer_reloads(opts.clone(), r, rotating)),
             rebuilds: Some(rebuilds),
         },
         move || told.catalog_changed(),
@@ -207,10 +208,12 @@ fn start_exporter(opts: &mut ServeOptions) -> Result<Option<snodo_otel::Exporter
 
 /// The deployer's settings of each reloaded configuration, in order. A reload's changes to
 /// what a running node cannot take are logged, against the configuration the node started
-/// with (what its listener, store and runner were built from).
+/// with (what its listener, store and runner were built from); upstreams' rotated
+/// credentials go to the `gateway` at once.
 fn deployer_reloads(
     started: ServeOptions,
     mut reloads: tokio::sync::mpsc::Receiver<ServeOptions>,
+    gateway: Option<Arc<crate::gateway::Gateway>>,
 ) -> tokio::sync::mpsc::Receiver<DeployerSettings> {
     let (tx, rx) = tokio::sync::mpsc::channel(1);
     tokio::spawn(async move {
@@ -220,6 +223,14 @@ fn deployer_reloads(
                 tracing::warn!(
                     settings = %restart.join(", "),
                     "changed settings apply after a restart"
+                );
+            }
+            if let Some(g) = &gateway
+                && let crate::gateway::Rotation::Rotated(names) = g.rotate(&next.upstreams)
+            {
+                tracing::info!(
+                    upstreams = %names.join(", "),
+                    "upstream credentials rotated: the next requests carry the new ones"
                 );
             }
             if tx.send(next.deployer_settings()).await.is_err() {

@@ -241,8 +241,12 @@ pub(super) fn needs_restart(before: &ServeOptions, next: &ServeOptions) -> Vec<&
     );
     check("limits", before.limits == next.limits);
     check("archive", before.archive == next.archive);
-    // Compared by value, secrets included: their Debug form hides them.
-    check("upstreams", before.upstreams == next.upstreams);
+    // Compared by value, apart from credentials, which a running gateway takes
+    // (`Gateway::rotate`).
+    check(
+        "upstreams",
+        crate::gateway::same_but_credentials(&before.upstreams, &next.upstreams),
+    );
     check("gateway", before.gateway == next.gateway);
     check(
         "engine",
@@ -278,12 +282,23 @@ mod tests {
     }
 
     #[test]
-    fn a_rotated_upstream_secret_is_a_change_that_needs_a_restart() {
+    fn a_rotated_upstream_secret_is_taken_live_and_a_moved_upstream_needs_a_restart() {
         let before = with_bearer("first");
         assert!(needs_restart(&before, &with_bearer("first")).is_empty());
-        assert_eq!(
-            needs_restart(&before, &with_bearer("second")),
-            ["upstreams"]
+        let rotated = with_bearer("second");
+        assert!(needs_restart(&before, &rotated).is_empty());
+        assert!(
+            before.upstreams != rotated.upstreams,
+            "the values differ, so the gateway takes the new one"
         );
+        let mut moved = with_bearer("first");
+        moved.upstreams[0].section.url = "http://127.0.0.1:9001/mcp".into();
+        assert_eq!(needs_restart(&before, &moved), ["upstreams"]);
+        let mut renamed = with_bearer("first");
+        renamed.upstreams[0].section.prefix = Some("t_".into());
+        assert_eq!(needs_restart(&before, &renamed), ["upstreams"]);
+        let mut more = with_bearer("first");
+        more.upstreams.extend(with_bearer("first").upstreams);
+        assert_eq!(needs_restart(&before, &more), ["upstreams"]);
     }
 }

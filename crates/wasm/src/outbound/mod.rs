@@ -388,6 +388,21 @@ impl ToolOutbound {
         Ok(())
     }
 
+    /// These values over `base`'s: each key given here wins, the others are `base`'s.
+    #[must_use]
+    pub fn over(self, base: Option<ToolOutbound>) -> ToolOutbound {
+        let b = base.unwrap_or_default();
+        ToolOutbound {
+            connect_timeout: self.connect_timeout.or(b.connect_timeout),
+            first_byte_timeout: self.first_byte_timeout.or(b.first_byte_timeout),
+            between_bytes_timeout: self.between_bytes_timeout.or(b.between_bytes_timeout),
+            max_request_bytes: self.max_request_bytes.or(b.max_request_bytes),
+            max_response_bytes: self.max_response_bytes.or(b.max_response_bytes),
+            max_requests: self.max_requests.or(b.max_requests),
+            max_concurrent: self.max_concurrent.or(b.max_concurrent),
+        }
+    }
+
     /// `limits` with every value given here in place of the inherited one.
     pub fn apply_to(&self, limits: &mut OutboundLimits) {
         let l = limits;
