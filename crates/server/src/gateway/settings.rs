@@ -70,7 +70,7 @@ pub struct OAuthClient {
 }
 
 /// An upstream, checked, its credential read. Equal only when the credentials' values are
-/// too, so a rotated secret is a change a reload reports.
+/// too, so a rotated secret is a change a reload hands the gateway (`Gateway::rotate`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Upstream {
     /// What was written.
