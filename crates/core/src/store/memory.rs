@@ -3,7 +3,11 @@
 //!
 //! Records are kept as JSON bytes (`store/record.rs`, uncompressed), with each task's head
 //! beside them: a parked task then costs about a kilobyte instead of the several its
-//! decoded JSON values would, and no reader can alias a stored value.
+//! decoded JSON values would, and no reader can alias a stored value. A record a runner has
+//! claimed is held decoded instead ([`Body::Held`]): its next transition (the outcome, or
+//! the question it parks on) comes within the attempt, and the claimed records are as many
+//! as the runners' execution slots, so holding them costs a bounded few kilobytes each and
+//! saves a task's decode and encode on the way to its outcome.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
@@ -27,18 +31,61 @@ pub struct MemoryStore {
     key: [u8; 32],
 }
 
-/// A stored record: its encoded bytes, and its head for checks that must not decode it.
+/// A stored record, and its head for checks that must not decode it.
 struct Stored {
     head: Head,
-    bytes: Box<[u8]>,
+    body: Body,
+}
+
+/// A record as the store keeps it: readers get a copy either way.
+enum Body {
+    /// Encoded JSON: every record no runner holds a claim on, parked and terminal ones
+    /// among them, however many there are.
+    Encoded(Box<[u8]>),
+    /// Decoded, for a live task a runner has claimed. Loading it clones it.
+    Held(Box<Record>),
+}
+
+impl Body {
+    fn of(record: &Record) -> StoreResult<Self> {
+        Ok(
+            if record.task.claim.is_some() && !record.task.status.is_terminal() {
+                Body::Held(Box::new(record.clone()))
+            } else {
+                Body::Encoded(record::encode_json(record)?.into_boxed_slice())
+            },
+        )
+    }
+
+    fn record(&self) -> StoreResult<Record> {
+        match self {
+            Body::Encoded(bytes) => record::decode(bytes),
+            Body::Held(rec) => Ok((**rec).clone()),
+        }
+    }
+
+    fn task(&self) -> StoreResult<Task> {
+        match self {
+            Body::Encoded(bytes) => record::decode_task(bytes),
+            Body::Held(rec) => Ok(rec.task.clone()),
+        }
+    }
+
+    fn view(&self) -> StoreResult<TaskView> {
+        match self {
+            Body::Encoded(bytes) => record::decode_view(bytes),
+            Body::Held(rec) => Ok(TaskView::of(&rec.task)),
+        }
+    }
 }
 
 #[derive(Default)]
 struct Tables {
     records: HashMap<TaskId, Stored>,
     indexes: [BTreeSet<(u64, TaskId)>; 3],
-    /// The counts, by kind and key.
-    counts: HashMap<(Count, String), u64>,
+    /// The counts, by kind, then key: a lookup by a borrowed key allocates nothing, and a
+    /// transition moves several counts.
+    counts: HashMap<Count, HashMap<String, u64>>,
     kv: std::collections::BTreeMap<(Kv, Vec<u8>), Vec<u8>>,
     /// Revoked keys and until when, and the same ordered by time for the sweep.
     revoked: HashMap<String, Timestamp>,
@@ -58,10 +105,7 @@ fn slot(index: Index) -> usize {
 
 impl View for Tables {
     fn load(&self, id: &TaskId) -> StoreResult<Option<Record>> {
-        self.records
-            .get(id)
-            .map(|s| record::decode(&s.bytes))
-            .transpose()
+        self.records.get(id).map(|s| s.body.record()).transpose()
     }
 
     fn index_upto(&self, index: Index, upto: u64, limit: usize) -> StoreResult<Vec<TaskId>> {
@@ -74,17 +118,11 @@ impl View for Tables {
     }
 
     fn load_task(&self, id: &TaskId) -> StoreResult<Option<Task>> {
-        self.records
-            .get(id)
-            .map(|s| record::decode_task(&s.bytes))
-            .transpose()
+        self.records.get(id).map(|s| s.body.task()).transpose()
     }
 
     fn load_view(&self, id: &TaskId) -> StoreResult<Option<TaskView>> {
-        self.records
-            .get(id)
-            .map(|s| record::decode_view(&s.bytes))
-            .transpose()
+        self.records.get(id).map(|s| s.body.view()).transpose()
     }
 
     fn head(&self, id: &TaskId) -> StoreResult<Option<Head>> {
@@ -94,7 +132,8 @@ impl View for Tables {
     fn count(&self, kind: Count, key: &str) -> StoreResult<u64> {
         Ok(self
             .counts
-            .get(&(kind, key.to_owned()))
+            .get(&kind)
+            .and_then(|by_key| by_key.get(key))
             .copied()
             .unwrap_or(0))
     }
@@ -105,7 +144,7 @@ impl View for Tables {
             if out.len() >= limit {
                 break;
             }
-            let rec = record::decode(&stored.bytes)?;
+            let rec = stored.body.record()?;
             if !rec.task.status.is_terminal()
                 && rec.work.component_digest.as_deref() == Some(digest)
             {
@@ -179,9 +218,11 @@ impl View for Tables {
     fn tallies(&self, prefix: &str) -> StoreResult<Vec<(String, u64)>> {
         Ok(self
             .counts
-            .iter()
-            .filter(|((kind, key), _)| *kind == Count::Tally && key.starts_with(prefix))
-            .map(|((_, key), n)| (key.clone(), *n))
+            .get(&Count::Tally)
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, n)| (key.clone(), *n))
             .collect())
     }
 
@@ -198,7 +239,7 @@ impl Txn for Tables {
     fn put(&mut self, record: &Record) -> StoreResult<()> {
         let stored = Stored {
             head: Head::of(&record.task),
-            bytes: record::encode_json(record)?.into_boxed_slice(),
+            body: Body::of(record)?,
         };
         self.records.insert(record.task.id, stored);
         Ok(())
@@ -235,9 +276,17 @@ impl Txn for Tables {
 
     fn set_count(&mut self, kind: Count, key: &str, count: u64) -> StoreResult<()> {
         if count == 0 {
-            self.counts.remove(&(kind, key.to_owned()));
+            if let Some(by_key) = self.counts.get_mut(&kind) {
+                by_key.remove(key);
+            }
         } else {
-            self.counts.insert((kind, key.to_owned()), count);
+            let by_key = self.counts.entry(kind).or_default();
+            match by_key.get_mut(key) {
+                Some(n) => *n = count,
+                None => {
+                    by_key.insert(key.to_owned(), count);
+                }
+            }
         }
         Ok(())
     }
@@ -371,4 +420,43 @@ mod tests {
     }
 
     crate::store_contract_suite!(|| Memory);
+
+    /// Whether `id`'s record is held decoded.
+    fn held(store: &MemoryStore, id: &crate::model::TaskId) -> bool {
+        let tables = store.inner.read().expect("lock");
+        matches!(tables.records[id].body, super::Body::Held(_))
+    }
+
+    /// A claimed task's record is held decoded; once no runner holds it (parked, or
+    /// ended) it is encoded again, so the records held stay as many as the
+    /// claims. Readers see the same task either way.
+    #[tokio::test]
+    async fn only_a_claimed_record_is_held_decoded() {
+        use crate::store::contract::{as_worker, ask, claimed, completed, elicit, view};
+        let store = Arc::new(MemoryStore::new());
+        let (id, lease) = claimed(&*store, "acme").await;
+        assert!(held(&store, &id), "a claimed task is held");
+        let running = view(&*store, "acme", &id).await;
+        assert_eq!(running.status, crate::model::TaskStatus::Working);
+
+        ask(&*store, &lease, "q", elicit("ok?")).await.expect("ask");
+        assert!(
+            held(&store, &id),
+            "asking keeps the claim until the runner parks"
+        );
+        let asked = view(&*store, "acme", &id).await;
+        store.release(&lease).await.expect("park");
+        assert!(!held(&store, &id), "a parked task is encoded");
+        let parked = view(&*store, "acme", &id).await;
+        assert_eq!(
+            (parked.status, parked.input_requests),
+            (asked.status, asked.input_requests),
+            "the same question, encoded"
+        );
+
+        let (done, lease) = claimed(&*store, "acme").await;
+        as_worker(&*store, &lease, completed("fine")).await;
+        assert!(!held(&store, &done), "an ended task is encoded");
+        assert!(view(&*store, "acme", &done).await.outcome.is_some());
+    }
 }

@@ -221,7 +221,7 @@ fn ev_id(id: &str, kind: EventKind) -> TaskEvent {
     TaskEvent::new(EventId::new(id).expect("valid event id"), kind)
 }
 
-fn completed(text: &str) -> EventKind {
+pub(crate) fn completed(text: &str) -> EventKind {
     EventKind::Completed {
         result: json!({"content": [{"type": "text", "text": text}]}),
     }
@@ -233,7 +233,7 @@ fn cancelled() -> EventKind {
     }
 }
 
-fn elicit(message: &str) -> Value {
+pub(crate) fn elicit(message: &str) -> Value {
     json!({"method": "elicitation/create", "params": {"mode": "form", "message": message,
         "requestedSchema": {"type": "object", "properties": {"ok": {"type": "boolean"}}}}})
 }
@@ -263,7 +263,11 @@ async fn read(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model
 
 /// What a lookup of `id` sees as a user of `tenant_name`, checked against the view of the
 /// whole task: every adapter's lookup must show exactly what the task holds.
-async fn view(store: &dyn Store, tenant_name: &str, id: &TaskId) -> crate::model::TaskView {
+pub(crate) async fn view(
+    store: &dyn Store,
+    tenant_name: &str,
+    id: &TaskId,
+) -> crate::model::TaskView {
     let (access, view) = store
         .authorize_read(&tenant(tenant_name), &id.to_string())
         .await
@@ -292,7 +296,7 @@ pub(crate) async fn cancel(
 }
 
 /// A new task of `tenant`, claimed under [`cr`].
-async fn claimed(store: &dyn Store, tenant: &str) -> (TaskId, super::Lease) {
+pub(crate) async fn claimed(store: &dyn Store, tenant: &str) -> (TaskId, super::Lease) {
     let id = create(store, tenant).await;
     let lease = store.claim(&id, &cr()).await.expect("claim").lease;
     (id, lease)
@@ -312,7 +316,11 @@ async fn access(
 }
 
 /// Commits `kind` under `lease`, which the test expects to be accepted.
-async fn as_worker(store: &dyn Store, lease: &super::Lease, kind: EventKind) -> super::Committed {
+pub(crate) async fn as_worker(
+    store: &dyn Store,
+    lease: &super::Lease,
+    kind: EventKind,
+) -> super::Committed {
     commit_as_worker(store, lease, ev(kind)).await
 }
 
@@ -347,7 +355,7 @@ async fn refusal(store: &dyn Store, by: Authority<'_>, kind: EventKind) -> Optio
 }
 
 /// Asks the user `question` under `key` for the task `lease` holds.
-async fn ask(
+pub(crate) async fn ask(
     store: &dyn Store,
     lease: &super::Lease,
     key: &str,
