@@ -428,8 +428,8 @@ mod tests {
     }
 
     /// A claimed task's record is held decoded; once no runner holds it (parked, or
-    /// ended) it is encoded again, so the records held stay as many as the
-    /// claims. Readers see the same task either way.
+    /// ended) it is encoded again, so the records held stay as many as the claims.
+    /// Readers see the same task either way.
     #[tokio::test]
     async fn only_a_claimed_record_is_held_decoded() {
         use crate::store::contract::{as_worker, ask, claimed, completed, elicit, view};
